@@ -1,0 +1,38 @@
+# idscheck — everything a fresh machine with Go needs is fetched from the Go
+# module proxy, pinned in go.mod.
+GO      ?= go
+BIN     := bin/idscheck
+OUT     ?= idscheck-report
+SEED    ?= 1
+
+.PHONY: all build run test bench mutants fuzz vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/idscheck
+
+# The main job on the embedded default: start the bundled reference server
+# in-process and certify it. Prints where the report is.
+run: build
+	./$(BIN) run --seed $(SEED) --out $(OUT)
+
+# Every test. Stays under 10 minutes on 2 cores.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 9m ./...
+
+# Performance figures, printed; copy them into the README.
+bench: build
+	$(GO) run ./sut/bench
+
+# The mutation kill matrix: every mutant of the reference server against the profile.
+mutants: build
+	./$(BIN) mutants
+
+fuzz:
+	$(GO) test ./sut -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
+	$(GO) test ./spec -run '^$$' -fuzz FuzzCanonicalPath -fuzztime 30s
+
+clean:
+	rm -rf bin $(OUT) runs

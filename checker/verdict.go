@@ -1,0 +1,60 @@
+package checker
+
+import "time"
+
+// Verdict is the end state of one rule in one run. UNKNOWN never reads as PASS.
+type Verdict string
+
+const (
+	Pass      Verdict = "PASS"       // every check of the rule held
+	Fail      Verdict = "FAIL"       // a MUST is broken
+	NonStrict Verdict = "NON-STRICT" // a SHOULD is broken
+	Unknown   Verdict = "UNKNOWN"    // the harness could not decide (timeout, target vanished)
+	NA        Verdict = "N/A"        // the target does not offer what the rule needs; Reason says what
+)
+
+// Exchange is one recorded HTTP request and its response, as the recording
+// client saw it. Outcome is Unknown when the request may have reached the
+// target but no response came back (timeout, reset after send).
+type Exchange struct {
+	Client      string              `json:"client,omitempty"` // which logical client sent it
+	Method      string              `json:"method"`
+	Path        string              `json:"path"` // path and query, as sent
+	ReqHeaders  map[string][]string `json:"req_headers,omitempty"`
+	ReqBody     string              `json:"req_body,omitempty"`
+	Status      int                 `json:"status,omitempty"` // 0 when no response
+	RespHeaders map[string][]string `json:"resp_headers,omitempty"`
+	RespBody    string              `json:"resp_body,omitempty"`
+	Call        time.Time           `json:"call"`
+	Return      time.Time           `json:"return"`
+	Outcome     Outcome             `json:"outcome"`
+	Err         string              `json:"err,omitempty"` // transport error, when any
+}
+
+// Outcome of one operation: it took effect (OK), it certainly did not (Failed),
+// or nobody can know (Unknown: the request may have been applied).
+type Outcome string
+
+const (
+	OutcomeOK      Outcome = "ok"
+	OutcomeFailed  Outcome = "fail"
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// Evidence is what decided a verdict: what was expected, what was observed,
+// and the exchanges that show it.
+type Evidence struct {
+	Expected  string     `json:"expected,omitempty"`
+	Observed  string     `json:"observed,omitempty"`
+	Exchanges []Exchange `json:"exchanges,omitempty"`
+}
+
+// RuleResult is the verdict of one rule with the evidence behind it.
+type RuleResult struct {
+	RuleID    string        `json:"rule_id"`
+	Verdict   Verdict       `json:"verdict"`
+	Reason    string        `json:"reason,omitempty"`    // one line: why this verdict
+	Scenarios []string      `json:"scenarios,omitempty"` // names of the scenarios that exercised the rule
+	Evidence  []Evidence    `json:"evidence,omitempty"`
+	Duration  time.Duration `json:"duration_ns,omitempty"`
+}
