@@ -1,0 +1,246 @@
+// Package client is the recording HTTP client every scenario, chaos worker and
+// benchmark talks to a target through. Every request and its response (or the
+// lack of one) is recorded as a checker.Exchange with call and return times
+// and an outcome: ok (a response came back), fail (the request certainly never
+// reached the target) or unknown (it may have been applied).
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// MaxBody is the most of a response body the client reads; a hostile target
+// cannot make the harness buffer more.
+const MaxBody = 1 << 20
+
+// Recorder collects the exchanges of every Client that shares it. It is safe
+// for concurrent use.
+type Recorder struct {
+	mu  sync.Mutex
+	exs []checker.Exchange
+}
+
+// Len returns how many exchanges have been recorded; pass it to Since later.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.exs)
+}
+
+// Since returns a copy of the exchanges recorded after mark (a value of Len).
+func (r *Recorder) Since(mark int) []checker.Exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if mark > len(r.exs) {
+		mark = len(r.exs)
+	}
+	return append([]checker.Exchange(nil), r.exs[mark:]...)
+}
+
+func (r *Recorder) add(e checker.Exchange) {
+	r.mu.Lock()
+	r.exs = append(r.exs, e)
+	r.mu.Unlock()
+}
+
+// Options configure a Client.
+type Options struct {
+	Name     string       // logical client name, recorded on every exchange
+	APIKey   string       // sent as X-API-KEY unless the request sets it
+	Sign     bool         // sign every request with HMAC (seed 004 §5.2)
+	HTTP     *http.Client // defaults to a keep-alive client with Timeout
+	Timeout  time.Duration
+	Recorder *Recorder // nil: record nothing
+	// Now returns the time used for X-Timestamp; defaults to time.Now.
+	Now func() time.Time
+}
+
+// Client sends requests to one target and records them.
+type Client struct {
+	base *url.URL
+	opt  Options
+}
+
+// New returns a Client for baseURL (scheme, host and optional path prefix).
+func New(baseURL string, opt Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("client: target must be an http:// or https:// URL with a host, got " + strconv.Quote(baseURL))
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = 10 * time.Second
+	}
+	if opt.HTTP == nil {
+		opt.HTTP = &http.Client{Timeout: opt.Timeout, Transport: NewTransport()}
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Client{base: u, opt: opt}, nil
+}
+
+// NewTransport returns a keep-alive transport with bounded dial and header waits.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+	}
+}
+
+// With returns a copy of c with other options (another API key, signing on, …)
+// sharing the same transport and recorder.
+func (c *Client) With(f func(*Options)) *Client {
+	n := *c
+	f(&n.opt)
+	return &n
+}
+
+// Request is one HTTP request. Path may carry a query ("/claim?namespace=a").
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+	// NoAPIKey sends no X-API-KEY even when the client has one.
+	NoAPIKey bool
+}
+
+// Response is what came back. Body is at most MaxBody bytes.
+type Response struct {
+	Status   int
+	Header   http.Header
+	Body     []byte
+	Exchange checker.Exchange
+}
+
+// Do sends req and records it. A transport error returns a nil Response and
+// the error; the exchange is recorded all the same, with outcome fail when
+// the request certainly never reached the target and unknown otherwise.
+func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
+	ref, err := url.Parse(req.Path)
+	if err != nil || ref.Host != "" || ref.Scheme != "" {
+		return nil, errors.New("client: request path must be a path with an optional query, got " + strconv.Quote(req.Path))
+	}
+	u := *c.base
+	u.Path = singleSlashJoin(c.base.Path, ref.Path)
+	u.RawPath = singleSlashJoin(c.base.EscapedPath(), ref.EscapedPath())
+	u.RawQuery = ref.RawQuery
+	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			hreq.Header.Add(k, v)
+		}
+	}
+	if len(req.Body) > 0 && hreq.Header.Get("Content-Type") == "" {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if c.opt.APIKey != "" && !req.NoAPIKey && hreq.Header.Get(spec.HeaderAPIKey) == "" {
+		hreq.Header.Set(spec.HeaderAPIKey, c.opt.APIKey)
+	}
+	if c.opt.Sign {
+		key := hreq.Header.Get(spec.HeaderAPIKey)
+		ts := strconv.FormatInt(c.opt.Now().Unix(), 10)
+		nonce := NewNonce()
+		cp, _ := spec.CanonicalPath(hreq.URL.EscapedPath(), hreq.URL.RawQuery)
+		hreq.Header.Set(spec.HeaderTimestamp, ts)
+		hreq.Header.Set(spec.HeaderNonce, nonce)
+		hreq.Header.Set(spec.HeaderSignature, spec.Sign(key, spec.SigningString(req.Method, cp, ts, nonce, req.Body)))
+	}
+	ex := checker.Exchange{
+		Client:     c.opt.Name,
+		Method:     req.Method,
+		Path:       hreq.URL.RequestURI(),
+		ReqHeaders: cloneHeader(hreq.Header),
+		ReqBody:    string(req.Body),
+		Call:       time.Now(),
+	}
+	resp, err := c.opt.HTTP.Do(hreq)
+	if err != nil {
+		ex.Return = time.Now()
+		ex.Err = err.Error()
+		ex.Outcome = checker.OutcomeUnknown
+		if neverSent(err) {
+			ex.Outcome = checker.OutcomeFailed
+		}
+		c.record(ex)
+		return nil, err
+	}
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	resp.Body.Close()
+	ex.Return = time.Now()
+	ex.Status = resp.StatusCode
+	ex.RespHeaders = cloneHeader(resp.Header)
+	ex.RespBody = string(body)
+	ex.Outcome = checker.OutcomeOK
+	if rerr != nil {
+		ex.Err = "reading body: " + rerr.Error()
+	}
+	c.record(ex)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, Exchange: ex}, nil
+}
+
+func (c *Client) record(ex checker.Exchange) {
+	if c.opt.Recorder != nil {
+		c.opt.Recorder.add(ex)
+	}
+}
+
+// NewNonce returns 16 random bytes in hex.
+func NewNonce() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// neverSent reports whether err proves the request never reached the target:
+// the connection was refused or could not be dialled.
+func neverSent(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func singleSlashJoin(a, b string) string {
+	switch {
+	case a == "" || a == "/":
+		return b
+	case len(a) > 0 && a[len(a)-1] == '/' && len(b) > 0 && b[0] == '/':
+		return a + b[1:]
+	}
+	return a + b
+}
+
+func cloneHeader(h http.Header) map[string][]string {
+	if len(h) == 0 {
+		return nil
+	}
+	m := make(map[string][]string, len(h))
+	for k, v := range h {
+		m[k] = append([]string(nil), v...)
+	}
+	return m
+}

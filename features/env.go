@@ -1,0 +1,66 @@
+// Package features holds the Gherkin scenarios of every profile, their step
+// definitions and the runner that cmd/idscheck and go test both call.
+package features
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/idscheck/idscheck/client"
+)
+
+// Target is what the harness knows of the implementation under test.
+type Target struct {
+	BaseURL           string  // e.g. http://127.0.0.1:8080
+	APIKey            string  // the main key (BUS_SECRET of the reference server)
+	AdminToken        string  // X-Admin-Token (BUS_ADMIN_SECRET); empty: admin rules are N/A
+	DashboardPassword string  // HTTP Basic password of user "admin"; empty: Basic-auth rules are N/A
+	MetricsToken      string  // Bearer token of /metrics; empty: use admin credentials
+	TimeScale         float64 // the target divides every protocol duration by it (1: real time)
+	RequireSignatures bool    // the target runs with BUS_REQUIRE_SIGNATURES=true
+}
+
+// Env is what step definitions get from the runner: the target, the run's one
+// seeded random source, and recording clients. One Env serves one run.
+type Env struct {
+	Target   Target
+	Rand     *rand.Rand       // drawn from --seed; the only randomness steps may use
+	Recorder *client.Recorder // every exchange of the run
+	// Budget is the longest protocol time (lease expiry, backoff) one scenario
+	// may wait for. A rule that would need longer is N/A, with the reason.
+	Budget time.Duration
+}
+
+// Client returns a recording client of the target with the main API key;
+// opts may change the key, turn on signing, etc.
+func (e *Env) Client(name string, opts ...func(*client.Options)) (*client.Client, error) {
+	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Sign: e.Target.RequireSignatures}
+	for _, f := range opts {
+		f(&o)
+	}
+	return client.New(e.Target.BaseURL, o)
+}
+
+// Scaled returns a protocol duration as the target experiences it.
+func (e *Env) Scaled(d time.Duration) time.Duration {
+	if e.Target.TimeScale <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) / e.Target.TimeScale)
+}
+
+// ErrNotApplicable marks a step that cannot run against this target (no admin
+// token, a lease longer than the budget, …). The rules of its scenario end N/A
+// with the wrapped reason; wrap it with NotApplicable.
+var ErrNotApplicable = errors.New("not applicable")
+
+// NotApplicable returns an error that makes the scenario's rules N/A.
+func NotApplicable(reason string) error {
+	return &naError{reason}
+}
+
+type naError struct{ reason string }
+
+func (e *naError) Error() string { return "not applicable: " + e.reason }
+func (e *naError) Unwrap() error { return ErrNotApplicable }
