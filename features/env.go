@@ -64,3 +64,19 @@ type naError struct{ reason string }
 
 func (e *naError) Error() string { return "not applicable: " + e.reason }
 func (e *naError) Unwrap() error { return ErrNotApplicable }
+
+// MismatchError is a step failure that says what the rule expected and what
+// the target did; the runner puts both into the rule's evidence.
+type MismatchError struct {
+	Expected string
+	Observed string
+}
+
+func (e *MismatchError) Error() string {
+	return "expected " + e.Expected + ", observed " + e.Observed
+}
+
+// Mismatch returns a *MismatchError.
+func Mismatch(expected, observed string) error {
+	return &MismatchError{Expected: expected, Observed: observed}
+}

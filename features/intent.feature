@@ -1,0 +1,1 @@
+Feature: Intent Protocol v2.1 (seed 004)
