@@ -1,0 +1,188 @@
+package checker
+
+import (
+	"time"
+)
+
+// AnomalyKind names one way a history breaks the exactly-once promise.
+type AnomalyKind string
+
+const (
+	// Lost: a publish was acknowledged, and its unit of work never took
+	// effect nor was fulfilled (dead or expired ones too, when Options say so).
+	Lost AnomalyKind = "lost"
+	// Duplicated: a unit of work took effect more often than allowed, or was
+	// served by more than one intent.
+	Duplicated AnomalyKind = "duplicated"
+	// Unexpected: an effect no publish asked for (no attempt with its key
+	// could have taken effect).
+	Unexpected AnomalyKind = "unexpected"
+	// Recovered is not a violation: a publish whose outcome was unknown (or
+	// failed transport) did take effect. Counted, never reported as failure.
+	Recovered AnomalyKind = "recovered"
+	// DoubleLease: two claims of one intent whose leases certainly overlap,
+	// the first not released.
+	DoubleLease AnomalyKind = "double-lease"
+	// StaleTokenAccepted: extend, fulfill or fail succeeded with a token that
+	// a later claim had certainly superseded, or whose lease had certainly
+	// expired.
+	StaleTokenAccepted AnomalyKind = "stale-token-accepted"
+	// FulfilledTwice: after a fulfill of an intent succeeded, another fulfill
+	// or a claim of it succeeded.
+	FulfilledTwice AnomalyKind = "fulfilled-twice"
+	// IdempotencyViolation: the idempotency record broke: the same body under
+	// the same key got a different response, a different body was accepted
+	// instead of rejected, or a conflict was reported with no different body.
+	IdempotencyViolation AnomalyKind = "idempotency-violation"
+	// NotLinearizable: porcupine found no order of a partition's operations
+	// that its model accepts, and no more specific check named the cause.
+	NotLinearizable AnomalyKind = "not-linearizable"
+)
+
+// Violation reports whether an anomaly of this kind breaks a promise
+// (everything but Recovered).
+func (k AnomalyKind) Violation() bool { return k != Recovered }
+
+// Anomaly is one broken promise with its minimal evidence: the operations and
+// effects that show it, and a plain-language explanation.
+type Anomaly struct {
+	Kind        AnomalyKind `json:"kind"`
+	Key         string      `json:"key"` // idempotency key or intent id the anomaly is about
+	Explanation string      `json:"explanation"`
+	Ops         []Operation `json:"ops,omitempty"`
+	Effects     []Effect    `json:"effects,omitempty"`
+}
+
+// LinResult is the result of a linearizability check; like porcupine's, an
+// Unknown (the checker ran out of time) never reads as Ok.
+type LinResult string
+
+const (
+	LinOk      LinResult = "Ok"
+	LinIllegal LinResult = "Illegal"
+	LinUnknown LinResult = "Unknown"
+)
+
+// Model names of the porcupine models Check runs.
+const (
+	ModelIdempotency = "idempotency" // partitioned by idempotency key, publish ops
+	ModelLease       = "lease"       // partitioned by intent id, claim/extend/fulfill/fail/status ops
+)
+
+// ModelCheck is the linearizability result of one model over the history.
+type ModelCheck struct {
+	Model      string    `json:"model"`
+	Result     LinResult `json:"result"`
+	Ops        int       `json:"ops"`
+	Partitions int       `json:"partitions"`
+	Failing    []string  `json:"failing,omitempty"` // keys of the partitions porcupine found illegal
+}
+
+// Partition is the operations of one key under one model: what a
+// visualization of a failing partition needs.
+type Partition struct {
+	Model string      `json:"model"`
+	Key   string      `json:"key"`
+	Ops   []Operation `json:"ops"`
+}
+
+// QueueStats counts units of work in the manner of Jepsen's total-queue.
+// A unit is one publish Key.
+type QueueStats struct {
+	Attempted    int `json:"attempted"`    // keys with at least one publish
+	Acknowledged int `json:"acknowledged"` // keys with at least one publish OK
+	Effected     int `json:"effected"`     // keys with at least one effect
+	Fulfilled    int `json:"fulfilled"`    // keys whose intent was seen fulfilled
+	Lost         int `json:"lost"`
+	Duplicated   int `json:"duplicated"`
+	Unexpected   int `json:"unexpected"`
+	Recovered    int `json:"recovered"`
+	Dead         int `json:"dead"`    // acknowledged keys whose intent was last seen dead
+	Expired      int `json:"expired"` // acknowledged keys whose intent was last seen gone
+	Pending      int `json:"pending"` // acknowledged, no effect, last seen open or claimed (Options.Undrained)
+}
+
+// Options say what the workload promised and how long the checker may work.
+type Options struct {
+	// Timeout bounds porcupine over the whole history; 0 means no bound.
+	// Running out of time makes a model's result LinUnknown, never LinOk.
+	Timeout time.Duration
+	// MaxEffects is how many effects one key may have: 0 means 1
+	// (exactly-once effect), negative means any number (at-least-once
+	// execution with idempotent workers: only a second intent is duplicated).
+	MaxEffects int
+	// DeadIsLost counts an acknowledged unit whose intent ended dead as lost
+	// (for workloads where workers never fail on purpose).
+	DeadIsLost bool
+	// ExpiredIsLost counts an acknowledged unit whose intent vanished (404 on
+	// a status read) without effect as lost.
+	ExpiredIsLost bool
+	// Undrained says the workload stopped without waiting for every unit to
+	// finish: units still open or claimed at the end are Pending, not Lost.
+	Undrained bool
+	// ClockSlack is how much faster the server's clock may run than the
+	// harness's over one lease, when judging that a lease had certainly
+	// expired or was certainly still live (default 50 ms).
+	ClockSlack time.Duration
+	// ConflictStatus is the status that reports an idempotency key reused
+	// with a different body (default 422, seed 004 §7.2).
+	ConflictStatus int
+	// MaxExamples bounds how many anomalies of each kind are kept with
+	// evidence; Counts hold the totals (default 20).
+	MaxExamples int
+}
+
+// Report is what Check found. Verdict sums it up.
+type Report struct {
+	Ops       int                 `json:"ops"`
+	Effects   int                 `json:"effects"`
+	Queue     QueueStats          `json:"queue"`
+	Models    []ModelCheck        `json:"models"`
+	Anomalies []Anomaly           `json:"anomalies,omitempty"`
+	Counts    map[AnomalyKind]int `json:"counts"`
+	// FailingPartitions holds, for each partition porcupine found illegal,
+	// its operations: Visualize renders these and nothing else.
+	FailingPartitions []Partition `json:"failing_partitions,omitempty"`
+}
+
+// Verdict is Fail when any violation was found, Unknown when none was found
+// but a model could not be decided, Pass otherwise.
+func (r Report) Verdict() Verdict {
+	for k, n := range r.Counts {
+		if n > 0 && k.Violation() {
+			return Fail
+		}
+	}
+	for _, m := range r.Models {
+		switch m.Result {
+		case LinIllegal:
+			return Fail
+		case LinUnknown:
+			return Unknown
+		}
+	}
+	return Pass
+}
+
+// Check checks a history and a ledger: porcupine models per key, the lease
+// checks, the idempotency checks and the queue checks. It is pure: same
+// input, same report (porcupine's own goroutines aside).
+func Check(h History, l Ledger, opts Options) Report {
+	opts = opts.withDefaults()
+	c := newCheck(h, l, opts)
+	c.run()
+	return c.report
+}
+
+func (o Options) withDefaults() Options {
+	if o.ClockSlack == 0 {
+		o.ClockSlack = 50 * time.Millisecond
+	}
+	if o.ConflictStatus == 0 {
+		o.ConflictStatus = 422
+	}
+	if o.MaxExamples == 0 {
+		o.MaxExamples = 20
+	}
+	return o
+}
