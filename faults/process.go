@@ -1,0 +1,352 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Bounds of the process lifecycle. Every wait of a Process is bounded by
+// one of them and by the caller's ctx.
+const (
+	// ProcessStartTimeout bounds the wait for a started process to answer its health check.
+	ProcessStartTimeout = 60 * time.Second
+	// ProcessStopTimeout bounds the wait after SIGTERM before SIGKILL.
+	ProcessStopTimeout = 5 * time.Second
+	// processExitTimeout bounds the wait for a SIGKILLed process to be reaped.
+	processExitTimeout = 10 * time.Second
+	// tailSize is how much of the process's stderr (and stdout) is kept for error messages.
+	tailSize = 4096
+)
+
+// ErrProcessExited reports a managed process that exited before it became
+// healthy, or that is not running when it should be.
+var ErrProcessExited = errors.New("process exited")
+
+// Process is a target process the harness owns: started with `sh -c
+// cmdline` in its own process group, killed with SIGKILL (the whole group)
+// at chosen moments and restarted with the same command, environment and
+// working directory, hence on the same data. Its stdout and stderr are
+// discarded except for a tail kept for error messages. A Process is safe for
+// concurrent use; Kill, Restart and Stop are serialised.
+//
+// Failpoints of the reference server: put "GO_FAILPOINTS=<path>=<term>[;…]"
+// (see FailpointsEnv) in env to arm failpoints from the process's start, and
+// "GO_FAILPOINTS_HTTP=127.0.0.1:<port>" (see FailpointsHTTPEnv) to arm and
+// disarm them at chosen moments with a RemoteFailpoint. failpoint reads both
+// in its init, so the child must import github.com/pingcap/failpoint.
+type Process struct {
+	cmdline   string
+	env       []string
+	healthURL string
+	logger    *slog.Logger
+
+	mu     sync.Mutex // serialises start, Kill, Restart, Stop; guards the fields below
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the current process has been reaped
+	status *exitStatus   // the current process's exit status, set before exited closes
+	starts int
+	tail   *tailBuffer
+}
+
+// exitStatus is written once, by the goroutine that reaps the process, before
+// it closes the process's exited channel; read it only after that.
+type exitStatus struct{ err error }
+
+// StartProcess starts `sh -c cmdline` with env appended to this process's
+// environment and waits until healthURL answers: an http(s) URL must return a
+// status below 500 to a GET; a bare host:port must accept a TCP connection;
+// an empty healthURL is not waited for. The wait is bounded by ctx and
+// ProcessStartTimeout; a process that exits first fails with
+// ErrProcessExited and the tail of its output.
+func StartProcess(ctx context.Context, cmdline string, env []string, healthURL string, logger *slog.Logger) (*Process, error) {
+	if strings.TrimSpace(cmdline) == "" {
+		return nil, errors.New("process: empty command")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Process{cmdline: cmdline, env: append([]string(nil), env...), healthURL: healthURL, logger: logger}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.start(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// start starts the process and waits for health; p.mu is held.
+func (p *Process) start(ctx context.Context) error {
+	cmd := exec.Command("/bin/sh", "-c", p.cmdline)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	tail := &tailBuffer{max: tailSize}
+	cmd.Stdout = tail
+	cmd.Stderr = tail
+	cmd.WaitDelay = time.Second // do not hang on grandchildren holding the pipes
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("process: start %q: %w", p.cmdline, err)
+	}
+	exited, status := make(chan struct{}), &exitStatus{}
+	p.cmd, p.exited, p.status, p.tail = cmd, exited, status, tail
+	p.starts++
+	go func() {
+		// Takes no lock: Kill and start wait on exited while holding p.mu.
+		status.err = cmd.Wait()
+		close(exited)
+	}()
+	p.logger.Info("process started", "pid", cmd.Process.Pid, "cmd", p.cmdline, "start", p.starts)
+	if err := p.waitHealthy(ctx, exited); err != nil {
+		p.killLocked()
+		return err
+	}
+	return nil
+}
+
+// waitHealthy polls the health check until it passes, the process exits, or
+// ctx or ProcessStartTimeout ends the wait.
+func (p *Process) waitHealthy(ctx context.Context, exited <-chan struct{}) error {
+	if p.healthURL == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ProcessStartTimeout)
+	defer cancel()
+	check, err := healthCheck(p.healthURL)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, time.Second)
+		err = check(cctx)
+		ccancel()
+		if err == nil {
+			p.logger.Info("process healthy", "pid", p.cmd.Process.Pid, "health", p.healthURL)
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("process: %q: %w before it was healthy; output: %s", p.cmdline, ErrProcessExited, p.tail.String())
+		case <-ctx.Done():
+			return fmt.Errorf("process: %q not healthy at %s (last: %v): %w; output: %s", p.cmdline, p.healthURL, err, ctx.Err(), p.tail.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// healthCheck returns the check for an http(s) URL or a host:port.
+func healthCheck(health string) (func(ctx context.Context) error, error) {
+	if strings.HasPrefix(health, "http://") || strings.HasPrefix(health, "https://") {
+		if _, err := url.Parse(health); err != nil {
+			return nil, fmt.Errorf("process: health url: %w", err)
+		}
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		return func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, health, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode >= 500 {
+				return fmt.Errorf("health: status %d", resp.StatusCode)
+			}
+			return nil
+		}, nil
+	}
+	if _, _, err := net.SplitHostPort(health); err != nil {
+		return nil, fmt.Errorf("process: health %q: want an http URL or host:port: %w", health, err)
+	}
+	return func(ctx context.Context) error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", health)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}, nil
+}
+
+// PID is the current process's id (0 before the first start).
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Starts counts how many times the process was started (1 after StartProcess).
+func (p *Process) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Running reports whether the current process has not exited.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Exited returns a channel closed when the current process exits (by a
+// Kill, or on its own: a failpoint that calls os.Exit, a crash).
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exited
+}
+
+// ExitErr is the current process's exit status (as exec.Cmd.Wait returns
+// it) once it has exited, and nil while it runs.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	exited, status := p.exited, p.status
+	p.mu.Unlock()
+	if exited == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return status.err
+	default:
+		return nil
+	}
+}
+
+// Output is the tail of the current process's stdout and stderr.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tail == nil {
+		return ""
+	}
+	return p.tail.String()
+}
+
+// Kill sends SIGKILL to the process group and waits (bounded) until the
+// process is reaped. Killing a process that already exited is not an error.
+func (p *Process) Kill() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killLocked()
+}
+
+func (p *Process) killLocked() error {
+	if p.cmd == nil {
+		return nil
+	}
+	pid := p.cmd.Process.Pid
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("process: kill %d: %w", pid, err)
+	}
+	t := time.NewTimer(processExitTimeout)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		p.logger.Info("process killed", "pid", pid, "signal", "SIGKILL")
+		return nil
+	case <-t.C:
+		return fmt.Errorf("process: %d still running %s after SIGKILL", pid, processExitTimeout)
+	}
+}
+
+// Restart makes sure the current process is gone (SIGKILL if it still runs),
+// then starts the same command again with the same environment, and waits for
+// health as StartProcess does.
+func (p *Process) Restart(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.killLocked(); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	if err := p.start(ctx); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	return nil
+}
+
+// Stop ends the process for good: SIGTERM to the group, a wait bounded by
+// ProcessStopTimeout, then SIGKILL.
+func (p *Process) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return nil
+	}
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	pid := p.cmd.Process.Pid
+	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("process: stop %d: %w", pid, err)
+	}
+	t := time.NewTimer(ProcessStopTimeout)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		p.logger.Info("process stopped", "pid", pid, "signal", "SIGTERM")
+		return nil
+	case <-t.C:
+	}
+	return p.killLocked()
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.b))
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
