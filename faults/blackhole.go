@@ -42,7 +42,9 @@ func (f *Blackhole) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration)
 // toxic of 0 on the downstream stream): a request sent while it holds is
 // processed by the target, and its response never arrives — the outcome the
 // client records is unknown. When the fault ends, the connections it held are
-// closed.
+// closed. A target that closes the connection after replying (the request
+// said Connection: close) makes the client see that close (EOF) at once
+// instead of waiting for its own timeout; the reply is lost either way.
 type LostResponse struct {
 	Network *Network
 }

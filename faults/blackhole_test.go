@@ -1,0 +1,97 @@
+package faults
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestBlackholeAndLostResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fault    func(*Network) Holdable
+		wantHits int64 // requests that reached the target while the fault held
+		eofOK    bool  // the target closes the connection (Connection: close): EOF instead of a timeout
+	}{
+		// The request never arrives.
+		{"blackhole", func(n *Network) Holdable { return &Blackhole{Network: n} }, 0, false},
+		// The request is processed; its response never arrives.
+		{"lost_response", func(n *Network) Holdable { return &LostResponse{Network: n} }, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			c := newCounter(t, []byte("reply"))
+			n := newNet(t, c)
+			f := tc.fault(n)
+			end, err := f.Begin(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := get(ctx, n.URL(), 500*time.Millisecond)
+			if err == nil {
+				t.Fatalf("request answered %q through %s, want no answer", b, tc.name)
+			}
+			if !isTimeout(err) && !(tc.eofOK && errors.Is(err, io.EOF)) {
+				t.Errorf("error = %v, want a client timeout", err)
+			}
+			t.Logf("client saw: %v", err)
+			if tc.wantHits > 0 {
+				c.waitHits(tc.wantHits)
+			}
+			if got := c.hits.Load(); got != tc.wantHits {
+				t.Errorf("target saw %d requests, want %d", got, tc.wantHits)
+			}
+			in, err := end()
+			if err != nil || in.Fault != tc.name || in.End.IsZero() {
+				t.Fatalf("end: %+v, %v", in, err)
+			}
+			// Healed: the next request goes through and is counted.
+			if b, err := get(ctx, n.URL(), 10*time.Second); err != nil || string(b) != "reply" {
+				t.Errorf("after the fault: %q, %v", b, err)
+			}
+			if got := c.hits.Load(); got != tc.wantHits+1 {
+				t.Errorf("target saw %d requests after healing, want %d", got, tc.wantHits+1)
+			}
+		})
+	}
+}
+
+// TestLostResponseOnKeptAliveConnection: the harness's clients keep
+// connections alive; a response lost on such a connection leaves the client
+// waiting until its own timeout, while the target did process the request.
+func TestLostResponseOnKeptAliveConnection(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCounter(t, []byte("reply"))
+	n := newNet(t, c)
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	defer client.CloseIdleConnections()
+	do := func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL(), nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.ReadAll(resp.Body)
+		return err
+	}
+	if err := do(); err != nil {
+		t.Fatalf("before the fault: %v", err)
+	}
+	end, err := (&LostResponse{Network: n}).Begin(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = do()
+	if _, eerr := end(); eerr != nil {
+		t.Fatal(eerr)
+	}
+	if !isTimeout(err) {
+		t.Errorf("error = %v, want a client timeout", err)
+	}
+	if got := c.waitHits(2); got != 2 {
+		t.Errorf("target saw %d requests, want 2: the lost one was processed", got)
+	}
+}
