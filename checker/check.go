@@ -104,7 +104,7 @@ type QueueStats struct {
 
 // Options say what the workload promised and how long the checker may work.
 type Options struct {
-	// Timeout bounds porcupine over the whole history; 0 means no bound.
+	// Timeout bounds each porcupine run over the history; 0 means no bound.
 	// Running out of time makes a model's result LinUnknown, never LinOk.
 	Timeout time.Duration
 	// MaxEffects is how many effects one key may have: 0 means 1
@@ -127,6 +127,9 @@ type Options struct {
 	// ConflictStatus is the status that reports an idempotency key reused
 	// with a different body (default 422, seed 004 §7.2).
 	ConflictStatus int
+	// SkipQueue turns the queue checks off, for workloads that execute
+	// nothing (no workers, no effect sink): lost would be meaningless.
+	SkipQueue bool
 	// MaxExamples bounds how many anomalies of each kind are kept with
 	// evidence; Counts hold the totals (default 20).
 	MaxExamples int
@@ -140,6 +143,12 @@ type Report struct {
 	Models    []ModelCheck        `json:"models"`
 	Anomalies []Anomaly           `json:"anomalies,omitempty"`
 	Counts    map[AnomalyKind]int `json:"counts"`
+	// Options are the effective options of the check (defaults filled in).
+	Options Options `json:"options"`
+	// FirstHiddenClaim is the call time of the earliest claim whose outcome
+	// and intent are unknown (math.MaxInt64 if none): the models need it to
+	// re-check FailingPartitions alone.
+	FirstHiddenClaim int64 `json:"first_hidden_claim"`
 	// FailingPartitions holds, for each partition porcupine found illegal,
 	// its operations: Visualize renders these and nothing else.
 	FailingPartitions []Partition `json:"failing_partitions,omitempty"`

@@ -1,5 +1,10 @@
 package checker
 
+import (
+	"fmt"
+	"math"
+)
+
 // check holds the state of one Check call.
 type check struct {
 	h      History
@@ -12,5 +17,98 @@ func newCheck(h History, l Ledger, opts Options) *check {
 	return &check{h: h, l: l, opts: opts, report: Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}}
 }
 
-// run is a stub until the checks land.
-func (c *check) run() {}
+// maxEvidenceOps bounds the operations kept with one anomaly.
+const maxEvidenceOps = 24
+
+// add counts a and keeps it, with its evidence, while fewer than
+// Options.MaxExamples of its kind are kept.
+func (c *check) add(a Anomaly) {
+	c.report.Counts[a.Kind]++
+	if c.report.Counts[a.Kind] > c.opts.MaxExamples {
+		return
+	}
+	if len(a.Ops) > maxEvidenceOps {
+		a.Ops = a.Ops[:maxEvidenceOps]
+	}
+	c.report.Anomalies = append(c.report.Anomalies, a)
+}
+
+func (c *check) run() {
+	parts := partitions(c.h.Ops)
+	env := &modelEnv{slack: int64(c.opts.ClockSlack), conflictStatus: c.opts.ConflictStatus, firstHiddenClaim: math.MaxInt64}
+	for i := range c.h.Ops {
+		op := &c.h.Ops[i]
+		if op.Kind == OpClaim && op.Outcome == OutcomeUnknown && op.Key == "" && op.Call < env.firstHiddenClaim {
+			env.firstHiddenClaim = op.Call
+		}
+	}
+
+	c.report.Options = c.opts
+	c.report.FirstHiddenClaim = env.firstHiddenClaim
+
+	// named checks, per partition
+	named := make([]bool, len(parts))
+	count := map[string]int{}
+	for i, p := range parts {
+		count[p.model]++
+		switch p.model {
+		case ModelIdempotency:
+			named[i] = c.checkIdempotency(p.key, p.ops)
+		case ModelLease:
+			named[i] = c.checkLease(p.key, p.ops)
+		}
+	}
+
+	// porcupine
+	results, failing := c.linearizability(parts, env)
+	failingKeys := map[string][]string{}
+	isNamed := map[[2]string]bool{}
+	for i, p := range parts {
+		if named[i] {
+			isNamed[[2]string{p.model, p.key}] = true
+		}
+	}
+	for _, p := range failing {
+		failingKeys[p.model] = append(failingKeys[p.model], p.key)
+		if len(c.report.FailingPartitions) < c.opts.MaxExamples {
+			fp := Partition{Model: p.model, Key: p.key}
+			for _, i := range p.ops {
+				fp.Ops = append(fp.Ops, c.h.Ops[i])
+			}
+			c.report.FailingPartitions = append(c.report.FailingPartitions, fp)
+		}
+		if !isNamed[[2]string{p.model, p.key}] {
+			c.add(Anomaly{
+				Kind: NotLinearizable, Key: p.key,
+				Explanation: fmt.Sprintf("no order of the %d operations on %s %s is allowed by the %s model: %s",
+					len(p.ops), keyNoun(p.model), p.key, p.model, modelPromise(p.model)),
+				Ops: firstOps(c.h.Ops, p.ops, maxEvidenceOps),
+			})
+		}
+	}
+	nops := map[string]int{}
+	for _, p := range parts {
+		nops[p.model] += len(p.ops)
+	}
+	for _, m := range []string{ModelIdempotency, ModelLease} {
+		c.report.Models = append(c.report.Models, ModelCheck{Model: m, Result: results[m], Ops: nops[m], Partitions: count[m], Failing: failingKeys[m]})
+	}
+
+	if !c.opts.SkipQueue {
+		c.queue(parts)
+	}
+}
+
+func keyNoun(model string) string {
+	if model == ModelIdempotency {
+		return "idempotency key"
+	}
+	return "intent"
+}
+
+func modelPromise(model string) string {
+	if model == ModelIdempotency {
+		return "the first accepted body fixes the response, the same body replays it, another body is refused"
+	}
+	return "one live lease at a time, a superseded or expired token never succeeds, a fulfilled intent stays fulfilled, claim_attempts grows with every claim"
+}

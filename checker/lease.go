@@ -1,0 +1,214 @@
+package checker
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The named lease checks of one intent (seed 004 §3.3, §7.3–7.6): they say
+// in plain words what porcupine's lease model can only call illegal. All
+// judge time conservatively: a server instant is only known to lie within
+// the [Call, Return] of the operation that observed it, and leases are
+// shortened (for "certainly live") or lengthened (for "certainly expired")
+// by Options.ClockSlack.
+
+// checkLease runs the named lease checks over the operations of one intent.
+// It reports whether it found anything.
+func (c *check) checkLease(key string, idx []int) bool {
+	ops := c.h.Ops
+	var claims, releases, extends, fulfills, mutations []*Operation
+	for _, i := range idx {
+		op := &ops[i]
+		switch op.Kind {
+		case OpClaim:
+			if op.Outcome == OutcomeOK && op.Output.Token != "" {
+				claims = append(claims, op)
+			}
+		case OpExtend, OpFulfill, OpFail:
+			if op.Outcome == OutcomeOK {
+				mutations = append(mutations, op)
+			}
+			if op.Kind == OpExtend && op.Outcome != OutcomeFailed {
+				extends = append(extends, op)
+			}
+			if op.Kind != OpExtend && op.Outcome != OutcomeFailed {
+				releases = append(releases, op)
+			}
+			if op.Kind == OpFulfill && op.Outcome == OutcomeOK {
+				fulfills = append(fulfills, op)
+			}
+		}
+	}
+	byCall := func(a, b *Operation) int { return cmpInt64(a.Call, b.Call) }
+	slices.SortStableFunc(claims, byCall)
+	slices.SortStableFunc(extends, byCall)
+	found := false
+	if c.doubleLease(key, claims, releases) {
+		found = true
+	}
+	if c.staleToken(key, claims, extends, mutations) {
+		found = true
+	}
+	if c.fulfilledTwice(key, claims, fulfills) {
+		found = true
+	}
+	return found
+}
+
+// releasedBefore reports whether a fulfill or fail with token may have
+// released the lease before instant t.
+func releasedBefore(releases []*Operation, token string, t int64) bool {
+	for _, r := range releases {
+		if r.Input.Token == token && r.Call < t {
+			return true
+		}
+	}
+	return false
+}
+
+// doubleLease finds two claims of one intent whose leases certainly overlap:
+// whichever took effect first, the second took effect before the first
+// lease could have expired, and the first was not released in between.
+func (c *check) doubleLease(key string, claims, releases []*Operation) bool {
+	slack := int64(c.opts.ClockSlack)
+	for i, a := range claims {
+		la := a.Output.LeaseNs
+		if la <= 0 {
+			continue
+		}
+		for _, b := range claims[i+1:] {
+			if b.Call-a.Call >= la-slack {
+				break // sorted by call: no later claim can certainly overlap a
+			}
+			if b.Output.Token == a.Output.Token {
+				continue
+			}
+			lb := b.Output.LeaseNs
+			// a took effect first: b did so before a's lease could end.
+			aFirst := b.Return-a.Call < la-slack && !releasedBefore(releases, a.Output.Token, b.Return)
+			// b first (possible only if b was called before a returned).
+			bFirstPossible := b.Call < a.Return
+			bFirst := lb > 0 && a.Return-b.Call < lb-slack && !releasedBefore(releases, b.Output.Token, a.Return)
+			if aFirst && (!bFirstPossible || bFirst) {
+				c.add(Anomaly{
+					Kind: DoubleLease, Key: key,
+					Explanation: fmt.Sprintf("intent %s was claimed twice with leases that certainly overlap: the first claim (token %s, lease %s) was called at %s, "+
+						"the second (token %s) returned at %s, before the first lease could have expired, and nobody released the first lease: two workers held it at once",
+						key, short(a.Output.Token), ms(la), ms(a.Call), short(b.Output.Token), ms(b.Return)),
+					Ops: []Operation{*a, *b},
+				})
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// staleToken finds a mutation that succeeded with a token that was certainly
+// no longer valid: never granted, superseded by a later claim, or expired.
+func (c *check) staleToken(key string, claims, extends, mutations []*Operation) bool {
+	slack := int64(c.opts.ClockSlack)
+	grant := map[string]*Operation{}
+	for _, cl := range claims {
+		if _, ok := grant[cl.Output.Token]; !ok {
+			grant[cl.Output.Token] = cl
+		}
+	}
+	for _, m := range mutations {
+		a, ok := grant[m.Input.Token]
+		if !ok {
+			c.add(Anomaly{
+				Kind: StaleTokenAccepted, Key: key,
+				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, which no recorded claim of this intent granted", m.Kind, key, short(m.Input.Token)),
+				Ops:         []Operation{*m},
+			})
+			return true
+		}
+		for _, b := range claims {
+			if b.Output.Token != m.Input.Token && a.Return < b.Call && b.Return < m.Call {
+				c.add(Anomaly{
+					Kind: StaleTokenAccepted, Key: key,
+					Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, but a later claim had already replaced it with token %s "+
+						"(that claim returned at %s, the %s was called at %s): a superseded token must get 404",
+						m.Kind, key, short(m.Input.Token), short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)),
+					Ops: []Operation{*a, *b, *m},
+				})
+				return true
+			}
+		}
+		if a.Output.LeaseNs <= 0 {
+			continue
+		}
+		// the latest instant the lease could have lasted until, through
+		// every extension that may have happened before it ran out
+		expiresBy := satAdd(a.Return, a.Output.LeaseNs+slack)
+		evidence := []Operation{*a}
+		for _, e := range extends {
+			if e.Input.Token != m.Input.Token || e.Call > expiresBy || e.Call >= m.Call {
+				continue
+			}
+			if e.Input.ExtendNs <= 0 {
+				expiresBy = math.MaxInt64
+				break
+			}
+			expiresBy = satAdd(max(e.Return, expiresBy), e.Input.ExtendNs+slack)
+			evidence = append(evidence, *e)
+		}
+		if m.Call > expiresBy {
+			c.add(Anomaly{
+				Kind: StaleTokenAccepted, Key: key,
+				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s at %s, after its lease had certainly expired (at %s at the latest): an expired token must get 404",
+					m.Kind, key, short(m.Input.Token), ms(m.Call), ms(expiresBy)),
+				Ops: append(evidence, *m),
+			})
+			return true
+		}
+	}
+	return false
+}
+
+// fulfilledTwice finds a second successful fulfill, or a successful claim
+// made after a fulfill had succeeded.
+func (c *check) fulfilledTwice(key string, claims, fulfills []*Operation) bool {
+	if len(fulfills) >= 2 {
+		c.add(Anomaly{
+			Kind: FulfilledTwice, Key: key,
+			Explanation: fmt.Sprintf("intent %s was fulfilled %d times: after the first fulfill succeeds, the intent is terminal and every other fulfill must get 404", key, len(fulfills)),
+			Ops:         []Operation{*fulfills[0], *fulfills[1]},
+		})
+		return true
+	}
+	for _, f := range fulfills {
+		for _, cl := range claims {
+			if cl.Call > f.Return {
+				c.add(Anomaly{
+					Kind: FulfilledTwice, Key: key,
+					Explanation: fmt.Sprintf("intent %s was claimed again (at %s) after it had been fulfilled (at %s): a fulfilled intent is terminal and is executed again",
+						key, ms(cl.Call), ms(f.Return)),
+					Ops: []Operation{*f, *cl},
+				})
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ms renders nanoseconds of the run's clock as milliseconds.
+func ms(ns int64) string {
+	if ns == math.MaxInt64 {
+		return "never"
+	}
+	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+}
