@@ -76,6 +76,11 @@ func StartProcess(ctx context.Context, cmdline string, env []string, healthURL s
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if healthURL != "" {
+		if _, err := healthCheck(healthURL); err != nil {
+			return nil, err
+		}
+	}
 	p := &Process{cmdline: cmdline, env: append([]string(nil), env...), healthURL: healthURL, logger: logger}
 	p.mu.Lock()
 	defer p.mu.Unlock()

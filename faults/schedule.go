@@ -76,12 +76,17 @@ func NewSchedule(rnd *rand.Rand, faults []Fault, total time.Duration, opts Sched
 	return out
 }
 
-// between draws a duration uniformly from [lo, hi].
+// between draws a duration uniformly from [lo, hi], in whole milliseconds
+// when the bounds allow it (schedules read better).
 func between(rnd *rand.Rand, lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + time.Duration(rnd.Int64N(int64(hi-lo)+1))
+	d := lo + time.Duration(rnd.Int64N(int64(hi-lo)+1))
+	if r := d.Round(time.Millisecond); r >= lo && r <= hi {
+		return r
+	}
+	return d
 }
 
 // Run carries out schedule against the faults of list (looked up by name)
