@@ -2,12 +2,135 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idscheck/idscheck/checker"
 )
 
-// cmdCheck is a placeholder until its issue lands.
+const checkSynopsis = `check DIR
+
+Re-checks a chaos run directory offline (no target needed): reads chaos.json,
+history.jsonl and ledger.jsonl, runs every check again, rewrites check.json and
+the linearization view of the failing partitions, and prints the anomalies.
+
+Exit codes: 0 no anomaly, 1 anomalies found, 2 usage (no such run directory),
+4 the checker could not decide.`
+
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "idscheck check: not implemented yet")
-	return exitUsage
+	fs := newFlagSet("check", checkSynopsis, stderr)
+	if code, stop := parseFlags(fs, args, true); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	return checkChaosDir(fs.Arg(0), stdout, stderr)
+}
+
+func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error) {
+	var run chaosRun
+	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return run, checker.History{}, checker.Ledger{}, fmt.Errorf("no chaos.json in %s: run 'idscheck chaos --out %s' first", dir, dir)
+	}
+	if err != nil {
+		return run, checker.History{}, checker.Ledger{}, err
+	}
+	if err := json.Unmarshal(b, &run); err != nil {
+		return run, checker.History{}, checker.Ledger{}, fmt.Errorf("chaos.json: %w", err)
+	}
+	hf, err := os.Open(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return run, checker.History{}, checker.Ledger{}, err
+	}
+	defer hf.Close()
+	h, err := checker.ReadHistory(hf)
+	if err != nil {
+		return run, h, checker.Ledger{}, err
+	}
+	lf, err := os.Open(filepath.Join(dir, "ledger.jsonl"))
+	if err != nil {
+		return run, h, checker.Ledger{}, err
+	}
+	defer lf.Close()
+	l, err := checker.ReadLedger(lf)
+	return run, h, l, err
+}
+
+// checkChaosDir checks a chaos run directory, writes check.json and the
+// failing partitions' view, prints the anomalies and returns the exit code.
+func checkChaosDir(dir string, stdout, stderr io.Writer) int {
+	run, h, l, err := readChaosDir(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		return exitUsage
+	}
+	rep := checker.Check(h, l, run.Options)
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		return exitUsage
+	}
+	viz := filepath.Join(dir, "linearization.html")
+	os.Remove(viz)
+	if len(rep.FailingPartitions) > 0 {
+		if err := writeFileWith(viz, rep.Visualize); err != nil {
+			fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		}
+	}
+	printChaosReport(stdout, run, rep, dir)
+	switch rep.Verdict() {
+	case checker.Pass:
+		return exitOK
+	case checker.Unknown:
+		return exitUndecided
+	}
+	return exitFailed
+}
+
+func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string) {
+	q := rep.Queue
+	fmt.Fprintf(w, "chaos: %d operations, %d effects, %d fault injections over %s\n", rep.Ops, rep.Effects,
+		len(run.Timeline), run.End.Sub(run.Start).Round(1e6))
+	fmt.Fprintf(w, "queue: %d keys published, %d acknowledged, %d fulfilled, %d dead, %d executed; lost %d, duplicated %d, unexpected %d, recovered %d\n",
+		q.Attempted, q.Acknowledged, q.Fulfilled, q.Dead, q.Effected, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
+	for _, m := range rep.Models {
+		fmt.Fprintf(w, "model %-12s %-8s %d ops in %d partitions\n", m.Model, m.Result, m.Ops, m.Partitions)
+	}
+	kinds := chaosSortedKeys(rep.Counts)
+	violations := 0
+	for _, k := range kinds {
+		if n := rep.Counts[checker.AnomalyKind(k)]; n > 0 && checker.AnomalyKind(k).Violation() {
+			violations += n
+		}
+	}
+	if violations == 0 {
+		fmt.Fprintf(w, "no anomaly: %s\n", rep.Verdict())
+	} else {
+		fmt.Fprintf(w, "ANOMALIES: %d\n", violations)
+		for _, k := range kinds {
+			if n := rep.Counts[checker.AnomalyKind(k)]; n > 0 {
+				fmt.Fprintf(w, "  %-22s %d\n", k, n)
+			}
+		}
+		for i, a := range rep.Anomalies {
+			if i == 10 {
+				fmt.Fprintf(w, "  … %d more in %s\n", len(rep.Anomalies)-10, filepath.Join(dir, "check.json"))
+				break
+			}
+			fmt.Fprintf(w, "- %s %s: %s\n", a.Kind, a.Key, strings.TrimSpace(a.Explanation))
+		}
+	}
+	fmt.Fprintf(w, "run directory: %s (re-check offline: idscheck check %s)\n", dir, dir)
+	if violations > 0 {
+		fmt.Fprintf(w, "replay: %s\n", run.Command)
+	}
 }

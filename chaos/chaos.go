@@ -1,0 +1,351 @@
+// Package chaos drives a seeded random workload of the Intent Protocol
+// (publishers with idempotency keys, workers that claim, extend, fail and
+// fulfil) against a target while a fault schedule drawn from the same seed
+// runs, and records what happened: every operation into a checker.History,
+// every execution into a checker.Ledger, every fault into a timeline. It
+// judges nothing: checker does.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/faults"
+)
+
+// Config is one chaos run.
+type Config struct {
+	BaseURL   string // where the workload sends: the proxy's URL when network faults run
+	APIKey    string // the key every publisher and worker uses
+	Sign      bool   // sign requests (a target with BUS_REQUIRE_SIGNATURES)
+	Namespace string // default "chaos-<seed>"
+	Seed      uint64
+	Duration  time.Duration // how long the workload and the faults run
+	Workers   int           // concurrent claimers; publishers are a quarter of it (at least 1)
+	// Lease is the target's claim_timeout as the harness experiences it
+	// (60 s divided by the target's time scale).
+	Lease time.Duration
+	// Faults are the usable faults the schedule draws from. A fault named
+	// "storm" is replaced by the workload's own publish storm.
+	Faults          []faults.Fault
+	ScheduleOptions faults.ScheduleOptions
+	StormMax        int           // largest duplicate storm (default 100, at most faults.MaxStorm)
+	RequestTimeout  time.Duration // per request (default 2 s): a black hole costs this much
+	DrainTimeout    time.Duration // after Duration: how long workers may go on fulfilling (default max(10 s, 4 leases))
+	MaxOps          int           // bound on recorded operations (default 2,000,000)
+	Logger          *slog.Logger
+	// Progress, when set, is called about once a second.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a running chaos run.
+type Progress struct {
+	Elapsed   time.Duration
+	Phase     string // "faults", "drain", "status"
+	Ops       int
+	Unknown   int
+	Published int // acknowledged publishes
+	Executed  int // effects
+	Fault     string
+}
+
+// Result is everything a chaos run recorded.
+type Result struct {
+	Start     time.Time          `json:"start"`
+	End       time.Time          `json:"end"`
+	Namespace string             `json:"namespace"`
+	Schedule  []faults.Planned   `json:"schedule"`
+	Timeline  []faults.Injection `json:"timeline"`
+	History   checker.History    `json:"-"`
+	Ledger    checker.Ledger     `json:"-"`
+	Series    []Bucket           `json:"series"`
+}
+
+// Bucket is one second of the run: operations completed, unknown outcomes,
+// and latency percentiles of the operations that got a response.
+type Bucket struct {
+	At      time.Duration `json:"at"`
+	Ops     int           `json:"ops"`
+	Unknown int           `json:"unknown"`
+	Failed  int           `json:"failed"`
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+}
+
+func (c *Config) defaults() error {
+	if c.BaseURL == "" {
+		return errors.New("chaos: no target URL")
+	}
+	if c.Namespace == "" {
+		c.Namespace = fmt.Sprintf("chaos-%d", c.Seed)
+	}
+	if c.Duration <= 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Workers <= 0 {
+		c.Workers = 40
+	}
+	if c.Lease <= 0 {
+		c.Lease = 60 * time.Second
+	}
+	if c.StormMax <= 0 {
+		c.StormMax = 100
+	}
+	c.StormMax = min(c.StormMax, faults.MaxStorm)
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 2 * time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = max(10*time.Second, 4*c.Lease)
+	}
+	if c.MaxOps <= 0 {
+		c.MaxOps = 2_000_000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Run carries out one chaos run. It returns what was recorded even when ctx
+// ends early (then with ctx's error).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	w, err := newWorkload(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return w.run(ctx)
+}
+
+// workload is the state of one run shared by its goroutines.
+type workload struct {
+	cfg   Config
+	start time.Time
+	http  *client.Client
+
+	mu       sync.Mutex
+	ops      []checker.Operation
+	effects  []checker.Effect
+	acked    map[string]string // idempotency key → intent id of an acknowledged publish
+	dropped  int               // operations not recorded past MaxOps
+	unknown  atomic.Int64
+	executed atomic.Int64
+	nextID   atomic.Int64 // client ids of storm requests
+	phase    atomic.Value // string
+	fault    atomic.Value // string
+}
+
+func newWorkload(cfg Config) (*workload, error) {
+	tr := client.NewTransport()
+	tr.MaxConnsPerHost = 0
+	tr.ResponseHeaderTimeout = cfg.RequestTimeout
+	c, err := client.New(cfg.BaseURL, client.Options{
+		Name:    "chaos",
+		APIKey:  cfg.APIKey,
+		Sign:    cfg.Sign,
+		Timeout: cfg.RequestTimeout,
+		HTTP:    &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	w := &workload{cfg: cfg, http: c, acked: map[string]string{}}
+	w.nextID.Store(100000)
+	w.phase.Store("faults")
+	w.fault.Store("")
+	return w, nil
+}
+
+func (w *workload) now() int64 { return int64(time.Since(w.start)) }
+
+// record appends op to the history, up to MaxOps.
+func (w *workload) record(op checker.Operation) {
+	if op.Outcome == checker.OutcomeUnknown {
+		w.unknown.Add(1)
+	}
+	w.mu.Lock()
+	if len(w.ops) < w.cfg.MaxOps {
+		w.ops = append(w.ops, op)
+	} else {
+		w.dropped++
+	}
+	w.mu.Unlock()
+}
+
+func (w *workload) effect(e checker.Effect) {
+	w.executed.Add(1)
+	w.mu.Lock()
+	w.effects = append(w.effects, e)
+	w.mu.Unlock()
+}
+
+func (w *workload) run(ctx context.Context) (*Result, error) {
+	cfg := w.cfg
+	master := rand.New(rand.NewPCG(cfg.Seed, 0x1d5c4ec4))
+	schedRnd := rand.New(rand.NewPCG(master.Uint64(), master.Uint64()))
+	list := make([]faults.Fault, 0, len(cfg.Faults))
+	for _, f := range cfg.Faults {
+		if f.Name() == "storm" {
+			f = &publishStorm{w: w, max: cfg.StormMax}
+		}
+		list = append(list, tracked{f, w})
+	}
+	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
+	var tl faults.Timeline
+
+	w.start = time.Now()
+	res := &Result{Start: w.start, Namespace: cfg.Namespace, Schedule: schedule}
+	cfg.Logger.Info("chaos: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
+		"faults", len(list), "schedule", len(schedule), "namespace", cfg.Namespace)
+
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	defer stopFaults()
+	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	defer stopLoad()
+	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+cfg.DrainTimeout)
+	defer stopDrain()
+
+	var wg sync.WaitGroup
+	// The fault schedule: one fault at a time.
+	faultsDone := make(chan error, 1)
+	go func() {
+		faultsDone <- faults.Run(faultCtx, schedule, list, &tl)
+	}()
+	// Progress.
+	progDone := make(chan struct{})
+	if cfg.Progress != nil {
+		go w.progress(drainCtx, progDone, &tl)
+	} else {
+		close(progDone)
+	}
+
+	publishers := max(1, cfg.Workers/4)
+	for i := range publishers {
+		rnd := rand.New(rand.NewPCG(master.Uint64(), uint64(i)))
+		wg.Go(func() { w.publisher(loadCtx, i, rnd) })
+	}
+	var idle atomic.Int64 // workers that found nothing to claim lately, during the drain
+	for i := range cfg.Workers {
+		rnd := rand.New(rand.NewPCG(master.Uint64(), uint64(1000+i)))
+		wg.Go(func() { w.worker(loadCtx, drainCtx, publishers+i, rnd, &idle) })
+	}
+
+	<-loadCtx.Done()
+	faultErr := <-faultsDone
+	w.phase.Store("drain")
+	w.fault.Store("")
+	wg.Wait()
+
+	// Final state of every intent the run heard of.
+	w.phase.Store("status")
+	statusCtx, stopStatus := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	w.readStatuses(statusCtx)
+	stopStatus()
+	stopDrain()
+	<-progDone
+
+	res.End = time.Now()
+	res.Timeline = tl.Injections()
+	w.mu.Lock()
+	res.History = checker.History{Ops: w.ops}
+	res.Ledger = checker.Ledger{Effects: w.effects}
+	dropped := w.dropped
+	w.mu.Unlock()
+	sort.SliceStable(res.History.Ops, func(i, j int) bool { return res.History.Ops[i].Call < res.History.Ops[j].Call })
+	res.Series = series(res.History, time.Second)
+	var errs []error
+	if dropped > 0 {
+		errs = append(errs, fmt.Errorf("chaos: %d operations not recorded past the bound of %d", dropped, cfg.MaxOps))
+	}
+	if faultErr != nil {
+		cfg.Logger.Warn("chaos: some injections failed", "err", faultErr)
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, fmt.Errorf("chaos: %w", ctx.Err()))
+	}
+	return res, errors.Join(errs...)
+}
+
+func (w *workload) progress(ctx context.Context, done chan<- struct{}, tl *faults.Timeline) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		p := Progress{Elapsed: time.Since(w.start), Ops: len(w.ops), Published: len(w.acked)}
+		w.mu.Unlock()
+		p.Phase, _ = w.phase.Load().(string)
+		p.Fault, _ = w.fault.Load().(string)
+		p.Unknown = int(w.unknown.Load())
+		p.Executed = int(w.executed.Load())
+		w.cfg.Progress(p)
+	}
+}
+
+// series buckets the history by return time.
+func series(h checker.History, width time.Duration) []Bucket {
+	if len(h.Ops) == 0 {
+		return nil
+	}
+	var last int64
+	for _, op := range h.Ops {
+		last = max(last, op.Return)
+	}
+	n := int(last/int64(width)) + 1
+	buckets := make([]Bucket, n)
+	lat := make([][]time.Duration, n)
+	for _, op := range h.Ops {
+		i := int(op.Return / int64(width))
+		b := &buckets[i]
+		b.Ops++
+		switch op.Outcome {
+		case checker.OutcomeUnknown:
+			b.Unknown++
+		case checker.OutcomeFailed:
+			b.Failed++
+		default:
+			lat[i] = append(lat[i], time.Duration(op.Return-op.Call))
+		}
+	}
+	for i := range buckets {
+		buckets[i].At = time.Duration(i) * width
+		l := lat[i]
+		if len(l) == 0 {
+			continue
+		}
+		sort.Slice(l, func(a, b int) bool { return l[a] < l[b] })
+		buckets[i].P50 = l[len(l)/2]
+		buckets[i].P99 = l[min(len(l)-1, len(l)*99/100)]
+	}
+	return buckets
+}
+
+// tracked shows the fault in effect in the progress line.
+type tracked struct {
+	faults.Fault
+	w *workload
+}
+
+func (t tracked) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (faults.Injection, error) {
+	t.w.fault.Store(t.Name())
+	defer t.w.fault.Store("")
+	return t.Fault.Inject(ctx, rnd, d)
+}

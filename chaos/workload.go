@@ -1,0 +1,329 @@
+package chaos
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/faults"
+)
+
+// maxPublishTries bounds the retries of one publish whose outcome was unknown.
+const maxPublishTries = 6
+
+// publishBody is the canonical body of the publish of key (json.Marshal sorts
+// map keys, so the bytes are canonical).
+func (w *workload) publishBody(key string, variant int) []byte {
+	body := map[string]any{
+		"goal":         "chaos",
+		"payload":      map[string]any{"key": key, "variant": variant},
+		"namespace":    w.cfg.Namespace,
+		"max_attempts": 3,
+		"backoff_base": 1.0,
+	}
+	b, _ := json.Marshal(body)
+	return b
+}
+
+// digest returns a short digest of a JSON document in canonical form (or of
+// the raw bytes when they are not JSON).
+func digest(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) == nil {
+		if c, err := json.Marshal(v); err == nil {
+			b = c
+		}
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:8])
+}
+
+// publish sends one publish attempt of key and records it. It returns the
+// HTTP status (0 when none) and the intent id.
+func (w *workload) publish(ctx context.Context, clientID int, key string, body []byte) (int, string) {
+	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: digest(body)}, Call: w.now()}
+	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/intent",
+		Header: http.Header{"Idempotency-Key": {key}}, Body: body})
+	op.Return = w.now()
+	op.Outcome = client.TransportOutcome(err)
+	if err != nil {
+		w.record(op)
+		return 0, ""
+	}
+	op.Output.Status = resp.Status
+	op.Output.Body = digest(resp.Body)
+	if resp.Status == http.StatusCreated {
+		var r struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(resp.Body, &r)
+		op.Output.ID = r.ID
+	}
+	if resp.Status >= 500 {
+		// The server may have applied it before failing.
+		op.Outcome = checker.OutcomeUnknown
+	}
+	w.record(op)
+	if op.Output.ID != "" {
+		w.mu.Lock()
+		w.acked[key] = op.Output.ID
+		w.mu.Unlock()
+	}
+	return resp.Status, op.Output.ID
+}
+
+// publisher publishes new keys until ctx ends, retrying each key with the
+// same body while its outcome is unknown (at-least-once delivery from the
+// client's side), and now and then reusing a key with another body, which
+// the target must refuse.
+func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
+	for n := 0; ctx.Err() == nil; n++ {
+		key := fmt.Sprintf("p%d-%d-%d", id, n, rnd.Uint32())
+		body := w.publishBody(key, 0)
+		status := 0
+		for try := 0; try < maxPublishTries && ctx.Err() == nil; try++ {
+			status, _ = w.publish(ctx, id, key, body)
+			if status != 0 && status < 500 && status != http.StatusTooManyRequests {
+				break
+			}
+			sleep(ctx, time.Duration(10+rnd.IntN(40))*time.Millisecond*time.Duration(1<<try))
+		}
+		if status == http.StatusCreated && rnd.IntN(100) < 5 {
+			w.publish(ctx, id, key, w.publishBody(key, 1))
+		}
+		if rnd.IntN(100) < 20 {
+			// A plain retry of an acknowledged publish: must replay.
+			w.publish(ctx, id, key, body)
+		}
+	}
+}
+
+// claimed is what a worker learns from a 200 on /claim.
+type claimed struct {
+	ID       string `json:"id"`
+	Token    string `json:"claim_token"`
+	Attempts int    `json:"claim_attempts"`
+	Payload  struct {
+		Key string `json:"key"`
+	} `json:"payload"`
+}
+
+// worker claims and works intents until the drain ends: during the fault
+// phase (loadCtx) it fulfils most, fails some, extends some and stalls past
+// its lease on some; after it, it only fulfils, and stops once it has found
+// nothing to claim for a while.
+func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.Rand, idle *atomic.Int64) {
+	name := fmt.Sprintf("w%d", id)
+	var emptySince time.Time
+	for drainCtx.Err() == nil {
+		draining := loadCtx.Err() != nil
+		c, status := w.claim(drainCtx, id, name)
+		if c == nil {
+			if draining && status == http.StatusNoContent {
+				if emptySince.IsZero() {
+					emptySince = time.Now()
+				}
+				// Nothing left: wait out leases and backoffs once, then stop.
+				if time.Since(emptySince) > w.cfg.Lease+3*time.Second {
+					return
+				}
+			}
+			sleep(drainCtx, time.Duration(5+rnd.IntN(20))*time.Millisecond)
+			continue
+		}
+		emptySince = time.Time{}
+		// Executing the intent is the effect: at-least-once, fenced by the token.
+		w.effect(checker.Effect{Key: c.Payload.Key, Intent: c.ID, Worker: name, Token: c.Token, At: w.now()})
+		ctx := drainCtx
+		p := rnd.IntN(100)
+		switch {
+		case draining || p < 72:
+			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+		case p < 82:
+			w.lease(ctx, id, name, checker.OpFail, c, nil)
+		case p < 92:
+			ext := w.cfg.Lease / 6 // "seconds": 10 of a 60 s lease
+			w.lease(ctx, id, name, checker.OpExtend, c, &ext)
+			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+		default:
+			// A worker that stalls past its lease: its token must be dead by now.
+			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+		}
+	}
+}
+
+func (w *workload) claim(ctx context.Context, clientID int, worker string) (*claimed, int) {
+	op := checker.Operation{ClientID: clientID, Kind: checker.OpClaim, Input: checker.Input{Worker: worker}, Call: w.now()}
+	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/claim?namespace=" + w.cfg.Namespace,
+		Header: http.Header{"X-Worker-ID": {worker}}})
+	op.Return = w.now()
+	op.Outcome = client.TransportOutcome(err)
+	if err != nil {
+		w.record(op)
+		return nil, 0
+	}
+	op.Output.Status = resp.Status
+	var c claimed
+	if resp.Status == http.StatusOK && json.Unmarshal(resp.Body, &c) == nil && c.ID != "" {
+		op.Key = c.ID
+		op.Output.ID = c.ID
+		op.Output.Token = c.Token
+		op.Output.Attempts = c.Attempts
+		op.Output.LeaseNs = int64(w.cfg.Lease)
+		w.record(op)
+		return &c, resp.Status
+	}
+	if resp.Status >= 500 {
+		op.Outcome = checker.OutcomeUnknown
+	}
+	w.record(op)
+	return nil, resp.Status
+}
+
+// lease sends fulfill, fail or extend of c with its token and records it.
+func (w *workload) lease(ctx context.Context, clientID int, worker string, kind checker.OpKind, c *claimed, extend *time.Duration) {
+	body := map[string]any{"claim_token": c.Token}
+	var path string
+	switch kind {
+	case checker.OpFulfill:
+		path = "/fulfill/" + c.ID
+		body["result"] = map[string]any{"by": worker}
+	case checker.OpFail:
+		path = "/fail/" + c.ID
+		body["error"] = "chaos: simulated failure"
+	case checker.OpExtend:
+		path = "/extend_claim/" + c.ID
+		body["seconds"] = 10
+	}
+	b, _ := json.Marshal(body)
+	op := checker.Operation{ClientID: clientID, Kind: kind, Key: c.ID, Input: checker.Input{Token: c.Token, Worker: worker}, Call: w.now()}
+	if extend != nil {
+		op.Input.ExtendNs = int64(*extend)
+	}
+	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: path, Body: b})
+	op.Return = w.now()
+	op.Outcome = client.TransportOutcome(err)
+	if err == nil {
+		op.Output.Status = resp.Status
+		if resp.Status >= 500 {
+			op.Outcome = checker.OutcomeUnknown
+		}
+		if kind == checker.OpExtend && resp.Status == http.StatusOK {
+			op.Output.LeaseNs = op.Input.ExtendNs
+		}
+	}
+	w.record(op)
+}
+
+// readStatuses reads the final state of every intent the run heard of.
+func (w *workload) readStatuses(ctx context.Context) {
+	ids := map[string]bool{}
+	w.mu.Lock()
+	for _, id := range w.acked {
+		ids[id] = true
+	}
+	for _, op := range w.ops {
+		if op.Kind == checker.OpClaim && op.Output.ID != "" {
+			ids[op.Output.ID] = true
+		}
+	}
+	w.mu.Unlock()
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	sort.Strings(sorted)
+	const readers = 16
+	next := atomic.Int64{}
+	done := make(chan struct{})
+	for r := range readers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(sorted) {
+					return
+				}
+				w.status(ctx, 200000+r, sorted[i])
+			}
+		}()
+	}
+	for range readers {
+		<-done
+	}
+}
+
+func (w *workload) status(ctx context.Context, clientID int, id string) {
+	for try := 0; try < 5 && ctx.Err() == nil; try++ {
+		op := checker.Operation{ClientID: clientID, Kind: checker.OpStatus, Key: id, Call: w.now()}
+		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: "/status/" + id})
+		op.Return = w.now()
+		op.Outcome = client.TransportOutcome(err)
+		if err == nil {
+			op.Output.Status = resp.Status
+			switch {
+			case resp.Status == http.StatusOK:
+				var r struct {
+					Status string `json:"status"`
+				}
+				json.Unmarshal(resp.Body, &r)
+				op.Output.State = strings.ToLower(r.Status)
+			case resp.Status == http.StatusNotFound:
+				op.Output.State = checker.StateGone
+			default:
+				op.Outcome = checker.OutcomeUnknown
+			}
+		}
+		w.record(op)
+		if op.Outcome == checker.OutcomeOK {
+			return
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// publishStorm is the duplicate storm of a chaos run: n identical publishes
+// of one fresh key released by one barrier. Exactly one intent must come of it.
+type publishStorm struct {
+	w   *workload
+	max int
+	n   atomic.Int64
+}
+
+var _ faults.Fault = (*publishStorm)(nil)
+
+func (s *publishStorm) Name() string      { return "storm" }
+func (s *publishStorm) Kind() faults.Kind { return faults.KindStorm }
+func (s *publishStorm) Available() error  { return nil }
+
+func (s *publishStorm) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (faults.Injection, error) {
+	n := 2 + rnd.IntN(max(1, s.max-1))
+	key := fmt.Sprintf("storm-%d-%d", s.n.Add(1), rnd.Uint32())
+	body := s.w.publishBody(key, 0)
+	base := int(s.w.nextID.Add(int64(n))) - n
+	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {
+		s.w.publish(ctx, base+i, key, body)
+	})
+	in.Params["key"] = key
+	return in, err
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

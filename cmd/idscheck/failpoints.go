@@ -1,0 +1,7 @@
+package main
+
+// bundledFailpoints are the reference server's named failpoints, each with
+// the term that crashes the server there (it calls os.Exit).
+func bundledFailpoints() map[string]string {
+	return map[string]string{}
+}
