@@ -36,7 +36,7 @@ type Config struct {
 // one fault per failpoint (sorted by path). Default parameters: latency
 // 200 ms ± 50 ms on responses; bandwidth 16 KB/s on responses; slicer 64 ± 32
 // bytes, 200 µs apart, on requests; reset_peer on the response; black hole;
-// lost response; partition.
+// lost response; partition; responses truncated after 64 bytes.
 func All(c Config) []Fault {
 	n := c.Network
 	minN, maxN := c.StormMin, c.StormMax
@@ -54,6 +54,7 @@ func All(c Config) []Fault {
 		&Blackhole{Network: n},
 		&LostResponse{Network: n},
 		&Partition{Network: n},
+		&Truncate{Network: n, Bytes: 64},
 		&DuplicateStorm{Min: minN, Max: maxN, Do: c.StormDo},
 		&Crash{Process: c.Process},
 	}
@@ -73,7 +74,7 @@ func All(c Config) []Fault {
 }
 
 // faultNames are the names ParseKinds accepts besides the kinds and "all".
-var faultNames = []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "storm", "crash"}
+var faultNames = []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "truncate", "storm", "crash"}
 
 // ParseKinds parses the chaos command's --faults flag: a comma-separated list
 // of kinds (net, storm, crash, failpoint), fault names (latency, partition,

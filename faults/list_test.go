@@ -18,7 +18,7 @@ func names(fs []Fault) []string {
 
 func TestAllIsTheExplicitList(t *testing.T) {
 	empty := All(Config{})
-	want := []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "storm", "crash"}
+	want := []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "truncate", "storm", "crash"}
 	if !slices.Equal(names(empty), want) {
 		t.Errorf("All(Config{}) = %v, want %v", names(empty), want)
 	}
@@ -39,12 +39,12 @@ func TestAllIsTheExplicitList(t *testing.T) {
 		Network: n,
 		StormDo: func(ctx context.Context, i int) {},
 		Failpoints: map[string]string{
-			"github.com/idscheck/idscheck/sut/inside-cleanup":           "sleep(100)",
+			"github.com/idscheck/idscheck/sut/inside-cleanup":            "sleep(100)",
 			"github.com/idscheck/idscheck/sut/after-commit-before-reply": `return("error")`,
 		},
 	})
 	usable, unavailable = Usable(full)
-	wantUsable := []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "storm",
+	wantUsable := []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "truncate", "storm",
 		"failpoint/after-commit-before-reply", "failpoint/inside-cleanup"}
 	if !slices.Equal(names(usable), wantUsable) {
 		t.Errorf("usable = %v, want %v", names(usable), wantUsable)
@@ -68,7 +68,7 @@ func TestParseKindsAndSelect(t *testing.T) {
 		want    []string // selected fault names
 		wantErr string
 	}{
-		{"net", []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition"}, ""},
+		{"net", []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "truncate"}, ""},
 		{"storm, crash", []string{"storm", "crash"}, ""},
 		{"crash,crash", []string{"crash"}, ""},
 		{"lost_response,failpoint", []string{"lost_response", "failpoint/after-commit"}, ""},

@@ -51,7 +51,7 @@ func TestPartitionRefusesThenHeals(t *testing.T) {
 }
 
 func TestNetworkFaultsUnavailableWithoutNetwork(t *testing.T) {
-	for _, f := range []Fault{&Latency{}, &Bandwidth{}, &Slicer{}, &ResetPeer{}, &Blackhole{}, &LostResponse{}, &Partition{}} {
+	for _, f := range []Fault{&Latency{}, &Bandwidth{}, &Slicer{}, &ResetPeer{}, &Blackhole{}, &LostResponse{}, &Partition{}, &Truncate{}} {
 		t.Run(f.Name(), func(t *testing.T) {
 			if err := f.Available(); !errors.Is(err, ErrNotAvailable) {
 				t.Errorf("Available() = %v, want ErrNotAvailable", err)

@@ -78,7 +78,7 @@ func TestProcessStartFailures(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, cmd, health, want string
-		sentinel            error
+		sentinel                error
 	}{
 		{"exits before healthy", "echo boom >&2; exit 3", "http://" + addr + "/", "boom", ErrProcessExited},
 		{"tcp health, exits", "echo tcp-boom >&2; exit 1", addr, "tcp-boom", ErrProcessExited},
