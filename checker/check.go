@@ -162,15 +162,16 @@ func (r Report) Verdict() Verdict {
 			return Fail
 		}
 	}
+	v := Pass
 	for _, m := range r.Models {
 		switch m.Result {
 		case LinIllegal:
 			return Fail
 		case LinUnknown:
-			return Unknown
+			v = Unknown
 		}
 	}
-	return Pass
+	return v
 }
 
 // Check checks a history and a ledger: porcupine models per key, the lease

@@ -1,0 +1,389 @@
+package checker
+
+import (
+	"bytes"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ms0 converts milliseconds to the history's nanoseconds.
+func ms0(x int64) int64 { return x * 1e6 }
+
+// Builders of operations, times in milliseconds.
+
+func pub(client int, key, body string, call, ret int64, out Outcome, status int, id string) Operation {
+	return Operation{ClientID: client, Kind: OpPublish, Key: key, Input: Input{Body: body},
+		Output: Output{Status: status, ID: id, Body: "resp-" + id}, Call: ms0(call), Return: ms0(ret), Outcome: out}
+}
+
+func claim(client int, id, token string, attempts int, leaseMs, call, ret int64) Operation {
+	return Operation{ClientID: client, Kind: OpClaim, Key: id,
+		Output: Output{Status: 200, ID: id, Token: token, Attempts: attempts, LeaseNs: ms0(leaseMs)},
+		Call:   ms0(call), Return: ms0(ret), Outcome: OutcomeOK}
+}
+
+func mut(client int, kind OpKind, id, token string, call, ret int64, out Outcome, status int) Operation {
+	return Operation{ClientID: client, Kind: kind, Key: id, Input: Input{Token: token},
+		Output: Output{Status: status}, Call: ms0(call), Return: ms0(ret), Outcome: out}
+}
+
+func extend(client int, id, token string, extMs, call, ret int64, out Outcome, status int) Operation {
+	op := mut(client, OpExtend, id, token, call, ret, out, status)
+	op.Input.ExtendNs = ms0(extMs)
+	return op
+}
+
+func status(client int, id, state string, call, ret int64) Operation {
+	return Operation{ClientID: client, Kind: OpStatus, Key: id, Output: Output{Status: 200, State: state},
+		Call: ms0(call), Return: ms0(ret), Outcome: OutcomeOK}
+}
+
+func eff(key, intent, token string, at int64) Effect {
+	return Effect{Key: key, Intent: intent, Worker: "w1", Token: token, At: ms0(at)}
+}
+
+// checkCase is one history with what Check must find in it.
+type checkCase struct {
+	name    string
+	ops     []Operation
+	effects []Effect
+	opts    Options
+	want    map[AnomalyKind]int // counts of every kind found; nil: none
+	verdict Verdict
+	illegal []string // models porcupine must find illegal
+}
+
+// happy is a unit of work done right: published twice (a retry that
+// replays), claimed, executed once, fulfilled, read back.
+func happy(key, id string) []Operation {
+	return []Operation{
+		pub(0, key, "b1", 0, 10, OutcomeOK, 201, id),
+		pub(1, key, "b1", 5, 15, OutcomeOK, 201, id),
+		claim(2, id, "t1", 1, 1000, 20, 30),
+		mut(2, OpFulfill, id, "t1", 40, 50, OutcomeOK, 200),
+		status(0, id, StateFulfilled, 60, 70),
+	}
+}
+
+var checkCases = []checkCase{
+	// --- must pass
+	{name: "pass/happy", ops: happy("k1", "i1"), effects: []Effect{eff("k1", "i1", "t1", 35)}, verdict: Pass},
+	{name: "pass/conflict with a different body", verdict: Pass, ops: append(happy("k1", "i1"),
+		pub(3, "k1", "b2", 80, 90, OutcomeFailed, 422, "")), effects: []Effect{eff("k1", "i1", "t1", 35)}},
+	{name: "pass/conflict explained by an unknown publish", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b2", 0, 100, OutcomeUnknown, 0, ""),
+		pub(1, "k1", "b1", 5, 15, OutcomeFailed, 422, ""),
+	}, opts: Options{SkipQueue: true}},
+	{name: "pass/refusal does not consume the key", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "bad", 0, 5, OutcomeFailed, 400, ""),
+		pub(0, "k1", "b1", 10, 15, OutcomeOK, 201, "i1"),
+	}, opts: Options{SkipQueue: true}},
+	{name: "pass/reclaim after expiry, stale token refused", verdict: Pass, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		claim(1, "i1", "t2", 2, 100, 500, 510),
+		mut(0, OpFulfill, "i1", "t1", 600, 610, OutcomeFailed, 404),
+		mut(1, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}},
+	{name: "pass/extend keeps the lease", verdict: Pass, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		extend(0, "i1", "t1", 1000, 50, 60, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 800, 810, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}},
+	{name: "pass/unknown fulfill then reclaim", verdict: Pass, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		mut(0, OpFulfill, "i1", "t1", 20, 5000, OutcomeUnknown, 0),
+		claim(1, "i1", "t2", 2, 100, 500, 510),
+		mut(1, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}},
+	{name: "pass/fail requeues then another worker fulfills", verdict: Pass, ops: []Operation{
+		claim(0, "i1", "t1", 1, 10000, 0, 10),
+		mut(0, OpFail, "i1", "t1", 20, 30, OutcomeOK, 200),
+		claim(1, "i1", "t2", 2, 10000, 40, 50),
+		status(2, "i1", StateClaimed, 60, 70),
+		mut(1, OpFulfill, "i1", "t2", 80, 90, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}},
+	{name: "pass/recovered publish", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 100, OutcomeUnknown, 0, ""),
+	}, effects: []Effect{eff("k1", "i9", "t1", 50)}, want: map[AnomalyKind]int{Recovered: 1}},
+	{name: "pass/at-least-once execution allowed", verdict: Pass, ops: happy("k1", "i1"),
+		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t1", 36)}, opts: Options{MaxEffects: -1}},
+	{name: "pass/undrained is pending", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		status(0, "i1", StateOpen, 20, 30),
+	}, opts: Options{Undrained: true}},
+	{name: "pass/dead is not lost by default", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		status(0, "i1", StateDead, 20, 30),
+	}},
+
+	// --- idempotency record: must fail
+	{name: "fail/replay differs", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		pub(1, "k1", "b1", 20, 30, OutcomeOK, 201, "i2"),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{IdempotencyViolation: 1}},
+	{name: "fail/different body accepted", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		pub(1, "k1", "b2", 20, 30, OutcomeOK, 201, "i1"),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{IdempotencyViolation: 1}},
+	{name: "fail/false conflict", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		pub(1, "k1", "b1", 20, 30, OutcomeFailed, 422, ""),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{IdempotencyViolation: 1}},
+	{name: "fail/conflict before the other body existed", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b2", 0, 10, OutcomeFailed, 422, ""),
+		pub(1, "k1", "b1", 20, 30, OutcomeOK, 201, "i1"),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
+
+	// --- intent lease: must fail
+	{name: "fail/double lease", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		claim(1, "i1", "t2", 2, 1000, 100, 110),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{DoubleLease: 1}},
+	{name: "fail/superseded token accepted", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		claim(1, "i1", "t2", 2, 100, 500, 510),
+		mut(0, OpFulfill, "i1", "t1", 520, 530, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{StaleTokenAccepted: 1}},
+	{name: "fail/expired token accepted", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		extend(0, "i1", "t1", 100, 50, 60, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 1000, 1010, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{StaleTokenAccepted: 1}},
+	{name: "fail/token never granted", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		mut(1, OpFail, "i1", "forged", 20, 30, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{StaleTokenAccepted: 1}},
+	{name: "fail/fulfilled twice", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		mut(0, OpFulfill, "i1", "t1", 20, 30, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 40, 50, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{FulfilledTwice: 1}},
+	{name: "fail/claimed after fulfilled", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		mut(0, OpFulfill, "i1", "t1", 20, 30, OutcomeOK, 200),
+		claim(1, "i1", "t2", 2, 1000, 40, 50),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{FulfilledTwice: 1}},
+	{name: "fail/valid live token refused", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 10000, 0, 10),
+		mut(0, OpFulfill, "i1", "t1", 20, 30, OutcomeFailed, 404),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
+	{name: "fail/claim attempts do not grow", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		claim(1, "i1", "t2", 1, 100, 500, 510),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
+	{name: "fail/status fulfilled before any fulfill", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 10000, 0, 10),
+		status(1, "i1", StateFulfilled, 20, 30),
+		mut(0, OpFulfill, "i1", "t1", 40, 50, OutcomeOK, 200),
+	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
+
+	// --- queue: must fail
+	{name: "fail/lost", verdict: Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		status(0, "i1", StateOpen, 20, 30),
+	}, want: map[AnomalyKind]int{Lost: 1}},
+	{name: "fail/dead counts as lost when promised", verdict: Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		status(0, "i1", StateDead, 20, 30),
+	}, opts: Options{DeadIsLost: true}, want: map[AnomalyKind]int{Lost: 1}},
+	{name: "fail/expired counts as lost when promised", verdict: Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		status(0, "i1", StateGone, 20, 30),
+	}, opts: Options{ExpiredIsLost: true}, want: map[AnomalyKind]int{Lost: 1}},
+	{name: "fail/duplicated effect", verdict: Fail, ops: happy("k1", "i1"),
+		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t1", 36)}, want: map[AnomalyKind]int{Duplicated: 1}},
+	{name: "fail/duplicated by two intents", verdict: Fail, ops: happy("k1", "i1"), opts: Options{MaxEffects: -1},
+		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i2", "t9", 36)}, want: map[AnomalyKind]int{Duplicated: 1}},
+	{name: "fail/unexpected effect", verdict: Fail, ops: happy("k1", "i1"),
+		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k2", "i2", "t2", 36)}, want: map[AnomalyKind]int{Unexpected: 1}},
+	{name: "fail/refused publish took effect", verdict: Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeFailed, 400, ""),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, want: map[AnomalyKind]int{Unexpected: 1}},
+}
+
+func TestCheck(t *testing.T) {
+	for _, tc := range checkCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Check(History{Ops: tc.ops}, Ledger{Effects: tc.effects}, tc.opts)
+			assertReport(t, r, tc)
+		})
+	}
+}
+
+func assertReport(t *testing.T, r Report, tc checkCase) {
+	t.Helper()
+	got := map[AnomalyKind]int{}
+	for k, n := range r.Counts {
+		if n > 0 {
+			got[k] = n
+		}
+	}
+	want := tc.want
+	if want == nil {
+		want = map[AnomalyKind]int{}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("counts = %v, want %v; anomalies: %s", got, want, explain(r))
+	}
+	if v := r.Verdict(); v != tc.verdict {
+		t.Errorf("verdict = %s, want %s; anomalies: %s", v, tc.verdict, explain(r))
+	}
+	var illegal []string
+	for _, m := range r.Models {
+		if m.Result == LinIllegal {
+			illegal = append(illegal, m.Model)
+		}
+		if m.Result == LinUnknown {
+			t.Errorf("model %s: Unknown with no timeout", m.Model)
+		}
+	}
+	if !slices.Equal(illegal, tc.illegal) {
+		t.Errorf("illegal models = %v, want %v; anomalies: %s", illegal, tc.illegal, explain(r))
+	}
+	for _, a := range r.Anomalies {
+		if a.Explanation == "" || a.Key == "" || (len(a.Ops) == 0 && len(a.Effects) == 0) {
+			t.Errorf("anomaly without key, explanation or evidence: %+v", a)
+		}
+	}
+	if len(tc.illegal) > 0 && len(r.FailingPartitions) == 0 {
+		t.Errorf("illegal model but no failing partition kept")
+	}
+}
+
+func explain(r Report) string {
+	var b strings.Builder
+	for _, a := range r.Anomalies {
+		b.WriteString("\n  " + string(a.Kind) + " " + a.Key + ": " + a.Explanation)
+	}
+	return b.String()
+}
+
+func TestVerdictUnknownNeverReadsAsOk(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		r      Report
+		want   Verdict
+		reason string
+	}{
+		{"unknown model", Report{Models: []ModelCheck{{Model: ModelLease, Result: LinUnknown}}}, Unknown, "a timed-out model"},
+		{"unknown and illegal", Report{Models: []ModelCheck{{Result: LinUnknown}, {Result: LinIllegal}}}, Fail, "an illegal model"},
+		{"unknown and a violation", Report{Models: []ModelCheck{{Result: LinUnknown}}, Counts: map[AnomalyKind]int{Lost: 1}}, Fail, "a lost unit"},
+		{"recovered only", Report{Models: []ModelCheck{{Result: LinOk}}, Counts: map[AnomalyKind]int{Recovered: 3}}, Pass, "recovered is no violation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.Verdict(); got != tc.want {
+				t.Errorf("Verdict() = %s, want %s (%s)", got, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+// TestCheckTimeoutIsUnknown gives porcupine a history it cannot decide in
+// its time: the model must come out Unknown and the verdict UNKNOWN, never Ok.
+func TestCheckTimeoutIsUnknown(t *testing.T) {
+	// 26 concurrent claims of one intent whose answers were all lost, then a
+	// read that no order explains: porcupine must try every subset (2^26).
+	var ops []Operation
+	for i := range 26 {
+		ops = append(ops, Operation{ClientID: i, Kind: OpClaim, Key: "x", Call: ms0(int64(i)), Return: ms0(1000), Outcome: OutcomeUnknown})
+	}
+	ops = append(ops, status(99, "x", StateFulfilled, 100, 110))
+	r := Check(History{Ops: ops}, Ledger{}, Options{Timeout: 100 * time.Millisecond, SkipQueue: true})
+	for _, m := range r.Models {
+		if m.Model == ModelLease && m.Result != LinUnknown {
+			t.Errorf("lease model %s, want Unknown after the timeout", m.Result)
+		}
+	}
+	if v := r.Verdict(); v != Unknown {
+		t.Errorf("verdict %s, want UNKNOWN: %s", v, explain(r))
+	}
+}
+
+func TestHistoryJSONLRoundTrip(t *testing.T) {
+	var ops []Operation
+	for _, tc := range checkCases {
+		ops = append(ops, tc.ops...)
+	}
+	h := History{Ops: ops}
+	var buf bytes.Buffer
+	if err := h.WriteJSONL(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(buf.Bytes(), []byte("\n")); n != len(ops) {
+		t.Fatalf("%d lines for %d ops", n, len(ops))
+	}
+	got, err := ReadHistory(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, h) {
+		t.Errorf("round trip changed the history")
+	}
+	l := Ledger{Effects: []Effect{eff("k1", "i1", "t1", 1), eff("k2", "", "", 2)}}
+	buf.Reset()
+	if err := l.WriteJSONL(&buf); err != nil {
+		t.Fatal(err)
+	}
+	gl, err := ReadLedger(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gl, l) {
+		t.Errorf("ledger round trip: got %+v want %+v", gl, l)
+	}
+}
+
+func TestReadHistoryRejects(t *testing.T) {
+	for _, tc := range []struct{ name, text string }{
+		{"not json", "{oops\n"},
+		{"unknown kind", `{"client":0,"kind":"teleport","call":1,"ret":2,"outcome":"ok"}` + "\n"},
+		{"unknown outcome", `{"client":0,"kind":"publish","call":1,"ret":2,"outcome":"maybe"}` + "\n"},
+		{"return before call", `{"client":0,"kind":"publish","call":5,"ret":2,"outcome":"ok"}` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ReadHistory(strings.NewReader("# comment\n\n" + tc.text)); err == nil {
+				t.Errorf("no error for %q", tc.text)
+			} else if !strings.Contains(err.Error(), "line 3") {
+				t.Errorf("error %q does not name line 3", err)
+			}
+		})
+	}
+}
+
+func TestVisualizeFailingPartitionsOnly(t *testing.T) {
+	// one failing intent among many passing units
+	var ops []Operation
+	var effects []Effect
+	for i := range 200 {
+		k, id := "k"+itoa(i), "i"+itoa(i)
+		ops = append(ops, happy(k, id)...)
+		effects = append(effects, eff(k, id, "t1", 35))
+	}
+	ops = append(ops, claim(0, "bad", "t1", 1, 1000, 0, 10), claim(1, "bad", "t2", 2, 1000, 100, 110))
+	r := Check(History{Ops: ops}, Ledger{Effects: effects}, Options{})
+	if len(r.FailingPartitions) != 1 || r.FailingPartitions[0].Key != "bad" {
+		t.Fatalf("failing partitions = %+v, want only intent bad", r.FailingPartitions)
+	}
+	var buf bytes.Buffer
+	if err := r.Visualize(&buf); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	if !strings.Contains(html, "<html") || !strings.Contains(html, "double-lease") {
+		t.Errorf("visualization lacks html or the anomaly (%d bytes)", len(html))
+	}
+	if strings.Contains(html, "publish(k17") {
+		t.Errorf("visualization contains a passing partition")
+	}
+	var empty bytes.Buffer
+	if err := (Report{}).Visualize(&empty); err != nil || empty.Len() != 0 {
+		t.Errorf("passing report: wrote %d bytes, err %v", empty.Len(), err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
