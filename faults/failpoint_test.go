@@ -62,6 +62,9 @@ func TestFailpointsEnvArmsTheChild(t *testing.T) {
 	if !strings.Contains(p.Output(), "failpoint fired") {
 		t.Errorf("output = %q", p.Output())
 	}
+	if exits := p.Exits(); len(exits) != 1 || exits[0].Cause != "exited" || exits[0].Status != "exit status 7" {
+		t.Errorf("Exits() = %+v, want one exit of its own with status 7", exits)
+	}
 }
 
 func TestFailpointsEnvRejects(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,17 +52,47 @@ type Process struct {
 	healthURL string
 	logger    *slog.Logger
 
+	output io.Writer // optional copy of stdout and stderr
+	dir    string
+
 	mu     sync.Mutex // serialises start, Kill, Restart, Stop; guards the fields below
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when the current process has been reaped
 	status *exitStatus   // the current process's exit status, set before exited closes
 	starts int
 	tail   *tailBuffer
+
+	exitMu sync.Mutex // guards exits and every exitStatus.cause; never held while waiting
+	exits  []ProcessExit
 }
 
 // exitStatus is written once, by the goroutine that reaps the process, before
-// it closes the process's exited channel; read it only after that.
-type exitStatus struct{ err error }
+// it closes the process's exited channel; read err only after that.
+type exitStatus struct {
+	err   error
+	cause string // "sigkill" or "sigterm" when the harness ended it; under exitMu
+}
+
+// ProcessExit is one end of a managed process, as the harness saw it. Cause
+// is "sigkill" (Kill, Restart, a crash fault), "sigterm" (Stop) or "exited"
+// (on its own: a failpoint that called os.Exit, a crash of the target's own).
+type ProcessExit struct {
+	PID    int       `json:"pid"`
+	At     time.Time `json:"at"`
+	Cause  string    `json:"cause"`
+	Status string    `json:"status"`
+}
+
+// ProcessOption changes how StartProcess runs the command.
+type ProcessOption func(*Process)
+
+// WithOutput copies the process's stdout and stderr to w (e.g. a log file in
+// the run directory), besides the tail kept for error messages. w must be
+// safe for the process's two streams writing at once (an *os.File is).
+func WithOutput(w io.Writer) ProcessOption { return func(p *Process) { p.output = w } }
+
+// WithDir runs the command in dir.
+func WithDir(dir string) ProcessOption { return func(p *Process) { p.dir = dir } }
 
 // StartProcess starts `sh -c cmdline` with env appended to this process's
 // environment and waits until healthURL answers: an http(s) URL must return a
@@ -69,7 +100,7 @@ type exitStatus struct{ err error }
 // an empty healthURL is not waited for. The wait is bounded by ctx and
 // ProcessStartTimeout; a process that exits first fails with
 // ErrProcessExited and the tail of its output.
-func StartProcess(ctx context.Context, cmdline string, env []string, healthURL string, logger *slog.Logger) (*Process, error) {
+func StartProcess(ctx context.Context, cmdline string, env []string, healthURL string, logger *slog.Logger, opts ...ProcessOption) (*Process, error) {
 	if strings.TrimSpace(cmdline) == "" {
 		return nil, errors.New("process: empty command")
 	}
@@ -82,6 +113,9 @@ func StartProcess(ctx context.Context, cmdline string, env []string, healthURL s
 		}
 	}
 	p := &Process{cmdline: cmdline, env: append([]string(nil), env...), healthURL: healthURL, logger: logger}
+	for _, o := range opts {
+		o(p)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.start(ctx); err != nil {
@@ -95,9 +129,14 @@ func (p *Process) start(ctx context.Context) error {
 	cmd := exec.Command("/bin/sh", "-c", p.cmdline)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Dir = p.dir
 	tail := &tailBuffer{max: tailSize}
-	cmd.Stdout = tail
-	cmd.Stderr = tail
+	var out io.Writer = tail
+	if p.output != nil {
+		out = io.MultiWriter(tail, p.output)
+	}
+	cmd.Stdout = out
+	cmd.Stderr = out
 	cmd.WaitDelay = time.Second // do not hang on grandchildren holding the pipes
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("process: start %q: %w", p.cmdline, err)
@@ -105,9 +144,21 @@ func (p *Process) start(ctx context.Context) error {
 	exited, status := make(chan struct{}), &exitStatus{}
 	p.cmd, p.exited, p.status, p.tail = cmd, exited, status, tail
 	p.starts++
+	pid := cmd.Process.Pid
 	go func() {
-		// Takes no lock: Kill and start wait on exited while holding p.mu.
-		status.err = cmd.Wait()
+		// Takes only exitMu: Kill and start wait on exited while holding p.mu.
+		err := cmd.Wait()
+		p.exitMu.Lock()
+		status.err = err
+		cause := status.cause
+		if cause == "" {
+			cause = "exited"
+		}
+		p.exits = append(p.exits, ProcessExit{PID: pid, At: time.Now(), Cause: cause, Status: exitText(err)})
+		p.exitMu.Unlock()
+		if cause == "exited" {
+			p.logger.Warn("process exited on its own", "pid", pid, "status", exitText(err))
+		}
 		close(exited)
 	}()
 	p.logger.Info("process started", "pid", cmd.Process.Pid, "cmd", p.cmdline, "start", p.starts)
@@ -272,6 +323,7 @@ func (p *Process) killLocked() error {
 		return nil
 	default:
 	}
+	p.setCause("sigkill")
 	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("process: kill %d: %w", pid, err)
 	}
@@ -315,6 +367,7 @@ func (p *Process) Stop() error {
 	default:
 	}
 	pid := p.cmd.Process.Pid
+	p.setCause("sigterm")
 	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("process: stop %d: %w", pid, err)
 	}
@@ -327,6 +380,30 @@ func (p *Process) Stop() error {
 	case <-t.C:
 	}
 	return p.killLocked()
+}
+
+// setCause notes why the current process is about to end; p.mu is held.
+func (p *Process) setCause(cause string) {
+	p.exitMu.Lock()
+	p.status.cause = cause
+	p.exitMu.Unlock()
+}
+
+// Exits lists every end of the process so far, oldest first: the kills and
+// stops of the harness and the exits of the target's own. A chaos run writes
+// them beside the fault timeline; an "exited" cause outside a failpoint
+// injection is the target crashing by itself.
+func (p *Process) Exits() []ProcessExit {
+	p.exitMu.Lock()
+	defer p.exitMu.Unlock()
+	return append([]ProcessExit(nil), p.exits...)
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
 }
 
 // tailBuffer keeps the last max bytes written to it.

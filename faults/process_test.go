@@ -3,6 +3,8 @@ package faults
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +70,38 @@ func TestProcessKillAndRestart(t *testing.T) {
 	}
 	if _, err := get(ctx, url+"/", 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("after Stop: %v, want connection refused", err)
+	}
+	exits := p.Exits()
+	if len(exits) != 2 || exits[0].Cause != "sigkill" || exits[0].PID != pid || exits[1].Cause != "sigterm" {
+		t.Errorf("Exits() = %+v, want a sigkill of %d then a sigterm", exits, pid)
+	}
+}
+
+func TestProcessDirAndOutput(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "target.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = StartProcess(testCtx(t), "pwd; echo to-stdout; echo to-stderr >&2; exit 4", nil, addr, nil,
+		WithDir(dir), WithOutput(log))
+	if !errors.Is(err, ErrProcessExited) {
+		t.Fatalf("error = %v, want ErrProcessExited", err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{dir, "to-stdout", "to-stderr"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("output file %q lacks %q", b, want)
+		}
 	}
 }
 
