@@ -109,15 +109,15 @@ func (c *check) doubleLease(key string, claims, releases []*Operation) bool {
 // no longer valid: never granted, superseded by a later claim, or expired.
 func (c *check) staleToken(key string, claims, extends, mutations []*Operation) bool {
 	slack := int64(c.opts.ClockSlack)
-	grant := map[string]*Operation{}
-	for _, cl := range claims {
-		if _, ok := grant[cl.Output.Token]; !ok {
-			grant[cl.Output.Token] = cl
-		}
-	}
 	for _, m := range mutations {
-		a, ok := grant[m.Input.Token]
-		if !ok {
+		var a *Operation // the claim that granted m's token
+		for _, cl := range claims {
+			if cl.Output.Token == m.Input.Token {
+				a = cl
+				break
+			}
+		}
+		if a == nil {
 			c.add(Anomaly{
 				Kind: StaleTokenAccepted, Key: key,
 				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, which no recorded claim of this intent granted", m.Kind, key, short(m.Input.Token)),

@@ -19,26 +19,44 @@ type part struct {
 // appearance. Claims whose intent nobody learned belong to no partition.
 func partitions(ops []Operation) []part {
 	var parts []part
-	idx := map[[2]string]int{}
+	idem, lease := map[string]int32{}, map[string]int32{}
+	which := make([]int32, len(ops)) // partition of each op, -1 for none
 	for i := range ops {
 		op := &ops[i]
-		model, key := ModelLease, op.Key
+		m, model, key := lease, ModelLease, op.Key
 		if op.Kind == OpPublish {
-			model = ModelIdempotency
+			m, model = idem, ModelIdempotency
 		} else if op.Kind == OpClaim && key == "" {
 			key = op.Output.ID
 		}
 		if key == "" {
+			which[i] = -1
 			continue
 		}
-		k := [2]string{model, key}
-		j, ok := idx[k]
+		j, ok := m[key]
 		if !ok {
-			j = len(parts)
-			idx[k] = j
+			j = int32(len(parts))
+			m[key] = j
 			parts = append(parts, part{model: model, key: key})
 		}
-		parts[j].ops = append(parts[j].ops, i)
+		which[i] = j
+	}
+	// one backing array for every partition's indices
+	count := make([]int, len(parts))
+	for _, j := range which {
+		if j >= 0 {
+			count[j]++
+		}
+	}
+	backing := make([]int, 0, len(ops))
+	for j := range parts {
+		parts[j].ops = backing[len(backing) : len(backing) : len(backing)+count[j]]
+		backing = backing[:len(backing)+count[j]]
+	}
+	for i, j := range which {
+		if j >= 0 {
+			parts[j].ops = append(parts[j].ops, i)
+		}
 	}
 	return parts
 }
@@ -47,12 +65,14 @@ func partitions(ops []Operation) []part {
 // unknown outcome returns after everything else in its partition: it may
 // take effect at any instant after its call, or never (the models always
 // allow "never").
-func porcupineOps(ops []Operation, idx []int, meta bool) []porcupine.Operation {
+func porcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bool) []porcupine.Operation {
 	var end int64
 	for _, i := range idx {
 		end = max(end, ops[i].Return)
 	}
-	out := make([]porcupine.Operation, len(idx))
+	if len(out) != len(idx) {
+		out = make([]porcupine.Operation, len(idx))
+	}
 	for j, i := range idx {
 		op := &ops[i]
 		ret := op.Return
@@ -85,18 +105,20 @@ func (c *check) linearizability(parts []part, env *modelEnv) (map[string]LinResu
 		return results, nil
 	}
 	ops := c.h.Ops
-	all := make([][]porcupine.Operation, len(parts))
 	n := 0
-	for i, p := range parts {
-		all[i] = porcupineOps(ops, p.ops, false)
+	for _, p := range parts {
 		n += len(p.ops)
 	}
-	flat := make([]porcupine.Operation, 0, n)
-	for _, a := range all {
-		flat = append(flat, a...)
+	backing := make([]porcupine.Operation, n)
+	all := make([][]porcupine.Operation, len(parts))
+	for i, p := range parts {
+		all[i] = porcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
+		backing = backing[len(p.ops):]
 	}
+	// The partitions are made here, so porcupine's Partition ignores the
+	// (empty) flat history it is given.
 	model.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return all }
-	res := porcupine.CheckOperationsTimeout(model, flat, c.opts.Timeout)
+	res := porcupine.CheckOperationsTimeout(model, nil, c.opts.Timeout)
 	switch res {
 	case porcupine.Ok:
 		return results, nil
@@ -107,7 +129,7 @@ func (c *check) linearizability(parts []part, env *modelEnv) (map[string]LinResu
 	// Illegal: find which partitions. The verbose run reports, per
 	// partition, its longest partial linearizations; a partition with none
 	// as long as itself failed or was cut short.
-	_, info := porcupine.CheckOperationsVerbose(model, flat, c.opts.Timeout)
+	_, info := porcupine.CheckOperationsVerbose(model, nil, c.opts.Timeout)
 	partials := info.PartialLinearizations()
 	var failing []part
 	rechecks := 0

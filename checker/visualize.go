@@ -21,7 +21,6 @@ func (r Report) Visualize(w io.Writer) error {
 	model := env.porcupineModel()
 
 	var all [][]porcupine.Operation
-	var flat []porcupine.Operation
 	lanes := map[[2]int]int{} // (partition, client) → lane
 	nextLane := 0
 	for pi, p := range r.FailingPartitions {
@@ -29,7 +28,7 @@ func (r Report) Visualize(w io.Writer) error {
 		for i := range idx {
 			idx[i] = i
 		}
-		pops := porcupineOps(p.Ops, idx, true)
+		pops := porcupineOps(nil, p.Ops, idx, true)
 		// porcupine draws one lane per client id, numbered from zero; a
 		// client whose operation had an unknown outcome continues on a
 		// fresh lane, since that operation may still be pending.
@@ -49,10 +48,9 @@ func (r Report) Visualize(w io.Writer) error {
 			}
 		}
 		all = append(all, pops)
-		flat = append(flat, pops...)
 	}
 	model.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return all }
-	_, info := porcupine.CheckOperationsVerbose(model, flat, visualizationTimeout)
+	_, info := porcupine.CheckOperationsVerbose(model, nil, visualizationTimeout)
 
 	failing := map[string]bool{}
 	for _, p := range r.FailingPartitions {
