@@ -103,12 +103,16 @@ func TestRemoteFailpoint(t *testing.T) {
 			hold := 200 * time.Millisecond
 			if tc.traffic {
 				hold = 20 * time.Second // ended by the crash
+				exited := p.Exited()
 				go func() {
-					// Bounded: tries until the failpoint is armed and fires.
+					// Bounded: tries until the failpoint is armed and the process exits.
 					for range 200 {
-						if _, err := get(ctx, url+"/fp", time.Second); err != nil {
+						select {
+						case <-exited:
 							return
+						default:
 						}
+						get(ctx, url+"/fp", time.Second)
 						time.Sleep(10 * time.Millisecond)
 					}
 				}()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,6 +21,10 @@ func TestStormReleasesAllTogether(t *testing.T) {
 	}
 	for _, n := range sizes {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			var lim syscall.Rlimit
+			if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*n+256) {
+				t.Skipf("open-file limit %d is too low for %d client and %d server connections", lim.Cur, n, n)
+			}
 			ctx := testCtx(t)
 			var mu sync.Mutex
 			var arrivals []time.Time
