@@ -106,33 +106,33 @@ type QueueStats struct {
 type Options struct {
 	// Timeout bounds each porcupine run over the history; 0 means no bound.
 	// Running out of time makes a model's result LinUnknown, never LinOk.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 	// MaxEffects is how many effects one key may have: 0 means 1
 	// (exactly-once effect), negative means any number (at-least-once
 	// execution with idempotent workers: only a second intent is duplicated).
-	MaxEffects int
+	MaxEffects int `json:"max_effects,omitempty"`
 	// DeadIsLost counts an acknowledged unit whose intent ended dead as lost
 	// (for workloads where workers never fail on purpose).
-	DeadIsLost bool
+	DeadIsLost bool `json:"dead_is_lost,omitempty"`
 	// ExpiredIsLost counts an acknowledged unit whose intent vanished (404 on
 	// a status read) without effect as lost.
-	ExpiredIsLost bool
+	ExpiredIsLost bool `json:"expired_is_lost,omitempty"`
 	// Undrained says the workload stopped without waiting for every unit to
 	// finish: units still open or claimed at the end are Pending, not Lost.
-	Undrained bool
+	Undrained bool `json:"undrained,omitempty"`
 	// ClockSlack is how much faster the server's clock may run than the
 	// harness's over one lease, when judging that a lease had certainly
 	// expired or was certainly still live (default 50 ms).
-	ClockSlack time.Duration
+	ClockSlack time.Duration `json:"clock_slack_ns,omitempty"`
 	// ConflictStatus is the status that reports an idempotency key reused
 	// with a different body (default 422, seed 004 §7.2).
-	ConflictStatus int
+	ConflictStatus int `json:"conflict_status,omitempty"`
 	// SkipQueue turns the queue checks off, for workloads that execute
 	// nothing (no workers, no effect sink): lost would be meaningless.
-	SkipQueue bool
+	SkipQueue bool `json:"skip_queue,omitempty"`
 	// MaxExamples bounds how many anomalies of each kind are kept with
 	// evidence; Counts hold the totals (default 20).
-	MaxExamples int
+	MaxExamples int `json:"max_examples,omitempty"`
 }
 
 // Report is what Check found. Verdict sums it up.
