@@ -169,9 +169,7 @@ func (n *Network) beginPartition(fault string) (func() (Injection, error), error
 			defer n.mu.Unlock()
 			n.partitions--
 			if n.partitions == 0 && !n.closed {
-				if err := n.proxy.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
-					rerr = fmt.Errorf("%s: heal: %w", fault, err)
-				}
+				rerr = n.heal(fault)
 			}
 			in.End = time.Now()
 			if rerr != nil {
@@ -181,6 +179,23 @@ func (n *Network) beginPartition(fault string) (func() (Injection, error), error
 		})
 		return in, rerr
 	}, nil
+}
+
+// healAttempts bounds the retries of a heal whose port is briefly unavailable.
+const healAttempts = 20
+
+// heal starts the stopped proxy again on its address; n.mu is held.
+func (n *Network) heal(fault string) error {
+	var err error
+	for i := range healAttempts {
+		err = n.proxy.Start()
+		if err == nil || errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+			return nil
+		}
+		n.logger.Warn("heal: proxy did not start, retrying", "fault", fault, "attempt", i+1, "err", err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: heal: %w", fault, err)
 }
 
 // networkAvailable is the Available check shared by every network fault.

@@ -2,6 +2,8 @@ package faults
 
 import (
 	"errors"
+	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,5 +63,36 @@ func TestNetworkFaultsUnavailableWithoutNetwork(t *testing.T) {
 				t.Errorf("Inject = %+v, %v; want ErrNotAvailable recorded", in, err)
 			}
 		})
+	}
+}
+
+// TestPartitionHealFailsWhileThePortIsTaken: a heal that cannot listen again
+// says so; the next partition's heal recovers once the port is free.
+func TestPartitionHealFailsWhileThePortIsTaken(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCounter(t, []byte("reply"))
+	n := newNet(t, c)
+	end, err := (&Partition{Network: n}).Begin(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	squatter, err := net.Listen("tcp", n.Addr())
+	if err != nil {
+		t.Fatalf("take the proxy's port: %v", err)
+	}
+	in, err := end()
+	squatter.Close()
+	if err == nil || !strings.Contains(err.Error(), "heal") || in.Err == "" {
+		t.Fatalf("heal with the port taken: %+v, %v; want a heal error, recorded", in, err)
+	}
+	end, err = (&Partition{Network: n}).Begin(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := end(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := get(ctx, n.URL(), 10*time.Second); err != nil || string(b) != "reply" {
+		t.Errorf("after a later heal: %q, %v", b, err)
 	}
 }
