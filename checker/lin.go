@@ -98,7 +98,9 @@ func describeMeta(op *Operation) string {
 // linearizability runs the models over every partition. It returns the result
 // of each model and the partitions porcupine found illegal (confirmed one by
 // one, so a partition cut short by the timeout is never called illegal).
-func (c *check) linearizability(parts []part, env *modelEnv) (map[string]LinResult, []part) {
+// suspect marks the partitions a named check flagged: they are decided alone
+// first, which spares a verbose run over the whole history.
+func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (map[string]LinResult, []part) {
 	model := env.porcupineModel()
 	results := map[string]LinResult{ModelIdempotency: LinOk, ModelLease: LinOk}
 	if len(parts) == 0 {
@@ -115,51 +117,77 @@ func (c *check) linearizability(parts []part, env *modelEnv) (map[string]LinResu
 		all[i] = porcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
 		backing = backing[len(p.ops):]
 	}
-	// The partitions are made here, so porcupine's Partition ignores the
-	// (empty) flat history it is given.
-	model.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return all }
-	res := porcupine.CheckOperationsTimeout(model, nil, c.opts.Timeout)
-	switch res {
-	case porcupine.Ok:
-		return results, nil
-	case porcupine.Unknown:
-		results[ModelIdempotency], results[ModelLease] = LinUnknown, LinUnknown
-		return results, nil
-	}
-	// Illegal: find which partitions. The verbose run reports, per
-	// partition, its longest partial linearizations; a partition with none
-	// as long as itself failed or was cut short.
-	_, info := porcupine.CheckOperationsVerbose(model, nil, c.opts.Timeout)
-	partials := info.PartialLinearizations()
-	var failing []part
+	// Suspects (partitions a named check already flagged) are decided
+	// alone; the rest in one run; only if the rest is illegal does a
+	// verbose run over it say which of its partitions did not linearize.
+	// porcupine's Partition ignores the (empty) flat history it is given:
+	// the partitions are made here.
 	rechecks := 0
-	for i, p := range parts {
-		complete := false
-		if i < len(partials) {
-			for _, lin := range partials[i] {
-				if len(lin) == len(p.ops) {
-					complete = true
-					break
-				}
-			}
-		}
-		if complete {
-			continue
-		}
+	verdict := make([]porcupine.CheckResult, len(parts)) // "" = not yet decided alone
+	recheck := func(i int) {
 		if rechecks >= maxRechecks {
 			// undecided: not confirmed illegal, so never reported as such
-			results[p.model] = worse(results[p.model], LinUnknown)
-			continue
+			results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
+			verdict[i] = porcupine.Unknown
+			return
 		}
 		rechecks++
 		single := model
 		single.Partition = nil
-		switch porcupine.CheckOperationsTimeout(single, all[i], c.opts.Timeout) {
+		verdict[i] = porcupine.CheckOperationsTimeout(single, all[i], c.opts.Timeout)
+		switch verdict[i] {
 		case porcupine.Illegal:
-			results[p.model] = LinIllegal
-			failing = append(failing, p)
+			results[parts[i].model] = LinIllegal
 		case porcupine.Unknown:
-			results[p.model] = worse(results[p.model], LinUnknown)
+			results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
+		}
+	}
+	for i := range parts {
+		if suspect[i] {
+			recheck(i)
+		}
+	}
+	var rest [][]porcupine.Operation
+	var restIdx []int
+	for i := range parts {
+		if verdict[i] == "" {
+			rest = append(rest, all[i])
+			restIdx = append(restIdx, i)
+		}
+	}
+	if len(rest) > 0 {
+		model.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return rest }
+		switch porcupine.CheckOperationsTimeout(model, nil, c.opts.Timeout) {
+		case porcupine.Unknown:
+			for _, i := range restIdx {
+				results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
+			}
+		case porcupine.Illegal:
+			// The verbose run reports, per partition, its longest partial
+			// linearizations; a partition with none as long as itself
+			// failed or was cut short by the timeout: decide it alone.
+			_, info := porcupine.CheckOperationsVerbose(model, nil, c.opts.Timeout)
+			partials := info.PartialLinearizations()
+			for j, i := range restIdx {
+				complete := false
+				if j < len(partials) {
+					for _, lin := range partials[j] {
+						if len(lin) == len(parts[i].ops) {
+							complete = true
+							break
+						}
+					}
+				}
+				if !complete {
+					recheck(i)
+				}
+			}
+		}
+	}
+	var failing []part
+	for i, p := range parts {
+		if verdict[i] == porcupine.Illegal {
+			failing = append(failing, p)
 		}
 	}
 	return results, failing

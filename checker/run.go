@@ -60,7 +60,7 @@ func (c *check) run() {
 	}
 
 	// porcupine
-	results, failing := c.linearizability(parts, env)
+	results, failing := c.linearizability(parts, named, env)
 	failingKeys := map[string][]string{}
 	isNamed := map[[2]string]bool{}
 	for i, p := range parts {
