@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -26,6 +27,19 @@ const stormGrace = 5 * time.Second
 // (the time between the first and the last goroutine to leave the barrier:
 // how together the release was, as this process saw it).
 func Storm(ctx context.Context, n int, do func(ctx context.Context, i int)) (Injection, error) {
+	return StormPrepared(ctx, n, func(ctx context.Context, i int) (func(context.Context), error) {
+		return func(ctx context.Context) { do(ctx, i) }, nil
+	})
+}
+
+// StormPrepared is Storm in two phases: before the barrier, each goroutine
+// runs prepare(ctx, i), which does the slow part of request i (open and warm
+// its own connection, build the body) and returns fire, which sends it. Only
+// fire runs after the release, so the requests leave closer together than
+// with Storm, whose calls still dial after the release. A prepare that fails
+// is not fired; the storm goes on with the others, and the error counts them
+// (Params "prepare_failed").
+func StormPrepared(ctx context.Context, n int, prepare func(ctx context.Context, i int) (fire func(ctx context.Context), err error)) (Injection, error) {
 	in := Injection{Fault: "storm", Kind: KindStorm, Params: map[string]string{"n": strconv.Itoa(n)}}
 	if n < 1 || n > MaxStorm {
 		err := fmt.Errorf("storm: n=%d: want 1..%d", n, MaxStorm)
@@ -35,20 +49,33 @@ func Storm(ctx context.Context, n int, do func(ctx context.Context, i int)) (Inj
 	barrier := make(chan struct{})
 	var ready, done sync.WaitGroup
 	left := make([]time.Time, n)
+	var prepMu sync.Mutex
+	var prepFailed int
+	var prepErr error // the first prepare error
 	ready.Add(n)
 	done.Add(n)
 	began := time.Now()
 	for i := range n {
 		go func() {
 			defer done.Done()
+			fire, err := prepare(ctx, i)
 			ready.Done()
+			if err != nil || fire == nil {
+				prepMu.Lock()
+				prepFailed++
+				if prepErr == nil {
+					prepErr = err
+				}
+				prepMu.Unlock()
+				return
+			}
 			select {
 			case <-barrier:
 			case <-ctx.Done():
 				return
 			}
 			left[i] = time.Now()
-			do(ctx, i)
+			fire(ctx)
 		}()
 	}
 	allReady := make(chan struct{})
@@ -56,9 +83,11 @@ func Storm(ctx context.Context, n int, do func(ctx context.Context, i int)) (Inj
 	select {
 	case <-allReady:
 	case <-ctx.Done():
-		// The goroutines return on ctx too; nothing was released.
-		done.Wait()
+		// Nothing was released; the goroutines return on ctx once prepared.
 		err := fmt.Errorf("storm: before release: %w", ctx.Err())
+		if !waitGrace(ctx, &done) {
+			err = fmt.Errorf("storm: preparations still running %s after: %w", stormGrace, ctx.Err())
+		}
 		in.Err = err.Error()
 		return in, err
 	}
@@ -66,19 +95,9 @@ func Storm(ctx context.Context, n int, do func(ctx context.Context, i int)) (Inj
 	in.Start = time.Now()
 	close(barrier)
 
-	finished := make(chan struct{})
-	go func() { done.Wait(); close(finished) }()
 	var err error
-	select {
-	case <-finished:
-	case <-ctx.Done():
-		t := time.NewTimer(stormGrace)
-		select {
-		case <-finished:
-		case <-t.C:
-			err = fmt.Errorf("storm: calls still running %s after: %w", stormGrace, ctx.Err())
-		}
-		t.Stop()
+	if !waitGrace(ctx, &done) {
+		err = fmt.Errorf("storm: calls still running %s after: %w", stormGrace, ctx.Err())
 	}
 	in.End = time.Now()
 	if err == nil {
@@ -100,10 +119,36 @@ func Storm(ctx context.Context, n int, do func(ctx context.Context, i int)) (Inj
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("storm: %w", ctx.Err())
 	}
+	prepMu.Lock()
+	if prepFailed > 0 {
+		in.Params["prepare_failed"] = strconv.Itoa(prepFailed)
+		err = errors.Join(err, fmt.Errorf("storm: %d of %d requests not prepared (first: %v)", prepFailed, n, prepErr))
+	}
+	prepMu.Unlock()
 	if err != nil {
 		in.Err = err.Error()
 	}
 	return in, err
+}
+
+// waitGrace waits for wg; once ctx is done it waits at most stormGrace more.
+// It reports whether wg finished.
+func waitGrace(ctx context.Context, wg *sync.WaitGroup) bool {
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(stormGrace)
+	defer t.Stop()
+	select {
+	case <-finished:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // DuplicateStorm is the storm as a Fault: each injection draws n in [Min, Max]

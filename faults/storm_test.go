@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -131,4 +132,56 @@ func TestDuplicateStormDrawsSizeFromSeed(t *testing.T) {
 			t.Errorf("Available(%d..%d, do=%v) = %v, want ErrNotAvailable", bad.Min, bad.Max, bad.Do != nil, err)
 		}
 	}
+}
+
+func TestStormPrepared(t *testing.T) {
+	const n = 100
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	var arrivals []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/warm" {
+			return
+		}
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	var failedFires sync.Map
+	in, err := StormPrepared(ctx, n, func(ctx context.Context, i int) (func(context.Context), error) {
+		if i%10 == 9 {
+			return nil, errors.New("no connection") // 10 of 100 fail to prepare
+		}
+		// Each request warms its own connection before the barrier.
+		tr := &http.Transport{}
+		client := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+		resp, err := client.Get(srv.URL + "/warm")
+		if err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
+		return func(ctx context.Context) {
+			defer tr.CloseIdleConnections()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/same", nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				failedFires.Store(i, err)
+				return
+			}
+			resp.Body.Close()
+		}, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "10 of 100 requests not prepared") || in.Params["prepare_failed"] != "10" {
+		t.Errorf("StormPrepared = %+v, %v; want 10 preparations failed, reported", in, err)
+	}
+	failedFires.Range(func(k, v any) bool { t.Errorf("request %v: %v", k, v); return true })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) != 90 {
+		t.Fatalf("%d requests arrived, want the 90 prepared", len(arrivals))
+	}
+	slices.SortFunc(arrivals, func(a, b time.Time) int { return a.Compare(b) })
+	t.Logf("n=90 on warm connections: released within %sµs, arrivals spread over %s",
+		in.Params["spread_us"], arrivals[len(arrivals)-1].Sub(arrivals[0]))
 }
