@@ -19,7 +19,7 @@ type part struct {
 // appearance. Claims whose intent nobody learned belong to no partition.
 func partitions(ops []Operation) []part {
 	var parts []part
-	idem, lease := map[string]int32{}, map[string]int32{}
+	idem, lease := make(map[string]int32, len(ops)/8), make(map[string]int32, len(ops)/8)
 	which := make([]int32, len(ops)) // partition of each op, -1 for none
 	for i := range ops {
 		op := &ops[i]

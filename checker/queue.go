@@ -21,7 +21,7 @@ func (c *check) queue(parts []part) {
 	ops := c.h.Ops
 	effects := c.l.Effects
 
-	facts := map[string]*intentFacts{}
+	facts := make(map[string]*intentFacts, len(parts)/2)
 	fact := func(id string) *intentFacts {
 		f := facts[id]
 		if f == nil {
@@ -57,7 +57,7 @@ func (c *check) queue(parts []part) {
 		}
 	}
 
-	effByKey := map[string][]int{}
+	effByKey := make(map[string][]int, len(effects))
 	var effKeys []string
 	for i := range effects {
 		k := effects[i].Key
@@ -72,7 +72,7 @@ func (c *check) queue(parts []part) {
 		allowed = 1
 	}
 	q := &c.report.Queue
-	published := map[string]bool{}
+	published := make(map[string]bool, len(parts)/2)
 	for _, p := range parts {
 		if p.model != ModelIdempotency {
 			continue
