@@ -8,10 +8,14 @@ import (
 
 // Blackhole drops every byte from the clients to the target (a timeout toxic
 // of 0 on the upstream stream): a request sent while it holds never arrives,
-// and its client waits until its own timeout. When the fault ends, the
-// connections it held are closed.
+// and its client waits until its own timeout, on a connection that looks
+// open (half-open: no reset, no close). With CloseAfter > 0 each connection is
+// closed that long after the fault reaches it (toxiproxy's timeout), like a
+// middlebox dropping an idle flow. When the fault ends, the connections it
+// held are closed.
 type Blackhole struct {
-	Network *Network
+	Network    *Network
+	CloseAfter time.Duration
 }
 
 var _ Holdable = (*Blackhole)(nil)
@@ -30,7 +34,8 @@ func (f *Blackhole) Begin(ctx context.Context, rnd *rand.Rand) (func() (Injectio
 	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	return f.Network.beginToxic(f.Name(), "timeout", "upstream", map[string]int64{"timeout": 0}, nil)
+	return f.Network.beginToxic(f.Name(), "timeout", "upstream", map[string]int64{"timeout": ms(f.CloseAfter)},
+		map[string]string{"close_after_ms": msParam(f.CloseAfter)})
 }
 
 // Inject holds the black hole for d.
@@ -44,9 +49,12 @@ func (f *Blackhole) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration)
 // client records is unknown. When the fault ends, the connections it held are
 // closed. A target that closes the connection after replying (the request
 // said Connection: close) makes the client see that close (EOF) at once
-// instead of waiting for its own timeout; the reply is lost either way.
+// instead of waiting for its own timeout; the reply is lost either way. With
+// CloseAfter > 0 each connection is closed that long after the fault reaches
+// it.
 type LostResponse struct {
-	Network *Network
+	Network    *Network
+	CloseAfter time.Duration
 }
 
 var _ Holdable = (*LostResponse)(nil)
@@ -65,7 +73,8 @@ func (f *LostResponse) Begin(ctx context.Context, rnd *rand.Rand) (func() (Injec
 	if err := f.Available(); err != nil {
 		return nil, err
 	}
-	return f.Network.beginToxic(f.Name(), "timeout", "downstream", map[string]int64{"timeout": 0}, nil)
+	return f.Network.beginToxic(f.Name(), "timeout", "downstream", map[string]int64{"timeout": ms(f.CloseAfter)},
+		map[string]string{"close_after_ms": msParam(f.CloseAfter)})
 }
 
 // Inject holds the loss for d.

@@ -98,3 +98,26 @@ func TestLostResponseOnKeptAliveConnection(t *testing.T) {
 		t.Errorf("target saw %d requests, want 2: the lost one was processed", got)
 	}
 }
+
+// TestBlackholeCloseAfter: with CloseAfter the black-holed connection is
+// closed by the network, and the client sees the close, not its own timeout.
+func TestBlackholeCloseAfter(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCounter(t, []byte("reply"))
+	n := newNet(t, c)
+	end, err := (&Blackhole{Network: n, CloseAfter: 100 * time.Millisecond}).Begin(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end()
+	_, err = get(ctx, n.URL(), 20*time.Second)
+	if err == nil || isTimeout(err) {
+		t.Errorf("error = %v, want the connection closed by the network", err)
+	}
+	if got := c.hits.Load(); got != 0 {
+		t.Errorf("target saw %d requests, want 0", got)
+	}
+	if in, err := end(); err != nil || in.Params["close_after_ms"] != "100" {
+		t.Errorf("end: %+v, %v", in, err)
+	}
+}
