@@ -4,6 +4,7 @@ package features
 
 import (
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -30,12 +31,16 @@ type Env struct {
 	// Budget is the longest protocol time (lease expiry, backoff) one scenario
 	// may wait for. A rule that would need longer is N/A, with the reason.
 	Budget time.Duration
+	// RequestTimeout bounds every exchange of a client from Env.Client
+	// (0: the client's default).
+	RequestTimeout time.Duration
+	Logger         *slog.Logger // never nil when the runner built the Env
 }
 
 // Client returns a recording client of the target with the main API key;
 // opts may change the key, turn on signing, etc.
 func (e *Env) Client(name string, opts ...func(*client.Options)) (*client.Client, error) {
-	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Sign: e.Target.RequireSignatures}
+	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Sign: e.Target.RequireSignatures, Timeout: e.RequestTimeout}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -1,0 +1,445 @@
+package features
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// embedded holds the feature files of every profile.
+//
+//go:embed *.feature
+var embedded embed.FS
+
+// Suite is a set of feature files and the step definitions that run them.
+// Every profile has one (ProfileSuite); tests build their own over testdata.
+type Suite struct {
+	FS    fs.FS    // where the feature files are
+	Paths []string // feature files or directories inside FS
+	// Steps registers the step definitions of one scenario.
+	Steps func(sc *godog.ScenarioContext, env *Env)
+}
+
+// ProfileSuite returns the embedded suite of a profile; false when the
+// profile has no scenarios yet.
+func ProfileSuite(p spec.Profile) (Suite, bool) {
+	switch p {
+	case spec.ProfileIntent:
+		return Suite{FS: embedded, Paths: []string{"intent.feature"}, Steps: intentSteps}, true
+	}
+	return Suite{}, false
+}
+
+// Defaults of RunConfig.
+const (
+	DefaultBudget          = 10 * time.Second
+	DefaultRequestTimeout  = 10 * time.Second
+	DefaultMaxEvidence     = 20   // exchanges kept per rule
+	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
+	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
+	minimumScenarioTimeout = 5 * time.Second
+)
+
+// RunConfig is everything one run needs. Zero values take the defaults above.
+type RunConfig struct {
+	Profile spec.Profile
+	Target  Target
+	Seed    uint64
+	// Rules is the catalog of the profile (spec.RulesFor): the rules that get a
+	// verdict. Scenario tags that are not rule IDs of it are ignored.
+	Rules []spec.Rule
+	// Select holds rule-ID globs (path.Match syntax, e.g. "INTENT-7.*");
+	// empty selects every rule and every scenario.
+	Select []string
+	// Budget is the longest protocol wait one scenario may do (Env.Budget).
+	Budget time.Duration
+	// ScenarioTimeout bounds one scenario, steps and requests included;
+	// default Budget + 3 request timeouts.
+	ScenarioTimeout time.Duration
+	// RequestTimeout bounds one HTTP exchange of a step.
+	RequestTimeout time.Duration
+	// UnknownStreak: after this many consecutive scenarios that end UNKNOWN
+	// on transport errors, the rest are not run (UNKNOWN, "target stopped
+	// answering") so a dead target cannot make a run last hours.
+	UnknownStreak int
+	MaxEvidence   int // exchanges kept as evidence per rule
+	MaxBody       int // bytes kept of each body in evidence
+	// Progress receives one line per scenario (nil: none); when ProgressTTY
+	// is set it receives a live line redrawn in place instead.
+	Progress    io.Writer
+	ProgressTTY bool
+	Logger      *slog.Logger // nil: discard
+	// Suite replaces the profile's embedded suite (tests).
+	Suite *Suite
+}
+
+// ScenarioResult is how one scenario ended.
+type ScenarioResult struct {
+	Name    string          `json:"name"`
+	URI     string          `json:"uri"`
+	Tags    []string        `json:"tags"` // without '@'
+	Verdict checker.Verdict `json:"verdict"`
+	Reason  string          `json:"reason,omitempty"`
+	// Evidence, when the scenario did not pass: what was expected and
+	// observed, and its last exchanges (bodies cut, see TrimExchanges).
+	Evidence checker.Evidence `json:"evidence"`
+	// Transport is set when the scenario ended on a transport failure (the
+	// target did not answer), as opposed to a wrong answer.
+	Transport bool          `json:"transport,omitempty"`
+	Duration  time.Duration `json:"duration_ns"`
+}
+
+// RunResult is a finished run: a verdict per rule, the scenarios behind
+// them and every exchange, in the order sent.
+type RunResult struct {
+	Profile   spec.Profile         `json:"profile"`
+	Seed      uint64               `json:"seed"`
+	Started   time.Time            `json:"started"`
+	Finished  time.Time            `json:"finished"`
+	Rules     []checker.RuleResult `json:"rules"`
+	Scenarios []ScenarioResult     `json:"scenarios"`
+	// NotCovered lists the selected rules that no scenario is tagged with;
+	// they get no verdict.
+	NotCovered []string           `json:"not_covered,omitempty"`
+	Exchanges  []checker.Exchange `json:"-"`
+}
+
+// ErrNoSuchRules is returned when --rules selects nothing.
+var ErrNoSuchRules = errors.New("no rule matches")
+
+// errRunAborted ends the scenarios left after the target stopped answering.
+var errRunAborted = errors.New("not run: the target stopped answering")
+
+// suiteMu serialises godog suites: godog sets process environment variables
+// while it runs, so two suites in one process would race.
+var suiteMu sync.Mutex
+
+// Run runs the selected scenarios of the profile against the target, one at
+// a time in file order, and returns a verdict per selected rule. Every
+// scenario is bounded by ScenarioTimeout, so a target that hangs makes rules
+// UNKNOWN, never a run that hangs. The error is for configuration problems
+// only; a misbehaving target shows up in the verdicts.
+func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
+	cfg = withDefaults(cfg)
+	suite := cfg.Suite
+	if suite == nil {
+		s, ok := ProfileSuite(cfg.Profile)
+		if !ok {
+			return nil, fmt.Errorf("run: profile %q has no scenarios", cfg.Profile)
+		}
+		suite = &s
+	}
+	if u, err := url.Parse(cfg.Target.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("run: target must be an http:// or https:// URL, got %q", cfg.Target.BaseURL)
+	}
+	for _, g := range cfg.Select {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("run: bad rule glob %q: %w", g, err)
+		}
+	}
+
+	pickles, err := listScenarios(*suite)
+	if err != nil {
+		return nil, fmt.Errorf("run: reading feature files: %w", err)
+	}
+	rules := selectRules(cfg.Rules, cfg.Select)
+	if len(cfg.Select) > 0 && len(rules) == 0 {
+		return nil, fmt.Errorf("run: %w %s in the %s catalog", ErrNoSuchRules, strings.Join(cfg.Select, ","), cfg.Profile)
+	}
+	tagFilter, selected := scenarioFilter(pickles, rules, len(cfg.Select) > 0)
+
+	res := &RunResult{Profile: cfg.Profile, Seed: cfg.Seed, Started: time.Now()}
+	rec := &client.Recorder{}
+	env := &Env{
+		Target:         cfg.Target,
+		Rand:           rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		Recorder:       rec,
+		Budget:         cfg.Budget,
+		RequestTimeout: cfg.RequestTimeout,
+		Logger:         cfg.Logger,
+	}
+	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}}
+
+	if len(selected) > 0 {
+		suiteMu.Lock()
+		status := godog.TestSuite{
+			Name: "idscheck-" + string(cfg.Profile),
+			ScenarioInitializer: func(sc *godog.ScenarioContext) {
+				sc.Before(h.before)
+				sc.After(h.after)
+				suite.Steps(sc, env)
+			},
+			Options: &godog.Options{
+				Format:         "progress",
+				Output:         io.Discard,
+				FS:             suite.FS,
+				Paths:          suite.Paths,
+				Tags:           tagFilter,
+				Strict:         true,
+				Concurrency:    1,
+				Randomize:      0,
+				NoColors:       true,
+				DefaultContext: ctx,
+			},
+		}.Run()
+		suiteMu.Unlock()
+		cfg.Logger.Debug("godog suite finished", "status", status)
+		h.endProgress()
+	}
+
+	// A selected scenario that never reached the After hook (no steps, a
+	// godog error) is undecided, never silently passed.
+	for _, p := range selected {
+		if _, ok := h.byKey[pickleKey(p)]; !ok {
+			h.results = append(h.results, ScenarioResult{
+				Name: p.Name, URI: p.Uri, Tags: tagNames(p), Verdict: checker.Unknown,
+				Reason: "scenario did not run (no steps, or the runner could not start it)",
+			})
+		}
+	}
+	res.Scenarios = h.results
+	res.Exchanges = rec.Since(0)
+	res.Rules, res.NotCovered = RuleVerdicts(rules, res.Scenarios, cfg.MaxEvidence, cfg.MaxBody)
+	res.Finished = time.Now()
+	return res, nil
+}
+
+func withDefaults(cfg RunConfig) RunConfig {
+	if cfg.Budget <= 0 {
+		cfg.Budget = DefaultBudget
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.ScenarioTimeout <= 0 {
+		cfg.ScenarioTimeout = cfg.Budget + 3*cfg.RequestTimeout
+	}
+	if cfg.ScenarioTimeout < minimumScenarioTimeout {
+		cfg.ScenarioTimeout = minimumScenarioTimeout
+	}
+	if cfg.UnknownStreak <= 0 {
+		cfg.UnknownStreak = DefaultUnknownStreak
+	}
+	if cfg.MaxEvidence <= 0 {
+		cfg.MaxEvidence = DefaultMaxEvidence
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Target.TimeScale <= 0 {
+		cfg.Target.TimeScale = 1
+	}
+	return cfg
+}
+
+// listScenarios parses the suite's feature files the way godog does (same
+// paths, same deterministic ids) and returns every scenario in file order.
+func listScenarios(s Suite) ([]*godog.Scenario, error) {
+	feats, err := godog.TestSuite{Options: &godog.Options{FS: s.FS, Paths: s.Paths}}.RetrieveFeatures()
+	if err != nil {
+		return nil, err
+	}
+	var out []*godog.Scenario
+	for _, f := range feats {
+		out = append(out, f.Pickles...)
+	}
+	return out, nil
+}
+
+// selectRules returns the rules whose ID matches one of globs (all when
+// globs is empty), in catalog order.
+func selectRules(rules []spec.Rule, globs []string) []spec.Rule {
+	if len(globs) == 0 {
+		return rules
+	}
+	var out []spec.Rule
+	for _, r := range rules {
+		if MatchRule(r.ID, globs) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// MatchRule reports whether id matches one of globs (path.Match syntax).
+func MatchRule(id string, globs []string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// scenarioFilter returns the godog tag expression that selects exactly the
+// scenarios tagged with one of rules, and those scenarios. With filter off,
+// every scenario is selected and the expression is empty.
+func scenarioFilter(pickles []*godog.Scenario, rules []spec.Rule, filter bool) (string, []*godog.Scenario) {
+	if !filter {
+		return "", pickles
+	}
+	want := map[string]bool{}
+	for _, r := range rules {
+		want[r.ID] = true
+	}
+	var sel []*godog.Scenario
+	used := map[string]bool{}
+	for _, p := range pickles {
+		hit := false
+		for _, t := range tagNames(p) {
+			if want[t] {
+				hit = true
+				used[t] = true
+			}
+		}
+		if hit {
+			sel = append(sel, p)
+		}
+	}
+	var tags []string
+	for t := range used {
+		tags = append(tags, "@"+t)
+	}
+	sort.Strings(tags)
+	if len(tags) == 0 {
+		// Nothing to run; a filter that matches nothing keeps godog idle.
+		return "@idscheck-no-scenario-selected", nil
+	}
+	return strings.Join(tags, ","), sel
+}
+
+func tagNames(p *godog.Scenario) []string {
+	out := make([]string, 0, len(p.Tags))
+	for _, t := range p.Tags {
+		out = append(out, strings.TrimPrefix(t.Name, "@"))
+	}
+	return out
+}
+
+func pickleKey(p *godog.Scenario) string {
+	return p.Uri + "|" + strings.Join(p.AstNodeIds, ",")
+}
+
+// hooks is the runner's view of the scenario being run. godog runs one
+// scenario at a time (Concurrency 1), so plain fields are enough.
+type hooks struct {
+	cfg    RunConfig
+	env    *Env
+	runCtx context.Context
+	total  int
+
+	n        int // scenarios started
+	mark     int // Recorder.Len() at the start of the current scenario
+	start    time.Time
+	cancel   context.CancelFunc
+	streak   int // consecutive transport-dead scenarios
+	aborted  bool
+	results  []ScenarioResult
+	byKey    map[string]int
+	liveLine bool
+}
+
+func (h *hooks) before(ctx context.Context, sc *godog.Scenario) (context.Context, error) {
+	h.n++
+	h.mark = h.env.Recorder.Len()
+	h.start = time.Now()
+	if h.cfg.Progress != nil && h.cfg.ProgressTTY {
+		fmt.Fprintf(h.cfg.Progress, "\r\033[K[%d/%d] %s", h.n, h.total, oneLine(sc.Name, 70))
+		h.liveLine = true
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.ScenarioTimeout)
+	h.cancel = cancel
+	if h.aborted || h.runCtx.Err() != nil {
+		return sctx, errRunAborted
+	}
+	return sctx, nil
+}
+
+func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (context.Context, error) {
+	if h.cancel != nil {
+		h.cancel()
+		h.cancel = nil
+	}
+	exs := h.env.Recorder.Since(h.mark)
+	r := Classify(err, exs)
+	if r.Verdict == checker.Pass {
+		r.Evidence.Exchanges = nil // the run keeps every exchange; evidence is for what went wrong
+	} else {
+		r.Evidence.Exchanges = TrimExchanges(r.Evidence.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
+	}
+	r.Name, r.URI, r.Tags = sc.Name, sc.Uri, tagNames(sc)
+	r.Duration = time.Since(h.start)
+	if errors.Is(err, errRunAborted) && h.runCtx.Err() != nil {
+		r.Reason = "not run: the run was interrupted"
+	}
+	if r.Transport && !errors.Is(err, errRunAborted) {
+		h.streak++
+		if h.streak >= h.cfg.UnknownStreak && !h.aborted {
+			h.aborted = true
+			h.cfg.Logger.Warn("target stopped answering; skipping the remaining scenarios", "after", h.streak)
+		}
+	} else if !r.Transport {
+		h.streak = 0
+	}
+	h.byKey[pickleKey(sc)] = len(h.results)
+	h.results = append(h.results, r)
+	h.progress(r)
+	// The step error stays what godog reports; the verdict is ours.
+	return ctx, nil
+}
+
+func (h *hooks) progress(r ScenarioResult) {
+	w := h.cfg.Progress
+	if w == nil {
+		return
+	}
+	line := fmt.Sprintf("[%d/%d] %-10s %s (%s)", h.n, h.total, r.Verdict, oneLine(r.Name, 70), r.Duration.Round(time.Millisecond))
+	if r.Verdict != checker.Pass && r.Reason != "" {
+		line += ": " + oneLine(r.Reason, 100)
+	}
+	if h.cfg.ProgressTTY {
+		if r.Verdict == checker.Pass {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+			return
+		}
+		fmt.Fprintf(w, "\r\033[K%s\n", line)
+		h.liveLine = false
+		return
+	}
+	fmt.Fprintln(w, line)
+}
+
+func (h *hooks) endProgress() {
+	if h.cfg.Progress != nil && h.cfg.ProgressTTY && h.liveLine {
+		fmt.Fprint(h.cfg.Progress, "\r\033[K")
+	}
+}
+
+// oneLine returns s on one line, at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

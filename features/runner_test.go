@@ -1,0 +1,513 @@
+package features
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// testRules is the catalog of the self-test suite in testdata/.
+var testRules = []spec.Rule{
+	{ID: "T-1-health", Level: spec.Must},
+	{ID: "T-2-echo", Level: spec.Must},
+	{ID: "T-3-echo-twice", Level: spec.Should},
+	{ID: "T-4-untestable", Level: spec.Must, Untestable: "deployment concern"},
+	{ID: "T-5-mixed", Level: spec.Must},
+	{ID: "T-6-undefined", Level: spec.Must},
+	{ID: "T-7-uncovered", Level: spec.May},
+}
+
+// selfTestSteps are the step definitions of testdata/selftest.feature.
+func selfTestSteps(sc *godog.ScenarioContext, env *Env) {
+	var (
+		status  int
+		body    []byte
+		lastKey string
+	)
+	c, err := env.Client("selftest")
+	if err != nil {
+		panic(err)
+	}
+	send := func(ctx context.Context, method, path string, b []byte) error {
+		resp, err := c.Do(ctx, clientRequest(method, path, b))
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		status, body = resp.Status, resp.Body
+		return nil
+	}
+	sc.Step(`^the client sends GET "([^"]*)"$`, func(ctx context.Context, path string) error {
+		return send(ctx, http.MethodGet, path, nil)
+	})
+	sc.Step(`^the client posts a random key to "([^"]*)"$`, func(ctx context.Context, path string) error {
+		lastKey = fmt.Sprintf("k-%016x", env.Rand.Uint64())
+		b, _ := json.Marshal(map[string]string{"key": lastKey})
+		return send(ctx, http.MethodPost, path, b)
+	})
+	sc.Step(`^the status is (\d+)$`, func(want int) error {
+		if status != want {
+			return Mismatch(fmt.Sprintf("status %d", want), fmt.Sprintf("status %d", status))
+		}
+		return nil
+	})
+	sc.Step(`^the body is a JSON object with "([^"]*)" true$`, func(field string) error {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return fmt.Errorf("decoding body: %w", err)
+		}
+		if m[field] != true {
+			return Mismatch(fmt.Sprintf("%q: true", field), fmt.Sprintf("%q: %v", field, m[field]))
+		}
+		return nil
+	})
+	sc.Step(`^the body echoes the key$`, func() error {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return fmt.Errorf("decoding body: %w", err)
+		}
+		if m["key"] != lastKey {
+			return Mismatch("key "+lastKey, fmt.Sprintf("key %v", m["key"]))
+		}
+		return nil
+	})
+	sc.Step(`^the client fetches the item of the id it was given$`, func(ctx context.Context) error {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return fmt.Errorf("decoding body: %w", err)
+		}
+		id, _ := m["id"].(string)
+		return send(ctx, http.MethodGet, "/item/"+id, nil)
+	})
+	sc.Step(`^the target offers nothing for this$`, func() error {
+		return NotApplicable("the test target offers nothing for this")
+	})
+}
+
+// Targets of the runner tests. Each answers /health properly unless it is
+// the point, so the hostile behaviour hits the scenarios.
+func goodTarget(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/health":
+		io.WriteString(w, `{"ok":true,"version":"test"}`)
+	case r.URL.Path == "/echo":
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		var id [16]byte
+		rand.Read(id[:]) // the target draws its own ids: the sequence test must normalise them
+		m["id"] = hex.EncodeToString(id[:])
+		json.NewEncoder(w).Encode(m)
+	case strings.HasPrefix(r.URL.Path, "/item/"):
+		io.WriteString(w, `{}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func wrongEchoTarget(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/echo" {
+		io.WriteString(w, `{"key":"somebody-else","id":"0123456789"}`)
+		return
+	}
+	goodTarget(w, r)
+}
+
+func invalidJSONTarget(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"ok": tru`)
+}
+
+const script = `<script>alert(1)</script>`
+
+func scriptTarget(w http.ResponseWriter, r *http.Request) {
+	for _, h := range []string{"Content-Type", "X-Intent-Version", "X-Evil", "Retry-After", "Location"} {
+		w.Header().Set(h, script)
+	}
+	fmt.Fprintf(w, `{"ok":%q,"key":%q,"id":%q,"error":{"code":%q,"message":%q}}`, script, script, script, script, script)
+}
+
+func resetTarget(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		goodTarget(w, r)
+		return
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+// hangTarget blocks every request but /health until the test ends.
+func hangTarget(done <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			goodTarget(w, r)
+			return
+		}
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+	}
+}
+
+// startTarget serves h on loopback until the test ends. Handlers blocked in
+// hangTarget are released first, so Close does not wait for them.
+func startTarget(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// startHangTarget is startTarget for hangTarget.
+func startHangTarget(t *testing.T) string {
+	t.Helper()
+	done := make(chan struct{})
+	url := startTarget(t, hangTarget(done))
+	t.Cleanup(func() { close(done) }) // runs before srv.Close
+	return url
+}
+
+func selfTestConfig(url string, seed uint64) RunConfig {
+	return RunConfig{
+		Profile:        "selftest",
+		Target:         Target{BaseURL: url, APIKey: "test-key"},
+		Seed:           seed,
+		Rules:          testRules,
+		RequestTimeout: 300 * time.Millisecond,
+		Suite:          &Suite{FS: os.DirFS("testdata"), Paths: []string{"selftest.feature"}, Steps: selfTestSteps},
+	}
+}
+
+func verdicts(res *RunResult) map[string]checker.Verdict {
+	m := map[string]checker.Verdict{}
+	for _, r := range res.Rules {
+		m[r.RuleID] = r.Verdict
+	}
+	return m
+}
+
+func TestRunVerdictsAgainstTargets(t *testing.T) {
+	cases := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    map[string]checker.Verdict
+	}{
+		{"good", goodTarget, map[string]checker.Verdict{
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass,
+			"T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown,
+		}},
+		{"wrong echo", wrongEchoTarget, map[string]checker.Verdict{
+			"T-1-health": checker.Pass, "T-2-echo": checker.Fail, "T-3-echo-twice": checker.NonStrict,
+			"T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown,
+		}},
+		{"invalid JSON", invalidJSONTarget, map[string]checker.Verdict{
+			"T-1-health": checker.Fail, "T-2-echo": checker.Fail, "T-3-echo-twice": checker.NonStrict,
+			"T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown,
+		}},
+		{"script in every field", scriptTarget, map[string]checker.Verdict{
+			"T-1-health": checker.Fail, "T-2-echo": checker.Fail, "T-3-echo-twice": checker.NonStrict,
+			"T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown,
+		}},
+		{"reset", resetTarget, map[string]checker.Verdict{
+			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown,
+			"T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown,
+		}},
+		{"hang", nil /* startHangTarget */, map[string]checker.Verdict{
+			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown,
+			"T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			var url string
+			if tc.handler == nil {
+				url = startHangTarget(t)
+			} else {
+				url = startTarget(t, tc.handler)
+			}
+			res, err := Run(ctx, selfTestConfig(url, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := verdicts(res)
+			for id, want := range tc.want {
+				if got[id] != want {
+					t.Errorf("%s: got %s, want %s (rules: %+v)", id, got[id], want, res.Rules)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("got verdicts for %d rules, want %d: %v", len(got), len(tc.want), got)
+			}
+			if !slices.Equal(res.NotCovered, []string{"T-7-uncovered"}) {
+				t.Errorf("not covered: %v, want [T-7-uncovered]", res.NotCovered)
+			}
+			if len(res.Exchanges) == 0 {
+				t.Error("no exchange recorded")
+			}
+		})
+	}
+}
+
+func TestRunReasonsAndEvidence(t *testing.T) {
+	res, err := Run(t.Context(), selfTestConfig(startTarget(t, wrongEchoTarget), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]checker.RuleResult{}
+	for _, r := range res.Rules {
+		byID[r.RuleID] = r
+	}
+	echo := byID["T-2-echo"]
+	if len(echo.Evidence) != 1 || !strings.HasPrefix(echo.Evidence[0].Expected, "key k-") || echo.Evidence[0].Observed != "key somebody-else" {
+		t.Errorf("T-2 evidence: %+v", echo.Evidence)
+	}
+	if len(echo.Evidence) == 1 && len(echo.Evidence[0].Exchanges) != 1 {
+		t.Errorf("T-2 evidence exchanges: %d, want 1", len(echo.Evidence[0].Exchanges))
+	}
+	if r := byID["T-6-undefined"].Reason; !strings.Contains(r, "undefined step: nobody wrote this step") {
+		t.Errorf("T-6 reason %q does not name the undefined step", r)
+	}
+	if r := byID["T-4-untestable"].Reason; !strings.Contains(r, "deployment concern") {
+		t.Errorf("T-4 reason %q does not say why", r)
+	}
+	for _, s := range res.Scenarios {
+		if s.Verdict == checker.Pass && len(s.Evidence.Exchanges) > 0 {
+			t.Errorf("passing scenario %q keeps evidence", s.Name)
+		}
+	}
+}
+
+func TestRunGivesUpOnADeadTarget(t *testing.T) {
+	cfg := selfTestConfig(startHangTarget(t), 1)
+	cfg.UnknownStreak = 1
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notRun []string
+	for _, s := range res.Scenarios {
+		if strings.HasPrefix(s.Reason, "not run") {
+			notRun = append(notRun, s.Name)
+		}
+	}
+	// Scenario 2 times out; 3, 4 and 5 are not run.
+	if len(notRun) != 3 {
+		t.Errorf("scenarios not run: %q, want the 3 after the first dead one", notRun)
+	}
+	for _, s := range res.Scenarios {
+		if strings.HasPrefix(s.Reason, "not run") && s.Verdict != checker.Unknown {
+			t.Errorf("scenario %q not run but %s", s.Name, s.Verdict)
+		}
+	}
+}
+
+func TestRunSelectsRulesByGlob(t *testing.T) {
+	cases := []struct {
+		globs     []string
+		wantRules []string
+		wantScens int
+		wantErr   error
+	}{
+		{[]string{"T-1-*"}, []string{"T-1-health"}, 1, nil},
+		{[]string{"T-2-*", "T-3-*"}, []string{"T-2-echo", "T-3-echo-twice"}, 2, nil},
+		{[]string{"T-5*"}, []string{"T-5-mixed"}, 2, nil},
+		{[]string{"T-4-*"}, []string{"T-4-untestable"}, 0, nil},
+		{[]string{"NOPE-*"}, nil, 0, ErrNoSuchRules},
+	}
+	url := startTarget(t, goodTarget)
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.globs, ","), func(t *testing.T) {
+			cfg := selfTestConfig(url, 1)
+			cfg.Select = tc.globs
+			res, err := Run(t.Context(), cfg)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			var ids []string
+			for _, r := range res.Rules {
+				ids = append(ids, r.RuleID)
+			}
+			if !slices.Equal(ids, tc.wantRules) {
+				t.Errorf("rules %v, want %v", ids, tc.wantRules)
+			}
+			if len(res.Scenarios) != tc.wantScens {
+				t.Errorf("ran %d scenarios, want %d", len(res.Scenarios), tc.wantScens)
+			}
+		})
+	}
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*RunConfig)
+	}{
+		{"no URL", func(c *RunConfig) { c.Target.BaseURL = "" }},
+		{"not http", func(c *RunConfig) { c.Target.BaseURL = "ftp://127.0.0.1/" }},
+		{"bad glob", func(c *RunConfig) { c.Select = []string{"T-["} }},
+		{"unknown profile", func(c *RunConfig) { c.Suite = nil; c.Profile = "nope" }},
+		{"missing feature file", func(c *RunConfig) { c.Suite.Paths = []string{"nope.feature"} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := selfTestConfig("http://127.0.0.1:1", 1)
+			tc.mod(&cfg)
+			if _, err := Run(t.Context(), cfg); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+
+// TestRunSameSeedSameRequests: a second run with the same seed issues the
+// same requests in the same order; another seed does not.
+func TestRunSameSeedSameRequests(t *testing.T) {
+	run := func(seed uint64) []string {
+		t.Helper()
+		res, err := Run(t.Context(), selfTestConfig(startTarget(t, goodTarget), seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RequestSequence(res.Exchanges)
+	}
+	a, b, c := run(7), run(7), run(8)
+	if !slices.Equal(a, b) {
+		t.Errorf("same seed, different requests:\n%s\n---\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 7 and 8 sent the same requests:\n%s", strings.Join(a, "\n"))
+	}
+	if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "GET /item/<drawn-") }) {
+		t.Errorf("the id the target drew was not normalised:\n%s", strings.Join(a, "\n"))
+	}
+}
+
+func TestClassify(t *testing.T) {
+	okEx := checker.Exchange{Method: "GET", Path: "/x", Status: 200, Outcome: checker.OutcomeOK}
+	lost := checker.Exchange{Method: "POST", Path: "/y", Outcome: checker.OutcomeUnknown, Err: "timeout"}
+	cases := []struct {
+		name      string
+		err       error
+		exs       []checker.Exchange
+		want      checker.Verdict
+		reason    string
+		transport bool
+	}{
+		{"nil", nil, []checker.Exchange{okEx}, checker.Pass, "", false},
+		{"not applicable", fmt.Errorf("step: %w", NotApplicable("no admin token")), nil, checker.NA, "no admin token", false},
+		{"undefined", fmt.Errorf("%w: a step", godog.ErrUndefined), nil, checker.Unknown, "undefined step: a step", false},
+		{"pending", fmt.Errorf("%w: later", godog.ErrPending), nil, checker.Unknown, "pending step", false},
+		{"deadline", fmt.Errorf("claim: %w", context.DeadlineExceeded), nil, checker.Unknown, "no answer", true},
+		{"lost exchange", errors.New("decoding body: EOF"), []checker.Exchange{okEx, lost}, checker.Unknown, "POST /y got no answer", true},
+		{"mismatch", fmt.Errorf("replay: %w", Mismatch("201", "409")), []checker.Exchange{okEx}, checker.Fail, "expected 201, observed 409", false},
+		{"other", errors.New("decoding body: invalid character"), []checker.Exchange{okEx}, checker.Fail, "invalid character", false},
+		{"aborted", fmt.Errorf("before scenario hook failed: %w", errRunAborted), nil, checker.Unknown, "not run", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Classify(tc.err, tc.exs)
+			if r.Verdict != tc.want || !strings.Contains(r.Reason, tc.reason) || r.Transport != tc.transport {
+				t.Errorf("got %s %q transport=%v, want %s containing %q transport=%v", r.Verdict, r.Reason, r.Transport, tc.want, tc.reason, tc.transport)
+			}
+		})
+	}
+}
+
+func TestRuleVerdicts(t *testing.T) {
+	sc := func(name string, v checker.Verdict, tags ...string) ScenarioResult {
+		return ScenarioResult{Name: name, Verdict: v, Tags: tags, Reason: string(v) + " because"}
+	}
+	rules := []spec.Rule{
+		{ID: "M", Level: spec.Must}, {ID: "S", Level: spec.Should}, {ID: "Y", Level: spec.May},
+	}
+	cases := []struct {
+		name string
+		scs  []ScenarioResult
+		want map[string]checker.Verdict
+	}{
+		{"all pass", []ScenarioResult{sc("a", checker.Pass, "M", "S", "Y")},
+			map[string]checker.Verdict{"M": checker.Pass, "S": checker.Pass, "Y": checker.Pass}},
+		{"fail by level", []ScenarioResult{sc("a", checker.Pass, "M", "S", "Y"), sc("b", checker.Fail, "M", "S", "Y")},
+			map[string]checker.Verdict{"M": checker.Fail, "S": checker.NonStrict, "Y": checker.NonStrict}},
+		{"fail beats unknown", []ScenarioResult{sc("a", checker.Unknown, "M"), sc("b", checker.Fail, "M")},
+			map[string]checker.Verdict{"M": checker.Fail}},
+		{"unknown beats pass", []ScenarioResult{sc("a", checker.Pass, "M"), sc("b", checker.Unknown, "M")},
+			map[string]checker.Verdict{"M": checker.Unknown}},
+		{"all n/a", []ScenarioResult{sc("a", checker.NA, "M"), sc("b", checker.NA, "M")},
+			map[string]checker.Verdict{"M": checker.NA}},
+		{"pass with some n/a", []ScenarioResult{sc("a", checker.NA, "M"), sc("b", checker.Pass, "M")},
+			map[string]checker.Verdict{"M": checker.Pass}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, notCovered := RuleVerdicts(rules, tc.scs, 20, 100)
+			m := map[string]checker.Verdict{}
+			for _, r := range got {
+				m[r.RuleID] = r.Verdict
+			}
+			for id, v := range tc.want {
+				if m[id] != v {
+					t.Errorf("%s: %s, want %s", id, m[id], v)
+				}
+			}
+			if len(got)+len(notCovered) != len(rules) {
+				t.Errorf("%d verdicts + %d not covered != %d rules", len(got), len(notCovered), len(rules))
+			}
+		})
+	}
+}
+
+func TestRuleEvidenceIsCapped(t *testing.T) {
+	var exs []checker.Exchange
+	for i := range 50 {
+		exs = append(exs, checker.Exchange{Path: fmt.Sprint("/", i), RespBody: strings.Repeat("é", 100)})
+	}
+	trimmed := TrimExchanges(exs, 20, 11)
+	s := ScenarioResult{Name: "a", Verdict: checker.Fail, Tags: []string{"M"}, Evidence: checker.Evidence{Exchanges: trimmed}}
+	got, _ := RuleVerdicts([]spec.Rule{{ID: "M", Level: spec.Must}}, []ScenarioResult{s, s}, 30, 11)
+	n := 0
+	for _, ev := range got[0].Evidence {
+		n += len(ev.Exchanges)
+	}
+	if n != 30 {
+		t.Errorf("%d exchanges kept, want 30", n)
+	}
+	last := got[0].Evidence[1].Exchanges
+	if last[len(last)-1].Path != "/49" {
+		t.Errorf("the latest exchanges were not kept: last is %s", last[len(last)-1].Path)
+	}
+	if b := trimmed[0].RespBody; !strings.HasPrefix(b, "ééééé…") || !strings.Contains(b, "truncated by idscheck: 10 of 200 bytes") {
+		t.Errorf("body not cut on a rune boundary with a note: %q", b)
+	}
+	if exs[0].RespBody != strings.Repeat("é", 100) {
+		t.Error("TrimExchanges modified its input")
+	}
+}
+
+func clientRequest(method, path string, body []byte) client.Request {
+	return client.Request{Method: method, Path: path, Body: body}
+}
