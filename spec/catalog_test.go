@@ -1,0 +1,154 @@
+package spec
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// idFormat is the shape of every rule ID: PROFILE-<section>-<slug>.
+var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|A2A)-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// checkCatalog returns one message per rule that breaks a catalog invariant:
+// unique well-formed IDs, a known level and profile, a seed that is embedded,
+// a quote that is a verbatim substring of it (whitespace collapsed), an
+// explanation, and a section matching the ID.
+func checkCatalog(rules []Rule) []string {
+	var bad []string
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if seen[r.ID] {
+			bad = append(bad, r.ID+": duplicate ID")
+		}
+		seen[r.ID] = true
+		if !idFormat.MatchString(r.ID) {
+			bad = append(bad, r.ID+": ID does not match "+idFormat.String())
+		}
+		if r.Section == "" || !strings.Contains(r.ID, "-"+r.Section+"-") {
+			bad = append(bad, r.ID+": section "+r.Section+" is not the one in the ID")
+		}
+		switch r.Level {
+		case Must, Should, May:
+		default:
+			bad = append(bad, r.ID+": level "+string(r.Level)+" is not MUST, SHOULD or MAY")
+		}
+		switch r.Profile {
+		case ProfileIntent, ProfileIDS, ProfileATP, ProfileT0, ProfileA2A:
+		default:
+			bad = append(bad, r.ID+": unknown profile "+string(r.Profile))
+		}
+		if strings.TrimSpace(r.Explanation) == "" {
+			bad = append(bad, r.ID+": empty explanation")
+		}
+		text, ok := SeedText(r.Source)
+		if !ok {
+			bad = append(bad, r.ID+": seed "+r.Source+" is not embedded")
+			continue
+		}
+		q := NormalizeSpace(r.Quote)
+		if q == "" || !strings.Contains(NormalizeSpace(text), q) {
+			bad = append(bad, r.ID+": quote is not in "+r.Source+": "+r.Quote)
+		}
+	}
+	return bad
+}
+
+func TestCatalogInvariants(t *testing.T) {
+	for _, msg := range checkCatalog(Rules()) {
+		t.Error(msg)
+	}
+}
+
+// TestCatalogCheckFails proves each invariant of checkCatalog can fail.
+func TestCatalogCheckFails(t *testing.T) {
+	good := Rule{ID: "INTENT-7.2-x", Profile: ProfileIntent, Source: IntentSource, Section: "7.2", Level: Must,
+		Quote: "Default max_attempts: 3", Explanation: "e"}
+	if bad := checkCatalog([]Rule{good}); len(bad) != 0 {
+		t.Fatalf("a good rule is refused: %v", bad)
+	}
+	cases := []struct {
+		name   string
+		rules  []Rule
+		substr string
+	}{
+		{"duplicate", []Rule{good, good}, "duplicate"},
+		{"bad id", []Rule{with(good, func(r *Rule) { r.ID = "intent_7.2_x" })}, "does not match"},
+		{"section", []Rule{with(good, func(r *Rule) { r.Section = "7.3" })}, "section"},
+		{"level", []Rule{with(good, func(r *Rule) { r.Level = "REQUIRED" })}, "level"},
+		{"profile", []Rule{with(good, func(r *Rule) { r.Profile = "x" })}, "profile"},
+		{"explanation", []Rule{with(good, func(r *Rule) { r.Explanation = " " })}, "explanation"},
+		{"seed", []Rule{with(good, func(r *Rule) { r.Source = "nope.txt" })}, "not embedded"},
+		{"quote", []Rule{with(good, func(r *Rule) { r.Quote = "Default max_attempts: 4" })}, "quote"},
+		{"empty quote", []Rule{with(good, func(r *Rule) { r.Quote = "  " })}, "quote"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := checkCatalog(c.rules)
+			if len(bad) == 0 || !strings.Contains(strings.Join(bad, "\n"), c.substr) {
+				t.Fatalf("want a complaint about %q, got %v", c.substr, bad)
+			}
+		})
+	}
+}
+
+func with(r Rule, f func(*Rule)) Rule { f(&r); return r }
+
+func TestLookupAndRulesFor(t *testing.T) {
+	r, ok := Lookup("INTENT-7.2-idem-replay")
+	if !ok || r.Level != Must || r.Section != "7.2" {
+		t.Fatalf("Lookup(INTENT-7.2-idem-replay) = %+v, %v", r, ok)
+	}
+	if _, ok := Lookup("INTENT-99-nope"); ok {
+		t.Fatal("Lookup found a rule that does not exist")
+	}
+	intent := RulesFor(ProfileIntent)
+	if n := len(intent); n < 70 || n > 200 {
+		t.Fatalf("intent has %d rules, want a complete catalog", n)
+	}
+	for _, r := range intent {
+		if r.Profile != ProfileIntent {
+			t.Fatalf("RulesFor(intent) returned %s of profile %s", r.ID, r.Profile)
+		}
+	}
+	if len(RulesFor("nope")) != 0 {
+		t.Fatal("RulesFor of an unknown profile is not empty")
+	}
+	a, b := Rules(), Rules()
+	for i := range a {
+		if a[i].ID != b[i].ID {
+			t.Fatalf("Rules() order is not stable at %d: %s vs %s", i, a[i].ID, b[i].ID)
+		}
+	}
+	a[0].ID = "changed"
+	if Rules()[0].ID == "changed" {
+		t.Fatal("Rules() returns shared storage")
+	}
+}
+
+func TestSeedText(t *testing.T) {
+	for _, name := range []string{"000_10301691a56e9f75.txt", "001_cde8541928f420cc.txt", "002_58f6d1c48bb6cfb8.txt", "003_2a6a959a8422d25a.txt", IntentSource} {
+		if s, ok := SeedText(name); !ok || len(s) < 1000 {
+			t.Errorf("SeedText(%s): %d bytes, %v", name, len(s), ok)
+		}
+	}
+	for _, name := range []string{"", "../catalog.go", "README.md", "nope.txt"} {
+		if _, ok := SeedText(name); ok {
+			t.Errorf("SeedText(%q) found something", name)
+		}
+	}
+}
+
+// TestUntestableIsShort keeps the list of untestable rules honest: each has
+// a reason, and they stay a small part of the catalog.
+func TestUntestableIsShort(t *testing.T) {
+	all := RulesFor(ProfileIntent)
+	n := 0
+	for _, r := range all {
+		if r.Untestable != "" {
+			n++
+		}
+	}
+	if n*5 > len(all) {
+		t.Fatalf("%d of %d intent rules are untestable", n, len(all))
+	}
+}
