@@ -1,0 +1,232 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
+)
+
+func newClient(t *testing.T, url string, rec *Recorder, f ...func(*Options)) *Client {
+	t.Helper()
+	o := Options{Name: "t", APIKey: "key-1", Recorder: rec, Timeout: 500 * time.Millisecond}
+	for _, g := range f {
+		g(&o)
+	}
+	c, err := New(url, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestDoRecordsAnAnsweredExchange(t *testing.T) {
+	var gotKey, gotCT, gotBody, gotPath string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKey, gotCT, gotPath = r.Header.Get(spec.HeaderAPIKey), r.Header.Get("Content-Type"), r.URL.RequestURI()
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		w.Header().Set("X-Intent-Version", "2.1")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"abc"}`)
+	}))
+	defer srv.Close()
+	rec := &Recorder{}
+	c := newClient(t, srv.URL+"/base/", rec)
+	resp, err := c.Do(t.Context(), Request{Method: "POST", Path: "/intent?x=1", Body: []byte(`{"goal":"g"}`), Header: http.Header{"Idempotency-Key": {"k1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 201 || string(resp.Body) != `{"id":"abc"}` {
+		t.Errorf("response %d %q", resp.Status, resp.Body)
+	}
+	if gotKey != "key-1" || gotCT != "application/json" || gotBody != `{"goal":"g"}` || gotPath != "/base/intent?x=1" {
+		t.Errorf("server saw key %q, content type %q, body %q, path %q", gotKey, gotCT, gotBody, gotPath)
+	}
+	exs := rec.Since(0)
+	if len(exs) != 1 {
+		t.Fatalf("%d exchanges recorded, want 1", len(exs))
+	}
+	ex := exs[0]
+	if ex.Client != "t" || ex.Method != "POST" || ex.Path != "/base/intent?x=1" || ex.ReqBody != `{"goal":"g"}` ||
+		ex.Status != 201 || ex.RespBody != `{"id":"abc"}` || ex.Outcome != checker.OutcomeOK || ex.Err != "" {
+		t.Errorf("exchange %+v", ex)
+	}
+	if ex.ReqHeaders["Idempotency-Key"][0] != "k1" || ex.RespHeaders["X-Intent-Version"][0] != "2.1" {
+		t.Errorf("headers not recorded: %v / %v", ex.ReqHeaders, ex.RespHeaders)
+	}
+	if ex.Call.IsZero() || ex.Return.Before(ex.Call) {
+		t.Errorf("call %v, return %v", ex.Call, ex.Return)
+	}
+}
+
+func TestDoOutcomeWhenTheTargetMisbehaves(t *testing.T) {
+	done := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(done) // runs before hang.Close
+	reset := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	defer reset.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + l.Addr().String()
+	l.Close()
+
+	cases := []struct {
+		name string
+		url  string
+		want checker.Outcome
+	}{
+		{"refused: certainly not applied", refused, checker.OutcomeFailed},
+		{"reset after send: maybe applied", reset.URL, checker.OutcomeUnknown},
+		{"hang until timeout: maybe applied", hang.URL, checker.OutcomeUnknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &Recorder{}
+			c := newClient(t, tc.url, rec)
+			resp, err := c.Do(t.Context(), Request{Method: "POST", Path: "/intent", Body: []byte(`{}`)})
+			if err == nil || resp != nil {
+				t.Fatalf("no error (response %+v)", resp)
+			}
+			exs := rec.Since(0)
+			if len(exs) != 1 {
+				t.Fatalf("%d exchanges recorded, want 1", len(exs))
+			}
+			if exs[0].Outcome != tc.want || exs[0].Err == "" || exs[0].Status != 0 {
+				t.Errorf("outcome %s, err %q, status %d; want %s with an error", exs[0].Outcome, exs[0].Err, exs[0].Status, tc.want)
+			}
+		})
+	}
+}
+
+func TestDoHonoursTheContext(t *testing.T) {
+	done := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(done)
+	rec := &Recorder{}
+	c := newClient(t, hang.URL, rec, func(o *Options) { o.Timeout = time.Hour })
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Do(ctx, Request{Method: "GET", Path: "/health"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's deadline", err)
+	}
+	if ex := rec.Since(0)[0]; ex.Outcome != checker.OutcomeUnknown {
+		t.Errorf("outcome %s, want unknown", ex.Outcome)
+	}
+}
+
+func TestDoBoundsTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Repeat("x", MaxBody+4096))
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL, nil)
+	resp, err := c.Do(t.Context(), Request{Method: "GET", Path: "/get/k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Body) != MaxBody {
+		t.Errorf("read %d bytes, want at most MaxBody=%d", len(resp.Body), MaxBody)
+	}
+}
+
+func TestDoSignsAndOmitsTheKey(t *testing.T) {
+	var seen http.Header
+	var seenBody []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		seenBody, _ = io.ReadAll(r.Body)
+	}))
+	defer srv.Close()
+	now := func() time.Time { return time.Unix(1700000000, 0) }
+	c := newClient(t, srv.URL, nil, func(o *Options) { o.Sign = true; o.Now = now })
+	if _, err := c.Do(t.Context(), Request{Method: "POST", Path: "/claim?namespace=a&goal=b", Body: []byte(`{"a": 1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get(spec.HeaderTimestamp) != "1700000000" || len(seen.Get(spec.HeaderNonce)) != 32 {
+		t.Errorf("timestamp %q nonce %q", seen.Get(spec.HeaderTimestamp), seen.Get(spec.HeaderNonce))
+	}
+	cp, _ := spec.CanonicalPath("/claim", "namespace=a&goal=b")
+	msg := spec.SigningString("POST", cp, "1700000000", seen.Get(spec.HeaderNonce), seenBody)
+	if !spec.VerifySignature("key-1", msg, seen.Get(spec.HeaderSignature)) {
+		t.Errorf("signature %q does not verify", seen.Get(spec.HeaderSignature))
+	}
+
+	if _, err := c.Do(t.Context(), Request{Method: "GET", Path: "/health", NoAPIKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get(spec.HeaderAPIKey) != "" {
+		t.Errorf("NoAPIKey request sent key %q", seen.Get(spec.HeaderAPIKey))
+	}
+}
+
+func TestNewAndDoRejectBadAddresses(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:80", "ftp://127.0.0.1/", "http://"} {
+		if _, err := New(u, Options{}); err == nil {
+			t.Errorf("New(%q): no error", u)
+		}
+	}
+	rec := &Recorder{}
+	c := newClient(t, "http://127.0.0.1:1", rec)
+	for _, p := range []string{"http://evil.example/x", "//evil.example/x"} {
+		if _, err := c.Do(t.Context(), Request{Method: "GET", Path: p}); err == nil {
+			t.Errorf("Do with path %q: no error", p)
+		}
+	}
+	if rec.Len() != 0 {
+		t.Errorf("%d exchanges recorded for requests never sent", rec.Len())
+	}
+}
+
+func TestRecorderSinceAndWith(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get(spec.HeaderAPIKey))
+	}))
+	defer srv.Close()
+	rec := &Recorder{}
+	c := newClient(t, srv.URL, rec)
+	other := c.With(func(o *Options) { o.Name = "other"; o.APIKey = "key-2" })
+	c.Do(t.Context(), Request{Method: "GET", Path: "/a"})
+	mark := rec.Len()
+	resp, _ := other.Do(t.Context(), Request{Method: "GET", Path: "/b"})
+	if string(resp.Body) != "key-2" {
+		t.Errorf("With did not change the key: %q", resp.Body)
+	}
+	since := rec.Since(mark)
+	if len(since) != 1 || since[0].Path != "/b" || since[0].Client != "other" {
+		t.Errorf("Since(%d) = %+v", mark, since)
+	}
+	if got := rec.Since(99); len(got) != 0 {
+		t.Errorf("Since past the end = %d exchanges", len(got))
+	}
+	since[0].Path = "changed"
+	if rec.Since(mark)[0].Path != "/b" {
+		t.Error("Since returned the recorder's own storage")
+	}
+}
