@@ -1,0 +1,208 @@
+// Package reports renders a finished run: result.json (everything needed to
+// re-render, with no target), junit.xml (one testcase per rule) and one
+// self-contained index.html an auditor can open offline. It imports spec and
+// checker only; the runner and the chaos command fill a Result and call
+// WriteAll, and `idscheck report DIR` re-renders from result.json alone.
+package reports
+
+import (
+	"sort"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// SchemaVersion is the version of the result.json layout. ReadResult refuses
+// a file with a newer version.
+const SchemaVersion = 1
+
+// File names WriteAll writes in a run directory.
+const (
+	ResultFile = "result.json"
+	JUnitFile  = "junit.xml"
+	HTMLFile   = "index.html"
+)
+
+// Result is one finished run, everything a report shows. It never holds a
+// secret: Command is redacted by whoever builds it, and every value listed in
+// Redact is replaced by "[redacted]" in every rendering (result.json included),
+// as are the values of the credential headers of recorded exchanges.
+type Result struct {
+	// Schema is SchemaVersion when written; 0 in a Result built in memory.
+	Schema  int          `json:"schema"`
+	Tool    Tool         `json:"tool"`
+	Profile spec.Profile `json:"profile"`
+	Target  Target       `json:"target"`
+	Seed    uint64       `json:"seed"`
+	// Command reproduces the run (secrets replaced by $VARIABLES).
+	Command  string    `json:"command"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Strict makes a broken SHOULD (NON-STRICT) fail the run and its testcase.
+	Strict bool `json:"strict,omitempty"`
+	// Select holds the rule-ID globs of --rules (empty: every rule).
+	Select []string `json:"select,omitempty"`
+	// Rules holds one entry per selected rule, in catalog order.
+	Rules []RuleEntry `json:"rules"`
+	// NotCovered lists selected rule IDs that no scenario exercises (they
+	// have no verdict and are shown as such).
+	NotCovered []string `json:"not_covered,omitempty"`
+	// ExpectedFailures names the expected-failures file, when one was given;
+	// RuleEntry.Expected marks the rules it lists.
+	ExpectedFailures string `json:"expected_failures,omitempty"`
+	// ExitCode is what the run exited with (see cmd/idscheck/cli.go).
+	ExitCode int `json:"exit_code"`
+	// Chaos is the chaos section; nil when no chaos ran.
+	Chaos *Chaos `json:"chaos,omitempty"`
+	// Notes are free lines shown under the header (warnings of the run).
+	Notes []string `json:"notes,omitempty"`
+
+	// Redact lists secret values (API keys, tokens) to replace by
+	// "[redacted]" wherever they appear. Never written.
+	Redact []string `json:"-"`
+}
+
+// Tool is the idscheck build that produced the run.
+type Tool struct {
+	Name      string `json:"name"`       // "idscheck"
+	Version   string `json:"version"`    // module version or VCS revision
+	GoVersion string `json:"go_version"` // runtime.Version()
+}
+
+// Target describes the implementation under test, never its credentials.
+type Target struct {
+	URL       string  `json:"url"`                  // base URL tested (the bundled server's loopback URL when Bundled)
+	Bundled   bool    `json:"bundled,omitempty"`    // the bundled reference server, started in-process
+	Mutant    string  `json:"mutant,omitempty"`     // the deliberate mutant of the reference server, if any
+	Command   string  `json:"command,omitempty"`    // the managed process command (--target-cmd), if any
+	TimeScale float64 `json:"time_scale,omitempty"` // protocol durations divided by it (0 or 1: real time)
+}
+
+// RuleEntry is one rule of the catalog and its verdict in this run.
+type RuleEntry struct {
+	Rule   spec.Rule          `json:"rule"`
+	Result checker.RuleResult `json:"result"`
+	// Expected is set when the expected-failures file lists the rule.
+	Expected bool `json:"expected,omitempty"`
+}
+
+// Failing reports whether the entry counts as a failure of the run: FAIL,
+// or NON-STRICT when strict, except for a MAY (informational: it never fails
+// a run). An expected failure still counts here; see Summary for the split.
+func (e RuleEntry) Failing(strict bool) bool {
+	v := e.Result.Verdict
+	return v == checker.Fail || (strict && v == checker.NonStrict && e.Rule.Level != spec.May)
+}
+
+// Summary counts the verdicts of a Result. It is computed (Result.Summary),
+// never stored apart from the rules: result.json carries a copy for readers
+// such as jq, which ReadResult ignores.
+type Summary struct {
+	Total  int                     `json:"total"`
+	Counts map[checker.Verdict]int `json:"counts"`
+	// Verdict is the run's overall verdict: FAIL when a rule fails (a
+	// NON-STRICT one too with Strict) and the expected-failures file does
+	// not list it, else UNKNOWN when a rule is undecided, else NON-STRICT
+	// when a SHOULD is broken, else PASS.
+	Verdict checker.Verdict `json:"verdict"`
+	// NewFailures are failing rules not listed as expected.
+	NewFailures []string `json:"new_failures,omitempty"`
+	// ExpectedFailing are failing rules listed as expected.
+	ExpectedFailing []string `json:"expected_failing,omitempty"`
+	// NowPassing are rules listed as expected failures that passed: the
+	// expected-failures file should drop them.
+	NowPassing []string `json:"now_passing,omitempty"`
+}
+
+// Verdicts is the order verdicts are shown in, worst first.
+var Verdicts = []checker.Verdict{checker.Fail, checker.Unknown, checker.NonStrict, checker.NA, checker.Pass}
+
+// Summary counts the verdicts of r's rules.
+func (r *Result) Summary() Summary {
+	s := Summary{Total: len(r.Rules), Counts: map[checker.Verdict]int{}}
+	for _, v := range Verdicts {
+		s.Counts[v] = 0
+	}
+	for _, e := range r.Rules {
+		s.Counts[e.Result.Verdict]++
+		switch {
+		case e.Failing(r.Strict) && e.Expected:
+			s.ExpectedFailing = append(s.ExpectedFailing, e.Rule.ID)
+		case e.Failing(r.Strict):
+			s.NewFailures = append(s.NewFailures, e.Rule.ID)
+		case e.Expected && e.Result.Verdict == checker.Pass:
+			s.NowPassing = append(s.NowPassing, e.Rule.ID)
+		}
+	}
+	switch {
+	case len(s.NewFailures) > 0:
+		s.Verdict = checker.Fail
+	case s.Counts[checker.Unknown] > 0:
+		s.Verdict = checker.Unknown
+	case s.Counts[checker.NonStrict] > 0:
+		s.Verdict = checker.NonStrict
+	default:
+		s.Verdict = checker.Pass
+	}
+	if s.Total == 0 && r.Chaos != nil {
+		s.Verdict = r.Chaos.Verdict
+	}
+	sort.Strings(s.NewFailures)
+	sort.Strings(s.ExpectedFailing)
+	sort.Strings(s.NowPassing)
+	return s
+}
+
+// Chaos is the chaos section of a run: what the checker found in the
+// recorded histories, the faults injected and when, and the throughput and
+// latency of the workload over time. Plain fields: the chaos command maps
+// its own types into them (reports does not import faults or chaos).
+type Chaos struct {
+	Start     time.Time     `json:"start"`
+	End       time.Time     `json:"end"`
+	Duration  time.Duration `json:"duration_ns"` // the fault phase asked for
+	Workers   int           `json:"workers"`
+	Faults    string        `json:"faults"`    // fault kinds asked for, as given on the command line
+	Namespace string        `json:"namespace"` // namespace the workload used on the target
+	// Unavailable maps a requested fault kind that could not run to why.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
+	// Verdict is the checker's verdict over the histories (Report.Verdict).
+	Verdict checker.Verdict `json:"verdict"`
+	// Ops and Effects count recorded operations and observed effects.
+	Ops       int                         `json:"ops"`
+	Effects   int                         `json:"effects"`
+	Queue     checker.QueueStats          `json:"queue"`
+	Models    []checker.ModelCheck        `json:"models"`
+	Counts    map[checker.AnomalyKind]int `json:"counts"`
+	Anomalies []checker.Anomaly           `json:"anomalies,omitempty"` // a bounded number of examples per kind
+	// Timeline is every fault injection with its start and end.
+	Timeline []FaultSpan `json:"timeline"`
+	// Series is the workload over time in fixed buckets (one second).
+	Series []Bucket `json:"series"`
+	// Visualizations are file names, relative to the run directory, of
+	// porcupine's views of the failing partitions (e.g. "linearization.html").
+	Visualizations []string `json:"visualizations,omitempty"`
+}
+
+// FaultSpan is one fault injection: what, with which parameters, from when to
+// when. A zero End means it never ended (it lasted to the end of the run).
+type FaultSpan struct {
+	Name   string            `json:"name"`
+	Kind   string            `json:"kind"`
+	Params map[string]string `json:"params,omitempty"`
+	Start  time.Time         `json:"start"`
+	End    time.Time         `json:"end"`
+	Err    string            `json:"err,omitempty"` // injection failed
+}
+
+// Bucket is one time slice of the workload: At is its start since Chaos.Start;
+// latency percentiles are over the operations that got a response.
+type Bucket struct {
+	At      time.Duration `json:"at"`
+	Ops     int           `json:"ops"`
+	Unknown int           `json:"unknown"`
+	Failed  int           `json:"failed"`
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+}

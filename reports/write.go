@@ -1,0 +1,265 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idscheck/idscheck/checker"
+)
+
+// ErrNoResult is returned by ReadResult when the directory holds no
+// result.json.
+var ErrNoResult = errors.New("no " + ResultFile)
+
+// maxResultSize bounds how much ReadResult reads: a result.json is evidence
+// bounded per rule, never a whole history.
+const maxResultSize = 256 << 20
+
+// WriteAll writes result.json, junit.xml and index.html of r into dir,
+// creating it. Each file is written whole to a temporary name and renamed, so
+// a crash never leaves half a report under the final name.
+func WriteAll(dir string, r *Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, *Result) error
+	}{
+		{ResultFile, WriteJSON},
+		{JUnitFile, WriteJUnit},
+		{HTMLFile, WriteHTML},
+	} {
+		var b bytes.Buffer
+		if err := f.write(&b, r); err != nil {
+			return fmt.Errorf("reports: %s: %w", f.name, err)
+		}
+		if err := writeFileAtomic(filepath.Join(dir, f.name), b.Bytes()); err != nil {
+			return fmt.Errorf("reports: %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// RenderAll re-renders junit.xml and index.html of r into dir (creating it)
+// and copies nothing else: what `idscheck report` does. result.json is
+// written too when dir is not where r was read from (writeJSON).
+func RenderAll(dir string, r *Result, writeJSON bool) error {
+	if writeJSON {
+		return WriteAll(dir, r)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, *Result) error
+	}{
+		{JUnitFile, WriteJUnit},
+		{HTMLFile, WriteHTML},
+	} {
+		var b bytes.Buffer
+		if err := f.write(&b, r); err != nil {
+			return fmt.Errorf("reports: %s: %w", f.name, err)
+		}
+		if err := writeFileAtomic(filepath.Join(dir, f.name), b.Bytes()); err != nil {
+			return fmt.Errorf("reports: %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+func writeFileAtomic(name string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// jsonResult is result.json: the Result with its computed Summary beside it.
+type jsonResult struct {
+	*resultAlias
+	Summary Summary `json:"summary"`
+}
+
+type resultAlias Result
+
+// WriteJSON writes r as indented JSON, secrets redacted, with Schema set and
+// the computed Summary added. ReadResult reads it back into an equal Result.
+func WriteJSON(w io.Writer, r *Result) error {
+	c := redacted(r)
+	c.Schema = SchemaVersion
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(jsonResult{resultAlias: (*resultAlias)(c), Summary: c.Summary()}); err != nil {
+		return fmt.Errorf("result.json: %w", err)
+	}
+	return nil
+}
+
+// ReadResult reads dir/result.json. It returns an error wrapping ErrNoResult
+// when the file does not exist, and refuses a newer schema than this build
+// knows.
+func ReadResult(dir string) (*Result, error) {
+	f, err := os.Open(filepath.Join(dir, ResultFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoResult, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	defer f.Close()
+	return DecodeResult(io.LimitReader(f, maxResultSize))
+}
+
+// DecodeResult decodes a result.json read from rd.
+func DecodeResult(rd io.Reader) (*Result, error) {
+	var j struct {
+		*resultAlias
+		Summary json.RawMessage `json:"summary"` // recomputed, never trusted
+	}
+	j.resultAlias = new(resultAlias)
+	dec := json.NewDecoder(rd)
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	r := (*Result)(j.resultAlias)
+	if r.Schema == 0 {
+		return nil, errors.New("read result: not an idscheck result.json (no schema field)")
+	}
+	if r.Schema > SchemaVersion {
+		return nil, fmt.Errorf("read result: schema %d is newer than this idscheck understands (%d): use a newer idscheck", r.Schema, SchemaVersion)
+	}
+	return r, nil
+}
+
+// secretHeaders are request and response headers whose values are
+// credentials: they are replaced in every rendering.
+var secretHeaders = map[string]bool{
+	"authorization":       true,
+	"proxy-authorization": true,
+	"x-api-key":           true,
+	"x-admin-token":       true,
+	"cookie":              true,
+	"set-cookie":          true,
+}
+
+const redactedText = "[redacted]"
+
+// redacted returns a deep enough copy of r in which credential headers of
+// every exchange and every value of r.Redact are replaced by "[redacted]".
+// r itself is not changed.
+func redacted(r *Result) *Result {
+	c := *r
+	var repl *strings.Replacer
+	var pairs []string
+	for _, s := range r.Redact {
+		if len(s) >= 4 { // a shorter "secret" would blank out ordinary text
+			pairs = append(pairs, s, redactedText)
+		}
+	}
+	if len(pairs) > 0 {
+		repl = strings.NewReplacer(pairs...)
+	}
+	str := func(s string) string {
+		if repl == nil {
+			return s
+		}
+		return repl.Replace(s)
+	}
+	c.Redact = nil
+	c.Command = str(c.Command)
+	c.Target.URL = str(c.Target.URL)
+	c.Target.Command = str(c.Target.Command)
+	c.Notes = mapStrings(c.Notes, str)
+	c.Rules = make([]RuleEntry, len(r.Rules))
+	for i, e := range r.Rules {
+		e.Result.Reason = str(e.Result.Reason)
+		e.Result.Scenarios = mapStrings(e.Result.Scenarios, str)
+		if e.Result.Evidence != nil {
+			ev := make([]checker.Evidence, len(e.Result.Evidence))
+			for j, x := range e.Result.Evidence {
+				x.Expected = str(x.Expected)
+				x.Observed = str(x.Observed)
+				if x.Exchanges != nil {
+					exs := make([]checker.Exchange, len(x.Exchanges))
+					for k, ex := range x.Exchanges {
+						ex.Path = str(ex.Path)
+						ex.ReqHeaders = redactHeaders(ex.ReqHeaders, str)
+						ex.RespHeaders = redactHeaders(ex.RespHeaders, str)
+						ex.ReqBody = str(ex.ReqBody)
+						ex.RespBody = str(ex.RespBody)
+						ex.Err = str(ex.Err)
+						exs[k] = ex
+					}
+					x.Exchanges = exs
+				}
+				ev[j] = x
+			}
+			e.Result.Evidence = ev
+		}
+		c.Rules[i] = e
+	}
+	if r.Chaos != nil && repl != nil {
+		ch := *r.Chaos
+		ch.Anomalies = make([]checker.Anomaly, len(r.Chaos.Anomalies))
+		for i, a := range r.Chaos.Anomalies {
+			a.Explanation = str(a.Explanation)
+			ch.Anomalies[i] = a
+		}
+		c.Chaos = &ch
+	}
+	return &c
+}
+
+func mapStrings(ss []string, f func(string) string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = f(s)
+	}
+	return out
+}
+
+func redactHeaders(h map[string][]string, str func(string) string) map[string][]string {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(h))
+	for k, vs := range h {
+		nv := make([]string, len(vs))
+		for i, v := range vs {
+			if secretHeaders[strings.ToLower(k)] {
+				nv[i] = redactedText
+			} else {
+				nv[i] = str(v)
+			}
+		}
+		out[k] = nv
+	}
+	return out
+}
