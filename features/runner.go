@@ -155,7 +155,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		}
 	}
 
-	pickles, err := listScenarios(*suite)
+	pickles, err := ListScenarios(*suite)
 	if err != nil {
 		return nil, fmt.Errorf("run: reading feature files: %w", err)
 	}
@@ -252,9 +252,9 @@ func withDefaults(cfg RunConfig) RunConfig {
 	return cfg
 }
 
-// listScenarios parses the suite's feature files the way godog does (same
+// ListScenarios parses the suite's feature files the way godog does (same
 // paths, same deterministic ids) and returns every scenario in file order.
-func listScenarios(s Suite) ([]*godog.Scenario, error) {
+func ListScenarios(s Suite) ([]*godog.Scenario, error) {
 	feats, err := godog.TestSuite{Options: &godog.Options{FS: s.FS, Paths: s.Paths}}.RetrieveFeatures()
 	if err != nil {
 		return nil, err

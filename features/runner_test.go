@@ -511,3 +511,38 @@ func TestRuleEvidenceIsCapped(t *testing.T) {
 func clientRequest(method, path string, body []byte) client.Request {
 	return client.Request{Method: method, Path: path, Body: body}
 }
+
+func TestRedact(t *testing.T) {
+	tgt := Target{APIKey: "api-secret", AdminToken: "adm-secret", DashboardPassword: "pw-secret", MetricsToken: "m"}
+	basic := "Basic " + "YWRtaW46cHctc2VjcmV0" // admin:pw-secret
+	ex := checker.Exchange{
+		Path:        "/get/api-secret",
+		ReqHeaders:  map[string][]string{"X-Api-Key": {"api-secret"}, "X-Admin-Token": {"adm-secret"}, "Authorization": {basic}},
+		ReqBody:     `{"api_key":"api-secret"}`,
+		RespHeaders: map[string][]string{"X-Echo": {"adm-secret"}},
+		RespBody:    "pw-secret",
+	}
+	shared := ex.ReqHeaders
+	res := &RunResult{
+		Exchanges: []checker.Exchange{ex},
+		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: checker.Evidence{Observed: "api-secret", Exchanges: []checker.Exchange{ex}}}},
+		Rules:     []checker.RuleResult{{Reason: "api-secret", Evidence: []checker.Evidence{{Expected: "pw-secret", Exchanges: []checker.Exchange{ex}}}}},
+	}
+	res.Redact(tgt.Secrets())
+	b, _ := json.Marshal(res)
+	full, _ := json.Marshal(struct {
+		R *RunResult
+		E []checker.Exchange
+	}{res, res.Exchanges})
+	for _, secret := range []string{"api-secret", "adm-secret", "pw-secret", "YWRtaW46cHctc2VjcmV0"} {
+		if strings.Contains(string(full), secret) {
+			t.Errorf("%s survived redaction: %s", secret, b)
+		}
+	}
+	if shared["X-Api-Key"][0] != "api-secret" {
+		t.Error("Redact modified a header map it does not own")
+	}
+	if res.Exchanges[0].ReqHeaders["X-Api-Key"][0] != Redacted {
+		t.Errorf("API key header: %v", res.Exchanges[0].ReqHeaders)
+	}
+}

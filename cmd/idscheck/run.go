@@ -1,13 +1,560 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/spec"
 )
 
-// cmdRun is a placeholder until its issue lands.
+// runConfig is what `idscheck run` parsed from its flags.
+type runConfig struct {
+	target            string
+	profile           string
+	apiKey            string
+	adminToken        string
+	metricsToken      string
+	dashboardPassword string
+	requireSignatures bool
+	timeScale         float64
+	rules             string
+	strict            bool
+	seed              uint64
+	seedSet           bool
+	out               string
+	expectedFailures  string
+	budget            time.Duration
+	requestTimeout    time.Duration
+	scenarioTimeout   time.Duration
+	healthWait        time.Duration
+	setFlags          []string // flags given on the command line, in order, for the reproduce line
+	values            map[string]string
+}
+
+const runSynopsis = `run [--target URL --api-key K [--admin-token T] [--metrics-token M]] [--profile intent]
+                    [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N] [--out DIR]
+                    [--expected-failures FILE]
+
+Certifies a target against the rules of one profile and writes the report
+(result.json, junit.xml, index.html, history.jsonl) to --out. With no --target
+it starts the bundled reference server in-process (fresh database, its own
+secrets, --time-scale 60 unless given) and certifies it.
+
+Exit codes: 0 every MUST passed; 1 a MUST failed (a SHOULD too with --strict),
+or a rule of --expected-failures now passes; 2 usage or configuration error;
+3 target unreachable; 4 undecided (UNKNOWN) rules remain and nothing failed.
+
+--expected-failures FILE lists rule IDs, one a line, '#' starts a comment.
+A listed rule that fails is shown as expected and does not fail the run. A
+listed rule that now passes fails the run (exit 1) with "now passes: remove
+it from the file", so the file stays honest and only shrinks.`
+
+// Secret flags are redacted in every line idscheck prints or writes.
+var secretFlags = map[string]bool{"api-key": true, "admin-token": true, "metrics-token": true, "dashboard-password": true}
+
+func parseRunFlags(args []string, stderr io.Writer) (runConfig, int, bool) {
+	var c runConfig
+	fs := newFlagSet("run", runSynopsis, stderr)
+	fs.StringVar(&c.target, "target", "", "base URL of the target (http://host:port[/prefix]); empty: the bundled reference server")
+	fs.StringVar(&c.profile, "profile", string(spec.ProfileIntent), "profile (protocol text) to certify against")
+	fs.StringVar(&c.apiKey, "api-key", "", "the target's API key (X-API-KEY); required with --target")
+	fs.StringVar(&c.adminToken, "admin-token", "", "X-Admin-Token of the target; empty: admin rules are N/A")
+	fs.StringVar(&c.metricsToken, "metrics-token", "", "Bearer token of /metrics; empty: admin credentials are used")
+	fs.StringVar(&c.dashboardPassword, "dashboard-password", "", "HTTP Basic password of user admin; empty: Basic-auth rules are N/A")
+	fs.BoolVar(&c.requireSignatures, "require-signatures", false, "the target requires HMAC-signed requests (BUS_REQUIRE_SIGNATURES=true)")
+	fs.Float64Var(&c.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1, or 60 for the bundled server)")
+	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
+	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
+	fs.StringVar(&c.out, "out", "idscheck-report", "directory the report is written to")
+	fs.StringVar(&c.expectedFailures, "expected-failures", "", "file of rule IDs expected to fail (see above)")
+	fs.DurationVar(&c.budget, "budget", features.DefaultBudget, "longest protocol wait (lease expiry, backoff) one scenario may do; rules needing longer are N/A")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
+	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
+	fs.DurationVar(&c.healthWait, "health-wait", 5*time.Second, "how long to wait for GET /health to answer 200 before giving up (exit 3)")
+	if code, stop := parseFlags(fs, args, false); stop {
+		return c, code, true
+	}
+	c.values = map[string]string{}
+	fs.Visit(func(f *flag.Flag) {
+		c.setFlags = append(c.setFlags, f.Name)
+		c.values[f.Name] = f.Value.String()
+	})
+	c.seedSet = c.values["seed"] != ""
+	usageErr := func(format string, a ...any) (runConfig, int, bool) {
+		fmt.Fprintf(stderr, "idscheck run: "+format+"\n", a...)
+		return c, exitUsage, true
+	}
+	if len(spec.RulesFor(spec.Profile(c.profile))) == 0 {
+		return usageErr("unknown profile %q (profiles with rules: %v)", c.profile, spec.Profiles())
+	}
+	if _, ok := features.ProfileSuite(spec.Profile(c.profile)); !ok {
+		return usageErr("profile %q has no scenarios yet", c.profile)
+	}
+	if u, err := url.Parse(c.target); c.target != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return usageErr("--target must be an http:// or https:// URL with a host, got %q", c.target)
+	}
+	if c.target != "" && c.apiKey == "" {
+		return usageErr("--api-key is required with --target")
+	}
+	if c.target == "" {
+		for _, f := range []string{"api-key", "admin-token", "metrics-token", "dashboard-password", "require-signatures"} {
+			if _, ok := c.values[f]; ok {
+				return usageErr("--%s needs --target (the bundled server draws its own secrets)", f)
+			}
+		}
+	}
+	if c.timeScale < 0 || (c.values["time-scale"] != "" && c.timeScale == 0) {
+		return usageErr("--time-scale must be > 0, got %v", c.timeScale)
+	}
+	if c.budget <= 0 || c.requestTimeout <= 0 || c.scenarioTimeout < 0 || c.healthWait <= 0 {
+		return usageErr("--budget, --request-timeout and --health-wait must be > 0")
+	}
+	if c.out == "" {
+		return usageErr("--out must name a directory")
+	}
+	return c, 0, false
+}
+
+func (c runConfig) globs() []string {
+	var out []string
+	for _, g := range strings.Split(c.rules, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// reproduce returns the command line that repeats this run: the same flags,
+// the seed always, secrets redacted.
+func (c runConfig) reproduce() string {
+	parts := []string{"idscheck", "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
+	for _, name := range c.setFlags {
+		if name == "seed" {
+			continue
+		}
+		v := c.values[name]
+		if secretFlags[name] {
+			v = "REDACTED"
+		}
+		parts = append(parts, "--"+name+"="+shellQuote(v))
+	}
+	return strings.Join(parts, " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == ',' || r == '=' ||
+			(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// cmdRun is `idscheck run`.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "idscheck run: not implemented yet")
-	return exitUsage
+	c, code, stop := parseRunFlags(args, stderr)
+	if stop {
+		return code
+	}
+	expected, err := readExpectedFailures(c.expectedFailures, spec.Profile(c.profile))
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		return exitUsage
+	}
+	if !c.seedSet {
+		var b [8]byte
+		rand.Read(b[:])
+		c.seed = binary.LittleEndian.Uint64(b[:]) % 1_000_000_000
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	target := features.Target{
+		BaseURL: c.target, APIKey: c.apiKey, AdminToken: c.adminToken, MetricsToken: c.metricsToken,
+		DashboardPassword: c.dashboardPassword, RequireSignatures: c.requireSignatures, TimeScale: c.timeScale,
+	}
+	targetLabel := c.target
+	if c.target == "" {
+		if c.timeScale == 0 {
+			c.timeScale = bundledTimeScale
+		}
+		dir, err := os.MkdirTemp("", "idscheck-bundled-")
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck run: bundled server: %v\n", err)
+			return exitUsage
+		}
+		defer os.RemoveAll(dir)
+		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Logger: logger})
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
+			return exitUsage
+		}
+		defer stopServer()
+		target = bt
+		targetLabel = bt.BaseURL + " (bundled reference server)"
+	}
+	if target.TimeScale == 0 {
+		target.TimeScale = 1
+	}
+	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, targetLabel)
+
+	if err := waitHealthy(ctx, target.BaseURL, c.healthWait, c.requestTimeout); err != nil {
+		fmt.Fprintf(stderr, "idscheck run: target unreachable: %v\n"+
+			"  check that the target is running, that --target is its base URL (scheme, host, port, path prefix),\n"+
+			"  and that GET <target>/health answers 200 without credentials\n", err)
+		return exitUnreachable
+	}
+
+	rules := spec.RulesFor(spec.Profile(c.profile))
+	tty := isTerminal(stderr)
+	res, err := features.Run(ctx, features.RunConfig{
+		Profile:         spec.Profile(c.profile),
+		Target:          target,
+		Seed:            c.seed,
+		Rules:           rules,
+		Select:          c.globs(),
+		Budget:          c.budget,
+		RequestTimeout:  c.requestTimeout,
+		ScenarioTimeout: c.scenarioTimeout,
+		Progress:        stderr,
+		ProgressTTY:     tty,
+		Logger:          logger,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		return exitUsage
+	}
+	res.Redact(target.Secrets())
+	g := gate(res.Rules, rules, expected, c.strict)
+	doc := newRunReport(c, targetLabel, res, rules, g)
+	if err := writeRunDir(c.out, doc, res); err != nil {
+		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
+		printSummary(stdout, doc, g, "")
+		return exitUsage
+	}
+	printSummary(stdout, doc, g, c.out)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "idscheck run: interrupted")
+	}
+	return g.code
+}
+
+// waitHealthy polls GET /health until it answers 200, for at most wait.
+func waitHealthy(ctx context.Context, base string, wait, reqTimeout time.Duration) error {
+	timeout := min(reqTimeout, 2*time.Second)
+	c, err := client.New(base, client.Options{Name: "health", Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var last error
+	for attempt := 0; attempt < 1000; attempt++ {
+		resp, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/health", NoAPIKey: true})
+		switch {
+		case err != nil:
+			last = fmt.Errorf("GET %s/health: %w", strings.TrimSuffix(base, "/"), err)
+		case resp.Status != http.StatusOK:
+			last = fmt.Errorf("GET %s/health answered %d, want 200", strings.TrimSuffix(base, "/"), resp.Status)
+		default:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return last
+}
+
+// readExpectedFailures reads the expected-failures file: one rule ID a line,
+// '#' starts a comment. Every ID must be a rule of the profile.
+func readExpectedFailures(path string, p spec.Profile) (map[string]bool, error) {
+	out := map[string]bool{}
+	if path == "" {
+		return out, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("expected failures: %w", err)
+	}
+	defer f.Close()
+	known := map[string]bool{}
+	for _, r := range spec.RulesFor(p) {
+		known[r.ID] = true
+	}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		id := strings.TrimSpace(line)
+		if id == "" {
+			continue
+		}
+		if !known[id] {
+			return nil, fmt.Errorf("expected failures: %s:%d: %q is not a rule of the %s profile", path, n, id, p)
+		}
+		out[id] = true
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("expected failures: %w", err)
+	}
+	return out, nil
+}
+
+// gateResult is how a run's verdicts map to the exit code.
+type gateResult struct {
+	code      int
+	failing   []string // rules that fail the run
+	expected  []string // listed in the expected-failures file and failing
+	nowPasses []string // listed in the expected-failures file but passing
+	undecided []string
+	message   string
+}
+
+// gate decides the exit code: 1 when a MUST fails (or a SHOULD with strict)
+// outside the expected failures, or an expected failure now passes; else 4
+// when a rule is UNKNOWN; else 0. A MAY never fails a run.
+func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]bool, strict bool) gateResult {
+	level := map[string]spec.Level{}
+	for _, r := range rules {
+		level[r.ID] = r.Level
+	}
+	var g gateResult
+	for _, rr := range results {
+		exp := expected[rr.RuleID]
+		switch rr.Verdict {
+		case checker.Fail, checker.NonStrict:
+			counts := rr.Verdict == checker.Fail || (strict && level[rr.RuleID] == spec.Should)
+			switch {
+			case exp:
+				g.expected = append(g.expected, rr.RuleID)
+			case counts:
+				g.failing = append(g.failing, rr.RuleID)
+			}
+		case checker.Pass:
+			if exp {
+				g.nowPasses = append(g.nowPasses, rr.RuleID)
+			}
+		case checker.Unknown:
+			g.undecided = append(g.undecided, rr.RuleID)
+		}
+	}
+	switch {
+	case len(g.failing) > 0 || len(g.nowPasses) > 0:
+		g.code = exitFailed
+		var why []string
+		if len(g.failing) > 0 {
+			why = append(why, fmt.Sprintf("%d rule(s) failed", len(g.failing)))
+		}
+		if len(g.nowPasses) > 0 {
+			why = append(why, fmt.Sprintf("%d expected failure(s) now pass: remove them from the expected-failures file", len(g.nowPasses)))
+		}
+		g.message = strings.Join(why, "; ")
+	case len(g.undecided) > 0:
+		g.code = exitUndecided
+		g.message = fmt.Sprintf("%d rule(s) undecided (UNKNOWN): the harness could not decide them", len(g.undecided))
+	default:
+		g.code = exitOK
+		g.message = "every MUST passed"
+		if strict {
+			g.message = "every MUST and SHOULD passed"
+		}
+	}
+	return g
+}
+
+// runReport is result.json: everything the report renders, with no secret.
+type runReport struct {
+	Tool       string                    `json:"tool"`
+	Profile    spec.Profile              `json:"profile"`
+	Seed       uint64                    `json:"seed"`
+	Target     string                    `json:"target"`
+	Reproduce  string                    `json:"reproduce"`
+	Strict     bool                      `json:"strict"`
+	Started    time.Time                 `json:"started"`
+	Finished   time.Time                 `json:"finished"`
+	ExitCode   int                       `json:"exit_code"`
+	Outcome    string                    `json:"outcome"`
+	Counts     map[checker.Verdict]int   `json:"counts"`
+	Rules      []reportRule              `json:"rules"`
+	NotCovered []string                  `json:"not_covered,omitempty"`
+	Scenarios  []features.ScenarioResult `json:"scenarios"`
+	Exchanges  int                       `json:"exchanges"`
+}
+
+type reportRule struct {
+	checker.RuleResult
+	Rule            spec.Rule `json:"rule"`
+	ExpectedFailure bool      `json:"expected_failure,omitempty"`
+	NowPasses       bool      `json:"now_passes,omitempty"`
+	FailsTheRun     bool      `json:"fails_the_run,omitempty"`
+}
+
+func newRunReport(c runConfig, target string, res *features.RunResult, rules []spec.Rule, g gateResult) runReport {
+	byID := map[string]spec.Rule{}
+	for _, r := range rules {
+		byID[r.ID] = r
+	}
+	in := func(list []string, id string) bool {
+		for _, x := range list {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}
+	doc := runReport{
+		Tool: "idscheck", Profile: res.Profile, Seed: res.Seed, Target: target, Reproduce: c.reproduce(),
+		Strict: c.strict, Started: res.Started, Finished: res.Finished, ExitCode: g.code, Outcome: g.message,
+		Counts: map[checker.Verdict]int{}, NotCovered: res.NotCovered, Scenarios: res.Scenarios, Exchanges: len(res.Exchanges),
+	}
+	for _, rr := range res.Rules {
+		doc.Counts[rr.Verdict]++
+		doc.Rules = append(doc.Rules, reportRule{
+			RuleResult: rr, Rule: byID[rr.RuleID],
+			ExpectedFailure: in(g.expected, rr.RuleID), NowPasses: in(g.nowPasses, rr.RuleID), FailsTheRun: in(g.failing, rr.RuleID),
+		})
+	}
+	return doc
+}
+
+// writeRunDir writes result.json and history.jsonl (every exchange, in order)
+// into dir.
+// TODO(reports): render junit.xml and index.html through reports/ once it has an API.
+func writeRunDir(dir string, doc runReport, res *features.RunResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("result.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "result.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, ex := range res.Exchanges {
+		if err := enc.Encode(ex); err != nil {
+			f.Close()
+			return fmt.Errorf("history.jsonl: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("history.jsonl: %w", err)
+	}
+	return f.Close()
+}
+
+func printSummary(w io.Writer, doc runReport, g gateResult, dir string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
+		doc.Profile, len(doc.Rules), len(doc.Scenarios), doc.Exchanges, doc.Finished.Sub(doc.Started).Round(time.Millisecond))
+	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.NA} {
+		fmt.Fprintf(&b, "  %-10s %d\n", v, doc.Counts[v])
+	}
+	if n := len(doc.NotCovered); n > 0 {
+		fmt.Fprintf(&b, "  %-10s %d (no scenario yet: %s)\n", "NOT RUN", n, strings.Join(doc.NotCovered, ", "))
+	}
+	rules := append([]reportRule(nil), doc.Rules...)
+	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2}
+	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Verdict] < order[rules[j].Verdict] })
+	wrote := false
+	for _, r := range rules {
+		if r.Verdict != checker.Fail && r.Verdict != checker.NonStrict && r.Verdict != checker.Unknown && !r.NowPasses {
+			continue
+		}
+		if !wrote {
+			b.WriteString("\n")
+			wrote = true
+		}
+		note := ""
+		switch {
+		case r.ExpectedFailure:
+			note = " (expected)"
+		case r.NowPasses:
+			note = " (now passes: remove it from the expected-failures file)"
+		}
+		reason := r.Reason
+		if r.NowPasses {
+			reason = ""
+		}
+		fmt.Fprintf(&b, "  %-10s %s%s  %s\n", r.Verdict, r.RuleID, note, oneLine(reason, 160))
+	}
+	b.WriteString("\n")
+	if dir != "" {
+		fmt.Fprintf(&b, "report:    %s\n", filepath.Join(dir, "result.json"))
+	}
+	fmt.Fprintf(&b, "reproduce: %s\n", doc.Reproduce)
+	fmt.Fprintf(&b, "exit %d: %s\n", g.code, g.message)
+	io.WriteString(w, b.String())
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// isTerminal reports whether w is a character device (a live terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// bundledTimeScale is the time scale of the bundled reference server when
+// --time-scale is not given: a 60 s lease lasts one second.
+const bundledTimeScale = 60
+
+// bundledOptions configure the in-process reference server.
+type bundledOptions struct {
+	Dir       string // fresh directory for its database
+	TimeScale float64
+	Mutant    string // "" for the clean server
+	Logger    *slog.Logger
+}
+
+// errNoBundled is returned until the reference server exists.
+var errNoBundled = errors.New("the bundled reference server is not built into this binary yet; pass --target")
+
+// startBundled starts the bundled reference server on 127.0.0.1:0 and
+// returns it as a Target with its own fresh secrets, and a stop function.
+func startBundled(ctx context.Context, o bundledOptions) (features.Target, func(), error) {
+	return features.Target{}, func() {}, errNoBundled
 }

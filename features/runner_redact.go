@@ -1,0 +1,92 @@
+package features
+
+import (
+	"encoding/base64"
+	"strings"
+
+	"github.com/idscheck/idscheck/checker"
+)
+
+// Redacted replaces a secret wherever a run would otherwise write it.
+const Redacted = "REDACTED"
+
+// Secrets returns the target's credentials as they can appear on the wire:
+// each secret itself and the HTTP Basic form of the dashboard password.
+func (t Target) Secrets() []string {
+	var out []string
+	for _, s := range []string{t.APIKey, t.AdminToken, t.MetricsToken, t.DashboardPassword} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	if t.DashboardPassword != "" {
+		out = append(out, base64.StdEncoding.EncodeToString([]byte("admin:"+t.DashboardPassword)))
+	}
+	return out
+}
+
+// Redact replaces every occurrence of each secret in the result (exchanges,
+// evidence, reasons) with Redacted, so the run directory can be shared.
+// Secrets shorter than 4 bytes are left alone: replacing them would shred
+// the record.
+func (r *RunResult) Redact(secrets []string) {
+	var olds []string
+	for _, s := range secrets {
+		if len(s) >= 4 {
+			olds = append(olds, s, Redacted)
+		}
+	}
+	if len(olds) == 0 {
+		return
+	}
+	rep := strings.NewReplacer(olds...)
+	for i := range r.Exchanges {
+		redactExchange(rep, &r.Exchanges[i])
+	}
+	for i := range r.Scenarios {
+		s := &r.Scenarios[i]
+		s.Reason = rep.Replace(s.Reason)
+		redactEvidence(rep, &s.Evidence)
+	}
+	for i := range r.Rules {
+		rr := &r.Rules[i]
+		rr.Reason = rep.Replace(rr.Reason)
+		for j := range rr.Evidence {
+			redactEvidence(rep, &rr.Evidence[j])
+		}
+	}
+}
+
+func redactEvidence(rep *strings.Replacer, ev *checker.Evidence) {
+	ev.Expected = rep.Replace(ev.Expected)
+	ev.Observed = rep.Replace(ev.Observed)
+	for i := range ev.Exchanges {
+		redactExchange(rep, &ev.Exchanges[i])
+	}
+}
+
+// redactExchange rewrites ex in place; its header maps are replaced, never
+// modified, because they may be shared with other copies of the exchange.
+func redactExchange(rep *strings.Replacer, ex *checker.Exchange) {
+	ex.Path = rep.Replace(ex.Path)
+	ex.ReqBody = rep.Replace(ex.ReqBody)
+	ex.RespBody = rep.Replace(ex.RespBody)
+	ex.Err = rep.Replace(ex.Err)
+	ex.ReqHeaders = redactHeader(rep, ex.ReqHeaders)
+	ex.RespHeaders = redactHeader(rep, ex.RespHeaders)
+}
+
+func redactHeader(rep *strings.Replacer, h map[string][]string) map[string][]string {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(h))
+	for k, vs := range h {
+		n := make([]string, len(vs))
+		for i, v := range vs {
+			n[i] = rep.Replace(v)
+		}
+		out[k] = n
+	}
+	return out
+}
