@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -117,77 +118,89 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 		all[i] = porcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
 		backing = backing[len(p.ops):]
 	}
-	// Suspects (partitions a named check already flagged) are decided
-	// alone; the rest in one run; only if the rest is illegal does a
-	// verbose run over it say which of its partitions did not linearize.
 	// porcupine's Partition ignores the (empty) flat history it is given:
-	// the partitions are made here.
-	rechecks := 0
-	verdict := make([]porcupine.CheckResult, len(parts)) // "" = not yet decided alone
-	recheck := func(i int) {
-		if rechecks >= maxRechecks {
-			// undecided: not confirmed illegal, so never reported as such
-			results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
-			verdict[i] = porcupine.Unknown
-			return
+	// the partitions are made here. The work is bounded: at most four
+	// porcupine runs of Options.Timeout each, plus the candidates decided
+	// alone, which share one more Timeout between them.
+	//  1. the suspects (partitions a named check already flagged), verbose;
+	//  2. the rest, in one quick run; if illegal, verbose;
+	//  3. every partition the verbose runs left without a complete
+	//     linearization (failed, or cut short by the timeout) alone.
+	run := func(idx []int, verbose bool) (porcupine.CheckResult, []int) {
+		sub := make([][]porcupine.Operation, len(idx))
+		for j, i := range idx {
+			sub[j] = all[i]
 		}
-		rechecks++
-		single := model
-		single.Partition = nil
-		verdict[i] = porcupine.CheckOperationsTimeout(single, all[i], c.opts.Timeout)
-		switch verdict[i] {
-		case porcupine.Illegal:
-			results[parts[i].model] = LinIllegal
-		case porcupine.Unknown:
-			results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
+		model.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return sub }
+		if !verbose {
+			return porcupine.CheckOperationsTimeout(model, nil, c.opts.Timeout), nil
 		}
+		res, info := porcupine.CheckOperationsVerbose(model, nil, c.opts.Timeout)
+		partials := info.PartialLinearizations()
+		var incomplete []int
+		for j, i := range idx {
+			complete := false
+			if j < len(partials) {
+				for _, lin := range partials[j] {
+					if len(lin) == len(parts[i].ops) {
+						complete = true
+						break
+					}
+				}
+			}
+			if !complete {
+				incomplete = append(incomplete, i)
+			}
+		}
+		return res, incomplete
 	}
+	var suspects, rest, candidates []int
 	for i := range parts {
 		if suspect[i] {
-			recheck(i)
+			suspects = append(suspects, i)
+		} else {
+			rest = append(rest, i)
 		}
 	}
-	var rest [][]porcupine.Operation
-	var restIdx []int
-	for i := range parts {
-		if verdict[i] == "" {
-			rest = append(rest, all[i])
-			restIdx = append(restIdx, i)
-		}
+	if len(suspects) > 0 {
+		_, inc := run(suspects, true)
+		candidates = append(candidates, inc...)
 	}
 	if len(rest) > 0 {
-		model.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return rest }
-		switch porcupine.CheckOperationsTimeout(model, nil, c.opts.Timeout) {
+		switch res, _ := run(rest, false); res {
 		case porcupine.Unknown:
-			for _, i := range restIdx {
+			for _, i := range rest {
 				results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
 			}
 		case porcupine.Illegal:
-			// The verbose run reports, per partition, its longest partial
-			// linearizations; a partition with none as long as itself
-			// failed or was cut short by the timeout: decide it alone.
-			_, info := porcupine.CheckOperationsVerbose(model, nil, c.opts.Timeout)
-			partials := info.PartialLinearizations()
-			for j, i := range restIdx {
-				complete := false
-				if j < len(partials) {
-					for _, lin := range partials[j] {
-						if len(lin) == len(parts[i].ops) {
-							complete = true
-							break
-						}
-					}
-				}
-				if !complete {
-					recheck(i)
-				}
-			}
+			_, inc := run(rest, true)
+			candidates = append(candidates, inc...)
 		}
 	}
+	slices.Sort(candidates)
+	each := c.opts.Timeout
+	if len(candidates) > 0 {
+		each = c.opts.Timeout / time.Duration(min(len(candidates), maxRechecks))
+		if c.opts.Timeout > 0 && each == 0 {
+			each = 1 // 0 would mean no bound
+		}
+	}
+	single := model
+	single.Partition = nil
 	var failing []part
-	for i, p := range parts {
-		if verdict[i] == porcupine.Illegal {
+	for n, i := range candidates {
+		p := parts[i]
+		if n >= maxRechecks {
+			// undecided: not confirmed illegal, so never reported as such
+			results[p.model] = worse(results[p.model], LinUnknown)
+			continue
+		}
+		switch porcupine.CheckOperationsTimeout(single, all[i], each) {
+		case porcupine.Illegal:
+			results[p.model] = LinIllegal
 			failing = append(failing, p)
+		case porcupine.Unknown:
+			results[p.model] = worse(results[p.model], LinUnknown)
 		}
 	}
 	return results, failing
@@ -195,7 +208,7 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 
 // maxRechecks bounds how many partitions are re-checked alone after an
 // illegal verdict.
-const maxRechecks = 1000
+const maxRechecks = 200
 
 func worse(a, b LinResult) LinResult {
 	rank := map[LinResult]int{LinOk: 0, LinUnknown: 1, LinIllegal: 2}
