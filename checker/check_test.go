@@ -70,6 +70,20 @@ func happy(key, id string) []Operation {
 	}
 }
 
+// storm is n identical concurrent publishes of key released at once; every
+// fourth answer is lost, the others replay intent id.
+func storm(key, id string, n int) []Operation {
+	var ops []Operation
+	for i := range n {
+		if i%4 == 3 {
+			ops = append(ops, pub(i, key, "b1", int64(i), 5000, OutcomeUnknown, 0, ""))
+		} else {
+			ops = append(ops, pub(i, key, "b1", int64(i), int64(100+i), OutcomeOK, 201, id))
+		}
+	}
+	return append(ops, claim(99, id, "t1", 1, 1000, 200, 210), mut(99, OpFulfill, id, "t1", 600, 610, OutcomeOK, 200))
+}
+
 var checkCases = []checkCase{
 	// --- must pass
 	{name: "pass/happy", ops: happy("k1", "i1"), effects: []Effect{eff("k1", "i1", "t1", 35)}, verdict: Pass},
@@ -120,6 +134,52 @@ var checkCases = []checkCase{
 		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
 		status(0, "i1", StateDead, 20, 30),
 	}},
+
+	// --- realistic chaos patterns that must pass (no false alarms)
+	{name: "pass/storm with lost answers", verdict: Pass, ops: storm("k1", "i1", 20), effects: []Effect{eff("k1", "i1", "t1", 500)}},
+	{name: "pass/stalled worker refused after reclaim", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		claim(1, "i1", "t2", 2, 1000, 1100, 1110),
+		mut(0, OpFulfill, "i1", "t1", 1300, 1310, OutcomeFailed, 404),
+		mut(1, OpFulfill, "i1", "t2", 1200, 1210, OutcomeOK, 200),
+	}},
+	{name: "pass/stalled worker refused, nobody reclaimed", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		mut(0, OpFulfill, "i1", "t1", 1300, 1310, OutcomeFailed, 404),
+		status(1, "i1", StateOpen, 1400, 1410),
+	}},
+	{name: "pass/claim whose answer was lost holds the intent", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+		{ClientID: 5, Kind: OpClaim, Call: ms0(0), Return: ms0(3000), Outcome: OutcomeUnknown},
+		status(1, "i1", StateClaimed, 100, 110),
+		claim(0, "i1", "t2", 2, 1000, 1500, 1510),
+		mut(0, OpFulfill, "i1", "t2", 1600, 1610, OutcomeOK, 200),
+	}},
+	{name: "pass/attempts exhausted ends dead", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		claim(1, "i1", "t1", 1, 1000, 20, 30),
+		mut(1, OpFail, "i1", "t1", 40, 50, OutcomeOK, 200),
+		claim(2, "i1", "t2", 2, 1000, 60, 70),
+		mut(2, OpFail, "i1", "t2", 80, 90, OutcomeOK, 200),
+		claim(1, "i1", "t3", 3, 1000, 100, 110),
+		mut(1, OpFail, "i1", "t3", 120, 130, OutcomeOK, 200),
+		status(0, "i1", StateDead, 140, 150),
+	}, opts: Options{MaxEffects: -1}, effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t2", 75), eff("k1", "i1", "t3", 115)}},
+	{name: "pass/unknown fulfill read back fulfilled", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 1000, 0, 10),
+		mut(0, OpFulfill, "i1", "t1", 20, 2000, OutcomeUnknown, 0),
+		status(1, "i1", StateFulfilled, 2100, 2110),
+	}},
+	{name: "pass/unknown extend explains a late fulfill", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+		claim(0, "i1", "t1", 1, 100, 0, 10),
+		extend(0, "i1", "t1", 1000, 50, 90, OutcomeUnknown, 0),
+		mut(0, OpFulfill, "i1", "t1", 500, 510, OutcomeOK, 200),
+	}},
+	{name: "pass/server error is unknown, retry replays", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeUnknown, 503, ""),
+		pub(0, "k1", "b1", 20, 30, OutcomeOK, 201, "i1"),
+		claim(1, "i1", "t1", 1, 1000, 40, 50),
+		mut(1, OpFulfill, "i1", "t1", 60, 70, OutcomeOK, 200),
+	}, effects: []Effect{eff("k1", "i1", "t1", 55)}},
 
 	// --- idempotency record: must fail
 	{name: "fail/replay differs", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{

@@ -1,0 +1,45 @@
+// Package checker checks recorded histories for the exactly-once promise:
+// at-least-once delivery, exactly-once effect. It is pure: no network, no
+// clock, no goroutines of its own beyond porcupine's.
+//
+// Inputs are a History (every operation of a run with its call and return
+// times and an outcome of ok, fail or unknown) and a Ledger (every effect
+// observed where it lands). Check runs
+//
+//   - two porcupine models, partitioned by key: the idempotency record (per
+//     idempotency key: the first accepted body fixes the response, the same
+//     body replays it, another body is a conflict) and the intent lease (per
+//     intent: claims, tokens, extend, fulfill, fail, expiry, status reads);
+//   - named checks that say in plain words what the models can only call
+//     illegal: double lease, stale token accepted, fulfilled twice,
+//     idempotency violation;
+//   - queue checks in the manner of Jepsen's total-queue: lost, duplicated,
+//     unexpected, recovered.
+//
+// An operation with an unknown outcome may or may not have happened: the
+// models allow both, it is never an anomaly by itself, and it explains
+// effects (recovered). A porcupine timeout is LinUnknown, never LinOk.
+//
+// Recording conventions (what a recorder puts into an Operation):
+//   - Outcome: OutcomeOK when a response came back and it is not a 5xx;
+//     OutcomeFailed when the request certainly did nothing (never sent, or a
+//     4xx); OutcomeUnknown on a timeout or reset after sending, and on a 5xx
+//     (the server may have applied it before failing). Output.Status is the
+//     HTTP status whenever one came back, also for OutcomeFailed (the models
+//     read 404 as "lease lost" and Options.ConflictStatus as a conflict).
+//   - A refusal (4xx) is OutcomeFailed, not OutcomeOK: a claim answered 204
+//     is OutcomeOK with no Key; a status read answered 404 is OutcomeOK with
+//     Output.State = StateGone.
+//   - Bodies are digests of canonical JSON: equal for semantically identical
+//     bodies. Output.Body of a publish is the digest of the response body a
+//     replay must repeat.
+//   - Output.LeaseNs of a claim is the lease the server grants, in the
+//     harness's time (claim_timeout divided by any time scale); 0 if unknown
+//     (then no expiry is judged).
+//   - Times are nanoseconds since the run started, on one monotonic clock.
+//   - Effects carry the publish Key of the unit they serve (the workload puts
+//     it in the payload), so effects and publishes meet on it.
+//
+// Admin operations (cancel, retry, purge) are not modelled: a history that
+// contains their consequences may be judged illegal.
+package checker
