@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -47,6 +50,7 @@ type runConfig struct {
 	scenarioTimeout   time.Duration
 	healthWait        time.Duration
 	setFlags          []string // flags given on the command line, in order, for the reproduce line
+	fromEnv           []string // credential flags taken from the environment
 	values            map[string]string
 }
 
@@ -68,18 +72,25 @@ A listed rule that fails is shown as expected and does not fail the run. A
 listed rule that now passes fails the run (exit 1) with "now passes: remove
 it from the file", so the file stays honest and only shrinks.`
 
-// Secret flags are redacted in every line idscheck prints or writes.
-var secretFlags = map[string]bool{"api-key": true, "admin-token": true, "metrics-token": true, "dashboard-password": true}
+// secretFlags maps each credential flag to the environment variable read
+// when the flag is absent (so secrets stay out of process listings); the
+// reproduce line names the variable instead of the value.
+var secretFlags = map[string]string{
+	"api-key":            "IDSCHECK_API_KEY",
+	"admin-token":        "IDSCHECK_ADMIN_TOKEN",
+	"metrics-token":      "IDSCHECK_METRICS_TOKEN",
+	"dashboard-password": "IDSCHECK_DASHBOARD_PASSWORD",
+}
 
-func parseRunFlags(args []string, stderr io.Writer) (runConfig, int, bool) {
+func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, int, bool) {
 	var c runConfig
 	fs := newFlagSet("run", runSynopsis, stderr)
 	fs.StringVar(&c.target, "target", "", "base URL of the target (http://host:port[/prefix]); empty: the bundled reference server")
 	fs.StringVar(&c.profile, "profile", string(spec.ProfileIntent), "profile (protocol text) to certify against")
-	fs.StringVar(&c.apiKey, "api-key", "", "the target's API key (X-API-KEY); required with --target")
-	fs.StringVar(&c.adminToken, "admin-token", "", "X-Admin-Token of the target; empty: admin rules are N/A")
-	fs.StringVar(&c.metricsToken, "metrics-token", "", "Bearer token of /metrics; empty: admin credentials are used")
-	fs.StringVar(&c.dashboardPassword, "dashboard-password", "", "HTTP Basic password of user admin; empty: Basic-auth rules are N/A")
+	fs.StringVar(&c.apiKey, "api-key", "", "the target's API key (X-API-KEY); required with --target (default $IDSCHECK_API_KEY)")
+	fs.StringVar(&c.adminToken, "admin-token", "", "X-Admin-Token of the target; empty: admin rules are N/A (default $IDSCHECK_ADMIN_TOKEN)")
+	fs.StringVar(&c.metricsToken, "metrics-token", "", "Bearer token of /metrics; empty: admin credentials are used (default $IDSCHECK_METRICS_TOKEN)")
+	fs.StringVar(&c.dashboardPassword, "dashboard-password", "", "HTTP Basic password of user admin; empty: Basic-auth rules are N/A (default $IDSCHECK_DASHBOARD_PASSWORD)")
 	fs.BoolVar(&c.requireSignatures, "require-signatures", false, "the target requires HMAC-signed requests (BUS_REQUIRE_SIGNATURES=true)")
 	fs.Float64Var(&c.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1, or 60 for the bundled server)")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
@@ -100,6 +111,15 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, int, bool) {
 		c.values[f.Name] = f.Value.String()
 	})
 	c.seedSet = c.values["seed"] != ""
+	for name, env := range map[string]*string{"api-key": &c.apiKey, "admin-token": &c.adminToken, "metrics-token": &c.metricsToken, "dashboard-password": &c.dashboardPassword} {
+		if _, given := c.values[name]; !given && c.target != "" {
+			if v := getenv(secretFlags[name]); v != "" {
+				*env = v
+				c.fromEnv = append(c.fromEnv, name)
+			}
+		}
+	}
+	sort.Strings(c.fromEnv)
 	usageErr := func(format string, a ...any) (runConfig, int, bool) {
 		fmt.Fprintf(stderr, "idscheck run: "+format+"\n", a...)
 		return c, exitUsage, true
@@ -146,18 +166,21 @@ func (c runConfig) globs() []string {
 }
 
 // reproduce returns the command line that repeats this run: the same flags,
-// the seed always, secrets redacted.
+// the seed always, every credential replaced by its environment variable.
 func (c runConfig) reproduce() string {
 	parts := []string{"idscheck", "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
 	for _, name := range c.setFlags {
 		if name == "seed" {
 			continue
 		}
-		v := c.values[name]
-		if secretFlags[name] {
-			v = "REDACTED"
+		if env, secret := secretFlags[name]; secret {
+			parts = append(parts, "--"+name+`="$`+env+`"`)
+			continue
 		}
-		parts = append(parts, "--"+name+"="+shellQuote(v))
+		parts = append(parts, "--"+name+"="+shellQuote(c.values[name]))
+	}
+	for _, name := range c.fromEnv {
+		parts = append(parts, "--"+name+`="$`+secretFlags[name]+`"`)
 	}
 	return strings.Join(parts, " ")
 }
@@ -174,7 +197,7 @@ func shellQuote(s string) string {
 
 // cmdRun is `idscheck run`.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, code, stop := parseRunFlags(args, stderr)
+	c, code, stop := parseRunFlags(args, os.Getenv, stderr)
 	if stop {
 		return code
 	}
@@ -247,13 +270,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	res.Redact(target.Secrets())
 	g := gate(res.Rules, rules, expected, c.strict)
-	doc := newRunReport(c, targetLabel, res, rules, g)
+	doc := newRunResult(c, target, c.target == "", res, rules, expected, g)
 	if err := writeRunDir(c.out, doc, res); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
-		printSummary(stdout, doc, g, "")
-		return exitUsage
+		if _, serr := os.Stat(filepath.Join(c.out, reports.ResultFile)); serr != nil {
+			printSummary(stdout, doc, res, g, "")
+			return exitUsage
+		}
 	}
-	printSummary(stdout, doc, g, c.out)
+	printSummary(stdout, doc, res, g, c.out)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "idscheck run: interrupted")
 	}
@@ -388,136 +413,151 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 	return g
 }
 
-// runReport is result.json: everything the report renders, with no secret.
-type runReport struct {
-	Tool       string                    `json:"tool"`
-	Profile    spec.Profile              `json:"profile"`
-	Seed       uint64                    `json:"seed"`
-	Target     string                    `json:"target"`
-	Reproduce  string                    `json:"reproduce"`
-	Strict     bool                      `json:"strict"`
-	Started    time.Time                 `json:"started"`
-	Finished   time.Time                 `json:"finished"`
-	ExitCode   int                       `json:"exit_code"`
-	Outcome    string                    `json:"outcome"`
-	Counts     map[checker.Verdict]int   `json:"counts"`
-	Rules      []reportRule              `json:"rules"`
-	NotCovered []string                  `json:"not_covered,omitempty"`
-	Scenarios  []features.ScenarioResult `json:"scenarios"`
-	Exchanges  int                       `json:"exchanges"`
-}
-
-type reportRule struct {
-	checker.RuleResult
-	Rule            spec.Rule `json:"rule"`
-	ExpectedFailure bool      `json:"expected_failure,omitempty"`
-	NowPasses       bool      `json:"now_passes,omitempty"`
-	FailsTheRun     bool      `json:"fails_the_run,omitempty"`
-}
-
-func newRunReport(c runConfig, target string, res *features.RunResult, rules []spec.Rule, g gateResult) runReport {
+// newRunResult builds the reports.Result of a run: every selected rule with
+// its verdict, the expected-failure marks, the exit code, and the secrets
+// the renderers must redact.
+func newRunResult(c runConfig, target features.Target, bundled bool, res *features.RunResult, rules []spec.Rule, expected map[string]bool, g gateResult) *reports.Result {
 	byID := map[string]spec.Rule{}
 	for _, r := range rules {
 		byID[r.ID] = r
 	}
-	in := func(list []string, id string) bool {
-		for _, x := range list {
-			if x == id {
-				return true
-			}
-		}
-		return false
+	out := &reports.Result{
+		Tool:             toolInfo(),
+		Profile:          res.Profile,
+		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, TimeScale: target.TimeScale},
+		Seed:             res.Seed,
+		Command:          c.reproduce(),
+		Started:          res.Started,
+		Finished:         res.Finished,
+		Strict:           c.strict,
+		Select:           c.globs(),
+		NotCovered:       res.NotCovered,
+		ExpectedFailures: c.expectedFailures,
+		ExitCode:         g.code,
+		Notes:            []string{fmt.Sprintf("exit %d: %s", g.code, g.message)},
+		Redact:           target.Secrets(),
 	}
-	doc := runReport{
-		Tool: "idscheck", Profile: res.Profile, Seed: res.Seed, Target: target, Reproduce: c.reproduce(),
-		Strict: c.strict, Started: res.Started, Finished: res.Finished, ExitCode: g.code, Outcome: g.message,
-		Counts: map[checker.Verdict]int{}, NotCovered: res.NotCovered, Scenarios: res.Scenarios, Exchanges: len(res.Exchanges),
+	for _, id := range g.nowPasses {
+		out.Notes = append(out.Notes, id+" now passes: remove it from the expected-failures file")
 	}
 	for _, rr := range res.Rules {
-		doc.Counts[rr.Verdict]++
-		doc.Rules = append(doc.Rules, reportRule{
-			RuleResult: rr, Rule: byID[rr.RuleID],
-			ExpectedFailure: in(g.expected, rr.RuleID), NowPasses: in(g.nowPasses, rr.RuleID), FailsTheRun: in(g.failing, rr.RuleID),
-		})
+		out.Rules = append(out.Rules, reports.RuleEntry{Rule: byID[rr.RuleID], Result: rr, Expected: expected[rr.RuleID]})
 	}
-	return doc
+	return out
 }
 
-// writeRunDir writes result.json and history.jsonl (every exchange, in order)
-// into dir.
-// TODO(reports): render junit.xml and index.html through reports/ once it has an API.
-func writeRunDir(dir string, doc runReport, res *features.RunResult) error {
+func toolInfo() reports.Tool {
+	t := reports.Tool{Name: "idscheck", Version: "(devel)", GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			t.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				t.Version += " " + s.Value
+			}
+		}
+	}
+	return t
+}
+
+// writeRunDir writes the reports (result.json, junit.xml, index.html) and,
+// beside them, history.jsonl (every exchange in the order sent) and
+// scenarios.json (the verdict of every scenario). res must be redacted.
+func writeRunDir(dir string, doc *reports.Result, res *features.RunResult) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(doc, "", "  ")
+	var errs []error
+	if err := reports.WriteAll(dir, doc); err != nil {
+		errs = append(errs, err)
+	}
+	b, err := json.MarshalIndent(res.Scenarios, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "scenarios.json"), append(b, '\n'), 0o644)
+	}
 	if err != nil {
-		return fmt.Errorf("result.json: %w", err)
+		errs = append(errs, fmt.Errorf("scenarios.json: %w", err))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "result.json"), append(b, '\n'), 0o644); err != nil {
-		return err
+	if err := writeHistory(filepath.Join(dir, "history.jsonl"), res.Exchanges); err != nil {
+		errs = append(errs, fmt.Errorf("history.jsonl: %w", err))
 	}
-	f, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	return errors.Join(errs...)
+}
+
+func writeHistory(name string, exs []checker.Exchange) error {
+	f, err := os.Create(name)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
-	for _, ex := range res.Exchanges {
+	for _, ex := range exs {
 		if err := enc.Encode(ex); err != nil {
 			f.Close()
-			return fmt.Errorf("history.jsonl: %w", err)
+			return err
 		}
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
-		return fmt.Errorf("history.jsonl: %w", err)
+		return err
 	}
 	return f.Close()
 }
 
-func printSummary(w io.Writer, doc runReport, g gateResult, dir string) {
+func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g gateResult, dir string) {
 	var b strings.Builder
+	sum := doc.Summary()
 	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
-		doc.Profile, len(doc.Rules), len(doc.Scenarios), doc.Exchanges, doc.Finished.Sub(doc.Started).Round(time.Millisecond))
+		doc.Profile, len(doc.Rules), len(res.Scenarios), len(res.Exchanges), doc.Finished.Sub(doc.Started).Round(time.Millisecond))
 	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.NA} {
-		fmt.Fprintf(&b, "  %-10s %d\n", v, doc.Counts[v])
+		fmt.Fprintf(&b, "  %-10s %d\n", v, sum.Counts[v])
 	}
 	if n := len(doc.NotCovered); n > 0 {
-		fmt.Fprintf(&b, "  %-10s %d (no scenario yet: %s)\n", "NOT RUN", n, strings.Join(doc.NotCovered, ", "))
+		fmt.Fprintf(&b, "  %-10s %d (no scenario: %s)\n", "NOT RUN", n, strings.Join(doc.NotCovered, ", "))
 	}
-	rules := append([]reportRule(nil), doc.Rules...)
+	nowPasses := map[string]bool{}
+	for _, id := range g.nowPasses {
+		nowPasses[id] = true
+	}
+	rules := append([]reports.RuleEntry(nil), doc.Rules...)
 	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2}
-	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Verdict] < order[rules[j].Verdict] })
+	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Result.Verdict] < order[rules[j].Result.Verdict] })
 	wrote := false
 	for _, r := range rules {
-		if r.Verdict != checker.Fail && r.Verdict != checker.NonStrict && r.Verdict != checker.Unknown && !r.NowPasses {
+		v := r.Result.Verdict
+		if v != checker.Fail && v != checker.NonStrict && v != checker.Unknown && !nowPasses[r.Rule.ID] {
 			continue
 		}
 		if !wrote {
 			b.WriteString("\n")
 			wrote = true
 		}
-		note := ""
+		note, reason := "", r.Result.Reason
 		switch {
-		case r.ExpectedFailure:
+		case nowPasses[r.Rule.ID]:
+			note, reason = " (now passes: remove it from the expected-failures file)", ""
+		case r.Expected:
 			note = " (expected)"
-		case r.NowPasses:
-			note = " (now passes: remove it from the expected-failures file)"
 		}
-		reason := r.Reason
-		if r.NowPasses {
-			reason = ""
-		}
-		fmt.Fprintf(&b, "  %-10s %s%s  %s\n", r.Verdict, r.RuleID, note, oneLine(reason, 160))
+		fmt.Fprintf(&b, "  %-10s %s%s  %s\n", v, r.Rule.ID, note, oneLine(redactString(reason, doc.Redact), 160))
 	}
 	b.WriteString("\n")
 	if dir != "" {
-		fmt.Fprintf(&b, "report:    %s\n", filepath.Join(dir, "result.json"))
+		fmt.Fprintf(&b, "report:    %s\n", filepath.Join(dir, reports.HTMLFile))
 	}
-	fmt.Fprintf(&b, "reproduce: %s\n", doc.Reproduce)
+	fmt.Fprintf(&b, "reproduce: %s\n", doc.Command)
 	fmt.Fprintf(&b, "exit %d: %s\n", g.code, g.message)
 	io.WriteString(w, b.String())
+}
+
+func redactString(s string, secrets []string) string {
+	for _, x := range secrets {
+		if len(x) >= 4 {
+			s = strings.ReplaceAll(s, x, features.Redacted)
+		}
+	}
+	return s
 }
 
 func oneLine(s string, n int) string {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -169,15 +169,24 @@ func TestReadExpectedFailures(t *testing.T) {
 }
 
 func TestReproduceRedactsSecrets(t *testing.T) {
+	env := func(k string) string {
+		if k == "IDSCHECK_METRICS_TOKEN" {
+			return "m3trics"
+		}
+		return ""
+	}
 	c, code, stop := parseRunFlags([]string{"--target", "http://127.0.0.1:9", "--api-key", "s3cret", "--admin-token", "adm1n",
-		"--rules", "INTENT-7.*", "--seed", "42", "--strict"}, io.Discard)
+		"--rules", "INTENT-7.*", "--seed", "42", "--strict"}, env, io.Discard)
 	if stop {
 		t.Fatalf("parse stopped with %d", code)
 	}
 	got := c.reproduce()
-	want := "idscheck run --seed=42 --admin-token=REDACTED --api-key=REDACTED --rules='INTENT-7.*' --strict=true --target=http://127.0.0.1:9"
+	want := `idscheck run --seed=42 --admin-token="$IDSCHECK_ADMIN_TOKEN" --api-key="$IDSCHECK_API_KEY" --rules='INTENT-7.*' --strict=true --target=http://127.0.0.1:9 --metrics-token="$IDSCHECK_METRICS_TOKEN"`
 	if got != want {
 		t.Errorf("reproduce:\n got %s\nwant %s", got, want)
+	}
+	if c.metricsToken != "m3trics" || c.apiKey != "s3cret" {
+		t.Errorf("credentials: metrics %q api %q", c.metricsToken, c.apiKey)
 	}
 }
 
@@ -233,18 +242,14 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 			if code != exitFailed && code != exitUndecided {
 				t.Errorf("exit %d, want %d or %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, exitUndecided, stdout, stderr)
 			}
-			b, err := os.ReadFile(filepath.Join(out, "result.json"))
+			doc, err := reports.ReadResult(out)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var doc runReport
-			if err := json.Unmarshal(b, &doc); err != nil {
-				t.Fatalf("result.json: %v", err)
-			}
-			if doc.Counts[checker.Pass] == len(doc.Rules) {
+			if sum := doc.Summary(); sum.Counts[checker.Pass] == len(doc.Rules) {
 				t.Errorf("every rule passed against a %s target", kind)
 			}
-			for _, f := range []string{"result.json", "history.jsonl", "junit.xml", "index.html"} {
+			for _, f := range []string{"result.json", "history.jsonl", "scenarios.json", "junit.xml", "index.html"} {
 				b, err := os.ReadFile(filepath.Join(out, f))
 				if err != nil {
 					if f == "junit.xml" || f == "index.html" {
