@@ -275,6 +275,24 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckStatusDecides records every case the other way a recorder may:
+// every operation that got an answer is OutcomeOK, and its status says what
+// happened. The findings must not change.
+func TestCheckStatusDecides(t *testing.T) {
+	for _, tc := range checkCases {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := slices.Clone(tc.ops)
+			for i := range ops {
+				if ops[i].Output.Status >= 400 {
+					ops[i].Outcome = OutcomeOK
+				}
+			}
+			r := Check(History{Ops: ops}, Ledger{Effects: tc.effects}, tc.opts)
+			assertReport(t, r, tc)
+		})
+	}
+}
+
 func assertReport(t *testing.T, r Report, tc checkCase) {
 	t.Helper()
 	got := map[AnomalyKind]int{}

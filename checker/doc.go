@@ -21,15 +21,14 @@
 // effects (recovered). A porcupine timeout is LinUnknown, never LinOk.
 //
 // Recording conventions (what a recorder puts into an Operation):
-//   - Outcome: OutcomeOK when a response came back and it is not a 5xx;
-//     OutcomeFailed when the request certainly did nothing (never sent, or a
-//     4xx); OutcomeUnknown on a timeout or reset after sending, and on a 5xx
-//     (the server may have applied it before failing). Output.Status is the
-//     HTTP status whenever one came back, also for OutcomeFailed (the models
-//     read 404 as "lease lost" and Options.ConflictStatus as a conflict).
-//   - A refusal (4xx) is OutcomeFailed, not OutcomeOK: a claim answered 204
-//     is OutcomeOK with no Key; a status read answered 404 is OutcomeOK with
-//     Output.State = StateGone.
+//   - Outcome: OutcomeOK when an answer came back, OutcomeFailed when the
+//     request certainly did nothing (never sent), OutcomeUnknown on a timeout
+//     or a reset after sending. Output.Status is the HTTP status whenever one
+//     came back; Operation.Effective reads it: a 5xx is unknown (the server
+//     may have applied it before failing), a 4xx a refusal (the models read
+//     404 as "lease lost" and Options.ConflictStatus as a conflict), a 404 on
+//     a status read an answer (Output.State = StateGone). A claim answered
+//     204 has no Key.
 //   - Bodies are digests of canonical JSON: equal for semantically identical
 //     bodies. Output.Body of a publish is the digest of the response body a
 //     replay must repeat.

@@ -83,6 +83,23 @@ type Operation struct {
 	Outcome  Outcome `json:"outcome"`
 }
 
+// Effective is the outcome the checks use. Recorders may mark every
+// operation that got an answer OutcomeOK; the status then decides: a 5xx is
+// unknown (the server may have applied it before failing), a 4xx is a
+// refusal (failed), except a 404 on a status read, which is an answer
+// (StateGone). An operation without a status keeps its recorded outcome.
+func (op *Operation) Effective() Outcome {
+	switch s := op.Output.Status; {
+	case op.Outcome != OutcomeOK:
+		return op.Outcome
+	case s >= 500:
+		return OutcomeUnknown
+	case s >= 400 && !(op.Kind == OpStatus && s == 404):
+		return OutcomeFailed
+	}
+	return OutcomeOK
+}
+
 // History is every operation of a run, in any order. It is written to the
 // run directory as JSON Lines (one operation per line) and re-checked offline.
 type History struct {

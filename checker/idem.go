@@ -11,14 +11,14 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 	var first *Operation // earliest accepted
 	for _, i := range idx {
 		op := &ops[i]
-		if op.Outcome == OutcomeOK && (first == nil || op.Call < first.Call) {
+		if op.Effective() == OutcomeOK && (first == nil || op.Call < first.Call) {
 			first = op
 		}
 	}
 	if first != nil {
 		for _, i := range idx {
 			op := &ops[i]
-			if op == first || op.Outcome != OutcomeOK {
+			if op == first || op.Effective() != OutcomeOK {
 				continue
 			}
 			if op.Input.Body != first.Input.Body {
@@ -43,12 +43,12 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 	}
 	for _, i := range idx {
 		op := &ops[i]
-		if op.Outcome != OutcomeFailed || op.Output.Status != c.opts.ConflictStatus {
+		if op.Effective() != OutcomeFailed || op.Output.Status != c.opts.ConflictStatus {
 			continue
 		}
 		other := false
 		for _, j := range idx {
-			if ops[j].Input.Body != op.Input.Body && ops[j].Outcome != OutcomeFailed {
+			if ops[j].Input.Body != op.Input.Body && ops[j].Effective() != OutcomeFailed {
 				other = true
 				break
 			}

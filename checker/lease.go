@@ -22,20 +22,20 @@ func (c *check) checkLease(key string, idx []int) bool {
 		op := &ops[i]
 		switch op.Kind {
 		case OpClaim:
-			if op.Outcome == OutcomeOK && op.Output.Token != "" {
+			if op.Effective() == OutcomeOK && op.Output.Token != "" {
 				claims = append(claims, op)
 			}
 		case OpExtend, OpFulfill, OpFail:
-			if op.Outcome == OutcomeOK {
+			if op.Effective() == OutcomeOK {
 				mutations = append(mutations, op)
 			}
-			if op.Kind == OpExtend && op.Outcome != OutcomeFailed {
+			if op.Kind == OpExtend && op.Effective() != OutcomeFailed {
 				extends = append(extends, op)
 			}
-			if op.Kind != OpExtend && op.Outcome != OutcomeFailed {
+			if op.Kind != OpExtend && op.Effective() != OutcomeFailed {
 				releases = append(releases, op)
 			}
-			if op.Kind == OpFulfill && op.Outcome == OutcomeOK {
+			if op.Kind == OpFulfill && op.Effective() == OutcomeOK {
 				fulfills = append(fulfills, op)
 			}
 		}

@@ -77,7 +77,7 @@ func porcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bo
 	for j, i := range idx {
 		op := &ops[i]
 		ret := op.Return
-		if op.Outcome == OutcomeUnknown {
+		if op.Effective() == OutcomeUnknown {
 			ret = end + 1
 		}
 		out[j] = porcupine.Operation{ClientId: op.ClientID, Input: op, Call: op.Call, Return: ret}
@@ -89,8 +89,8 @@ func porcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bo
 }
 
 func describeMeta(op *Operation) string {
-	s := "client " + strconv.Itoa(op.ClientID) + ", " + string(op.Outcome)
-	if op.Outcome == OutcomeUnknown {
+	s := "client " + strconv.Itoa(op.ClientID) + ", " + string(op.Effective())
+	if op.Effective() == OutcomeUnknown {
 		s += " (gave up at " + strconv.FormatInt(op.Return/1e6, 10) + " ms)"
 	}
 	return s

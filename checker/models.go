@@ -144,7 +144,7 @@ func addState[T comparable](set []T, s T) []T {
 
 // idemStep appends to next the states st can move to under op.
 func (e *modelEnv) idemStep(next []idemState, st idemState, op *Operation) []idemState {
-	switch op.Outcome {
+	switch op.Effective() {
 	case OutcomeUnknown:
 		next = addState(next, st) // it did not happen, or it replayed or conflicted
 		if !st.has {
@@ -200,7 +200,7 @@ func (st leaseState) claimable(by int64) bool {
 }
 
 func (e *modelEnv) claimStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	switch op.Outcome {
+	switch op.Effective() {
 	case OutcomeFailed:
 		return addState(next, st)
 	case OutcomeUnknown:
@@ -253,7 +253,7 @@ func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) [
 				leaseState{phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
 		}
 	}
-	switch op.Outcome {
+	switch op.Effective() {
 	case OutcomeOK:
 		for _, n := range after {
 			next = addState(next, n)
@@ -277,7 +277,7 @@ func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) [
 }
 
 func (e *modelEnv) statusStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	if op.Outcome != OutcomeOK {
+	if op.Effective() != OutcomeOK {
 		return addState(next, st)
 	}
 	mayExpire := st.phase == phaseClaimed && op.Return >= st.liveUntil
@@ -342,7 +342,7 @@ func describeOp(op *Operation) string {
 		fmt.Fprintf(&b, "status(%s)", short(op.Key))
 	}
 	b.WriteString(" → ")
-	switch op.Outcome {
+	switch op.Effective() {
 	case OutcomeUnknown:
 		b.WriteString("unknown")
 		return b.String()
@@ -354,7 +354,7 @@ func describeOp(op *Operation) string {
 			fmt.Fprintf(&b, " id %s", short(op.Output.ID))
 		}
 	case OpClaim:
-		if op.Outcome == OutcomeOK {
+		if op.Effective() == OutcomeOK {
 			fmt.Fprintf(&b, " %s tok %s attempt %d lease %dms", short(op.Output.ID), short(op.Output.Token), op.Output.Attempts, op.Output.LeaseNs/1e6)
 		}
 	case OpStatus:

@@ -36,7 +36,7 @@ func (c *check) queue(parts []part) {
 		}
 		for _, i := range p.ops {
 			op := &ops[i]
-			if op.Outcome != OutcomeOK {
+			if op.Effective() != OutcomeOK {
 				continue
 			}
 			switch {
@@ -83,7 +83,7 @@ func (c *check) queue(parts []part) {
 		var intents []string
 		for _, i := range p.ops {
 			op := &ops[i]
-			switch op.Outcome {
+			switch op.Effective() {
 			case OutcomeOK:
 				if acked == nil {
 					acked = op

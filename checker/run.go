@@ -38,7 +38,7 @@ func (c *check) run() {
 	env := &modelEnv{slack: int64(c.opts.ClockSlack), conflictStatus: c.opts.ConflictStatus, firstHiddenClaim: math.MaxInt64}
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
-		if op.Kind == OpClaim && op.Outcome == OutcomeUnknown && op.Key == "" && op.Call < env.firstHiddenClaim {
+		if op.Kind == OpClaim && op.Effective() == OutcomeUnknown && op.Key == "" && op.Call < env.firstHiddenClaim {
 			env.firstHiddenClaim = op.Call
 		}
 	}

@@ -43,7 +43,7 @@ func (r Report) Visualize(w io.Writer) error {
 			}
 			pops[i].ClientId = lane
 			pops[i].Metadata = fmt.Sprintf("%s; %s %s, lane of client %d", describeMeta(op), keyNoun(p.Model), p.Key, op.ClientID)
-			if op.Outcome == OutcomeUnknown {
+			if op.Effective() == OutcomeUnknown {
 				delete(lanes, k)
 			}
 		}
