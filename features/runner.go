@@ -124,6 +124,9 @@ type RunResult struct {
 // ErrNoSuchRules is returned when --rules selects nothing.
 var ErrNoSuchRules = errors.New("no rule matches")
 
+// errRunnerBug marks a scenario the runner itself could not run properly.
+var errRunnerBug = errors.New("runner bug")
+
 // errRunAborted ends the scenarios left after the target stopped answering.
 var errRunAborted = errors.New("not run: the target stopped answering")
 
@@ -182,9 +185,10 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		status := godog.TestSuite{
 			Name: "idscheck-" + string(cfg.Profile),
 			ScenarioInitializer: func(sc *godog.ScenarioContext) {
+				h.setupErr = nil
 				sc.Before(h.before)
 				sc.After(h.after)
-				suite.Steps(sc, env)
+				h.register(sc, suite.Steps, env)
 			},
 			Options: &godog.Options{
 				Format:         "progress",
@@ -357,6 +361,18 @@ type hooks struct {
 	results  []ScenarioResult
 	byKey    map[string]int
 	liveLine bool
+	setupErr error // the step registrar of the current scenario panicked
+}
+
+// register calls the step registrar; a panic there is the runner's bug: it
+// makes the scenario UNKNOWN instead of killing the process.
+func (h *hooks) register(sc *godog.ScenarioContext, steps func(*godog.ScenarioContext, *Env), env *Env) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.setupErr = fmt.Errorf("%w: registering steps panicked: %v", errRunnerBug, p)
+		}
+	}()
+	steps(sc, env)
 }
 
 func (h *hooks) before(ctx context.Context, sc *godog.Scenario) (context.Context, error) {
@@ -371,6 +387,9 @@ func (h *hooks) before(ctx context.Context, sc *godog.Scenario) (context.Context
 	h.cancel = cancel
 	if h.aborted || h.runCtx.Err() != nil {
 		return sctx, errRunAborted
+	}
+	if h.setupErr != nil {
+		return sctx, h.setupErr
 	}
 	return sctx, nil
 }

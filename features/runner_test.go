@@ -546,3 +546,39 @@ func TestRedact(t *testing.T) {
 		t.Errorf("API key header: %v", res.Exchanges[0].ReqHeaders)
 	}
 }
+
+func TestRunSurvivesAPanickingStepRegistrar(t *testing.T) {
+	cfg := selfTestConfig(startTarget(t, goodTarget), 1)
+	cfg.Suite.Steps = func(*godog.ScenarioContext, *Env) { panic("boom") }
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Scenarios) != 5 {
+		t.Fatalf("%d scenarios, want 5", len(res.Scenarios))
+	}
+	for _, s := range res.Scenarios {
+		if s.Verdict != checker.Unknown || !strings.Contains(s.Reason, "registering steps panicked: boom") {
+			t.Errorf("scenario %q: %s %q", s.Name, s.Verdict, s.Reason)
+		}
+	}
+}
+
+func TestRunProgressLines(t *testing.T) {
+	var buf strings.Builder
+	cfg := selfTestConfig(startTarget(t, wrongEchoTarget), 1)
+	cfg.Progress = &buf
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d progress lines, want one per scenario:\n%s", len(lines), buf.String())
+	}
+	if !strings.HasPrefix(lines[0], "[1/5] PASS") || !strings.HasPrefix(lines[1], "[2/5] FAIL") || !strings.Contains(lines[1], "expected key k-") {
+		t.Errorf("progress:\n%s", buf.String())
+	}
+	if strings.Contains(buf.String(), "\r") {
+		t.Error("plain progress redraws lines")
+	}
+}

@@ -40,6 +40,8 @@ func Classify(err error, exs []checker.Exchange) ScenarioResult {
 	switch {
 	case errors.Is(err, errRunAborted):
 		r.Verdict, r.Reason = checker.Unknown, errRunAborted.Error()
+	case errors.Is(err, errRunnerBug):
+		r.Verdict, r.Reason = checker.Unknown, err.Error()
 	case errors.Is(err, ErrNotApplicable):
 		r.Verdict, r.Reason = checker.NA, err.Error()
 		if errors.As(err, &na) {
