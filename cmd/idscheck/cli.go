@@ -34,6 +34,7 @@ func commands() []command {
 		{"report", "re-render the reports of a run directory from result.json", cmdReport},
 		{"rules", "list the rule catalog", cmdRules},
 		{"serve", "run the bundled reference server", cmdServe},
+		{"mutants", "certify every deliberate mutant of the reference server and print the kill matrix", cmdMutants},
 	}
 }
 

@@ -155,15 +155,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	return c, 0, false
 }
 
-func (c runConfig) globs() []string {
-	var out []string
-	for _, g := range strings.Split(c.rules, ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			out = append(out, g)
-		}
-	}
-	return out
-}
+func (c runConfig) globs() []string { return splitList(c.rules) }
 
 // reproduce returns the command line that repeats this run: the same flags,
 // the seed always, every credential replaced by its environment variable.
@@ -523,12 +515,17 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	rules := append([]reports.RuleEntry(nil), doc.Rules...)
 	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2}
 	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Result.Verdict] < order[rules[j].Result.Verdict] })
-	wrote := false
+	wrote, shown, hidden := false, 0, 0
 	for _, r := range rules {
 		v := r.Result.Verdict
 		if v != checker.Fail && v != checker.NonStrict && v != checker.Unknown && !nowPasses[r.Rule.ID] {
 			continue
 		}
+		if shown == maxSummaryLines {
+			hidden++
+			continue
+		}
+		shown++
 		if !wrote {
 			b.WriteString("\n")
 			wrote = true
@@ -542,6 +539,9 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		}
 		fmt.Fprintf(&b, "  %-10s %s%s  %s\n", v, r.Rule.ID, note, oneLine(redactString(reason, doc.Redact), 160))
 	}
+	if hidden > 0 {
+		fmt.Fprintf(&b, "  … and %d more: see the report\n", hidden)
+	}
 	b.WriteString("\n")
 	if dir != "" {
 		fmt.Fprintf(&b, "report:    %s\n", filepath.Join(dir, reports.HTMLFile))
@@ -550,6 +550,9 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	fmt.Fprintf(&b, "exit %d: %s\n", g.code, g.message)
 	io.WriteString(w, b.String())
 }
+
+// maxSummaryLines bounds the rules the summary lists; the report has all.
+const maxSummaryLines = 30
 
 func redactString(s string, secrets []string) string {
 	for _, x := range secrets {
@@ -589,6 +592,12 @@ type bundledOptions struct {
 	Mutant    string // "" for the clean server
 	Logger    *slog.Logger
 }
+
+// mutantInfo is one deliberate bug of the bundled reference server.
+type mutantInfo struct{ Name, Description, Breaks string }
+
+// bundledMutants lists the mutants of the bundled reference server.
+func bundledMutants() []mutantInfo { return nil }
 
 // errNoBundled is returned until the reference server exists.
 var errNoBundled = errors.New("the bundled reference server is not built into this binary yet; pass --target")
