@@ -409,7 +409,7 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 	r.Name, r.URI, r.Tags = sc.Name, sc.Uri, tagNames(sc)
 	r.Duration = time.Since(h.start)
 	if errors.Is(err, errRunAborted) && h.runCtx.Err() != nil {
-		r.Reason = "not run: the run was interrupted"
+		r.Reason = "not run: the run was interrupted or ran out of time"
 	}
 	if r.Transport && !errors.Is(err, errRunAborted) {
 		h.streak++

@@ -582,3 +582,33 @@ func TestRunProgressLines(t *testing.T) {
 		t.Error("plain progress redraws lines")
 	}
 }
+
+// TestRunEndsWithItsContext: a run whose context ends (Ctrl-C, --max-duration)
+// stops the scenario in flight and does not run the rest, even when every
+// request could wait far longer.
+func TestRunEndsWithItsContext(t *testing.T) {
+	cfg := selfTestConfig(startHangTarget(t), 1)
+	cfg.RequestTimeout = time.Hour
+	cfg.ScenarioTimeout = time.Hour
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notRun int
+	for _, s := range res.Scenarios {
+		if s.Verdict == checker.Pass && s.Name != "health answers a JSON object" {
+			t.Errorf("scenario %q passed", s.Name)
+		}
+		if strings.Contains(s.Reason, "not run: the run was interrupted") {
+			notRun++
+		}
+	}
+	if notRun != 3 {
+		t.Errorf("%d scenarios not run, want the 3 after the one the deadline stopped", notRun)
+	}
+	if v := verdicts(res)["T-2-echo"]; v != checker.Unknown {
+		t.Errorf("T-2 %s, want UNKNOWN", v)
+	}
+}

@@ -49,6 +49,7 @@ type runConfig struct {
 	requestTimeout    time.Duration
 	scenarioTimeout   time.Duration
 	healthWait        time.Duration
+	maxDuration       time.Duration
 	setFlags          []string // flags given on the command line, in order, for the reproduce line
 	fromEnv           []string // credential flags taken from the environment
 	values            map[string]string
@@ -102,6 +103,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
 	fs.DurationVar(&c.healthWait, "health-wait", 5*time.Second, "how long to wait for GET /health to answer 200 before giving up (exit 3)")
+	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return c, code, true
 	}
@@ -146,8 +148,8 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	if c.timeScale < 0 || (c.values["time-scale"] != "" && c.timeScale == 0) {
 		return usageErr("--time-scale must be > 0, got %v", c.timeScale)
 	}
-	if c.budget <= 0 || c.requestTimeout <= 0 || c.scenarioTimeout < 0 || c.healthWait <= 0 {
-		return usageErr("--budget, --request-timeout and --health-wait must be > 0")
+	if c.budget <= 0 || c.requestTimeout <= 0 || c.scenarioTimeout < 0 || c.healthWait <= 0 || c.maxDuration <= 0 {
+		return usageErr("--budget, --request-timeout, --health-wait and --max-duration must be > 0")
 	}
 	if c.out == "" {
 		return usageErr("--out must name a directory")
@@ -243,7 +245,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	rules := spec.RulesFor(spec.Profile(c.profile))
 	tty := isTerminal(stderr)
-	res, err := features.Run(ctx, features.RunConfig{
+	runCtx, cancel := context.WithTimeout(ctx, c.maxDuration)
+	defer cancel()
+	res, err := features.Run(runCtx, features.RunConfig{
 		Profile:         spec.Profile(c.profile),
 		Target:          target,
 		Seed:            c.seed,
@@ -271,8 +275,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	printSummary(stdout, doc, res, g, c.out)
-	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "idscheck run: interrupted")
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "idscheck run: interrupted; the scenarios left are UNKNOWN")
+	case runCtx.Err() != nil:
+		fmt.Fprintf(stderr, "idscheck run: --max-duration %s passed; the scenarios left are UNKNOWN\n", c.maxDuration)
 	}
 	return g.code
 }
