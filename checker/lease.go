@@ -44,7 +44,7 @@ func (c *check) checkLease(key string, idx []int) bool {
 	slices.SortStableFunc(claims, byCall)
 	slices.SortStableFunc(extends, byCall)
 	found := false
-	if c.doubleLease(key, claims, releases) {
+	if c.doubleLease(key, claims, releases, extends) {
 		found = true
 	}
 	if c.staleToken(key, claims, extends, mutations) {
@@ -70,7 +70,7 @@ func releasedBefore(releases []*Operation, token string, t int64) bool {
 // doubleLease finds two claims of one intent whose leases certainly overlap:
 // whichever took effect first, the second took effect before the first
 // lease could have expired, and the first was not released in between.
-func (c *check) doubleLease(key string, claims, releases []*Operation) bool {
+func (c *check) doubleLease(key string, claims, releases, extends []*Operation) bool {
 	slack := int64(c.opts.ClockSlack)
 	for i, a := range claims {
 		la := a.Output.LeaseNs
@@ -84,12 +84,11 @@ func (c *check) doubleLease(key string, claims, releases []*Operation) bool {
 			if b.Output.Token == a.Output.Token {
 				continue
 			}
-			lb := b.Output.LeaseNs
 			// a took effect first: b did so before a's lease could end.
-			aFirst := b.Return-a.Call < la-slack && !releasedBefore(releases, a.Output.Token, b.Return)
+			aFirst := b.Return < liveUntil(a, extends, b.Return, slack) && !releasedBefore(releases, a.Output.Token, b.Return)
 			// b first (possible only if b was called before a returned).
 			bFirstPossible := b.Call < a.Return
-			bFirst := lb > 0 && a.Return-b.Call < lb-slack && !releasedBefore(releases, b.Output.Token, a.Return)
+			bFirst := a.Return < liveUntil(b, extends, a.Return, slack) && !releasedBefore(releases, b.Output.Token, a.Return)
 			if aFirst && (!bFirstPossible || bFirst) {
 				c.add(Anomaly{
 					Kind: DoubleLease, Key: key,
@@ -103,6 +102,30 @@ func (c *check) doubleLease(key string, claims, releases []*Operation) bool {
 		}
 	}
 	return false
+}
+
+// liveUntil is the instant until which the lease granted by claim cl was
+// certainly live, judged at instant `by`: every extend with its token that
+// may have run before `by` may also have shortened it (an extend may set the
+// expiry to now + seconds).
+func liveUntil(cl *Operation, extends []*Operation, by, slack int64) int64 {
+	if cl.Output.LeaseNs <= 0 {
+		return math.MinInt64
+	}
+	live := cl.Call + cl.Output.LeaseNs - slack
+	for _, e := range extends {
+		if e.Input.Token != cl.Output.Token || e.Call >= by {
+			continue
+		}
+		ext := max(e.Input.ExtendNs, 0)
+		extended := min(e.Call, live) + ext - slack
+		if e.Effective() == OutcomeOK && ext > 0 {
+			live = extended
+		} else {
+			live = min(live, extended)
+		}
+	}
+	return live
 }
 
 // staleToken finds a mutation that succeeded with a token that was certainly

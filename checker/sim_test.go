@@ -1,0 +1,300 @@
+package checker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// simBus is a correct Intent Protocol bus, simulated one intent at a time in
+// server time, with lost answers, requests lost before the bus, lazy expiry
+// and both readings of extend. Every operation it records is applied at an
+// instant inside its [Call, Return]; the checker must find nothing in what
+// it records.
+type simBus struct {
+	rng     *rand.Rand
+	ops     []Operation
+	effects []Effect
+	lease   int64
+	// extendFromNow: extend sets expiry = now + seconds; otherwise it adds
+	// the seconds to the current expiry.
+	extendFromNow bool
+	bug           simBug
+}
+
+// simBug is a deliberate defect of the simulated bus.
+type simBug int
+
+const (
+	bugNone         simBug = iota
+	bugStaleToken          // any token once granted for the intent is accepted
+	bugHijack              // a claim takes a claimed intent whose lease is live
+	bugReclaimDone         // a fulfilled intent can be claimed again
+	bugReplayNewID         // a duplicate publish creates a new intent
+	bugForgetsExtend       // extend answers 200 and does nothing
+)
+
+type simIntent struct {
+	key, id  string
+	phase    uint8
+	token    string
+	expiry   int64
+	attempts int
+	max      int
+	tokens   []string // every token a worker learned, stale ones too
+	t        int64    // server time of the last event
+	seq      int
+}
+
+// window returns a call and return around server instant t; lost answers
+// return "unknown" at a give-up time after t.
+func (b *simBus) window(t int64) (call, ret int64) {
+	return t - b.rng.Int64N(5e6) - 1, t + b.rng.Int64N(5e6) + 1
+}
+
+// outcome draws what the client learns: 0 answer, 1 answer lost (applied),
+// 2 request lost before the bus (not applied).
+func (b *simBus) outcome() int {
+	switch p := b.rng.IntN(100); {
+	case p < 8:
+		return 1
+	case p < 12:
+		return 2
+	}
+	return 0
+}
+
+func (b *simBus) record(op Operation, fate int, t int64) {
+	op.Call, op.Return = b.window(t)
+	if fate != 0 {
+		op.Outcome = OutcomeUnknown
+		op.Output = Output{}
+		op.Return = t + 1e9 // the client gave up
+		if op.Kind == OpClaim {
+			op.Key = "" // nobody learned which intent it took
+		}
+	}
+	b.ops = append(b.ops, op)
+}
+
+// expire applies lazy expiry at t, as a claim or cleanup would see it.
+func (in *simIntent) expire(t int64) {
+	if in.phase == phaseClaimed && t >= in.expiry {
+		in.token = ""
+		if in.attempts >= in.max {
+			in.phase = phaseDead
+		} else {
+			in.phase = phaseOpen
+		}
+	}
+}
+
+func (b *simBus) claim(in *simIntent, client int, t int64) {
+	in.expire(t)
+	fate := b.outcome()
+	if fate == 2 {
+		b.record(Operation{ClientID: client, Kind: OpClaim}, 2, t)
+		return
+	}
+	open := in.phase == phaseOpen ||
+		(b.bug == bugHijack && in.phase == phaseClaimed) ||
+		(b.bug == bugReclaimDone && in.phase == phaseFulfilled)
+	if !open || in.attempts >= in.max {
+		// 204: no key; nothing to model
+		b.record(Operation{ClientID: client, Kind: OpClaim, Output: Output{Status: 204}, Outcome: OutcomeOK}, fate, t)
+		return
+	}
+	in.seq++
+	in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, t+b.lease
+	in.token = fmt.Sprintf("%s-t%d", in.id, in.seq)
+	b.record(Operation{ClientID: client, Kind: OpClaim, Key: in.id, Outcome: OutcomeOK,
+		Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, fate, t)
+	if fate == 0 { // only a worker that got the answer holds the token
+		in.tokens = append(in.tokens, in.token)
+		b.effects = append(b.effects, Effect{Key: in.key, Intent: in.id, Token: in.token, At: t + 1})
+	}
+}
+
+func (b *simBus) mutate(in *simIntent, kind OpKind, token string, client int, t int64) {
+	fate := b.outcome()
+	op := Operation{ClientID: client, Kind: kind, Key: in.id, Input: Input{Token: token}, Outcome: OutcomeOK}
+	if kind == OpExtend {
+		op.Input.ExtendNs = b.lease / 2
+	}
+	if fate == 2 {
+		b.record(op, 2, t)
+		return
+	}
+	valid := in.phase == phaseClaimed && in.token == token && t < in.expiry
+	if b.bug == bugStaleToken && in.phase == phaseClaimed {
+		valid = true
+	}
+	if !valid {
+		op.Output.Status = 404
+		b.record(op, fate, t)
+		return
+	}
+	switch kind {
+	case OpExtend:
+		if b.bug == bugForgetsExtend {
+			break
+		}
+		if b.extendFromNow {
+			in.expiry = t + op.Input.ExtendNs
+		} else {
+			in.expiry += op.Input.ExtendNs
+		}
+	case OpFulfill:
+		in.phase, in.token = phaseFulfilled, ""
+	case OpFail:
+		in.token = ""
+		if in.attempts >= in.max {
+			in.phase = phaseDead
+		} else {
+			in.phase = phaseOpen
+		}
+	}
+	op.Output.Status = 200
+	b.record(op, fate, t)
+}
+
+func (b *simBus) status(in *simIntent, client int, t int64) {
+	if in.phase == phaseClaimed && t >= in.expiry && b.rng.IntN(2) == 0 {
+		in.expire(t) // lazy: a cleanup pass ran before this read
+	}
+	state := phaseNames[in.phase]
+	b.record(Operation{ClientID: client, Kind: OpStatus, Key: in.id, Outcome: OutcomeOK, Output: Output{Status: 200, State: state}}, 0, t)
+}
+
+// unit simulates one unit of work from publish to its end.
+func (b *simBus) unit(u int, start int64) {
+	in := &simIntent{key: fmt.Sprintf("k%d", u), id: fmt.Sprintf("i%d", u), max: 3, t: start}
+	step := func() int64 { in.t += 1e6 + b.rng.Int64N(b.lease/3); return in.t }
+	body := "b-" + in.key
+	// publishes: retried until one is answered, plus duplicates and a conflict
+	created := false
+	for try := 0; try < 6; try++ {
+		t := step()
+		fate := b.outcome()
+		id := in.id
+		if b.bug == bugReplayNewID && created {
+			id = fmt.Sprintf("%s-dup%d", in.id, try)
+		}
+		op := Operation{ClientID: b.rng.IntN(8), Kind: OpPublish, Key: in.key, Input: Input{Body: body}, Outcome: OutcomeOK,
+			Output: Output{Status: 201, ID: id, Body: "r-" + id}}
+		if fate != 2 {
+			created = true
+		}
+		b.record(op, fate, t)
+		if fate == 0 {
+			break
+		}
+	}
+	if !created {
+		return
+	}
+	if b.bug == bugReplayNewID {
+		b.record(Operation{ClientID: 8, Kind: OpPublish, Key: in.key, Input: Input{Body: body}, Outcome: OutcomeOK,
+			Output: Output{Status: 201, ID: in.id + "-again", Body: "r-" + in.id + "-again"}}, 0, step())
+	}
+	if b.rng.IntN(4) == 0 {
+		b.record(Operation{ClientID: 9, Kind: OpPublish, Key: in.key, Input: Input{Body: body + "x"}, Outcome: OutcomeOK,
+			Output: Output{Status: 422}}, 0, step())
+	}
+	// random work
+	for range 4 + b.rng.IntN(12) {
+		t := step()
+		switch p := b.rng.IntN(100); {
+		case p < 35:
+			b.claim(in, 10+b.rng.IntN(4), t)
+		case p < 70 && len(in.tokens) > 0:
+			tok := in.tokens[b.rng.IntN(len(in.tokens))]
+			kinds := []OpKind{OpFulfill, OpFail, OpExtend}
+			b.mutate(in, kinds[b.rng.IntN(3)], tok, 20+b.rng.IntN(4), t)
+		case p < 85:
+			b.status(in, 30, t)
+		default:
+			in.t += b.lease // a stall
+		}
+	}
+	// drain: finish it, then read it back
+	for range 20 {
+		if in.phase == phaseFulfilled || in.phase == phaseDead {
+			break
+		}
+		in.t += b.lease + 1
+		in.expire(in.t)
+		if in.phase == phaseOpen && in.attempts < in.max {
+			in.seq++
+			in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, in.t+b.lease
+			in.token = fmt.Sprintf("%s-t%d", in.id, in.seq)
+			in.tokens = append(in.tokens, in.token)
+			b.record(Operation{ClientID: 40, Kind: OpClaim, Key: in.id, Outcome: OutcomeOK,
+				Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, 0, in.t)
+			b.effects = append(b.effects, Effect{Key: in.key, Intent: in.id, Token: in.token, At: in.t + 1})
+			b.mutate(in, OpFulfill, in.token, 40, step())
+		}
+	}
+	b.status(in, 41, step())
+}
+
+// TestSimulatedCorrectBus checks histories of a simulated correct bus under
+// many seeds: the checker must not raise a single anomaly (no false alarm),
+// and every model must decide.
+func TestSimulatedCorrectBus(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 60
+	}
+	for seed := range uint64(seeds) {
+		b := &simBus{rng: rand.New(rand.NewPCG(seed, 42)), lease: 1e9, extendFromNow: seed%2 == 0}
+		for u := range 30 {
+			b.unit(u, int64(u)*3e8)
+		}
+		r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+		if v := r.Verdict(); v != Pass {
+			t.Fatalf("seed %d (extend from now %v): verdict %s on a correct bus, counts %v:%s", seed, b.extendFromNow, v, r.Counts, explain(r))
+		}
+		if r.Queue.Lost != 0 || r.Queue.Acknowledged == 0 {
+			t.Fatalf("seed %d: queue %+v", seed, r.Queue)
+		}
+	}
+}
+
+// TestSimulatedBuggyBus gives the simulated bus one defect at a time: the
+// checker must catch each in some of the seeds, with the anomaly it names.
+func TestSimulatedBuggyBus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bug  simBug
+		want []AnomalyKind // any of these
+	}{
+		{"stale token accepted", bugStaleToken, []AnomalyKind{StaleTokenAccepted, NotLinearizable}},
+		{"lease hijack", bugHijack, []AnomalyKind{DoubleLease, NotLinearizable}},
+		{"fulfilled intent reclaimed", bugReclaimDone, []AnomalyKind{FulfilledTwice, NotLinearizable}},
+		{"replay creates a new intent", bugReplayNewID, []AnomalyKind{IdempotencyViolation}},
+		{"extend does nothing", bugForgetsExtend, []AnomalyKind{StaleTokenAccepted, DoubleLease, NotLinearizable}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caught := 0
+			const seeds = 40
+			for seed := range uint64(seeds) {
+				b := &simBus{rng: rand.New(rand.NewPCG(seed, 42)), lease: 1e9, extendFromNow: seed%2 == 0, bug: tc.bug}
+				for u := range 30 {
+					b.unit(u, int64(u)*3e8)
+				}
+				r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+				for _, k := range tc.want {
+					if r.Counts[k] > 0 {
+						caught++
+						break
+					}
+				}
+			}
+			t.Logf("caught in %d of %d seeds", caught, seeds)
+			if caught == 0 {
+				t.Errorf("never caught in %d seeds (want any of %v)", seeds, tc.want)
+			}
+		})
+	}
+}
