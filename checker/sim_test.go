@@ -26,12 +26,12 @@ type simBus struct {
 type simBug int
 
 const (
-	bugNone         simBug = iota
-	bugStaleToken          // any token once granted for the intent is accepted
-	bugHijack              // a claim takes a claimed intent whose lease is live
-	bugReclaimDone         // a fulfilled intent can be claimed again
-	bugReplayNewID         // a duplicate publish creates a new intent
-	bugForgetsExtend       // extend answers 200 and does nothing
+	bugNone          simBug = iota
+	bugStaleToken           // any token once granted for the intent is accepted
+	bugHijack               // a claim takes a claimed intent whose lease is live
+	bugReclaimDone          // a fulfilled intent can be claimed again
+	bugReplayNewID          // a duplicate publish creates a new intent
+	bugForgetsExtend        // extend answers 200 and does nothing
 )
 
 type simIntent struct {
