@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"log/slog"
 	"fmt"
 	"io"
 	"net"
@@ -269,5 +271,88 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 				t.Error("output shows the API key")
 			}
 		})
+	}
+}
+
+// startBundledForTest starts a fresh bundled server, or skips while this
+// build has none.
+func startBundledForTest(t *testing.T) features.Target {
+	t.Helper()
+	tgt, stop, err := startBundled(t.Context(), bundledOptions{Dir: t.TempDir(), TimeScale: bundledTimeScale, Logger: slog.New(slog.DiscardHandler)})
+	if errors.Is(err, errNoBundled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return tgt
+}
+
+// TestRunBundledServerPassesEveryRule is the end-to-end promise of `make
+// run`: against the bundled reference server every rule with a verdict is
+// PASS (or N/A with its reason), and the run exits 0.
+func TestRunBundledServerPassesEveryRule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole profile against the bundled server; skipped in -short")
+	}
+	startBundledForTest(t) // skips when there is no bundled server
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "--seed", "1", "--out", out)
+	doc, err := reports.ReadResult(out)
+	if err != nil {
+		t.Fatalf("exit %d, no result: %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
+	}
+	for _, e := range doc.Rules {
+		switch e.Result.Verdict {
+		case checker.Pass:
+		case checker.NA:
+			if e.Result.Reason == "" {
+				t.Errorf("%s is N/A without a reason", e.Rule.ID)
+			}
+		default:
+			t.Errorf("%s %s: %s", e.Result.Verdict, e.Rule.ID, e.Result.Reason)
+			for _, ev := range e.Result.Evidence {
+				t.Logf("  expected %s, observed %s", ev.Expected, ev.Observed)
+			}
+		}
+	}
+	if code != exitOK {
+		t.Errorf("exit %d, want 0\nstdout:\n%s", code, stdout)
+	}
+	if len(doc.Rules) == 0 {
+		t.Error("no rule got a verdict")
+	}
+	t.Logf("%d rules, %d not covered, %s", len(doc.Rules), len(doc.NotCovered), doc.Finished.Sub(doc.Started))
+}
+
+// TestRunSameSeedSameRequestsAgainstBundled: two runs with the same seed
+// against two fresh bundled servers issue the same requests in the same
+// order, once the ids and tokens the servers drew are normalised.
+func TestRunSameSeedSameRequestsAgainstBundled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two profile runs against the bundled server; skipped in -short")
+	}
+	run := func() []string {
+		tgt := startBundledForTest(t)
+		res, err := features.Run(t.Context(), features.RunConfig{
+			Profile: spec.ProfileIntent, Target: tgt, Seed: 5, Rules: spec.RulesFor(spec.ProfileIntent),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return features.RequestSequence(res.Exchanges)
+	}
+	a, b := run(), run()
+	if len(a) == 0 {
+		t.Fatal("no request sent")
+	}
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			t.Fatalf("request %d differs:\n first: %s\nsecond: %s", i, a[i], b[i])
+		}
+	}
+	if len(a) != len(b) {
+		t.Fatalf("%d requests, then %d", len(a), len(b))
 	}
 }
