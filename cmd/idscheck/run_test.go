@@ -3,9 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
