@@ -17,8 +17,8 @@ const (
 	// Unexpected: an effect no publish asked for (no attempt with its key
 	// could have taken effect).
 	Unexpected AnomalyKind = "unexpected"
-	// Recovered is not a violation: a publish whose outcome was unknown (or
-	// failed transport) did take effect. Counted, never reported as failure.
+	// Recovered is not a violation: a publish whose outcome was unknown did
+	// take effect. Counted and shown, never a failure.
 	Recovered AnomalyKind = "recovered"
 	// DoubleLease: two claims of one intent whose leases certainly overlap,
 	// the first not released.

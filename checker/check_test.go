@@ -181,6 +181,21 @@ var checkCases = []checkCase{
 		mut(1, OpFulfill, "i1", "t1", 60, 70, OutcomeOK, 200),
 	}, effects: []Effect{eff("k1", "i1", "t1", 55)}},
 
+	// --- IDS / ATP style: keyed requests, effects at the sink, no leases
+	{name: "pass/sink effect once per key", verdict: Pass, ops: []Operation{
+		pub(0, "ids-1", "b1", 0, 10, OutcomeOK, 200, ""),
+		pub(1, "ids-1", "b1", 5, 20, OutcomeOK, 200, ""),
+		pub(0, "ids-2", "b2", 30, 40, OutcomeUnknown, 0, ""),
+		pub(0, "ids-2", "b2", 50, 60, OutcomeOK, 200, ""),
+	}, effects: []Effect{{Key: "ids-1", At: ms0(8)}, {Key: "ids-2", At: ms0(35)}}},
+	{name: "fail/sink effect twice for one key", verdict: Fail, ops: []Operation{
+		pub(0, "ids-1", "b1", 0, 10, OutcomeOK, 200, ""),
+		pub(1, "ids-1", "b1", 5, 20, OutcomeOK, 200, ""),
+	}, effects: []Effect{{Key: "ids-1", At: ms0(8)}, {Key: "ids-1", At: ms0(18)}}, want: map[AnomalyKind]int{Duplicated: 1}},
+	{name: "fail/sink never called for an acknowledged key", verdict: Fail, ops: []Operation{
+		pub(0, "ids-1", "b1", 0, 10, OutcomeOK, 200, ""),
+	}, want: map[AnomalyKind]int{Lost: 1}},
+
 	// --- idempotency record: must fail
 	{name: "fail/replay differs", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
 		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),

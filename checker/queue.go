@@ -152,7 +152,12 @@ func (c *check) queue(parts []part) {
 		if acked == nil && len(effs) > 0 {
 			if unknown != nil {
 				q.Recovered++
-				c.report.Counts[Recovered]++
+				c.add(Anomaly{
+					Kind: Recovered, Key: p.key,
+					Explanation: fmt.Sprintf("no publish with key %s was acknowledged (the answers were lost), yet its work took effect: not a violation, the request had reached the bus", p.key),
+					Ops:         []Operation{*unknown},
+					Effects:     pick(effects, effs, 1),
+				})
 			} else {
 				q.Unexpected++
 				c.add(Anomaly{
