@@ -496,6 +496,9 @@ func TestRuleEvidenceIsCapped(t *testing.T) {
 	if n != 30 {
 		t.Errorf("%d exchanges kept, want 30", n)
 	}
+	if !strings.Contains(got[0].Reason, "evidence keeps the last 30 of 40 exchanges") {
+		t.Errorf("reason does not say the evidence was capped: %q", got[0].Reason)
+	}
 	last := got[0].Evidence[1].Exchanges
 	if last[len(last)-1].Path != "/49" {
 		t.Errorf("the latest exchanges were not kept: last is %s", last[len(last)-1].Path)

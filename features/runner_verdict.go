@@ -184,11 +184,11 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 			if rule.Level == spec.May {
 				rr.Reason = "MAY (informational): " + rr.Reason
 			}
-			rr.Evidence = ruleEvidence(tagged, checker.Fail, maxEx)
+			rr.Evidence, rr.Reason = ruleEvidence(tagged, checker.Fail, maxEx, rr.Reason)
 		case count[checker.Unknown] > 0:
 			rr.Verdict = checker.Unknown
 			rr.Reason = scenarioReason(first[checker.Unknown], count[checker.Unknown], len(tagged), "undecided")
-			rr.Evidence = ruleEvidence(tagged, checker.Unknown, maxEx)
+			rr.Evidence, rr.Reason = ruleEvidence(tagged, checker.Unknown, maxEx, rr.Reason)
 		case count[checker.NA] == len(tagged):
 			rr.Verdict = checker.NA
 			rr.Reason = first[checker.NA].Reason
@@ -212,12 +212,15 @@ func scenarioReason(s *ScenarioResult, n, of int, what string) string {
 }
 
 // ruleEvidence collects the evidence of the scenarios with verdict v,
-// keeping at most maxEx exchanges in all, the latest ones.
-func ruleEvidence(scs []ScenarioResult, v checker.Verdict, maxEx int) []checker.Evidence {
+// keeping at most maxEx exchanges in all, the latest ones; when it drops
+// some, it says so at the end of reason.
+func ruleEvidence(scs []ScenarioResult, v checker.Verdict, maxEx int, reason string) ([]checker.Evidence, string) {
 	var ev []checker.Evidence
+	total := 0
 	for _, s := range scs {
 		if s.Verdict == v {
 			ev = append(ev, s.Evidence)
+			total += len(s.Evidence.Exchanges)
 		}
 	}
 	left := maxEx
@@ -229,7 +232,10 @@ func ruleEvidence(scs []ScenarioResult, v checker.Verdict, maxEx int) []checker.
 		left -= len(exs)
 		ev[i].Exchanges = append([]checker.Exchange(nil), exs...)
 	}
-	return ev
+	if total > maxEx {
+		reason += fmt.Sprintf(" [evidence keeps the last %d of %d exchanges; history.jsonl has all]", maxEx, total)
+	}
+	return ev, reason
 }
 
 func hasTag(tags []string, id string) bool {

@@ -61,7 +61,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs; empty: every rule")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of every run")
 	fs.Float64Var(&c.timeScale, "time-scale", bundledTimeScale, "time scale of the bundled server")
-	fs.StringVar(&c.out, "out", "idscheck-mutants", "directory mutants.json is written to")
+	fs.StringVar(&c.out, "out", "idscheck-report/mutants", "directory mutants.json is written to")
 	fs.DurationVar(&c.budget, "budget", features.DefaultBudget, "longest protocol wait one scenario may do")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
