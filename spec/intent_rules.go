@@ -133,6 +133,7 @@ func intentRules() []Rule {
 		{"7.2", "publish-response", Must, "{ \"id\": \"<hex>\", \"status\": \"published\", \"namespace\": \"default\" }", "publishers cannot learn the id of their intent", ""},
 		{"7.3", "atomic-claim", Must, "The server MUST atomically select and lock the highest-priority eligible intent.", "two workers receive the same intent at once", ""},
 		{"7.3", "eligible-run-at", Must, "run_at <= now", "delayed or backed-off intents are handed out early", ""},
+		{"7.3", "eligible-expires", Must, "expires_at > now", "an intent past its TTL is still handed out", ""},
 		{"7.3", "eligible-attempts", Must, "claim_attempts < max_attempts", "an exhausted intent is claimed once more", ""},
 		{"7.3", "selection-order", Must, "Selection order: priority DESC, run_at ASC, claim_attempts ASC, created_at ASC, id ASC.", "workers receive intents in another order than the text promises", ""},
 		{"7.3", "immediate-reclaim", Must, "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.", "jobs of dead workers wait for a cleanup pass that may be hours away", ""},

@@ -1,0 +1,374 @@
+package features
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// ----------------------------------------------------------------- signing
+
+// signFlaws are the ways a signed request of the feature file can be wrong.
+var signFlaws = []string{
+	"a wrong signature",
+	"the signature of another key",
+	"a timestamp 301 seconds old",
+	"a timestamp 301 seconds ahead",
+	"no nonce",
+	"no timestamp",
+	"the method signed in lower case",
+	"an upper-case digest",
+	"a signature over another path",
+}
+
+// signed sends a request signed by hand (§5.2) with the main key, with one
+// flaw or a given nonce. The canonical path is spec.CanonicalPath's binding.
+func (w *intentWorld) signed(ctx context.Context, method, path string, doc *godog.DocString, flaw, nonce string) error {
+	p, err := w.expand(path)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if doc != nil {
+		s, err := w.expand(doc.Content)
+		if err != nil {
+			return err
+		}
+		body = []byte(s)
+	}
+	if nonce != "" {
+		if nonce, err = w.expand(nonce); err != nil {
+			return err
+		}
+	} else {
+		nonce = client.NewNonce() // never from the seed: a rerun must not replay nonces
+	}
+	u, err := url.Parse(p)
+	if err != nil {
+		return fmt.Errorf("signed request: %w", err)
+	}
+	signPath := u.EscapedPath()
+	if flaw == "a signature over another path" {
+		signPath += "x"
+	}
+	cp, ok := spec.CanonicalPath(signPath, u.RawQuery)
+	if !ok {
+		return fmt.Errorf("signed request: no canonical path for %q", p)
+	}
+	key := w.env.Target.APIKey
+	now := time.Now()
+	switch flaw {
+	case "a timestamp 301 seconds old":
+		now = now.Add(-301 * time.Second)
+	case "a timestamp 301 seconds ahead":
+		now = now.Add(301 * time.Second)
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	msg := spec.SigningString(method, cp, ts, nonce, body)
+	if flaw == "the method signed in lower case" {
+		msg = []byte(strings.ToLower(method) + string(msg[len(method):]))
+	}
+	signKey := key
+	if flaw == "the signature of another key" {
+		signKey = key + "-other"
+	}
+	sig := spec.Sign(signKey, msg)
+	switch flaw {
+	case "a wrong signature":
+		sig = spec.Sign(signKey, append(msg, '!'))
+	case "an upper-case digest":
+		sig = strings.ToUpper(sig)
+	}
+	h := http.Header{}
+	h.Set(spec.HeaderAPIKey, key)
+	h.Set(spec.HeaderSignature, sig)
+	if flaw != "no nonce" {
+		h.Set(spec.HeaderNonce, nonce)
+	}
+	if flaw != "no timestamp" {
+		h.Set(spec.HeaderTimestamp, ts)
+	}
+	c, err := w.clientFor("I/hand-signed", key, false)
+	if err != nil {
+		return err
+	}
+	r, err := w.sendWith(ctx, c, nil, method, p, body, h)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(u.Path, "/claim") {
+		w.noteClaim(r)
+	}
+	return nil
+}
+
+func (w *intentWorld) unsigned(ctx context.Context, method, path string) error {
+	p, err := w.expand(path)
+	if err != nil {
+		return err
+	}
+	c, err := w.clientFor("I/unsigned", w.env.Target.APIKey, false)
+	if err != nil {
+		return err
+	}
+	_, err = w.sendWith(ctx, c, nil, method, p, nil, nil)
+	return err
+}
+
+// --------------------------------------------------------------- responses
+
+func (w *intentWorld) statusCode(want int) error {
+	if w.last == nil || w.last.Status != want {
+		return Mismatch(fmt.Sprintf("status %d", want), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) statusEither(a, b int) error {
+	if w.last == nil || (w.last.Status != a && w.last.Status != b) {
+		return Mismatch(fmt.Sprintf("status %d or %d", a, b), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) statusNot(not int) error {
+	if w.last == nil || w.last.Status == not {
+		return Mismatch(fmt.Sprintf("a status other than %d", not), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) errorWith(status int, code string) error {
+	if err := w.statusCode(status); err != nil {
+		return err
+	}
+	got, err := checkErrorShape(w.last)
+	if err != nil {
+		return err
+	}
+	if got != code {
+		return Mismatch(fmt.Sprintf(`%d {"error": {"code": %q, …}}`, status, code), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) errorPrefix(prefix string) error {
+	got, err := checkErrorShape(w.last)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(got, prefix) {
+		return Mismatch(fmt.Sprintf("an error code starting with %q", prefix), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) jsonError() error {
+	if w.last == nil || w.last.Status < 400 {
+		return Mismatch("an error status", describe(w.last))
+	}
+	_, err := checkErrorShape(w.last)
+	return err
+}
+
+// securityHeaders checks §10 on the last response.
+func (w *intentWorld) securityHeaders() error {
+	if w.last == nil {
+		return Mismatch("a response", "none")
+	}
+	want := [][2]string{
+		{"X-Frame-Options", "DENY"},
+		{"X-Content-Type-Options", "nosniff"},
+		{"Referrer-Policy", "no-referrer"},
+		{"Cache-Control", "no-store"},
+		{"X-Intent-Version", "2.1"},
+	}
+	var bad []string
+	for _, h := range want {
+		if got := w.last.Header.Get(h[0]); got != h[1] {
+			bad = append(bad, fmt.Sprintf("%s: %q", h[0], got))
+		}
+	}
+	if len(bad) > 0 {
+		return Mismatch("X-Frame-Options: DENY, X-Content-Type-Options: nosniff, Referrer-Policy: no-referrer, Cache-Control: no-store, X-Intent-Version: 2.1",
+			strings.Join(bad, ", ")+" on "+describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) headerIs(name, value string) error {
+	if w.last == nil || w.last.Header.Get(name) != value {
+		got := ""
+		if w.last != nil {
+			got = w.last.Header.Get(name)
+		}
+		return Mismatch(fmt.Sprintf("%s: %s", name, value), fmt.Sprintf("%s: %q on %s", name, got, describe(w.last)))
+	}
+	return nil
+}
+
+func (w *intentWorld) headerContains(name, value string) error {
+	if w.last == nil || !strings.Contains(w.last.Header.Get(name), value) {
+		got := ""
+		if w.last != nil {
+			got = w.last.Header.Get(name)
+		}
+		return Mismatch(fmt.Sprintf("%s containing %q", name, value), fmt.Sprintf("%s: %q on %s", name, got, describe(w.last)))
+	}
+	return nil
+}
+
+func (w *intentWorld) bodyContains(s string) error {
+	v, err := w.expand(s)
+	if err != nil {
+		return err
+	}
+	if w.last == nil || !strings.Contains(string(w.last.Body), v) {
+		return Mismatch(fmt.Sprintf("a body containing %q", v), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) fieldIs(path, literal string) error {
+	lit, err := w.expand(literal)
+	if err != nil {
+		return err
+	}
+	var want any
+	if err := json.Unmarshal([]byte(lit), &want); err != nil {
+		return fmt.Errorf("field %s: %q is not a JSON value: %w", path, lit, err)
+	}
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	got, ok := field(m, path)
+	if want == nil && (!ok || got == nil) {
+		return nil
+	}
+	gb, _ := json.Marshal(got)
+	if !ok || !sameJSON(gb, []byte(lit)) {
+		return Mismatch(fmt.Sprintf("%q: %s", path, lit), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) fieldNumber(path string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	if _, ok := numberField(m, path); !ok {
+		return Mismatch(fmt.Sprintf("a number in %q", path), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) fieldAbsent(path string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	if v, ok := field(m, path); ok && v != nil {
+		return Mismatch(fmt.Sprintf("no %q", path), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) fieldPresent(path string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	if v, ok := field(m, path); !ok || v == nil {
+		return Mismatch(fmt.Sprintf("a %q field", path), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) fieldMatches(path, pattern string) error {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return fmt.Errorf("field %s: %w", path, err)
+	}
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	v, _ := field(m, path)
+	s, ok := v.(string)
+	if !ok || !re.MatchString(s) {
+		return Mismatch(fmt.Sprintf("%q matching %s", path, pattern), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) fieldDiffers(path, name string) error {
+	old, ok := w.remember[name]
+	if !ok {
+		return fmt.Errorf("no response remembered as %q", name)
+	}
+	a, err := jsonBody(old)
+	if err != nil {
+		return err
+	}
+	b, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	va, _ := field(a, path)
+	vb, okb := field(b, path)
+	if !okb || fmt.Sprint(va) == fmt.Sprint(vb) {
+		return Mismatch(fmt.Sprintf("%q other than %v", path, va), describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) numberFields(list string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if _, ok := numberField(m, f); !ok {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return Mismatch("numbers in "+list, "missing "+strings.Join(missing, ", ")+": "+describe(w.last))
+	}
+	return nil
+}
+
+func (w *intentWorld) rememberResponse(name string) error {
+	if w.last == nil {
+		return fmt.Errorf("no response to remember")
+	}
+	w.remember[name] = w.last
+	return nil
+}
+
+// sameResponse: §7.2 "the same response": the same status and the same JSON body.
+func (w *intentWorld) sameResponse(name string) error {
+	old, ok := w.remember[name]
+	if !ok {
+		return fmt.Errorf("no response remembered as %q", name)
+	}
+	if w.last == nil || w.last.Status != old.Status || !sameJSON(w.last.Body, old.Body) {
+		return Mismatch("the same response as "+name+": "+describe(old), describe(w.last))
+	}
+	return nil
+}
