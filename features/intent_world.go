@@ -30,13 +30,13 @@ type intentWorld struct {
 	clients map[string]*client.Client // by actor: "I", tester names, …
 	keys    map[string]string         // tester name -> API key
 
-	ids       map[string]string    // alias -> intent id
-	aliases   map[string]string    // intent id -> alias
-	publisher map[string]string    // alias -> actor that published it
-	bases     map[string]float64   // alias -> backoff_base it was published with
-	tokens    map[string][]string  // alias -> claim tokens, oldest first
-	header    http.Header          // staged for the next request
-	last      *client.Response     // the last response of a step
+	ids       map[string]string   // alias -> intent id
+	aliases   map[string]string   // intent id -> alias
+	publisher map[string]string   // alias -> actor that published it
+	bases     map[string]float64  // alias -> backoff_base it was published with
+	tokens    map[string][]string // alias -> claim tokens, oldest first
+	header    http.Header         // staged for the next request
+	last      *client.Response    // the last response of a step
 	remember  map[string]*client.Response
 	lastFail  [2]time.Time // call and return of the last /fail
 	waited    time.Duration
