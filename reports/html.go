@@ -1,9 +1,263 @@
 package reports
 
 import (
-	"errors"
+	_ "embed"
+	"fmt"
+	"html/template"
 	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
 )
 
-// WriteHTML writes r as one self-contained HTML page.
-func WriteHTML(w io.Writer, r *Result) error { return errors.New("html: not implemented yet") }
+//go:embed report.html.tmpl
+var htmlSource string
+
+// htmlTemplate is parsed once; html/template escapes every value by its
+// context, so nothing from the target can become markup.
+var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"vclass": verdictClass,
+	"fclass": func(v checker.Verdict) string { return "f-" + strings.TrimPrefix(verdictClass(v), "v-") },
+	"since":  func(t, from time.Time) string { return since(t, from) },
+	"join":   strings.Join,
+}).Parse(htmlSource))
+
+// WriteHTML writes r as one self-contained HTML page: no script, no external
+// asset (a Content-Security-Policy forbids loading any), every target-derived
+// string escaped by html/template. Layout: the verdict, the command that
+// reproduces the run, target, seed and timings; a summary table of rules
+// grouped by section; one <details> per rule (open unless it passed) with
+// its quote, verdict, reason, expected vs observed and the transcript of
+// each exchange; then the chaos section when chaos ran.
+func WriteHTML(w io.Writer, r *Result) error {
+	v := newHTMLView(redacted(r))
+	if err := htmlTemplate.Execute(w, v); err != nil {
+		return fmt.Errorf("html: %w", err)
+	}
+	return nil
+}
+
+type htmlView struct {
+	R          *Result
+	Sum        Summary
+	Counts     []verdictCount
+	Duration   string
+	Started    string
+	Finished   string
+	Groups     []sectionGroup
+	Rules      []ruleView
+	NotCovered []spec.Rule
+	Chaos      *chaosView
+}
+
+type verdictCount struct {
+	Verdict checker.Verdict
+	N       int
+}
+
+// sectionGroup is the rules of one top-level section of one source, in
+// catalog order.
+type sectionGroup struct {
+	Title string
+	Rules []ruleView
+}
+
+type ruleView struct {
+	RuleEntry
+	Anchor    string
+	Open      bool
+	Failing   bool
+	Duration  string
+	Evidence  []evidenceView
+	NowPasses bool
+}
+
+type evidenceView struct {
+	checker.Evidence
+	N, Of     int
+	Exchanges []exchangeView
+}
+
+type exchangeView struct {
+	checker.Exchange
+	N, Of       int
+	At          string // call time since the run started
+	Took        string
+	StatusText  string
+	ReqHeaders  []headerLine
+	RespHeaders []headerLine
+	ReqBody     string
+	RespBody    string
+}
+
+type headerLine struct{ Name, Value string }
+
+func newHTMLView(r *Result) *htmlView {
+	v := &htmlView{R: r, Sum: r.Summary()}
+	for _, vd := range Verdicts {
+		v.Counts = append(v.Counts, verdictCount{vd, v.Sum.Counts[vd]})
+	}
+	for vd, n := range v.Sum.Counts { // a verdict this build does not know still shows
+		if verdictClass(vd) == "v-other" && n > 0 {
+			v.Counts = append(v.Counts, verdictCount{vd, n})
+		}
+	}
+	v.Started = stamp(r.Started)
+	v.Finished = stamp(r.Finished)
+	if !r.Started.IsZero() && r.Finished.After(r.Started) {
+		v.Duration = r.Finished.Sub(r.Started).Round(time.Millisecond).String()
+	}
+	for i, e := range r.Rules {
+		rv := ruleView{RuleEntry: e, Anchor: anchor(e.Rule.ID, i), Failing: e.Failing(r.Strict)}
+		vd := e.Result.Verdict
+		rv.Open = vd != checker.Pass && vd != checker.NA
+		rv.NowPasses = e.Expected && vd == checker.Pass
+		if e.Result.Duration > 0 {
+			rv.Duration = e.Result.Duration.Round(time.Millisecond).String()
+		}
+		for j, ev := range e.Result.Evidence {
+			evv := evidenceView{Evidence: ev, N: j + 1, Of: len(e.Result.Evidence)}
+			for k, ex := range ev.Exchanges {
+				evv.Exchanges = append(evv.Exchanges, newExchangeView(ex, k+1, len(ev.Exchanges), r.Started))
+			}
+			rv.Evidence = append(rv.Evidence, evv)
+		}
+		v.Rules = append(v.Rules, rv)
+		title := groupTitle(e.Rule)
+		if n := len(v.Groups); n == 0 || v.Groups[n-1].Title != title {
+			v.Groups = append(v.Groups, sectionGroup{Title: title})
+		}
+		g := &v.Groups[len(v.Groups)-1]
+		g.Rules = append(g.Rules, rv)
+	}
+	for _, id := range r.NotCovered {
+		rule, ok := spec.Lookup(id)
+		if !ok {
+			rule = spec.Rule{ID: id}
+		}
+		v.NotCovered = append(v.NotCovered, rule)
+	}
+	if r.Chaos != nil {
+		v.Chaos = newChaosView(r.Chaos)
+	}
+	return v
+}
+
+func newExchangeView(ex checker.Exchange, n, of int, start time.Time) exchangeView {
+	xv := exchangeView{Exchange: ex, N: n, Of: of, ReqBody: cutBody(ex.ReqBody), RespBody: cutBody(ex.RespBody)}
+	if !ex.Call.IsZero() {
+		xv.At = since(ex.Call, start)
+	}
+	if !ex.Call.IsZero() && !ex.Return.IsZero() {
+		xv.Took = ex.Return.Sub(ex.Call).Round(time.Microsecond).String()
+	}
+	if ex.Status != 0 {
+		xv.StatusText = http.StatusText(ex.Status)
+	}
+	xv.ReqHeaders = headerLines(ex.ReqHeaders)
+	xv.RespHeaders = headerLines(ex.RespHeaders)
+	return xv
+}
+
+func headerLines(h map[string][]string) []headerLine {
+	var out []headerLine
+	for _, k := range sortedKeys(h) {
+		for _, v := range h[k] {
+			out = append(out, headerLine{k, v})
+		}
+	}
+	return out
+}
+
+// groupTitle is "<source> §<top-level section>".
+func groupTitle(rule spec.Rule) string {
+	top, _, _ := strings.Cut(rule.Section, ".")
+	t := strings.TrimSpace(string(rule.Profile))
+	if rule.Source != "" {
+		t = strings.TrimSpace(t + " (" + rule.Source + ")")
+	}
+	if top == "" {
+		return t
+	}
+	return t + " §" + top
+}
+
+// anchor turns a rule ID into an element id: letters, digits, '.', '-' and
+// '_' kept, anything else '_'; the index keeps it unique.
+func anchor(id string, i int) string {
+	var b strings.Builder
+	b.WriteString("rule-")
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '-', c == '_':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	fmt.Fprintf(&b, "-%d", i)
+	return b.String()
+}
+
+// verdictClass is the CSS class of a verdict; every verdict is also shown as
+// its text, so the report reads in black and white.
+func verdictClass(v checker.Verdict) string {
+	switch v {
+	case checker.Pass:
+		return "v-pass"
+	case checker.Fail:
+		return "v-fail"
+	case checker.NonStrict:
+		return "v-nonstrict"
+	case checker.Unknown:
+		return "v-unknown"
+	case checker.NA:
+		return "v-na"
+	}
+	return "v-other"
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+func since(t, from time.Time) string {
+	if t.IsZero() || from.IsZero() {
+		return ""
+	}
+	d := t.Sub(from)
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return sign + d.Round(time.Millisecond).String()
+}
+
+// sortedCounts returns the anomaly counts in a stable order, kinds with a
+// count first by count.
+func sortedCounts(m map[checker.AnomalyKind]int) []anomalyCount {
+	out := make([]anomalyCount, 0, len(m))
+	for k, n := range m {
+		out = append(out, anomalyCount{k, n, k.Violation()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].N != out[j].N {
+			return out[i].N > out[j].N
+		}
+		return out[i].Kind < out[j].Kind
+	})
+	return out
+}
+
+type anomalyCount struct {
+	Kind      checker.AnomalyKind
+	N         int
+	Violation bool
+}

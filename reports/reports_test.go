@@ -1,0 +1,535 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func TestSummary(t *testing.T) {
+	entry := func(v checker.Verdict, level spec.Level, expected bool) RuleEntry {
+		id := "R-" + string(v) + "-" + string(level)
+		return RuleEntry{Rule: spec.Rule{ID: id, Level: level}, Result: checker.RuleResult{RuleID: id, Verdict: v}, Expected: expected}
+	}
+	for _, tc := range []struct {
+		name    string
+		strict  bool
+		rules   []RuleEntry
+		verdict checker.Verdict
+		newFail int
+		nowPass int
+	}{
+		{"all pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.NA, spec.Must, false)}, checker.Pass, 0, 0},
+		{"a MUST fails", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
+		{"expected failure does not fail", false, []RuleEntry{entry(checker.Fail, spec.Must, true)}, checker.Pass, 0, 0},
+		{"expected failure now passes is flagged", false, []RuleEntry{entry(checker.Pass, spec.Must, true)}, checker.Pass, 0, 1},
+		{"unknown is never pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Unknown, spec.Must, false)}, checker.Unknown, 0, 0},
+		{"fail beats unknown", false, []RuleEntry{entry(checker.Unknown, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
+		{"should broken, not strict", false, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.NonStrict, 0, 0},
+		{"should broken, strict", true, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.Fail, 1, 0},
+		{"may never fails, even strict", true, []RuleEntry{entry(checker.NonStrict, spec.May, false)}, checker.NonStrict, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Strict: tc.strict, Rules: tc.rules}
+			s := r.Summary()
+			if s.Verdict != tc.verdict || len(s.NewFailures) != tc.newFail || len(s.NowPassing) != tc.nowPass {
+				t.Errorf("summary = %+v, want verdict %s, %d new failures, %d now passing", s, tc.verdict, tc.newFail, tc.nowPass)
+			}
+			total := 0
+			for _, n := range s.Counts {
+				total += n
+			}
+			if total != len(tc.rules) || s.Total != len(tc.rules) {
+				t.Errorf("counts %v add up to %d, total %d, want %d", s.Counts, total, s.Total, len(tc.rules))
+			}
+		})
+	}
+}
+
+// decodeJUnit parses junit.xml back: the XML must be well formed.
+func decodeJUnit(t *testing.T, data []byte) junitSuites {
+	t.Helper()
+	var doc junitSuites
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("junit.xml does not parse: %v\n%s", err, data)
+	}
+	return doc
+}
+
+func findCase(t *testing.T, doc junitSuites, id string) junitCase {
+	t.Helper()
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			for _, p := range c.Properties {
+				if p.Name == "rule_id" && p.Value == id {
+					return c
+				}
+			}
+		}
+	}
+	t.Fatalf("no testcase with rule_id %s", id)
+	return junitCase{}
+}
+
+func TestJUnit(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		r := sampleResult()
+		r.Strict = strict
+		var b bytes.Buffer
+		if err := WriteJUnit(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		doc := decodeJUnit(t, b.Bytes())
+		if len(doc.Suites) != 1 || doc.Suites[0].Name != "idscheck.intent" {
+			t.Fatalf("suites = %d, first %q; want one, idscheck.intent", len(doc.Suites), doc.Suites[0].Name)
+		}
+		names := map[string]bool{}
+		n := 0
+		for _, s := range doc.Suites {
+			for _, c := range s.Cases {
+				if names[c.Name] {
+					t.Errorf("testcase name %q twice", c.Name)
+				}
+				names[c.Name] = true
+				n++
+				props := map[string]string{}
+				for _, p := range c.Properties {
+					props[p.Name] = p.Value
+				}
+				for _, k := range []string{"rule_id", "section", "level", "source", "verdict"} {
+					if _, ok := props[k]; !ok {
+						t.Errorf("%s: no property %s", c.Name, k)
+					}
+				}
+				if !strings.HasPrefix(c.Name, props["rule_id"]) {
+					t.Errorf("name %q does not start with the rule ID %q", c.Name, props["rule_id"])
+				}
+			}
+		}
+		if want := len(r.Rules) + len(r.NotCovered); n != want || doc.Tests != want {
+			t.Errorf("%d testcases (tests=%d), want %d", n, doc.Tests, want)
+		}
+		for _, tc := range []struct {
+			id   string
+			want string // failure:<type>, error:<type>, skipped, pass
+		}{
+			{"INTENT-7.2-idem-replay", "failure:FAIL"},
+			{"INTENT-7.3-idem-conflict", "skipped"}, // expected failure
+			{"INTENT-6.1-claim", "pass"},
+			{"INTENT-6.2-fixed", "pass"},
+			{"INTENT-6.4-lease-timeout", "error:unknown"},
+			{"INTENT-8.1-retry-after", map[bool]string{false: "pass", true: "failure:non-strict"}[strict]},
+			{"INTENT-8.2-may-hint", "pass"},
+			{"INTENT-9.1-admin", "skipped"},
+			{"INTENT-NOT-A-REAL-RULE", "skipped"},
+		} {
+			t.Run(tc.id+map[bool]string{false: "", true: "/strict"}[strict], func(t *testing.T) {
+				c := findCase(t, doc, tc.id)
+				got := "pass"
+				switch {
+				case c.Failure != nil:
+					got = "failure:" + c.Failure.Type
+				case c.Error != nil:
+					got = "error:" + c.Error.Type
+				case c.Skipped != nil:
+					got = "skipped"
+				}
+				if got != tc.want {
+					t.Errorf("%s is %s, want %s", tc.id, got, tc.want)
+				}
+			})
+		}
+		c := findCase(t, doc, "INTENT-7.2-idem-replay")
+		if c.Classname != "intent.7.2" {
+			t.Errorf("classname %q, want intent.7.2", c.Classname)
+		}
+		for _, want := range []string{"POST /intent?namespace=a", `{"id":"in-2","status":"open"}`, "expected: the first response again", "observed: 200"} {
+			if !strings.Contains(c.Failure.Body, want) {
+				t.Errorf("failure body lacks %q:\n%s", want, c.Failure.Body)
+			}
+		}
+		if c := findCase(t, doc, "INTENT-9.1-admin"); !strings.Contains(c.Skipped.Message, "no admin token") {
+			t.Errorf("N/A skipped message %q lacks its reason", c.Skipped.Message)
+		}
+		if c := findCase(t, doc, "INTENT-6.2-fixed"); !slices.Contains(c.Properties, junitProperty{"expected_failure_now_passes", "true"}) {
+			t.Errorf("a now-passing expected failure is not flagged: %+v", c.Properties)
+		}
+	}
+}
+
+// TestJUnitHostileText: control characters and markup from the target still
+// give well-formed XML.
+func TestJUnitHostileText(t *testing.T) {
+	r := sampleResult()
+	r.Rules[0].Result.Evidence[0].Exchanges[1].RespBody = "\x00\x01\x1b[31m]]><!-- --> </failure><x>\xff\xfe"
+	r.Rules[0].Result.Reason = "\"'<>&\x07"
+	var b bytes.Buffer
+	if err := WriteJUnit(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	doc := decodeJUnit(t, b.Bytes())
+	c := findCase(t, doc, "INTENT-7.2-idem-replay")
+	if !strings.Contains(c.Failure.Body, "</failure><x>") || !strings.Contains(c.Failure.Body, `\u0000\u0001`) || !strings.Contains(c.Failure.Body, `\xff\xfe`) {
+		t.Errorf("hostile body lost instead of escaped:\n%s", c.Failure.Body)
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reports -run TestGolden -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (if intended: go test ./reports -run TestGolden -update)\n--- got:\n%s", name, got)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	r := sampleResult()
+	r.Chaos = sampleChaos()
+	for _, tc := range []struct {
+		name  string
+		write func(*bytes.Buffer, *Result) error
+	}{
+		{"junit.xml", func(b *bytes.Buffer, r *Result) error { return WriteJUnit(b, r) }},
+		{"result.json", func(b *bytes.Buffer, r *Result) error { return WriteJSON(b, r) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tc.write(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.name, b.Bytes())
+		})
+	}
+}
+
+// TestReRender: WriteAll, ReadResult, WriteAll again gives identical files,
+// so result.json alone is enough to re-render.
+func TestReRender(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		chaos bool
+	}{{"rules", false}, {"rules and chaos", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sampleResult()
+			if tc.chaos {
+				r.Chaos = sampleChaos()
+			}
+			a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+			if err := WriteAll(a, r); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ReadResult(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(back.Rules) != len(r.Rules) || back.Seed != r.Seed || (back.Chaos != nil) != tc.chaos {
+				t.Fatalf("read back %d rules, seed %d, chaos %v", len(back.Rules), back.Seed, back.Chaos != nil)
+			}
+			if err := WriteAll(b, back); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{ResultFile, JUnitFile, HTMLFile} {
+				x, err1 := os.ReadFile(filepath.Join(a, f))
+				y, err2 := os.ReadFile(filepath.Join(b, f))
+				if err := errors.Join(err1, err2); err != nil {
+					t.Fatal(err)
+				}
+				if len(x) == 0 || !bytes.Equal(x, y) {
+					t.Errorf("%s: re-rendered file differs (%d vs %d bytes)", f, len(x), len(y))
+				}
+			}
+			left, _ := filepath.Glob(filepath.Join(a, ".*"))
+			if len(left) > 0 {
+				t.Errorf("temporary files left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestReadResultErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadResult(dir); !errors.Is(err, ErrNoResult) {
+		t.Errorf("missing result.json: err = %v, want ErrNoResult", err)
+	}
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"not json", "<html>", "read result"},
+		{"no schema", `{"profile":"intent"}`, "no schema"},
+		{"newer schema", `{"schema":99}`, "newer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(dir, ResultFile), []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ReadResult(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRedaction: credential headers and the values of Result.Redact appear
+// in no rendering, and the caller's Result is not modified.
+func TestRedaction(t *testing.T) {
+	r := sampleResult()
+	r.Chaos = sampleChaos()
+	r.Rules[0].Result.Evidence[0].Exchanges[1].RespBody = `{"echo":"sekret-key-1"}`
+	r.Chaos.Anomalies[0].Explanation = "key sekret-key-1 leaked"
+	r.Rules[0].Result.Evidence[0].Exchanges[0].ReqHeaders["Authorization"] = []string{"Bearer tok-abc-123"}
+	dir := t.TempDir()
+	if err := WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{ResultFile, JUnitFile, HTMLFile} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{"sekret-key-1", "tok-abc-123"} {
+			if bytes.Contains(data, []byte(secret)) {
+				t.Errorf("%s contains the secret %q", f, secret)
+			}
+		}
+		if !bytes.Contains(data, []byte(redactedText)) {
+			t.Errorf("%s says nowhere that something was redacted", f)
+		}
+	}
+	if got := r.Rules[0].Result.Evidence[0].Exchanges[0].ReqHeaders["X-Api-Key"][0]; got != "sekret-key-1" {
+		t.Errorf("the caller's Result was modified: header is %q", got)
+	}
+	if r.Chaos.Anomalies[0].Explanation != "key sekret-key-1 leaked" {
+		t.Errorf("the caller's chaos section was modified")
+	}
+}
+
+// TestResultJSONSummary: result.json carries the computed summary for
+// readers like jq, and ReadResult does not trust it.
+func TestResultJSONSummary(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteJSON(&b, sampleResult()); err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	if err := json.Unmarshal(raw["summary"], &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Verdict != checker.Fail || s.Counts[checker.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) {
+		t.Errorf("summary in result.json = %+v", s)
+	}
+	if _, ok := raw["redact"]; ok || bytes.Contains(b.Bytes(), []byte("Redact")) {
+		t.Errorf("result.json carries the redaction list")
+	}
+}
+
+// hostile strings: every target-derived field of a Result gets one.
+var hostile = []string{`<script>alert(1)</script>`, `"><img src=x onerror=alert(1)>`}
+
+func hostileResult(h string) *Result {
+	r := sampleResult()
+	r.Redact = nil
+	r.Target.URL = "http://127.0.0.1:1/" + h
+	r.Target.Mutant = h
+	r.Target.Command = h
+	r.Command = "idscheck run --target " + h
+	r.Notes = []string{h}
+	r.Select = []string{h}
+	r.ExpectedFailures = h
+	r.NotCovered = append(r.NotCovered, h)
+	for i := range r.Rules {
+		e := &r.Rules[i]
+		e.Rule.Quote, e.Rule.Explanation, e.Rule.Source, e.Rule.Section = h, h, h, h
+		e.Result.Reason = h
+		e.Result.Scenarios = []string{h}
+		for j := range e.Result.Evidence {
+			ev := &e.Result.Evidence[j]
+			ev.Expected, ev.Observed = h, h
+			for k := range ev.Exchanges {
+				ex := &ev.Exchanges[k]
+				ex.Client, ex.Method, ex.Path, ex.ReqBody, ex.RespBody, ex.Err = h, h, h, h, h, h
+				ex.ReqHeaders = map[string][]string{h: {h}}
+				ex.RespHeaders = map[string][]string{h: {h}}
+				ex.Outcome = checker.Outcome(h)
+			}
+		}
+	}
+	// A rule ID from a tampered result.json is hostile too.
+	r.Rules[2].Rule.ID = h
+	r.Rules[2].Result.RuleID = h
+	r.Rules[3].Result.Verdict = checker.Verdict(h)
+	c := sampleChaos()
+	c.Faults, c.Namespace = h, h
+	c.Unavailable = map[string]string{h: h}
+	c.Anomalies[0].Key, c.Anomalies[0].Explanation = h, h
+	c.Anomalies[0].Kind = checker.AnomalyKind(h)
+	c.Anomalies[0].Ops[0].Key = h
+	c.Anomalies[0].Effects[0].Worker = h
+	c.Counts[checker.AnomalyKind(h)] = 1
+	c.Models[0].Failing = []string{h}
+	c.Timeline[0].Name, c.Timeline[0].Err = h, h
+	c.Timeline[1].Params = map[string]string{h: h}
+	c.Visualizations = []string{h, "javascript:alert(1)", "https://example.com/x.html", "../../etc/passwd", "/abs.html"}
+	r.Chaos = c
+	return r
+}
+
+func TestHTMLEscapesTargetText(t *testing.T) {
+	for _, h := range hostile {
+		t.Run(h, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteHTML(&b, hostileResult(h)); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			for _, bad := range []string{"<script", "<img", "javascript:", "onerror=alert(1)>"} {
+				if strings.Contains(strings.ToLower(out), bad) {
+					i := strings.Index(strings.ToLower(out), bad)
+					t.Errorf("raw %q in the HTML: …%s…", bad, out[max(0, i-80):min(len(out), i+80)])
+				}
+			}
+			// The hostile text is shown, escaped, not dropped.
+			if !strings.Contains(out, "&lt;script&gt;alert(1)&lt;/script&gt;") && !strings.Contains(out, "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;") {
+				t.Errorf("the hostile text is not shown escaped")
+			}
+		})
+	}
+}
+
+var (
+	tagRe    = regexp.MustCompile(`<[a-zA-Z][^>]*>`)
+	attrRe   = regexp.MustCompile(`\s([a-zA-Z:-]+)\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)`)
+	linkAttr = map[string]bool{"src": true, "href": true, "action": true, "formaction": true, "xlink:href": true, "srcset": true, "poster": true, "data": true}
+	external = regexp.MustCompile(`(?i)(?:https?:)?//|url\(\s*['"]?(?:https?:|//)|@import|<link|<script|<iframe|<object|<embed`)
+)
+
+// TestHTMLSelfContained: no attribute points outside the page or the run
+// directory, and nothing loads anything.
+func TestHTMLSelfContained(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    *Result
+	}{
+		{"sample", func() *Result { r := sampleResult(); r.Chaos = sampleChaos(); return r }()},
+		{"hostile", hostileResult(hostile[1])},
+		{"empty", &Result{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteHTML(&b, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			var links []string
+			for _, tag := range tagRe.FindAllString(out, -1) {
+				for _, m := range attrRe.FindAllStringSubmatch(tag, -1) {
+					if !linkAttr[strings.ToLower(m[1])] {
+						continue
+					}
+					v := strings.Trim(m[2], `"'`)
+					links = append(links, v)
+					if !strings.HasPrefix(v, "#") && v != "linearization.html" {
+						t.Errorf("link attribute %s in %s: only #anchors and run-directory files allowed", m[0], tag)
+					}
+				}
+			}
+			if tc.name == "sample" && len(links) == 0 {
+				t.Errorf("no link at all in the sample report: the check checks nothing")
+			}
+			// Outside text nodes, nothing may name another origin. Strip text
+			// between tags and check the markup only.
+			markup := regexp.MustCompile(`>[^<]*<`).ReplaceAllString(out, "><")
+			if m := external.FindString(markup); m != "" {
+				i := strings.Index(markup, m)
+				t.Errorf("external reference %q in the markup: …%s…", m, markup[max(0, i-80):min(len(markup), i+80)])
+			}
+			if !strings.Contains(out, "Content-Security-Policy") {
+				t.Errorf("no Content-Security-Policy")
+			}
+		})
+	}
+}
+
+func TestHTMLContent(t *testing.T) {
+	r := sampleResult()
+	r.Chaos = sampleChaos()
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		`<pre class="cmd">idscheck run --profile intent --seed 42 --mutant no-replay --api-key $API_KEY</pre>`,
+		`<span class="v badge v-fail">FAIL</span>`,
+		"POST /intent?namespace=a",
+		"201 Created",
+		"(no response)",
+		"read tcp: i/o timeout",
+		"no admin token given",                     // N/A shown with its reason
+		"INTENT-NOT-A-REAL-RULE",                   // not covered shown
+		"Now passing",                              // expected failure that passes flagged
+		`href="linearization.html"`,                // chaos visualization linked
+		"<svg class=\"chart\"",                     // chaos chart
+		"unit k-7 took effect 2 times",             // anomaly explanation
+		"[2.000s] effect of k-7 intent=in-7 by w1", // anomaly evidence
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the HTML lacks %q", want)
+		}
+	}
+	// FAIL and UNKNOWN rules open, PASS closed.
+	open := regexp.MustCompile(`<details class="rule rule-item ([a-z-]+)" id="[^"]+"( open)?>`)
+	seen := 0
+	for _, m := range open.FindAllStringSubmatch(out, -1) {
+		seen++
+		wantOpen := m[1] != "f-pass" && m[1] != "f-na"
+		if (m[2] != "") != wantOpen {
+			t.Errorf("rule of class %s: open=%v, want %v", m[1], m[2] != "", wantOpen)
+		}
+	}
+	if seen != len(r.Rules) {
+		t.Errorf("%d rule sections, want %d", seen, len(r.Rules))
+	}
+}
+
+func TestHTMLCutsLongBodies(t *testing.T) {
+	r := sampleResult()
+	r.Rules[0].Result.Evidence[0].Exchanges[1].RespBody = strings.Repeat("é", 3*maxShownBody)
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "report shows 4096 of 24576 bytes") {
+		t.Errorf("long body not cut with a note")
+	}
+	if strings.Contains(b.String(), strings.Repeat("é", maxShownBody/2+1)) {
+		t.Errorf("long body shown whole")
+	}
+}
