@@ -108,13 +108,24 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 		return results, nil
 	}
 	ops := c.h.Ops
+	// A partition whose operations do not overlap in time and all have a
+	// known outcome has one possible order: stepping the model along it
+	// decides it exactly, without porcupine.
+	decided := make([]bool, len(parts))
 	n := 0
-	for _, p := range parts {
+	for i, p := range parts {
+		if !suspect[i] && sequentialOK(ops, p.ops, model) {
+			decided[i] = true
+			continue
+		}
 		n += len(p.ops)
 	}
 	backing := make([]porcupine.Operation, n)
 	all := make([][]porcupine.Operation, len(parts))
 	for i, p := range parts {
+		if decided[i] {
+			continue
+		}
 		all[i] = porcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
 		backing = backing[len(p.ops):]
 	}
@@ -156,9 +167,11 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 	}
 	var suspects, rest, candidates []int
 	for i := range parts {
-		if suspect[i] {
+		switch {
+		case decided[i]:
+		case suspect[i]:
 			suspects = append(suspects, i)
-		} else {
+		default:
 			rest = append(rest, i)
 		}
 	}
@@ -204,6 +217,32 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 		}
 	}
 	return results, failing
+}
+
+// sequentialOK reports whether the operations idx are totally ordered in
+// time (each called after the previous returned), all with a known outcome,
+// and the model accepts them in that order. It sorts idx by call time.
+func sequentialOK(ops []Operation, idx []int, model porcupine.Model) bool {
+	for _, i := range idx {
+		if ops[i].Effective() == OutcomeUnknown {
+			return false
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt64(ops[a].Call, ops[b].Call) })
+	for k := 1; k < len(idx); k++ {
+		if ops[idx[k]].Call <= ops[idx[k-1]].Return {
+			return false
+		}
+	}
+	state := model.Init()
+	for _, i := range idx {
+		ok, next := model.Step(state, &ops[i], nil)
+		if !ok {
+			return false
+		}
+		state = next
+	}
+	return true
 }
 
 // maxRechecks bounds how many partitions are re-checked alone after an
