@@ -339,6 +339,9 @@ func assertReport(t *testing.T, r Report, tc checkCase) {
 		t.Errorf("illegal models = %v, want %v; anomalies: %s", illegal, tc.illegal, explain(r))
 	}
 	for _, a := range r.Anomalies {
+		if a.Kind == NotLinearizable && !strings.Contains(a.Explanation, "cannot place") {
+			t.Errorf("not-linearizable without the operation it cannot place: %s", a.Explanation)
+		}
 		if a.Explanation == "" || a.Key == "" || (len(a.Ops) == 0 && len(a.Effects) == 0) {
 			t.Errorf("anomaly without key, explanation or evidence: %+v", a)
 		}

@@ -207,7 +207,7 @@ func (c *check) fulfilledTwice(key string, claims, fulfills []*Operation) bool {
 			if cl.Call > f.Return {
 				c.add(Anomaly{
 					Kind: FulfilledTwice, Key: key,
-					Explanation: fmt.Sprintf("intent %s was claimed again (at %s) after it had been fulfilled (at %s): a fulfilled intent is terminal and is executed again",
+					Explanation: fmt.Sprintf("intent %s was claimed again (at %s) after it had been fulfilled (at %s): a fulfilled intent is terminal, and claiming it runs its work again",
 						key, ms(cl.Call), ms(f.Return)),
 					Ops: []Operation{*f, *cl},
 				})

@@ -227,7 +227,7 @@ func (c *check) lostOrNot(key string, acked *Operation, intents []string, facts 
 	q.Lost++
 	c.add(Anomaly{
 		Kind: Lost, Key: key,
-		Explanation: fmt.Sprintf("the publish with key %s was acknowledged (%d) but %s: an acknowledged intent must not be lost",
+		Explanation: fmt.Sprintf("the publish with key %s was acknowledged (%d) but %s: acknowledged work must not be lost",
 			key, acked.Output.Status, why),
 		Ops: ev,
 	})

@@ -3,6 +3,8 @@ package checker
 import (
 	"fmt"
 	"math"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // check holds the state of one Check call.
@@ -80,8 +82,8 @@ func (c *check) run() {
 		if !isNamed[[2]string{p.model, p.key}] {
 			c.add(Anomaly{
 				Kind: NotLinearizable, Key: p.key,
-				Explanation: fmt.Sprintf("no order of the %d operations on %s %s is allowed by the %s model: %s",
-					len(p.ops), keyNoun(p.model), p.key, p.model, modelPromise(p.model)),
+				Explanation: fmt.Sprintf("no order of the %d operations on %s %s is allowed by the %s model (%s)%s",
+					len(p.ops), keyNoun(p.model), p.key, p.model, modelPromise(p.model), c.stuck(p, env)),
 				Ops: firstOps(c.h.Ops, p.ops, maxEvidenceOps),
 			})
 		}
@@ -111,4 +113,43 @@ func modelPromise(model string) string {
 		return "the first accepted body fixes the response, the same body replays it, another body is refused"
 	}
 	return "one live lease at a time, a superseded or expired token never succeeds, a fulfilled intent stays fulfilled, claim_attempts grows with every claim"
+}
+
+// stuck says where the longest order the model accepts for p ends: the
+// operations of p it cannot place, the earliest first. Only for the first
+// Options.MaxExamples not-linearizable partitions; empty if undecided.
+func (c *check) stuck(p part, env *modelEnv) string {
+	if c.report.Counts[NotLinearizable] >= c.opts.MaxExamples {
+		return ""
+	}
+	model := env.porcupineModel()
+	pops := porcupineOps(nil, c.h.Ops, p.ops, false)
+	res, info := porcupine.CheckOperationsVerbose(model, pops, c.opts.Timeout)
+	if res != porcupine.Illegal {
+		return ""
+	}
+	var longest []int
+	for _, part := range info.PartialLinearizations() {
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	placed := make([]bool, len(p.ops))
+	for _, j := range longest {
+		if j >= 0 && j < len(placed) {
+			placed[j] = true
+		}
+	}
+	var first *Operation
+	for j, i := range p.ops {
+		if !placed[j] && (first == nil || c.h.Ops[i].Call < first.Call) {
+			first = &c.h.Ops[i]
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return fmt.Sprintf(": the longest order it accepts places %d of them; it cannot place %s, called at %s", len(longest), describeOp(first), ms(first.Call))
 }
