@@ -2,12 +2,130 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/idscheck/idscheck/reports"
 )
 
-// cmdReport is a placeholder until its issue lands.
+// reportConfig is what `idscheck report` was asked for.
+type reportConfig struct {
+	dir string // run directory holding result.json
+	out string // where to write; empty: dir itself
+}
+
+// cmdReport re-renders junit.xml and index.html of a run directory from its
+// result.json alone: no target, no network. With --out DIR2 it writes a
+// complete report there (result.json too, and the linearization views the
+// chaos section links to) and leaves DIR untouched.
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "idscheck report: not implemented yet")
-	return exitUsage
+	var cfg reportConfig
+	fs := newFlagSet("report", "report DIR [--out DIR2]", stderr)
+	fs.StringVar(&cfg.out, "out", "", "write the report to this directory instead of DIR")
+	// Flags may come before or after DIR: parse, take DIR, parse the rest.
+	var pos []string
+	for rest := args; ; {
+		if code, done := parseFlags(fs, rest, true); done {
+			return code
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	switch len(pos) {
+	case 0:
+		fmt.Fprintln(stderr, "idscheck report: which run directory? usage: idscheck report DIR [--out DIR2]")
+		return exitUsage
+	case 1:
+		cfg.dir = pos[0]
+	default:
+		fmt.Fprintf(stderr, "idscheck report: unexpected argument %q: one run directory only\n", pos[1])
+		return exitUsage
+	}
+	return runReport(cfg, stdout, stderr)
+}
+
+func runReport(cfg reportConfig, stdout, stderr io.Writer) int {
+	r, err := reports.ReadResult(cfg.dir)
+	if errors.Is(err, reports.ErrNoResult) {
+		fmt.Fprintf(stderr, "idscheck report: no %s in %s: run 'idscheck run --out %s' first\n", reports.ResultFile, cfg.dir, cfg.dir)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck report: %s: %v\n", cfg.dir, err)
+		return exitUsage
+	}
+	out := cfg.out
+	elsewhere := out != "" && !sameDir(out, cfg.dir)
+	if !elsewhere {
+		out = cfg.dir
+	}
+	if err := reports.RenderAll(out, r, elsewhere); err != nil {
+		fmt.Fprintf(stderr, "idscheck report: %v\n", err)
+		return exitUsage
+	}
+	if elsewhere && r.Chaos != nil {
+		for _, name := range r.Chaos.Visualizations {
+			if err := copyLocal(cfg.dir, out, name); err != nil {
+				fmt.Fprintf(stderr, "idscheck report: warning: %s: %v (its link in index.html is broken)\n", name, err)
+			}
+		}
+	}
+	sum := r.Summary()
+	fmt.Fprintf(stdout, "%s: %d rules", sum.Verdict, sum.Total)
+	for _, v := range reports.Verdicts {
+		if n := sum.Counts[v]; n > 0 {
+			fmt.Fprintf(stdout, ", %d %s", n, v)
+		}
+	}
+	fmt.Fprintln(stdout)
+	for _, f := range []string{reports.HTMLFile, reports.JUnitFile} {
+		fmt.Fprintln(stdout, filepath.Join(out, f))
+	}
+	return exitOK
+}
+
+// sameDir reports whether a and b name the same directory (b exists).
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// maxCopiedView bounds a copied linearization view (porcupine's pages of
+// failing partitions are tens of KB).
+const maxCopiedView = 64 << 20
+
+// copyLocal copies the file name (a plain relative path) from dir src to dir
+// dst.
+func copyLocal(src, dst, name string) error {
+	if !filepath.IsLocal(name) {
+		return fmt.Errorf("not a file of the run directory")
+	}
+	in, err := os.Open(filepath.Join(src, name))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	target := filepath.Join(dst, name)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	o, err := os.Create(target)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(o, io.LimitReader(in, maxCopiedView))
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

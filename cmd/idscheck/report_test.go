@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/spec"
+)
+
+func runReportCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli(context.Background(), append([]string{"report"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// writeRun writes a finished run's reports into a fresh directory, as
+// `idscheck run --out` would.
+func writeRun(t *testing.T, chaos bool) string {
+	t.Helper()
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	rule := spec.Rule{ID: "INTENT-7.2-idem-replay", Profile: spec.ProfileIntent, Section: "7.2", Level: spec.Must, Quote: "replay"}
+	r := &reports.Result{
+		Tool: reports.Tool{Name: "idscheck", Version: "test"}, Profile: spec.ProfileIntent, Seed: 7,
+		Target: reports.Target{URL: "http://127.0.0.1:9"}, Command: "idscheck run --seed 7",
+		Started: t0, Finished: t0.Add(time.Second), ExitCode: 1,
+		Rules: []reports.RuleEntry{{Rule: rule, Result: checker.RuleResult{RuleID: rule.ID, Verdict: checker.Fail, Reason: "replayed a different body"}}},
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	if chaos {
+		r.Chaos = &reports.Chaos{Start: t0, End: t0.Add(time.Second), Verdict: checker.Fail, Visualizations: []string{"linearization.html"}}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "linearization.html"), []byte("<html>porcupine</html>"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reports.WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestReportCommand(t *testing.T) {
+	t.Run("re-renders in place from result.json alone", func(t *testing.T) {
+		dir := writeRun(t, false)
+		want, err := os.ReadFile(filepath.Join(dir, reports.HTMLFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{reports.HTMLFile, reports.JUnitFile} {
+			if err := os.Remove(filepath.Join(dir, f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, out, errs := runReportCmd(t, dir)
+		if code != exitOK {
+			t.Fatalf("exit %d, stderr %s", code, errs)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, reports.HTMLFile))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("re-rendered index.html differs from the first (err %v)", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, reports.JUnitFile)); err != nil {
+			t.Errorf("junit.xml not re-rendered: %v", err)
+		}
+		if !strings.Contains(out, "FAIL: 1 rules, 1 FAIL") || !strings.Contains(out, filepath.Join(dir, reports.HTMLFile)) {
+			t.Errorf("stdout = %q", out)
+		}
+	})
+	for _, order := range []string{"flag after DIR", "flag before DIR"} {
+		t.Run("--out "+order, func(t *testing.T) {
+			dir := writeRun(t, true)
+			out2 := filepath.Join(t.TempDir(), "elsewhere")
+			args := []string{dir, "--out", out2}
+			if order == "flag before DIR" {
+				args = []string{"--out", out2, dir}
+			}
+			before, _ := os.ReadFile(filepath.Join(dir, reports.ResultFile))
+			if code, _, errs := runReportCmd(t, args...); code != exitOK {
+				t.Fatalf("exit %d, stderr %s", code, errs)
+			}
+			for _, f := range []string{reports.ResultFile, reports.JUnitFile, reports.HTMLFile, "linearization.html"} {
+				if _, err := os.Stat(filepath.Join(out2, f)); err != nil {
+					t.Errorf("%s not written to --out: %v", f, err)
+				}
+			}
+			after, _ := os.ReadFile(filepath.Join(dir, reports.ResultFile))
+			if !bytes.Equal(before, after) {
+				t.Errorf("the source run directory changed")
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+		code int
+		msg  string
+	}{
+		{"missing result.json", func(dir string) []string { return []string{t.TempDir()} }, exitUsage, "no result.json in "},
+		{"no DIR", func(string) []string { return nil }, exitUsage, "which run directory"},
+		{"two DIRs", func(dir string) []string { return []string{dir, dir} }, exitUsage, "one run directory only"},
+		{"bad flag", func(dir string) []string { return []string{dir, "--nope"} }, exitUsage, "nope"},
+		{"help", func(string) []string { return []string{"-h"} }, exitOK, "Usage: idscheck report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runReportCmd(t, tc.args(writeRun(t, false))...)
+			if code != tc.code || !strings.Contains(errs, tc.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.msg)
+			}
+		})
+	}
+	t.Run("missing result.json says what to run", func(t *testing.T) {
+		dir := t.TempDir()
+		_, _, errs := runReportCmd(t, dir)
+		if want := "run 'idscheck run --out " + dir + "' first"; !strings.Contains(errs, want) {
+			t.Errorf("stderr %q lacks %q", errs, want)
+		}
+	})
+	t.Run("corrupt result.json", func(t *testing.T) {
+		dir := writeRun(t, false)
+		if err := os.WriteFile(filepath.Join(dir, reports.ResultFile), []byte("{"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, errs := runReportCmd(t, dir); code != exitUsage || !strings.Contains(errs, "read result") {
+			t.Errorf("exit %d, stderr %q", code, errs)
+		}
+	})
+}
