@@ -298,3 +298,22 @@ func TestSimulatedBuggyBus(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSimulatedBus hunts false alarms: no history of the correct simulated
+// bus, whatever the seed and lease, may raise an anomaly.
+// Run: go test ./checker -run '^$' -fuzz FuzzSimulatedBus -fuzztime 30s
+func FuzzSimulatedBus(f *testing.F) {
+	f.Add(uint64(1), uint16(1000), true)
+	f.Add(uint64(2), uint16(50), false)
+	f.Fuzz(func(t *testing.T, seed uint64, leaseMs uint16, fromNow bool) {
+		lease := int64(max(leaseMs, 20)) * 1e6
+		b := &simBus{rng: rand.New(rand.NewPCG(seed, 42)), lease: lease, extendFromNow: fromNow}
+		for u := range 10 {
+			b.unit(u, int64(u)*3e8)
+		}
+		r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+		if v := r.Verdict(); v != Pass {
+			t.Fatalf("verdict %s on a correct bus, counts %v:%s", v, r.Counts, explain(r))
+		}
+	})
+}
