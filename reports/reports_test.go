@@ -533,3 +533,33 @@ func TestHTMLCutsLongBodies(t *testing.T) {
 		t.Errorf("long body shown whole")
 	}
 }
+
+func TestEntries(t *testing.T) {
+	rules := []spec.Rule{{ID: "A"}, {ID: "B"}, {ID: "C"}}
+	results := []checker.RuleResult{
+		{RuleID: "C", Verdict: checker.Fail},
+		{RuleID: "A", Verdict: checker.Pass},
+		{RuleID: "Z-unknown", Verdict: checker.Unknown},
+	}
+	got := Entries(rules, results, map[string]bool{"C": true})
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.Rule.ID+":"+string(e.Result.Verdict))
+		if e.Rule.ID != e.Result.RuleID {
+			t.Errorf("rule %s paired with result %s", e.Rule.ID, e.Result.RuleID)
+		}
+	}
+	if want := []string{"A:PASS", "C:FAIL", "Z-unknown:UNKNOWN"}; !slices.Equal(ids, want) {
+		t.Errorf("entries %v, want %v", ids, want)
+	}
+	if !got[1].Expected || got[0].Expected {
+		t.Errorf("expected flags wrong: %+v", got)
+	}
+}
+
+func TestCurrentTool(t *testing.T) {
+	tool := CurrentTool()
+	if tool.Name != "idscheck" || tool.Version == "" || !strings.HasPrefix(tool.GoVersion, "go") {
+		t.Errorf("CurrentTool() = %+v", tool)
+	}
+}
