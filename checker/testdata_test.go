@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,27 +80,49 @@ func TestSavedRuns(t *testing.T) {
 // expectFile is the expectation of a saved run in testdata.
 const expectFile = "expect.json"
 
+// savedRun is one run to save under testdata.
+type savedRun struct {
+	name string
+	h    History
+	l    Ledger
+	opts Options
+}
+
 func writeSavedRuns(t *testing.T) {
 	t.Helper()
+	var runs []savedRun
 	for _, tc := range checkCases {
-		if tc.verdict != Fail {
-			continue
+		if tc.verdict == Fail {
+			runs = append(runs, savedRun{tc.name, History{Ops: tc.ops}, Ledger{Effects: tc.effects}, tc.opts})
 		}
-		name := strings.NewReplacer("fail/", "", " ", "-").Replace(tc.name)
+	}
+	// whole runs of the simulated bus with a defect: realistic shape
+	for _, sb := range []struct {
+		name string
+		bug  simBug
+	}{{"sim/lease hijack", bugHijack}, {"sim/stale token accepted", bugStaleToken}, {"sim/replay creates a new intent", bugReplayNewID}} {
+		b := &simBus{rng: rand.New(rand.NewPCG(3, 42)), lease: 1e9, bug: sb.bug}
+		for u := range 8 {
+			b.unit(u, int64(u)*3e8)
+		}
+		runs = append(runs, savedRun{sb.name, History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1}})
+	}
+	for _, run := range runs {
+		name := strings.NewReplacer("fail/", "", "sim/", "sim-", " ", "-").Replace(run.name)
 		dir := filepath.Join("testdata", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		h, l := History{Ops: tc.ops}, Ledger{Effects: tc.effects}
+		h, l := run.h, run.l
 		var hb, lb bytes.Buffer
-		hb.WriteString("# " + tc.name + ": saved by go test ./checker -run TestSavedRuns -update\n")
+		hb.WriteString("# " + run.name + ": saved by go test ./checker -run TestSavedRuns -update\n")
 		if err := h.WriteJSONL(&hb); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.WriteJSONL(&lb); err != nil {
 			t.Fatal(err)
 		}
-		exp, err := json.MarshalIndent(expectOf(tc.name, tc.opts, Check(h, l, tc.opts)), "", "  ")
+		exp, err := json.MarshalIndent(expectOf(run.name, run.opts, Check(h, l, run.opts)), "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
