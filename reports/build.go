@@ -75,3 +75,16 @@ func Entries(rules []spec.Rule, results []checker.RuleResult, expected map[strin
 	}
 	return out
 }
+
+// SetCheck fills the checker's findings of c from rep: verdict, counts,
+// queue statistics, model results and the anomalies with their evidence (the
+// failing partitions' operations stay out: porcupine's view of them is a
+// separate file, listed in Visualizations).
+func (c *Chaos) SetCheck(rep checker.Report) {
+	c.Verdict = rep.Verdict()
+	c.Ops, c.Effects = rep.Ops, rep.Effects
+	c.Queue = rep.Queue
+	c.Models = rep.Models
+	c.Counts = rep.Counts
+	c.Anomalies = rep.Anomalies
+}

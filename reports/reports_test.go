@@ -40,6 +40,7 @@ func TestSummary(t *testing.T) {
 		{"fail beats unknown", false, []RuleEntry{entry(checker.Unknown, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
 		{"should broken, not strict", false, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.NonStrict, 0, 0},
 		{"should broken, strict", true, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.Fail, 1, 0},
+		{"unrecognised verdict is never pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry("MAYBE", spec.Must, false)}, checker.Unknown, 0, 0},
 		{"may never fails, even strict", true, []RuleEntry{entry(checker.NonStrict, spec.May, false)}, checker.NonStrict, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -430,6 +431,54 @@ var (
 	external = regexp.MustCompile(`(?i)(?:https?:)?//|url\(\s*['"]?(?:https?:|//)|@import|<link|<script|<iframe|<object|<embed`)
 )
 
+// externalRefs returns every link attribute that points outside the page or
+// the run directory, and every reference to another origin in the markup
+// (text between tags is left out: the target URL is shown as text). It
+// returns the link attributes found too.
+func externalRefs(page string) (bad, links []string) {
+	for _, tag := range tagRe.FindAllString(page, -1) {
+		for _, m := range attrRe.FindAllStringSubmatch(tag, -1) {
+			if !linkAttr[strings.ToLower(m[1])] {
+				continue
+			}
+			v := strings.Trim(m[2], `"'`)
+			links = append(links, v)
+			if !strings.HasPrefix(v, "#") && !regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`).MatchString(v) {
+				bad = append(bad, m[0]+" in "+tag)
+			}
+		}
+	}
+	markup := regexp.MustCompile(`>[^<]*<`).ReplaceAllString(page, "><")
+	for _, css := range regexp.MustCompile(`(?is)<style[^>]*>(.*?)</style>`).FindAllStringSubmatch(page, -1) {
+		markup += css[1] // style sheets are code, not text
+	}
+	for _, m := range external.FindAllString(markup, -1) {
+		bad = append(bad, m)
+	}
+	return bad, links
+}
+
+// TestExternalRefsCatches: the check of TestHTMLSelfContained flags what it
+// must.
+func TestExternalRefsCatches(t *testing.T) {
+	for _, page := range []string{
+		`<img src="https://cdn.example/x.png">`,
+		`<a href='//example.com/'>x</a>`,
+		`<a href=javascript:alert(1)>x</a>`,
+		`<link rel="stylesheet" href="s.css">`,
+		`<style>@import "x.css";</style>`,
+		`<div style="background:url(http://x/y)">`,
+		`<script>fetch(1)</script>`,
+	} {
+		if bad, _ := externalRefs(page); len(bad) == 0 {
+			t.Errorf("externalRefs(%s) found nothing", page)
+		}
+	}
+	if bad, _ := externalRefs(`<p>http://127.0.0.1:8080/ as text</p><a href="#rule-1">x</a><a href="linearization.html">v</a>`); len(bad) > 0 {
+		t.Errorf("externalRefs flags text or local links: %v", bad)
+	}
+}
+
 // TestHTMLSelfContained: no attribute points outside the page or the run
 // directory, and nothing loads anything.
 func TestHTMLSelfContained(t *testing.T) {
@@ -446,31 +495,14 @@ func TestHTMLSelfContained(t *testing.T) {
 			if err := WriteHTML(&b, tc.r); err != nil {
 				t.Fatal(err)
 			}
-			out := b.String()
-			var links []string
-			for _, tag := range tagRe.FindAllString(out, -1) {
-				for _, m := range attrRe.FindAllStringSubmatch(tag, -1) {
-					if !linkAttr[strings.ToLower(m[1])] {
-						continue
-					}
-					v := strings.Trim(m[2], `"'`)
-					links = append(links, v)
-					if !strings.HasPrefix(v, "#") && v != "linearization.html" {
-						t.Errorf("link attribute %s in %s: only #anchors and run-directory files allowed", m[0], tag)
-					}
-				}
+			bad, links := externalRefs(b.String())
+			for _, x := range bad {
+				t.Errorf("external reference: %s", x)
 			}
-			if tc.name == "sample" && len(links) == 0 {
-				t.Errorf("no link at all in the sample report: the check checks nothing")
+			if tc.name == "sample" && !slices.Contains(links, "linearization.html") {
+				t.Errorf("the sample's visualization is not linked: the check checks nothing (links %v)", links)
 			}
-			// Outside text nodes, nothing may name another origin. Strip text
-			// between tags and check the markup only.
-			markup := regexp.MustCompile(`>[^<]*<`).ReplaceAllString(out, "><")
-			if m := external.FindString(markup); m != "" {
-				i := strings.Index(markup, m)
-				t.Errorf("external reference %q in the markup: …%s…", m, markup[max(0, i-80):min(len(markup), i+80)])
-			}
-			if !strings.Contains(out, "Content-Security-Policy") {
+			if !strings.Contains(b.String(), "Content-Security-Policy") {
 				t.Errorf("no Content-Security-Policy")
 			}
 		})
@@ -561,5 +593,15 @@ func TestCurrentTool(t *testing.T) {
 	tool := CurrentTool()
 	if tool.Name != "idscheck" || tool.Version == "" || !strings.HasPrefix(tool.GoVersion, "go") {
 		t.Errorf("CurrentTool() = %+v", tool)
+	}
+}
+
+func TestChaosSetCheck(t *testing.T) {
+	rep := checker.Report{Ops: 3, Effects: 2, Counts: map[checker.AnomalyKind]int{checker.Duplicated: 1},
+		Anomalies: []checker.Anomaly{{Kind: checker.Duplicated, Key: "k"}}, Queue: checker.QueueStats{Duplicated: 1}}
+	var c Chaos
+	c.SetCheck(rep)
+	if c.Verdict != checker.Fail || c.Ops != 3 || c.Effects != 2 || len(c.Anomalies) != 1 || c.Queue.Duplicated != 1 {
+		t.Errorf("SetCheck gave %+v", c)
 	}
 }

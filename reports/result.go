@@ -6,6 +6,7 @@
 package reports
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -103,7 +104,8 @@ type Summary struct {
 	Counts map[checker.Verdict]int `json:"counts"`
 	// Verdict is the run's overall verdict: FAIL when a rule fails (a
 	// NON-STRICT one too with Strict) and the expected-failures file does
-	// not list it, else UNKNOWN when a rule is undecided, else NON-STRICT
+	// not list it, else UNKNOWN when a rule is undecided (or has a verdict
+	// this build does not know), else NON-STRICT
 	// when a SHOULD is broken, else PASS.
 	Verdict checker.Verdict `json:"verdict"`
 	// NewFailures are failing rules not listed as expected.
@@ -124,8 +126,12 @@ func (r *Result) Summary() Summary {
 	for _, v := range Verdicts {
 		s.Counts[v] = 0
 	}
+	undecided := 0
 	for _, e := range r.Rules {
 		s.Counts[e.Result.Verdict]++
+		if !slices.Contains(Verdicts, e.Result.Verdict) {
+			undecided++ // a verdict this build does not know never reads as PASS
+		}
 		switch {
 		case e.Failing(r.Strict) && e.Expected:
 			s.ExpectedFailing = append(s.ExpectedFailing, e.Rule.ID)
@@ -138,7 +144,7 @@ func (r *Result) Summary() Summary {
 	switch {
 	case len(s.NewFailures) > 0:
 		s.Verdict = checker.Fail
-	case s.Counts[checker.Unknown] > 0:
+	case s.Counts[checker.Unknown] > 0 || undecided > 0:
 		s.Verdict = checker.Unknown
 	case s.Counts[checker.NonStrict] > 0:
 		s.Verdict = checker.NonStrict
