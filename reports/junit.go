@@ -25,8 +25,8 @@ const junitMapping = ` idscheck verdicts in JUnit:
   N/A        - <skipped message="reason">.
   not covered (no scenario exercises the rule) - <skipped message="not covered: ...">.
   A failure listed in the expected-failures file is <skipped message="expected failure: ...">
-  with the evidence in <system-out>; an expected failure that now passes is a passing testcase
-  with property expected_failure_now_passes=true.
+  with the evidence in <system-out>; a listed rule that now passes is <failure type="now-passes">
+  (remove it from the file), with property expected_failure_now_passes=true.
 `
 
 type junitSuites struct {
@@ -272,7 +272,7 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 	case rr.Verdict == checker.Pass:
 		if e.Expected {
 			c.Properties = append(c.Properties, junitProperty{"expected_failure_now_passes", "true"})
-			c.SystemOut = &junitText{"listed in the expected-failures file, and now passes: remove it from the file\n"}
+			c.Failure = &junitProblem{Message: "listed in the expected-failures file, and now passes: remove it from the file", Type: "now-passes"}
 		}
 	default: // a verdict this build does not know: never a pass
 		c.Error = &junitProblem{Message: "unrecognised verdict " + string(rr.Verdict) + ": " + msg, Type: "unknown", Body: body}

@@ -104,7 +104,8 @@ type Summary struct {
 	Counts map[checker.Verdict]int `json:"counts"`
 	// Verdict is the run's overall verdict: FAIL when a rule fails (a
 	// NON-STRICT one too with Strict) and the expected-failures file does
-	// not list it, else UNKNOWN when a rule is undecided (or has a verdict
+	// not list it, or when a listed rule now passes (the file is stale: the
+	// run exits 1 too), else UNKNOWN when a rule is undecided (or has a verdict
 	// this build does not know), else NON-STRICT
 	// when a SHOULD is broken, else PASS.
 	Verdict checker.Verdict `json:"verdict"`
@@ -113,7 +114,7 @@ type Summary struct {
 	// ExpectedFailing are failing rules listed as expected.
 	ExpectedFailing []string `json:"expected_failing,omitempty"`
 	// NowPassing are rules listed as expected failures that passed: the
-	// expected-failures file should drop them.
+	// expected-failures file must drop them, and the run fails until it does.
 	NowPassing []string `json:"now_passing,omitempty"`
 }
 
@@ -142,7 +143,7 @@ func (r *Result) Summary() Summary {
 		}
 	}
 	switch {
-	case len(s.NewFailures) > 0:
+	case len(s.NewFailures) > 0 || len(s.NowPassing) > 0:
 		s.Verdict = checker.Fail
 	case s.Counts[checker.Unknown] > 0 || undecided > 0:
 		s.Verdict = checker.Unknown
