@@ -302,9 +302,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     And I publish 12 intents of priority 50 concurrently
     And I publish intent "retried" with:
       """
-      {"priority": 50, "backoff_base": 1.0}
+      {"priority": 50, "backoff_base": 1.0, "goal": "{goal}-r"}
       """
-    When I claim intent "retried" with query "goal={goal}&namespace={ns}"
+    When I claim intent "retried" with query "goal={goal}-r"
     And I send POST "/fail/{id:retried}" with body:
       """
       {"claim_token": "{token:retried}", "error": "again"}

@@ -69,6 +69,9 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 		return Mismatch(`201 {"id": "<hex>", …}`, describe(r))
 	}
 	w.register(alias, id, actor)
+	if ns, ok := body["namespace"].(string); ok {
+		w.nsOf[alias] = ns
+	}
 	w.bases[alias] = defaultBackoffBase
 	if f, ok := m["backoff_base"].(float64); ok {
 		w.bases[alias] = f
@@ -361,8 +364,12 @@ func (w *intentWorld) claimUntil(ctx context.Context, actor, alias string) error
 	}
 	start := time.Now()
 	limit := w.budget() - w.waited
+	query := ""
+	if ns, ok := w.nsOf[alias]; ok {
+		query = "namespace=" + url.QueryEscape(ns)
+	}
 	for n := 0; n < 10000; n++ {
-		r, err := w.claim(ctx, actor, "", nil)
+		r, err := w.claim(ctx, actor, query, nil)
 		if err != nil {
 			return err
 		}

@@ -33,6 +33,7 @@ type intentWorld struct {
 	ids       map[string]string   // alias -> intent id
 	aliases   map[string]string   // intent id -> alias
 	publisher map[string]string   // alias -> actor that published it
+	nsOf      map[string]string   // alias -> namespace it was published in
 	bases     map[string]float64  // alias -> backoff_base it was published with
 	tokens    map[string][]string // alias -> claim tokens, oldest first
 	header    http.Header         // staged for the next request
@@ -75,6 +76,7 @@ func (w *intentWorld) reset() {
 	w.ids = map[string]string{}
 	w.aliases = map[string]string{}
 	w.publisher = map[string]string{}
+	w.nsOf = map[string]string{}
 	w.bases = map[string]float64{}
 	w.tokens = map[string][]string{}
 	w.header = nil
@@ -241,11 +243,7 @@ func (w *intentWorld) sendWith(ctx context.Context, c *client.Client, h http.Hea
 	for k, vs := range extra {
 		hdr[k] = vs
 	}
-	req := client.Request{Method: method, Path: path, Header: hdr, Body: body}
-	if hdr.Get("X-API-KEY") != "" {
-		req.NoAPIKey = false
-	}
-	resp, err := c.Do(ctx, req)
+	resp, err := c.Do(ctx, client.Request{Method: method, Path: path, Header: hdr, Body: body})
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
