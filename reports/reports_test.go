@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
@@ -603,5 +604,27 @@ func TestChaosSetCheck(t *testing.T) {
 	c.SetCheck(rep)
 	if c.Verdict != checker.Fail || c.Ops != 3 || c.Effects != 2 || len(c.Anomalies) != 1 || c.Queue.Duplicated != 1 {
 		t.Errorf("SetCheck gave %+v", c)
+	}
+}
+
+// TestRenderIgnoresMonotonicClock: a Result built from time.Now() renders
+// like the same Result read back from result.json, where the monotonic
+// reading is gone.
+func TestRenderIgnoresMonotonicClock(t *testing.T) {
+	r := sampleResult()
+	r.Chaos = sampleChaos()
+	now := time.Now()
+	r.Started, r.Finished = now, now.Add(time.Second)
+	r.Chaos.Start = now
+	r.Chaos.Timeline[0].Start = now
+	r.Rules[0].Result.Evidence[0].Exchanges[0].Call = now
+	c := redacted(r)
+	for _, tm := range []time.Time{c.Started, c.Finished, c.Chaos.Start, c.Chaos.Timeline[0].Start, c.Rules[0].Result.Evidence[0].Exchanges[0].Call} {
+		if strings.Contains(tm.String(), "m=") {
+			t.Errorf("time %s keeps its monotonic reading", tm)
+		}
+	}
+	if !strings.Contains(r.Started.String(), "m=") {
+		t.Errorf("the caller's Result was modified")
 	}
 }

@@ -169,8 +169,8 @@ var secretHeaders = map[string]bool{
 const redactedText = "[redacted]"
 
 // redacted returns a deep enough copy of r in which credential headers of
-// every exchange and every value of r.Redact are replaced by "[redacted]".
-// r itself is not changed.
+// every exchange and every value of r.Redact are replaced by "[redacted]",
+// and times carry no monotonic reading. r itself is not changed.
 func redacted(r *Result) *Result {
 	c := *r
 	var repl *strings.Replacer
@@ -190,6 +190,9 @@ func redacted(r *Result) *Result {
 		return repl.Replace(s)
 	}
 	c.Redact = nil
+	// Wall clock only: a monotonic reading would make a duration rendered
+	// now differ from the same one rendered from result.json.
+	c.Started, c.Finished = c.Started.Round(0), c.Finished.Round(0)
 	c.Command = str(c.Command)
 	c.Target.URL = str(c.Target.URL)
 	c.Target.Command = str(c.Target.Command)
@@ -212,6 +215,7 @@ func redacted(r *Result) *Result {
 						ex.ReqBody = str(ex.ReqBody)
 						ex.RespBody = str(ex.RespBody)
 						ex.Err = str(ex.Err)
+						ex.Call, ex.Return = ex.Call.Round(0), ex.Return.Round(0)
 						exs[k] = ex
 					}
 					x.Exchanges = exs
@@ -222,12 +226,24 @@ func redacted(r *Result) *Result {
 		}
 		c.Rules[i] = e
 	}
-	if r.Chaos != nil && repl != nil {
+	if r.Chaos != nil {
 		ch := *r.Chaos
+		ch.Start, ch.End = ch.Start.Round(0), ch.End.Round(0)
 		ch.Anomalies = make([]checker.Anomaly, len(r.Chaos.Anomalies))
 		for i, a := range r.Chaos.Anomalies {
 			a.Explanation = str(a.Explanation)
 			ch.Anomalies[i] = a
+		}
+		ch.Timeline = make([]FaultSpan, len(r.Chaos.Timeline))
+		for i, f := range r.Chaos.Timeline {
+			f.Start, f.End = f.Start.Round(0), f.End.Round(0)
+			ch.Timeline[i] = f
+		}
+		if r.Chaos.Timeline == nil {
+			ch.Timeline = nil
+		}
+		if r.Chaos.Anomalies == nil {
+			ch.Anomalies = nil
 		}
 		c.Chaos = &ch
 	}
