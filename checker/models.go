@@ -391,3 +391,64 @@ func describeState(s lmState) string {
 	sort.Strings(parts)
 	return "{" + strings.Join(parts, " | ") + "}"
 }
+
+// idemDecide decides one idempotency partition exactly, as porcupine would
+// with the idempotency model, in linear time. The record is created by the
+// first request that takes effect, X (accepted or unknown); accepted
+// requests replay it and conflicts need it, so a linearization exists iff
+// every accepted request has the same body and response, no conflict has
+// that body, and some X with the accepted body (any body no conflict has,
+// when none was accepted) was called no later than every other accepted or
+// conflicting request returned. Refusals and unknown requests fit anywhere.
+// When the partition cannot linearize, why says so in plain words.
+func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) {
+	var first *Operation // an accepted request
+	conflictBodies := map[string]bool{}
+	// the constrained requests (accepted or conflicting) with the two
+	// earliest returns
+	var min1, min2 *Operation
+	for _, i := range idx {
+		op := &ops[i]
+		switch out := op.Effective(); {
+		case out == OutcomeOK:
+			if first == nil {
+				first = op
+			} else if op.Input.Body != first.Input.Body {
+				return false, fmt.Sprintf("two different bodies were accepted (%s and %s)", short(first.Input.Body), short(op.Input.Body))
+			} else if op.Output.Status != first.Output.Status || op.Output.ID != first.Output.ID || op.Output.Body != first.Output.Body {
+				return false, fmt.Sprintf("the same body got two responses (%s and %s)", describeResp(first), describeResp(op))
+			}
+		case out == OutcomeFailed && op.Output.Status == e.conflictStatus:
+			conflictBodies[op.Input.Body] = true
+		default:
+			continue
+		}
+		switch {
+		case min1 == nil || op.Return < min1.Return:
+			min1, min2 = op, min1
+		case min2 == nil || op.Return < min2.Return:
+			min2 = op
+		}
+	}
+	if min1 == nil {
+		return true, ""
+	}
+	if first != nil && conflictBodies[first.Input.Body] {
+		return false, fmt.Sprintf("a request with the accepted body %s was refused as a conflict", short(first.Input.Body))
+	}
+	for _, i := range idx {
+		x := &ops[i]
+		out := x.Effective()
+		if out == OutcomeFailed || conflictBodies[x.Input.Body] || (first != nil && x.Input.Body != first.Input.Body) {
+			continue // x cannot have created the record
+		}
+		bound := min1
+		if x == min1 {
+			bound = min2
+		}
+		if bound == nil || x.Call <= bound.Return {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("%s returned at %s, before any request that could have created the record it answers from had been sent", describeOp(min1), ms(min1.Return))
+}

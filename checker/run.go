@@ -122,6 +122,12 @@ func (c *check) stuck(p part, env *modelEnv) string {
 	if c.report.Counts[NotLinearizable] >= c.opts.MaxExamples {
 		return ""
 	}
+	if p.model == ModelIdempotency {
+		if ok, why := env.idemDecide(c.h.Ops, p.ops); !ok {
+			return ": it cannot place them all, because " + why
+		}
+		return ""
+	}
 	model := env.porcupineModel()
 	pops := porcupineOps(nil, c.h.Ops, p.ops, false)
 	res, info := porcupine.CheckOperationsVerbose(model, pops, c.opts.Timeout)
