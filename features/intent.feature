@@ -36,10 +36,11 @@ Feature: Intent Protocol v2.1 (seed 004)
 
   # ---------------------------------------------------------- 11 error format
 
-  @INTENT-11-error-shape @INTENT-11-code-unauthorized @INTENT-11-code-not-found @INTENT-5.1-api-key-required @INTENT-7-auth-required
+  @INTENT-11-error-shape @INTENT-11-code-unauthorized @INTENT-11-code-not-found @INTENT-5.1-api-key-required @INTENT-7-auth-required @INTENT-7-json-content-type
   Scenario Outline: every error response has the error shape (<what>)
     When <actor> sends <method> "<path>"
     Then the response is an error with status <status> and code "<code>"
+    And the response header "Content-Type" contains "application/json"
 
     Examples:
       | what                 | actor               | method | path                         | status | code         |
@@ -95,6 +96,11 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I remember the published id as "A"
     And I send POST "/claim?goal={goal}"
     Then the claim returns intent "A"
+    When I send POST "/fulfill/{id:A}" with body:
+      """
+      {"claim_token": "{token:A}"}
+      """
+    Then the response status is 200
 
   @INTENT-7.2-bad-request-400 @INTENT-7.2-required-fields @INTENT-11-error-shape @INTENT-11-invalid-specific @INTENT-11-code-invalid-request @INTENT-4.1-goal-length @INTENT-4.1-namespace-format @INTENT-4.1-visibility-values @INTENT-4.1-priority-range @INTENT-4.1-max-attempts-range @INTENT-4.1-backoff-base-range @INTENT-4.1-delay
   Scenario Outline: a publish with a missing or invalid field is refused (<what>)
@@ -441,6 +447,19 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then the response is an error with status 404 and code "not_found"
     When I claim
     Then the response status is 204
+
+  @INTENT-7.5-fulfill-without-result @INTENT-7.5-fulfill
+  Scenario: fulfil with nothing but the claim token stores no result
+    Given I publish intent "A"
+    And I claim intent "A"
+    When I send POST "/fulfill/{id:A}" with body:
+      """
+      {"claim_token": "{token:A}"}
+      """
+    Then the response status is 200
+    When I send GET "/result/{id:A}"
+    Then the response field "status" is "fulfilled"
+    And the response field "result" is null
 
   @INTENT-7.5-result-type
   Scenario Outline: result_type must be json or text (<type>)

@@ -207,7 +207,10 @@ func (w *intentWorld) sendPlain(ctx context.Context, actor, method, path string)
 	if err != nil {
 		return err
 	}
-	_, err = w.send(ctx, actor, method, p, nil, nil)
+	r, err := w.send(ctx, actor, method, p, nil, nil)
+	if err == nil && method == http.MethodPost && strings.HasPrefix(p, "/claim") {
+		w.noteClaim(r)
+	}
 	return err
 }
 

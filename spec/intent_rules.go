@@ -154,6 +154,7 @@ func intentRules() []Rule {
 		{"7.5", "fulfill-token-required", Must, "claim_token is strictly required. result_type MUST be", "anyone holding the intent id completes the job", ""},
 		{"7.5", "result-type", Must, "result_type MUST be \"json\" or \"text\".", "results are stored with a type readers cannot interpret", ""},
 		{"7.5", "result-type-default", Must, "If omitted, it defaults to \"json\" when a result is provided.", "readers misinterpret results fulfilled without a type", ""},
+		{"7.5", "fulfill-without-result", Must, "Body is optional — calling with no body marks the intent fulfilled with no stored result.", "a worker with nothing to report cannot complete its job, or an old result survives", ""},
 		{"7.5", "fulfill-404", Must, "Not found, not the current claimer, or claim_token invalid/expired | Workers receiving a 404 Not Found during this operation MUST treat it as a permanent lease loss (the job was reclaimed or deleted) and MUST NOT retry the mutation. POST /fail/", "a worker that is not the current claimer completes the job", ""},
 		{"7.6", "fail", Must, "Explicitly fails a claimed intent. The bus applies backoff and requeues if attempts remain, or moves to dead if exhausted.", "a worker cannot hand back a job it could not do", ""},
 		{"7.6", "fail-token-required", Must, "\"error\": \"Connection timed out\" }claim_token is strictly required.", "anyone holding the intent id fails another worker's job", ""},
