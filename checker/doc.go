@@ -10,6 +10,10 @@
 //     idempotency key: the first accepted body fixes the response, the same
 //     body replays it, another body is a conflict) and the intent lease (per
 //     intent: claims, tokens, extend, fulfill, fail, expiry, status reads);
+//     Idempotency partitions are decided exactly in linear time (idemDecide,
+//     held equal to porcupine's search by a test), lease partitions whose
+//     operations are ordered in time by stepping the model, the rest by
+//     porcupine;
 //   - named checks that say in plain words what the models can only call
 //     illegal: double lease, stale token accepted, fulfilled twice,
 //     idempotency violation;

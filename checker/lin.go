@@ -275,5 +275,6 @@ func worse(a, b LinResult) LinResult {
 }
 
 // visualizationTimeout bounds porcupine when it re-checks failing partitions
-// for a visualization (they are small: one key each).
+// for a visualization: one key each, small as a rule; a large illegal storm
+// may not finish, and its view then shows the longest orders found.
 const visualizationTimeout = 5 * time.Second
