@@ -15,8 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -416,12 +414,8 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 // its verdict, the expected-failure marks, the exit code, and the secrets
 // the renderers must redact.
 func newRunResult(c runConfig, target features.Target, bundled bool, res *features.RunResult, rules []spec.Rule, expected map[string]bool, g gateResult) *reports.Result {
-	byID := map[string]spec.Rule{}
-	for _, r := range rules {
-		byID[r.ID] = r
-	}
 	out := &reports.Result{
-		Tool:             toolInfo(),
+		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
 		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, TimeScale: target.TimeScale},
 		Seed:             res.Seed,
@@ -439,25 +433,8 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 	for _, id := range g.nowPasses {
 		out.Notes = append(out.Notes, id+" now passes: remove it from the expected-failures file")
 	}
-	for _, rr := range res.Rules {
-		out.Rules = append(out.Rules, reports.RuleEntry{Rule: byID[rr.RuleID], Result: rr, Expected: expected[rr.RuleID]})
-	}
+	out.Rules = reports.Entries(rules, res.Rules, expected)
 	return out
-}
-
-func toolInfo() reports.Tool {
-	t := reports.Tool{Name: "idscheck", Version: "(devel)", GoVersion: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			t.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				t.Version += " " + s.Value
-			}
-		}
-	}
-	return t
 }
 
 // writeRunDir writes the reports (result.json, junit.xml, index.html) and,

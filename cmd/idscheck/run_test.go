@@ -254,9 +254,6 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 			for _, f := range []string{"result.json", "history.jsonl", "scenarios.json", "junit.xml", "index.html"} {
 				b, err := os.ReadFile(filepath.Join(out, f))
 				if err != nil {
-					if f == "junit.xml" || f == "index.html" {
-						continue // TODO(reports): required once reports/ renders them
-					}
 					t.Error(err)
 					continue
 				}
