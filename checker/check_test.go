@@ -346,6 +346,7 @@ func assertReport(t *testing.T, r Report, tc checkCase) {
 			t.Errorf("anomaly without key, explanation or evidence: %+v", a)
 		}
 	}
+	assertNamedAgreeWithModels(t, r)
 	if len(tc.illegal) > 0 && len(r.FailingPartitions) == 0 {
 		t.Errorf("illegal model but no failing partition kept")
 	}

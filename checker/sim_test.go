@@ -284,6 +284,7 @@ func TestSimulatedBuggyBus(t *testing.T) {
 					b.unit(u, int64(u)*3e8)
 				}
 				r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+				assertNamedAgreeWithModels(t, r)
 				for _, k := range tc.want {
 					if r.Counts[k] > 0 {
 						caught++
@@ -316,4 +317,31 @@ func FuzzSimulatedBus(f *testing.F) {
 			t.Fatalf("verdict %s on a correct bus, counts %v:%s", v, r.Counts, explain(r))
 		}
 	})
+}
+
+// assertNamedAgreeWithModels checks that every key a named check flagged is
+// one its porcupine model also found illegal: two independent readings of
+// the protocol must agree.
+func assertNamedAgreeWithModels(t *testing.T, r Report) {
+	t.Helper()
+	failing := map[string]bool{}
+	for _, m := range r.Models {
+		for _, k := range m.Failing {
+			failing[m.Model+"/"+k] = true
+		}
+	}
+	for _, a := range r.Anomalies {
+		model := ""
+		switch a.Kind {
+		case DoubleLease, StaleTokenAccepted, FulfilledTwice:
+			model = ModelLease
+		case IdempotencyViolation:
+			model = ModelIdempotency
+		default:
+			continue
+		}
+		if !failing[model+"/"+a.Key] {
+			t.Errorf("%s on %s, but the %s model accepts that partition: %s", a.Kind, a.Key, model, a.Explanation)
+		}
+	}
 }
