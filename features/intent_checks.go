@@ -187,21 +187,17 @@ func (w *intentWorld) securityHeaders() error {
 	if w.last == nil {
 		return Mismatch("a response", "none")
 	}
-	want := [][2]string{
-		{"X-Frame-Options", "DENY"},
-		{"X-Content-Type-Options", "nosniff"},
-		{"Referrer-Policy", "no-referrer"},
-		{"Cache-Control", "no-store"},
-		{"X-Intent-Version", "2.1"},
+	var bad, want []string
+	for _, h := range spec.SecurityHeaders {
+		want = append(want, h[0]+": "+h[1])
 	}
-	var bad []string
-	for _, h := range want {
+	for _, h := range spec.SecurityHeaders {
 		if got := w.last.Header.Get(h[0]); got != h[1] {
 			bad = append(bad, fmt.Sprintf("%s: %q", h[0], got))
 		}
 	}
 	if len(bad) > 0 {
-		return Mismatch("X-Frame-Options: DENY, X-Content-Type-Options: nosniff, Referrer-Policy: no-referrer, Cache-Control: no-store, X-Intent-Version: 2.1",
+		return Mismatch(strings.Join(want, ", "),
 			strings.Join(bad, ", ")+" on "+describe(w.last))
 	}
 	return nil

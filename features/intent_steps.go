@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/spec"
 )
 
 // intentStep is one step definition of features/intent.feature: a regular
@@ -241,15 +243,15 @@ func (w *intentWorld) sendAdminCredential(ctx context.Context, actor, method, pa
 	key := w.env.Target.APIKey
 	switch {
 	case cred == "the API key as X-Admin-Token":
-		h.Set("X-Admin-Token", key)
+		h.Set(spec.HeaderAdminToken, key)
 	case cred == "the API key as Basic password":
 		h.Set("Authorization", basicAuth("admin", key))
-	case strings.HasPrefix(cred, "X-Admin-Token"):
+	case strings.HasPrefix(cred, spec.HeaderAdminToken):
 		v, err := w.expand(args[0][1])
 		if err != nil {
 			return err
 		}
-		h.Set("X-Admin-Token", v)
+		h.Set(spec.HeaderAdminToken, v)
 	default:
 		u, err1 := w.expand(args[0][1])
 		pw, err2 := w.expand(args[1][1])
