@@ -47,6 +47,10 @@ const unknownToken = "\x00unknown"
 // on the harness's clock: the lease was certainly live before liveUntil and
 // had certainly expired after expiresBy.
 type leaseState struct {
+	// now is the earliest instant the last operation linearized can have
+	// taken effect: the order is also an order in time, so an operation
+	// placed after it took effect no earlier.
+	now       int64
 	phase     uint8
 	token     string
 	attempts  int
@@ -187,6 +191,12 @@ func (e *modelEnv) leaseStep(next []leaseState, st leaseState, op *Operation) []
 	return next
 }
 
+// at returns st as of instant t.
+func (st leaseState) at(t int64) leaseState {
+	st.now = t
+	return st
+}
+
 // claimable reports whether a claim that took effect at some instant no later
 // than by may have found st claimable.
 func (st leaseState) claimable(by int64) bool {
@@ -200,13 +210,14 @@ func (st leaseState) claimable(by int64) bool {
 }
 
 func (e *modelEnv) claimStep(next []leaseState, st leaseState, op *Operation) []leaseState {
+	tl := max(st.now, op.Call)
 	switch op.Effective() {
 	case OutcomeFailed:
-		return addState(next, st)
+		return addState(next, st.at(tl))
 	case OutcomeUnknown:
-		next = addState(next, st)
+		next = addState(next, st) // it never happened
 		if st.phase == phaseOpen || st.phase == phaseClaimed {
-			next = addState(next, leaseState{phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: op.Call, expiresBy: math.MaxInt64})
+			next = addState(next, leaseState{now: tl, phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: tl, expiresBy: math.MaxInt64})
 		}
 		return next
 	}
@@ -216,12 +227,12 @@ func (e *modelEnv) claimStep(next []leaseState, st leaseState, op *Operation) []
 	if op.Output.Attempts != 0 && op.Output.Attempts <= st.attempts {
 		return next // claim_attempts must grow with every claim
 	}
-	n := leaseState{phase: phaseClaimed, token: op.Output.Token, attempts: op.Output.Attempts, liveUntil: op.Call, expiresBy: math.MaxInt64}
+	n := leaseState{now: tl, phase: phaseClaimed, token: op.Output.Token, attempts: op.Output.Attempts, liveUntil: tl, expiresBy: math.MaxInt64}
 	if op.Output.Attempts == 0 {
 		n.attempts = st.attempts + 1
 	}
 	if l := op.Output.LeaseNs; l > 0 {
-		n.liveUntil = op.Call + l - e.slack
+		n.liveUntil = tl + l - e.slack
 		n.expiresBy = satAdd(op.Return, l+e.slack)
 	}
 	return addState(next, n)
@@ -234,23 +245,24 @@ func (st leaseState) holds(op *Operation) bool {
 
 func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) []leaseState {
 	// may: the mutation may have found the lease valid at some instant.
-	may := st.holds(op) && op.Call <= st.expiresBy
+	tl := max(st.now, op.Call)
+	may := st.holds(op) && tl <= st.expiresBy
 	var after []leaseState
 	if may {
 		switch op.Kind {
 		case OpExtend:
-			n := st
+			n := st.at(tl)
 			if ext := op.Input.ExtendNs; ext > 0 {
-				n.liveUntil = min(op.Call, st.liveUntil) + ext - e.slack
+				n.liveUntil = min(tl, st.liveUntil) + ext - e.slack
 				n.expiresBy = satAdd(max(op.Return, st.expiresBy), ext+e.slack)
 			}
 			after = append(after, n)
 		case OpFulfill:
-			after = append(after, leaseState{phase: phaseFulfilled, attempts: st.attempts, expiresBy: math.MaxInt64})
+			after = append(after, leaseState{now: tl, phase: phaseFulfilled, attempts: st.attempts, expiresBy: math.MaxInt64})
 		case OpFail:
 			after = append(after,
-				leaseState{phase: phaseOpen, attempts: st.attempts, expiresBy: math.MaxInt64},
-				leaseState{phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
+				leaseState{now: tl, phase: phaseOpen, attempts: st.attempts, expiresBy: math.MaxInt64},
+				leaseState{now: tl, phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
 		}
 	}
 	switch op.Effective() {
@@ -265,49 +277,53 @@ func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) [
 		}
 	case OutcomeFailed:
 		if op.Output.Status != 404 {
-			return addState(next, st) // busy, rate limited, invalid: no effect
+			return addState(next, st.at(tl)) // busy, rate limited, invalid: no effect
 		}
 		// 404: lease lost. Wrong only when the token was current and the
 		// lease certainly live for the whole call.
 		if !(st.holds(op) && op.Return < st.liveUntil) {
-			next = addState(next, st)
+			next = addState(next, st.at(tl))
 		}
 	}
 	return next
 }
 
 func (e *modelEnv) statusStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	if op.Effective() != OutcomeOK {
+	tl := max(st.now, op.Call)
+	switch op.Effective() {
+	case OutcomeUnknown:
 		return addState(next, st)
+	case OutcomeFailed:
+		return addState(next, st.at(tl))
 	}
 	mayExpire := st.phase == phaseClaimed && op.Return >= st.liveUntil
 	switch op.Output.State {
 	case StateFulfilled:
 		if st.phase == phaseFulfilled {
-			next = addState(next, st)
+			next = addState(next, st.at(tl))
 		}
 	case StateClaimed:
 		if st.phase == phaseClaimed {
-			next = addState(next, st)
+			next = addState(next, st.at(tl))
 		} else if st.phase == phaseOpen && op.Return >= e.firstHiddenClaim {
-			// a claim whose answer was lost may hold it
-			next = addState(next, leaseState{phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: op.Call, expiresBy: math.MaxInt64})
+			// a claim whose answer was lost may hold it, since some time
+			next = addState(next, leaseState{now: tl, phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: math.MinInt64, expiresBy: math.MaxInt64})
 		}
 	case StateOpen:
 		if st.phase == phaseOpen {
-			next = addState(next, st)
+			next = addState(next, st.at(tl))
 		} else if mayExpire {
-			next = addState(next, leaseState{phase: phaseOpen, attempts: st.attempts, expiresBy: math.MaxInt64})
+			next = addState(next, leaseState{now: tl, phase: phaseOpen, attempts: st.attempts, expiresBy: math.MaxInt64})
 		}
 	case StateDead:
 		if st.phase == phaseDead {
-			next = addState(next, st)
+			next = addState(next, st.at(tl))
 		} else if mayExpire || st.phase == phaseOpen {
 			// expiry with attempts exhausted, or an admin cancel
-			next = addState(next, leaseState{phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
+			next = addState(next, leaseState{now: tl, phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
 		}
 	default: // gone or anything else: purged or expired; says nothing about the lease
-		next = addState(next, st)
+		next = addState(next, st.at(tl))
 	}
 	return next
 }
