@@ -30,6 +30,9 @@ const (
 	// FulfilledTwice: after a fulfill of an intent succeeded, another fulfill
 	// or a claim of it succeeded.
 	FulfilledTwice AnomalyKind = "fulfilled-twice"
+	// AttemptsExceeded: an intent was claimed more often than the
+	// max_attempts its publisher set; it should have been dead.
+	AttemptsExceeded AnomalyKind = "attempts-exceeded"
 	// IdempotencyViolation: the idempotency record broke: the same body under
 	// the same key got a different response, a different body was accepted
 	// instead of rejected, or a conflict was reported with no different body.

@@ -257,6 +257,19 @@ var checkCases = []checkCase{
 		mut(0, OpFulfill, "i1", "t1", 40, 50, OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
 
+	{name: "fail/claimed beyond max attempts", verdict: Fail, ops: []Operation{
+		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 1}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: OutcomeOK},
+		claim(1, "i1", "t1", 1, 100, 20, 30),
+		claim(2, "i1", "t2", 2, 100, 500, 510),
+		mut(2, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t2", 515)}, opts: Options{MaxEffects: -1}, want: map[AnomalyKind]int{AttemptsExceeded: 1}},
+	{name: "pass/claimed up to max attempts", verdict: Pass, ops: []Operation{
+		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 2}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: OutcomeOK},
+		claim(1, "i1", "t1", 1, 100, 20, 30),
+		claim(2, "i1", "t2", 2, 100, 500, 510),
+		mut(2, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t2", 515)}, opts: Options{MaxEffects: -1}},
+
 	// --- queue: must fail
 	{name: "fail/lost", verdict: Fail, ops: []Operation{
 		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),

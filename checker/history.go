@@ -52,6 +52,9 @@ type Input struct {
 	Token    string `json:"token,omitempty"`     // extend, fulfill, fail: the claim token presented
 	ExtendNs int64  `json:"extend_ns,omitempty"` // extend: the lease length asked for, in ns
 	Worker   string `json:"worker,omitempty"`    // claim and lease ops: the worker that sent it
+	// MaxAttempts is the publish's max_attempts (seed 004 §4.1: 3 when the
+	// body leaves it out); 0 when the recorder does not say.
+	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
 // Output is what came back, reduced to what the models need. It is

@@ -235,3 +235,22 @@ func ms(ns int64) string {
 	}
 	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 }
+
+// attemptsExceeded finds a claim of an intent beyond the max_attempts its
+// publisher set (seed 004 §3.3: at claim_attempts >= max_attempts the intent
+// is dead, and a dead intent is not claimable).
+func (c *check) attemptsExceeded(key string, idx []int, max int) bool {
+	for _, i := range idx {
+		op := &c.h.Ops[i]
+		if op.Kind == OpClaim && op.Effective() == OutcomeOK && op.Output.Attempts > max {
+			c.add(Anomaly{
+				Kind: AttemptsExceeded, Key: key,
+				Explanation: fmt.Sprintf("intent %s was claimed for attempt %d although its publisher allowed %d: after the last attempt it must be dead, not handed out again",
+					key, op.Output.Attempts, max),
+				Ops: []Operation{*op},
+			})
+			return true
+		}
+	}
+	return false
+}

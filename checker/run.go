@@ -48,6 +48,15 @@ func (c *check) run() {
 	c.report.Options = c.opts
 	c.report.FirstHiddenClaim = env.firstHiddenClaim
 
+	// max_attempts of each intent, from the publishes that created it
+	maxAttempts := map[string]int{}
+	for i := range c.h.Ops {
+		op := &c.h.Ops[i]
+		if op.Kind == OpPublish && op.Input.MaxAttempts > 0 && op.Output.ID != "" && op.Effective() == OutcomeOK {
+			maxAttempts[op.Output.ID] = op.Input.MaxAttempts
+		}
+	}
+
 	// named checks, per partition
 	named := make([]bool, len(parts))
 	count := map[string]int{}
@@ -58,6 +67,9 @@ func (c *check) run() {
 			named[i] = c.checkIdempotency(p.key, p.ops)
 		case ModelLease:
 			named[i] = c.checkLease(p.key, p.ops)
+			if m := maxAttempts[p.key]; m > 0 && c.attemptsExceeded(p.key, p.ops, m) {
+				named[i] = true
+			}
 		}
 	}
 

@@ -32,6 +32,7 @@ const (
 	bugReclaimDone          // a fulfilled intent can be claimed again
 	bugReplayNewID          // a duplicate publish creates a new intent
 	bugForgetsExtend        // extend answers 200 and does nothing
+	bugNoMaxAttempts        // an intent is handed out beyond max_attempts
 )
 
 type simIntent struct {
@@ -171,6 +172,10 @@ func (b *simBus) unit(u int, start int64) {
 	in := &simIntent{key: fmt.Sprintf("k%d", u), id: fmt.Sprintf("i%d", u), max: 3, t: start}
 	step := func() int64 { in.t += 1e6 + b.rng.Int64N(b.lease/3); return in.t }
 	body := "b-" + in.key
+	declared := in.max // what the publisher asks for
+	if b.bug == bugNoMaxAttempts {
+		in.max += 3
+	}
 	// publishes: retried until one is answered, plus duplicates and a conflict
 	created := false
 	for try := 0; try < 6; try++ {
@@ -180,7 +185,7 @@ func (b *simBus) unit(u int, start int64) {
 		if b.bug == bugReplayNewID && created {
 			id = fmt.Sprintf("%s-dup%d", in.id, try)
 		}
-		op := Operation{ClientID: b.rng.IntN(8), Kind: OpPublish, Key: in.key, Input: Input{Body: body}, Outcome: OutcomeOK,
+		op := Operation{ClientID: b.rng.IntN(8), Kind: OpPublish, Key: in.key, Input: Input{Body: body, MaxAttempts: declared}, Outcome: OutcomeOK,
 			Output: Output{Status: 201, ID: id, Body: "r-" + id}}
 		if fate != 2 {
 			created = true
@@ -274,6 +279,7 @@ func TestSimulatedBuggyBus(t *testing.T) {
 		{"fulfilled intent reclaimed", bugReclaimDone, []AnomalyKind{FulfilledTwice, NotLinearizable}},
 		{"replay creates a new intent", bugReplayNewID, []AnomalyKind{IdempotencyViolation}},
 		{"extend does nothing", bugForgetsExtend, []AnomalyKind{StaleTokenAccepted, DoubleLease, NotLinearizable}},
+		{"claims beyond max attempts", bugNoMaxAttempts, []AnomalyKind{AttemptsExceeded}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
