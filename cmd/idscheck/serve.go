@@ -2,12 +2,110 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idscheck/idscheck/sut"
 )
 
-// cmdServe is a placeholder until its issue lands.
+const serveSynopsis = `serve [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
+
+Runs the bundled reference server of the Intent Protocol v2.1 (seed 004).
+Configuration comes from the spec's environment variables (BUS_SECRET,
+BUS_ADMIN_SECRET, DASHBOARD_PASSWORD, BUS_METRICS_TOKEN, BUS_DB_PATH,
+BUS_TRUST_PROXY, BUS_ENFORCE_HTTPS, BUS_REQUIRE_SIGNATURES,
+BUS_MAINTENANCE_MODE, BUS_CLEANUP_INTERVAL_SECONDS); flags override them.
+BUS_SECRET is required and must not be dev_secret. With --addr port 0 the
+chosen address is printed on stdout ("listening on http://HOST:PORT").
+SIGTERM: stop accepting, finish in-flight requests, commit what is queued.`
+
+// cmdServe runs the reference server until ctx ends.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "idscheck serve: not implemented yet")
-	return exitUsage
+	fs := newFlagSet("serve", serveSynopsis, stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	db := fs.String("db", "", "SQLite database file (default BUS_DB_PATH or infrastructure.db)")
+	scale := fs.Float64("time-scale", 0, "divide every protocol duration by this factor (default IDSCHECK_TIME_SCALE or 1)")
+	mutant := fs.String("mutant", "", "run with a deliberate bug: "+strings.Join(mutantList(), ", "))
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if code, done := parseFlags(fs, args, false); done {
+		return code
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: --log-level: %v\n", err)
+		return exitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	cfg, err := sut.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	if *db != "" {
+		cfg.DBPath = *db
+	}
+	if *scale < 0 {
+		fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
+		return exitUsage
+	}
+	if *scale > 0 {
+		cfg.TimeScale = *scale
+	}
+	if *mutant != "" {
+		cfg.Mutant = *mutant
+	}
+	cfg.Logger = logger
+	srv, err := sut.Open(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		srv.Close()
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	logger.Info("serving", "addr", ln.Addr().String(), "db", cfg.DBPath)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	code := exitOK
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+			code = exitFailed
+		}
+	case <-ctx.Done():
+		logger.Info("shutting down: finishing in-flight requests")
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := hs.Shutdown(sctx); err != nil {
+			logger.Warn("shutdown", "err", err)
+		}
+		cancel()
+	}
+	if err := srv.Close(); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: close: %v\n", err)
+		code = exitFailed
+	}
+	logger.Info("stopped")
+	return code
+}
+
+func mutantList() []string {
+	var out []string
+	for _, m := range sut.Mutants() {
+		out = append(out, m.Name)
+	}
+	return out
 }

@@ -1,0 +1,902 @@
+package sut
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/idscheck/idscheck/spec"
+)
+
+// stmts are prepared once on the write connection (outside any
+// transaction; used through tx.Stmt) or on the read pool.
+type stmts struct {
+	insertIntent, getIdem, insertIdem, countOpen, claim, claimByID, insertNonce *sql.Stmt
+	fulfill, failSelect, failOpen, failDead, extend, deadOnTouch, insertDead    *sql.Stmt
+	rGetIntent, rGetIdem, rClaimSelect                                          *sql.Stmt
+}
+
+func (st *stmts) close() {
+	for _, p := range []*sql.Stmt{st.insertIntent, st.getIdem, st.insertIdem, st.countOpen, st.claim, st.claimByID, st.insertNonce,
+		st.fulfill, st.failSelect, st.failOpen, st.failDead, st.extend, st.deadOnTouch, st.insertDead, st.rGetIntent, st.rGetIdem, st.rClaimSelect} {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+const intentCols = `id, namespace, goal, payload, visibility, priority, max_attempts, backoff_base, target_worker, required_capability,
+ publisher, status, claim_attempts, claimed_by, claim_token, claimed_at, claim_expires_at, run_at, created_at, expires_at,
+ last_error, result, result_type, completed_at`
+
+// claimWhere is the eligibility of §7.3 with the lease reading of
+// spec.IntentDecisions "lease-expiry": run_at of a claimed intent is the end
+// of its lease plus its backoff. Parameters: ?1 caller key, ?3 now,
+// ?7 namespace, ?8 publisher filter, ?9 goal filter, ?10 worker id,
+// ?11 ",cap1,cap2,".
+func (s *Server) claimWhere() string {
+	status := "status IN ('open','claimed')"
+	if s.mutant == MutantLeaseNeverExpires {
+		status = "status = 'open'"
+	}
+	ns := "namespace = ?7"
+	if s.mutant == MutantNamespaceLeak {
+		ns = "?7 = ?7"
+	}
+	attempts := "claim_attempts < max_attempts"
+	if s.mutant == MutantMaxAttemptsIgnored {
+		attempts = "1"
+	}
+	vis := "(visibility = 'public' OR publisher = ?1)"
+	if s.mutant == MutantVisibilityLeak {
+		vis = "(?1 = ?1)"
+	}
+	order := "priority DESC, run_at, claim_attempts, created_at, id"
+	if s.mutant == MutantPriorityInverted {
+		order = "priority ASC, run_at, claim_attempts, created_at, id"
+	}
+	return status + " AND " + ns + " AND run_at <= ?3 AND expires_at > ?3 AND " + attempts + " AND " + vis +
+		" AND (?8 = '' OR publisher = ?8) AND (?9 = '' OR goal = ?9) AND (target_worker IS NULL OR target_worker = ?10)" +
+		" AND (required_capability IS NULL OR instr(?11, ',' || required_capability || ',') > 0) ORDER BY " + order + " LIMIT 1"
+}
+
+const claimSet = `status = 'claimed', claim_attempts = claim_attempts + 1, claimed_by = ?1, claim_token = ?2, claimed_at = ?3,
+ claim_expires_at = ?4, run_at = ?4 + (backoff_base * (1 << (claim_attempts + 1)) + ?5) / ?6,
+ last_error = CASE WHEN status = 'claimed' THEN 'lease expired' ELSE last_error END`
+
+const claimReturning = ` RETURNING id, namespace, goal, payload, claim_attempts, max_attempts, priority, visibility, target_worker, required_capability`
+
+func (s *Server) prepare(ctx context.Context) error {
+	w, r := s.wdb, s.rdb
+	for _, p := range []struct {
+		db  *sql.DB
+		dst **sql.Stmt
+		q   string
+	}{
+		{w, &s.st.insertIntent, `INSERT INTO intents(id, namespace, goal, payload, visibility, priority, max_attempts, backoff_base,
+ target_worker, required_capability, publisher, status, run_at, created_at, expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,'open',?,?,?)`},
+		{w, &s.st.getIdem, `SELECT body_hash, status, response FROM idempotency WHERE api_key = ? AND key = ?`},
+		{w, &s.st.insertIdem, `INSERT INTO idempotency(api_key, key, body_hash, status, response, created_at) VALUES(?,?,?,?,?,?)`},
+		{w, &s.st.countOpen, `SELECT COUNT(*) FROM intents WHERE publisher = ? AND status IN ('open','claimed')`},
+		{w, &s.st.claim, `UPDATE intents SET ` + claimSet + ` WHERE id = (SELECT id FROM intents WHERE ` + s.claimWhere() + `)` + claimReturning},
+		{w, &s.st.claimByID, `UPDATE intents SET ` + claimSet + ` WHERE id = ?7` + claimReturning},
+		{w, &s.st.insertNonce, `INSERT INTO nonces(api_key, nonce, ts) VALUES(?,?,?) ON CONFLICT DO NOTHING`},
+		{w, &s.st.fulfill, `UPDATE intents SET status = 'fulfilled', result = ?, result_type = ?, completed_at = ?, claim_token = NULL
+ WHERE id = ? AND status = 'claimed' AND claim_token = ? AND claimed_by = ? AND claim_expires_at > ? RETURNING claim_attempts`},
+		{w, &s.st.failSelect, `SELECT claim_attempts, max_attempts, backoff_base FROM intents
+ WHERE id = ? AND status = 'claimed' AND claim_token = ? AND claimed_by = ? AND claim_expires_at > ?`},
+		{w, &s.st.failOpen, `UPDATE intents SET status = 'open', claim_token = NULL, claimed_by = NULL, claim_expires_at = NULL, run_at = ?, last_error = ? WHERE id = ?`},
+		{w, &s.st.failDead, `UPDATE intents SET status = 'dead', claim_token = NULL, claim_expires_at = NULL, last_error = ?, completed_at = ? WHERE id = ?
+ RETURNING namespace, goal, payload, publisher, claim_attempts`},
+		{w, &s.st.extend, `UPDATE intents SET claim_expires_at = ?1, run_at = run_at + (?1 - claim_expires_at)
+ WHERE id = ?2 AND status = 'claimed' AND claim_token = ?3 AND claimed_by = ?4 AND claim_expires_at > ?5 RETURNING claim_attempts`},
+		{w, &s.st.deadOnTouch, `UPDATE intents SET status = 'dead', claim_token = NULL, completed_at = claim_expires_at,
+ last_error = COALESCE(last_error, 'lease expired') WHERE id = ? AND status = 'claimed' AND claim_expires_at <= ? AND claim_attempts >= max_attempts
+ RETURNING namespace, goal, payload, publisher, claim_attempts, last_error, completed_at`},
+		{w, &s.st.insertDead, `INSERT OR REPLACE INTO dead_letters(intent_id, namespace, goal, payload, publisher, reason, claim_attempts, last_error, died_at)
+ VALUES(?,?,?,?,?,?,?,?,?)`},
+		{r, &s.st.rGetIntent, `SELECT ` + intentCols + ` FROM intents WHERE id = ?`},
+		{r, &s.st.rGetIdem, `SELECT body_hash, status, response FROM idempotency WHERE api_key = ? AND key = ?`},
+		{r, &s.st.rClaimSelect, `SELECT id FROM intents WHERE ` + s.claimWhere()},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.q)
+		if err != nil {
+			return fmt.Errorf("prepare %.60q: %w", p.q, err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+// intentRow is one row of intents.
+type intentRow struct {
+	ID, Namespace, Goal, Payload, Visibility string
+	Priority, MaxAttempts                    int
+	BackoffBase                              float64
+	TargetWorker, RequiredCapability         sql.NullString
+	Publisher, Status                        string
+	ClaimAttempts                            int
+	ClaimedBy, ClaimToken                    sql.NullString
+	ClaimedAt, ClaimExpiresAt                sql.NullFloat64
+	RunAt, CreatedAt, ExpiresAt              float64
+	LastError, Result, ResultType            sql.NullString
+	CompletedAt                              sql.NullFloat64
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanIntent(sc scanner) (*intentRow, error) {
+	var x intentRow
+	err := sc.Scan(&x.ID, &x.Namespace, &x.Goal, &x.Payload, &x.Visibility, &x.Priority, &x.MaxAttempts, &x.BackoffBase,
+		&x.TargetWorker, &x.RequiredCapability, &x.Publisher, &x.Status, &x.ClaimAttempts, &x.ClaimedBy, &x.ClaimToken,
+		&x.ClaimedAt, &x.ClaimExpiresAt, &x.RunAt, &x.CreatedAt, &x.ExpiresAt, &x.LastError, &x.Result, &x.ResultType, &x.CompletedAt)
+	if err != nil {
+		return nil, err
+	}
+	return &x, nil
+}
+
+// effectiveStatus is the status a reader sees at now: a claimed intent whose
+// lease has lapsed is dead when its attempts are spent, open otherwise
+// (spec.IntentDecisions "lease-expiry"), before any write records it.
+func (s *Server) effectiveStatus(x *intentRow, now float64) string {
+	if x.Status != spec.StatusClaimed || !x.ClaimExpiresAt.Valid || x.ClaimExpiresAt.Float64 > now || s.mutant == MutantLeaseNeverExpires {
+		return x.Status
+	}
+	if x.ClaimAttempts >= x.MaxAttempts && s.mutant != MutantMaxAttemptsIgnored {
+		return spec.StatusDead
+	}
+	return spec.StatusOpen
+}
+
+func nullStr(n sql.NullString) *string {
+	if !n.Valid {
+		return nil
+	}
+	return &n.String
+}
+
+func nullF(n sql.NullFloat64) *float64 {
+	if !n.Valid {
+		return nil
+	}
+	return &n.Float64
+}
+
+func (s *Server) view(x *intentRow, now float64, withResult, admin bool) spec.IntentView {
+	v := spec.IntentView{ID: x.ID, Namespace: x.Namespace, Goal: x.Goal, Status: s.effectiveStatus(x, now), Priority: x.Priority,
+		Visibility: x.Visibility, ClaimAttempts: x.ClaimAttempts, MaxAttempts: x.MaxAttempts, BackoffBase: x.BackoffBase,
+		RunAt: x.RunAt, CreatedAt: x.CreatedAt, ExpiresAt: x.ExpiresAt, ClaimedAt: nullF(x.ClaimedAt),
+		TargetWorker: nullStr(x.TargetWorker), RequiredCapability: nullStr(x.RequiredCapability),
+		ResultType: nullStr(x.ResultType), CompletedAt: nullF(x.CompletedAt), Error: nullStr(x.LastError)}
+	if v.Status == spec.StatusClaimed {
+		v.ClaimExpiresAt = nullF(x.ClaimExpiresAt)
+	}
+	if v.Status == spec.StatusDead && x.Status == spec.StatusClaimed {
+		v.CompletedAt = nullF(x.ClaimExpiresAt)
+		if v.Error == nil {
+			e := "lease expired"
+			v.Error = &e
+		}
+	}
+	if withResult && x.Result.Valid {
+		v.Result = json.RawMessage(x.Result.String)
+	}
+	if admin {
+		v.Payload = json.RawMessage(x.Payload)
+		v.Publisher = x.Publisher
+		v.ClaimedBy = nullStr(x.ClaimedBy)
+		if v.Status == spec.StatusClaimed {
+			v.ClaimToken = nullStr(x.ClaimToken)
+		}
+	}
+	return v
+}
+
+// newIntent is a validated POST /intent body.
+type newIntent struct {
+	goal, namespace, visibility string
+	payload                     []byte
+	priority, maxAttempts       int
+	delay, backoffBase          float64
+	targetWorker, requiredCap   sql.NullString
+}
+
+// decodeObject parses body as one JSON object into raw fields.
+func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, herr(400, spec.ErrInvalidPayload, "the body must be a JSON object")
+	}
+	if dec.More() {
+		return nil, herr(400, spec.ErrInvalidPayload, "the body must be one JSON object")
+	}
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); err == nil {
+		return nil, herr(400, spec.ErrInvalidPayload, "trailing data after the JSON object")
+	}
+	return m, nil
+}
+
+func isNull(r json.RawMessage) bool { return r == nil || string(bytes.TrimSpace(r)) == "null" }
+
+func decodeString(m map[string]json.RawMessage, name, code string, minLen, maxLen int) (string, bool, error) {
+	raw, ok := m[name]
+	if !ok || isNull(raw) {
+		return "", false, nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false, herr(400, code, name+" must be a string")
+	}
+	if n := utf8.RuneCountInString(v); n < minLen || n > maxLen {
+		return "", false, herr(400, code, fmt.Sprintf("%s must be %d–%d characters", name, minLen, maxLen))
+	}
+	return v, true, nil
+}
+
+func decodeInt(m map[string]json.RawMessage, name, code string, lo, hi, def int) (int, error) {
+	raw, ok := m[name]
+	if !ok || isNull(raw) {
+		return def, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, herr(400, code, name+" must be an integer")
+	}
+	v, err := n.Int64()
+	if err != nil || v < int64(lo) || v > int64(hi) {
+		return 0, herr(400, code, fmt.Sprintf("%s must be an integer in %d–%d", name, lo, hi))
+	}
+	return int(v), nil
+}
+
+func decodeFloat(m map[string]json.RawMessage, name, code string, lo, hi, def float64) (float64, error) {
+	raw, ok := m[name]
+	if !ok || isNull(raw) {
+		return def, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, herr(400, code, name+" must be a number")
+	}
+	v, err := n.Float64()
+	if err != nil || math.IsNaN(v) || v < lo || v > hi {
+		return 0, herr(400, code, fmt.Sprintf("%s must be a number in %g–%g", name, lo, hi))
+	}
+	return v, nil
+}
+
+func validNamespace(ns string) bool {
+	if ns == "" || len(ns) > spec.MaxNamespaceLen {
+		return false
+	}
+	for i := 0; i < len(ns); i++ {
+		c := ns[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// DecodeIntent validates a POST /intent body (§4.1, spec.IntentDecisions
+// "validation"). Every rejection is an error carrying its HTTP status and
+// code; it never panics.
+func decodeIntent(body []byte) (*newIntent, error) {
+	m, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := m["goal"]; !ok {
+		return nil, herr(400, spec.ErrInvalidRequest, "goal is required")
+	}
+	if _, ok := m["payload"]; !ok {
+		return nil, herr(400, spec.ErrInvalidRequest, "payload is required")
+	}
+	n := &newIntent{namespace: "default", visibility: "private"}
+	var ok bool
+	if isNull(m["goal"]) {
+		return nil, herr(400, spec.ErrInvalidGoal, "goal must be a string of 1–256 characters")
+	}
+	if n.goal, ok, err = decodeString(m, "goal", spec.ErrInvalidGoal, 1, spec.MaxGoalLen); err != nil || !ok {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m["payload"]); err != nil {
+		return nil, herr(400, spec.ErrInvalidPayload, "payload is not valid JSON")
+	}
+	if buf.Len() > spec.MaxPayloadBytes {
+		return nil, herr(413, spec.ErrPayloadTooLarge, "the 'payload' field's serialized content exceeds 7KB limit")
+	}
+	n.payload = buf.Bytes()
+	if ns, ok, err := decodeString(m, "namespace", spec.ErrInvalidNamespace, 1, spec.MaxNamespaceLen); err != nil {
+		return nil, err
+	} else if ok {
+		if !validNamespace(ns) {
+			return nil, herr(400, spec.ErrInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
+		}
+		n.namespace = ns
+	}
+	if v, ok, err := decodeString(m, "visibility", spec.ErrInvalidVisibility, 1, 16); err != nil {
+		return nil, err
+	} else if ok {
+		if v != "private" && v != "public" {
+			return nil, herr(400, spec.ErrInvalidVisibility, `visibility must be "private" or "public"`)
+		}
+		n.visibility = v
+	}
+	if n.priority, err = decodeInt(m, "priority", spec.ErrInvalidPriority, spec.MinPriority, spec.MaxPriority, spec.DefaultPriority); err != nil {
+		return nil, err
+	}
+	if n.delay, err = decodeFloat(m, "delay", spec.ErrInvalidDelay, 0, 86400, 0); err != nil {
+		return nil, err
+	}
+	if n.maxAttempts, err = decodeInt(m, "max_attempts", spec.ErrInvalidMaxAttempts, spec.MinMaxAttempts, spec.MaxMaxAttempts, spec.DefaultMaxAttempts); err != nil {
+		return nil, err
+	}
+	if n.backoffBase, err = decodeFloat(m, "backoff_base", spec.ErrInvalidBackoffBase, spec.MinBackoffBase, spec.MaxBackoffBase, spec.DefaultBackoffBase); err != nil {
+		return nil, err
+	}
+	if v, ok, err := decodeString(m, "target_worker", spec.ErrInvalidTargetWorker, 1, 256); err != nil {
+		return nil, err
+	} else if ok {
+		n.targetWorker = sql.NullString{String: v, Valid: true}
+	}
+	if v, ok, err := decodeString(m, "required_capability", spec.ErrInvalidRequiredCapability, 1, 256); err != nil {
+		return nil, err
+	} else if ok {
+		if strings.ContainsAny(v, ", \t\r\n") {
+			return nil, herr(400, spec.ErrInvalidRequiredCapability, "required_capability is one token: no commas or spaces")
+		}
+		n.requiredCap = sql.NullString{String: v, Valid: true}
+	}
+	return n, nil
+}
+
+// canonicalHash is the SHA-256 of body's canonical JSON: objects with sorted
+// keys, no insignificant whitespace, numbers as written.
+func canonicalHash(body []byte) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	b := body
+	if dec.Decode(&v) == nil {
+		if c, err := json.Marshal(v); err == nil {
+			b = c
+		}
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+type replay struct {
+	status int
+	body   []byte
+}
+
+func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
+	idemKey := q.r.Header.Get(spec.HeaderIdempotencyKey)
+	if _, present := q.r.Header[spec.HeaderIdempotencyKey]; present && (idemKey == "" || len(idemKey) > 255) {
+		return herr(400, spec.ErrInvalidIdempotencyKey, "Idempotency-Key must be 1–255 bytes")
+	}
+	n, err := decodeIntent(q.body)
+	if err != nil {
+		return err
+	}
+	useIdem := idemKey != "" && s.mutant != MutantIdemKeyIgnored
+	var hash string
+	if useIdem {
+		hash = canonicalHash(q.body)
+		// Fast path: a replay needs no write.
+		var h, resp string
+		var st int
+		if err := s.st.rGetIdem.QueryRowContext(q.r.Context(), q.apiKey, idemKey).Scan(&h, &st, &resp); err == nil {
+			return s.answerIdem(w, hash, h, st, resp)
+		}
+	}
+	id := newHexID()
+	now := nowF()
+	resp, _ := json.Marshal(spec.CreateIntentResponse{ID: id, Status: spec.StatusPublished, Namespace: n.namespace})
+	apiKey, tester := q.apiKey, q.tester
+	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
+		if useIdem {
+			var h, resp string
+			var st int
+			err := tx.Stmt(s.st.getIdem).QueryRow(apiKey, idemKey).Scan(&h, &st, &resp)
+			if err == nil {
+				return replay{st, []byte(resp)}, errIdemFound{h, st, resp}
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+		}
+		if tester {
+			var c int
+			if err := tx.Stmt(s.st.countOpen).QueryRow(apiKey).Scan(&c); err != nil {
+				return nil, err
+			}
+			if c >= spec.TesterOpenCap {
+				e := herr(429, spec.ErrLimitExceeded, "open intent cap of 2000 per tester key reached")
+				e.retryAfter = "60"
+				return nil, e
+			}
+		}
+		if _, err := tx.Stmt(s.st.insertIntent).Exec(id, n.namespace, n.goal, string(n.payload), n.visibility, n.priority, n.maxAttempts,
+			n.backoffBase, n.targetWorker, n.requiredCap, apiKey, now+s.secs(n.delay), now, now+s.secs(spec.DefaultIntentTTL)); err != nil {
+			return nil, err
+		}
+		if useIdem {
+			if _, err := tx.Stmt(s.st.insertIdem).Exec(apiKey, idemKey, hash, 201, string(resp), now); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	var found errIdemFound
+	if errors.As(err, &found) {
+		return s.answerIdem(w, hash, found.hash, found.status, found.resp)
+	}
+	_ = v
+	if err != nil {
+		return err
+	}
+	s.writeRaw(w, 201, resp)
+	return nil
+}
+
+// errIdemFound aborts a create op whose key is already recorded.
+type errIdemFound struct {
+	hash   string
+	status int
+	resp   string
+}
+
+func (e errIdemFound) Error() string { return "idempotency key already recorded" }
+
+func (s *Server) answerIdem(w http.ResponseWriter, hash, storedHash string, status int, resp string) error {
+	if hash != storedHash && s.mutant != MutantIdemConflictAccepted {
+		return herr(422, spec.ErrIdempotencyConflict, "Idempotency-Key reused with a different request body")
+	}
+	w.Header().Set(spec.HeaderIdempotentReplay, "true")
+	s.writeRaw(w, status, []byte(resp))
+	return nil
+}
+
+type claimed struct {
+	resp spec.ClaimResponse
+}
+
+func (s *Server) claim(w http.ResponseWriter, q *request) error {
+	qs := q.r.URL.Query()
+	params := map[string]string{}
+	for _, k := range []string{"namespace", "goal", "publisher", "worker_id", "capabilities"} {
+		params[k] = qs.Get(k)
+	}
+	if len(bytes.TrimSpace(q.body)) > 0 {
+		m, err := decodeObject(q.body)
+		if err != nil {
+			return err
+		}
+		for k := range params {
+			if params[k] != "" {
+				continue
+			}
+			if raw, ok := m[k]; ok && !isNull(raw) {
+				var v string
+				if err := json.Unmarshal(raw, &v); err != nil {
+					return herr(400, "invalid_"+k, k+" must be a string")
+				}
+				params[k] = v
+			}
+		}
+	}
+	ns := params["namespace"]
+	if ns == "" {
+		ns = "default"
+	}
+	if !validNamespace(ns) {
+		return herr(400, spec.ErrInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
+	}
+	if len(params["goal"]) > spec.MaxGoalLen {
+		return herr(400, spec.ErrInvalidGoal, "goal must be at most 256 characters")
+	}
+	pub := params["publisher"]
+	if pub != "" && pub != q.apiKey && !q.admin && !s.isAdmin(q.r) {
+		return herr(403, spec.ErrForbidden, "the publisher filter is your own key unless you are an admin")
+	}
+	worker := q.r.Header.Get(spec.HeaderWorkerID)
+	if worker == "" {
+		worker = params["worker_id"]
+	}
+	if len(worker) > 256 {
+		return herr(400, spec.ErrInvalidWorkerID, "worker id must be at most 256 characters")
+	}
+	capsRaw := q.r.Header.Get(spec.HeaderWorkerCapabilities)
+	if capsRaw == "" {
+		capsRaw = params["capabilities"]
+	}
+	if len(capsRaw) > 4096 {
+		return herr(400, spec.ErrInvalidCapabilities, "capabilities must be at most 4096 bytes")
+	}
+	caps := ","
+	for _, c := range strings.Split(capsRaw, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			caps += c + ","
+		}
+	}
+	token := newHexID()
+	caller := q.apiKey
+	now := nowF()
+	exp := now + s.secs(spec.DefaultClaimTimeout)
+	var pick string
+	if s.mutant == MutantClaimNonAtomic {
+		err := s.st.rClaimSelect.QueryRowContext(q.r.Context(), caller, nil, now, nil, nil, nil, ns, pub, params["goal"], worker, caps).Scan(&pick)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.noContent(w)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
+		jitter := s.rnd.Float64() * 2
+		var row *sql.Row
+		if pick != "" {
+			row = tx.Stmt(s.st.claimByID).QueryRow(caller, token, now, exp, jitter, s.scale, pick)
+		} else {
+			row = tx.Stmt(s.st.claim).QueryRow(caller, token, now, exp, jitter, s.scale, ns, pub, params["goal"], worker, caps)
+		}
+		c := claimed{resp: spec.ClaimResponse{ClaimToken: token, ClaimTimeout: spec.DefaultClaimTimeout, ClaimExpiresAt: exp}}
+		var payload string
+		var tw, rc sql.NullString
+		err := row.Scan(&c.resp.ID, &c.resp.Namespace, &c.resp.Goal, &payload, &c.resp.ClaimAttempts, &c.resp.MaxAttempts,
+			&c.resp.Priority, &c.resp.Visibility, &tw, &rc)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.resp.Payload = json.RawMessage(payload)
+		c.resp.TargetWorker, c.resp.RequiredCapability = nullStr(tw), nullStr(rc)
+		return c, nil
+	})
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return s.noContent(w)
+	}
+	if err := failpointAfterClaim(s); err != nil {
+		return fmt.Errorf("claim: %w: %w", errCommit, err)
+	}
+	s.writeJSON(w, 200, v.(claimed).resp)
+	return nil
+}
+
+func (s *Server) noContent(w http.ResponseWriter) error {
+	if s.mutant != MutantNoRetryAfter {
+		w.Header().Set(spec.HeaderRetryAfter, "1")
+	}
+	w.WriteHeader(204)
+	return nil
+}
+
+// claimToken reads the claim token from the body field or the X-Claim-Token
+// header (spec.IntentDecisions "fulfill-body").
+func claimToken(q *request, m map[string]json.RawMessage) (string, error) {
+	if raw, ok := m["claim_token"]; ok && !isNull(raw) {
+		var t string
+		if err := json.Unmarshal(raw, &t); err != nil || t == "" || len(t) > 256 {
+			return "", herr(400, spec.ErrInvalidClaimToken, "claim_token must be a non-empty string")
+		}
+		return t, nil
+	}
+	if t := q.r.Header.Get(spec.HeaderClaimToken); t != "" {
+		return t, nil
+	}
+	return "", herr(400, spec.ErrInvalidRequest, "claim_token is required")
+}
+
+func bodyObject(q *request) (map[string]json.RawMessage, error) {
+	if len(bytes.TrimSpace(q.body)) == 0 {
+		return map[string]json.RawMessage{}, nil
+	}
+	return decodeObject(q.body)
+}
+
+var errLeaseLost = herr(404, spec.ErrNotFound, "intent not found, not held by this key, or claim_token invalid or expired")
+
+// deadOnTouch records the death of an intent whose lease lapsed with its
+// attempts spent, inside a mutation that touched it.
+func (s *Server) deadOnTouch(tx *sql.Tx, id string, now float64) error {
+	if s.mutant == MutantMaxAttemptsIgnored || s.mutant == MutantLeaseNeverExpires {
+		return nil
+	}
+	var ns, goal, payload, pub string
+	var attempts int
+	var lastErr sql.NullString
+	var died float64
+	err := tx.Stmt(s.st.deadOnTouch).QueryRow(id, now).Scan(&ns, &goal, &payload, &pub, &attempts, &lastErr, &died)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.Stmt(s.st.insertDead).Exec(id, ns, goal, payload, pub, "lease expired after max attempts", attempts, lastErr, died)
+	return err
+}
+
+func (s *Server) fulfill(w http.ResponseWriter, q *request) error {
+	m, err := bodyObject(q)
+	if err != nil {
+		return err
+	}
+	token, err := claimToken(q, m)
+	if err != nil {
+		return err
+	}
+	var result sql.NullString
+	var rtype sql.NullString
+	if raw, ok := m["result_type"]; ok && !isNull(raw) {
+		var t string
+		if json.Unmarshal(raw, &t) != nil || (t != "json" && t != "text") {
+			return herr(400, spec.ErrInvalidResultType, `result_type must be "json" or "text"`)
+		}
+		rtype = sql.NullString{String: t, Valid: true}
+	}
+	if raw, ok := m["result"]; ok && !isNull(raw) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return herr(400, spec.ErrInvalidResult, "result is not valid JSON")
+		}
+		if rtype.String == "text" && buf.Bytes()[0] != '"' {
+			return herr(400, spec.ErrInvalidResult, `a "text" result must be a JSON string`)
+		}
+		result = sql.NullString{String: buf.String(), Valid: true}
+		if !rtype.Valid {
+			rtype = sql.NullString{String: "json", Valid: true}
+		}
+	}
+	id, caller := q.param, q.apiKey
+	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
+		now := nowF()
+		tok, by, at := token, caller, now
+		var attempts int
+		var err error
+		if s.mutant == MutantStaleTokenAccepted {
+			err = tx.QueryRow(`UPDATE intents SET status = 'fulfilled', result = ?, result_type = ?, completed_at = ?, claim_token = NULL
+ WHERE id = ? AND status = 'claimed' RETURNING claim_attempts`, result, rtype, now, id).Scan(&attempts)
+		} else {
+			err = tx.Stmt(s.st.fulfill).QueryRow(result, rtype, now, id, tok, by, at).Scan(&attempts)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := s.deadOnTouch(tx, id, now); err != nil {
+				return nil, err
+			}
+			return lost{}, nil
+		}
+		return attempts, err
+	})
+	if _, ok := v.(lost); ok && err == nil {
+		return errLeaseLost
+	}
+	if err != nil {
+		return err
+	}
+	n, _ := v.(int)
+	s.writeJSON(w, 200, spec.MutationResponse{ID: id, Status: spec.StatusFulfilled, ClaimAttempts: n})
+	return nil
+}
+
+// lost is the value of an op that found no valid lease; it is not an error,
+// so a lazy death it recorded (deadOnTouch) is kept.
+type lost struct{}
+
+func (s *Server) fail(w http.ResponseWriter, q *request) error {
+	m, err := bodyObject(q)
+	if err != nil {
+		return err
+	}
+	token, err := claimToken(q, m)
+	if err != nil {
+		return err
+	}
+	msg, _, err := decodeString(m, "error", spec.ErrInvalidError, 0, 4096)
+	if err != nil {
+		return err
+	}
+	id, caller := q.param, q.apiKey
+	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
+		now := nowF()
+		var attempts, maxAttempts int
+		var base float64
+		var err error
+		if s.mutant == MutantStaleTokenAccepted {
+			err = tx.QueryRow(`SELECT claim_attempts, max_attempts, backoff_base FROM intents WHERE id = ? AND status = 'claimed'`, id).Scan(&attempts, &maxAttempts, &base)
+		} else {
+			err = tx.Stmt(s.st.failSelect).QueryRow(id, token, caller, now).Scan(&attempts, &maxAttempts, &base)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := s.deadOnTouch(tx, id, now); err != nil {
+				return nil, err
+			}
+			return lost{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		lastErr := sql.NullString{String: msg, Valid: msg != ""}
+		if attempts >= maxAttempts && s.mutant != MutantMaxAttemptsIgnored {
+			var ns, goal, payload, pub string
+			var n int
+			if err := tx.Stmt(s.st.failDead).QueryRow(lastErr, now, id).Scan(&ns, &goal, &payload, &pub, &n); err != nil {
+				return nil, err
+			}
+			if _, err := tx.Stmt(s.st.insertDead).Exec(id, ns, goal, payload, pub, "failed after max attempts", n, lastErr, now); err != nil {
+				return nil, err
+			}
+			return spec.MutationResponse{ID: id, Status: spec.StatusDead, ClaimAttempts: attempts}, nil
+		}
+		runAt := now + s.secs(base*math.Pow(2, float64(attempts))+s.rnd.Float64()*2)
+		if s.mutant == MutantNoBackoff {
+			runAt = now
+		}
+		if _, err := tx.Stmt(s.st.failOpen).Exec(runAt, lastErr, id); err != nil {
+			return nil, err
+		}
+		return spec.MutationResponse{ID: id, Status: spec.StatusOpen, ClaimAttempts: attempts, RunAt: &runAt}, nil
+	})
+	if _, ok := v.(lost); ok && err == nil {
+		return errLeaseLost
+	}
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, 200, v)
+	return nil
+}
+
+func (s *Server) extendClaim(w http.ResponseWriter, q *request) error {
+	m, err := bodyObject(q)
+	if err != nil {
+		return err
+	}
+	token, err := claimToken(q, m)
+	if err != nil {
+		return err
+	}
+	if _, ok := m["seconds"]; !ok {
+		return herr(400, spec.ErrInvalidSeconds, "seconds is required (10–3600)")
+	}
+	secs, err := decodeFloat(m, "seconds", spec.ErrInvalidSeconds, spec.MinExtendSeconds, spec.MaxExtendSeconds, 0)
+	if err != nil {
+		return err
+	}
+	if isNull(m["seconds"]) {
+		return herr(400, spec.ErrInvalidSeconds, "seconds must be a number in 10–3600")
+	}
+	id, caller := q.param, q.apiKey
+	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
+		now := nowF()
+		exp := now + s.secs(secs)
+		var attempts int
+		var err error
+		switch s.mutant {
+		case MutantStaleTokenAccepted:
+			err = tx.QueryRow(`UPDATE intents SET claim_expires_at = ?1, run_at = run_at + (?1 - claim_expires_at) WHERE id = ?2 AND status = 'claimed' RETURNING claim_attempts`, exp, id).Scan(&attempts)
+		case MutantExtendAfterExpiry:
+			err = tx.Stmt(s.st.extend).QueryRow(exp, id, token, caller, math.Inf(-1)).Scan(&attempts)
+		default:
+			err = tx.Stmt(s.st.extend).QueryRow(exp, id, token, caller, now).Scan(&attempts)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := s.deadOnTouch(tx, id, now); err != nil {
+				return nil, err
+			}
+			return lost{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return spec.MutationResponse{ID: id, Status: spec.StatusClaimed, ClaimAttempts: attempts, ClaimExpiresAt: &exp}, nil
+	})
+	if _, ok := v.(lost); ok && err == nil {
+		return errLeaseLost
+	}
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, 200, v)
+	return nil
+}
+
+func (s *Server) readIntent(ctx context.Context, id string) (*intentRow, error) {
+	x, err := scanIntent(s.st.rGetIntent.QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, herr(404, spec.ErrNotFound, "intent not found")
+	}
+	return x, err
+}
+
+func (s *Server) resultOrStatus(w http.ResponseWriter, q *request, withResult bool) error {
+	x, err := s.readIntent(q.r.Context(), q.param)
+	if err != nil {
+		return err
+	}
+	if !q.admin && x.Publisher != q.apiKey && !(x.ClaimedBy.Valid && x.ClaimedBy.String == q.apiKey) {
+		return herr(403, spec.ErrForbidden, "only the publisher, the current claimer or an admin may read this intent")
+	}
+	s.writeJSON(w, 200, s.view(x, nowF(), withResult, false))
+	return nil
+}
+
+func (s *Server) result(w http.ResponseWriter, q *request) error { return s.resultOrStatus(w, q, true) }
+func (s *Server) status(w http.ResponseWriter, q *request) error {
+	return s.resultOrStatus(w, q, false)
+}
+
+func validKVKey(k string) bool { return k != "" && len(k) <= 256 && utf8.ValidString(k) }
+
+func (s *Server) set(w http.ResponseWriter, q *request) error {
+	if !validKVKey(q.param) {
+		return herr(400, spec.ErrInvalidKey, "key must be 1–256 bytes of UTF-8")
+	}
+	m, err := decodeObject(q.body)
+	if err != nil {
+		return err
+	}
+	raw, ok := m["value"]
+	if !ok {
+		return herr(400, spec.ErrInvalidRequest, "value is required")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return herr(400, spec.ErrInvalidValue, "value is not valid JSON")
+	}
+	ttl, err := decodeFloat(m, "ttl", spec.ErrInvalidTTL, 1, spec.MaxKVTTL, spec.DefaultKVTTL)
+	if err != nil {
+		return err
+	}
+	key, caller := q.param, q.apiKey
+	exp := nowF() + s.secs(ttl)
+	_, err = s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
+		_, err := tx.Exec(`INSERT INTO store(api_key, key, value, expires_at) VALUES(?,?,?,?)
+ ON CONFLICT(api_key, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`, caller, key, buf.String(), exp)
+		return nil, err
+	})
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, 200, map[string]any{"ok": true, "key": key, "expires_at": exp})
+	return nil
+}
+
+func (s *Server) get(w http.ResponseWriter, q *request) error {
+	if !validKVKey(q.param) {
+		return herr(400, spec.ErrInvalidKey, "key must be 1–256 bytes of UTF-8")
+	}
+	var v string
+	err := s.rdb.QueryRowContext(q.r.Context(), `SELECT value FROM store WHERE api_key = ? AND key = ? AND expires_at > ?`, q.apiKey, q.param, nowF()).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return herr(404, spec.ErrNotFound, "no such key")
+	}
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, 200, spec.GetResponse{Value: json.RawMessage(v)})
+	return nil
+}

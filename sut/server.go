@@ -1,0 +1,556 @@
+// Package sut is the bundled reference server of the Intent Protocol v2.1
+// (seed 004): the yardstick idscheck compares vendors with. One writer
+// goroutine owns the only SQLite write connection and commits pending
+// operations in batches (group commit, synchronous=FULL); no reply leaves
+// before its commit is durable. Reads use a separate WAL reader pool.
+package sut
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idscheck/idscheck/spec"
+)
+
+// Server is the reference server. Its handler is safe for concurrent use.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	scale  float64
+	mutant string
+	wdb    *sql.DB // the only write connection, owned by w
+	rdb    *sql.DB // read-only pool
+	w      *writer
+	st     stmts
+	rnd    *mrand.Rand // used only inside writer ops (the writer goroutine)
+
+	keysMu sync.RWMutex
+	keys   map[string]string // tester api key → owner
+
+	rateMu sync.Mutex
+	rate   map[string]*rateWindow
+
+	cleanMu      sync.Mutex
+	nextCleanup  time.Time // lazy cleanup runs on traffic at or after this
+	cleanRunning bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type rateWindow struct {
+	start time.Time
+	n     int
+}
+
+// Open opens (or creates) the database at cfg.DBPath and returns a running
+// server. It refuses an empty or default BUS_SECRET and an unknown mutant.
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Secret == "" || cfg.Secret == DefaultSecret {
+		return nil, fmt.Errorf("open: BUS_SECRET must be set and must not be the default %q", DefaultSecret)
+	}
+	if cfg.DBPath == "" {
+		return nil, errors.New("open: no database path")
+	}
+	if cfg.Mutant != "" && !knownMutant(cfg.Mutant) {
+		return nil, fmt.Errorf("open: unknown mutant %q (valid: %s)", cfg.Mutant, strings.Join(mutantNames(), ", "))
+	}
+	if cfg.TimeScale == 0 {
+		cfg.TimeScale = 1
+	}
+	if !(cfg.TimeScale > 0) || math.IsInf(cfg.TimeScale, 0) {
+		return nil, fmt.Errorf("open: time scale must be > 0, got %v", cfg.TimeScale)
+	}
+	if cfg.CleanupInterval <= 0 {
+		cfg.CleanupInterval = DefaultCleanupInterval
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		var b [8]byte
+		rand.Read(b[:])
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	s := &Server{cfg: cfg, log: log, scale: cfg.TimeScale, mutant: cfg.Mutant,
+		rnd: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), keys: map[string]string{}, rate: map[string]*rateWindow{}}
+	sync := "FULL"
+	if s.mutant == MutantLostOnCrash {
+		sync = "OFF"
+	}
+	wdb, err := sql.Open("sqlite", dsn(cfg.DBPath, false, sync))
+	if err != nil {
+		return nil, fmt.Errorf("open: write db: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	if _, err := wdb.ExecContext(ctx, schema); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open: schema: %w", err)
+	}
+	var mode string
+	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		wdb.Close()
+		return nil, fmt.Errorf("open: journal_mode is %q, want wal: %v", mode, err)
+	}
+	rdb, err := sql.Open("sqlite", dsn(cfg.DBPath, true, "FULL"))
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open: read db: %w", err)
+	}
+	rdb.SetMaxOpenConns(8)
+	rdb.SetMaxIdleConns(8)
+	s.wdb, s.rdb = wdb, rdb
+	if err := s.prepare(ctx); err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	rows, err := rdb.QueryContext(ctx, "SELECT api_key, owner FROM api_keys")
+	if err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("open: load keys: %w", err)
+	}
+	for rows.Next() {
+		var k, o string
+		if err := rows.Scan(&k, &o); err == nil {
+			s.keys[k] = o
+		}
+	}
+	rows.Close()
+	s.nextCleanup = time.Now().Add(s.dur(cfg.CleanupInterval.Seconds()))
+	s.w = newWriter(wdb, log, s.mutant == MutantLostOnCrash, func() { failpointAfterCommit(s) })
+	log.Info("reference server open", "db", cfg.DBPath, "time_scale", s.scale, "mutant", s.mutant)
+	return s, nil
+}
+
+// Close drains the writer (every queued operation is committed) and closes
+// the database. Idempotent; the handler answers 503 afterwards.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.w.close()
+		s.st.close()
+		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+	})
+	return s.closeErr
+}
+
+// dur converts a protocol duration in seconds to real time.
+func (s *Server) dur(seconds float64) time.Duration {
+	return time.Duration(seconds / s.scale * float64(time.Second))
+}
+
+// secs converts protocol seconds to real seconds.
+func (s *Server) secs(seconds float64) float64 { return seconds / s.scale }
+
+func nowF() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+func newHexID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// httpError is an error with its status and code; writeError renders it.
+type httpError struct {
+	status     int
+	code, msg  string
+	retryAfter string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.msg }
+
+func herr(status int, code, msg string) *httpError {
+	return &httpError{status: status, code: code, msg: msg}
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("encode response", "err", err)
+		status, b = 500, []byte(`{"error":{"code":"internal_error","message":"cannot encode the response"}}`)
+	}
+	s.writeRaw(w, status, b)
+}
+
+func (s *Server) writeRaw(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		switch {
+		case errors.Is(err, errClosed):
+			he = herr(503, spec.ErrMaintenance, "the server is shutting down")
+		case errors.Is(err, errCommit) || strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"):
+			he = herr(503, spec.ErrDatabaseBusy, "the database is busy; retry")
+			he.retryAfter = "1"
+		default:
+			s.log.Error("internal error", "err", err)
+			he = herr(500, spec.ErrInternal, "internal error")
+		}
+	}
+	if he.retryAfter != "" && s.mutant != MutantNoRetryAfter {
+		w.Header().Set(spec.HeaderRetryAfter, he.retryAfter)
+	}
+	s.writeJSON(w, he.status, spec.ErrorBody{Error: spec.ErrorDetail{Code: he.code, Message: he.msg}})
+}
+
+// request is one request after the common checks.
+type request struct {
+	r      *http.Request
+	body   []byte
+	apiKey string // "" for admin-only or unauthenticated routes
+	tester bool   // apiKey is a tester key
+	admin  bool   // admin credentials were presented and valid
+	param  string // the path parameter
+	now    time.Time
+}
+
+type route struct {
+	method  string
+	kind    int // routeOpen, routeClient, routeAdmin, routeMetrics
+	handler func(s *Server, w http.ResponseWriter, q *request) error
+}
+
+const (
+	routeOpen = iota
+	routeClient
+	routeAdmin
+	routeMetrics
+	routeClientOrAdmin
+)
+
+// match finds the route of path; param is its path parameter. ok is false
+// for an unknown path; methods lists the allowed methods of a known one.
+func match(path string) (routes []route, param string, ok bool) {
+	switch path {
+	case spec.PathHealth:
+		return []route{{"GET", routeOpen, (*Server).health}}, "", true
+	case spec.PathIntent:
+		return []route{{"POST", routeClient, (*Server).createIntent}}, "", true
+	case spec.PathClaim:
+		return []route{{"POST", routeClient, (*Server).claim}}, "", true
+	case spec.PathDashboard:
+		return []route{{"GET", routeAdmin, (*Server).dashboard}}, "", true
+	case spec.PathGenerateKey:
+		return []route{{"POST", routeAdmin, (*Server).generateKey}}, "", true
+	case spec.PathRevokeKey:
+		return []route{{"POST", routeAdmin, (*Server).revokeKey}}, "", true
+	case spec.PathPurge:
+		return []route{{"POST", routeAdmin, (*Server).purge}}, "", true
+	case spec.PathCleanup:
+		return []route{{"POST", routeAdmin, (*Server).cleanupNow}}, "", true
+	case spec.PathDead:
+		return []route{{"GET", routeAdmin, (*Server).deadList}}, "", true
+	case spec.PathMetrics:
+		return []route{{"GET", routeMetrics, (*Server).metrics}}, "", true
+	}
+	one := func(prefix string) (string, bool) {
+		rest, found := strings.CutPrefix(path, prefix)
+		if !found || rest == "" || strings.Contains(rest, "/") {
+			return "", false
+		}
+		return rest, true
+	}
+	for _, p := range []struct {
+		prefix string
+		r      route
+	}{
+		{spec.PathExtendClaim, route{"POST", routeClient, (*Server).extendClaim}},
+		{spec.PathFulfill, route{"POST", routeClient, (*Server).fulfill}},
+		{spec.PathFail, route{"POST", routeClient, (*Server).fail}},
+		{spec.PathResult, route{"GET", routeClientOrAdmin, (*Server).result}},
+		{spec.PathStatus, route{"GET", routeClientOrAdmin, (*Server).status}},
+		{spec.PathSet, route{"POST", routeClient, (*Server).set}},
+		{spec.PathGet, route{"GET", routeClient, (*Server).get}},
+		{spec.PathDeadLetter, route{"GET", routeAdmin, (*Server).deadLetter}},
+	} {
+		if v, ok := one(p.prefix); ok {
+			return []route{p.r}, v, true
+		}
+	}
+	if rest, found := strings.CutPrefix(path, spec.PathAdminIntents); found {
+		id, action, _ := strings.Cut(rest, "/")
+		if id != "" {
+			switch action {
+			case "":
+				if !strings.HasSuffix(rest, "/") {
+					return []route{{"GET", routeAdmin, (*Server).adminIntent}}, id, true
+				}
+			case "cancel":
+				return []route{{"POST", routeAdmin, (*Server).adminCancel}}, id, true
+			case "retry":
+				return []route{{"POST", routeAdmin, (*Server).adminRetry}}, id, true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+// Handler returns the HTTP handler of every endpoint.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if s.mutant != MutantMissingSecurityHeaders {
+		h := w.Header()
+		for _, kv := range spec.SecurityHeaders {
+			h[kv[0]] = []string{kv[1]}
+		}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic in handler", "path", r.URL.Path, "panic", fmt.Sprint(v))
+			s.writeError(w, herr(500, spec.ErrInternal, "internal error"))
+		}
+	}()
+	err := s.dispatch(w, r, start)
+	if err != nil {
+		s.writeError(w, err)
+	}
+	if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "remote", s.clientIP(r), "err", err, "took", time.Since(start))
+	}
+}
+
+func (s *Server) clientIP(r *http.Request) string {
+	if s.cfg.TrustProxy {
+		if f := r.Header.Get("X-Forwarded-For"); f != "" {
+			ip, _, _ := strings.Cut(f, ",")
+			return strings.TrimSpace(ip)
+		}
+	}
+	return r.RemoteAddr
+}
+
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, now time.Time) error {
+	routes, param, ok := match(r.URL.Path)
+	if !ok {
+		if s.mutant == MutantNonJSON404 {
+			http.NotFound(w, r)
+			return nil
+		}
+		return herr(404, spec.ErrNotFound, "no such endpoint: "+r.URL.Path)
+	}
+	var rt *route
+	for i := range routes {
+		if routes[i].method == r.Method || (routes[i].method == "GET" && r.Method == "HEAD") {
+			rt = &routes[i]
+		}
+	}
+	if rt == nil {
+		w.Header().Set("Allow", routes[0].method)
+		return herr(405, spec.ErrMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+	}
+	if s.cfg.EnforceHTTPS && r.TLS == nil && !(s.cfg.TrustProxy && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")) {
+		return herr(403, spec.ErrHTTPSRequired, "HTTPS is required")
+	}
+	if s.cfg.Maintenance && (rt.kind == routeClient || rt.kind == routeClientOrAdmin) {
+		e := herr(503, spec.ErrMaintenance, "the server is in maintenance mode")
+		e.retryAfter = "60"
+		return e
+	}
+	q := &request{r: r, param: param, now: now}
+	if r.Body != nil && r.Method != "GET" && r.Method != "HEAD" {
+		if r.ContentLength > spec.MaxBodyBytes {
+			return herr(413, spec.ErrPayloadTooLarge, fmt.Sprintf("the request body exceeds %d bytes", spec.MaxBodyBytes))
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, spec.MaxBodyBytes+1))
+		if err != nil {
+			return herr(400, spec.ErrInvalidRequest, "cannot read the body")
+		}
+		if len(b) > spec.MaxBodyBytes {
+			return herr(413, spec.ErrPayloadTooLarge, fmt.Sprintf("the request body exceeds %d bytes", spec.MaxBodyBytes))
+		}
+		q.body = b
+	}
+	switch rt.kind {
+	case routeAdmin:
+		if err := s.adminAuth(w, r, rt); err != nil {
+			return err
+		}
+		q.admin = true
+	case routeMetrics:
+		if !s.metricsAuth(r) {
+			return herr(401, spec.ErrUnauthorized, "a metrics token or admin credentials are required")
+		}
+	case routeClient, routeClientOrAdmin:
+		if rt.kind == routeClientOrAdmin && r.Header.Get(spec.HeaderAPIKey) == "" && s.isAdmin(r) {
+			q.admin = true
+			break
+		}
+		if err := s.clientAuth(r.Context(), q); err != nil {
+			return err
+		}
+	}
+	if rt.kind != routeOpen {
+		s.maybeCleanup()
+	}
+	return rt.handler(s, w, q)
+}
+
+// clientAuth checks the API key, the HMAC signature (when present or
+// required) and the tester rate limit.
+func (s *Server) clientAuth(ctx context.Context, q *request) error {
+	r := q.r
+	key := r.Header.Get(spec.HeaderAPIKey)
+	if key == "" {
+		return herr(401, spec.ErrUnauthorized, "missing X-API-KEY")
+	}
+	if subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.Secret)) != 1 {
+		s.keysMu.RLock()
+		_, ok := s.keys[key]
+		s.keysMu.RUnlock()
+		if !ok {
+			return herr(401, spec.ErrUnauthorized, "invalid API key")
+		}
+		q.tester = true
+	}
+	q.apiKey = key
+	sig, ts, nonce := r.Header.Get(spec.HeaderSignature), r.Header.Get(spec.HeaderTimestamp), r.Header.Get(spec.HeaderNonce)
+	if sig != "" || ts != "" || nonce != "" || s.cfg.RequireSignatures {
+		if err := s.verifySignature(ctx, q, sig, ts, nonce); err != nil {
+			return err
+		}
+	}
+	if q.tester {
+		if err := s.rateLimit(key, q.now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce string) error {
+	if sig == "" || ts == "" || nonce == "" {
+		return herr(401, spec.ErrSignatureRequired, "signed requests need X-Timestamp, X-Nonce and X-Signature")
+	}
+	t, err := strconv.ParseFloat(ts, 64)
+	if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
+		return herr(401, spec.ErrInvalidTimestamp, "X-Timestamp is not a Unix timestamp")
+	}
+	now := float64(q.now.UnixNano()) / 1e9
+	if math.Abs(now-t) > spec.TimestampWindow {
+		return herr(401, spec.ErrInvalidTimestamp, "X-Timestamp is outside ±300 s of server time")
+	}
+	if len(nonce) > 256 {
+		return herr(401, spec.ErrInvalidSignature, "X-Nonce is longer than 256 bytes")
+	}
+	cp, ok := spec.CanonicalPath(q.r.URL.EscapedPath(), q.r.URL.RawQuery)
+	if !ok || !spec.VerifySignature(q.apiKey, spec.SigningString(q.r.Method, cp, ts, nonce, q.body), strings.ToLower(sig)) || sig != strings.ToLower(sig) {
+		return herr(401, spec.ErrInvalidSignature, "the signature does not match")
+	}
+	if s.mutant == MutantNonceReplayAccepted {
+		return nil
+	}
+	key := q.apiKey
+	v, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) {
+		res, err := tx.Stmt(s.st.insertNonce).Exec(key, nonce, now)
+		if err != nil {
+			return nil, err
+		}
+		n, _ := res.RowsAffected()
+		return n == 1, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !v.(bool) {
+		return herr(401, spec.ErrNonceReused, "X-Nonce was already used within the 300 s window")
+	}
+	return nil
+}
+
+func (s *Server) rateLimit(key string, now time.Time) error {
+	window := s.dur(60)
+	s.rateMu.Lock()
+	defer s.rateMu.Unlock()
+	rw := s.rate[key]
+	if rw == nil || now.Sub(rw.start) >= window {
+		rw = &rateWindow{start: now}
+		s.rate[key] = rw
+	}
+	if rw.n >= spec.TesterRateLimit {
+		e := herr(429, spec.ErrRateLimited, "rate limit: 60 requests per minute per tester key")
+		e.retryAfter = strconv.Itoa(int(math.Ceil(rw.start.Add(window).Sub(now).Seconds())))
+		if e.retryAfter == "0" {
+			e.retryAfter = "1"
+		}
+		return e
+	}
+	rw.n++
+	return nil
+}
+
+// isAdmin reports whether r carries valid admin credentials (§5.3):
+// X-Admin-Token when BUS_ADMIN_SECRET is set, else HTTP Basic admin /
+// DASHBOARD_PASSWORD. There is no fallback to BUS_SECRET.
+func (s *Server) isAdmin(r *http.Request) bool {
+	if tok := r.Header.Get(spec.HeaderAdminToken); tok != "" {
+		if s.cfg.AdminSecret != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminSecret)) == 1 {
+			return true
+		}
+		if s.mutant == MutantAdminSecretFallback && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Secret)) == 1 {
+			return true
+		}
+		return false
+	}
+	if u, p, ok := r.BasicAuth(); ok && s.cfg.DashboardPassword != "" {
+		return subtle.ConstantTimeCompare([]byte(u), []byte("admin")) == 1 &&
+			subtle.ConstantTimeCompare([]byte(p), []byte(s.cfg.DashboardPassword)) == 1
+	}
+	return false
+}
+
+func (s *Server) adminAuth(w http.ResponseWriter, r *http.Request, rt *route) error {
+	if s.isAdmin(r) {
+		return nil
+	}
+	if r.URL.Path == spec.PathDashboard {
+		w.Header().Set("WWW-Authenticate", `Basic realm="intent-bus admin", charset="UTF-8"`)
+	}
+	return herr(401, spec.ErrUnauthorized, "admin credentials required (X-Admin-Token or HTTP Basic)")
+}
+
+func (s *Server) metricsAuth(r *http.Request) bool {
+	if a := r.Header.Get("Authorization"); s.cfg.MetricsToken != "" {
+		if tok, ok := strings.CutPrefix(a, "Bearer "); ok && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.MetricsToken)) == 1 {
+			return true
+		}
+	}
+	return s.isAdmin(r)
+}
+
+func (s *Server) health(w http.ResponseWriter, q *request) error {
+	s.writeJSON(w, 200, spec.Health{OK: true, TS: nowF(), Version: spec.ServerVersion, TimeScale: s.scale, Maintenance: s.cfg.Maintenance})
+	return nil
+}
