@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/spec"
 )
 
 // reportConfig is what `idscheck report` was asked for.
@@ -20,7 +23,9 @@ type reportConfig struct {
 // cmdReport re-renders junit.xml and index.html of a run directory from its
 // result.json alone: no target, no network. With --out DIR2 it writes a
 // complete report there (result.json too, and the linearization views the
-// chaos section links to) and leaves DIR untouched.
+// chaos section links to) and leaves DIR untouched. A chaos run directory
+// with no result.json (chaos.json, history.jsonl, ledger.jsonl, check.json)
+// gets one built from those files, with the chaos section.
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg reportConfig
 	fs := newFlagSet("report", "report DIR [--out DIR2]", stderr)
@@ -52,9 +57,16 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func runReport(cfg reportConfig, stdout, stderr io.Writer) int {
 	r, err := reports.ReadResult(cfg.dir)
+	fromChaos := false
 	if errors.Is(err, reports.ErrNoResult) {
-		fmt.Fprintf(stderr, "idscheck report: no %s in %s: run 'idscheck run --out %s' first\n", reports.ResultFile, cfg.dir, cfg.dir)
-		return exitUsage
+		if _, serr := os.Stat(filepath.Join(cfg.dir, "chaos.json")); serr != nil {
+			fmt.Fprintf(stderr, "idscheck report: no %s in %s: run 'idscheck run --out %s' first\n", reports.ResultFile, cfg.dir, cfg.dir)
+			return exitUsage
+		}
+		// A chaos run directory: build the result from chaos.json and the
+		// check (check.json, or the histories checked again).
+		r, err = chaosDirResult(cfg.dir)
+		fromChaos = true
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idscheck report: %s: %v\n", cfg.dir, err)
@@ -65,7 +77,7 @@ func runReport(cfg reportConfig, stdout, stderr io.Writer) int {
 	if !elsewhere {
 		out = cfg.dir
 	}
-	if err := reports.RenderAll(out, r, elsewhere); err != nil {
+	if err := reports.RenderAll(out, r, elsewhere || fromChaos); err != nil {
 		fmt.Fprintf(stderr, "idscheck report: %v\n", err)
 		return exitUsage
 	}
@@ -128,4 +140,63 @@ func copyLocal(src, dst, name string) error {
 		err = cerr
 	}
 	return err
+}
+
+// chaosDirResult builds the Result of a chaos run directory that has no
+// result.json: chaos.json says what ran, check.json what the checker found
+// (when it is missing the histories are checked again, as 'idscheck check'
+// does).
+func chaosDirResult(dir string) (*reports.Result, error) {
+	run, h, l, err := readChaosDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var rep checker.Report
+	b, err := os.ReadFile(filepath.Join(dir, "check.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil {
+		rep = checker.Check(h, l, run.Options)
+	}
+	var viz []string
+	if _, err := os.Stat(filepath.Join(dir, "linearization.html")); err == nil {
+		viz = append(viz, "linearization.html")
+	}
+	return chaosResult(run, rep, viz), nil
+}
+
+// chaosResult maps a chaos run and its check into a reports.Result with the
+// chaos section and no rules; viz names the linearization views in the run
+// directory. The chaos command can call it to write index.html beside
+// chaos.json (reports.WriteAll(dir, chaosResult(run, rep, viz))).
+func chaosResult(run chaosRun, rep checker.Report, viz []string) *reports.Result {
+	c := &reports.Chaos{Start: run.Start, End: run.End, Duration: run.Duration, Workers: run.Workers,
+		Faults: run.Faults, Namespace: run.Namespace, Unavailable: run.Unavailable, Visualizations: viz}
+	c.SetCheck(rep)
+	for _, in := range run.Timeline {
+		c.Timeline = append(c.Timeline, reports.FaultSpan{Name: in.Fault, Kind: string(in.Kind), Params: in.Params,
+			Start: in.Start, End: in.End, Err: in.Err})
+	}
+	for _, b := range run.Series {
+		c.Series = append(c.Series, reports.Bucket{At: b.At, Ops: b.Ops, Unknown: b.Unknown, Failed: b.Failed, P50: b.P50, P99: b.P99})
+	}
+	code := exitOK
+	switch rep.Verdict() {
+	case checker.Fail:
+		code = exitFailed
+	case checker.Unknown:
+		code = exitUndecided
+	}
+	return &reports.Result{
+		Tool:     reports.CurrentTool(),
+		Profile:  spec.ProfileIntent,
+		Target:   reports.Target{URL: run.Target, Bundled: run.Bundled, Mutant: run.Mutant, TimeScale: run.TimeScale},
+		Seed:     run.Seed,
+		Command:  run.Command,
+		Started:  run.Start,
+		Finished: run.End,
+		ExitCode: code,
+		Chaos:    c,
+	}
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -134,4 +137,61 @@ func TestReportCommand(t *testing.T) {
 			t.Errorf("exit %d, stderr %q", code, errs)
 		}
 	})
+}
+
+// writeChaosDir writes a chaos run directory as 'idscheck chaos' does: one
+// unit of work executed by two intents (a duplicate) under one partition.
+func writeChaosDir(t *testing.T) string {
+	t.Helper()
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	run := chaosRun{Seed: 9, Command: "idscheck chaos --seed 9", Target: "http://127.0.0.1:9", Workers: 2, Faults: "partition",
+		Namespace: "chaos-9", Start: t0, End: t0.Add(3 * time.Second), Options: chaosCheckOptions(),
+		Timeline: []faults.Injection{{Fault: "partition", Kind: faults.Kind("network"), Start: t0.Add(time.Second), End: t0.Add(2 * time.Second)}},
+		Series:   []chaos.Bucket{{At: 0, Ops: 3, P50: time.Millisecond, P99: 2 * time.Millisecond}, {At: time.Second, Ops: 1, Unknown: 1}}}
+	pub := func(client int, id string, call int64) checker.Operation {
+		return checker.Operation{ClientID: client, Kind: checker.OpPublish, Key: "k-1", Input: checker.Input{Body: "d"},
+			Output: checker.Output{Status: 201, ID: id, Body: "r-" + id}, Call: call, Return: call + 1e6, Outcome: checker.OutcomeOK}
+	}
+	h := checker.History{Ops: []checker.Operation{pub(1, "in-1", 1e6), pub(2, "in-2", 5e6)}}
+	l := checker.Ledger{Effects: []checker.Effect{{Key: "k-1", Intent: "in-1", At: 3e6}, {Key: "k-1", Intent: "in-2", At: 7e6}}}
+	if err := writeChaosRun(dir, run, h, l); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestReportCommandChaosDir(t *testing.T) {
+	for _, withCheck := range []bool{false, true} {
+		t.Run(map[bool]string{false: "histories checked again", true: "from check.json"}[withCheck], func(t *testing.T) {
+			dir := writeChaosDir(t)
+			if withCheck {
+				checkChaosDir(dir, io.Discard, io.Discard)
+				if _, err := os.Stat(filepath.Join(dir, "check.json")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, out, errs := runReportCmd(t, dir)
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr %s", code, errs)
+			}
+			r, err := reports.ReadResult(dir)
+			if err != nil {
+				t.Fatalf("no result.json written for the chaos run: %v", err)
+			}
+			if r.Chaos == nil || r.Chaos.Verdict != checker.Fail || r.Chaos.Counts[checker.Duplicated] == 0 || len(r.Chaos.Timeline) != 1 || len(r.Chaos.Series) != 2 {
+				t.Fatalf("chaos section = %+v", r.Chaos)
+			}
+			if r.Seed != 9 || r.Command != "idscheck chaos --seed 9" || r.ExitCode != exitFailed {
+				t.Errorf("seed %d, command %q, exit code %d", r.Seed, r.Command, r.ExitCode)
+			}
+			html, err := os.ReadFile(filepath.Join(dir, reports.HTMLFile))
+			if err != nil || !bytes.Contains(html, []byte("<svg")) || !bytes.Contains(html, []byte("duplicated")) {
+				t.Errorf("index.html lacks the chaos section (err %v)", err)
+			}
+			if !strings.HasPrefix(out, "FAIL") {
+				t.Errorf("stdout = %q", out)
+			}
+		})
+	}
 }
