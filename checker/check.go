@@ -78,7 +78,9 @@ type ModelCheck struct {
 	Result     LinResult `json:"result"`
 	Ops        int       `json:"ops"`
 	Partitions int       `json:"partitions"`
-	Failing    []string  `json:"failing,omitempty"` // keys of the partitions porcupine found illegal
+	Failing    []string  `json:"failing,omitempty"` // keys of the partitions found illegal (the first 100)
+	// FailingTotal is how many partitions were found illegal.
+	FailingTotal int `json:"failing_total,omitempty"`
 }
 
 // Partition is the operations of one key under one model: what a

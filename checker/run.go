@@ -19,6 +19,9 @@ func newCheck(h History, l Ledger, opts Options) *check {
 	return &check{h: h, l: l, opts: opts, report: Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}}
 }
 
+// maxFailingKeys bounds the failing keys listed per model.
+const maxFailingKeys = 100
+
 // maxEvidenceOps bounds the operations kept with one anomaly.
 const maxEvidenceOps = 24
 
@@ -76,6 +79,7 @@ func (c *check) run() {
 	// porcupine
 	results, failing := c.linearizability(parts, named, env)
 	failingKeys := map[string][]string{}
+	failingTotal := map[string]int{}
 	isNamed := map[[2]string]bool{}
 	for i, p := range parts {
 		if named[i] {
@@ -83,7 +87,10 @@ func (c *check) run() {
 		}
 	}
 	for _, p := range failing {
-		failingKeys[p.model] = append(failingKeys[p.model], p.key)
+		failingTotal[p.model]++
+		if len(failingKeys[p.model]) < maxFailingKeys {
+			failingKeys[p.model] = append(failingKeys[p.model], p.key)
+		}
 		if len(c.report.FailingPartitions) < c.opts.MaxExamples {
 			fp := Partition{Model: p.model, Key: p.key}
 			for _, i := range p.ops {
@@ -105,7 +112,7 @@ func (c *check) run() {
 		nops[p.model] += len(p.ops)
 	}
 	for _, m := range []string{ModelIdempotency, ModelLease} {
-		c.report.Models = append(c.report.Models, ModelCheck{Model: m, Result: results[m], Ops: nops[m], Partitions: count[m], Failing: failingKeys[m]})
+		c.report.Models = append(c.report.Models, ModelCheck{Model: m, Result: results[m], Ops: nops[m], Partitions: count[m], Failing: failingKeys[m], FailingTotal: failingTotal[m]})
 	}
 
 	if !c.opts.SkipQueue {
