@@ -402,7 +402,11 @@ func oneLine(s string, n int) string {
 // characters, invalid UTF-8) by a visible \xNN or \uNNNN escape: CDATA
 // sections are not escaped by encoding/xml, and a target may send anything.
 func xmlText(s string) string {
+	if xmlClean(s) {
+		return s
+	}
 	var b strings.Builder
+	b.Grow(len(s) + 16)
 	for i, w := 0, 0; i < len(s); i += w {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		w = n
@@ -417,6 +421,26 @@ func xmlText(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// xmlClean reports whether s holds only characters XML 1.0 allows.
+func xmlClean(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n == 1) || (r > 0xD7FF && r < 0xE000) || r == 0xFFFE || r == 0xFFFF {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 func seconds(d time.Duration) string {

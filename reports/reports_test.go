@@ -628,3 +628,17 @@ func TestRenderIgnoresMonotonicClock(t *testing.T) {
 		t.Errorf("the caller's Result was modified")
 	}
 }
+
+func TestXMLText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain\ttext\r\n", "plain\ttext\r\n"},
+		{"é ü 日本 🙂", "é ü 日本 🙂"},
+		{"a\x00b\x1bc", `a\u0000b\u001bc`},
+		{"bad \xff\xfe utf8", `bad \xff\xfe utf8`},
+		{"non-char \uFFFE", `non-char \ufffe`},
+	} {
+		if got := xmlText(tc.in); got != tc.want {
+			t.Errorf("xmlText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
