@@ -1,0 +1,121 @@
+package features
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/sut"
+)
+
+// TestIntentProfileAgainstBundledServer runs every scenario of
+// intent.feature against the reference server (time scale 60) and requires
+// every scenario to pass, or to be N/A only for want of protocol time.
+func TestIntentProfileAgainstBundledServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole intent profile (~30 s)")
+	}
+	for _, signed := range []bool{false, true} {
+		name := "api-key"
+		if signed {
+			name = "require-signatures"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cfg := sut.Config{
+				DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: "main-" + name, AdminSecret: "admin-secret",
+				DashboardPassword: "dash-pw", MetricsToken: "metrics-token", RequireSignatures: signed,
+				TimeScale: 60, Seed: 7, Logger: slog.New(slog.DiscardHandler),
+			}
+			srv, err := sut.Open(ctx, cfg)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer srv.Close()
+			hs := httptest.NewServer(srv.Handler())
+			defer hs.Close()
+			var sel []string
+			if signed {
+				sel = []string{"INTENT-5.*", "INTENT-7.2-idem-*", "INTENT-7.3-atomic-claim"}
+			}
+			res, err := Run(ctx, RunConfig{
+				Profile: spec.ProfileIntent, Rules: spec.RulesFor(spec.ProfileIntent), Seed: 1, Select: sel,
+				Target: Target{BaseURL: hs.URL, APIKey: cfg.Secret, AdminToken: cfg.AdminSecret,
+					DashboardPassword: cfg.DashboardPassword, MetricsToken: cfg.MetricsToken, TimeScale: 60, RequireSignatures: signed},
+			})
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			counts := map[checker.Verdict]int{}
+			for _, s := range res.Scenarios {
+				counts[s.Verdict]++
+				if s.Verdict != checker.Pass {
+					t.Logf("%s: %s: %s", s.Verdict, s.Name, s.Reason)
+				}
+				switch {
+				case s.Verdict == checker.Pass:
+				case s.Verdict == checker.NA && (strings.Contains(s.Reason, "budget") || strings.Contains(s.Reason, "REQUIRE_SIGNATURES")):
+				default:
+					t.Errorf("%s: %s: %s (expected %s, observed %s)", s.Verdict, s.Name, s.Reason, s.Evidence.Expected, s.Evidence.Observed)
+				}
+			}
+			t.Logf("%d scenarios: %v", len(res.Scenarios), counts)
+			if counts[checker.Pass] < len(res.Scenarios)/2 || len(res.Scenarios) == 0 {
+				t.Errorf("too few scenarios passed: %v", counts)
+			}
+		})
+	}
+}
+
+// TestIntentProfileKillsMutants runs the profile against every deliberate
+// bug of the reference server and requires each to fail some scenario
+// (IDSCHECK_MUTANTS=1; several minutes on two cores).
+func TestIntentProfileKillsMutants(t *testing.T) {
+	if os.Getenv("IDSCHECK_MUTANTS") == "" {
+		t.Skip("set IDSCHECK_MUTANTS=1 to run the profile against every mutant")
+	}
+	for _, m := range sut.Mutants() {
+		if only := os.Getenv("IDSCHECK_MUTANTS"); only != "1" && only != m.Name {
+			continue
+		}
+		t.Run(m.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cfg := sut.Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: "main-key", AdminSecret: "admin-secret",
+				DashboardPassword: "dash-pw", MetricsToken: "metrics-token", TimeScale: 60, Seed: 7, Mutant: m.Name,
+				Logger: slog.New(slog.DiscardHandler)}
+			srv, err := sut.Open(ctx, cfg)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer srv.Close()
+			hs := httptest.NewServer(srv.Handler())
+			defer hs.Close()
+			res, err := Run(ctx, RunConfig{Profile: spec.ProfileIntent, Rules: spec.RulesFor(spec.ProfileIntent), Seed: 1,
+				Target: Target{BaseURL: hs.URL, APIKey: cfg.Secret, AdminToken: cfg.AdminSecret,
+					DashboardPassword: cfg.DashboardPassword, MetricsToken: cfg.MetricsToken, TimeScale: 60}})
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			var failed []string
+			for _, r := range res.Rules {
+				if r.Verdict == checker.Fail || r.Verdict == checker.NonStrict {
+					failed = append(failed, r.RuleID)
+				}
+			}
+			if len(failed) == 0 {
+				t.Errorf("mutant %s (%s) survives every scenario", m.Name, m.Description)
+			} else {
+				t.Logf("killed by %d rules: %s", len(failed), strings.Join(failed, " "))
+			}
+		})
+	}
+}
