@@ -3,8 +3,8 @@ package features
 import (
 	"context"
 	"log/slog"
-	"os"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
