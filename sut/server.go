@@ -139,7 +139,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	rows.Close()
 	s.nextCleanup = time.Now().Add(s.dur(cfg.CleanupInterval.Seconds()))
-	s.w = newWriter(wdb, log, s.mutant == MutantLostOnCrash, func() { failpointAfterCommit(s) })
+	s.w, err = newWriter(wdb, log, s.mutant == MutantLostOnCrash, func() { failpointAfterCommit(s) })
+	if err != nil {
+		s.st.close()
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("open: %w", err)
+	}
 	log.Info("reference server open", "db", cfg.DBPath, "time_scale", s.scale, "mutant", s.mutant)
 	return s, nil
 }

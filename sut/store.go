@@ -92,6 +92,7 @@ func dsn(path string, readOnly bool, synchronous string) string {
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "synchronous("+synchronous+")")
 	q.Add("_pragma", "foreign_keys(0)")
+	q.Add("_pragma", "cache_size(-32000)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
@@ -137,12 +138,24 @@ type writer struct {
 	// set softFail to answer the whole batch with an error (a failpoint).
 	afterCommit func()
 	softFail    bool
+
+	savepoint, release, rollbackTo *sql.Stmt
 }
 
-func newWriter(db *sql.DB, log *slog.Logger, early bool, afterCommit func()) *writer {
+func newWriter(db *sql.DB, log *slog.Logger, early bool, afterCommit func()) (*writer, error) {
 	w := &writer{db: db, ch: make(chan op, 1024), done: make(chan struct{}), log: log, maxBatch: 256, early: early, afterCommit: afterCommit}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		q   string
+	}{{&w.savepoint, "SAVEPOINT op"}, {&w.release, "RELEASE op"}, {&w.rollbackTo, "ROLLBACK TO op"}} {
+		st, err := db.Prepare(p.q)
+		if err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", p.q, err)
+		}
+		*p.dst = st
+	}
 	go w.loop()
-	return w
+	return w, nil
 }
 
 // submit runs fn in the next batch and waits for its durable outcome. It
@@ -176,6 +189,9 @@ func (w *writer) close() {
 	}
 	w.mu.Unlock()
 	<-w.done
+	w.savepoint.Close()
+	w.release.Close()
+	w.rollbackTo.Close()
 }
 
 func (w *writer) loop() {
@@ -208,6 +224,8 @@ func (w *writer) loop() {
 }
 
 // run executes one batch in one transaction and returns the per-op outcome.
+// A batch of one op needs no savepoint: its error rolls back the whole
+// transaction.
 func (w *writer) run(batch []op, results []opResult) []opResult {
 	tx, err := w.db.Begin()
 	if err != nil {
@@ -216,21 +234,33 @@ func (w *writer) run(batch []op, results []opResult) []opResult {
 		}
 		return results
 	}
-	for _, o := range batch {
-		if _, err := tx.Exec("SAVEPOINT op"); err != nil {
-			results = append(results, opResult{err: fmt.Errorf("savepoint: %w", err)})
-			continue
-		}
-		v, err := o.fn(tx)
+	if len(batch) == 1 {
+		v, err := batch[0].fn(tx)
 		if err != nil {
-			if _, rerr := tx.Exec("ROLLBACK TO op"); rerr != nil {
-				w.log.Error("rollback to savepoint", "err", rerr)
+			if rerr := tx.Rollback(); rerr != nil {
+				w.log.Error("rollback", "err", rerr)
 			}
+			return append(results, opResult{v: v, err: err})
 		}
-		if _, rerr := tx.Exec("RELEASE op"); rerr != nil {
-			w.log.Error("release savepoint", "err", rerr)
+		results = append(results, opResult{v: v})
+	} else {
+		sp, rel, rb := tx.Stmt(w.savepoint), tx.Stmt(w.release), tx.Stmt(w.rollbackTo)
+		for _, o := range batch {
+			if _, err := sp.Exec(); err != nil {
+				results = append(results, opResult{err: fmt.Errorf("savepoint: %w", err)})
+				continue
+			}
+			v, err := o.fn(tx)
+			if err != nil {
+				if _, rerr := rb.Exec(); rerr != nil {
+					w.log.Error("rollback to savepoint", "err", rerr)
+				}
+			}
+			if _, rerr := rel.Exec(); rerr != nil {
+				w.log.Error("release savepoint", "err", rerr)
+			}
+			results = append(results, opResult{v: v, err: err})
 		}
-		results = append(results, opResult{v: v, err: err})
 	}
 	if w.early {
 		// lost-on-crash mutant: acknowledge now, commit later.
