@@ -1,7 +1,13 @@
 package main
 
+import "github.com/idscheck/idscheck/sut"
+
 // bundledFailpoints are the reference server's named failpoints, each with
 // the term that crashes the server there (it calls os.Exit).
 func bundledFailpoints() map[string]string {
-	return map[string]string{}
+	m := map[string]string{}
+	for _, name := range sut.Failpoints() {
+		m[name] = `return("exit")`
+	}
+	return m
 }
