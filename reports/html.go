@@ -24,6 +24,8 @@ var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"fclass": func(v checker.Verdict) string { return "f-" + strings.TrimPrefix(verdictClass(v), "v-") },
 	"since":  func(t, from time.Time) string { return since(t, from) },
 	"join":   strings.Join,
+	// verdictCSS is a constant of this package, never data.
+	"verdictCSS": func() template.CSS { return template.CSS(verdictCSS) },
 }).Parse(htmlSource))
 
 // WriteHTML writes r as one self-contained HTML page: no script, no external

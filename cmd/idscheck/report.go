@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,10 +26,11 @@ type reportConfig struct {
 // complete report there (result.json too, and the linearization views the
 // chaos section links to) and leaves DIR untouched. A chaos run directory
 // with no result.json (chaos.json, history.jsonl, ledger.jsonl, check.json)
-// gets one built from those files, with the chaos section.
+// gets one built from those files, with the chaos section. With several
+// run directories it writes --out/matrix.html instead: rules × runs.
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg reportConfig
-	fs := newFlagSet("report", "report DIR [--out DIR2]", stderr)
+	fs := newFlagSet("report", "report DIR [--out DIR2]\n       idscheck report DIR1 DIR2 [DIR…] --out DIR  (matrix.html: rules × runs)", stderr)
 	fs.StringVar(&cfg.out, "out", "", "write the report to this directory instead of DIR")
 	// Flags may come before or after DIR: parse, take DIR, parse the rest.
 	var pos []string
@@ -48,11 +50,57 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	case 1:
 		cfg.dir = pos[0]
-	default:
-		fmt.Fprintf(stderr, "idscheck report: unexpected argument %q: one run directory only\n", pos[1])
+		return runReport(cfg, stdout, stderr)
+	}
+	if cfg.out == "" {
+		fmt.Fprintf(stderr, "idscheck report: comparing %d runs needs --out DIR, where matrix.html is written\n", len(pos))
 		return exitUsage
 	}
-	return runReport(cfg, stdout, stderr)
+	return runMatrix(pos, cfg.out, stdout, stderr)
+}
+
+// matrixFile is the comparison page `idscheck report DIR1 DIR2 … --out DIR`
+// writes.
+const matrixFile = "matrix.html"
+
+// runMatrix writes out/matrix.html: a row per rule, a column per run
+// directory, each cell linking to the rule in that run's index.html.
+func runMatrix(dirs []string, out string, stdout, stderr io.Writer) int {
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck report: --out: %v\n", err)
+		return exitUsage
+	}
+	var cols []reports.MatrixColumn
+	for _, dir := range dirs {
+		r, err := reports.ReadResult(dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck report: %s: %v\n", dir, err)
+			return exitUsage
+		}
+		col := reports.MatrixColumn{Name: filepath.Base(filepath.Clean(dir)), Result: r}
+		if abs, err := filepath.Abs(dir); err == nil {
+			if rel, err := filepath.Rel(absOut, abs); err == nil {
+				col.Link = filepath.ToSlash(rel)
+			}
+		}
+		cols = append(cols, col)
+	}
+	var b bytes.Buffer
+	if err := reports.WriteMatrix(&b, cols); err != nil {
+		fmt.Fprintf(stderr, "idscheck report: %v\n", err)
+		return exitUsage
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		fmt.Fprintf(stderr, "idscheck report: %v\n", err)
+		return exitUsage
+	}
+	if err := os.WriteFile(filepath.Join(out, matrixFile), b.Bytes(), 0o644); err != nil {
+		fmt.Fprintf(stderr, "idscheck report: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%d runs compared\n%s\n", len(cols), filepath.Join(out, matrixFile))
+	return exitOK
 }
 
 func runReport(cfg reportConfig, stdout, stderr io.Writer) int {

@@ -110,7 +110,7 @@ func TestReportCommand(t *testing.T) {
 	}{
 		{"missing result.json", func(dir string) []string { return []string{t.TempDir()} }, exitUsage, "no result.json in "},
 		{"no DIR", func(string) []string { return nil }, exitUsage, "which run directory"},
-		{"two DIRs", func(dir string) []string { return []string{dir, dir} }, exitUsage, "one run directory only"},
+		{"two DIRs without --out", func(dir string) []string { return []string{dir, dir} }, exitUsage, "needs --out"},
 		{"bad flag", func(dir string) []string { return []string{dir, "--nope"} }, exitUsage, "nope"},
 		{"help", func(string) []string { return []string{"-h"} }, exitOK, "Usage: idscheck report"},
 	} {
@@ -193,5 +193,28 @@ func TestReportCommandChaosDir(t *testing.T) {
 				t.Errorf("stdout = %q", out)
 			}
 		})
+	}
+}
+
+func TestReportCommandMatrix(t *testing.T) {
+	a, b := writeRun(t, false), writeRun(t, false)
+	out := filepath.Join(t.TempDir(), "cmp")
+	code, stdout, errs := runReportCmd(t, a, b, "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	page, err := os.ReadFile(filepath.Join(out, matrixFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(out, a)
+	if want := `href="` + filepath.ToSlash(rel) + `/index.html#rule-INTENT-7.2-idem-replay-0"`; !bytes.Contains(page, []byte(want)) {
+		t.Errorf("matrix.html lacks the link %s", want)
+	}
+	if !strings.Contains(stdout, "2 runs compared") {
+		t.Errorf("stdout = %q", stdout)
+	}
+	if code, _, errs := runReportCmd(t, a, t.TempDir(), "--out", out); code != exitUsage || !strings.Contains(errs, "no result.json") {
+		t.Errorf("a directory without result.json: exit %d, stderr %q", code, errs)
 	}
 }
