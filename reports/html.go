@@ -103,11 +103,14 @@ func newHTMLView(r *Result) *htmlView {
 	for _, vd := range Verdicts {
 		v.Counts = append(v.Counts, verdictCount{vd, v.Sum.Counts[vd]})
 	}
-	for vd, n := range v.Sum.Counts { // a verdict this build does not know still shows
+	var other []verdictCount // verdicts this build does not know still show, in a stable order
+	for vd, n := range v.Sum.Counts {
 		if verdictClass(vd) == "v-other" && n > 0 {
-			v.Counts = append(v.Counts, verdictCount{vd, n})
+			other = append(other, verdictCount{vd, n})
 		}
 	}
+	sort.Slice(other, func(i, j int) bool { return other[i].Verdict < other[j].Verdict })
+	v.Counts = append(v.Counts, other...)
 	v.Started = stamp(r.Started)
 	v.Finished = stamp(r.Finished)
 	if !r.Started.IsZero() && r.Finished.After(r.Started) {

@@ -48,9 +48,10 @@ func WriteAll(dir string, r *Result) error {
 	return nil
 }
 
-// RenderAll re-renders junit.xml and index.html of r into dir (creating it)
-// and copies nothing else: what `idscheck report` does. result.json is
-// written too when dir is not where r was read from (writeJSON).
+// RenderAll writes junit.xml and index.html of r into dir (creating it), and
+// result.json too when writeJSON is set: `idscheck report` re-renders a run
+// directory in place without touching its result.json, and writes all three
+// elsewhere.
 func RenderAll(dir string, r *Result, writeJSON bool) error {
 	if writeJSON {
 		return WriteAll(dir, r)
