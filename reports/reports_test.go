@@ -233,12 +233,18 @@ func TestReRender(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		chaos bool
-	}{{"rules", false}, {"rules and chaos", true}} {
+		build func() *Result
+	}{
+		{"rules", false, sampleResult},
+		{"rules and chaos", true, func() *Result { r := sampleResult(); r.Chaos = sampleChaos(); return r }},
+		{"hostile", true, func() *Result {
+			r := hostileResult(hostile[0])
+			r.Rules[4].Result.Verdict = "ANOTHER" // two verdicts this build does not know
+			return r
+		}},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := sampleResult()
-			if tc.chaos {
-				r.Chaos = sampleChaos()
-			}
+			r := tc.build()
 			a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 			if err := WriteAll(a, r); err != nil {
 				t.Fatal(err)
