@@ -87,6 +87,11 @@ func checkChaosDir(dir string, stdout, stderr io.Writer) int {
 		}
 	}
 	printChaosReport(stdout, run, rep, dir)
+	if err := writeChaosReport(dir, run, rep); err != nil { // index.html with the chaos section (see report.go)
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+	} else {
+		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
+	}
 	switch rep.Verdict() {
 	case checker.Pass:
 		return exitOK

@@ -207,11 +207,22 @@ func chaosDirResult(dir string) (*reports.Result, error) {
 	if err != nil {
 		rep = checker.Check(h, l, run.Options)
 	}
+	return chaosResult(run, rep, chaosViews(dir)), nil
+}
+
+// chaosViews lists the linearization views present in a chaos run directory.
+func chaosViews(dir string) []string {
 	var viz []string
 	if _, err := os.Stat(filepath.Join(dir, "linearization.html")); err == nil {
 		viz = append(viz, "linearization.html")
 	}
-	return chaosResult(run, rep, viz), nil
+	return viz
+}
+
+// writeChaosReport writes result.json, junit.xml and index.html (with the
+// chaos section) of a checked chaos run into its directory.
+func writeChaosReport(dir string, run chaosRun, rep checker.Report) error {
+	return reports.WriteAll(dir, chaosResult(run, rep, chaosViews(dir)))
 }
 
 // chaosResult maps a chaos run and its check into a reports.Result with the

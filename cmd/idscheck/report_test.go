@@ -167,8 +167,16 @@ func TestReportCommandChaosDir(t *testing.T) {
 			dir := writeChaosDir(t)
 			if withCheck {
 				checkChaosDir(dir, io.Discard, io.Discard)
-				if _, err := os.Stat(filepath.Join(dir, "check.json")); err != nil {
-					t.Fatal(err)
+				for _, f := range []string{"check.json", reports.HTMLFile, reports.ResultFile} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+						t.Fatalf("idscheck check did not write %s: %v", f, err)
+					}
+				}
+				// Render again from chaos.json and check.json alone.
+				for _, f := range []string{reports.HTMLFile, reports.ResultFile, reports.JUnitFile} {
+					if err := os.Remove(filepath.Join(dir, f)); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			code, out, errs := runReportCmd(t, dir)
