@@ -252,7 +252,7 @@ func decodeInt(m map[string]json.RawMessage, name, code string, lo, hi, def int)
 		return def, nil
 	}
 	var n json.Number
-	if err := json.Unmarshal(raw, &n); err != nil {
+	if err := json.Unmarshal(raw, &n); err != nil || raw[0] == '"' {
 		return 0, herr(400, code, name+" must be an integer")
 	}
 	v, err := n.Int64()
@@ -268,7 +268,7 @@ func decodeFloat(m map[string]json.RawMessage, name, code string, lo, hi, def fl
 		return def, nil
 	}
 	var n json.Number
-	if err := json.Unmarshal(raw, &n); err != nil {
+	if err := json.Unmarshal(raw, &n); err != nil || raw[0] == '"' {
 		return 0, herr(400, code, name+" must be a number")
 	}
 	v, err := n.Float64()

@@ -1,0 +1,1041 @@
+package sut
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/spec"
+	"github.com/pingcap/failpoint"
+)
+
+const (
+	testSecret = "test-secret"
+	testAdmin  = "test-admin"
+	testDash   = "test-dash"
+	testMetric = "test-metrics"
+)
+
+type testBus struct {
+	t   *testing.T
+	srv *Server
+	ts  *httptest.Server
+	cfg Config
+}
+
+// newBus starts a server on a fresh database in t.TempDir() behind a real
+// loopback HTTP server. mod changes the config before Open.
+func newBus(t *testing.T, mod func(*Config)) *testBus {
+	t.Helper()
+	cfg := Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: testSecret, AdminSecret: testAdmin,
+		DashboardPassword: testDash, MetricsToken: testMetric, TimeScale: 1, Seed: 1, Logger: slog.New(slog.DiscardHandler)}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		if err := srv.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return &testBus{t: t, srv: srv, ts: ts, cfg: cfg}
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func (r resp) code(t *testing.T) string {
+	t.Helper()
+	var e spec.ErrorBody
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error body is not JSON: %q", r.body)
+	}
+	return e.Error.Code
+}
+
+// do sends one request; hdr holds header pairs ("X-API-KEY", "k", ...). A
+// nil key header defaults to the main key unless noKey is in hdr.
+func (b *testBus) do(method, path string, body any, hdr ...string) resp {
+	b.t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	case []byte:
+		rd = bytes.NewReader(v)
+	default:
+		j, _ := json.Marshal(v)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, b.ts.URL+path, rd)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := b.ts.Client().Do(req)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, out}
+}
+
+func (b *testBus) publish(body any, hdr ...string) string {
+	b.t.Helper()
+	r := b.do("POST", spec.PathIntent, body, hdr...)
+	if r.status != 201 {
+		b.t.Fatalf("publish: %d %s", r.status, r.body)
+	}
+	var c spec.CreateIntentResponse
+	r.json(b.t, &c)
+	return c.ID
+}
+
+func (b *testBus) claim(query string, hdr ...string) (spec.ClaimResponse, bool) {
+	b.t.Helper()
+	r := b.do("POST", spec.PathClaim+query, nil, hdr...)
+	if r.status == 204 {
+		return spec.ClaimResponse{}, false
+	}
+	if r.status != 200 {
+		b.t.Fatalf("claim: %d %s", r.status, r.body)
+	}
+	var c spec.ClaimResponse
+	r.json(b.t, &c)
+	return c, true
+}
+
+func (b *testBus) statusOf(id string) spec.IntentView {
+	b.t.Helper()
+	r := b.do("GET", spec.PathStatus+id, nil)
+	if r.status != 200 {
+		b.t.Fatalf("status: %d %s", r.status, r.body)
+	}
+	var v spec.IntentView
+	r.json(b.t, &v)
+	return v
+}
+
+func TestOpenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"default secret", Config{DBPath: filepath.Join(dir, "a.db"), Secret: "dev_secret"}, "dev_secret"},
+		{"no secret", Config{DBPath: filepath.Join(dir, "b.db")}, "BUS_SECRET"},
+		{"unknown mutant", Config{DBPath: filepath.Join(dir, "c.db"), Secret: "x", Mutant: "nope"}, MutantIdemKeyIgnored},
+		{"negative scale", Config{DBPath: filepath.Join(dir, "d.db"), Secret: "x", TimeScale: -1}, "time scale"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(context.Background(), tc.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		wantErr bool
+		check   func(Config) bool
+	}{
+		{"defaults", map[string]string{}, false, func(c Config) bool {
+			return c.DBPath == "infrastructure.db" && c.CleanupInterval == DefaultCleanupInterval && c.TimeScale == 1 && !c.RequireSignatures
+		}},
+		{"all set", map[string]string{"BUS_SECRET": "s", "BUS_ADMIN_SECRET": "a", "DASHBOARD_PASSWORD": "d", "BUS_METRICS_TOKEN": "m",
+			"BUS_DB_PATH": "x.db", "BUS_TRUST_PROXY": "true", "BUS_ENFORCE_HTTPS": "1", "BUS_REQUIRE_SIGNATURES": "yes",
+			"BUS_MAINTENANCE_MODE": "on", "BUS_CLEANUP_INTERVAL_SECONDS": "300"}, false, func(c Config) bool {
+			return c.Secret == "s" && c.AdminSecret == "a" && c.DashboardPassword == "d" && c.MetricsToken == "m" && c.DBPath == "x.db" &&
+				c.TrustProxy && c.EnforceHTTPS && c.RequireSignatures && c.Maintenance && c.CleanupInterval == 300*time.Second
+		}},
+		{"interval too small", map[string]string{"BUS_CLEANUP_INTERVAL_SECONDS": "299"}, true, nil},
+		{"interval too big", map[string]string{"BUS_CLEANUP_INTERVAL_SECONDS": "86401"}, true, nil},
+		{"bad bool", map[string]string{"BUS_REQUIRE_SIGNATURES": "maybe"}, true, nil},
+		{"bad scale", map[string]string{"IDSCHECK_TIME_SCALE": "0"}, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ConfigFromEnv(func(k string) string { return tc.env[k] })
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if tc.check != nil && !tc.check(c) {
+				t.Fatalf("config %+v", c)
+			}
+		})
+	}
+}
+
+func TestCreateIntentValidation(t *testing.T) {
+	b := newBus(t, nil)
+	long := strings.Repeat("x", 257)
+	for _, tc := range []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"not json", `{`, 400, spec.ErrInvalidPayload},
+		{"array", `[1]`, 400, spec.ErrInvalidPayload},
+		{"null body", `null`, 400, spec.ErrInvalidPayload},
+		{"empty body", ``, 400, spec.ErrInvalidPayload},
+		{"trailing", `{"goal":"g","payload":1} {}`, 400, spec.ErrInvalidPayload},
+		{"missing goal", `{"payload":1}`, 400, spec.ErrInvalidRequest},
+		{"missing payload", `{"goal":"g"}`, 400, spec.ErrInvalidRequest},
+		{"goal number", `{"goal":1,"payload":1}`, 400, spec.ErrInvalidGoal},
+		{"goal null", `{"goal":null,"payload":1}`, 400, spec.ErrInvalidGoal},
+		{"goal empty", `{"goal":"","payload":1}`, 400, spec.ErrInvalidGoal},
+		{"goal long", `{"goal":"` + long + `","payload":1}`, 400, spec.ErrInvalidGoal},
+		{"namespace bad char", `{"goal":"g","payload":1,"namespace":"a b"}`, 400, spec.ErrInvalidNamespace},
+		{"namespace long", `{"goal":"g","payload":1,"namespace":"` + strings.Repeat("n", 65) + `"}`, 400, spec.ErrInvalidNamespace},
+		{"namespace number", `{"goal":"g","payload":1,"namespace":5}`, 400, spec.ErrInvalidNamespace},
+		{"visibility", `{"goal":"g","payload":1,"visibility":"secret"}`, 400, spec.ErrInvalidVisibility},
+		{"priority high", `{"goal":"g","payload":1,"priority":1001}`, 400, spec.ErrInvalidPriority},
+		{"priority negative", `{"goal":"g","payload":1,"priority":-1}`, 400, spec.ErrInvalidPriority},
+		{"priority fraction", `{"goal":"g","payload":1,"priority":1.5}`, 400, spec.ErrInvalidPriority},
+		{"priority string", `{"goal":"g","payload":1,"priority":"1"}`, 400, spec.ErrInvalidPriority},
+		{"priority huge", `{"goal":"g","payload":1,"priority":1e400}`, 400, spec.ErrInvalidPriority},
+		{"delay negative", `{"goal":"g","payload":1,"delay":-1}`, 400, spec.ErrInvalidDelay},
+		{"delay string", `{"goal":"g","payload":1,"delay":"soon"}`, 400, spec.ErrInvalidDelay},
+		{"max_attempts 0", `{"goal":"g","payload":1,"max_attempts":0}`, 400, spec.ErrInvalidMaxAttempts},
+		{"max_attempts 21", `{"goal":"g","payload":1,"max_attempts":21}`, 400, spec.ErrInvalidMaxAttempts},
+		{"backoff low", `{"goal":"g","payload":1,"backoff_base":0.5}`, 400, spec.ErrInvalidBackoffBase},
+		{"backoff high", `{"goal":"g","payload":1,"backoff_base":3600.5}`, 400, spec.ErrInvalidBackoffBase},
+		{"target_worker number", `{"goal":"g","payload":1,"target_worker":7}`, 400, spec.ErrInvalidTargetWorker},
+		{"target_worker empty", `{"goal":"g","payload":1,"target_worker":""}`, 400, spec.ErrInvalidTargetWorker},
+		{"capability comma", `{"goal":"g","payload":1,"required_capability":"a,b"}`, 400, spec.ErrInvalidRequiredCapability},
+		{"capability bool", `{"goal":"g","payload":1,"required_capability":true}`, 400, spec.ErrInvalidRequiredCapability},
+		{"payload too large", `{"goal":"g","payload":"` + strings.Repeat("p", 7200) + `"}`, 413, spec.ErrPayloadTooLarge},
+		{"body too large", `{"goal":"g","payload":1,"x":"` + strings.Repeat("p", 8200) + `"}`, 413, spec.ErrPayloadTooLarge},
+		{"minimal", `{"goal":"g","payload":null}`, 201, ""},
+		{"all fields", `{"goal":"g","payload":{"a":[1,2]},"namespace":"n.s-1_x","visibility":"public","priority":1000,"delay":0.5,
+			"max_attempts":20,"backoff_base":3600,"target_worker":"w1","required_capability":"gpu","unknown":1}`, 201, ""},
+		{"nulls are defaults", `{"goal":"g","payload":1,"namespace":null,"priority":null,"target_worker":null}`, 201, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do("POST", spec.PathIntent, tc.body, "Content-Type", "application/json")
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.code != "" {
+				if got := r.code(t); got != tc.code {
+					t.Fatalf("code %q, want %q", got, tc.code)
+				}
+			}
+		})
+	}
+}
+
+func TestSecurityHeadersAndErrorShape(t *testing.T) {
+	b := newBus(t, nil)
+	for _, tc := range []struct {
+		name, method, path string
+		body               string
+		hdr                []string
+		status             int
+		code               string
+	}{
+		{"health", "GET", "/health", "", nil, 200, ""},
+		{"unknown path", "GET", "/nope", "", nil, 404, spec.ErrNotFound},
+		{"unknown admin path", "GET", "/admin/nope", "", nil, 404, spec.ErrNotFound},
+		{"trailing slash id", "GET", "/status/", "", nil, 404, spec.ErrNotFound},
+		{"wrong method", "GET", "/intent", "", nil, 405, spec.ErrMethodNotAllowed},
+		{"wrong method claim", "DELETE", "/claim", "", nil, 405, spec.ErrMethodNotAllowed},
+		{"too large", "POST", "/intent", strings.Repeat("x", 9000), nil, 413, spec.ErrPayloadTooLarge},
+		{"no key", "POST", "/intent", `{}`, []string{spec.HeaderAPIKey, ""}, 401, spec.ErrUnauthorized},
+		{"bad key", "POST", "/claim", ``, []string{spec.HeaderAPIKey, "wrong"}, 401, spec.ErrUnauthorized},
+		{"unknown intent", "GET", "/result/abc", "", nil, 404, spec.ErrNotFound},
+		{"admin without auth", "POST", "/admin/cleanup", "", nil, 401, spec.ErrUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do(tc.method, tc.path, tc.body, tc.hdr...)
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			for _, kv := range spec.SecurityHeaders {
+				if got := r.header.Get(kv[0]); got != kv[1] {
+					t.Errorf("%s = %q, want %q", kv[0], got, kv[1])
+				}
+			}
+			if tc.code != "" {
+				if ct := r.header.Get("Content-Type"); ct != "application/json" {
+					t.Errorf("Content-Type %q", ct)
+				}
+				if got := r.code(t); got != tc.code {
+					t.Fatalf("code %q, want %q", got, tc.code)
+				}
+			}
+		})
+	}
+	var h spec.Health
+	b.do("GET", "/health", nil).json(t, &h)
+	if !h.OK || h.Version != spec.ServerVersion || h.TimeScale != 1 {
+		t.Fatalf("health %+v", h)
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	b := newBus(t, nil)
+	body1 := `{"goal":"g","payload":{"a":1,"b":[1,2]},"priority":5}`
+	same := "{ \"priority\": 5, \"payload\": {\"b\": [1, 2], \"a\": 1},\n \"goal\": \"g\" }"
+	id := b.publish(body1, spec.HeaderIdempotencyKey, "k1")
+	r := b.do("POST", spec.PathIntent, same, spec.HeaderIdempotencyKey, "k1")
+	var c spec.CreateIntentResponse
+	r.json(t, &c)
+	if r.status != 201 || c.ID != id || r.header.Get(spec.HeaderIdempotentReplay) != "true" {
+		t.Fatalf("replay: %d %s (want id %s)", r.status, r.body, id)
+	}
+	r = b.do("POST", spec.PathIntent, `{"goal":"g","payload":{"a":2}}`, spec.HeaderIdempotencyKey, "k1")
+	if r.status != 422 || r.code(t) != spec.ErrIdempotencyConflict {
+		t.Fatalf("conflict: %d %s", r.status, r.body)
+	}
+	// A rejected request does not consume a key.
+	if r := b.do("POST", spec.PathIntent, `{"goal":""}`, spec.HeaderIdempotencyKey, "k2"); r.status != 400 {
+		t.Fatalf("invalid: %d", r.status)
+	}
+	b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k2")
+	if r := b.do("POST", spec.PathIntent, body1, spec.HeaderIdempotencyKey, ""); r.status != 201 {
+		t.Fatalf("no key: %d", r.status)
+	}
+	// Concurrent duplicates yield one intent.
+	const n = 20
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", b.ts.URL+spec.PathIntent, strings.NewReader(`{"goal":"c","payload":1}`))
+			req.Header.Set(spec.HeaderAPIKey, testSecret)
+			req.Header.Set(spec.HeaderIdempotencyKey, "storm")
+			res, err := b.ts.Client().Do(req)
+			if err != nil {
+				return
+			}
+			defer res.Body.Close()
+			var c spec.CreateIntentResponse
+			json.NewDecoder(res.Body).Decode(&c)
+			ids[i] = c.ID
+		}()
+	}
+	wg.Wait()
+	for i := range ids {
+		if ids[i] == "" || ids[i] != ids[0] {
+			t.Fatalf("concurrent duplicates got ids %v", ids)
+		}
+	}
+	var count int
+	if err := b.srv.rdb.QueryRow(`SELECT COUNT(*) FROM intents WHERE goal = 'c'`).Scan(&count); err != nil || count != 1 {
+		t.Fatalf("%d intents for one key (err %v)", count, err)
+	}
+	// Keys are scoped per API key: another key with the same Idempotency-Key gets its own intent.
+	tk := b.generateKey("bob")
+	other := b.publish(body1, spec.HeaderIdempotencyKey, "k1", spec.HeaderAPIKey, tk)
+	if other == id {
+		t.Fatal("idempotency key shared across API keys")
+	}
+	if r := b.do("POST", spec.PathIntent, body1, spec.HeaderIdempotencyKey, strings.Repeat("k", 256)); r.code(t) != spec.ErrInvalidIdempotencyKey {
+		t.Fatalf("long key: %d %s", r.status, r.body)
+	}
+}
+
+func (b *testBus) generateKey(owner string) string {
+	b.t.Helper()
+	r := b.do("POST", spec.PathGenerateKey, map[string]string{"owner": owner}, spec.HeaderAdminToken, testAdmin)
+	if r.status != 201 {
+		b.t.Fatalf("generate_key: %d %s", r.status, r.body)
+	}
+	var g spec.GenerateKeyResponse
+	r.json(b.t, &g)
+	if !strings.HasPrefix(g.APIKey, "tk_") || g.Owner != owner {
+		b.t.Fatalf("generate_key: %+v", g)
+	}
+	return g.APIKey
+}
+
+func TestClaimOrderAndRouting(t *testing.T) {
+	b := newBus(t, nil)
+	// Tie-breakers: priority DESC, run_at ASC, claim_attempts ASC, created_at ASC, id ASC.
+	low := b.publish(`{"goal":"g","payload":1,"priority":1}`)
+	high := b.publish(`{"goal":"g","payload":1,"priority":900}`)
+	mid1 := b.publish(`{"goal":"g","payload":1,"priority":500}`)
+	mid2 := b.publish(`{"goal":"g","payload":1,"priority":500}`)
+	for _, want := range []string{high, mid1, mid2, low} {
+		c, ok := b.claim("")
+		if !ok || c.ID != want {
+			t.Fatalf("claimed %q, want %q", c.ID, want)
+		}
+		if c.ClaimAttempts != 1 || len(c.ClaimToken) != 32 || c.ClaimTimeout != 60 {
+			t.Fatalf("claim response %+v", c)
+		}
+	}
+	r := b.do("POST", spec.PathClaim, nil)
+	if r.status != 204 || r.header.Get(spec.HeaderRetryAfter) != "1" {
+		t.Fatalf("empty claim: %d Retry-After %q", r.status, r.header.Get(spec.HeaderRetryAfter))
+	}
+
+	tk := b.generateKey("alice")
+	nsID := b.publish(`{"goal":"g","payload":1,"namespace":"other","visibility":"public"}`)
+	priv := b.publish(`{"goal":"g","payload":1,"namespace":"priv"}`)
+	tw := b.publish(`{"goal":"g","payload":1,"namespace":"tw","target_worker":"w7","visibility":"public"}`)
+	capID := b.publish(`{"goal":"g","payload":1,"namespace":"cap","required_capability":"gpu","visibility":"public"}`)
+	goalID := b.publish(`{"goal":"special","payload":1,"namespace":"goal"}`)
+	b.publish(`{"goal":"later","payload":1,"namespace":"delay","delay":3600}`)
+	for _, tc := range []struct {
+		name, query string
+		hdr         []string
+		want        string // "" means 204
+	}{
+		{"default namespace is empty", "", nil, ""},
+		{"namespace isolation", "?namespace=other", nil, nsID},
+		{"private to another key", "?namespace=priv", []string{spec.HeaderAPIKey, tk}, ""},
+		{"private to publisher", "?namespace=priv", nil, priv},
+		{"target worker missing", "?namespace=tw", nil, ""},
+		{"target worker other", "?namespace=tw", []string{spec.HeaderWorkerID, "w8"}, ""},
+		{"target worker by query", "?namespace=tw&worker_id=w7", []string{spec.HeaderAPIKey, tk}, tw},
+		{"capability missing", "?namespace=cap", []string{spec.HeaderWorkerCapabilities, "cpu, GPU"}, ""},
+		{"capability matched", "?namespace=cap", []string{spec.HeaderWorkerCapabilities, "cpu, gpu"}, capID},
+		{"goal filter other", "?namespace=goal&goal=x", nil, ""},
+		{"goal filter", "?namespace=goal&goal=special", nil, goalID},
+		{"delay", "?namespace=delay", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := b.claim(tc.query, tc.hdr...)
+			if tc.want == "" && ok {
+				t.Fatalf("claimed %s, want none", c.ID)
+			}
+			if tc.want != "" && c.ID != tc.want {
+				t.Fatalf("claimed %q, want %q", c.ID, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, query string
+		hdr         []string
+		status      int
+		code        string
+	}{
+		{"bad namespace", "?namespace=a%20b", nil, 400, spec.ErrInvalidNamespace},
+		{"foreign publisher", "?publisher=someone", nil, 403, spec.ErrForbidden},
+		{"bad body", "", []string{}, 400, spec.ErrInvalidPayload},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body any
+			if tc.name == "bad body" {
+				body = "{"
+			}
+			r := b.do("POST", spec.PathClaim+tc.query, body, tc.hdr...)
+			if r.status != tc.status || r.code(t) != tc.code {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+func TestLeaseLifecycle(t *testing.T) {
+	// Time scale 600: a 60 s lease lasts 100 ms, backoff_base 1 s lasts 1.7 ms.
+	b := newBus(t, func(c *Config) { c.TimeScale = 600 })
+	id := b.publish(`{"goal":"g","payload":1,"max_attempts":2,"backoff_base":1}`)
+	c1, ok := b.claim("")
+	if !ok || c1.ID != id {
+		t.Fatal("first claim")
+	}
+	if _, ok := b.claim(""); ok {
+		t.Fatal("claimed an intent under an active lease")
+	}
+	if v := b.statusOf(id); v.Status != spec.StatusClaimed || v.ClaimExpiresAt == nil {
+		t.Fatalf("status %+v", v)
+	}
+	waitUntil(t, func() bool { _, ok := b.claimPeek(); return ok }, 5*time.Second)
+	c2, ok := b.claim("")
+	if !ok || c2.ID != id || c2.ClaimAttempts != 2 || c2.ClaimToken == c1.ClaimToken {
+		t.Fatalf("reclaim %+v", c2)
+	}
+	for _, path := range []string{spec.PathFulfill, spec.PathFail, spec.PathExtendClaim} {
+		r := b.do("POST", path+id, map[string]any{"claim_token": c1.ClaimToken, "seconds": 60})
+		if r.status != 404 || r.code(t) != spec.ErrNotFound {
+			t.Fatalf("stale token on %s: %d %s", path, r.status, r.body)
+		}
+	}
+	// The second lease lapses with attempts spent: dead at once, before any write.
+	waitUntil(t, func() bool { return b.statusOf(id).Status == spec.StatusDead }, 5*time.Second)
+	if _, ok := b.claim(""); ok {
+		t.Fatal("claimed a dead intent")
+	}
+	r := b.do("GET", spec.PathDead, nil, spec.HeaderAdminToken, testAdmin)
+	var dl spec.DeadLetters
+	r.json(t, &dl)
+	if len(dl.DeadLetters) != 1 || dl.DeadLetters[0].IntentID != id {
+		t.Fatalf("dead letters %s", r.body)
+	}
+	r = b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin)
+	var d spec.DeadLetter
+	r.json(t, &d)
+	if string(d.Payload) != "1" {
+		t.Fatalf("dead letter %s", r.body)
+	}
+	if r := b.do("POST", spec.PathAdminIntents+id+"/retry", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("retry %d %s", r.status, r.body)
+	}
+	if v := b.statusOf(id); v.Status != spec.StatusOpen || v.ClaimAttempts != 0 {
+		t.Fatalf("after retry %+v", v)
+	}
+	if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 404 {
+		t.Fatalf("dead letter kept after retry: %d", r.status)
+	}
+	if r := b.do("POST", spec.PathAdminIntents+id+"/retry", nil, spec.HeaderAdminToken, testAdmin); r.status != 409 {
+		t.Fatalf("retry of an open intent: %d", r.status)
+	}
+}
+
+// claimPeek claims in a namespace-wide probe and fails the lease at once
+// so the probe does not change the intent's attempts... it cannot: use it
+// only where a successful claim is the next step anyway.
+func (b *testBus) claimPeek() (string, bool) {
+	b.t.Helper()
+	var n int
+	err := b.srv.rdb.QueryRow(`SELECT COUNT(*) FROM intents WHERE status IN ('open','claimed') AND run_at <= ? AND claim_attempts < max_attempts`, nowF()).Scan(&n)
+	return "", err == nil && n > 0
+}
+
+func waitUntil(t *testing.T, cond func() bool, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFulfillFailExtend(t *testing.T) {
+	b := newBus(t, func(c *Config) { c.TimeScale = 600 })
+	id := b.publish(`{"goal":"g","payload":1,"max_attempts":2,"backoff_base":1}`)
+	c, _ := b.claim("")
+	tk := b.generateKey("mallory")
+	for _, tc := range []struct {
+		name, path string
+		body       any
+		hdr        []string
+		status     int
+		code       string
+	}{
+		{"fulfill without token", spec.PathFulfill + id, nil, nil, 400, spec.ErrInvalidRequest},
+		{"fulfill token number", spec.PathFulfill + id, `{"claim_token":5}`, nil, 400, spec.ErrInvalidClaimToken},
+		{"fulfill wrong token", spec.PathFulfill + id, map[string]string{"claim_token": strings.Repeat("0", 32)}, nil, 404, spec.ErrNotFound},
+		{"fulfill other key", spec.PathFulfill + id, map[string]string{"claim_token": c.ClaimToken}, []string{spec.HeaderAPIKey, tk}, 404, spec.ErrNotFound},
+		{"fulfill bad result_type", spec.PathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "xml"}, nil, 400, spec.ErrInvalidResultType},
+		{"fulfill text not string", spec.PathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "text", "result": 5}, nil, 400, spec.ErrInvalidResult},
+		{"fail error number", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": 5}, nil, 400, spec.ErrInvalidError},
+		{"extend no seconds", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken}, nil, 400, spec.ErrInvalidSeconds},
+		{"extend 9 s", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 9}, nil, 400, spec.ErrInvalidSeconds},
+		{"extend 3601 s", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 3601}, nil, 400, spec.ErrInvalidSeconds},
+		{"extend unknown id", spec.PathExtendClaim + "nope", map[string]any{"claim_token": c.ClaimToken, "seconds": 60}, nil, 404, spec.ErrNotFound},
+		{"extend", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 600}, nil, 200, ""},
+		{"fail", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": "boom"}, nil, 200, ""},
+		{"fail twice", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken}, nil, 404, spec.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do("POST", tc.path, tc.body, tc.hdr...)
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.code != "" && r.code(t) != tc.code {
+				t.Fatalf("code %s", r.body)
+			}
+		})
+	}
+	v := b.statusOf(id)
+	if v.Status != spec.StatusOpen || v.Error == nil || *v.Error != "boom" || v.RunAt <= nowF()-1 {
+		t.Fatalf("after fail %+v", v)
+	}
+	// Second attempt: fail again → dead with a dead letter.
+	waitUntil(t, func() bool { _, ok := b.claimPeek(); return ok }, 5*time.Second)
+	c2, ok := b.claim("")
+	if !ok || c2.ClaimAttempts != 2 {
+		t.Fatalf("second claim %+v", c2)
+	}
+	r := b.do("POST", spec.PathFail+id, map[string]any{"claim_token": c2.ClaimToken, "error": "again"})
+	var m spec.MutationResponse
+	r.json(t, &m)
+	if m.Status != spec.StatusDead {
+		t.Fatalf("fail at max attempts: %s", r.body)
+	}
+	// Fulfil with the token in a header and no body.
+	id2 := b.publish(`{"goal":"h","payload":1,"namespace":"h"}`)
+	c3, _ := b.claim("?namespace=h")
+	if r := b.do("POST", spec.PathFulfill+id2, nil, spec.HeaderClaimToken, c3.ClaimToken); r.status != 200 {
+		t.Fatalf("fulfil with header: %d %s", r.status, r.body)
+	}
+	r = b.do("GET", spec.PathResult+id2, nil)
+	var res spec.IntentView
+	r.json(t, &res)
+	if res.Status != spec.StatusFulfilled || res.Result != nil || res.CompletedAt == nil {
+		t.Fatalf("result %s", r.body)
+	}
+	// Extending an expired lease fails.
+	id3 := b.publish(`{"goal":"x","payload":1,"namespace":"x"}`)
+	c4, _ := b.claim("?namespace=x")
+	time.Sleep(150 * time.Millisecond)
+	if r := b.do("POST", spec.PathExtendClaim+id3, map[string]any{"claim_token": c4.ClaimToken, "seconds": 60}); r.status != 404 {
+		t.Fatalf("extend after expiry: %d %s", r.status, r.body)
+	}
+	// Result with a stored value, and access control.
+	id4 := b.publish(`{"goal":"y","payload":1,"namespace":"y"}`)
+	c5, _ := b.claim("?namespace=y")
+	b.do("POST", spec.PathFulfill+id4, map[string]any{"claim_token": c5.ClaimToken, "result": "done", "result_type": "text"})
+	r = b.do("GET", spec.PathResult+id4, nil)
+	r.json(t, &res)
+	if string(res.Result) != `"done"` || *res.ResultType != "text" {
+		t.Fatalf("result %s", r.body)
+	}
+	if r := b.do("GET", spec.PathResult+id4, nil, spec.HeaderAPIKey, tk); r.status != 403 {
+		t.Fatalf("foreign result: %d", r.status)
+	}
+	if r := b.do("GET", spec.PathResult+id4, nil, spec.HeaderAPIKey, "", spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("admin result: %d", r.status)
+	}
+}
+
+func TestHMAC(t *testing.T) {
+	b := newBus(t, func(c *Config) { c.RequireSignatures = true })
+	sign := func(method, path, body, ts, nonce string) []string {
+		u, _ := http.NewRequest(method, b.ts.URL+path, nil)
+		cp, _ := spec.CanonicalPath(u.URL.EscapedPath(), u.URL.RawQuery)
+		sig := spec.Sign(testSecret, spec.SigningString(method, cp, ts, nonce, []byte(body)))
+		return []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, nonce, spec.HeaderSignature, sig}
+	}
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	body := `{"goal":"g","payload":1}`
+	for _, tc := range []struct {
+		name   string
+		method string
+		path   string
+		body   string
+		hdr    []string
+		status int
+		code   string
+	}{
+		{"unsigned", "POST", "/intent", body, nil, 401, spec.ErrSignatureRequired},
+		{"signed", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 201, ""},
+		{"nonce replay", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 401, spec.ErrNonceReused},
+		{"query sorted", "POST", "/claim?namespace=x&goal=a", "", sign("POST", "/claim?namespace=x&goal=a", "", now, "n2"), 204, ""},
+		{"bad signature", "POST", "/intent", body, sign("POST", "/intent", body+" ", now, "n3"), 401, spec.ErrInvalidSignature},
+		{"skewed", "POST", "/intent", body, sign("POST", "/intent", body, strconv.FormatInt(time.Now().Unix()-301, 10), "n4"), 401, spec.ErrInvalidTimestamp},
+		{"bad timestamp", "POST", "/intent", body, sign("POST", "/intent", body, "yesterday", "n5"), 401, spec.ErrInvalidTimestamp},
+		{"upper-case hex", "POST", "/intent", body, func() []string {
+			h := sign("POST", "/intent", body, now, "n6")
+			h[5] = strings.ToUpper(h[5])
+			return h
+		}(), 401, spec.ErrInvalidSignature},
+		{"health needs none", "GET", "/health", "", nil, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do(tc.method, tc.path, tc.body, tc.hdr...)
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.code != "" && r.code(t) != tc.code {
+				t.Fatalf("code: %s", r.body)
+			}
+		})
+	}
+}
+
+func TestAdminAuthAndMetrics(t *testing.T) {
+	b := newBus(t, nil)
+	basic := func(user, pass string) string {
+		req, _ := http.NewRequest("GET", "/", nil)
+		req.SetBasicAuth(user, pass)
+		return req.Header.Get("Authorization")
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		hdr                []string
+		status             int
+	}{
+		{"token", "POST", spec.PathCleanup, []string{spec.HeaderAdminToken, testAdmin}, 200},
+		{"basic", "POST", spec.PathCleanup, []string{"Authorization", basic("admin", testDash)}, 200},
+		{"basic wrong user", "POST", spec.PathCleanup, []string{"Authorization", basic("root", testDash)}, 401},
+		{"no fallback to BUS_SECRET", "POST", spec.PathCleanup, []string{spec.HeaderAdminToken, testSecret}, 401},
+		{"api key is not admin", "GET", spec.PathDead, nil, 401},
+		{"dashboard", "GET", spec.PathDashboard, []string{"Authorization", basic("admin", testDash)}, 200},
+		{"dashboard prompt", "GET", spec.PathDashboard, nil, 401},
+		{"metrics bearer", "GET", spec.PathMetrics, []string{"Authorization", "Bearer " + testMetric}, 200},
+		{"metrics admin", "GET", spec.PathMetrics, []string{spec.HeaderAdminToken, testAdmin}, 200},
+		{"metrics wrong bearer", "GET", spec.PathMetrics, []string{"Authorization", "Bearer x"}, 401},
+		{"metrics api key", "GET", spec.PathMetrics, nil, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do(tc.method, tc.path, nil, tc.hdr...)
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.name == "dashboard prompt" && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic") {
+				t.Fatal("no Basic prompt")
+			}
+			if tc.name == "dashboard" && !strings.Contains(string(r.body), "<html") {
+				t.Fatal("dashboard is not HTML")
+			}
+		})
+	}
+	b.publish(`{"goal":"g","payload":1,"namespace":"m"}`)
+	b.generateKey("k")
+	r := b.do("GET", spec.PathMetrics, nil, "Authorization", "Bearer "+testMetric)
+	for _, want := range []string{`intent_bus_intents_total{status="open",namespace="m"} 1`, "intent_bus_dead_letters_total 0", "intent_bus_tester_keys_total 1", "# TYPE intent_bus_intents_total gauge"} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("metrics lack %q:\n%s", want, r.body)
+		}
+	}
+	for _, tc := range []struct {
+		name, path string
+		body       string
+		status     int
+		code       string
+	}{
+		{"generate no owner", spec.PathGenerateKey, `{}`, 400, spec.ErrInvalidRequest},
+		{"generate owner number", spec.PathGenerateKey, `{"owner":1}`, 400, spec.ErrInvalidOwner},
+		{"revoke unknown", spec.PathRevokeKey, `{"api_key":"tk_nope"}`, 404, spec.ErrNotFound},
+		{"revoke bad", spec.PathRevokeKey, `{"api_key":[]}`, 400, spec.ErrInvalidAPIKey},
+		{"purge unconfirmed", spec.PathPurge, `{"confirm":false}`, 400, spec.ErrInvalidConfirm},
+		{"purge bad namespace", spec.PathPurge, `{"confirm":true,"namespace":"a b"}`, 400, spec.ErrInvalidNamespace},
+		{"cancel unknown", spec.PathAdminIntents + "nope/cancel", ``, 404, spec.ErrNotFound},
+		{"detail unknown", spec.PathAdminIntents + "nope", ``, 404, spec.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method := "POST"
+			if tc.name == "detail unknown" {
+				method = "GET"
+			}
+			r := b.do(method, tc.path, tc.body, spec.HeaderAdminToken, testAdmin)
+			if r.status != tc.status || r.code(t) != tc.code {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+		})
+	}
+}
+
+func TestTesterKeysAndAdminOps(t *testing.T) {
+	b := newBus(t, func(c *Config) { c.TimeScale = 1 })
+	tk := b.generateKey("carol")
+	id := b.publish(`{"goal":"g","payload":{"x":1},"namespace":"t"}`, spec.HeaderAPIKey, tk)
+	var last resp
+	for i := 0; i < 60; i++ {
+		last = b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, tk)
+		if last.status == 429 {
+			break
+		}
+	}
+	if last.status != 429 || last.code(t) != spec.ErrRateLimited || last.header.Get(spec.HeaderRetryAfter) == "" {
+		t.Fatalf("61st request: %d %s", last.status, last.body)
+	}
+	// The main key is exempt.
+	if r := b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, testSecret); r.status != 403 {
+		t.Fatalf("main key: %d", r.status)
+	}
+	r := b.do("GET", spec.PathAdminIntents+id, nil, spec.HeaderAdminToken, testAdmin)
+	var v spec.IntentView
+	r.json(t, &v)
+	if string(v.Payload) != `{"x":1}` || v.Publisher != tk {
+		t.Fatalf("admin detail %s", r.body)
+	}
+	if r := b.do("POST", spec.PathAdminIntents+id+"/cancel", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("cancel %d", r.status)
+	}
+	if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("dead letter after cancel %d", r.status)
+	}
+	if r := b.do("POST", spec.PathRevokeKey, map[string]string{"api_key": tk}, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("revoke %d %s", r.status, r.body)
+	}
+	if r := b.do("POST", spec.PathClaim, nil, spec.HeaderAPIKey, tk); r.status != 401 {
+		t.Fatalf("revoked key: %d", r.status)
+	}
+	b.publish(`{"goal":"g","payload":1,"namespace":"p1"}`)
+	b.publish(`{"goal":"g","payload":1,"namespace":"p2"}`)
+	r = b.do("POST", spec.PathPurge, `{"confirm":true,"namespace":"p1"}`, spec.HeaderAdminToken, testAdmin)
+	var pr map[string]any
+	r.json(t, &pr)
+	if pr["intents_deleted"] != float64(1) {
+		t.Fatalf("purge namespace %s", r.body)
+	}
+	r = b.do("POST", spec.PathPurge, `{"confirm":true}`, spec.HeaderAdminToken, testAdmin)
+	r.json(t, &pr)
+	if pr["intents_deleted"] != float64(2) || pr["dead_letters_deleted"] != float64(1) {
+		t.Fatalf("purge all %s", r.body)
+	}
+}
+
+func TestKVStore(t *testing.T) {
+	b := newBus(t, func(c *Config) { c.TimeScale = 600 })
+	tk := b.generateKey("dave")
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		hdr                []string
+		status             int
+		code               string
+		value              string
+	}{
+		{"get missing", "GET", "/get/a", nil, nil, 404, spec.ErrNotFound, ""},
+		{"set", "POST", "/set/a", `{"value":"hello"}`, nil, 200, "", ""},
+		{"get", "GET", "/get/a", nil, nil, 200, "", `"hello"`},
+		{"isolated per key", "GET", "/get/a", nil, []string{spec.HeaderAPIKey, tk}, 404, spec.ErrNotFound, ""},
+		{"set object", "POST", "/set/a", `{"value":{"n":1},"ttl":86400}`, nil, 200, "", ""},
+		{"get object", "GET", "/get/a", nil, nil, 200, "", `{"n":1}`},
+		{"no value", "POST", "/set/a", `{"ttl":5}`, nil, 400, spec.ErrInvalidRequest, ""},
+		{"ttl too long", "POST", "/set/a", `{"value":1,"ttl":86401}`, nil, 400, spec.ErrInvalidTTL, ""},
+		{"ttl zero", "POST", "/set/a", `{"value":1,"ttl":0}`, nil, 400, spec.ErrInvalidTTL, ""},
+		{"short ttl", "POST", "/set/b", `{"value":1,"ttl":1}`, nil, 200, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do(tc.method, tc.path, tc.body, tc.hdr...)
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.code != "" && r.code(t) != tc.code {
+				t.Fatalf("code %s", r.body)
+			}
+			if tc.value != "" {
+				var g spec.GetResponse
+				r.json(t, &g)
+				if string(g.Value) != tc.value {
+					t.Fatalf("value %s", g.Value)
+				}
+			}
+		})
+	}
+	waitUntil(t, func() bool { return b.do("GET", "/get/b", nil).status == 404 }, 5*time.Second)
+}
+
+func TestMaintenanceAndHTTPS(t *testing.T) {
+	b := newBus(t, func(c *Config) { c.Maintenance = true })
+	if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":1}`); r.status != 503 || r.code(t) != spec.ErrMaintenance {
+		t.Fatalf("maintenance: %d %s", r.status, r.body)
+	}
+	if r := b.do("GET", spec.PathHealth, nil); r.status != 200 {
+		t.Fatalf("health in maintenance: %d", r.status)
+	}
+	if r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("admin in maintenance: %d", r.status)
+	}
+	h := newBus(t, func(c *Config) { c.EnforceHTTPS = true; c.TrustProxy = true })
+	if r := h.do("GET", spec.PathHealth, nil); r.status != 403 || r.code(t) != spec.ErrHTTPSRequired {
+		t.Fatalf("plain HTTP: %d", r.status)
+	}
+	if r := h.do("GET", spec.PathHealth, nil, "X-Forwarded-Proto", "https"); r.status != 200 {
+		t.Fatalf("behind TLS proxy: %d", r.status)
+	}
+}
+
+func TestCleanup(t *testing.T) {
+	b := newBus(t, func(c *Config) { c.TimeScale = 100000; c.CleanupInterval = 1e9 * time.Second })
+	b.publish(`{"goal":"g","payload":1}`) // TTL 24 h lasts 0.86 s
+	dead := b.publish(`{"goal":"g","payload":1,"max_attempts":1,"namespace":"d"}`)
+	b.claim("?namespace=d")
+	time.Sleep(1200 * time.Millisecond)
+	r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin)
+	var st spec.CleanupStats
+	r.json(t, &st)
+	if st.ExpiredOpenDeleted != 1 || st.ExpiredClaimsDead != 1 {
+		t.Fatalf("cleanup stats %s", r.body)
+	}
+	if v := b.statusOf(dead); v.Status != spec.StatusDead {
+		t.Fatalf("status %+v", v)
+	}
+
+	// Lazy: with a 300 s interval (3 ms here) traffic alone runs the pass.
+	l := newBus(t, func(c *Config) { c.TimeScale = 100000; c.CleanupInterval = 300 * time.Second })
+	id := l.publish(`{"goal":"g","payload":1}`)
+	time.Sleep(1200 * time.Millisecond)
+	waitUntil(t, func() bool { return l.do("GET", spec.PathStatus+id, nil).status == 404 }, 5*time.Second)
+
+	// A failing pass (failpoint) is reported and leaves the rows alone.
+	f := newBus(t, func(c *Config) { c.CleanupInterval = 1e9 * time.Second })
+	if err := failpoint.Enable(FailpointInsideCleanup, `return("error")`); err != nil {
+		t.Fatal(err)
+	}
+	r = f.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin)
+	failpoint.Disable(FailpointInsideCleanup)
+	if r.status < 500 {
+		t.Fatalf("cleanup with failpoint: %d %s", r.status, r.body)
+	}
+}
+
+func TestMutantsListed(t *testing.T) {
+	ms := Mutants()
+	if len(ms) < 12 {
+		t.Fatalf("%d mutants, want at least 12", len(ms))
+	}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.Name == "" || m.Description == "" || m.Breaks == "" || seen[m.Name] {
+			t.Fatalf("bad mutant %+v", m)
+		}
+		seen[m.Name] = true
+		s, err := Open(context.Background(), Config{DBPath: filepath.Join(t.TempDir(), "m.db"), Secret: "x", Mutant: m.Name})
+		if err != nil {
+			t.Fatalf("open %s: %v", m.Name, err)
+		}
+		s.Close()
+	}
+}
+
+// TestMutantsMisbehave shows that each mutant changes the behaviour the
+// clean server is tested for: the same probe passes clean and fails mutated.
+func TestMutantsMisbehave(t *testing.T) {
+	probes := map[string]func(b *testBus) error{
+		MutantIdemKeyIgnored: func(b *testBus) error {
+			a := b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k")
+			if c := b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k"); c != a {
+				return fmt.Errorf("replay created %s, first %s", c, a)
+			}
+			return nil
+		},
+		MutantIdemConflictAccepted: func(b *testBus) error {
+			b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k")
+			if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":2}`, spec.HeaderIdempotencyKey, "k"); r.status != 422 {
+				return fmt.Errorf("conflict answered %d", r.status)
+			}
+			return nil
+		},
+		MutantStaleTokenAccepted: func(b *testBus) error {
+			id := b.publish(`{"goal":"g","payload":1}`)
+			b.claim("")
+			if r := b.do("POST", spec.PathFulfill+id, map[string]string{"claim_token": "x"}); r.status != 404 {
+				return fmt.Errorf("wrong token answered %d", r.status)
+			}
+			return nil
+		},
+		MutantPriorityInverted: func(b *testBus) error {
+			b.publish(`{"goal":"g","payload":1,"priority":1}`)
+			hi := b.publish(`{"goal":"g","payload":1,"priority":2}`)
+			if c, _ := b.claim(""); c.ID != hi {
+				return fmt.Errorf("claimed the lower priority")
+			}
+			return nil
+		},
+		MutantNamespaceLeak: func(b *testBus) error {
+			b.publish(`{"goal":"g","payload":1,"namespace":"a"}`)
+			if _, ok := b.claim("?namespace=b"); ok {
+				return fmt.Errorf("claimed across namespaces")
+			}
+			return nil
+		},
+		MutantVisibilityLeak: func(b *testBus) error {
+			tk := b.generateKey("o")
+			b.publish(`{"goal":"g","payload":1}`)
+			if _, ok := b.claim("", spec.HeaderAPIKey, tk); ok {
+				return fmt.Errorf("another key claimed a private intent")
+			}
+			return nil
+		},
+		MutantNoRetryAfter: func(b *testBus) error {
+			if r := b.do("POST", spec.PathClaim, nil); r.header.Get(spec.HeaderRetryAfter) != "1" {
+				return fmt.Errorf("204 without Retry-After")
+			}
+			return nil
+		},
+		MutantNonJSON404: func(b *testBus) error {
+			var e spec.ErrorBody
+			if json.Unmarshal(b.do("GET", "/nope", nil).body, &e) != nil {
+				return fmt.Errorf("404 is not JSON")
+			}
+			return nil
+		},
+		MutantMissingSecurityHeaders: func(b *testBus) error {
+			if b.do("GET", "/health", nil).header.Get("X-Frame-Options") != "DENY" {
+				return fmt.Errorf("no X-Frame-Options")
+			}
+			return nil
+		},
+		MutantAdminSecretFallback: func(b *testBus) error {
+			if r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testSecret); r.status != 401 {
+				return fmt.Errorf("BUS_SECRET accepted as admin token")
+			}
+			return nil
+		},
+		MutantNoBackoff: func(b *testBus) error {
+			id := b.publish(`{"goal":"g","payload":1,"backoff_base":3600}`)
+			c, _ := b.claim("")
+			b.do("POST", spec.PathFail+id, map[string]string{"claim_token": c.ClaimToken})
+			if _, ok := b.claim(""); ok {
+				return fmt.Errorf("reclaimed at once after fail")
+			}
+			return nil
+		},
+		MutantMaxAttemptsIgnored: func(b *testBus) error {
+			id := b.publish(`{"goal":"g","payload":1,"max_attempts":1}`)
+			c, _ := b.claim("")
+			b.do("POST", spec.PathFail+id, map[string]string{"claim_token": c.ClaimToken})
+			if st := b.statusOf(id).Status; st != spec.StatusDead {
+				return fmt.Errorf("status %s after the last attempt failed", st)
+			}
+			return nil
+		},
+		MutantNonceReplayAccepted: func(b *testBus) error {
+			ts := strconv.FormatInt(time.Now().Unix(), 10)
+			sig := spec.Sign(testSecret, spec.SigningString("POST", "/claim", ts, "n", nil))
+			h := []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, "n", spec.HeaderSignature, sig}
+			b.do("POST", spec.PathClaim, nil, h...)
+			if r := b.do("POST", spec.PathClaim, nil, h...); r.status != 401 {
+				return fmt.Errorf("replayed nonce answered %d", r.status)
+			}
+			return nil
+		},
+	}
+	for name, probe := range probes {
+		t.Run(name, func(t *testing.T) {
+			if err := probe(newBus(t, nil)); err != nil {
+				t.Fatalf("clean server fails the probe: %v", err)
+			}
+			if err := probe(newBus(t, func(c *Config) { c.Mutant = name })); err == nil {
+				t.Fatalf("mutant %s passes the probe", name)
+			}
+		})
+	}
+}
