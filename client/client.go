@@ -148,6 +148,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without GetBody net/http never re-sends the request on a fresh
+	// connection by itself (it would for any request carrying an
+	// Idempotency-Key header). A silent re-send would hide that the first
+	// copy may have been applied, and report only the second copy's error.
+	hreq.GetBody = nil
 	for k, vs := range req.Header {
 		for _, v := range vs {
 			hreq.Header.Add(k, v)
