@@ -34,6 +34,7 @@ type chaosView struct {
 
 type anomalyView struct {
 	checker.Anomaly
+	Open        bool // a violation: shown unfolded
 	OpLines     []string
 	EffectLines []string
 	More        int // operations and effects left out
@@ -46,8 +47,11 @@ type faultRow struct {
 
 func newChaosView(c *Chaos) *chaosView {
 	v := &chaosView{C: c, Counts: sortedCounts(c.Counts)}
-	for _, a := range c.Anomalies {
-		av := anomalyView{Anomaly: a}
+	// Violations first, then the rest (recovered), each in the checker's order.
+	anomalies := append([]checker.Anomaly(nil), c.Anomalies...)
+	sort.SliceStable(anomalies, func(i, j int) bool { return anomalies[i].Kind.Violation() && !anomalies[j].Kind.Violation() })
+	for _, a := range anomalies {
+		av := anomalyView{Anomaly: a, Open: a.Kind.Violation()}
 		for i, op := range a.Ops {
 			if i == maxAnomalyOps {
 				av.More += len(a.Ops) - i

@@ -87,7 +87,7 @@ func sampleChaos() *Chaos {
 		Models:      []checker.ModelCheck{{Model: checker.ModelIdempotency, Result: checker.LinIllegal, Ops: 600, Partitions: 300, Failing: []string{"k-7"}}},
 		Counts:      map[checker.AnomalyKind]int{checker.Duplicated: 1, checker.Recovered: 2, checker.Lost: 0},
 		Unavailable: map[string]string{"crash": "no --target-cmd"},
-		Anomalies: []checker.Anomaly{{Kind: checker.Duplicated, Key: "k-7", Explanation: "unit k-7 took effect 2 times",
+		Anomalies: []checker.Anomaly{{Kind: checker.Recovered, Key: "k-9", Explanation: "k-9 took effect though its answer was lost"}, {Kind: checker.Duplicated, Key: "k-7", Explanation: "unit k-7 took effect 2 times",
 			Ops:     []checker.Operation{{ClientID: 1, Kind: checker.OpPublish, Key: "k-7", Input: checker.Input{Body: "d1"}, Output: checker.Output{Status: 201, ID: "in-7"}, Call: 1e9, Return: 1.01e9, Outcome: checker.OutcomeOK}},
 			Effects: []checker.Effect{{Key: "k-7", Intent: "in-7", Worker: "w1", At: 2e9}, {Key: "k-7", Intent: "in-7", Worker: "w2", At: 3e9}}}},
 		Timeline: []FaultSpan{

@@ -307,7 +307,7 @@ func TestRedaction(t *testing.T) {
 	r := sampleResult()
 	r.Chaos = sampleChaos()
 	r.Rules[0].Result.Evidence[0].Exchanges[1].RespBody = `{"echo":"sekret-key-1"}`
-	r.Chaos.Anomalies[0].Explanation = "key sekret-key-1 leaked"
+	r.Chaos.Anomalies[1].Explanation = "key sekret-key-1 leaked"
 	r.Rules[0].Result.Evidence[0].Exchanges[0].ReqHeaders["Authorization"] = []string{"Bearer tok-abc-123"}
 	dir := t.TempDir()
 	if err := WriteAll(dir, r); err != nil {
@@ -330,7 +330,7 @@ func TestRedaction(t *testing.T) {
 	if got := r.Rules[0].Result.Evidence[0].Exchanges[0].ReqHeaders["X-Api-Key"][0]; got != "sekret-key-1" {
 		t.Errorf("the caller's Result was modified: header is %q", got)
 	}
-	if r.Chaos.Anomalies[0].Explanation != "key sekret-key-1 leaked" {
+	if r.Chaos.Anomalies[1].Explanation != "key sekret-key-1 leaked" {
 		t.Errorf("the caller's chaos section was modified")
 	}
 }
@@ -396,10 +396,11 @@ func hostileResult(h string) *Result {
 	c := sampleChaos()
 	c.Faults, c.Namespace = h, h
 	c.Unavailable = map[string]string{h: h}
-	c.Anomalies[0].Key, c.Anomalies[0].Explanation = h, h
-	c.Anomalies[0].Kind = checker.AnomalyKind(h)
-	c.Anomalies[0].Ops[0].Key = h
-	c.Anomalies[0].Effects[0].Worker = h
+	a := &c.Anomalies[len(c.Anomalies)-1] // the one with evidence
+	a.Key, a.Explanation = h, h
+	a.Kind = checker.AnomalyKind(h)
+	a.Ops[0].Key = h
+	a.Effects[0].Worker = h
 	c.Counts[checker.AnomalyKind(h)] = 1
 	c.Models[0].Failing = []string{h}
 	c.Timeline[0].Name, c.Timeline[0].Err = h, h
@@ -538,6 +539,8 @@ func TestHTMLContent(t *testing.T) {
 		"<svg class=\"chart\"",                     // chaos chart
 		"unit k-7 took effect 2 times",             // anomaly explanation
 		"[2.000s] effect of k-7 intent=in-7 by w1", // anomaly evidence
+		`<details class="rule" open><summary><span class="v v-fail">VIOLATION</span> <span class="mono"><b>duplicated</b>`, // a violation unfolded
+		`<details class="rule"><summary><span class="v v-na">not a violation</span> <span class="mono"><b>recovered</b>`,   // the rest folded
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the HTML lacks %q", want)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/reports"
@@ -250,7 +251,7 @@ func chaosResult(run chaosRun, rep checker.Report, viz []string) *reports.Result
 	return &reports.Result{
 		Tool:     reports.CurrentTool(),
 		Profile:  spec.ProfileIntent,
-		Target:   reports.Target{URL: run.Target, Bundled: run.Bundled, Mutant: run.Mutant, TimeScale: run.TimeScale},
+		Target:   reports.Target{URL: strings.TrimPrefix(run.Target, "bundled reference server at "), Bundled: run.Bundled, Mutant: run.Mutant, TimeScale: run.TimeScale},
 		Seed:     run.Seed,
 		Command:  run.Command,
 		Started:  run.Start,
