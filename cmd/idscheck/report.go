@@ -138,13 +138,24 @@ func runReport(cfg reportConfig, stdout, stderr io.Writer) int {
 		}
 	}
 	sum := r.Summary()
-	fmt.Fprintf(stdout, "%s: %d rules", sum.Verdict, sum.Total)
-	for _, v := range reports.Verdicts {
-		if n := sum.Counts[v]; n > 0 {
-			fmt.Fprintf(stdout, ", %d %s", n, v)
+	if sum.Total > 0 || r.Chaos == nil {
+		fmt.Fprintf(stdout, "%s: %d rules", sum.Verdict, sum.Total)
+		for _, v := range reports.Verdicts {
+			if n := sum.Counts[v]; n > 0 {
+				fmt.Fprintf(stdout, ", %d %s", n, v)
+			}
 		}
+		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintln(stdout)
+	if c := r.Chaos; c != nil {
+		violations := 0
+		for k, n := range c.Counts {
+			if k.Violation() {
+				violations += n
+			}
+		}
+		fmt.Fprintf(stdout, "chaos %s: %d operations, %d effects, %d violations\n", c.Verdict, c.Ops, c.Effects, violations)
+	}
 	for _, f := range []string{reports.HTMLFile, reports.JUnitFile} {
 		fmt.Fprintln(stdout, filepath.Join(out, f))
 	}

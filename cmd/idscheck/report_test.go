@@ -197,7 +197,7 @@ func TestReportCommandChaosDir(t *testing.T) {
 			if err != nil || !bytes.Contains(html, []byte("<svg")) || !bytes.Contains(html, []byte("duplicated")) {
 				t.Errorf("index.html lacks the chaos section (err %v)", err)
 			}
-			if !strings.HasPrefix(out, "FAIL") {
+			if !strings.HasPrefix(out, "chaos FAIL: 2 operations, 2 effects, 2 violations") {
 				t.Errorf("stdout = %q", out)
 			}
 		})
