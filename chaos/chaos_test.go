@@ -1,0 +1,126 @@
+package chaos_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/chaos"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/sut"
+)
+
+const timeScale = 60 // a 1 s lease
+
+// bundled starts the reference server in-process (with mutant, if any) on a
+// fresh SQLite file and returns its URL and API key.
+func bundled(t *testing.T, mutant string) (string, string) {
+	t.Helper()
+	const key = "chaos-test-key"
+	srv, err := sut.Open(context.Background(), sut.Config{
+		DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: key, AdminSecret: "admin",
+		TimeScale: timeScale, Mutant: mutant, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return hs.URL, key
+}
+
+func run(t *testing.T, cfg chaos.Config) (*chaos.Result, checker.Report) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("chaos.Run: %v", err)
+	}
+	rep := checker.Check(res.History, res.Ledger, checker.Options{Timeout: 30 * time.Second, MaxEffects: -1, ExpiredIsLost: true})
+	return res, rep
+}
+
+func TestCleanServerUnderNetworkFaultsAndStormsHasNoAnomaly(t *testing.T) {
+	url, key := bundled(t, "")
+	faults.SilenceToxiproxy()
+	network, err := faults.NewNetwork(strings.TrimPrefix(url, "http://"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer network.Close()
+	list := faults.All(faults.Config{Network: network, StormDo: func(context.Context, int) {}, StormMax: 50})
+	usable, _ := faults.Usable(faults.Select(list, []string{"net", "storm"}))
+	if len(usable) < 8 {
+		t.Fatalf("want every network fault and the storm usable, got %d", len(usable))
+	}
+	res, rep := run(t, chaos.Config{
+		BaseURL: network.URL(), APIKey: key, Seed: 42, Duration: 4 * time.Second, Workers: 12,
+		Lease: time.Minute / timeScale, Faults: usable, StormMax: 50,
+		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 400 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 200 * time.Millisecond},
+	})
+	if len(res.Timeline) == 0 {
+		t.Fatal("no fault was injected")
+	}
+	if rep.Queue.Acknowledged == 0 || rep.Queue.Fulfilled == 0 {
+		t.Fatalf("the workload did nothing: %+v", rep.Queue)
+	}
+	if v := rep.Verdict(); v != checker.Pass {
+		for _, a := range rep.Anomalies {
+			t.Logf("%s %s: %s", a.Kind, a.Key, a.Explanation)
+		}
+		t.Fatalf("clean server: verdict %s, counts %v, models %+v", v, rep.Counts, rep.Models)
+	}
+}
+
+// TestMutantsAreCaught: each realistic bug of the issue is caught within
+// seconds, by the anomaly that names it.
+func TestMutantsAreCaught(t *testing.T) {
+	cases := []struct {
+		mutant string
+		want   []checker.AnomalyKind // any of these
+	}{
+		{sut.MutantStaleTokenAccepted, []checker.AnomalyKind{checker.StaleTokenAccepted}},
+		{sut.MutantClaimNonAtomic, []checker.AnomalyKind{checker.DoubleLease}},
+		{sut.MutantIdemKeyIgnored, []checker.AnomalyKind{checker.IdempotencyViolation, checker.Duplicated}},
+		{sut.MutantLeaseNeverExpires, []checker.AnomalyKind{checker.Lost, checker.StaleTokenAccepted}},
+	}
+	if testing.Short() {
+		cases = cases[:1]
+	}
+	for _, tc := range cases {
+		t.Run(tc.mutant, func(t *testing.T) {
+			url, key := bundled(t, tc.mutant)
+			_, rep := run(t, chaos.Config{
+				BaseURL: url, APIKey: key, Seed: 7, Duration: 3 * time.Second, Workers: 12,
+				Lease: time.Minute / timeScale, DrainTimeout: 4 * time.Second,
+			})
+			for _, k := range tc.want {
+				if rep.Counts[k] > 0 {
+					return
+				}
+			}
+			t.Fatalf("mutant %s survived: want one of %v, got counts %v", tc.mutant, tc.want, rep.Counts)
+		})
+	}
+}
+
+func TestSameSeedSameSchedule(t *testing.T) {
+	// The fault schedule and the workload's choices come from the seed alone.
+	f := []faults.Fault{&faults.Partition{}, &faults.Latency{}}
+	a := faults.NewSchedule(rand.New(rand.NewPCG(1, 2)), f, 10*time.Second, faults.ScheduleOptions{})
+	b := faults.NewSchedule(rand.New(rand.NewPCG(1, 2)), f, 10*time.Second, faults.ScheduleOptions{})
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("schedules differ in length: %d vs %d", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("step %d differs: %v vs %v", i, a[i], b[i])
+		}
+	}
+}
