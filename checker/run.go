@@ -176,5 +176,18 @@ func (c *check) stuck(p part, env *modelEnv) string {
 	if first == nil {
 		return ""
 	}
-	return fmt.Sprintf(": the longest order it accepts places %d of them; it cannot place %s, called at %s", len(longest), describeOp(first), ms(first.Call))
+	// replay the longest order to say what the intent could be by then
+	state := model.Init()
+	for _, j := range longest {
+		if j < 0 || j >= len(p.ops) {
+			return ""
+		}
+		ok, next := model.Step(state, &c.h.Ops[p.ops[j]], nil)
+		if !ok {
+			return ""
+		}
+		state = next
+	}
+	return fmt.Sprintf(": the longest order it accepts places %d of them, after which the intent can only be %s; it cannot place %s, called at %s",
+		len(longest), describeState(state.(lmState)), describeOp(first), ms(first.Call))
 }
