@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -113,6 +114,10 @@ type opResult struct {
 	v   any
 	err error
 }
+
+// earlyCommitDelay is how long the lost-on-crash mutant holds a batch it has
+// already acknowledged before committing it.
+const earlyCommitDelay = 30 * time.Millisecond
 
 // errClosed is returned by submit after Close.
 var errClosed = errors.New("server closed")
@@ -268,6 +273,7 @@ func (w *writer) run(batch []op, results []opResult) []opResult {
 			o.done <- results[i]
 			batch[i].done = make(chan opResult, 1)
 		}
+		time.Sleep(earlyCommitDelay)
 	}
 	if err := tx.Commit(); err != nil {
 		w.log.Error("batch commit", "ops", len(batch), "err", err)

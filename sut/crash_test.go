@@ -1,0 +1,283 @@
+package sut
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/spec"
+)
+
+// serveProc is `idscheck serve` running as a child process.
+type serveProc struct {
+	cmd  *exec.Cmd
+	base string
+}
+
+// startServe starts the binary on 127.0.0.1 with a free port and waits for
+// the address it prints.
+func startServe(t *testing.T, bin, db string, extra ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "warn"}, extra...)...)
+	cmd.Env = append(os.Environ(), "BUS_SECRET="+testSecret, "BUS_ADMIN_SECRET="+testAdmin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				lines <- a
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case base := <-lines:
+		return &serveProc{cmd: cmd, base: base}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("serve did not print its address within 20 s")
+		return nil
+	}
+}
+
+func (p *serveProc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Wait()
+}
+
+// crashClient talks to the child over loopback.
+type crashClient struct {
+	hc   *http.Client
+	base string
+}
+
+func (c *crashClient) do(ctx context.Context, method, path, body string, hdr ...string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+// TestCrashSafety kills `idscheck serve` with SIGKILL at seeded random
+// moments under concurrent publish/claim/fulfil load, restarts it on the same
+// file, and proves: every 201 intent exists, every 200 fulfil is fulfilled,
+// replayed idempotency keys return the same id, and no key made two intents.
+func TestCrashSafety(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills it five times")
+	}
+	testCrashSafety(t, "", 1)
+}
+
+func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, lostFulfils int) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "idscheck")
+	build := exec.Command("go", "build", "-o", bin, "github.com/idscheck/idscheck/cmd/idscheck")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "crash.db")
+	rnd := rand.New(rand.NewPCG(seed, 42))
+	var mu sync.Mutex
+	published := map[string]string{} // idempotency key → id (201 seen)
+	fulfilled := map[string]bool{}   // id → 200 seen
+	var unknown []string             // keys whose publish outcome is unknown
+	next := 0
+	var extra []string
+	if mutant != "" {
+		extra = []string{"--mutant", mutant}
+	}
+	const rounds, workers = 5, 8
+	for round := range rounds {
+		p := startServe(t, bin, db, extra...)
+		c := &crashClient{hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}, base: p.base}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 10000 && ctx.Err() == nil; i++ {
+					mu.Lock()
+					next++
+					key := fmt.Sprintf("job-%d", next)
+					mu.Unlock()
+					st, b, err := c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
+					if err != nil || st != 201 {
+						mu.Lock()
+						unknown = append(unknown, key)
+						mu.Unlock()
+						continue
+					}
+					var cr spec.CreateIntentResponse
+					json.Unmarshal(b, &cr)
+					mu.Lock()
+					published[key] = cr.ID
+					mu.Unlock()
+					st, b, err = c.do(ctx, "POST", spec.PathClaim, "")
+					if err != nil || st != 200 {
+						continue
+					}
+					var cl spec.ClaimResponse
+					json.Unmarshal(b, &cl)
+					st, _, err = c.do(ctx, "POST", spec.PathFulfill+cl.ID, fmt.Sprintf(`{"claim_token":%q}`, cl.ClaimToken))
+					if err == nil && st == 200 {
+						mu.Lock()
+						fulfilled[cl.ID] = true
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(150+rnd.IntN(600)) * time.Millisecond)
+		p.kill()
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		t.Logf("round %d: %d published, %d fulfilled so far", round, len(published), len(fulfilled))
+		mu.Unlock()
+	}
+	p := startServe(t, bin, db, extra...)
+	defer p.kill()
+	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
+	ctx := context.Background()
+	for key, id := range published {
+		st, b, err := c.do(ctx, "GET", spec.PathStatus+id, "")
+		if err != nil || st != 200 {
+			lostPublishes++
+			if mutant == "" {
+				t.Errorf("acknowledged intent %s (key %s) lost: %d %s %v", id, key, st, b, err)
+			}
+			continue
+		}
+		var v spec.IntentView
+		json.Unmarshal(b, &v)
+		if fulfilled[id] && v.Status != spec.StatusFulfilled {
+			lostFulfils++
+			if mutant == "" {
+				t.Errorf("acknowledged fulfil of %s lost: status %s", id, v.Status)
+			}
+		}
+		// Replay the key: the same id.
+		st, b, err = c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
+		var cr spec.CreateIntentResponse
+		json.Unmarshal(b, &cr)
+		if err != nil || st != 201 || cr.ID != id {
+			lostPublishes++
+			if mutant == "" {
+				t.Errorf("replay of key %s: %d %s, want id %s", key, st, b, id)
+			}
+		}
+	}
+	// Keys of unknown outcome: a replay creates at most one intent.
+	for _, key := range unknown {
+		c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
+	}
+	p.kill()
+	sdb, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	var intents, keys, dupKeys int
+	sdb.QueryRow(`SELECT COUNT(*) FROM intents`).Scan(&intents)
+	sdb.QueryRow(`SELECT COUNT(*) FROM idempotency`).Scan(&keys)
+	sdb.QueryRow(`SELECT COUNT(*) FROM (SELECT json_extract(payload, '$.k') k FROM intents GROUP BY k HAVING COUNT(*) > 1)`).Scan(&dupKeys)
+	if mutant == "" {
+		if intents != keys || dupKeys != 0 {
+			t.Errorf("%d intents, %d idempotency rows, %d keys with several intents", intents, keys, dupKeys)
+		}
+		if len(published) < 50 || len(fulfilled) < 10 {
+			t.Errorf("too little load to prove anything: %d published, %d fulfilled", len(published), len(fulfilled))
+		}
+	}
+	t.Logf("%d acknowledged publishes, %d acknowledged fulfils, %d unknown; lost %d/%d", len(published), len(fulfilled), len(unknown), lostPublishes, lostFulfils)
+	return lostPublishes, lostFulfils
+}
+
+// TestCrashSafetyCatchesLostOnCrash: the same proof fails against the
+// mutant that acknowledges before it commits.
+func TestCrashSafetyCatchesLostOnCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and kills it five times")
+	}
+	lp, lf := testCrashSafety(t, MutantLostOnCrash, 1)
+	if lp+lf == 0 {
+		t.Fatal("the crash test did not notice acknowledged writes lost by the lost-on-crash mutant")
+	}
+}
+
+// TestFailpointExit: with after-commit-before-reply set to return("exit")
+// the server dies between commit and reply; after a restart the write is
+// there (a replay of its idempotency key is a replay, not a new intent).
+func TestFailpointExit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "idscheck")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/idscheck/idscheck/cmd/idscheck").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db := filepath.Join(dir, "fp.db")
+	os.Setenv("GO_FAILPOINTS", FailpointAfterCommitBeforeReply+`=return("exit")`)
+	p := startServe(t, bin, db)
+	os.Unsetenv("GO_FAILPOINTS")
+	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
+	ctx := context.Background()
+	body := `{"goal":"fp","payload":1}`
+	if st, b, err := c.do(ctx, "POST", spec.PathIntent, body, spec.HeaderIdempotencyKey, "fp1"); err == nil {
+		t.Fatalf("the server answered %d %s although the failpoint exits", st, b)
+	}
+	err := p.cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 137 {
+		t.Fatalf("exit: %v, want status 137", err)
+	}
+	p = startServe(t, bin, db)
+	defer p.kill()
+	c.base = p.base
+	req, _ := http.NewRequest("POST", p.base+spec.PathIntent, strings.NewReader(body))
+	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	req.Header.Set(spec.HeaderIdempotencyKey, "fp1")
+	res, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 201 || res.Header.Get(spec.HeaderIdempotentReplay) != "true" {
+		t.Fatalf("after restart: %d replayed=%q; the committed write was lost", res.StatusCode, res.Header.Get(spec.HeaderIdempotentReplay))
+	}
+}
