@@ -191,7 +191,9 @@ func (w *intentWorld) publishBatch(ctx context.Context, n int, over func(i int) 
 	var mu sync.Mutex
 	parallel(n, 8, func(i int) {
 		alias := fmt.Sprintf("b%d", i+1)
-		m := map[string]any{"goal": w.goal, "namespace": w.ns, "payload": map[string]any{"alias": alias}}
+		// Identical bodies: the order in which concurrent requests are
+		// recorded varies, their request lines must not.
+		m := map[string]any{"goal": w.goal, "namespace": w.ns, "payload": map[string]any{"batch": true}}
 		for k, v := range over(i) {
 			m[k] = v
 		}
@@ -229,7 +231,7 @@ func (w *intentWorld) publishMany(ctx context.Context, n int) error {
 	}
 	w.batch = make([]*client.Response, n)
 	parallel(n, 16, func(i int) {
-		b := fmt.Sprintf(`{"goal":%q,"namespace":%q,"payload":%d}`, w.goal, w.ns, i)
+		b := fmt.Sprintf(`{"goal":%q,"namespace":%q,"payload":0}`, w.goal, w.ns)
 		if r, err := c.Do(ctx, client.Request{Method: http.MethodPost, Path: "/intent", Header: h, Body: []byte(b)}); err == nil {
 			w.batch[i] = r
 		}
