@@ -69,6 +69,10 @@ type Result struct {
 	History   checker.History    `json:"-"`
 	Ledger    checker.Ledger     `json:"-"`
 	Series    []Bucket           `json:"series"`
+	// Drained is true when every worker ran out of work before the drain
+	// timeout; otherwise intents still open or claimed at the end may be
+	// unfinished rather than lost (checker.Options.Undrained).
+	Drained bool `json:"drained"`
 }
 
 // Bucket is one second of the run: operations completed, unknown outcomes,
@@ -237,7 +241,7 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 		rnd := rand.New(rand.NewPCG(master.Uint64(), uint64(i)))
 		wg.Go(func() { w.publisher(loadCtx, i, rnd) })
 	}
-	var idle atomic.Int64 // workers that found nothing to claim lately, during the drain
+	var idle atomic.Int64 // workers that stopped because nothing was left to claim
 	for i := range cfg.Workers {
 		rnd := rand.New(rand.NewPCG(master.Uint64(), uint64(1000+i)))
 		wg.Go(func() { w.worker(loadCtx, drainCtx, publishers+i, rnd, &idle) })
@@ -248,6 +252,7 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 	w.phase.Store("drain")
 	w.fault.Store("")
 	wg.Wait()
+	res.Drained = idle.Load() == int64(cfg.Workers)
 
 	// Final state of every intent the run heard of.
 	w.phase.Store("status")

@@ -18,6 +18,9 @@ import (
 	"github.com/idscheck/idscheck/faults"
 )
 
+// maxAttempts is the max_attempts of every intent the workload publishes.
+const maxAttempts = 3
+
 // maxPublishTries bounds the retries of one publish whose outcome was unknown.
 const maxPublishTries = 6
 
@@ -28,7 +31,7 @@ func (w *workload) publishBody(key string, variant int) []byte {
 		"goal":         "chaos",
 		"payload":      map[string]any{"key": key, "variant": variant},
 		"namespace":    w.cfg.Namespace,
-		"max_attempts": 3,
+		"max_attempts": maxAttempts,
 		"backoff_base": 1.0,
 	}
 	b, _ := json.Marshal(body)
@@ -51,7 +54,7 @@ func digest(b []byte) string {
 // publish sends one publish attempt of key and records it. It returns the
 // HTTP status (0 when none) and the intent id.
 func (w *workload) publish(ctx context.Context, clientID int, key string, body []byte) (int, string) {
-	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: digest(body)}, Call: w.now()}
+	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: digest(body), MaxAttempts: maxAttempts}, Call: w.now()}
 	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/intent",
 		Header: http.Header{"Idempotency-Key": {key}}, Body: body})
 	op.Return = w.now()
@@ -123,6 +126,11 @@ type claimed struct {
 // its lease on some; after it, it only fulfils, and stops once it has found
 // nothing to claim for a while.
 func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.Rand, idle *atomic.Int64) {
+	defer func() {
+		if drainCtx.Err() == nil {
+			idle.Add(1)
+		}
+	}()
 	name := fmt.Sprintf("w%d", id)
 	var emptySince time.Time
 	for drainCtx.Err() == nil {
@@ -155,9 +163,16 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 			ext := w.cfg.Lease / 6 // "seconds": 10 of a 60 s lease
 			w.lease(ctx, id, name, checker.OpExtend, c, &ext)
 			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
-		default:
+		case p < 96:
 			// A worker that stalls past its lease: its token must be dead by now.
 			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+		default:
+			// A worker that stalls past its lease and then tries to extend it:
+			// an expired lease must not be extended.
+			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			ext := w.cfg.Lease / 6
+			w.lease(ctx, id, name, checker.OpExtend, c, &ext)
 			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
 		}
 	}

@@ -235,6 +235,12 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
 	}
 	opts := chaosCheckOptions()
+	if !res.Drained {
+		// The drain ran out of time: work still open or claimed is
+		// unfinished, not lost.
+		opts.Undrained = true
+		fmt.Fprintln(stderr, "chaos: the drain ran out of time; intents still open or claimed count as pending, not lost")
+	}
 	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
 		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
 		Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
