@@ -5,7 +5,7 @@ BIN     := bin/idscheck
 OUT     ?= idscheck-report
 SEED    ?= 1
 
-.PHONY: all build run test bench mutants fuzz vet clean
+.PHONY: all build run test bench mutants chaos fuzz clean
 
 all: build
 
@@ -31,9 +31,14 @@ bench: build
 mutants: build
 	./$(BIN) mutants
 
+# 60 s of chaos against the bundled server with every fault kind, then every check.
+chaos: build
+	./$(BIN) chaos --duration 60s --seed $(SEED) --faults all --out idscheck-chaos
+
 fuzz:
 	$(GO) test ./sut -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
 	$(GO) test ./spec -run '^$$' -fuzz FuzzCanonicalPath -fuzztime 30s
+	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) runs
+	rm -rf bin $(OUT) idscheck-chaos runs
