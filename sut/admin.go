@@ -52,7 +52,7 @@ func (s *Server) expireLeases(tx *sql.Tx, now float64, st *spec.CleanupStats) er
 	}
 	if s.mutant != MutantMaxAttemptsIgnored {
 		rows, err := tx.Query(`UPDATE intents SET status = 'dead', claim_token = NULL, completed_at = claim_expires_at,
- last_error = COALESCE(last_error, 'lease expired') WHERE status = 'claimed' AND claim_expires_at <= ? AND claim_attempts >= max_attempts
+ last_error = COALESCE(last_error, 'lease expired') WHERE status IN ('open','claimed') AND status = 'claimed' AND claim_expires_at <= ? AND claim_attempts >= max_attempts
  RETURNING id, namespace, goal, payload, publisher, claim_attempts, last_error, completed_at`, now)
 		if err != nil {
 			return err
@@ -84,7 +84,7 @@ func (s *Server) expireLeases(tx *sql.Tx, now float64, st *spec.CleanupStats) er
 		}
 	}
 	res, err := tx.Exec(`UPDATE intents SET status = 'open', claim_token = NULL, claimed_by = NULL, claim_expires_at = NULL,
- last_error = COALESCE(last_error, 'lease expired') WHERE status = 'claimed' AND claim_expires_at <= ?`, now)
+ last_error = COALESCE(last_error, 'lease expired') WHERE status IN ('open','claimed') AND status = 'claimed' AND claim_expires_at <= ?`, now)
 	if err != nil {
 		return err
 	}
@@ -111,9 +111,9 @@ func (s *Server) runCleanup(ctx context.Context) (spec.CleanupStats, error) {
 			q    string
 			args []any
 		}{
-			{&st.ExpiredOpenDeleted, `DELETE FROM intents WHERE status = 'open' AND expires_at <= ?`, []any{now}},
-			{&st.FulfilledDeleted, `DELETE FROM intents WHERE status = 'fulfilled' AND completed_at <= ?`, []any{retention}},
-			{&st.DeadDeleted, `DELETE FROM intents WHERE status = 'dead' AND completed_at <= ?`, []any{retention}},
+			{&st.ExpiredOpenDeleted, `DELETE FROM intents WHERE status IN ('open','claimed') AND status = 'open' AND expires_at <= ?`, []any{now}},
+			{&st.FulfilledDeleted, `DELETE FROM intents WHERE status IN ('fulfilled','dead') AND status = 'fulfilled' AND completed_at <= ?`, []any{retention}},
+			{&st.DeadDeleted, `DELETE FROM intents WHERE status IN ('fulfilled','dead') AND status = 'dead' AND completed_at <= ?`, []any{retention}},
 			{&st.DeadLettersDeleted, `DELETE FROM dead_letters WHERE died_at <= ?`, []any{retention}},
 			{&st.StoreDeleted, `DELETE FROM store WHERE expires_at <= ?`, []any{now}},
 			{&st.IdempotencyDeleted, `DELETE FROM idempotency WHERE created_at <= ?`, []any{now - s.secs(spec.DefaultIntentTTL)}},

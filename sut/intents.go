@@ -406,7 +406,7 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 			return s.answerIdem(w, hash, h, st, resp)
 		}
 	}
-	id := newHexID()
+	id := newIntentID()
 	now := nowF()
 	resp, _ := json.Marshal(spec.CreateIntentResponse{ID: id, Status: spec.StatusPublished, Namespace: n.namespace})
 	apiKey, tester := q.apiKey, q.tester

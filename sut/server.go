@@ -177,6 +177,17 @@ func newHexID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// newIntentID returns a 32-hex-digit intent id: 8 bytes of the creation time
+// in nanoseconds, then 8 random bytes. Ids sort by creation, so inserts land
+// on the right edge of the b-trees: a batch dirties few pages (fewer WAL
+// frames per commit).
+func newIntentID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
+	rand.Read(b[8:])
+	return hex.EncodeToString(b[:])
+}
+
 // httpError is an error with its status and code; writeError renders it.
 type httpError struct {
 	status     int

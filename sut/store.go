@@ -41,8 +41,8 @@ CREATE TABLE IF NOT EXISTS intents(
   completed_at REAL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS intents_claim ON intents(namespace, priority DESC, run_at, claim_attempts, created_at, id) WHERE status IN ('open','claimed');
-CREATE INDEX IF NOT EXISTS intents_publisher ON intents(publisher, status);
-CREATE INDEX IF NOT EXISTS intents_status ON intents(status, completed_at);
+CREATE INDEX IF NOT EXISTS intents_open_by_publisher ON intents(publisher) WHERE status IN ('open','claimed');
+CREATE INDEX IF NOT EXISTS intents_done ON intents(status, completed_at) WHERE status IN ('fulfilled','dead');
 CREATE TABLE IF NOT EXISTS dead_letters(
   intent_id TEXT PRIMARY KEY,
   namespace TEXT NOT NULL,
