@@ -2,46 +2,82 @@ package features
 
 import (
 	"encoding/json"
-	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idscheck/idscheck/checker"
 )
 
+// Drawn replaces, in RequestSequence, every value the target drew itself.
+const Drawn = "<drawn>"
+
 // RequestSequence returns one line per exchange, "METHOD path body", in the
-// order sent. Every value the target drew itself (a string of at least 8
-// characters found in an earlier JSON response body: ids, claim tokens) is
-// replaced by a placeholder numbered in order of first appearance. Two runs
-// with the same seed against fresh targets give equal sequences; that is the
-// reproducibility promise of --seed.
+// order sent: the reproducibility promise of --seed is that two runs with
+// the same seed against fresh targets give equal sequences. Two things are
+// not the harness's to fix, and are normalised away:
+//
+//   - values the target drew (ids, claim tokens: any string of at least 8
+//     characters in a JSON response body that no earlier request carried)
+//     become Drawn wherever they appear;
+//   - requests in flight at the same time (a storm, concurrent publishers)
+//     have no order: each such group is sorted;
+//   - how often a step polls until the target's clock moves on depends on
+//     timing: consecutive identical requests count once.
 func RequestSequence(exs []checker.Exchange) []string {
-	drawn := map[string]string{} // value → placeholder
-	var order []string           // values, longest first, for replacement
-	out := make([]string, 0, len(exs))
-	for _, ex := range exs {
-		line := ex.Method + " " + ex.Path + " " + ex.ReqBody
-		for _, v := range order {
-			line = strings.ReplaceAll(line, v, drawn[v])
+	byCall := append([]checker.Exchange(nil), exs...)
+	sort.SliceStable(byCall, func(i, j int) bool { return byCall[i].Call.Before(byCall[j].Call) })
+
+	// A response value is drawn by the target unless the harness sent it
+	// first (an echo of our own key is ours, and stays).
+	sent := map[string]bool{}
+	var drawn []string
+	seen := map[string]bool{}
+	for _, ex := range byCall {
+		for _, tok := range strings.FieldsFunc(ex.Path+" "+ex.ReqBody, notTokenChar) {
+			sent[tok] = true
 		}
-		out = append(out, line)
 		var body any
 		if json.Unmarshal([]byte(ex.RespBody), &body) != nil {
 			continue
 		}
-		added := false
 		walkStrings(body, func(s string) {
-			if len(s) >= 8 && drawn[s] == "" {
-				drawn[s] = fmt.Sprintf("<drawn-%d>", len(drawn)+1)
-				order = append(order, s)
-				added = true
+			if len(s) >= 8 && !seen[s] && !sent[s] {
+				seen[s] = true
+				drawn = append(drawn, s)
 			}
 		})
-		if added {
-			sort.SliceStable(order, func(i, j int) bool { return len(order[i]) > len(order[j]) })
-		}
 	}
-	return out
+	// Longest first, so a value that contains another is replaced whole.
+	sort.SliceStable(drawn, func(i, j int) bool { return len(drawn[i]) > len(drawn[j]) })
+	pairs := make([]string, 0, 2*len(drawn))
+	for _, d := range drawn {
+		pairs = append(pairs, d, Drawn)
+	}
+	rep := strings.NewReplacer(pairs...)
+
+	out := make([]string, 0, len(exs))
+	group := 0        // index in out where the current group of overlapping exchanges starts
+	var end time.Time // latest return in the current group
+	for i, ex := range byCall {
+		if i > 0 && !ex.Call.Before(end) { // sent after the whole group returned
+			sort.Strings(out[group:])
+			group = len(out)
+		}
+		if i == 0 || ex.Return.After(end) {
+			end = ex.Return
+		}
+		out = append(out, rep.Replace(ex.Method+" "+ex.Path+" "+ex.ReqBody))
+	}
+	sort.Strings(out[group:])
+	return slices.Compact(out)
+}
+
+// notTokenChar splits requests into the tokens a drawn value could be sent
+// back as: RFC 3986 unreserved characters.
+func notTokenChar(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '~')
 }
 
 // walkStrings calls f on every string value (not key) of a decoded JSON value.
@@ -54,13 +90,8 @@ func walkStrings(v any, f func(string)) {
 			walkStrings(e, f)
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys) // deterministic placeholder numbering
-		for _, k := range keys {
-			walkStrings(v[k], f)
+		for _, e := range v {
+			walkStrings(e, f)
 		}
 	}
 }

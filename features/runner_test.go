@@ -401,8 +401,42 @@ func TestRunSameSeedSameRequests(t *testing.T) {
 	if slices.Equal(a, c) {
 		t.Errorf("seeds 7 and 8 sent the same requests:\n%s", strings.Join(a, "\n"))
 	}
-	if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "GET /item/<drawn-") }) {
+	if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "GET /item/"+Drawn) }) {
 		t.Errorf("the id the target drew was not normalised:\n%s", strings.Join(a, "\n"))
+	}
+}
+
+func TestRequestSequenceNormalisesWhatTheHarnessDoesNotChoose(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, int64(ms)*int64(time.Millisecond)) }
+	ex := func(call, ret int, path, resp string) checker.Exchange {
+		return checker.Exchange{Method: "GET", Path: path, Call: at(call), Return: at(ret), RespBody: resp}
+	}
+	a := []checker.Exchange{
+		ex(0, 1, "/a", `{"id":"id-aaaaaaaa"}`),
+		ex(2, 5, "/storm/1", ""), ex(3, 4, "/storm/2", ""), // overlapping: one group
+		ex(6, 7, "/x/id-aaaaaaaa", ""),
+		ex(8, 9, "/short/abc", `{"v":"abc"}`),
+		ex(10, 11, "/poll", ""), ex(12, 13, "/poll", ""),
+	}
+	b := []checker.Exchange{
+		ex(0, 1, "/a", `{"id":"id-bbbbbbbb"}`),
+		ex(3, 4, "/storm/2", ""), ex(2, 5, "/storm/1", ""),
+		ex(6, 7, "/x/id-bbbbbbbb", ""),
+		ex(8, 9, "/short/abc", `{"v":"abc"}`),
+		ex(10, 11, "/poll", ""),
+	}
+	sa, sb := RequestSequence(a), RequestSequence(b)
+	if !slices.Equal(sa, sb) {
+		t.Errorf("equal up to drawn ids and storm order, but:\n%q\n%q", sa, sb)
+	}
+	if sa[3] != "GET /x/"+Drawn+" " || sa[4] != "GET /short/abc " {
+		t.Errorf("normalised %q", sa)
+	}
+	c := slices.Clone(b)
+	c[3] = ex(5, 7, "/x/id-bbbbbbbb", "") // sent before the storm ended: a different order
+	c[4] = ex(8, 9, "/short/abd", "")
+	if slices.Equal(sa, RequestSequence(c)) {
+		t.Error("a different request compared equal")
 	}
 }
 

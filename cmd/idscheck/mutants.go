@@ -164,7 +164,9 @@ func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.
 		}
 	}
 	row.Killed = len(row.FailedRules) > 0
-	row.BreaksCaught = m.Breaks != "" && slices.Contains(row.FailedRules, m.Breaks)
+	if _, isRule := spec.Lookup(m.Breaks); isRule {
+		row.BreaksCaught = slices.Contains(row.FailedRules, m.Breaks)
+	}
 	return row
 }
 
@@ -189,7 +191,7 @@ func printKillMatrix(w io.Writer, rows []mutantRow, where string) int {
 		case r.Killed:
 			killed++
 			note := ""
-			if r.Breaks != "" && !r.BreaksCaught {
+			if _, isRule := spec.Lookup(r.Breaks); isRule && !r.BreaksCaught {
 				note = fmt.Sprintf(" (its own rule %s did not fail)", r.Breaks)
 			}
 			fmt.Fprintf(&b, "  %-28s %-8s %s%s\n", r.Mutant, "KILLED", strings.Join(r.FailedRules, " "), note)

@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
 )
 
 func TestKillMatrixExitCode(t *testing.T) {
 	clean := mutantRow{Counts: map[checker.Verdict]int{checker.Pass: 10}}
 	dirty := mutantRow{FailedRules: []string{"R-1"}}
-	killed := mutantRow{Mutant: "m1", Breaks: "R-2", Killed: true, FailedRules: []string{"R-2"}, BreaksCaught: true}
-	killedElsewhere := mutantRow{Mutant: "m2", Breaks: "R-3", Killed: true, FailedRules: []string{"R-4"}}
+	own := spec.RulesFor(spec.ProfileIntent)[0].ID
+	killed := mutantRow{Mutant: "m1", Breaks: "004 §7.2 same key", Killed: true, FailedRules: []string{"R-2"}}
+	killedElsewhere := mutantRow{Mutant: "m2", Breaks: own, Killed: true, FailedRules: []string{"R-4"}}
 	survived := mutantRow{Mutant: "m3", Breaks: "R-5", Undecided: []string{"R-5"}}
 	broken := mutantRow{Mutant: "m4", Err: "starting the server: boom"}
 	cases := []struct {
@@ -20,7 +22,7 @@ func TestKillMatrixExitCode(t *testing.T) {
 		code int
 		says []string
 	}{
-		{"all killed", []mutantRow{clean, killed, killedElsewhere}, exitOK, []string{"CLEAN", "KILLED", "its own rule R-3 did not fail", "2 of 2 mutants killed"}},
+		{"all killed", []mutantRow{clean, killed, killedElsewhere}, exitOK, []string{"CLEAN", "KILLED", "its own rule " + own + " did not fail", "2 of 2 mutants killed"}},
 		{"one survives", []mutantRow{clean, killed, survived}, exitFailed, []string{"SURVIVED", "undecided: R-5", "1 of 2"}},
 		{"clean server fails", []mutantRow{dirty, killed}, exitFailed, []string{"DIRTY", "failing: R-1"}},
 		{"a mutant cannot run", []mutantRow{clean, broken}, exitFailed, []string{"ERROR", "boom"}},

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +27,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/sut"
 )
 
 // runConfig is what `idscheck run` parsed from its flags.
@@ -220,7 +223,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer os.RemoveAll(dir)
-		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Logger: logger})
+		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Seed: c.seed, Logger: logger})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
@@ -574,20 +577,56 @@ type bundledOptions struct {
 	Dir       string // fresh directory for its database
 	TimeScale float64
 	Mutant    string // "" for the clean server
+	Seed      uint64 // seeds the server's jitter; 0: drawn by the server
 	Logger    *slog.Logger
 }
 
 // mutantInfo is one deliberate bug of the bundled reference server.
-type mutantInfo struct{ Name, Description, Breaks string }
+type mutantInfo = sut.Mutant
 
 // bundledMutants lists the mutants of the bundled reference server.
-func bundledMutants() []mutantInfo { return nil }
+func bundledMutants() []mutantInfo { return sut.Mutants() }
 
-// errNoBundled is returned until the reference server exists.
-var errNoBundled = errors.New("the bundled reference server is not built into this binary yet; pass --target")
-
-// startBundled starts the bundled reference server on 127.0.0.1:0 and
-// returns it as a Target with its own fresh secrets, and a stop function.
+// startBundled starts the bundled reference server on 127.0.0.1:0 over a
+// fresh database in o.Dir, with secrets of its own drawn from crypto/rand,
+// and returns it as a Target and a stop function that drains it.
 func startBundled(ctx context.Context, o bundledOptions) (features.Target, func(), error) {
-	return features.Target{}, func() {}, errNoBundled
+	secret := func(prefix string) string {
+		var b [16]byte
+		rand.Read(b[:])
+		return prefix + hex.EncodeToString(b[:])
+	}
+	t := features.Target{
+		APIKey: secret("sk_"), AdminToken: secret("adm_"), MetricsToken: secret("met_"),
+		DashboardPassword: secret("pw_"), TimeScale: o.TimeScale,
+	}
+	srv, err := sut.Open(ctx, sut.Config{
+		DBPath: filepath.Join(o.Dir, "bus.db"), Secret: t.APIKey, AdminSecret: t.AdminToken,
+		DashboardPassword: t.DashboardPassword, MetricsToken: t.MetricsToken,
+		TimeScale: o.TimeScale, Mutant: o.Mutant, Seed: o.Seed, Logger: o.Logger,
+	})
+	if err != nil {
+		return features.Target{}, nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return features.Target{}, nil, err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(l)
+	t.BaseURL = "http://" + l.Addr().String()
+	stop := func() {
+		// Every scenario has ended: nothing of the harness is in flight. A
+		// short Shutdown lets a straggler finish; Close then drops the
+		// connections a client opened but never used, which Shutdown would
+		// wait 5 s for.
+		sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if hs.Shutdown(sctx) != nil {
+			hs.Close()
+		}
+		srv.Close()
+	}
+	return t, stop, nil
 }
