@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ type intentWorld struct {
 	claimSeq  []string           // ids, in the order "claim every intent in turn" got them
 	schedule  map[string]schedFields
 	generated string // api_key of the last generate_key response
+	mark      int    // Recorder.Len() when the scenario began
 }
 
 // schedFields are the fields of one intent the selection order depends on.
@@ -90,6 +92,41 @@ func (w *intentWorld) reset() {
 	w.claimSeq = nil
 	w.schedule = nil
 	w.generated = ""
+	w.mark = 0
+	if w.env.Recorder != nil {
+		w.mark = w.env.Recorder.Len()
+	}
+}
+
+// idsInRecordedOrder returns the scenario's intent ids in the order the
+// target first returned them, as recorded: concurrent batches finish in any
+// order, and requests that walk their ids must not depend on it.
+func (w *intentWorld) idsInRecordedOrder() []string {
+	var out []string
+	seen := map[string]bool{}
+	if w.env.Recorder != nil {
+		for _, ex := range w.env.Recorder.Since(w.mark) {
+			var found []string
+			for id := range w.aliases {
+				if !seen[id] && strings.Contains(ex.RespBody, id) {
+					seen[id] = true
+					found = append(found, id)
+				}
+			}
+			sort.Slice(found, func(i, j int) bool {
+				return strings.Index(ex.RespBody, found[i]) < strings.Index(ex.RespBody, found[j])
+			})
+			out = append(out, found...)
+		}
+	}
+	var rest []string
+	for id := range w.aliases {
+		if !seen[id] {
+			rest = append(rest, id)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
 }
 
 // Actors of the steps.
