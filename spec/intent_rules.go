@@ -94,7 +94,7 @@ func intentRules() []Rule {
 		{"5.2", "body-exact-bytes", Must, "BODYMUST be the exact, unmodified bytes transmitted over the network.", "a bus that signs a re-serialized body refuses correctly signed requests, or accepts altered ones", ""},
 		{"5.2", "clients-no-reserialize", Must, "Clients MUST NOT parse and re-serialize the payload before signing", "the client's signature does not match its own bytes", untestableWorker},
 		{"5.2", "empty-body", Must, "Empty bodies MUST serialize as an empty string", "signed GET requests are refused", ""},
-		{"5.2", "query-canonical", Must, "be sorted lexicographically by key", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
+		{"5.2", "query-canonical", Must, "be sorted lexicographically by key - preserve repeated parameters - preserve blank values", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
 		{"5.2", "query-percent-encoding", Must, "forward slashes /MUST be encoded as%2F", "signed requests whose parameters contain reserved characters are refused", ""},
 		{"5.2", "digest-lowercase-hex", Must, "The resulting digest MUST be lowercase hexadecimal", "client and server compare differently encoded digests", ""},
 
