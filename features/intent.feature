@@ -939,7 +939,7 @@ Feature: Intent Protocol v2.1 (seed 004)
   Scenario: a tester key is limited to 60 requests a minute, and admin routes are not
     Given the target has an admin token
     And a tester key "alice"
-    When alice sends 70 claims within one rate-limit window
+    When alice sends 130 claims within one rate-limit window
     Then at least one was refused with 429 and code "rate_limited"
     When the admin sends GET "/admin/dead"
     Then the response status is 200

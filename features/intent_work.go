@@ -668,7 +668,9 @@ func (w *intentWorld) checkSchedule() error {
 }
 
 // rateBurst sends n claims as fast as it can, 10 at a time; NotApplicable
-// when they did not all fit in one scaled minute.
+// when they did not all fit in one scaled minute. A burst shorter than a
+// window touches at most two windows of a fixed-window limiter, so n > 120
+// puts more than 60 requests in one of them.
 func (w *intentWorld) rateBurst(ctx context.Context, actor string, n int) error {
 	c, h, err := w.actor(actor)
 	if err != nil {
