@@ -5,7 +5,10 @@ Feature: Intent Protocol v2.1 (seed 004)
   the target's main API key; alice and bob are tester keys made with
   POST /admin/generate_key. {id:A} is the id of intent A, {token:A} the claim
   token of its latest claim and {token1:A} the token of its first claim.
-  Protocol durations are waited for at the target's time scale.
+  Protocol durations are waited for at the target's time scale; a scenario
+  that needs more waiting than the run's budget is N/A, with the time it needs.
+  Idempotency-Keys are sent prefixed with the scenario's namespace, so keys of
+  earlier runs never collide with this one.
 
   # ---------------------------------------------------------------- 7.1 health
 
