@@ -125,8 +125,8 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // runMutant certifies the bundled server started with mutant m (the clean
 // server when m.Name is empty) and sums up what failed.
-func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.Rule, globs []string, logger *slog.Logger) mutantRow {
-	row := mutantRow{Mutant: m.Name, Description: m.Description, Breaks: m.Breaks}
+func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.Rule, globs []string, logger *slog.Logger) (row mutantRow) {
+	row = mutantRow{Mutant: m.Name, Description: m.Description, Breaks: m.Breaks}
 	start := time.Now()
 	defer func() { row.Duration = time.Since(start) }()
 	dir, err := os.MkdirTemp("", "idscheck-mutant-")
@@ -194,7 +194,7 @@ func printKillMatrix(w io.Writer, rows []mutantRow, where string) int {
 			if _, isRule := spec.Lookup(r.Breaks); isRule && !r.BreaksCaught {
 				note = fmt.Sprintf(" (its own rule %s did not fail)", r.Breaks)
 			}
-			fmt.Fprintf(&b, "  %-28s %-8s %s%s\n", r.Mutant, "KILLED", strings.Join(r.FailedRules, " "), note)
+			fmt.Fprintf(&b, "  %-28s %-8s %s%s\n", r.Mutant, "KILLED", firstFew(r.FailedRules, 6), note)
 		default:
 			code = exitFailed
 			detail := "no rule failed"
@@ -204,9 +204,21 @@ func printKillMatrix(w io.Writer, rows []mutantRow, where string) int {
 			fmt.Fprintf(&b, "  %-28s %-8s %s — breaks %s\n", r.Mutant, "SURVIVED", detail, r.Breaks)
 		}
 	}
-	fmt.Fprintf(&b, "\n%d of %d mutants killed; details in %s\n", killed, len(rows)-1, where)
+	var total time.Duration
+	for _, r := range rows {
+		total += r.Duration
+	}
+	fmt.Fprintf(&b, "\n%d of %d mutants killed in %s; every failing rule in %s\n", killed, len(rows)-1, total.Round(time.Second), where)
 	io.WriteString(w, b.String())
 	return code
+}
+
+// firstFew joins the first n ids and says how many more there are.
+func firstFew(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, " ")
+	}
+	return fmt.Sprintf("%s (+%d more)", strings.Join(ids[:n], " "), len(ids)-n)
 }
 
 func cleanDetail(r mutantRow) string {
@@ -214,7 +226,7 @@ func cleanDetail(r mutantRow) string {
 	case r.Err != "":
 		return oneLine(r.Err, 120)
 	case len(r.FailedRules) > 0 || len(r.Undecided) > 0:
-		return "failing: " + strings.Join(r.FailedRules, " ") + "  undecided: " + strings.Join(r.Undecided, " ")
+		return "failing: " + firstFew(r.FailedRules, 10) + "  undecided: " + firstFew(r.Undecided, 10)
 	}
 	return fmt.Sprintf("%d PASS, %d N/A", r.Counts[checker.Pass], r.Counts[checker.NA])
 }

@@ -14,6 +14,7 @@ func TestKillMatrixExitCode(t *testing.T) {
 	own := spec.RulesFor(spec.ProfileIntent)[0].ID
 	killed := mutantRow{Mutant: "m1", Breaks: "004 §7.2 same key", Killed: true, FailedRules: []string{"R-2"}}
 	killedElsewhere := mutantRow{Mutant: "m2", Breaks: own, Killed: true, FailedRules: []string{"R-4"}}
+	many := mutantRow{Mutant: "m5", Killed: true, FailedRules: []string{"R-1", "R-2", "R-3", "R-4", "R-5", "R-6", "R-7", "R-8"}}
 	survived := mutantRow{Mutant: "m3", Breaks: "R-5", Undecided: []string{"R-5"}}
 	broken := mutantRow{Mutant: "m4", Err: "starting the server: boom"}
 	cases := []struct {
@@ -22,7 +23,7 @@ func TestKillMatrixExitCode(t *testing.T) {
 		code int
 		says []string
 	}{
-		{"all killed", []mutantRow{clean, killed, killedElsewhere}, exitOK, []string{"CLEAN", "KILLED", "its own rule " + own + " did not fail", "2 of 2 mutants killed"}},
+		{"all killed", []mutantRow{clean, killed, killedElsewhere, many}, exitOK, []string{"CLEAN", "KILLED", "its own rule " + own + " did not fail", "3 of 3 mutants killed", "R-1 R-2 R-3 R-4 R-5 R-6 (+2 more)"}},
 		{"one survives", []mutantRow{clean, killed, survived}, exitFailed, []string{"SURVIVED", "undecided: R-5", "1 of 2"}},
 		{"clean server fails", []mutantRow{dirty, killed}, exitFailed, []string{"DIRTY", "failing: R-1"}},
 		{"a mutant cannot run", []mutantRow{clean, broken}, exitFailed, []string{"ERROR", "boom"}},
@@ -57,6 +58,33 @@ func TestMutantsUsageErrors(t *testing.T) {
 			var stdout, stderr strings.Builder
 			if code := cli(t.Context(), append([]string{"mutants", "--out", t.TempDir()}, tc.args...), &stdout, &stderr); code != exitUsage {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+			}
+		})
+	}
+}
+
+// TestMutantsAgainstTheBundledServer runs the command for real on one
+// mutant and a few rules: caught by the rules that look at what it breaks,
+// a survivor for rules that look elsewhere.
+func TestMutantsAgainstTheBundledServer(t *testing.T) {
+	cases := []struct {
+		name  string
+		rules string
+		code  int
+		says  string
+	}{
+		{"caught", "INTENT-10-*", exitOK, "1 of 1 mutants killed"},
+		{"survives rules that look elsewhere", "INTENT-7.1-*", exitFailed, "SURVIVED"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := cli(t.Context(), []string{"mutants", "--mutants", "missing-security-headers", "--rules", tc.rules, "--out", t.TempDir()}, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stdout.String(), tc.says) {
+				t.Errorf("exit %d (want %d), output does not say %q:\n%s\n%s", code, tc.code, tc.says, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), "CLEAN") {
+				t.Errorf("the clean server did not pass:\n%s", stdout.String())
 			}
 		})
 	}
