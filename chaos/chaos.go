@@ -147,6 +147,7 @@ type workload struct {
 	dropped  int               // operations not recorded past MaxOps
 	unknown  atomic.Int64
 	executed atomic.Int64
+	finished atomic.Int64 // fulfils and fails answered 200: the backlog shrinks by them
 	nextID   atomic.Int64 // client ids of storm requests
 	phase    atomic.Value // string
 	fault    atomic.Value // string

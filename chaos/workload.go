@@ -21,6 +21,18 @@ import (
 // maxAttempts is the max_attempts of every intent the workload publishes.
 const maxAttempts = 3
 
+// backlogPerWorker bounds the acknowledged intents not yet finished, per worker.
+const backlogPerWorker = 10
+
+// backlog is how many acknowledged publishes no fulfil or fail has answered yet
+// (an over-estimate: a fail requeues, and unknown outcomes count as pending).
+func (w *workload) backlog() int64 {
+	w.mu.Lock()
+	n := int64(len(w.acked))
+	w.mu.Unlock()
+	return n - w.finished.Load()
+}
+
 // maxPublishTries bounds the retries of one publish whose outcome was unknown.
 const maxPublishTries = 6
 
@@ -91,6 +103,11 @@ func (w *workload) publish(ctx context.Context, clientID int, key string, body [
 // the target must refuse.
 func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 	for n := 0; ctx.Err() == nil; n++ {
+		// Publish no faster than the workers finish: a backlog that the
+		// drain cannot clear would leave work unjudged.
+		for ctx.Err() == nil && w.backlog() > int64(backlogPerWorker*w.cfg.Workers) {
+			sleep(ctx, 5*time.Millisecond)
+		}
 		key := fmt.Sprintf("p%d-%d-%d", id, n, rnd.Uint32())
 		body := w.publishBody(key, 0)
 		status := 0
@@ -233,6 +250,9 @@ func (w *workload) lease(ctx context.Context, clientID int, worker string, kind 
 		op.Output.Status = resp.Status
 		if resp.Status >= 500 {
 			op.Outcome = checker.OutcomeUnknown
+		}
+		if kind != checker.OpExtend && resp.Status == http.StatusOK {
+			w.finished.Add(1)
 		}
 		if kind == checker.OpExtend && resp.Status == http.StatusOK {
 			op.Output.LeaseNs = op.Input.ExtendNs

@@ -105,8 +105,8 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	q := rep.Queue
 	fmt.Fprintf(w, "chaos: %d operations, %d effects, %d fault injections over %s\n", rep.Ops, rep.Effects,
 		len(run.Timeline), run.End.Sub(run.Start).Round(1e6))
-	fmt.Fprintf(w, "queue: %d keys published, %d acknowledged, %d fulfilled, %d dead, %d executed; lost %d, duplicated %d, unexpected %d, recovered %d\n",
-		q.Attempted, q.Acknowledged, q.Fulfilled, q.Dead, q.Effected, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
+	fmt.Fprintf(w, "queue: %d keys published, %d acknowledged, %d executed, %d seen fulfilled, %d dead before running; lost %d, duplicated %d, unexpected %d, recovered %d\n",
+		q.Attempted, q.Acknowledged, q.Effected, q.Fulfilled, q.Dead, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
 	for _, m := range rep.Models {
 		fmt.Fprintf(w, "model %-12s %-8s %d ops in %d partitions\n", m.Model, m.Result, m.Ops, m.Partitions)
 	}
