@@ -2,9 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -270,82 +270,80 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 	}
 }
 
-// startBundledForTest starts a fresh bundled server for the test.
-func startBundledForTest(t *testing.T) features.Target {
-	t.Helper()
-	tgt, stop, err := startBundled(t.Context(), bundledOptions{Dir: t.TempDir(), TimeScale: bundledTimeScale, Seed: 5, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	return tgt
-}
-
-// TestRunBundledServerPassesEveryRule is the end-to-end promise of `make
-// run`: against the bundled reference server every rule with a verdict is
-// PASS (or N/A with its reason), and the run exits 0.
-func TestRunBundledServerPassesEveryRule(t *testing.T) {
+// TestRunBundledServer is the end-to-end promise of `make run`, run twice
+// with the same seed against two fresh bundled reference servers: every rule
+// with a verdict is PASS (or N/A with its reason) and the run exits 0; and
+// the second run issues the same requests in the same order as the first
+// (once the ids the servers drew, concurrent groups and polling are
+// normalised: features.RequestSequence).
+func TestRunBundledServer(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the whole profile against the bundled server; skipped in -short")
+		t.Skip("the whole profile, twice, against the bundled server; skipped in -short")
 	}
-	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "--seed", "1", "--out", out)
-	doc, err := reports.ReadResult(out)
-	if err != nil {
-		t.Fatalf("exit %d, no result: %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
-	}
-	for _, e := range doc.Rules {
-		switch e.Result.Verdict {
-		case checker.Pass:
-		case checker.NA:
-			if e.Result.Reason == "" {
-				t.Errorf("%s is N/A without a reason", e.Rule.ID)
-			}
-		default:
-			t.Errorf("%s %s: %s", e.Result.Verdict, e.Rule.ID, e.Result.Reason)
-			for _, ev := range e.Result.Evidence {
-				t.Logf("  expected %s, observed %s", ev.Expected, ev.Observed)
-			}
-		}
-	}
-	if code != exitOK {
-		t.Errorf("exit %d, want 0\nstdout:\n%s", code, stdout)
-	}
-	if len(doc.Rules) == 0 {
-		t.Error("no rule got a verdict")
-	}
-	t.Logf("%d rules, %d not covered, %s", len(doc.Rules), len(doc.NotCovered), doc.Finished.Sub(doc.Started))
-}
-
-// TestRunSameSeedSameRequestsAgainstBundled: two runs with the same seed
-// against two fresh bundled servers issue the same requests in the same
-// order, once the ids and tokens the servers drew are normalised.
-func TestRunSameSeedSameRequestsAgainstBundled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two profile runs against the bundled server; skipped in -short")
-	}
-	run := func() []string {
-		tgt := startBundledForTest(t)
-		res, err := features.Run(t.Context(), features.RunConfig{
-			Profile: spec.ProfileIntent, Target: tgt, Seed: 5, Rules: spec.RulesFor(spec.ProfileIntent),
-		})
+	var seqs [2][]string
+	for i := range seqs {
+		out := t.TempDir()
+		code, stdout, stderr := runCLI(t, "--seed", "1", "--out", out)
+		doc, err := reports.ReadResult(out)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("run %d: exit %d, no result: %v\nstdout:\n%s\nstderr:\n%s", i+1, code, err, stdout, stderr)
 		}
-		return features.RequestSequence(res.Exchanges)
+		if i == 0 {
+			for _, e := range doc.Rules {
+				switch e.Result.Verdict {
+				case checker.Pass:
+				case checker.NA:
+					if e.Result.Reason == "" {
+						t.Errorf("%s is N/A without a reason", e.Rule.ID)
+					}
+				default:
+					t.Errorf("%s %s: %s", e.Result.Verdict, e.Rule.ID, e.Result.Reason)
+					for _, ev := range e.Result.Evidence {
+						t.Logf("  expected %s, observed %s", ev.Expected, ev.Observed)
+					}
+				}
+			}
+			if len(doc.Rules) == 0 {
+				t.Error("no rule got a verdict")
+			}
+			t.Logf("%d rules, %d not covered, %s", len(doc.Rules), len(doc.NotCovered), doc.Finished.Sub(doc.Started))
+		}
+		if code != exitOK {
+			t.Errorf("run %d: exit %d, want 0\nstdout:\n%s", i+1, code, stdout)
+		}
+		seqs[i] = features.RequestSequence(readHistory(t, filepath.Join(out, "history.jsonl")))
 	}
-	a, b := run(), run()
+	a, b := seqs[0], seqs[1]
 	if len(a) == 0 {
-		t.Fatal("no request sent")
+		t.Fatal("no request recorded")
 	}
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
 			from := max(0, i-15)
-			t.Fatalf("request %d differs:\n first: %s\nsecond: %s\nthe first run before it:\n%s\nthe second:\n%s",
+			t.Fatalf("same seed, request %d differs:\n first: %s\nsecond: %s\nthe first run before it:\n%s\nthe second:\n%s",
 				i, a[i], b[i], strings.Join(a[from:i], "\n"), strings.Join(b[from:i], "\n"))
 		}
 	}
 	if len(a) != len(b) {
-		t.Fatalf("%d requests, then %d", len(a), len(b))
+		t.Fatalf("same seed, %d requests, then %d", len(a), len(b))
 	}
+}
+
+func readHistory(t *testing.T, name string) []checker.Exchange {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var exs []checker.Exchange
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var ex checker.Exchange
+		if err := dec.Decode(&ex); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		exs = append(exs, ex)
+	}
+	return exs
 }
