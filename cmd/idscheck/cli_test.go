@@ -2,9 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"strings"
 	"testing"
 )
+
+// testBinaryIsCLI, set in the environment, makes this test binary behave as
+// idscheck itself: a command under test that starts idscheck as a child
+// (mutants --parallel) starts os.Executable(), which is this binary.
+const testBinaryIsCLI = "IDSCHECK_TEST_BINARY_IS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(testBinaryIsCLI) == "1" {
+		os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // TestEveryCommandHasHelp walks every command's -h: exit 0, a usage line on
 // stderr, nothing on stdout, and no side effect.

@@ -3,26 +3,33 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
 
-const mutantsSynopsis = `mutants [--mutants NAME[,NAME]] [--rules GLOB[,GLOB]] [--seed N] [--time-scale F] [--out DIR]
+const mutantsSynopsis = `mutants [--mutants NAME[,NAME]] [--rules GLOB[,GLOB]] [--seed N] [--time-scale F] [--parallel N] [--out DIR]
 
 Self-validation: runs the intent profile against the bundled reference server
 once clean and once with each deliberate mutant (a known bug), and prints the
 kill matrix: for each mutant, the rules that caught it. A mutant is killed when
-at least one rule ends FAIL or NON-STRICT; UNKNOWN alone does not kill.
+at least one rule ends FAIL or NON-STRICT; UNKNOWN alone does not kill. With
+--parallel above 1 each server is certified by a child 'idscheck run' whose
+full report is kept under --out/<mutant>/; mutants.json has the matrix.
 
 Exit codes: 0 the clean server passes every rule and every mutant is killed;
 1 a mutant survives or the clean server fails (or leaves undecided) a rule;
@@ -38,6 +45,7 @@ type mutantsConfig struct {
 	budget          time.Duration
 	requestTimeout  time.Duration
 	scenarioTimeout time.Duration
+	parallel        int
 }
 
 // mutantRow is one line of the kill matrix.
@@ -65,8 +73,13 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&c.budget, "budget", features.DefaultBudget, "longest protocol wait one scenario may do")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
+	fs.IntVar(&c.parallel, "parallel", 3, "mutants certified at once, each by a child idscheck run (1: one after another, in this process)")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
+	}
+	if c.parallel < 1 || c.parallel > 32 {
+		fmt.Fprintln(stderr, "idscheck mutants: --parallel must be 1–32")
+		return exitUsage
 	}
 	if c.timeScale <= 0 || c.budget <= 0 || c.requestTimeout <= 0 || c.out == "" {
 		fmt.Fprintln(stderr, "idscheck mutants: --time-scale, --budget and --request-timeout must be > 0, --out non-empty")
@@ -97,18 +110,35 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	rules := spec.RulesFor(spec.ProfileIntent)
 	globs := splitList(c.rules)
 
-	rows := make([]mutantRow, 0, len(chosen)+1)
-	for i, m := range append([]mutantInfo{{}}, chosen...) {
+	jobs := append([]mutantInfo{{}}, chosen...)
+	rows := make([]mutantRow, len(jobs))
+	var (
+		mu   sync.Mutex // guards stderr and done
+		done int
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	for range min(c.parallel, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				rows[i] = runMutant(ctx, c, jobs[i], rules, globs, logger)
+				mu.Lock()
+				done++
+				fmt.Fprintf(stderr, "[%d/%d] %s\n", done, len(jobs), rowLine(rows[i]))
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range jobs {
 		if ctx.Err() != nil {
 			break
 		}
-		label := m.Name
-		if label == "" {
-			label = "(clean)"
-		}
-		fmt.Fprintf(stderr, "[%d/%d] %s\n", i+1, len(chosen)+1, label)
-		rows = append(rows, runMutant(ctx, c, m, rules, globs, logger))
+		next <- i
 	}
+	close(next)
+	wg.Wait()
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "idscheck mutants: interrupted")
 		return exitFailed
@@ -124,7 +154,10 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 // runMutant certifies the bundled server started with mutant m (the clean
-// server when m.Name is empty) and sums up what failed.
+// server when m.Name is empty) and sums up what failed. With c.parallel 1 the
+// suite runs in this process; otherwise in a child `idscheck run` (godog
+// allows one suite per process), which also leaves a full report of each
+// mutant under c.out.
 func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.Rule, globs []string, logger *slog.Logger) (row mutantRow) {
 	row = mutantRow{Mutant: m.Name, Description: m.Description, Breaks: m.Breaks}
 	start := time.Now()
@@ -135,26 +168,24 @@ func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.
 		return row
 	}
 	defer os.RemoveAll(dir)
-	target, stop, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Logger: logger})
+	target, stop, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger})
 	if err != nil {
 		row.Err = "starting the server: " + err.Error()
 		return row
 	}
 	defer stop()
-	if err := waitHealthy(ctx, target.BaseURL, 5*time.Second, c.requestTimeout); err != nil {
-		row.Err = "target unreachable: " + err.Error()
-		return row
+	var results []checker.RuleResult
+	if c.parallel > 1 {
+		results, err = certifyInChild(ctx, c, target, filepath.Join(c.out, mutantDir(m.Name)))
+	} else {
+		results, err = certifyInProcess(ctx, c, target, rules, globs, logger)
 	}
-	res, err := features.Run(ctx, features.RunConfig{
-		Profile: spec.ProfileIntent, Target: target, Seed: c.seed, Rules: rules, Select: globs,
-		Budget: c.budget, RequestTimeout: c.requestTimeout, ScenarioTimeout: c.scenarioTimeout, Logger: logger,
-	})
 	if err != nil {
 		row.Err = err.Error()
 		return row
 	}
 	row.Counts = map[checker.Verdict]int{}
-	for _, rr := range res.Rules {
+	for _, rr := range results {
 		row.Counts[rr.Verdict]++
 		switch rr.Verdict {
 		case checker.Fail, checker.NonStrict:
@@ -168,6 +199,100 @@ func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.
 		row.BreaksCaught = slices.Contains(row.FailedRules, m.Breaks)
 	}
 	return row
+}
+
+func mutantDir(name string) string {
+	if name == "" {
+		return "clean"
+	}
+	return name
+}
+
+func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Target, rules []spec.Rule, globs []string, logger *slog.Logger) ([]checker.RuleResult, error) {
+	if err := waitHealthy(ctx, target.BaseURL, 5*time.Second, c.requestTimeout); err != nil {
+		return nil, fmt.Errorf("target unreachable: %w", err)
+	}
+	res, err := features.Run(ctx, features.RunConfig{
+		Profile: spec.ProfileIntent, Target: target, Seed: c.seed, Rules: rules, Select: globs,
+		Budget: c.budget, RequestTimeout: c.requestTimeout, ScenarioTimeout: c.scenarioTimeout, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.Rules, nil
+}
+
+// certifyInChild runs `idscheck run` against target in a child process (the
+// credentials in its environment, never on its command line), writing the
+// report into dir, and returns the verdicts of its result.json.
+func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target, dir string) ([]checker.RuleResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding idscheck: %w", err)
+	}
+	args := []string{"run", "--target", target.BaseURL, "--seed", strconv.FormatUint(c.seed, 10),
+		"--time-scale", strconv.FormatFloat(c.timeScale, 'g', -1, 64), "--budget", c.budget.String(),
+		"--request-timeout", c.requestTimeout.String(), "--out", dir}
+	if c.rules != "" {
+		args = append(args, "--rules", c.rules)
+	}
+	if c.scenarioTimeout > 0 {
+		args = append(args, "--scenario-timeout", c.scenarioTimeout.String())
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(),
+		"IDSCHECK_API_KEY="+target.APIKey, "IDSCHECK_ADMIN_TOKEN="+target.AdminToken,
+		"IDSCHECK_METRICS_TOKEN="+target.MetricsToken, "IDSCHECK_DASHBOARD_PASSWORD="+target.DashboardPassword)
+	var errOut tailBuffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && (exit.ExitCode() == exitFailed || exit.ExitCode() == exitUndecided):
+	default:
+		return nil, fmt.Errorf("idscheck run: %v: %s", err, oneLine(errOut.String(), 300))
+	}
+	doc, err := reports.ReadResult(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]checker.RuleResult, 0, len(doc.Rules))
+	for _, e := range doc.Rules {
+		out = append(out, e.Result)
+	}
+	return out, nil
+}
+
+// tailBuffer keeps the last 4 KiB written to it.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = append([]byte(nil), t.b[len(t.b)-4096:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
+
+// rowLine is the progress line of one finished mutant.
+func rowLine(r mutantRow) string {
+	name := r.Mutant
+	if name == "" {
+		name = "(clean server)"
+	}
+	switch {
+	case r.Err != "":
+		return name + ": ERROR " + oneLine(r.Err, 120)
+	case r.Killed:
+		return fmt.Sprintf("%s: killed by %d rules (%s)", name, len(r.FailedRules), r.Duration.Round(time.Second))
+	case r.Mutant == "":
+		return fmt.Sprintf("%s: %d PASS, %d N/A, %d UNKNOWN (%s)", name, r.Counts[checker.Pass], r.Counts[checker.NA], r.Counts[checker.Unknown], r.Duration.Round(time.Second))
+	}
+	return fmt.Sprintf("%s: SURVIVED (%s)", name, r.Duration.Round(time.Second))
 }
 
 // printKillMatrix prints one line per mutant and returns the exit code: 1

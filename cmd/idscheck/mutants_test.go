@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,6 +53,7 @@ func TestMutantsUsageErrors(t *testing.T) {
 		{"bad flag", []string{"--nope"}},
 		{"stray argument", []string{"x"}},
 		{"zero time scale", []string{"--time-scale", "0"}},
+		{"parallel 0", []string{"--parallel", "0"}},
 		{"unknown mutant", []string{"--mutants", "no-such-mutant"}},
 	}
 	for _, tc := range cases {
@@ -67,24 +70,35 @@ func TestMutantsUsageErrors(t *testing.T) {
 // mutant and a few rules: caught by the rules that look at what it breaks,
 // a survivor for rules that look elsewhere.
 func TestMutantsAgainstTheBundledServer(t *testing.T) {
+	t.Setenv(testBinaryIsCLI, "1") // children of --parallel 2 are this test binary
 	cases := []struct {
-		name  string
-		rules string
-		code  int
-		says  string
+		name     string
+		rules    string
+		parallel string
+		code     int
+		says     string
 	}{
-		{"caught", "INTENT-10-*", exitOK, "1 of 1 mutants killed"},
-		{"survives rules that look elsewhere", "INTENT-7.1-*", exitFailed, "SURVIVED"},
+		{"caught, in child processes", "INTENT-10-*", "2", exitOK, "1 of 1 mutants killed"},
+		{"survives rules that look elsewhere, in process", "INTENT-7.1-*", "1", exitFailed, "SURVIVED"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			code := cli(t.Context(), []string{"mutants", "--mutants", "missing-security-headers", "--rules", tc.rules, "--out", t.TempDir()}, &stdout, &stderr)
+			out := t.TempDir()
+			code := cli(t.Context(), []string{"mutants", "--mutants", "missing-security-headers", "--rules", tc.rules,
+				"--parallel", tc.parallel, "--out", out}, &stdout, &stderr)
 			if code != tc.code || !strings.Contains(stdout.String(), tc.says) {
 				t.Errorf("exit %d (want %d), output does not say %q:\n%s\n%s", code, tc.code, tc.says, stdout.String(), stderr.String())
 			}
 			if !strings.Contains(stdout.String(), "CLEAN") {
 				t.Errorf("the clean server did not pass:\n%s", stdout.String())
+			}
+			if tc.parallel != "1" {
+				for _, d := range []string{"clean", "missing-security-headers"} {
+					if _, err := os.Stat(filepath.Join(out, d, "index.html")); err != nil {
+						t.Errorf("no report of %s: %v", d, err)
+					}
+				}
 			}
 		})
 	}
