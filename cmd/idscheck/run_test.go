@@ -53,6 +53,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"missing expected-failures file", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", "/nonexistent/x"}, "expected failures"},
 		{"unknown rule in expected-failures", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", unknownID}, `"INTENT-NOPE-x" is not a rule`},
 		{"not a URL", []string{"--target", "127.0.0.1:1", "--api-key", "k"}, "--target must be an http:// or https:// URL"},
+		{"rules match nothing", []string{"--rules", "NOPE-*"}, "no rule matches NOPE-*"},
+		{"bad rule glob", []string{"--rules", "INTENT-["}, "bad rule glob"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
