@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
@@ -33,7 +34,7 @@ func TestKillMatrixExitCode(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			if code := printKillMatrix(&b, tc.rows, "x/mutants.json"); code != tc.code {
+			if code := printKillMatrix(&b, tc.rows, "x/mutants.json", time.Minute); code != tc.code {
 				t.Errorf("exit %d, want %d:\n%s", code, tc.code, b.String())
 			}
 			for _, s := range tc.says {
