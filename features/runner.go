@@ -181,8 +181,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}}
 
 	if len(selected) > 0 {
-		suiteMu.Lock()
-		status := godog.TestSuite{
+		status := runSuite(godog.TestSuite{
 			Name: "idscheck-" + string(cfg.Profile),
 			ScenarioInitializer: func(sc *godog.ScenarioContext) {
 				h.setupErr = nil
@@ -202,8 +201,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 				NoColors:       true,
 				DefaultContext: ctx,
 			},
-		}.Run()
-		suiteMu.Unlock()
+		})
 		cfg.Logger.Debug("godog suite finished", "status", status)
 		h.endProgress()
 	}
@@ -223,6 +221,13 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	res.Rules, res.NotCovered = RuleVerdicts(rules, res.Scenarios, cfg.MaxEvidence, cfg.MaxBody)
 	res.Finished = time.Now()
 	return res, nil
+}
+
+// runSuite runs one godog suite; one at a time per process (suiteMu).
+func runSuite(ts godog.TestSuite) int {
+	suiteMu.Lock()
+	defer suiteMu.Unlock()
+	return ts.Run()
 }
 
 func withDefaults(cfg RunConfig) RunConfig {
