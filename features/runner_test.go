@@ -649,3 +649,20 @@ func TestRunEndsWithItsContext(t *testing.T) {
 		t.Errorf("T-2 %s, want UNKNOWN", v)
 	}
 }
+
+func TestRunProgressOnATerminalRedrawsOneLine(t *testing.T) {
+	var buf strings.Builder
+	cfg := selfTestConfig(startTarget(t, wrongEchoTarget), 1)
+	cfg.Progress, cfg.ProgressTTY = &buf, true
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	// Passing scenarios are redrawn in place; the others stay, one line each.
+	if n := strings.Count(out, "\n"); n != 4 {
+		t.Errorf("%d kept lines, want 4 (FAIL, FAIL, N/A, UNKNOWN):\n%q", n, out)
+	}
+	if !strings.Contains(out, "\r\033[K[1/5] health answers a JSON object\r\033[K[1/5] PASS") {
+		t.Errorf("no live line:\n%q", out)
+	}
+}

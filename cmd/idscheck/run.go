@@ -67,7 +67,9 @@ secrets, --time-scale 60 unless given) and certifies it.
 
 Exit codes: 0 every MUST passed; 1 a MUST failed (a SHOULD too with --strict),
 or a rule of --expected-failures now passes; 2 usage or configuration error;
-3 target unreachable; 4 undecided (UNKNOWN) rules remain and nothing failed.
+3 target unreachable (GET /health did not answer 200 within --health-wait);
+4 undecided (UNKNOWN) rules remain and nothing failed (a target that stops
+answering during the run ends here).
 
 --expected-failures FILE lists rule IDs, one a line, '#' starts a comment.
 A listed rule that fails is shown as expected and does not fail the run. A
