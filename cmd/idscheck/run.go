@@ -51,6 +51,7 @@ type runConfig struct {
 	scenarioTimeout   time.Duration
 	healthWait        time.Duration
 	maxDuration       time.Duration
+	mutant            string
 	setFlags          []string // flags given on the command line, in order, for the reproduce line
 	fromEnv           []string // credential flags taken from the environment
 	values            map[string]string
@@ -106,6 +107,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
 	fs.DurationVar(&c.healthWait, "health-wait", 5*time.Second, "how long to wait for GET /health to answer 200 before giving up (exit 3)")
+	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation; see idscheck mutants)")
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return c, code, true
@@ -140,6 +142,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.target != "" && c.apiKey == "" {
 		return usageErr("--api-key is required with --target")
+	}
+	if c.target != "" && c.mutant != "" {
+		return usageErr("--mutant applies to the bundled server only, not to --target")
 	}
 	if c.target == "" {
 		for _, f := range []string{"api-key", "admin-token", "metrics-token", "dashboard-password", "require-signatures"} {
@@ -225,7 +230,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer os.RemoveAll(dir)
-		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Seed: c.seed, Logger: logger})
+		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Seed: c.seed, Mutant: c.mutant, Logger: logger})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
@@ -233,6 +238,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer stopServer()
 		target = bt
 		targetLabel = bt.BaseURL + " (bundled reference server)"
+		if c.mutant != "" {
+			targetLabel = bt.BaseURL + " (bundled reference server, mutant " + c.mutant + ")"
+		}
 	}
 	if target.TimeScale == 0 {
 		target.TimeScale = 1
@@ -422,7 +430,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 	out := &reports.Result{
 		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
-		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, TimeScale: target.TimeScale},
+		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, TimeScale: target.TimeScale},
 		Seed:             res.Seed,
 		Command:          c.reproduce(),
 		Started:          res.Started,

@@ -55,6 +55,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"not a URL", []string{"--target", "127.0.0.1:1", "--api-key", "k"}, "--target must be an http:// or https:// URL"},
 		{"rules match nothing", []string{"--rules", "NOPE-*"}, "no rule matches NOPE-*"},
 		{"bad rule glob", []string{"--rules", "INTENT-["}, "bad rule glob"},
+		{"mutant with target", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--mutant", "x"}, "--mutant applies to the bundled server only"},
+		{"unknown mutant", []string{"--mutant", "no-such-mutant"}, "no-such-mutant"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -348,4 +350,47 @@ func readHistory(t *testing.T, name string) []checker.Exchange {
 		exs = append(exs, ex)
 	}
 	return exs
+}
+
+// TestRunExpectedFailures gates on "no new failures" against a mutant of
+// the bundled server: its failures listed → exit 0 and shown as expected;
+// not listed → exit 1; a listed rule that passes → exit 1, flagged.
+func TestRunExpectedFailures(t *testing.T) {
+	run := func(expected ...string) (int, string, *reports.Result) {
+		t.Helper()
+		out := t.TempDir()
+		args := []string{"--mutant", "missing-security-headers", "--rules", "INTENT-10-*,INTENT-7.1-*", "--seed", "3", "--out", out}
+		if expected != nil {
+			args = append(args, "--expected-failures", writeFile(t, "expected", "# known\n"+strings.Join(expected, "\n")+"\n"))
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		doc, err := reports.ReadResult(out)
+		if err != nil {
+			t.Fatalf("exit %d: %v\n%s", code, err, stderr)
+		}
+		return code, stdout, doc
+	}
+	code, stdout, doc := run()
+	var failing []string
+	for _, e := range doc.Rules {
+		if e.Result.Verdict == checker.Fail {
+			failing = append(failing, e.Rule.ID)
+		}
+	}
+	if code != exitFailed || len(failing) == 0 {
+		t.Fatalf("the mutant: exit %d with %d failing rules, want 1 with some\n%s", code, len(failing), stdout)
+	}
+	if code, stdout, _ := run(failing...); code != exitOK || !strings.Contains(stdout, "(expected)") {
+		t.Errorf("every failure expected: exit %d, want 0, with failures shown as expected\n%s", code, stdout)
+	}
+	if code, stdout, _ := run(failing[1:]...); code != exitFailed || !strings.Contains(stdout, failing[0]) {
+		t.Errorf("one failure not listed: exit %d, want 1 naming %s\n%s", code, failing[0], stdout)
+	}
+	code, stdout, doc = run(append(failing, "INTENT-7.1-health")...)
+	if code != exitFailed || !strings.Contains(stdout, "INTENT-7.1-health (now passes: remove it from the expected-failures file)") {
+		t.Errorf("a listed rule passes: exit %d, want 1, flagged\n%s", code, stdout)
+	}
+	if doc.Target.Mutant != "missing-security-headers" {
+		t.Errorf("the report does not name the mutant: %+v", doc.Target)
+	}
 }
