@@ -63,7 +63,7 @@ type Options struct {
 	Name     string       // logical client name, recorded on every exchange
 	APIKey   string       // sent as X-API-KEY unless the request sets it
 	Sign     bool         // sign every request with HMAC (seed 004 §5.2)
-	HTTP     *http.Client // defaults to a keep-alive client with Timeout
+	HTTP     *http.Client // defaults to a keep-alive client with Timeout that never follows redirects
 	Timeout  time.Duration
 	Recorder *Recorder // nil: record nothing
 	// Now returns the time used for X-Timestamp; defaults to time.Now.
@@ -86,13 +86,17 @@ func New(baseURL string, opt Options) (*Client, error) {
 		opt.Timeout = 10 * time.Second
 	}
 	if opt.HTTP == nil {
-		opt.HTTP = &http.Client{Timeout: opt.Timeout, Transport: NewTransport()}
+		opt.HTTP = &http.Client{Timeout: opt.Timeout, Transport: NewTransport(), CheckRedirect: noRedirects}
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
 	return &Client{base: u, opt: opt}, nil
 }
+
+// noRedirects makes a redirect the response: the harness records what the
+// target answered, and never follows a target elsewhere (off loopback).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // NewTransport returns a keep-alive transport with bounded dial and header waits.
 func NewTransport() *http.Transport {

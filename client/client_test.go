@@ -230,3 +230,21 @@ func TestRecorderSinceAndWith(t *testing.T) {
 		t.Error("Since returned the recorder's own storage")
 	}
 }
+
+func TestDoNeverFollowsARedirect(t *testing.T) {
+	followed := false
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed = true }))
+	defer elsewhere.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/stolen", http.StatusFound)
+	}))
+	defer srv.Close()
+	rec := &Recorder{}
+	resp, err := newClient(t, srv.URL, rec).Do(t.Context(), Request{Method: "GET", Path: "/status/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != http.StatusFound || followed || rec.Len() != 1 {
+		t.Errorf("status %d, followed %v, %d exchanges: want the 302 itself, recorded once", resp.Status, followed, rec.Len())
+	}
+}
