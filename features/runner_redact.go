@@ -11,16 +11,14 @@ import (
 const Redacted = "REDACTED"
 
 // Secrets returns the target's credentials as they can appear on the wire:
-// each secret itself and the HTTP Basic form of the dashboard password.
+// each secret itself and its HTTP Basic form for user admin (scenarios try
+// every credential as the dashboard password).
 func (t Target) Secrets() []string {
 	var out []string
 	for _, s := range []string{t.APIKey, t.AdminToken, t.MetricsToken, t.DashboardPassword} {
 		if s != "" {
-			out = append(out, s)
+			out = append(out, s, base64.StdEncoding.EncodeToString([]byte("admin:"+s)))
 		}
-	}
-	if t.DashboardPassword != "" {
-		out = append(out, base64.StdEncoding.EncodeToString([]byte("admin:"+t.DashboardPassword)))
 	}
 	return out
 }

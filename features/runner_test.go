@@ -551,10 +551,11 @@ func clientRequest(method, path string, body []byte) client.Request {
 
 func TestRedact(t *testing.T) {
 	tgt := Target{APIKey: "api-secret", AdminToken: "adm-secret", DashboardPassword: "pw-secret", MetricsToken: "m"}
-	basic := "Basic " + "YWRtaW46cHctc2VjcmV0" // admin:pw-secret
+	basic := "Basic " + "YWRtaW46cHctc2VjcmV0"     // admin:pw-secret
+	keyAsBasic := "Basic YWRtaW46YXBpLXNlY3JldA==" // admin:api-secret
 	ex := checker.Exchange{
 		Path:        "/get/api-secret",
-		ReqHeaders:  map[string][]string{"X-Api-Key": {"api-secret"}, "X-Admin-Token": {"adm-secret"}, "Authorization": {basic}},
+		ReqHeaders:  map[string][]string{"X-Api-Key": {"api-secret"}, "X-Admin-Token": {"adm-secret"}, "Authorization": {basic, keyAsBasic}},
 		ReqBody:     `{"api_key":"api-secret"}`,
 		RespHeaders: map[string][]string{"X-Echo": {"adm-secret"}},
 		RespBody:    "pw-secret",
@@ -571,7 +572,7 @@ func TestRedact(t *testing.T) {
 		R *RunResult
 		E []checker.Exchange
 	}{res, res.Exchanges})
-	for _, secret := range []string{"api-secret", "adm-secret", "pw-secret", "YWRtaW46cHctc2VjcmV0"} {
+	for _, secret := range []string{"api-secret", "adm-secret", "pw-secret", "YWRtaW46cHctc2VjcmV0", "YWRtaW46YXBpLXNlY3JldA"} {
 		if strings.Contains(string(full), secret) {
 			t.Errorf("%s survived redaction: %s", secret, b)
 		}
