@@ -667,3 +667,17 @@ func TestRunProgressOnATerminalRedrawsOneLine(t *testing.T) {
 		t.Errorf("no live line:\n%q", out)
 	}
 }
+
+// TestRunNeverPassesAScenarioThatDidNotRun: godog skips the hooks of a
+// scenario with no steps; the runner still gives it a verdict, UNKNOWN.
+func TestRunNeverPassesAScenarioThatDidNotRun(t *testing.T) {
+	cfg := selfTestConfig(startTarget(t, goodTarget), 1)
+	cfg.Suite.Paths = []string{"empty.feature"}
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdicts(res)["T-1-health"]; v != checker.Unknown {
+		t.Errorf("T-1 %s, want UNKNOWN (rules: %+v)", v, res.Rules)
+	}
+}
