@@ -95,6 +95,11 @@ func selfTestSteps(sc *godog.ScenarioContext, env *Env) {
 		id, _ := m["id"].(string)
 		return send(ctx, http.MethodGet, "/item/"+id, nil)
 	})
+	sc.Step(`^a step panics$`, func() error {
+		var m map[string]int
+		m["boom"]++ // assignment to a nil map
+		return nil
+	})
 	sc.Step(`^the target offers nothing for this$`, func() error {
 		return NotApplicable("the test target offers nothing for this")
 	})
@@ -679,5 +684,18 @@ func TestRunNeverPassesAScenarioThatDidNotRun(t *testing.T) {
 	}
 	if v := verdicts(res)["T-1-health"]; v != checker.Unknown {
 		t.Errorf("T-1 %s, want UNKNOWN (rules: %+v)", v, res.Rules)
+	}
+}
+
+func TestRunAStepThatPanicsIsTheHarnessBug(t *testing.T) {
+	cfg := selfTestConfig(startTarget(t, goodTarget), 1)
+	cfg.Suite.Paths = []string{"panic.feature"}
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Rules[slices.IndexFunc(res.Rules, func(r checker.RuleResult) bool { return r.RuleID == "T-2-echo" })]
+	if r.Verdict != checker.Unknown || !strings.Contains(r.Reason, "runner bug: a step panicked: assignment to entry in nil map") {
+		t.Errorf("T-2: %s %q", r.Verdict, r.Reason)
 	}
 }

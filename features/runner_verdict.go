@@ -21,8 +21,8 @@ import (
 //
 //   - no error: PASS;
 //   - ErrNotApplicable: N/A, with the reason;
-//   - an undefined, pending or ambiguous step: UNKNOWN (the runner's own
-//     bug, never the target's);
+//   - an undefined, pending or ambiguous step, or a step that panicked:
+//     UNKNOWN (the runner's own bug, never the target's);
 //   - a transport error, a deadline, or any exchange whose outcome is not ok:
 //     UNKNOWN (the target did not answer, so nobody can decide);
 //   - a *MismatchError: FAIL, with Expected and Observed;
@@ -42,6 +42,8 @@ func Classify(err error, exs []checker.Exchange) ScenarioResult {
 		r.Verdict, r.Reason = checker.Unknown, errRunAborted.Error()
 	case errors.Is(err, errRunnerBug):
 		r.Verdict, r.Reason = checker.Unknown, err.Error()
+	case isStepPanic(err):
+		r.Verdict, r.Reason = checker.Unknown, "runner bug: a step panicked: "+err.Error()
 	case errors.Is(err, ErrNotApplicable):
 		r.Verdict, r.Reason = checker.NA, err.Error()
 		if errors.As(err, &na) {
@@ -72,6 +74,17 @@ func Classify(err error, exs []checker.Exchange) ScenarioResult {
 		r.Evidence.Observed = err.Error()
 	}
 	return r
+}
+
+// isStepPanic reports whether err is godog's record of a panic in a step
+// (its unexported *traceError): a bug of the harness, whatever the target did.
+func isStepPanic(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if fmt.Sprintf("%T", e) == "*godog.traceError" {
+			return true
+		}
+	}
+	return false
 }
 
 // stepText returns what follows the sentinel in godog's "<sentinel>: <step>".
