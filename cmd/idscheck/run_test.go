@@ -83,16 +83,26 @@ func TestRunUnreachableTarget(t *testing.T) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer unhealthy.Close()
+	done := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hanging.Close()
+	defer close(done) // before hanging.Close
 	cases := []struct {
 		name, url, want string
 	}{
 		{"connection refused", refused, "connection refused"},
 		{"health answers 503", unhealthy.URL, "answered 503, want 200"},
+		{"health hangs", hanging.URL, "/health: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
-			code, _, stderr := runCLI(t, "--target", tc.url, "--api-key", "secret-key", "--health-wait", "300ms", "--out", out)
+			code, _, stderr := runCLI(t, "--target", tc.url, "--api-key", "secret-key", "--health-wait", "300ms", "--request-timeout", "200ms", "--out", out)
 			if code != exitUnreachable {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUnreachable, stderr)
 			}
