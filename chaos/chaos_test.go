@@ -42,7 +42,7 @@ func run(t *testing.T, cfg chaos.Config) (*chaos.Result, checker.Report) {
 	if err != nil {
 		t.Fatalf("chaos.Run: %v", err)
 	}
-	rep := checker.Check(res.History, res.Ledger, checker.Options{Timeout: 30 * time.Second, MaxEffects: -1, ExpiredIsLost: true})
+	rep := checker.Check(res.History, res.Ledger, checker.Options{Timeout: 30 * time.Second, MaxEffects: -1, ExpiredIsLost: true, MustFinish: true, Undrained: !res.Drained})
 	return res, rep
 }
 
@@ -98,7 +98,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			url, key := bundled(t, tc.mutant)
 			_, rep := run(t, chaos.Config{
 				BaseURL: url, APIKey: key, Seed: 7, Duration: 3 * time.Second, Workers: 12,
-				Lease: time.Minute / timeScale, DrainTimeout: 4 * time.Second,
+				Lease: time.Minute / timeScale,
 			})
 			for _, k := range tc.want {
 				if rep.Counts[k] > 0 {

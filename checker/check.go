@@ -122,6 +122,11 @@ type Options struct {
 	// ExpiredIsLost counts an acknowledged unit whose intent vanished (404 on
 	// a status read) without effect as lost.
 	ExpiredIsLost bool `json:"expired_is_lost,omitempty"`
+	// MustFinish says every acknowledged unit was driven to an end: one
+	// whose work ran but whose intent was last seen open or claimed (its
+	// completion never landed, e.g. a lease that never lapses) is lost too,
+	// not only one that never ran. Pending instead when Undrained.
+	MustFinish bool `json:"must_finish,omitempty"`
 	// Undrained says the workload stopped without waiting for every unit to
 	// finish: units still open or claimed at the end are Pending, not Lost.
 	Undrained bool `json:"undrained,omitempty"`

@@ -130,6 +130,26 @@ var checkCases = []checkCase{
 		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
 		status(0, "i1", StateOpen, 20, 30),
 	}, opts: Options{Undrained: true}},
+	{name: "fail/must finish: ran but stuck claimed", verdict: Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		claim(1, "i1", "t1", 1, 100, 20, 30),
+		status(0, "i1", StateClaimed, 5000, 5010),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, opts: Options{MustFinish: true}, want: map[AnomalyKind]int{Lost: 1}},
+	{name: "pass/must finish: ran and died is an end", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		claim(1, "i1", "t1", 1, 100, 20, 30),
+		status(0, "i1", StateDead, 5000, 5010),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, opts: Options{MustFinish: true}},
+	{name: "pass/must finish undrained is pending", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		claim(1, "i1", "t1", 1, 100, 20, 30),
+		status(0, "i1", StateClaimed, 5000, 5010),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, opts: Options{MustFinish: true, Undrained: true}},
+	{name: "pass/ran but stuck is not lost without must finish", verdict: Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+		claim(1, "i1", "t1", 1, 100, 20, 30),
+		status(0, "i1", StateClaimed, 5000, 5010),
+	}, effects: []Effect{eff("k1", "i1", "t1", 35)}},
 	{name: "pass/dead is not lost by default", verdict: Pass, ops: []Operation{
 		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
 		status(0, "i1", StateDead, 20, 30),

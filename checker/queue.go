@@ -146,8 +146,8 @@ func (c *check) queue(parts []part) {
 				Effects:     pick(effects, effs, allowed+1),
 			})
 		}
-		if acked != nil && len(effs) == 0 && fulfilled == nil {
-			c.lostOrNot(p.key, acked, intents, facts)
+		if acked != nil && fulfilled == nil && (len(effs) == 0 || c.opts.MustFinish) {
+			c.lostOrNot(p.key, acked, intents, facts, len(effs) > 0)
 		}
 		if acked == nil && len(effs) > 0 {
 			if unknown != nil {
@@ -184,7 +184,7 @@ func (c *check) queue(parts []part) {
 
 // lostOrNot decides what became of an acknowledged unit of work that never
 // took effect.
-func (c *check) lostOrNot(key string, acked *Operation, intents []string, facts map[string]*intentFacts) {
+func (c *check) lostOrNot(key string, acked *Operation, intents []string, facts map[string]*intentFacts, ran bool) {
 	q := &c.report.Queue
 	var last *Operation
 	for _, id := range intents {
@@ -203,6 +203,9 @@ func (c *check) lostOrNot(key string, acked *Operation, intents []string, facts 
 	why := ""
 	switch state {
 	case StateDead:
+		if ran {
+			return // ran, then failed to its end: a legitimate outcome
+		}
 		q.Dead++
 		if !c.opts.DeadIsLost {
 			return
@@ -220,6 +223,9 @@ func (c *check) lostOrNot(key string, acked *Operation, intents []string, facts 
 			return
 		}
 		why = "it never ran and was never fulfilled"
+		if ran {
+			why = "its work ran, yet its intent never finished (never fulfilled, never dead)"
+		}
 		if state != "" {
 			why += fmt.Sprintf(" (last seen %s)", state)
 		}
