@@ -102,13 +102,47 @@ func TestCrashSafety(t *testing.T) {
 	testCrashSafety(t, "", 1)
 }
 
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// idscheckBinary builds cmd/idscheck once per test process into a
+// temporary directory that TestMain removes.
+func idscheckBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sut-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = dir
+		buildBin = filepath.Join(dir, "idscheck")
+		if out, err := exec.Command("go", "build", "-o", buildBin, "github.com/idscheck/idscheck/cmd/idscheck").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, lostFulfils int) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "idscheck")
-	build := exec.Command("go", "build", "-o", bin, "github.com/idscheck/idscheck/cmd/idscheck")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := idscheckBinary(t)
 	db := filepath.Join(dir, "crash.db")
 	rnd := rand.New(rand.NewPCG(seed, 42))
 	var mu sync.Mutex
@@ -248,12 +282,9 @@ func TestFailpointExit(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "idscheck")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/idscheck/idscheck/cmd/idscheck").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := idscheckBinary(t)
 	db := filepath.Join(dir, "fp.db")
-	os.Setenv("GO_FAILPOINTS", FailpointAfterCommitBeforeReply+`=return("exit")`)
+	t.Setenv("GO_FAILPOINTS", FailpointAfterCommitBeforeReply+`=return("exit")`)
 	p := startServe(t, bin, db)
 	os.Unsetenv("GO_FAILPOINTS")
 	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
@@ -279,5 +310,56 @@ func TestFailpointExit(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 201 || res.Header.Get(spec.HeaderIdempotentReplay) != "true" {
 		t.Fatalf("after restart: %d replayed=%q; the committed write was lost", res.StatusCode, res.Header.Get(spec.HeaderIdempotentReplay))
+	}
+}
+
+// TestGracefulShutdown: SIGTERM under load drops no acknowledged write: the
+// process exits 0, and after a restart every 201 intent exists.
+func TestGracefulShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := idscheckBinary(t)
+	db := filepath.Join(t.TempDir(), "term.db")
+	p := startServe(t, bin, db)
+	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
+	var mu sync.Mutex
+	var ids []string
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10000 && ctx.Err() == nil; i++ {
+				st, b, err := c.do(ctx, "POST", spec.PathIntent, `{"goal":"term","payload":1}`)
+				if err == nil && st == 201 {
+					var cr spec.CreateIntentResponse
+					json.Unmarshal(b, &cr)
+					mu.Lock()
+					ids = append(ids, cr.ID)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	err := p.cmd.Wait()
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM, want status 0", err)
+	}
+	p = startServe(t, bin, db)
+	defer p.kill()
+	c.base = p.base
+	for _, id := range ids {
+		if st, b, err := c.do(context.Background(), "GET", spec.PathStatus+id, ""); err != nil || st != 200 {
+			t.Fatalf("acknowledged intent %s lost over a graceful shutdown: %d %s %v", id, st, b, err)
+		}
+	}
+	if len(ids) < 10 {
+		t.Fatalf("only %d intents published: no load", len(ids))
 	}
 }

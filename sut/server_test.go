@@ -1039,3 +1039,31 @@ func TestMutantsMisbehave(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenIntentCap: a tester key gets 429 limit_exceeded at 2,000 open
+// intents (the rate-limit window is shrunk by the time scale); the main key
+// is exempt; cancelling one frees a slot.
+func TestOpenIntentCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("publishes 2,000 intents")
+	}
+	b := newBus(t, func(c *Config) { c.TimeScale = 1e7; c.CleanupInterval = 1e9 * time.Second })
+	tk := b.generateKey("erin")
+	body := `{"goal":"g","payload":1,"namespace":"cap"}`
+	for i := 0; i < spec.TesterOpenCap; i++ {
+		b.publish(body, spec.HeaderAPIKey, tk)
+	}
+	r := b.do("POST", spec.PathIntent, body, spec.HeaderAPIKey, tk)
+	if r.status != 429 || r.code(t) != spec.ErrLimitExceeded || r.header.Get(spec.HeaderRetryAfter) == "" {
+		t.Fatalf("2001st intent: %d %s", r.status, r.body)
+	}
+	b.publish(body) // the main key is exempt
+	var id string
+	if err := b.srv.rdb.QueryRow(`SELECT id FROM intents WHERE publisher = ? LIMIT 1`, tk).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.do("POST", spec.PathAdminIntents+id+"/cancel", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("cancel: %d", r.status)
+	}
+	b.publish(body, spec.HeaderAPIKey, tk)
+}
