@@ -274,6 +274,13 @@ func (w *writer) run(batch []op, results []opResult) []opResult {
 			batch[i].done = make(chan opResult, 1)
 		}
 		time.Sleep(earlyCommitDelay)
+		// Its crash point (the after-commit failpoint of the correct
+		// server) sits between the replies and the commit: the moment this
+		// bug loses acknowledged work.
+		if w.afterCommit != nil {
+			w.afterCommit()
+			w.softFail = false
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		w.log.Error("batch commit", "ops", len(batch), "err", err)
@@ -282,7 +289,7 @@ func (w *writer) run(batch []op, results []opResult) []opResult {
 		}
 		return results
 	}
-	if w.afterCommit != nil {
+	if w.afterCommit != nil && !w.early {
 		w.afterCommit()
 		if w.softFail {
 			w.softFail = false
