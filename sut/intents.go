@@ -410,8 +410,9 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 	now := nowF()
 	resp, _ := json.Marshal(spec.CreateIntentResponse{ID: id, Status: spec.StatusPublished, Namespace: n.namespace})
 	apiKey, tester := q.apiKey, q.tester
+	racy := s.mutant == MutantIdemCheckRacy
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		if useIdem {
+		if useIdem && !racy {
 			var h, resp string
 			var st int
 			err := tx.Stmt(s.st.getIdem).QueryRow(apiKey, idemKey).Scan(&h, &st, &resp)
@@ -438,7 +439,7 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 			return nil, err
 		}
 		if useIdem {
-			if _, err := tx.Stmt(s.st.insertIdem).Exec(apiKey, idemKey, hash, 201, string(resp), now); err != nil {
+			if _, err := tx.Stmt(s.st.insertIdem).Exec(apiKey, idemKey, hash, 201, string(resp), now); err != nil && !racy {
 				return nil, err
 			}
 		}

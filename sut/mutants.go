@@ -24,6 +24,7 @@ const (
 	MutantNoBackoff              = "no-backoff"
 	MutantAdminSecretFallback    = "admin-secret-fallback"
 	MutantLostOnCrash            = "lost-on-crash"
+	MutantIdemCheckRacy          = "idem-check-racy"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -45,6 +46,7 @@ func Mutants() []Mutant {
 		{MutantExtendAfterExpiry, "extend_claim revives a lease that has already expired", "004 §7.4 an extension fails when the lease has expired"},
 		{MutantNoBackoff, "fail requeues the intent immediately, with no backoff", "004 §3.3 requeue with exponential backoff"},
 		{MutantAdminSecretFallback, "X-Admin-Token also accepts BUS_SECRET", "004 §5.3 no fallback from X-Admin-Token to BUS_SECRET"},
+		{MutantIdemCheckRacy, "the idempotency key is looked up before the write transaction, not inside it, and a second row for the key is silently dropped: concurrent duplicates each create an intent", "004 §7.2 same key and body return the same response"},
 		{MutantLostOnCrash, "acknowledges each batch before its commit and runs synchronous=OFF: acknowledged writes vanish on a crash", "004 §2 jobs are not silently lost; acknowledged writes are durable"},
 	}
 }

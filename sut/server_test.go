@@ -1028,12 +1028,71 @@ func TestMutantsMisbehave(t *testing.T) {
 			return nil
 		},
 	}
+	// Probes on a fast clock: a 60 s lease lasts 100 ms.
+	fast := map[string]bool{MutantLeaseNeverExpires: true, MutantExtendAfterExpiry: true}
+	probes[MutantLeaseNeverExpires] = func(b *testBus) error {
+		b.publish(`{"goal":"g","payload":1,"backoff_base":1}`)
+		b.claim("")
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, ok := b.claim(""); ok {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("an expired lease was never reclaimed")
+	}
+	probes[MutantExtendAfterExpiry] = func(b *testBus) error {
+		id := b.publish(`{"goal":"g","payload":1,"backoff_base":3600}`)
+		c, _ := b.claim("")
+		time.Sleep(150 * time.Millisecond)
+		if r := b.do("POST", spec.PathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 60}); r.status != 404 {
+			return fmt.Errorf("extend after expiry answered %d", r.status)
+		}
+		return nil
+	}
+	probes[MutantClaimNonAtomic] = func(b *testBus) error {
+		for round := range 5 {
+			ns := fmt.Sprintf("race%d", round)
+			b.publish(`{"goal":"g","payload":1,"namespace":"` + ns + `"}`)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			won := 0
+			for range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("POST", b.ts.URL+spec.PathClaim+"?namespace="+ns, nil)
+					req.Header.Set(spec.HeaderAPIKey, testSecret)
+					res, err := b.ts.Client().Do(req)
+					if err != nil {
+						return
+					}
+					res.Body.Close()
+					if res.StatusCode == 200 {
+						mu.Lock()
+						won++
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if won != 1 {
+				return fmt.Errorf("%d workers claimed the same intent", won)
+			}
+		}
+		return nil
+	}
 	for name, probe := range probes {
 		t.Run(name, func(t *testing.T) {
-			if err := probe(newBus(t, nil)); err != nil {
+			scale := 1.0
+			if fast[name] {
+				scale = 600
+			}
+			if err := probe(newBus(t, func(c *Config) { c.TimeScale = scale })); err != nil {
 				t.Fatalf("clean server fails the probe: %v", err)
 			}
-			if err := probe(newBus(t, func(c *Config) { c.Mutant = name })); err == nil {
+			if err := probe(newBus(t, func(c *Config) { c.Mutant = name; c.TimeScale = scale })); err == nil {
 				t.Fatalf("mutant %s passes the probe", name)
 			}
 		})
