@@ -84,11 +84,13 @@ func TestMutantsAreCaught(t *testing.T) {
 	cases := []struct {
 		mutant string
 		want   []checker.AnomalyKind // any of these
+		storms bool                  // duplicate storms in the schedule
 	}{
-		{sut.MutantStaleTokenAccepted, []checker.AnomalyKind{checker.StaleTokenAccepted}},
-		{sut.MutantClaimNonAtomic, []checker.AnomalyKind{checker.DoubleLease}},
-		{sut.MutantIdemKeyIgnored, []checker.AnomalyKind{checker.IdempotencyViolation, checker.Duplicated}},
-		{sut.MutantLeaseNeverExpires, []checker.AnomalyKind{checker.Lost, checker.StaleTokenAccepted}},
+		{sut.MutantStaleTokenAccepted, []checker.AnomalyKind{checker.StaleTokenAccepted}, false},
+		{sut.MutantClaimNonAtomic, []checker.AnomalyKind{checker.DoubleLease}, false},
+		{sut.MutantIdemKeyIgnored, []checker.AnomalyKind{checker.IdempotencyViolation, checker.Duplicated}, false},
+		{sut.MutantLeaseNeverExpires, []checker.AnomalyKind{checker.Lost, checker.StaleTokenAccepted}, false},
+		{sut.MutantIdemCheckRacy, []checker.AnomalyKind{checker.IdempotencyViolation, checker.Duplicated}, true},
 	}
 	if testing.Short() {
 		cases = cases[:1]
@@ -96,10 +98,17 @@ func TestMutantsAreCaught(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.mutant, func(t *testing.T) {
 			url, key := bundled(t, tc.mutant)
-			_, rep := run(t, chaos.Config{
+			cfg := chaos.Config{
 				BaseURL: url, APIKey: key, Seed: 7, Duration: 3 * time.Second, Workers: 12,
 				Lease: time.Minute / timeScale,
-			})
+			}
+			if tc.storms {
+				// The workload replaces the storm with its own publish storms.
+				cfg.Faults = []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 50, Do: func(context.Context, int) {}}}
+				cfg.StormMax = 50
+				cfg.ScheduleOptions = faults.ScheduleOptions{MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}
+			}
+			_, rep := run(t, cfg)
 			for _, k := range tc.want {
 				if rep.Counts[k] > 0 {
 					return

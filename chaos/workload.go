@@ -128,6 +128,15 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 	}
 }
 
+// idleWait is how long a draining worker goes on polling an empty queue:
+// long enough for any lease to lapse and for the longest backoff the workload
+// can cause (backoff_base 1 s × 2^max_attempts + 2 s of jitter, at the
+// target's time scale, which Lease carries: 60 s of protocol time).
+func (w *workload) idleWait() time.Duration {
+	backoff := time.Duration(float64(w.cfg.Lease) * float64(1<<maxAttempts+2) / 60)
+	return w.cfg.Lease + backoff + 200*time.Millisecond
+}
+
 // claimed is what a worker learns from a 200 on /claim.
 type claimed struct {
 	ID       string `json:"id"`
@@ -159,7 +168,7 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 					emptySince = time.Now()
 				}
 				// Nothing left: wait out leases and backoffs once, then stop.
-				if time.Since(emptySince) > w.cfg.Lease+3*time.Second {
+				if time.Since(emptySince) > w.idleWait() {
 					return
 				}
 			}
