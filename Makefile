@@ -5,7 +5,7 @@ BIN     := bin/idscheck
 OUT     ?= idscheck-report
 SEED    ?= 1
 
-.PHONY: all build run test bench mutants chaos fuzz clean
+.PHONY: all build run test bench mutants chaos chaos-mutants fuzz clean
 
 all: build
 
@@ -34,6 +34,16 @@ mutants: build
 # 60 s of chaos against the bundled server with every fault kind, then every check.
 chaos: build
 	./$(BIN) chaos --duration 60s --seed $(SEED) --faults all --out idscheck-chaos
+
+# Chaos against the mutants the checker must catch by name (each run exits 1).
+CHAOS_MUTANTS ?= lost-on-crash claim-non-atomic stale-token-accepted idem-check-racy
+chaos-mutants: build
+	@mkdir -p idscheck-chaos
+	@for m in $(CHAOS_MUTANTS); do \
+	  ./$(BIN) chaos --duration 30s --seed $(SEED) --faults all --mutant $$m --out idscheck-chaos/$$m > idscheck-chaos/$$m.txt 2>&1; \
+	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' idscheck-chaos/$$m.txt | grep -E '^  [a-z-]+ +[0-9]+$$' | grep -v recovered | tr -s ' ' | tr '\n' ','); \
+	  if [ $$code -eq 1 ]; then echo "$$m: caught (exit 1):$$caught"; else echo "$$m: SURVIVED (exit $$code)"; fail=1; fi; \
+	done; exit $${fail:-0}
 
 fuzz:
 	$(GO) test ./sut -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
