@@ -19,7 +19,7 @@ var layoutAllowed = map[string][]string{
 	"sut":      {"spec", "sut"},
 	"client":   {"spec", "checker"},
 	"chaos":    {"checker", "client", "faults", "spec"},
-	"features": {"spec", "checker", "faults", "client", "sut", "reports"},
+	"features": {"spec", "checker", "faults", "client"},
 }
 
 // layoutViolations reads `go list -f '{{.ImportPath}} {{join .Imports " "}}'`
