@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,27 @@ func buildIDSCheck(t *testing.T) string {
 	return bin
 }
 
+// runChaosBinary runs the built command with args, bounded in time, and
+// returns its exit code and output.
+func runChaosBinary(t *testing.T, bin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("chaos: %v\nstderr:\n%s", err, errOut.String())
+	}
+	return code, out.String(), errOut.String()
+}
+
 // TestChaosCrashesTheBundledServer runs chaos with SIGKILL crashes and
 // failpoint crashes of the bundled server as a real child process, then
 // re-checks the run directory offline.
@@ -34,18 +56,10 @@ func TestChaosCrashesTheBundledServer(t *testing.T) {
 	}
 	bin := buildIDSCheck(t)
 	dir := filepath.Join(t.TempDir(), "run")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "chaos", "--duration", "6s", "--workers", "8", "--seed", "11",
+	code, stdout, stderr := runChaosBinary(t, bin, "chaos", "--duration", "6s", "--workers", "8", "--seed", "11",
 		"--faults", "crash,failpoint", "--out", dir)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		t.Fatalf("chaos: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "no anomaly") {
-		t.Fatalf("want no anomaly, got:\n%s", stdout.String())
+	if code != exitOK || !strings.Contains(stdout, "no anomaly") {
+		t.Fatalf("want exit 0 and no anomaly, got exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	var run chaosRun
 	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
@@ -84,21 +98,12 @@ func TestChaosCatchesLostOnCrash(t *testing.T) {
 	}
 	bin := buildIDSCheck(t)
 	dir := filepath.Join(t.TempDir(), "run")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "chaos", "--duration", "6s", "--workers", "8", "--seed", "5",
+	code, stdout, stderr := runChaosBinary(t, bin, "chaos", "--duration", "6s", "--workers", "8", "--seed", "5",
 		"--faults", "failpoint/after-commit-before-reply", "--mutant", "lost-on-crash", "--out", dir)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != exitFailed {
-		t.Fatalf("want exit %d, got %v\nstdout:\n%s\nstderr:\n%s", exitFailed, err, stdout.String(), stderr.String())
+	if code != exitFailed || !strings.Contains(stdout, "lost") {
+		t.Fatalf("want exit %d and a lost anomaly, got exit %d\nstdout:\n%s\nstderr:\n%s", exitFailed, code, stdout, stderr)
 	}
-	if !strings.Contains(stdout.String(), "lost") {
-		t.Fatalf("want a lost anomaly, got:\n%s", stdout.String())
-	}
-	if !strings.Contains(stdout.String(), "replay: idscheck chaos --seed 5") {
-		t.Fatalf("a failure must print the command that replays it:\n%s", stdout.String())
+	if !strings.Contains(stdout, "replay: idscheck chaos --seed 5") {
+		t.Fatalf("a failure must print the command that replays it:\n%s", stdout)
 	}
 }
