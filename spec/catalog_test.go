@@ -152,3 +152,88 @@ func TestUntestableIsShort(t *testing.T) {
 		t.Fatalf("%d of %d intent rules are untestable", n, len(all))
 	}
 }
+
+// checkDecisions returns one message per decision that breaks an invariant:
+// unique IDs, none or at least two readings with unique names, every reading
+// quote verbatim in the profile's seed, and every Rule.Readings entry naming
+// a decision with readings.
+func checkDecisions(ds []Decision, rules []Rule, source string) []string {
+	var bad []string
+	text, _ := SeedText(source)
+	norm := NormalizeSpace(text)
+	withReadings := map[string]bool{}
+	seen := map[string]bool{}
+	for _, d := range ds {
+		if seen[d.ID] {
+			bad = append(bad, d.ID+": duplicate decision")
+		}
+		seen[d.ID] = true
+		if d.Question == "" || d.Choice == "" {
+			bad = append(bad, d.ID+": no question or no choice")
+		}
+		if len(d.Readings) == 1 {
+			bad = append(bad, d.ID+": a single reading is no choice")
+		}
+		names := map[string]bool{}
+		for _, r := range d.Readings {
+			if r.Name == "" || names[r.Name] {
+				bad = append(bad, d.ID+": reading name "+r.Name+" empty or repeated")
+			}
+			names[r.Name] = true
+			if q := NormalizeSpace(r.Quote); q == "" || !strings.Contains(norm, q) {
+				bad = append(bad, d.ID+"="+r.Name+": quote is not in "+source+": "+r.Quote)
+			}
+			if r.Means == "" {
+				bad = append(bad, d.ID+"="+r.Name+": says nothing of what a target following it does")
+			}
+		}
+		if len(d.Readings) > 0 {
+			withReadings[d.ID] = true
+		}
+	}
+	for _, r := range rules {
+		for _, id := range r.Readings {
+			if !withReadings[id] {
+				bad = append(bad, r.ID+": reading "+id+" names no decision with readings")
+			}
+		}
+	}
+	return bad
+}
+
+func TestIntentDecisions(t *testing.T) {
+	for _, msg := range checkDecisions(IntentDecisions(), RulesFor(ProfileIntent), IntentSource) {
+		t.Error(msg)
+	}
+}
+
+func TestDecisionCheckFails(t *testing.T) {
+	good := Decision{ID: "d", Question: "q", Choice: "c", Readings: []Reading{
+		{Name: "a", Quote: "Default max_attempts: 3", Means: "m"}, {Name: "b", Quote: "Default backoff_base: 5.0 seconds", Means: "m"}}}
+	if bad := checkDecisions([]Decision{good}, nil, IntentSource); len(bad) != 0 {
+		t.Fatalf("a good decision is refused: %v", bad)
+	}
+	one := good
+	one.Readings = good.Readings[:1]
+	misquoted := good
+	misquoted.Readings = []Reading{good.Readings[0], {Name: "b", Quote: "Default backoff_base: 6.0 seconds", Means: "m"}}
+	cases := []struct {
+		name  string
+		ds    []Decision
+		rules []Rule
+		want  string
+	}{
+		{"duplicate", []Decision{good, good}, nil, "duplicate"},
+		{"one reading", []Decision{one}, nil, "single reading"},
+		{"misquoted", []Decision{misquoted}, nil, "quote is not in"},
+		{"unknown reading", []Decision{good}, []Rule{{ID: "R", Readings: []string{"nope"}}}, "names no decision"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := checkDecisions(c.ds, c.rules, IntentSource)
+			if !strings.Contains(strings.Join(bad, "\n"), c.want) {
+				t.Fatalf("want a complaint about %q, got %v", c.want, bad)
+			}
+		})
+	}
+}

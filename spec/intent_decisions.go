@@ -1,115 +1,196 @@
 package spec
 
-// Decision is a binding reading of a place where seed 004 (Intent Protocol
-// v2.1) contradicts itself or leaves a choice open. The bundled reference
-// server (sut) follows every decision listed by IntentDecisions.
-type Decision struct {
-	ID      string   // stable name
-	Section string   // seed 004 sections involved
-	Quotes  []string // the text, verbatim
-	Choice  string   // what the reference server does
-	Why     string
-}
+// Decision IDs of the Intent Protocol that checks rest on (--reading ID=NAME).
+const (
+	DecisionLeaseExpiry     = "lease-expiry"
+	DecisionExtend          = "extend"
+	DecisionQueryRepeated   = "query-repeated-order"
+	DecisionAdminResult     = "admin-result-access"
+	DecisionNullPayload     = "null-payload"
+	DecisionFulfillBody     = "fulfill-body"
+	DecisionTimeScale       = "time-scale"
+	DecisionMaintenance     = "maintenance"
+	DecisionOpenCap         = "open-cap"
+	DecisionAccess          = "access"
+	DecisionValidation      = "validation"
+	DecisionIdempotency     = "idempotency"
+	DecisionAdminRetry      = "admin-retry"
+	DecisionSignatureStatus = "signature-status"
+)
 
-// IntentDecisions lists the decisions the reference server follows.
+// IntentDecisions lists the places where seed 004 (Intent Protocol v2.1)
+// contradicts itself or is silent where a check needs an answer. Those with
+// readings are judged under each; the bundled reference server follows
+// Readings[0] by default and Readings[1] with --readings alternate.
 func IntentDecisions() []Decision {
 	return []Decision{
 		{
-			ID:      "lease-expiry",
-			Section: "3.3, 7.3",
-			Quotes: []string{
-				"On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay: next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter",
-				"Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.",
+			ID:       DecisionLeaseExpiry,
+			Profile:  ProfileIntent,
+			Section:  "3.3, 7.3",
+			Question: "When a lease expires with attempts left, is the intent requeued with a backoff delay, or claimable at once?",
+			Readings: []Reading{
+				{Name: "backoff", Section: "3.3",
+					Quote: "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay: next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter",
+					Means: "an expired intent becomes claimable again backoff_base*2^claim_attempts + [0,2) s after its lease ended"},
+				{Name: "immediate", Section: "7.3",
+					Quote: "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.",
+					Means: "an expired intent is claimable the moment its lease ends"},
 			},
-			Choice: "An expired lease is an implicit failure at claim_expires_at. At claim time the server draws the jitter in [0,2) s and stores " +
-				"run_at = claim_expires_at + backoff_base*2^claim_attempts + jitter (claim_attempts after the increment): while the lease " +
-				"runs, run_at is the moment the intent becomes claimable again should the lease lapse. The claim statement selects " +
-				"status IN ('open','claimed') AND run_at <= now directly, with no cleanup pass; an extension moves run_at with the lease. " +
-				"When the lease expires with claim_attempts >= max_attempts the intent is dead at claim_expires_at: status and result report " +
-				"\"dead\" from that moment, the claim never selects it, and the write (status, dead-letter row) lands lazily in the next " +
-				"cleanup pass, in /admin/dead, or in any mutation that touches it. Between claim_expires_at and run_at an expired intent " +
-				"with attempts left reports \"open\" (it waits out its backoff).",
-			Why: "Both sentences hold: the backoff of §3.3 is applied, and selection needs no cleanup pass (§7.3 'immediate' is read " +
-				"as 'no pass needed', the backoff still counts). Storing the jitter at claim time makes the expiry deterministic and " +
-				"observable through run_at.",
+			Choice: "backoff: an expired lease is an implicit failure at claim_expires_at. At claim time the server draws the jitter in [0,2) s and " +
+				"stores run_at = claim_expires_at + backoff_base*2^claim_attempts + jitter; the claim statement selects status IN ('open','claimed') " +
+				"AND run_at <= now directly, with no cleanup pass. With --readings alternate: immediate (run_at = claim_expires_at).",
+			Why: "Both sentences can be read as binding. A target that follows either is not failed for it; the report names the reading it follows.",
 		},
 		{
-			ID:      "fulfill-body",
-			Section: "7.5",
-			Quotes: []string{
-				"claim_token is strictly required.",
-				"Body is optional — calling with no body marks the intent fulfilled with no stored result.",
+			ID:       DecisionExtend,
+			Profile:  ProfileIntent,
+			Section:  "7.4",
+			Question: "Does an extension set the lease to end `seconds` from now, or add `seconds` to the current end?",
+			Readings: []Reading{
+				{Name: "from-now", Section: "7.4",
+					Quote: "Workers performing long-running tasks SHOULD call this periodically to avoid the job being requeued.",
+					Means: "a renewal: the lease ends seconds after the extension (a heartbeat may shorten it)"},
+				{Name: "added", Section: "7.4",
+					Quote: "Extends the lease on a currently-held intent.",
+					Means: "seconds are added to the current end of the lease"},
 			},
+			Choice: "from-now; with --readings alternate: added. Every check of an extension accepts both: the new end is at least " +
+				"the extension's call + seconds.",
+		},
+		{
+			ID:       DecisionQueryRepeated,
+			Profile:  ProfileIntent,
+			Section:  "5.2",
+			Question: "In CANONICAL_PATH, do repeated query parameters keep the order in which they were sent, or are they sorted by value too?",
+			Readings: []Reading{
+				{Name: "by-value", Section: "5.2",
+					Quote: "be sorted lexicographically by key - preserve repeated parameters",
+					Means: "parameters sorted by key, then repeated ones by value"},
+				{Name: "as-sent", Section: "5.2",
+					Quote: "preserve repeated parameters - preserve blank values",
+					Means: "parameters sorted by key with a stable sort: repeated ones keep the order in which they were sent"},
+			},
+			Choice: "by-value; with --readings alternate: as-sent. The canonical-path rule is judged on requests whose repeated " +
+				"parameters are already in value order, where both readings agree; a separate check reports which reading the target follows.",
+		},
+		{
+			ID:       DecisionAdminResult,
+			Profile:  ProfileIntent,
+			Section:  "7, 7.7",
+			Question: "May an admin read /result and /status with admin credentials alone, or must it present an X-API-KEY too?",
+			Readings: []Reading{
+				{Name: "admin-alone", Section: "7.7",
+					Quote: "Accessible by the publisher, the current claimer, or an admin.",
+					Means: "admin credentials alone open /result and /status"},
+				{Name: "with-api-key", Section: "7",
+					Quote: "All regular endpoints require X-API-KEY authentication unless otherwise noted.",
+					Means: "an admin also presents a valid X-API-KEY (of any key); admin credentials then grant access"},
+			},
+			Choice: "admin-alone; with --readings alternate: with-api-key (admin credentials without an X-API-KEY get 401).",
+		},
+		{
+			ID:       DecisionNullPayload,
+			Profile:  ProfileIntent,
+			Section:  "4.1, 7.2",
+			Question: "Is an explicit JSON null payload a payload, or a missing one?",
+			Readings: []Reading{
+				{Name: "a-payload", Section: "4.1",
+					Quote: "Arbitrary JSON value passed to the worker.",
+					Means: "null is a JSON value: the intent is published (201)"},
+				{Name: "missing", Section: "7.2",
+					Quote: "All fields except goal and payload are optional.",
+					Means: "a null payload is no payload: 400"},
+			},
+			Choice: "a-payload; with --readings alternate: missing (400 invalid_request).",
+		},
+		{
+			ID:       DecisionSignatureStatus,
+			Profile:  ProfileIntent,
+			Section:  "5.2, 11",
+			Question: "Which status answers a request whose signature, timestamp or nonce is refused?",
+			Choice: "401 unauthorized. The text gives no status, so every check accepts any 4xx with the §11 error shape " +
+				"(401 unauthorized and 403 invalid_signature alike).",
+		},
+		{
+			ID:       DecisionFulfillBody,
+			Profile:  ProfileIntent,
+			Section:  "7.5",
+			Question: "§7.5 requires the claim token and also lets /fulfill be called with no body: where does the token come from?",
 			Choice: "The claim token is always required (400 invalid_request without it; a token that does not match the current lease: 404). " +
-				"It may come in the body or in the X-Claim-Token header; with the header, the body is optional and an empty body fulfils " +
-				"with no stored result. The same holds for /fail and /extend_claim.",
-			Why: "§2 forbids lease hijacking and §17 makes claim_token verification a compliance condition; the header keeps the " +
-				"'no body' call possible without weakening the lock.",
+				"It may come in the body or in the X-Claim-Token header (an extension); with the header, an empty body fulfils with no stored " +
+				"result. The same holds for /fail and /extend_claim. Checks send the token in the body only.",
+			Why: "§2 forbids lease hijacking and §17 makes claim_token verification a compliance condition.",
 		},
 		{
-			ID:      "time-scale",
-			Section: "3.3, 4, 7, 14, 15",
-			Quotes:  []string{"claim_timeout seconds (default: 60)", "Reject timestamps outside ±300 seconds of server time"},
+			ID:       DecisionTimeScale,
+			Profile:  ProfileIntent,
+			Section:  "3.3, 4, 7, 14, 15",
+			Question: "How can a harness see lease expiry and dead-lettering in seconds?",
 			Choice: "With --time-scale F (an extension, default 1, reported as time_scale in GET /health) every protocol duration is divided " +
 				"by F: claim timeout, extensions, backoff and jitter, delay, intent TTL, KV TTL, retention, idempotency retention, rate-limit " +
 				"window, cleanup interval and its 60 s back-off. The ±300 s timestamp window and the 300 s nonce window stay in real " +
 				"seconds. Field values on the wire stay in protocol units (claim_timeout: 60); timestamps are real Unix seconds.",
-			Why: "A harness must see lease expiry and dead-lettering in seconds; clocks of signing clients are real.",
 		},
 		{
-			ID:      "extend",
-			Section: "7.4",
-			Quotes:  []string{"seconds MUST be between 10 and 3600.", "A lease extension MUST fail if the existing lease has already expired."},
-			Choice:  "The new lease ends at now + seconds (a renewal, which may shorten it); an expired lease answers 404.",
-			Why:     "A renewal bounds a worker's lease by its latest promise; the text does not say 'added to'.",
+			ID:       DecisionMaintenance,
+			Profile:  ProfileIntent,
+			Section:  "14",
+			Question: "Which endpoints does BUS_MAINTENANCE_MODE block?",
+			Choice:   "Every non-admin endpoint answers 503 maintenance, except GET /health (unauthenticated, reports maintenance: true) and GET /metrics.",
 		},
 		{
-			ID:      "maintenance",
-			Section: "14",
-			Quotes:  []string{"BUS_MAINTENANCE_MODE: Block all non-admin traffic."},
-			Choice:  "Every non-admin endpoint answers 503 maintenance, except GET /health (unauthenticated, reports maintenance: true) and GET /metrics.",
-			Why:     "A health probe and monitoring must keep working during maintenance.",
+			ID:       DecisionOpenCap,
+			Profile:  ProfileIntent,
+			Section:  "15",
+			Question: "Which intents count towards the open-intent cap of a tester key?",
+			Choice:   "Non-terminal intents (open and claimed) published by the tester key; the 2001st POST /intent answers 429 limit_exceeded with Retry-After.",
 		},
 		{
-			ID:      "open-cap",
-			Section: "15",
-			Quotes:  []string{"Open intent cap: 2000 open intents per tester key"},
-			Choice:  "Counted over non-terminal intents (open and claimed) published by the tester key; the 2001st POST /intent answers 429 limit_exceeded with Retry-After.",
-			Why:     "A claimed intent can return to open; counting it keeps the cap a real bound.",
+			ID:       DecisionAccess,
+			Profile:  ProfileIntent,
+			Section:  "7.7, 7.8, 11",
+			Question: "What does another valid key get from /result and /status of an intent it may not read?",
+			Choice: "403 forbidden; an unknown id 404. Checks accept 403 or 404 (an implementation may hide that the intent exists). " +
+				"The main BUS_SECRET key is not an admin.",
 		},
 		{
-			ID:      "access",
-			Section: "7.7, 7.8, 11",
-			Quotes:  []string{"Accessible by the publisher, the current claimer, or an admin.", "forbidden | 403 | Valid key but insufficient permission"},
-			Choice:  "Another valid key gets 403 forbidden; an unknown id 404. Admin credentials (X-Admin-Token or Basic) are accepted in place of an API key. The main BUS_SECRET key is not an admin.",
-			Why:     "§5.3: no fallback between admin and client credentials.",
-		},
-		{
-			ID:      "validation",
-			Section: "4.1, 7.2, 11",
-			Quotes:  []string{"Additional specific invalid_* errors MAY be returned for malformed fields."},
+			ID:       DecisionValidation,
+			Profile:  ProfileIntent,
+			Section:  "4.1, 7.2, 11",
+			Question: "How are malformed publishes refused?",
 			Choice: "A body that is not a JSON object: 400 invalid_payload. A missing goal or payload: 400 invalid_request. Each malformed field: " +
 				"400 invalid_<field> (priority and max_attempts must be JSON integers; delay 0–86400; target_worker and required_capability " +
 				"null or 1–256 characters, required_capability without commas or spaces). Unknown fields are ignored. A body over 8 KiB or a " +
-				"payload over 7 KiB serialized: 413 payload_too_large. An explicit JSON null payload is a payload.",
-			Why: "Each rejection names its cause; nothing malformed reaches the store.",
+				"payload over 7 KiB serialized: 413 payload_too_large. Checks use sizes on which every reading of \"KB\" (1,000 or 1,024 bytes) agrees.",
 		},
 		{
-			ID:      "idempotency",
-			Section: "7.2",
-			Quotes:  []string{"the server MUST return the same response for the same API key and semantically identical JSON request body"},
+			ID:       DecisionIdempotency,
+			Profile:  ProfileIntent,
+			Section:  "7.2",
+			Question: "How long is an Idempotency-Key kept, and what does a rejected request do to it?",
 			Choice: "The body is canonicalised (objects with sorted keys, no whitespace, numbers as written) and hashed; the key is scoped to the " +
 				"API key and kept 24 h (scaled). A replay returns the stored status and body with Idempotent-Replayed: true; a different " +
 				"canonical body answers 422 idempotency_conflict. Rejected requests (4xx) do not consume the key. The idempotency row is " +
 				"written in the same transaction as the intent.",
-			Why: "Exactly one intent per (API key, Idempotency-Key) even under concurrent duplicates and crashes.",
 		},
 		{
-			ID:      "admin-retry",
-			Section: "3.2, 8.5",
-			Quotes:  []string{"dead → open: Admin calls /admin/intents/<id>/retry", "any → dead: Admin calls /admin/intents/<id>/cancel"},
-			Choice:  "Retry applies to dead intents only (409 invalid_state otherwise); cancel applies to any state, fulfilled included.",
-			Why:     "The transition table lists retry from dead only and cancel from any state.",
+			ID:       DecisionAdminRetry,
+			Profile:  ProfileIntent,
+			Section:  "3.2, 8.5",
+			Question: "Which states may an admin retry or cancel?",
+			Choice:   "Retry applies to dead intents only (409 invalid_state otherwise); cancel applies to any state, fulfilled included.",
+			Why:      "The transition table lists retry from dead only and cancel from any state.",
 		},
 	}
+}
+
+// IntentDecision returns the decision of the Intent Protocol with the given ID.
+func IntentDecision(id string) (Decision, bool) {
+	for _, d := range IntentDecisions() {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return Decision{}, false
 }

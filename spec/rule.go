@@ -35,7 +35,56 @@ type Rule struct {
 	Level       Level   `json:"level"`
 	Quote       string  `json:"quote"`       // the exact words of the text
 	Explanation string  `json:"explanation"` // one line: what breaks when the rule is violated
+	// Binding is the verbatim sentence of the text whose RFC 2119 keyword
+	// governs Quote when Quote itself carries none: a table row or list item
+	// under "All responses MUST include:" is bound by that sentence. Empty
+	// when Quote carries its own keyword. A MUST or SHOULD always has its
+	// keyword in Quote or Binding, and that keyword binds the server, not a
+	// client ("Clients MUST …" makes no server rule).
+	Binding string `json:"binding,omitempty"`
 	// Untestable, when set, says why no scenario can exercise the rule
 	// (e.g. "deployment concern: HTTPS termination"). Such a rule is reported N/A.
 	Untestable string `json:"untestable,omitempty"`
+	// Readings names the decisions (Decision.ID) where the text contradicts
+	// itself or leaves a choice open and a check of this rule depends on the
+	// choice. Such a check is judged under every reading (see Decision).
+	Readings []string `json:"readings,omitempty"`
+}
+
+// Decision is a place where a text contradicts itself, or is silent where a
+// check needs an answer. When it lists two or more Readings, every check that
+// rests on it is judged under each: a target that follows any reading is not
+// failed for it (it gets a reading verdict naming the reading it follows,
+// with both quotes) unless it declared another reading (--reading ID=NAME).
+// A decision without readings only records what the bundled reference
+// server does where the text leaves it free; no check rests on it.
+type Decision struct {
+	ID       string    `json:"id"`      // stable name, e.g. "lease-expiry": the ID of --reading ID=NAME
+	Profile  Profile   `json:"profile"` // the profile whose text it reads
+	Section  string    `json:"section"` // sections of the text involved
+	Question string    `json:"question"`
+	Readings []Reading `json:"readings,omitempty"`
+	// Choice says what the bundled reference server does: by default it
+	// follows Readings[0]; with --readings alternate, Readings[1].
+	Choice string `json:"choice"`
+	Why    string `json:"why,omitempty"`
+}
+
+// Reading is one way a target may resolve a Decision, with the words of the
+// text that support it.
+type Reading struct {
+	Name    string `json:"name"`    // e.g. "backoff": the NAME of --reading ID=NAME
+	Section string `json:"section"` // where Quote stands
+	Quote   string `json:"quote"`   // verbatim from the text (whitespace collapsed)
+	Means   string `json:"means"`   // what a target that follows it does, one line
+}
+
+// ReadingByName returns the reading of d called name; false when d has none.
+func (d Decision) ReadingByName(name string) (Reading, bool) {
+	for _, r := range d.Readings {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Reading{}, false
 }
