@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -92,7 +93,7 @@ func TestRulesJSON(t *testing.T) {
 		}
 	}
 	r, _ := spec.Lookup(got[0].ID)
-	if r != got[0] {
+	if !reflect.DeepEqual(r, got[0]) {
 		t.Fatalf("JSON round trip changed %s", r.ID)
 	}
 }
