@@ -11,7 +11,22 @@ const (
 	NonStrict Verdict = "NON-STRICT" // a SHOULD is broken
 	Unknown   Verdict = "UNKNOWN"    // the harness could not decide (timeout, target vanished)
 	NA        Verdict = "N/A"        // the target does not offer what the rule needs; Reason says what
+	// Blocked: a precondition of the rule's check failed (a setup step that
+	// another rule covers, or an earlier failed assertion the check rests
+	// on), so the check was not decided. BlockedBy names what blocked it.
+	// Never a pass, never a failure: undecided, like UNKNOWN.
+	Blocked Verdict = "BLOCKED"
+	// Reading: the text contradicts itself or leaves a choice open where the
+	// rule's check needs an answer, and the target follows one of the
+	// readings it allows (RuleResult.Reading names it). Never fails a run,
+	// unless the target declared another reading (then the check is PASS or
+	// FAIL against the declared one).
+	Reading Verdict = "READING"
 )
+
+// Undecided reports whether v leaves a rule undecided (UNKNOWN or BLOCKED):
+// a run with such a rule and no failure exits 4.
+func (v Verdict) Undecided() bool { return v == Unknown || v == Blocked }
 
 // Exchange is one recorded HTTP request and its response, as the recording
 // client saw it. Outcome is Unknown when the request may have reached the
@@ -57,4 +72,22 @@ type RuleResult struct {
 	Scenarios []string      `json:"scenarios,omitempty"` // names of the scenarios that exercised the rule
 	Evidence  []Evidence    `json:"evidence,omitempty"`
 	Duration  time.Duration `json:"duration_ns,omitempty"`
+	// BlockedBy, on a BLOCKED verdict, names the rule whose check or
+	// precondition failed first (or, when no rule covers it, the step).
+	BlockedBy string `json:"blocked_by,omitempty"`
+	// Reading, on a READING verdict (and on a verdict judged against a
+	// declared reading), says which reading of which decision it rests on.
+	Reading *ReadingChoice `json:"reading,omitempty"`
+}
+
+// ReadingChoice is the reading of one decision (spec.Decision) that a
+// target was seen to follow, or declared.
+type ReadingChoice struct {
+	Decision string `json:"decision"`
+	// Follows names the reading(s) the target's answers agree with, joined
+	// by "," when several (but not all) do.
+	Follows string `json:"follows,omitempty"`
+	// Declared is the reading the target declared (--reading); its check
+	// was then held to that reading alone.
+	Declared string `json:"declared,omitempty"`
 }
