@@ -20,6 +20,11 @@ type Target struct {
 	MetricsToken      string  // Bearer token of /metrics; empty: use admin credentials
 	TimeScale         float64 // the target divides every protocol duration by it (1: real time)
 	RequireSignatures bool    // the target runs with BUS_REQUIRE_SIGNATURES=true
+	// Readings are the readings the target declares it follows where the
+	// text contradicts itself (decision ID -> reading name, see
+	// spec.Decision). A check of a declared decision is held to that reading
+	// alone; an undeclared one is judged under every reading.
+	Readings map[string]string
 }
 
 // Env is what step definitions get from the runner: the target, the run's one
@@ -35,6 +40,8 @@ type Env struct {
 	// (0: the client's default).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger // never nil when the runner built the Env
+
+	judge *judge // the runner's judgment of the running scenario (nil outside Run)
 }
 
 // Client returns a recording client of the target with the main API key;

@@ -13,14 +13,6 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
-// intentStep is one step definition of features/intent.feature: a regular
-// expression and its handler. The table form lets features/catalog_test.go
-// check that every step of the file has exactly one definition.
-type intentStep struct {
-	pattern string
-	fn      any
-}
-
 // intentSteps registers the step definitions of features/intent.feature.
 // Per-scenario state lives in an intentWorld made fresh for every scenario.
 func intentSteps(sc *godog.ScenarioContext, env *Env) {
@@ -29,106 +21,126 @@ func intentSteps(sc *godog.ScenarioContext, env *Env) {
 		w.reset()
 		return ctx, nil
 	})
-	for _, s := range w.steps() {
-		sc.Step(s.pattern, s.fn)
-	}
+	Register(sc, env, w.steps())
 }
 
-// steps returns the step table of one world.
-func (w *intentWorld) steps() []intentStep {
+// Rules that cover the preconditions of the steps below: when such a step
+// fails, what rests on it is BLOCKED by this rule.
+const (
+	coversGenerateKey = "INTENT-8.2-generate-key"
+	coversPublish     = "INTENT-7.2-created-201"
+	coversPublishBody = "INTENT-7.2-publish-response"
+	coversClaim       = "INTENT-3.2-claim-transition"
+	coversFail        = "INTENT-7.6-fail"
+	coversResult      = "INTENT-7.7-result-fields"
+	coversAdminDetail = "INTENT-8.5-admin-detail"
+)
+
+// steps returns the step table of one world. The table form lets
+// features/catalog_test.go check that every step of the file has exactly
+// one definition and that only checks are written as assertions.
+func (w *intentWorld) steps() []StepDef {
 	a := actorPattern
-	return []intentStep{
+	return []StepDef{
 		// target capabilities and keys
-		{`^the target has an admin token$`, w.needAdmin},
-		{`^the target has a dashboard password$`, w.needDashboard},
-		{`^the target requires signatures$`, w.needSignatures},
-		{`^a tester key "([a-z]+)"$`, w.testerKey},
-		{`^I take the generated key as "([a-z]+)"$`, w.takeGenerated},
-		{`^the next request has header "([^"]*)" set to "([^"]*)"$`, w.stageHeader},
+		{Pattern: `^the target has an admin token$`, Fn: w.needAdmin, Kind: Action},
+		{Pattern: `^the target has a dashboard password$`, Fn: w.needDashboard, Kind: Action},
+		{Pattern: `^the target requires signatures$`, Fn: w.needSignatures, Kind: Action},
+		{Pattern: `^a tester key "([a-z]+)"$`, Fn: w.testerKey, Kind: Action, Covers: coversGenerateKey},
+		{Pattern: `^I take the generated key as "([a-z]+)"$`, Fn: w.takeGenerated, Kind: Action},
+		{Pattern: `^the next request has header "([^"]*)" set to "([^"]*)"$`, Fn: w.stageHeader, Kind: Action},
 
 		// plain requests
-		{`^` + a + ` sends? (GET|POST) "([^"]*)"$`, w.sendPlain},
-		{`^` + a + ` sends? (GET|POST) "([^"]*)" with body:$`, w.sendBody},
-		{`^` + a + ` sends? (GET|POST) "([^"]*)" with (the API key as X-Admin-Token|X-Admin-Token "[^"]*"|Basic auth "[^"]*" "[^"]*"|the API key as Basic password)$`, w.sendAdminCredential},
+		{Pattern: `^` + a + ` sends? (GET|POST) "([^"]*)"$`, Fn: w.sendPlain, Kind: Action},
+		{Pattern: `^` + a + ` sends? (GET|POST) "([^"]*)" with body:$`, Fn: w.sendBody, Kind: Action},
+		{Pattern: `^` + a + ` sends? (GET|POST) "([^"]*)" with (the API key as X-Admin-Token|X-Admin-Token "[^"]*"|Basic auth "[^"]*" "[^"]*"|the API key as Basic password)$`, Fn: w.sendAdminCredential, Kind: Action},
 
 		// publishing
-		{`^` + a + ` publish(?:es)? intent "(\w+)"$`, w.publishDefault},
-		{`^` + a + ` publish(?:es)? intent "(\w+)" with:$`, w.publishWith},
-		{`^` + a + ` publish(?:es)? intent "(\w+)" without checking the status$`, w.publishUnchecked},
-		{`^` + a + ` publish(?:es)? with Idempotency-Key "([^"]*)" the body:$`, w.publishIdem},
-		{`^(\d+) clients publish concurrently with Idempotency-Key "([^"]*)" the body:$`, w.publishIdemStorm},
-		{`^every one of them got the same id$`, w.sameIDs},
-		{`^I remember the published id as "(\w+)"$`, w.rememberID},
-		{`^I publish (\d+) public intents$`, w.publishPublic},
-		{`^I publish (\d+) intents of priority (\d+) concurrently$`, w.publishPriority},
-		{`^I publish (\d+) intents$`, w.publishMany},
-		{`^every one of them was accepted$`, w.allAccepted},
-		{`^` + a + ` publish(?:es)? (\d+) intents, paced by the rate limit$`, w.publishPaced},
+		{Pattern: `^` + a + ` publish(?:es)? intent "(\w+)"$`, Fn: w.publishDefault, Kind: Action, Covers: coversPublish},
+		{Pattern: `^` + a + ` publish(?:es)? intent "(\w+)" with:$`, Fn: w.publishWith, Kind: Action, Covers: coversPublish},
+		{Pattern: `^` + a + ` publish(?:es)? intent "(\w+)" without checking the status$`, Fn: w.publishUnchecked, Kind: Action},
+		{Pattern: `^` + a + ` publish(?:es)? with Idempotency-Key "([^"]*)" the body:$`, Fn: w.publishIdem, Kind: Action},
+		{Pattern: `^(\d+) clients publish concurrently with Idempotency-Key "([^"]*)" the body:$`, Fn: w.publishIdemStorm, Kind: Action},
+		{Pattern: `^the publish was accepted$`, Fn: w.publishAccepted, Kind: Action, Covers: coversPublish},
+		{Pattern: `^every one of them got the same id$`, Fn: w.sameIDs, Kind: Check},
+		{Pattern: `^I remember the published id as "(\w+)"$`, Fn: w.rememberID, Kind: Action, Covers: coversPublishBody},
+		{Pattern: `^I publish (\d+) public intents$`, Fn: w.publishPublic, Kind: Action, Covers: coversPublish},
+		{Pattern: `^I publish (\d+) intents of priority (\d+) concurrently$`, Fn: w.publishPriority, Kind: Action, Covers: coversPublish},
+		{Pattern: `^I publish (\d+) intents$`, Fn: w.publishMany, Kind: Action},
+		{Pattern: `^every one of them was accepted$`, Fn: w.allAccepted, Kind: Check},
+		{Pattern: `^` + a + ` publish(?:es)? (\d+) intents, paced by the rate limit$`, Fn: w.publishPaced, Kind: Action, Covers: coversPublish},
 
 		// claiming
-		{`^` + a + ` claims?$`, w.claimPlain},
-		{`^` + a + ` claims? with query "([^"]*)"$`, w.claimQuery},
-		{`^` + a + ` claims? with header "([^"]*)" set to "([^"]*)"$`, w.claimHeader},
-		{`^` + a + ` claims? intent "(\w+)"$`, w.claimIntent},
-		{`^` + a + ` claims? intent "(\w+)" with query "([^"]*)"$`, w.claimIntentQuery},
-		{`^` + a + ` claims? until intent "(\w+)" is returned$`, w.claimUntil},
-		{`^the claim returns intent "(\w+)"$`, w.claimReturned},
-		{`^the claim token is 32 lowercase hex characters$`, w.tokenFormat},
-		{`^(\d+) workers claim concurrently$`, w.claimStorm},
-		{`^(\d+) claims returned an intent$`, w.claimsReturned},
-		{`^no intent is held by two live leases$`, w.noDoubleLease},
-		{`^every claim token is distinct$`, w.distinctTokens},
-		{`^I claim every intent in turn$`, w.claimAll},
-		{`^the intents were claimed in the order "([^"]*)"$`, w.claimOrder},
-		{`^I note the scheduling fields of every intent$`, w.noteSchedule},
-		{`^the claim order is by priority desc, run_at, claim_attempts, created_at and id$`, w.checkSchedule},
-		{`^` + a + ` sends (\d+) claims within one rate-limit window$`, w.rateBurst},
-		{`^at least one was refused with 429 and code "([^"]*)"$`, w.burstRefused},
+		{Pattern: `^` + a + ` claims?$`, Fn: w.claimPlain, Kind: Action},
+		{Pattern: `^` + a + ` claims? with query "([^"]*)"$`, Fn: w.claimQuery, Kind: Action},
+		{Pattern: `^` + a + ` claims? with header "([^"]*)" set to "([^"]*)"$`, Fn: w.claimHeader, Kind: Action},
+		{Pattern: `^` + a + ` claims? intent "(\w+)"$`, Fn: w.claimIntent, Kind: Action, Covers: coversClaim},
+		{Pattern: `^` + a + ` claims? intent "(\w+)" with query "([^"]*)"$`, Fn: w.claimIntentQuery, Kind: Action, Covers: coversClaim},
+		{Pattern: `^` + a + ` claims? until intent "(\w+)" is returned$`, Fn: w.claimUntil, Kind: Action, Covers: coversClaim},
+		{Pattern: `^the claim returns intent "(\w+)"$`, Fn: w.claimReturned, Kind: Gate},
+		{Pattern: `^the claim token is 32 hex characters$`, Fn: w.tokenFormat, Kind: Check},
+		{Pattern: `^the claim does not return intent "(\w+)"$`, Fn: w.claimNotReturned, Kind: Check},
+		{Pattern: `^(\d+) workers claim concurrently$`, Fn: w.claimStorm, Kind: Action},
+		{Pattern: `^(\d+) claims returned an intent$`, Fn: w.claimsReturned, Kind: Check},
+		{Pattern: `^no intent is held by two live leases$`, Fn: w.noDoubleLease, Kind: Check},
+		{Pattern: `^every claim token is distinct$`, Fn: w.distinctTokens, Kind: Check},
+		{Pattern: `^I claim every intent in turn$`, Fn: w.claimAll, Kind: Action},
+		{Pattern: `^the intents were claimed in the order "([^"]*)"$`, Fn: w.claimOrder, Kind: Check},
+		{Pattern: `^I note the scheduling fields of every intent$`, Fn: w.noteSchedule, Kind: Action, Covers: coversAdminDetail},
+		{Pattern: `^the claim order is by priority desc, run_at, claim_attempts, created_at and id$`, Fn: w.checkSchedule, Kind: Check},
+		{Pattern: `^` + a + ` sends (\d+) claims within one rate-limit window$`, Fn: w.rateBurst, Kind: Action},
+		{Pattern: `^at least one was refused with 429 and code "([^"]*)"$`, Fn: w.burstRefused, Kind: Check},
 
 		// leases, failures, time
-		{`^I fail "(\w+)" (\d+) times$`, w.failTimes},
-		{`^the run_at of "(\w+)" is within the backoff window of attempt (\d+)(?: with base (\d+(?:\.\d+)?))? after the last fail$`, w.backoffWindow},
-		{`^the lease of "(\w+)" has expired$`, w.leaseExpired},
-		{`^"(\w+)" is due$`, w.due},
-		{`^the lease of "(\w+)" ends at least (\d+) protocol seconds from now$`, w.leaseEndsAfter},
-		{`^(\d+(?:\.\d+)?) protocol seconds pass$`, w.protocolPass},
-		{`^the intent "(\w+)" expires (\d+) protocol seconds after it was created$`, w.expiresAfter},
+		{Pattern: `^I fail "(\w+)" (\d+) times$`, Fn: w.failTimes, Kind: Action, Covers: coversFail},
+		{Pattern: `^the run_at of "(\w+)" is within the backoff window of attempt (\d+)(?: with base (\d+(?:\.\d+)?))? after the last fail$`, Fn: w.backoffWindow, Kind: Probe},
+		{Pattern: `^the lease of "(\w+)" has expired$`, Fn: w.leaseExpired, Kind: Action, Covers: coversResult},
+		{Pattern: `^"(\w+)" is due$`, Fn: w.due, Kind: Action, Covers: coversResult},
+		{Pattern: `^the lease of "(\w+)" ends at least (\d+) protocol seconds from now$`, Fn: w.leaseEndsAfter, Kind: Probe},
+		{Pattern: `^(\d+(?:\.\d+)?) protocol seconds pass$`, Fn: w.protocolPass, Kind: Action},
+		{Pattern: `^the extension of "(\w+)" was refused or clamped into 10 to 3600 seconds$`, Fn: w.extendRefusedOrClamped, Kind: Probe},
+		{Pattern: `^the intent "(\w+)" expires (\d+) protocol seconds after it was created$`, Fn: w.expiresAfter, Kind: Probe},
 
 		// intent state
-		{`^the status of "(\w+)" is "(\w+)"$`, w.statusIs},
-		{`^"(\w+)" is in the dead-letter queue$`, func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, true) }},
-		{`^"(\w+)" is not in the dead-letter queue$`, func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, false) }},
-		{`^the namespace holds (\d+) open intents?$`, w.namespaceHolds},
+		{Pattern: `^the status of "(\w+)" is "(\w+)"$`, Fn: w.statusIs, Kind: Probe},
+		{Pattern: `^"(\w+)" is in the dead-letter queue$`, Fn: func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, true) }, Kind: Probe},
+		{Pattern: `^"(\w+)" is not in the dead-letter queue$`, Fn: func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, false) }, Kind: Probe},
+		{Pattern: `^"(\w+)" is dead$`, Fn: w.isDead, Kind: Action, Covers: "INTENT-3.2-fail-dead"},
+		{Pattern: `^the namespace holds (\d+) open intents?$`, Fn: w.namespaceHolds, Kind: Probe},
 
 		// signing
-		{`^I send a signed (GET|POST) "([^"]*)"$`, func(ctx context.Context, m, p string) error { return w.signed(ctx, m, p, nil, "", "") }},
-		{`^I send a signed (GET|POST) "([^"]*)" with body:$`, func(ctx context.Context, m, p string, doc *godog.DocString) error {
+		{Pattern: `^I send a signed (GET|POST) "([^"]*)"$`, Fn: func(ctx context.Context, m, p string) error { return w.signed(ctx, m, p, nil, "", "") }},
+		{Pattern: `^I send a signed (GET|POST) "([^"]*)" with body:$`, Fn: func(ctx context.Context, m, p string, doc *godog.DocString) error {
 			return w.signed(ctx, m, p, doc, "", "")
 		}},
-		{`^I send a signed (GET|POST) "([^"]*)" with nonce "([^"]*)"$`, func(ctx context.Context, m, p, nonce string) error { return w.signed(ctx, m, p, nil, "", nonce) }},
-		{`^I send a signed (GET|POST) "([^"]*)" with (` + strings.Join(signFlaws, "|") + `)$`, func(ctx context.Context, m, p, flaw string) error { return w.signed(ctx, m, p, nil, flaw, "") }},
-		{`^I send an unsigned (GET|POST) "([^"]*)"$`, w.unsigned},
+		{Pattern: `^I send a signed (GET|POST) "([^"]*)" with nonce "([^"]*)"$`, Fn: func(ctx context.Context, m, p, nonce string) error { return w.signed(ctx, m, p, nil, "", nonce) }},
+		{Pattern: `^I send a signed (GET|POST) "([^"]*)" with (` + strings.Join(signFlaws, "|") + `)$`, Fn: func(ctx context.Context, m, p, flaw string) error { return w.signed(ctx, m, p, nil, flaw, "") }},
+		{Pattern: `^I send a signed (GET|POST) "([^"]*)" both ways$`, Fn: w.signedBothWays, Kind: Action},
+		{Pattern: `^the request signed (by value|as sent) was accepted$`, Fn: w.signedWayAccepted, Kind: Check},
+		{Pattern: `^the signed request was accepted$`, Fn: w.signedAccepted, Kind: Action, Covers: "INTENT-5.2-signature-valid"},
+		{Pattern: `^I send an unsigned (GET|POST) "([^"]*)"$`, Fn: w.unsigned, Kind: Action},
 
 		// responses
-		{`^the response status is (\d+)$`, w.statusCode},
-		{`^the response status is (\d+) or (\d+)$`, w.statusEither},
-		{`^the response status is not (\d+)$`, w.statusNot},
-		{`^the response is an error with status (\d+) and code "([^"]*)"$`, w.errorWith},
-		{`^the response is an error whose code starts with "([^"]*)"$`, w.errorPrefix},
-		{`^the response is a JSON error$`, w.jsonError},
-		{`^the response carries the security and version headers$`, w.securityHeaders},
-		{`^the response header "([^"]*)" is "([^"]*)"$`, w.headerIs},
-		{`^the response header "([^"]*)" contains "([^"]*)"$`, w.headerContains},
-		{`^the response body contains "([^"]*)"$`, w.bodyContains},
-		{`^the response field "([^"]*)" is ((?:"|\{|\[|-?\d|true$|false$|null$).*)$`, w.fieldIs},
-		{`^the response field "([^"]*)" is a number$`, w.fieldNumber},
-		{`^the response field "([^"]*)" is absent$`, w.fieldAbsent},
-		{`^the response field "([^"]*)" is present$`, w.fieldPresent},
-		{`^the response field "([^"]*)" matches "([^"]*)"$`, w.fieldMatches},
-		{`^the response field "([^"]*)" differs from "(\w+)"$`, w.fieldDiffers},
-		{`^the response has the number fields "([^"]*)"$`, w.numberFields},
-		{`^I remember the response as "(\w+)"$`, w.rememberResponse},
-		{`^the response is the same as "(\w+)"$`, w.sameResponse},
+		{Pattern: `^the response status is (\d+)$`, Fn: w.statusCode, Kind: Gate},
+		{Pattern: `^the response status is one of "([^"]*)"$`, Fn: w.statusOneOf, Kind: Gate},
+		{Pattern: `^the response is an error with status (\d+) and code "([^"]*)"$`, Fn: w.errorWith, Kind: Check},
+		{Pattern: `^if the response status is (\d+), it is an error with code "([^"]*)"$`, Fn: w.codeIfStatus, Kind: Check},
+		{Pattern: `^the response is a JSON object$`, Fn: w.jsonObject, Kind: Check},
+		{Pattern: `^the response body is Prometheus text$`, Fn: w.prometheusText, Kind: Check},
+		{Pattern: `^the response is an error whose code starts with "([^"]*)"$`, Fn: w.errorPrefix, Kind: Check},
+		{Pattern: `^the response is a JSON error$`, Fn: w.jsonError, Kind: Check},
+		{Pattern: `^the response header "([^"]*)" is "([^"]*)"$`, Fn: w.headerIs, Kind: Check},
+		{Pattern: `^the response header "([^"]*)" contains "([^"]*)"$`, Fn: w.headerContains, Kind: Check},
+		{Pattern: `^the response body contains "([^"]*)"$`, Fn: w.bodyContains, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" is ((?:"|\{|\[|-?\d|true$|false$|null$).*)$`, Fn: w.fieldIs, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" is a number$`, Fn: w.fieldNumber, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" is absent$`, Fn: w.fieldAbsent, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" is present$`, Fn: w.fieldPresent, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" matches "([^"]*)"$`, Fn: w.fieldMatches, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" differs from "(\w+)"$`, Fn: w.fieldDiffers, Kind: Check},
+		{Pattern: `^the response has the number fields "([^"]*)"$`, Fn: w.numberFields, Kind: Check},
+		{Pattern: `^I remember the response as "(\w+)"$`, Fn: w.rememberResponse, Kind: Action},
+		{Pattern: `^the response is the same as "(\w+)"$`, Fn: w.sameResponse, Kind: Check},
 	}
 }
 

@@ -61,13 +61,25 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 					t.Logf("%s: %s: %s", s.Verdict, s.Name, s.Reason)
 				}
 				switch {
-				case s.Verdict == checker.Pass:
+				case s.Verdict == checker.Pass, s.Verdict == checker.Reading:
 				case s.Verdict == checker.NA && (strings.Contains(s.Reason, "budget") || strings.Contains(s.Reason, "REQUIRE_SIGNATURES")):
 				default:
 					t.Errorf("%s: %s: %s (expected %s, observed %s)", s.Verdict, s.Name, s.Reason, s.Evidence.Expected, s.Evidence.Observed)
 				}
 			}
 			t.Logf("%d scenarios: %v", len(res.Scenarios), counts)
+			for _, r := range res.Rules {
+				switch {
+				case r.Verdict == checker.Fail, r.Verdict.Undecided():
+					t.Errorf("rule %s: %s: %s", r.RuleID, r.Verdict, r.Reason)
+				case r.Verdict == checker.Reading:
+					// The bundled server follows every decision's first reading.
+					d, ok := spec.IntentDecision(r.Reading.Decision)
+					if !ok || r.Reading.Follows != d.Readings[0].Name {
+						t.Errorf("rule %s follows %+v, want the first reading of its decision", r.RuleID, r.Reading)
+					}
+				}
+			}
 			if counts[checker.Pass] < len(res.Scenarios)/2 || len(res.Scenarios) == 0 {
 				t.Errorf("too few scenarios passed: %v", counts)
 			}

@@ -47,8 +47,10 @@ type intentWorld struct {
 	storm     []claimResult      // results of the last concurrent claims
 	claimSeq  []string           // ids, in the order "claim every intent in turn" got them
 	schedule  map[string]schedFields
-	generated string // api_key of the last generate_key response
-	mark      int    // Recorder.Len() when the scenario began
+	generated string                      // api_key of the last generate_key response
+	mark      int                         // Recorder.Len() when the scenario began
+	sentAt    time.Time                   // when the last request was sent
+	bothWays  map[string]*client.Response // answers of a request signed under each reading
 }
 
 // schedFields are the fields of one intent the selection order depends on.
@@ -225,13 +227,13 @@ func (w *intentWorld) expand(s string) (string, error) {
 			return w.goal
 		case "unknown":
 			return w.unknown
-		case "x":
+		case "x", "sp":
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 0 || n > 1<<20 {
 				bad = fmt.Errorf("placeholder %s: bad length", m)
 				return m
 			}
-			return strings.Repeat("x", n)
+			return strings.Repeat(map[string]string{"x": "x", "sp": " "}[name], n)
 		case "id":
 			if id, ok := w.ids[arg]; ok {
 				return id
@@ -282,6 +284,7 @@ func (w *intentWorld) sendWith(ctx context.Context, c *client.Client, h http.Hea
 	for k, vs := range extra {
 		hdr[k] = vs
 	}
+	w.sentAt = time.Now()
 	resp, err := c.Do(ctx, client.Request{Method: method, Path: path, Header: hdr, Body: body})
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)

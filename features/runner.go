@@ -11,7 +11,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,13 +92,21 @@ type RunConfig struct {
 
 // ScenarioResult is how one scenario ended.
 type ScenarioResult struct {
-	Name    string          `json:"name"`
-	URI     string          `json:"uri"`
-	Tags    []string        `json:"tags"` // without '@'
+	Name string `json:"name"`
+	URI  string `json:"uri"`
+	// Rules are the rules its assertions name, in order.
+	Rules []string `json:"rules"`
+	// Verdict sums the judgments up (the worst of them), or says how the
+	// scenario ended when it judged nothing.
 	Verdict checker.Verdict `json:"verdict"`
 	Reason  string          `json:"reason,omitempty"`
-	// Evidence, when the scenario did not pass: what was expected and
-	// observed, and its last exchanges (bodies cut, see TrimExchanges).
+	// Judgments are the verdicts of its assertions, one per assertion (or
+	// reading set), and those the scenario gave the assertions it did not
+	// reach when it stopped early.
+	Judgments []Judgment `json:"judgments,omitempty"`
+	// Evidence, when the scenario stopped early: what the step that stopped
+	// it expected and observed, and its last exchanges (bodies cut, see
+	// TrimExchanges).
 	Evidence checker.Evidence `json:"evidence"`
 	// Transport is set when the scenario ended on a transport failure (the
 	// target did not answer), as opposed to a wrong answer.
@@ -166,7 +174,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	if len(cfg.Select) > 0 && len(rules) == 0 {
 		return nil, fmt.Errorf("run: %w %s in the %s catalog", ErrNoSuchRules, strings.Join(cfg.Select, ","), cfg.Profile)
 	}
-	tagFilter, selected := scenarioFilter(pickles, rules, len(cfg.Select) > 0)
+	selected, chosen := scenarioFilter(pickles, rules, len(cfg.Select) > 0)
 
 	res := &RunResult{Profile: cfg.Profile, Seed: cfg.Seed, Started: time.Now()}
 	rec := &client.Recorder{}
@@ -178,7 +186,8 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 	}
-	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}}
+	env.judge = &judge{env: env}
+	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}, chosen: chosen}
 
 	if len(selected) > 0 {
 		status := runSuite(godog.TestSuite{
@@ -187,6 +196,18 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 				h.setupErr = nil
 				sc.Before(h.before)
 				sc.After(h.after)
+				sc.StepContext().Before(func(ctx context.Context, st *godog.Step) (context.Context, error) {
+					if h.skip {
+						return ctx, nil
+					}
+					return ctx, env.judge.beforeStep(st)
+				})
+				sc.StepContext().After(func(ctx context.Context, st *godog.Step, status godog.StepResultStatus, _ error) (context.Context, error) {
+					if !h.skip {
+						env.judge.afterStep(st, status)
+					}
+					return ctx, nil
+				})
 				h.register(sc, suite.Steps, env)
 			},
 			Options: &godog.Options{
@@ -194,7 +215,6 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 				Output:         io.Discard,
 				FS:             suite.FS,
 				Paths:          suite.Paths,
-				Tags:           tagFilter,
 				Strict:         true,
 				Concurrency:    1,
 				Randomize:      0,
@@ -210,10 +230,18 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	// godog error) is undecided, never silently passed.
 	for _, p := range selected {
 		if _, ok := h.byKey[pickleKey(p)]; !ok {
-			h.results = append(h.results, ScenarioResult{
-				Name: p.Name, URI: p.Uri, Tags: tagNames(p), Verdict: checker.Unknown,
+			rs := RulesOf(p.Steps)
+			if len(rs) == 0 {
+				rs = tagRules(p, rules) // it judges nothing: what its tags name stays undecided
+			}
+			r := ScenarioResult{
+				Name: p.Name, URI: p.Uri, Rules: rs, Verdict: checker.Unknown,
 				Reason: "scenario did not run (no steps, or the runner could not start it)",
-			})
+			}
+			for _, id := range rs {
+				r.Judgments = append(r.Judgments, Judgment{Rule: id, Verdict: checker.Unknown, Reason: r.Reason})
+			}
+			h.results = append(h.results, r)
 		}
 	}
 	res.Scenarios = h.results
@@ -300,49 +328,26 @@ func MatchRule(id string, globs []string) bool {
 	return false
 }
 
-// scenarioFilter returns the godog tag expression that selects exactly the
-// scenarios tagged with one of rules, and those scenarios. With filter off,
-// every scenario is selected and the expression is empty.
-func scenarioFilter(pickles []*godog.Scenario, rules []spec.Rule, filter bool) (string, []*godog.Scenario) {
-	if !filter {
-		return "", pickles
-	}
+// scenarioFilter returns the scenarios whose assertions name one of rules
+// (all of them with filter off), and the same as a set of pickle keys.
+func scenarioFilter(pickles []*godog.Scenario, rules []spec.Rule, filter bool) ([]*godog.Scenario, map[string]bool) {
 	want := map[string]bool{}
 	for _, r := range rules {
 		want[r.ID] = true
 	}
 	var sel []*godog.Scenario
-	used := map[string]bool{}
+	chosen := map[string]bool{}
 	for _, p := range pickles {
-		hit := false
-		for _, t := range tagNames(p) {
-			if want[t] {
-				hit = true
-				used[t] = true
-			}
+		hit := !filter
+		for _, id := range RulesOf(p.Steps) {
+			hit = hit || want[id]
 		}
 		if hit {
 			sel = append(sel, p)
+			chosen[pickleKey(p)] = true
 		}
 	}
-	var tags []string
-	for t := range used {
-		tags = append(tags, "@"+t)
-	}
-	sort.Strings(tags)
-	if len(tags) == 0 {
-		// Nothing to run; a filter that matches nothing keeps godog idle.
-		return "@idscheck-no-scenario-selected", nil
-	}
-	return strings.Join(tags, ","), sel
-}
-
-func tagNames(p *godog.Scenario) []string {
-	out := make([]string, 0, len(p.Tags))
-	for _, t := range p.Tags {
-		out = append(out, strings.TrimPrefix(t.Name, "@"))
-	}
-	return out
+	return sel, chosen
 }
 
 func pickleKey(p *godog.Scenario) string {
@@ -366,7 +371,9 @@ type hooks struct {
 	results  []ScenarioResult
 	byKey    map[string]int
 	liveLine bool
-	setupErr error // the step registrar of the current scenario panicked
+	setupErr error           // the step registrar of the current scenario panicked
+	chosen   map[string]bool // pickle keys of the selected scenarios
+	skip     bool            // the current scenario is not selected
 }
 
 // register calls the step registrar; a panic there is the runner's bug: it
@@ -381,6 +388,11 @@ func (h *hooks) register(sc *godog.ScenarioContext, steps func(*godog.ScenarioCo
 }
 
 func (h *hooks) before(ctx context.Context, sc *godog.Scenario) (context.Context, error) {
+	h.skip = !h.chosen[pickleKey(sc)]
+	if h.skip {
+		return ctx, godog.ErrSkip
+	}
+	h.env.judge.reset(sc)
 	h.n++
 	h.mark = h.env.Recorder.Len()
 	h.start = time.Now()
@@ -400,21 +412,38 @@ func (h *hooks) before(ctx context.Context, sc *godog.Scenario) (context.Context
 }
 
 func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (context.Context, error) {
+	if h.skip {
+		return ctx, nil
+	}
 	if h.cancel != nil {
 		h.cancel()
 		h.cancel = nil
 	}
 	exs := h.env.Recorder.Since(h.mark)
 	r := Classify(err, exs)
+	r.Evidence.Exchanges = TrimExchanges(r.Evidence.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
 	if r.Verdict == checker.Pass {
 		r.Evidence.Exchanges = nil // the run keeps every exchange; evidence is for what went wrong
-	} else {
-		r.Evidence.Exchanges = TrimExchanges(r.Evidence.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
 	}
-	r.Name, r.URI, r.Tags = sc.Name, sc.Uri, tagNames(sc)
+	r.Name, r.URI, r.Rules = sc.Name, sc.Uri, RulesOf(sc.Steps)
 	r.Duration = time.Since(h.start)
 	if errors.Is(err, errRunAborted) && h.runCtx.Err() != nil {
 		r.Reason = "not run: the run was interrupted or ran out of time"
+	}
+	r.Judgments = h.env.judge.finish(r, err)
+	for i := range r.Judgments {
+		ev := &r.Judgments[i].Evidence
+		ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
+	}
+	if len(r.Judgments) > 0 {
+		r.Verdict = worstJudgment(r.Judgments)
+		// The scenario's reason is that of its worst judgment, naming its rule.
+		for _, j := range r.Judgments {
+			if j.Verdict == r.Verdict && r.Verdict != checker.Pass && !errors.Is(err, errRunAborted) {
+				r.Reason = j.Rule + ": " + j.Reason
+				break
+			}
+		}
 	}
 	if r.Transport && !errors.Is(err, errRunAborted) {
 		h.streak++
@@ -466,4 +495,16 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// tagRules returns the rules of the catalog a scenario's tags name.
+func tagRules(p *godog.Scenario, rules []spec.Rule) []string {
+	var out []string
+	for _, t := range p.Tags {
+		id := strings.TrimPrefix(t.Name, "@")
+		if slices.ContainsFunc(rules, func(r spec.Rule) bool { return r.ID == id }) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

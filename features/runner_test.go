@@ -32,12 +32,23 @@ var testRules = []spec.Rule{
 	{ID: "T-5-mixed", Level: spec.Must},
 	{ID: "T-6-undefined", Level: spec.Must},
 	{ID: "T-7-uncovered", Level: spec.May},
+	{ID: "T-8-after-session", Level: spec.Must},
+	{ID: "T-9-header", Level: spec.Must},
+	{ID: "T-10-same-response", Level: spec.Must},
+	{ID: "T-11-next-request", Level: spec.Must},
+	{ID: "T-12-gate", Level: spec.Must},
+	{ID: "T-13-gated", Level: spec.Must},
+	{ID: "T-14-reading", Level: spec.Must, Readings: []string{"flavour"}},
+	{ID: "T-15-row-a", Level: spec.Must},
+	{ID: "T-16-row-b", Level: spec.Must},
+	{ID: "T-17-row-c", Level: spec.Must},
 }
 
 // selfTestSteps are the step definitions of testdata/selftest.feature.
 func selfTestSteps(sc *godog.ScenarioContext, env *Env) {
 	var (
 		status  int
+		header  http.Header
 		body    []byte
 		lastKey string
 	)
@@ -50,58 +61,76 @@ func selfTestSteps(sc *godog.ScenarioContext, env *Env) {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", method, path, err)
 		}
-		status, body = resp.Status, resp.Body
+		status, header, body = resp.Status, resp.Header, resp.Body
 		return nil
 	}
-	sc.Step(`^the client sends GET "([^"]*)"$`, func(ctx context.Context, path string) error {
-		return send(ctx, http.MethodGet, path, nil)
-	})
-	sc.Step(`^the client posts a random key to "([^"]*)"$`, func(ctx context.Context, path string) error {
-		lastKey = fmt.Sprintf("k-%016x", env.Rand.Uint64())
-		b, _ := json.Marshal(map[string]string{"key": lastKey})
-		return send(ctx, http.MethodPost, path, b)
-	})
-	sc.Step(`^the status is (\d+)$`, func(want int) error {
-		if status != want {
-			return Mismatch(fmt.Sprintf("status %d", want), fmt.Sprintf("status %d", status))
-		}
-		return nil
-	})
-	sc.Step(`^the body is a JSON object with "([^"]*)" true$`, func(field string) error {
+	jsonField := func(field, want string) error {
 		var m map[string]any
 		if err := json.Unmarshal(body, &m); err != nil {
-			return fmt.Errorf("decoding body: %w", err)
+			return Mismatch("a JSON object", fmt.Sprintf("%.40q", body))
 		}
-		if m[field] != true {
-			return Mismatch(fmt.Sprintf("%q: true", field), fmt.Sprintf("%q: %v", field, m[field]))
-		}
-		return nil
-	})
-	sc.Step(`^the body echoes the key$`, func() error {
-		var m map[string]any
-		if err := json.Unmarshal(body, &m); err != nil {
-			return fmt.Errorf("decoding body: %w", err)
-		}
-		if m["key"] != lastKey {
-			return Mismatch("key "+lastKey, fmt.Sprintf("key %v", m["key"]))
+		if fmt.Sprint(m[field]) != want {
+			return Mismatch(fmt.Sprintf("%q: %s", field, want), fmt.Sprintf("%q: %v", field, m[field]))
 		}
 		return nil
-	})
-	sc.Step(`^the client fetches the item of the id it was given$`, func(ctx context.Context) error {
-		var m map[string]any
-		if err := json.Unmarshal(body, &m); err != nil {
-			return fmt.Errorf("decoding body: %w", err)
-		}
-		id, _ := m["id"].(string)
-		return send(ctx, http.MethodGet, "/item/"+id, nil)
-	})
-	sc.Step(`^a step panics$`, func() error {
-		var m map[string]int
-		m["boom"]++ // assignment to a nil map
-		return nil
-	})
-	sc.Step(`^the target offers nothing for this$`, func() error {
-		return NotApplicable("the test target offers nothing for this")
+	}
+	Register(sc, env, []StepDef{
+		{Pattern: `^the client sends GET "([^"]*)"$`, Kind: Action, Fn: func(ctx context.Context, path string) error {
+			return send(ctx, http.MethodGet, path, nil)
+		}},
+		{Pattern: `^the client posts a random key to "([^"]*)"$`, Kind: Action, Fn: func(ctx context.Context, path string) error {
+			lastKey = fmt.Sprintf("k-%016x", env.Rand.Uint64())
+			b, _ := json.Marshal(map[string]string{"key": lastKey})
+			return send(ctx, http.MethodPost, path, b)
+		}},
+		{Pattern: `^the client has a healthy session$`, Kind: Action, Covers: "T-1-health", Fn: func(ctx context.Context) error {
+			if err := send(ctx, http.MethodGet, "/health", nil); err != nil {
+				return err
+			}
+			return jsonField("ok", "true")
+		}},
+		{Pattern: `^the status is (\d+)$`, Kind: Gate, Fn: func(want int) error {
+			if status != want {
+				return Mismatch(fmt.Sprintf("status %d", want), fmt.Sprintf("status %d", status))
+			}
+			return nil
+		}},
+		{Pattern: `^the header "([^"]*)" is "([^"]*)"$`, Kind: Check, Fn: func(name, want string) error {
+			if got := header.Get(name); got != want {
+				return Mismatch(name+": "+want, fmt.Sprintf("%s: %q", name, got))
+			}
+			return nil
+		}},
+		{Pattern: `^the body is a JSON object with "([^"]*)" true$`, Kind: Check, Fn: func(field string) error {
+			return jsonField(field, "true")
+		}},
+		{Pattern: `^the body has "([^"]*)" "([^"]*)"$`, Kind: Check, Fn: jsonField},
+		{Pattern: `^the body echoes the key$`, Kind: Check, Fn: func() error {
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				return fmt.Errorf("decoding body: %w", err)
+			}
+			if m["key"] != lastKey {
+				return Mismatch("key "+lastKey, fmt.Sprintf("key %v", m["key"]))
+			}
+			return nil
+		}},
+		{Pattern: `^the client fetches the item of the id it was given$`, Kind: Action, Fn: func(ctx context.Context) error {
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				return fmt.Errorf("decoding body: %w", err)
+			}
+			id, _ := m["id"].(string)
+			return send(ctx, http.MethodGet, "/item/"+id, nil)
+		}},
+		{Pattern: `^a step panics$`, Kind: Action, Fn: func() error {
+			var m map[string]int
+			m["boom"]++ // assignment to a nil map
+			return nil
+		}},
+		{Pattern: `^the target offers nothing for this$`, Kind: Action, Fn: func() error {
+			return NotApplicable("the test target offers nothing for this")
+		}},
 	})
 }
 
@@ -111,7 +140,10 @@ func goodTarget(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.URL.Path == "/health":
-		io.WriteString(w, `{"ok":true,"version":"test"}`)
+		w.Header().Set("X-Test", "yes")
+		io.WriteString(w, `{"ok":true,"version":"test","flavour":"sweet"}`)
+	case r.URL.Path == "/gate":
+		io.WriteString(w, `{"ok":true}`)
 	case r.URL.Path == "/echo":
 		var m map[string]any
 		json.NewDecoder(r.Body).Decode(&m)
@@ -123,6 +155,22 @@ func goodTarget(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{}`)
 	default:
 		http.NotFound(w, r)
+	}
+}
+
+// oddTarget breaks one check of a response (X-Test), answers /gate with
+// 503 (a failed gate, and a failed example row) and follows the other
+// reading of flavour.
+func oddTarget(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/health":
+		io.WriteString(w, `{"ok":true,"version":"test","flavour":"sour"}`)
+	case "/gate":
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"ok":true}`)
+	default:
+		goodTarget(w, r)
 	}
 }
 
@@ -217,28 +265,25 @@ func TestRunVerdictsAgainstTargets(t *testing.T) {
 		want    map[string]checker.Verdict
 	}{
 		{"good", goodTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass,
-			"T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
+		}},
+		{"odd: one failed check, row and gate each", oddTarget, map[string]checker.Verdict{
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Fail, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Fail, "T-13-gated": checker.Blocked, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Fail, "T-17-row-c": checker.Pass,
 		}},
 		{"wrong echo", wrongEchoTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Fail, "T-3-echo-twice": checker.NonStrict,
-			"T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"invalid JSON", invalidJSONTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Fail, "T-2-echo": checker.Fail, "T-3-echo-twice": checker.NonStrict,
-			"T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown,
+			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"script in every field", scriptTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Fail, "T-2-echo": checker.Fail, "T-3-echo-twice": checker.NonStrict,
-			"T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown,
+			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"reset", resetTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown,
-			"T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-17-row-c": checker.Pass,
 		}},
 		{"hang", nil /* startHangTarget */, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown,
-			"T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-17-row-c": checker.Pass,
 		}},
 	}
 	for _, tc := range cases {
@@ -274,6 +319,57 @@ func TestRunVerdictsAgainstTargets(t *testing.T) {
 	}
 }
 
+// TestRunBlockersAndReadings checks what a BLOCKED rule names and what a
+// reading verdict says, and that a declared reading is held strictly.
+func TestRunBlockersAndReadings(t *testing.T) {
+	byID := func(res *RunResult) map[string]checker.RuleResult {
+		m := map[string]checker.RuleResult{}
+		for _, r := range res.Rules {
+			m[r.RuleID] = r
+		}
+		return m
+	}
+	res, err := Run(t.Context(), selfTestConfig(startTarget(t, oddTarget), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := byID(res)
+	for rule, by := range map[string]string{"T-11-next-request": "T-9-header", "T-13-gated": "T-12-gate"} {
+		if m[rule].BlockedBy != by || !strings.Contains(m[rule].Reason, by) {
+			t.Errorf("%s: blocked by %q (%q), want %s", rule, m[rule].BlockedBy, m[rule].Reason, by)
+		}
+	}
+	if r := m["T-14-reading"]; r.Reading == nil || r.Reading.Decision != "flavour" || r.Reading.Follows != "sour" || r.Reading.Declared != "" {
+		t.Errorf("T-14: reading %+v, want flavour follows sour", r.Reading)
+	}
+	res, err = Run(t.Context(), selfTestConfig(startTarget(t, invalidJSONTarget), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := byID(res)["T-8-after-session"]; r.BlockedBy != "T-1-health" {
+		t.Errorf("T-8: blocked by %q, want T-1-health (the rule its precondition step covers)", r.BlockedBy)
+	}
+
+	for _, tc := range []struct {
+		declared string
+		want     checker.Verdict
+	}{{"sour", checker.Pass}, {"sweet", checker.Fail}} {
+		cfg := selfTestConfig(startTarget(t, oddTarget), 1)
+		cfg.Target.Readings = map[string]string{"flavour": tc.declared}
+		res, err := Run(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := byID(res)["T-14-reading"]
+		if r.Verdict != tc.want || r.Reading == nil || r.Reading.Declared != tc.declared {
+			t.Errorf("declared %s: %s %+v, want %s with the declared reading", tc.declared, r.Verdict, r.Reading, tc.want)
+		}
+		if tc.want == checker.Fail && !strings.Contains(r.Reason, "follows flavour=sour instead") {
+			t.Errorf("declared sweet: reason %q does not name the reading followed", r.Reason)
+		}
+	}
+}
+
 func TestRunReasonsAndEvidence(t *testing.T) {
 	res, err := Run(t.Context(), selfTestConfig(startTarget(t, wrongEchoTarget), 1))
 	if err != nil {
@@ -283,12 +379,15 @@ func TestRunReasonsAndEvidence(t *testing.T) {
 	for _, r := range res.Rules {
 		byID[r.RuleID] = r
 	}
-	echo := byID["T-2-echo"]
+	echo := byID["T-5-mixed"]
 	if len(echo.Evidence) != 1 || !strings.HasPrefix(echo.Evidence[0].Expected, "key k-") || echo.Evidence[0].Observed != "key somebody-else" {
-		t.Errorf("T-2 evidence: %+v", echo.Evidence)
+		t.Errorf("T-5 evidence: %+v", echo.Evidence)
 	}
 	if len(echo.Evidence) == 1 && len(echo.Evidence[0].Exchanges) != 1 {
-		t.Errorf("T-2 evidence exchanges: %d, want 1", len(echo.Evidence[0].Exchanges))
+		t.Errorf("T-5 evidence exchanges: %d, want 1", len(echo.Evidence[0].Exchanges))
+	}
+	if v := byID["T-2-echo"].Verdict; v != checker.Pass {
+		t.Errorf("T-2 %s: the status assertion of the scenario passed; the echo failure is T-5's alone", v)
 	}
 	if r := byID["T-6-undefined"].Reason; !strings.Contains(r, "undefined step: nobody wrote this step") {
 		t.Errorf("T-6 reason %q does not name the undefined step", r)
@@ -316,9 +415,9 @@ func TestRunGivesUpOnADeadTarget(t *testing.T) {
 			notRun = append(notRun, s.Name)
 		}
 	}
-	// Scenario 2 times out; 3, 4 and 5 are not run.
-	if len(notRun) != 3 {
-		t.Errorf("scenarios not run: %q, want the 3 after the first dead one", notRun)
+	// Scenario 2 times out; the rest are not run.
+	if len(notRun) != len(res.Scenarios)-2 {
+		t.Errorf("scenarios not run: %q, want the %d after the first dead one", notRun, len(res.Scenarios)-2)
 	}
 	for _, s := range res.Scenarios {
 		if strings.HasPrefix(s.Reason, "not run") && s.Verdict != checker.Unknown {
@@ -462,8 +561,10 @@ func TestClassify(t *testing.T) {
 		{"pending", fmt.Errorf("%w: later", godog.ErrPending), nil, checker.Unknown, "pending step", false},
 		{"deadline", fmt.Errorf("claim: %w", context.DeadlineExceeded), nil, checker.Unknown, "no answer", true},
 		{"lost exchange", errors.New("decoding body: EOF"), []checker.Exchange{okEx, lost}, checker.Unknown, "POST /y got no answer", true},
-		{"mismatch", fmt.Errorf("replay: %w", Mismatch("201", "409")), []checker.Exchange{okEx}, checker.Fail, "expected 201, observed 409", false},
-		{"other", errors.New("decoding body: invalid character"), []checker.Exchange{okEx}, checker.Fail, "invalid character", false},
+		// A step that is not an assertion failed: a precondition.
+		{"mismatch", fmt.Errorf("replay: %w", Mismatch("201", "409")), []checker.Exchange{okEx}, checker.Blocked, "expected 201, observed 409", false},
+		{"other", errors.New("decoding body: invalid character"), []checker.Exchange{okEx}, checker.Blocked, "invalid character", false},
+		{"stopped", fmt.Errorf("%w (T-1)", errStopped), []checker.Exchange{okEx}, checker.Blocked, "T-1", false},
 		{"aborted", fmt.Errorf("before scenario hook failed: %w", errRunAborted), nil, checker.Unknown, "not run", false},
 	}
 	for _, tc := range cases {
@@ -477,8 +578,17 @@ func TestClassify(t *testing.T) {
 }
 
 func TestRuleVerdicts(t *testing.T) {
-	sc := func(name string, v checker.Verdict, tags ...string) ScenarioResult {
-		return ScenarioResult{Name: name, Verdict: v, Tags: tags, Reason: string(v) + " because"}
+	// sc is a scenario whose assertions gave each named rule verdict v.
+	sc := func(name string, v checker.Verdict, rules ...string) ScenarioResult {
+		s := ScenarioResult{Name: name, Verdict: v, Rules: rules}
+		for _, r := range rules {
+			s.Judgments = append(s.Judgments, Judgment{Rule: r, Verdict: v, Reason: string(v) + " because", BlockedBy: map[bool]string{true: "X"}[v == checker.Blocked]})
+		}
+		return s
+	}
+	reading := func(name, rule, decision, follows string) ScenarioResult {
+		return ScenarioResult{Name: name, Verdict: checker.Pass, Rules: []string{rule}, Judgments: []Judgment{{
+			Rule: rule, Verdict: checker.Reading, Reading: &checker.ReadingChoice{Decision: decision, Follows: follows}}}}
 	}
 	rules := []spec.Rule{
 		{ID: "M", Level: spec.Must}, {ID: "S", Level: spec.Should}, {ID: "Y", Level: spec.May},
@@ -492,14 +602,27 @@ func TestRuleVerdicts(t *testing.T) {
 			map[string]checker.Verdict{"M": checker.Pass, "S": checker.Pass, "Y": checker.Pass}},
 		{"fail by level", []ScenarioResult{sc("a", checker.Pass, "M", "S", "Y"), sc("b", checker.Fail, "M", "S", "Y")},
 			map[string]checker.Verdict{"M": checker.Fail, "S": checker.NonStrict, "Y": checker.NonStrict}},
+		{"only the rule judged fails", []ScenarioResult{{Name: "a", Verdict: checker.Fail, Rules: []string{"M", "S"},
+			Judgments: []Judgment{{Rule: "M", Verdict: checker.Pass}, {Rule: "S", Verdict: checker.Fail}}}},
+			map[string]checker.Verdict{"M": checker.Pass, "S": checker.NonStrict}},
 		{"fail beats unknown", []ScenarioResult{sc("a", checker.Unknown, "M"), sc("b", checker.Fail, "M")},
 			map[string]checker.Verdict{"M": checker.Fail}},
+		{"unknown beats blocked", []ScenarioResult{sc("a", checker.Blocked, "M"), sc("b", checker.Unknown, "M")},
+			map[string]checker.Verdict{"M": checker.Unknown}},
+		{"blocked beats pass", []ScenarioResult{sc("a", checker.Pass, "M"), sc("b", checker.Blocked, "M")},
+			map[string]checker.Verdict{"M": checker.Blocked}},
 		{"unknown beats pass", []ScenarioResult{sc("a", checker.Pass, "M"), sc("b", checker.Unknown, "M")},
 			map[string]checker.Verdict{"M": checker.Unknown}},
 		{"all n/a", []ScenarioResult{sc("a", checker.NA, "M"), sc("b", checker.NA, "M")},
 			map[string]checker.Verdict{"M": checker.NA}},
 		{"pass with some n/a", []ScenarioResult{sc("a", checker.NA, "M"), sc("b", checker.Pass, "M")},
 			map[string]checker.Verdict{"M": checker.Pass}},
+		{"a reading beside passes", []ScenarioResult{sc("a", checker.Pass, "M"), reading("b", "M", "d", "x")},
+			map[string]checker.Verdict{"M": checker.Reading}},
+		{"the same reading twice", []ScenarioResult{reading("a", "M", "d", "x,y"), reading("b", "M", "d", "x")},
+			map[string]checker.Verdict{"M": checker.Reading}},
+		{"readings that contradict each other", []ScenarioResult{reading("a", "M", "d", "x"), reading("b", "M", "d", "y")},
+			map[string]checker.Verdict{"M": checker.Fail}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -526,7 +649,8 @@ func TestRuleEvidenceIsCapped(t *testing.T) {
 		exs = append(exs, checker.Exchange{Path: fmt.Sprint("/", i), RespBody: strings.Repeat("é", 100)})
 	}
 	trimmed := TrimExchanges(exs, 20, 11)
-	s := ScenarioResult{Name: "a", Verdict: checker.Fail, Tags: []string{"M"}, Evidence: checker.Evidence{Exchanges: trimmed}}
+	s := ScenarioResult{Name: "a", Verdict: checker.Pass, Rules: []string{"M"},
+		Judgments: []Judgment{{Rule: "M", Verdict: checker.Fail, Evidence: checker.Evidence{Exchanges: trimmed}}}}
 	got, _ := RuleVerdicts([]spec.Rule{{ID: "M", Level: spec.Must}}, []ScenarioResult{s, s}, 30, 11)
 	n := 0
 	for _, ev := range got[0].Evidence {
@@ -597,8 +721,8 @@ func TestRunSurvivesAPanickingStepRegistrar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Scenarios) != 5 {
-		t.Fatalf("%d scenarios, want 5", len(res.Scenarios))
+	if len(res.Scenarios) != 12 {
+		t.Fatalf("%d scenarios, want 12", len(res.Scenarios))
 	}
 	for _, s := range res.Scenarios {
 		if s.Verdict != checker.Unknown || !strings.Contains(s.Reason, "registering steps panicked: boom") {
@@ -615,10 +739,10 @@ func TestRunProgressLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 5 {
+	if len(lines) != 12 {
 		t.Fatalf("%d progress lines, want one per scenario:\n%s", len(lines), buf.String())
 	}
-	if !strings.HasPrefix(lines[0], "[1/5] PASS") || !strings.HasPrefix(lines[1], "[2/5] FAIL") || !strings.Contains(lines[1], "expected key k-") {
+	if !strings.HasPrefix(lines[0], "[1/12] PASS") || !strings.HasPrefix(lines[1], "[2/12] FAIL") || !strings.Contains(lines[1], "T-5-mixed: expected key k-") {
 		t.Errorf("progress:\n%s", buf.String())
 	}
 	if strings.Contains(buf.String(), "\r") {
@@ -648,8 +772,8 @@ func TestRunEndsWithItsContext(t *testing.T) {
 			notRun++
 		}
 	}
-	if notRun != 3 {
-		t.Errorf("%d scenarios not run, want the 3 after the one the deadline stopped", notRun)
+	if notRun != len(res.Scenarios)-2 {
+		t.Errorf("%d scenarios not run, want the %d after the one the deadline stopped", notRun, len(res.Scenarios)-2)
 	}
 	if v := verdicts(res)["T-2-echo"]; v != checker.Unknown {
 		t.Errorf("T-2 %s, want UNKNOWN", v)
@@ -665,10 +789,10 @@ func TestRunProgressOnATerminalRedrawsOneLine(t *testing.T) {
 	}
 	out := buf.String()
 	// Passing scenarios are redrawn in place; the others stay, one line each.
-	if n := strings.Count(out, "\n"); n != 4 {
-		t.Errorf("%d kept lines, want 4 (FAIL, FAIL, N/A, UNKNOWN):\n%q", n, out)
+	if n := strings.Count(out, "\n"); n != 5 {
+		t.Errorf("%d kept lines, want 5 (FAIL, FAIL, N/A, UNKNOWN, READING):\n%q", n, out)
 	}
-	if !strings.Contains(out, "\r\033[K[1/5] health answers a JSON object\r\033[K[1/5] PASS") {
+	if !strings.Contains(out, "\r\033[K[1/12] health answers a JSON object\r\033[K[1/12] PASS") {
 		t.Errorf("no live line:\n%q", out)
 	}
 }
@@ -684,6 +808,9 @@ func TestRunNeverPassesAScenarioThatDidNotRun(t *testing.T) {
 	}
 	if v := verdicts(res)["T-1-health"]; v != checker.Unknown {
 		t.Errorf("T-1 %s, want UNKNOWN (rules: %+v)", v, res.Rules)
+	}
+	if len(res.Scenarios) != 1 || res.Scenarios[0].Verdict != checker.Unknown {
+		t.Errorf("scenarios %+v, want one UNKNOWN", res.Scenarios)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sort"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -16,17 +17,20 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
-// Classify turns how one scenario ended (the error godog hands the After
-// hook, and the exchanges the scenario recorded) into a scenario verdict:
+// Classify turns how one scenario stopped (the error godog hands the After
+// hook, and the exchanges the scenario recorded) into the verdict of the
+// assertions it did not reach. Failed assertions never stop a scenario (the
+// runner judges and swallows them), so err is a precondition's:
 //
-//   - no error: PASS;
+//   - no error: PASS (the scenario ran to its end);
 //   - ErrNotApplicable: N/A, with the reason;
 //   - an undefined, pending or ambiguous step, or a step that panicked:
 //     UNKNOWN (the runner's own bug, never the target's);
 //   - a transport error, a deadline, or any exchange whose outcome is not ok:
 //     UNKNOWN (the target did not answer, so nobody can decide);
-//   - a *MismatchError: FAIL, with Expected and Observed;
-//   - any other error: FAIL, with the error as what was observed.
+//   - a *MismatchError, or any other error: BLOCKED, with Expected and
+//     Observed (a precondition did not hold, so what rests on it is not
+//     decided; see judge.go for who blocked it).
 //
 // The returned Evidence carries every exchange given; trim it with
 // TrimExchanges before keeping it.
@@ -55,6 +59,8 @@ func Classify(err error, exs []checker.Exchange) ScenarioResult {
 		r.Verdict, r.Reason = checker.Unknown, "runner bug: pending step: "+stepText(err, godog.ErrPending)
 	case errors.Is(err, godog.ErrAmbiguous):
 		r.Verdict, r.Reason = checker.Unknown, "runner bug: ambiguous step: "+err.Error()
+	case errors.Is(err, errStopped):
+		r.Verdict, r.Reason = checker.Blocked, err.Error()
 	case isTransport(err):
 		r.Verdict, r.Transport = checker.Unknown, true
 		r.Reason = "no answer from the target: " + err.Error()
@@ -65,11 +71,11 @@ func Classify(err error, exs []checker.Exchange) ScenarioResult {
 		r.Reason = fmt.Sprintf("%s %s got no answer (%s); the step then failed: %v", ex.Method, ex.Path, ex.Err, err)
 		r.Evidence.Observed = err.Error()
 	case errors.As(err, &mm):
-		r.Verdict = checker.Fail
+		r.Verdict = checker.Blocked
 		r.Reason = mm.Error()
 		r.Evidence.Expected, r.Evidence.Observed = mm.Expected, mm.Observed
 	default:
-		r.Verdict = checker.Fail
+		r.Verdict = checker.Blocked
 		r.Reason = err.Error()
 		r.Evidence.Observed = err.Error()
 	}
@@ -142,20 +148,60 @@ func truncate(s string, n int) string {
 	return s[:cut] + fmt.Sprintf("… [truncated by idscheck: %d of %d bytes shown]", cut, len(s))
 }
 
-// RuleVerdicts gives each rule its verdict from the scenarios tagged with
-// its ID, in catalog order:
+// verdictOrder ranks verdicts from the worst: what a rule (or a scenario)
+// gets when its judgments disagree. A run never claims more than it did, so
+// an undecided check outweighs a passing one.
+var verdictOrder = []checker.Verdict{checker.Fail, checker.Unknown, checker.Blocked, checker.Reading, checker.Pass, checker.NA}
+
+func rank(v checker.Verdict) int {
+	for i, o := range verdictOrder {
+		if o == v {
+			return i
+		}
+	}
+	return len(verdictOrder)
+}
+
+// worstJudgment is the verdict that sums a scenario's judgments up.
+func worstJudgment(js []Judgment) checker.Verdict {
+	w := checker.NA
+	for _, j := range js {
+		if rank(j.Verdict) < rank(w) {
+			w = j.Verdict
+		}
+	}
+	return w
+}
+
+// RuleVerdicts gives each rule its verdict from the judgments that name it,
+// in catalog order:
 //
 //   - Untestable: N/A with the rule's reason;
-//   - no scenario tagged with it: no verdict, listed in notCovered;
-//   - any tagged scenario FAIL: FAIL for a MUST, NON-STRICT for a SHOULD or
-//     a MAY (a MAY is informational: it never fails a run, even with --strict);
-//   - else any UNKNOWN: UNKNOWN;
-//   - else every scenario N/A: N/A;
-//   - else PASS (scenarios N/A beside passing ones are named in the reason).
+//   - no judgment names it: no verdict, listed in notCovered;
+//   - any FAIL: FAIL for a MUST, NON-STRICT for a SHOULD or a MAY (a MAY is
+//     informational: it never fails a run, even with --strict);
+//   - readings that contradict each other (the target follows one reading of
+//     a decision in one check and another in the next, so no reading holds
+//     for all): FAIL (NON-STRICT) likewise;
+//   - else any UNKNOWN: UNKNOWN; else any BLOCKED: BLOCKED, naming what
+//     blocked it;
+//   - else any READING: READING, naming the reading(s) the target follows;
+//   - else every judgment N/A: N/A;
+//   - else PASS (N/A judgments beside passing ones are named in the reason).
 //
-// Evidence keeps the last maxEx exchanges over the rule's failing (or
-// undecided) scenarios; bodies were cut by TrimExchanges.
+// Evidence keeps the last maxEx exchanges over the judgments of the
+// verdict's kind; bodies were cut by TrimExchanges.
 func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (out []checker.RuleResult, notCovered []string) {
+	type judged struct {
+		Judgment
+		scenario string
+	}
+	byRule := map[string][]judged{}
+	for _, s := range scs {
+		for _, j := range s.Judgments {
+			byRule[j.Rule] = append(byRule[j.Rule], judged{j, s.Name})
+		}
+	}
 	for _, rule := range rules {
 		rr := checker.RuleResult{RuleID: rule.ID}
 		if rule.Untestable != "" {
@@ -163,52 +209,115 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 			out = append(out, rr)
 			continue
 		}
-		var tagged []ScenarioResult
-		for _, s := range scs {
-			if hasTag(s.Tags, rule.ID) {
-				tagged = append(tagged, s)
-				rr.Scenarios = append(rr.Scenarios, s.Name)
-				rr.Duration += s.Duration
-			}
-		}
-		if len(tagged) == 0 {
+		js := byRule[rule.ID]
+		if len(js) == 0 {
 			notCovered = append(notCovered, rule.ID)
 			continue
 		}
 		count := map[checker.Verdict]int{}
-		first := map[checker.Verdict]*ScenarioResult{}
-		for i := range tagged {
-			v := tagged[i].Verdict
-			count[v]++
-			if first[v] == nil {
-				first[v] = &tagged[i]
+		first := map[checker.Verdict]*judged{}
+		seenScenario := map[string]bool{}
+		for i := range js {
+			j := &js[i]
+			count[j.Verdict]++
+			if first[j.Verdict] == nil {
+				first[j.Verdict] = j
+			}
+			if !seenScenario[j.scenario] {
+				seenScenario[j.scenario] = true
+				rr.Scenarios = append(rr.Scenarios, j.scenario)
+			}
+		}
+		for _, s := range scs {
+			if seenScenario[s.Name] {
+				rr.Duration += s.Duration
+			}
+		}
+		// The readings the target was seen to follow, per decision.
+		var conflict string
+		follows := map[string]map[string]bool{} // decision -> readings every READING judgment allows
+		var decisions []string
+		for _, j := range js {
+			if j.Verdict != checker.Reading || j.Reading == nil {
+				continue
+			}
+			d := j.Reading.Decision
+			set := map[string]bool{}
+			for _, r := range strings.Split(j.Reading.Follows, ",") {
+				set[r] = true
+			}
+			prev, ok := follows[d]
+			if !ok {
+				follows[d] = set
+				decisions = append(decisions, d)
+				continue
+			}
+			both := map[string]bool{}
+			for r := range prev {
+				if set[r] {
+					both[r] = true
+				}
+			}
+			if len(both) == 0 && conflict == "" {
+				conflict = fmt.Sprintf("no reading of %s holds for every check: the target follows %s in one (%s) and %s in another (%s)",
+					d, keys(prev), first[checker.Reading].scenario, j.Reading.Follows, j.scenario)
+			}
+			follows[d] = both
+		}
+		failed := func(reason string) {
+			rr.Verdict = checker.Fail
+			switch rule.Level {
+			case spec.Should, spec.May:
+				rr.Verdict = checker.NonStrict
+			}
+			rr.Reason = reason
+			if rule.Level == spec.May {
+				rr.Reason = "MAY (informational): " + rr.Reason
 			}
 		}
 		switch {
 		case count[checker.Fail] > 0:
-			rr.Verdict = checker.Fail
-			switch rule.Level {
-			case spec.Should:
-				rr.Verdict = checker.NonStrict
-			case spec.May:
-				rr.Verdict = checker.NonStrict
-			}
-			rr.Reason = scenarioReason(first[checker.Fail], count[checker.Fail], len(tagged), "failed")
-			if rule.Level == spec.May {
-				rr.Reason = "MAY (informational): " + rr.Reason
-			}
-			rr.Evidence, rr.Reason = ruleEvidence(tagged, checker.Fail, maxEx, rr.Reason)
+			f := first[checker.Fail]
+			failed(judgmentReason(f.scenario, f.Judgment, count[checker.Fail], len(js), "failed"))
+			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Fail, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case conflict != "":
+			failed(conflict)
+			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Reading, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
 		case count[checker.Unknown] > 0:
+			f := first[checker.Unknown]
 			rr.Verdict = checker.Unknown
-			rr.Reason = scenarioReason(first[checker.Unknown], count[checker.Unknown], len(tagged), "undecided")
-			rr.Evidence, rr.Reason = ruleEvidence(tagged, checker.Unknown, maxEx, rr.Reason)
-		case count[checker.NA] == len(tagged):
+			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[checker.Unknown], len(js), "undecided")
+			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Unknown, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[checker.Blocked] > 0:
+			f := first[checker.Blocked]
+			rr.Verdict = checker.Blocked
+			rr.BlockedBy = f.BlockedBy
+			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[checker.Blocked], len(js), "blocked")
+			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Blocked, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[checker.Reading] > 0:
+			rr.Verdict = checker.Reading
+			d := decisions[0]
+			rr.Reading = &checker.ReadingChoice{Decision: d, Follows: keys(follows[d])}
+			f := first[checker.Reading]
+			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[checker.Reading], len(js), "read one way")
+			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Reading, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[checker.NA] == len(js):
 			rr.Verdict = checker.NA
 			rr.Reason = first[checker.NA].Reason
 		default:
 			rr.Verdict = checker.Pass
 			if n := count[checker.NA]; n > 0 {
-				rr.Reason = fmt.Sprintf("%d of %d scenarios N/A (%s: %s)", n, len(tagged), first[checker.NA].Name, first[checker.NA].Reason)
+				f := first[checker.NA]
+				rr.Reason = fmt.Sprintf("%d of %d checks N/A (%s: %s)", n, len(js), f.scenario, f.Reason)
+			}
+		}
+		// A verdict held to a declared reading says so.
+		if rr.Reading == nil {
+			for _, j := range js {
+				if j.Reading != nil && j.Reading.Declared != "" {
+					rr.Reading = j.Reading
+					break
+				}
 			}
 		}
 		out = append(out, rr)
@@ -216,24 +325,34 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 	return out, notCovered
 }
 
-func scenarioReason(s *ScenarioResult, n, of int, what string) string {
-	r := fmt.Sprintf("scenario %q: %s", s.Name, oneLine(s.Reason, 300))
+func keys(m map[string]bool) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func judgmentReason(scenario string, j Judgment, n, of int, what string) string {
+	r := fmt.Sprintf("scenario %q, step %q: %s", scenario, oneLine(j.Step, 120), oneLine(j.Reason, 300))
 	if n > 1 {
-		r += fmt.Sprintf(" (%d of %d scenarios %s)", n, of, what)
+		r += fmt.Sprintf(" (%d of %d checks %s)", n, of, what)
 	}
 	return r
 }
 
-// ruleEvidence collects the evidence of the scenarios with verdict v,
+// judgmentEvidence collects the evidence of the judgments with verdict v,
 // keeping at most maxEx exchanges in all, the latest ones; when it drops
 // some, it says so at the end of reason.
-func ruleEvidence(scs []ScenarioResult, v checker.Verdict, maxEx int, reason string) ([]checker.Evidence, string) {
+func judgmentEvidence[T any](js []T, v checker.Verdict, maxEx int, reason string, get func(T) Judgment) ([]checker.Evidence, string) {
 	var ev []checker.Evidence
 	total := 0
-	for _, s := range scs {
-		if s.Verdict == v {
-			ev = append(ev, s.Evidence)
-			total += len(s.Evidence.Exchanges)
+	for _, x := range js {
+		j := get(x)
+		if j.Verdict == v && (j.Evidence.Expected != "" || j.Evidence.Observed != "" || len(j.Evidence.Exchanges) > 0) {
+			ev = append(ev, j.Evidence)
+			total += len(j.Evidence.Exchanges)
 		}
 	}
 	left := maxEx
@@ -249,13 +368,4 @@ func ruleEvidence(scs []ScenarioResult, v checker.Verdict, maxEx int, reason str
 		reason += fmt.Sprintf(" [evidence keeps the last %d of %d exchanges; history.jsonl has all]", maxEx, total)
 	}
 	return ev, reason
-}
-
-func hasTag(tags []string, id string) bool {
-	for _, t := range tags {
-		if t == id {
-			return true
-		}
-	}
-	return false
 }

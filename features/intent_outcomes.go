@@ -1,0 +1,268 @@
+package features
+
+// Checks that accept every answer the text allows (outcome sets), checks
+// of one observation under each reading of a decision, and the
+// preconditions that name the rule they rest on.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// statusOneOf checks the last status against a list such as "200, 201, 4xx":
+// each entry a status or a class (4xx).
+func (w *intentWorld) statusOneOf(list string) error {
+	if w.last == nil {
+		return Mismatch("status "+list, "no response")
+	}
+	for _, e := range strings.Split(list, ",") {
+		e = strings.TrimSpace(e)
+		if len(e) == 3 && strings.HasSuffix(e, "xx") && e[0] >= '1' && e[0] <= '5' {
+			if w.last.Status/100 == int(e[0]-'0') {
+				return nil
+			}
+			continue
+		}
+		n, err := strconv.Atoi(e)
+		if err != nil {
+			return fmt.Errorf("status list %q: %q is neither a status nor a class like 4xx", list, e)
+		}
+		if w.last.Status == n {
+			return nil
+		}
+	}
+	return Mismatch("status "+list, describe(w.last))
+}
+
+// codeIfStatus checks the error code only when the status is the one the
+// code belongs to: where the text gives no status, another status is not
+// this rule's concern.
+func (w *intentWorld) codeIfStatus(status int, code string) error {
+	if w.last == nil || w.last.Status != status {
+		return nil
+	}
+	return w.errorWith(status, code)
+}
+
+// claimNotReturned holds when the last claim did not hand out the intent.
+func (w *intentWorld) claimNotReturned(alias string) error {
+	want, ok := w.ids[alias]
+	if !ok {
+		return fmt.Errorf("no intent %q in this scenario", alias)
+	}
+	if w.last == nil {
+		return Mismatch("a response", "none")
+	}
+	if w.last.Status == http.StatusOK {
+		if m, err := jsonBody(w.last); err == nil {
+			if id, _ := m["id"].(string); id == want {
+				return Mismatch("any answer but intent "+alias+" ("+want+")", describe(w.last))
+			}
+		}
+	}
+	return nil
+}
+
+// publishAccepted is the precondition "the publish was accepted": the last
+// response is a 201.
+func (w *intentWorld) publishAccepted() error {
+	if w.last == nil || w.last.Status != http.StatusCreated {
+		return Mismatch("201 from the publish", describe(w.last))
+	}
+	return nil
+}
+
+// signedAccepted is the precondition of a replay check: the first signed
+// request was accepted.
+func (w *intentWorld) signedAccepted() error {
+	if w.last == nil || w.last.Status/100 != 2 {
+		return Mismatch("a 2xx for the signed request", describe(w.last))
+	}
+	return nil
+}
+
+// isDead is the precondition "A is dead".
+func (w *intentWorld) isDead(ctx context.Context, alias string) error {
+	return w.statusIs(ctx, alias, "dead")
+}
+
+// jsonObject checks that the body is a JSON object.
+func (w *intentWorld) jsonObject() error {
+	if _, err := jsonBody(w.last); err != nil {
+		return Mismatch("a JSON object", describe(w.last))
+	}
+	return nil
+}
+
+// prometheusText checks the body looks like the Prometheus text format: a
+// text/plain content type and at least one "name value" sample line.
+func (w *intentWorld) prometheusText() error {
+	if w.last == nil {
+		return Mismatch("Prometheus text", "no response")
+	}
+	if ct := w.last.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		return Mismatch("Content-Type: text/plain (Prometheus text format)", "Content-Type: "+ct)
+	}
+	for _, line := range strings.Split(string(w.last.Body), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) >= 2 {
+			if _, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil || len(f) >= 3 {
+				return nil
+			}
+		}
+	}
+	return Mismatch("a sample line such as `name 1`", describe(w.last))
+}
+
+// extendRefusedOrClamped judges an extension with seconds outside 10–3600:
+// refused with a 4xx, or accepted with the lease's new end within what a
+// clamp to 10–3600 allows under either reading of an extension (from now,
+// or added to the current end, which is at most claim_timeout away).
+func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) error {
+	r := w.last
+	if r == nil {
+		return Mismatch("a response", "none")
+	}
+	if r.Status/100 == 4 {
+		return nil
+	}
+	if r.Status != http.StatusOK {
+		return Mismatch("a 4xx, or 200 with the lease clamped into 10–3600 s", describe(r))
+	}
+	sent, got := w.sentAt, time.Now()
+	m, err := w.intentView(ctx, alias)
+	if err != nil {
+		return err
+	}
+	ts, ok := numberField(m, "claim_expires_at")
+	if !ok {
+		return Mismatch("a numeric claim_expires_at after the extension", describe(w.last))
+	}
+	timeout := 60.0
+	if v, ok := numberField(m, "claim_timeout"); ok && v > 0 {
+		timeout = v
+	}
+	slack := w.protocol(2) + 50*time.Millisecond
+	lo := sent.Add(w.protocol(10)).Add(-slack)
+	hi := got.Add(w.protocol(timeout + 3600)).Add(slack)
+	end := unixTime(ts)
+	if end.Before(lo) || end.After(hi) {
+		return Mismatch(fmt.Sprintf("a 4xx, or 200 with the lease ending 10–3600 protocol s after the extension (%.3f..%.3f at time scale %g)",
+			float64(lo.UnixNano())/1e9, float64(hi.UnixNano())/1e9, w.env.Target.TimeScale),
+			fmt.Sprintf("200, and claim_expires_at %.3f (%+.1f protocol s after the call)", ts,
+				end.Sub(sent).Seconds()*w.scale()))
+	}
+	return nil
+}
+
+// scale is the target's time scale (protocol seconds per real second).
+func (w *intentWorld) scale() float64 {
+	if s := w.env.Target.TimeScale; s > 0 {
+		return s
+	}
+	return 1
+}
+
+// signedBothWays sends the same request twice, signed under each reading of
+// the canonical order of repeated query parameters, and keeps both answers
+// for "the request signed … was accepted".
+func (w *intentWorld) signedBothWays(ctx context.Context, method, path string) error {
+	p, err := w.expand(path)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(p)
+	if err != nil {
+		return fmt.Errorf("signed request: %w", err)
+	}
+	byValue, ok := spec.CanonicalPath(u.EscapedPath(), u.RawQuery)
+	asSent, ok2 := canonicalAsSent(u.EscapedPath(), u.RawQuery)
+	if !ok || !ok2 {
+		return fmt.Errorf("signed request: no canonical path for %q", p)
+	}
+	w.bothWays = map[string]*client.Response{}
+	for _, v := range []struct{ name, cp string }{{"by value", byValue}, {"as sent", asSent}} {
+		r, err := w.sendSigned(ctx, method, p, v.cp, nil)
+		if err != nil {
+			return err
+		}
+		w.bothWays[v.name] = r
+	}
+	return nil
+}
+
+// signedWayAccepted checks one of the answers signedBothWays kept.
+func (w *intentWorld) signedWayAccepted(way string) error {
+	r := w.bothWays[way]
+	if r == nil {
+		return fmt.Errorf("no request signed %s in this scenario", way)
+	}
+	if r.Status/100 != 2 {
+		return Mismatch("a 2xx for the request signed "+way, describe(r))
+	}
+	return nil
+}
+
+// sendSigned sends a request signed with the main key over the given
+// canonical path, with a fresh nonce and the current time.
+func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical string, body []byte) (*client.Response, error) {
+	key := w.env.Target.APIKey
+	nonce := client.NewNonce()
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	h := http.Header{}
+	h.Set(spec.HeaderAPIKey, key)
+	h.Set(spec.HeaderSignature, spec.Sign(key, spec.SigningString(method, canonical, ts, nonce, body)))
+	h.Set(spec.HeaderNonce, nonce)
+	h.Set(spec.HeaderTimestamp, ts)
+	c, err := w.clientFor("I/hand-signed", key, false)
+	if err != nil {
+		return nil, err
+	}
+	return w.sendWith(ctx, c, nil, method, p, body, h)
+}
+
+// canonicalAsSent is CANONICAL_PATH under the as-sent reading of §5.2:
+// parameters sorted by key with a stable sort, so repeated ones keep the
+// order in which they were sent. The path and every key and value are
+// encoded as spec.CanonicalPath encodes them.
+func canonicalAsSent(escapedPath, rawQuery string) (string, bool) {
+	p, ok := spec.CanonicalPath(escapedPath, "")
+	if !ok || rawQuery == "" {
+		return p, ok
+	}
+	type kv struct{ k, v string }
+	var params []kv
+	for _, part := range strings.Split(rawQuery, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		dk, err1 := url.QueryUnescape(k)
+		dv, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil {
+			return "", false
+		}
+		params = append(params, kv{dk, dv})
+	}
+	sort.SliceStable(params, func(i, j int) bool { return params[i].k < params[j].k })
+	var b strings.Builder
+	b.WriteString(p)
+	for i, x := range params {
+		b.WriteByte("?&"[min(i, 1)])
+		b.WriteString(spec.Escape(x.k) + "=" + spec.Escape(x.v))
+	}
+	return b.String(), true
+}

@@ -1,0 +1,509 @@
+package features
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/cucumber/godog"
+	messages "github.com/cucumber/messages/go/v21"
+
+	"github.com/idscheck/idscheck/checker"
+)
+
+// How a scenario's steps are judged (the promise of a FAIL):
+//
+//   - An assertion is a Then step (Gherkin OUTCOME, And/But after Then
+//     included) that starts with the rule it judges: "[RULE-ID] the response
+//     status is 201". Its failure is evidence against that rule alone: the
+//     rule's judgment from this step is FAIL, and the step does not stop the
+//     scenario. A rule FAILs only on evidence from an assertion that names it.
+//   - Where the text contradicts itself or leaves a choice open, one
+//     observation is checked under every reading, each assertion naming its
+//     reading: "[RULE-ID, reading lease-expiry=backoff] …" and
+//     "[RULE-ID, reading lease-expiry=immediate] …" on the same response.
+//     Together they are one judgment: PASS when every reading holds, READING
+//     (naming the reading the target follows) when some do, FAIL when none
+//     does. A target that declared its reading (Target.Readings) is held to
+//     it: PASS or FAIL by that reading's assertion alone.
+//   - Every other step is a precondition. When one fails (a Given or When
+//     whose check did not hold), the scenario stops and the rules of the
+//     assertions it did not reach are BLOCKED by the rule that covers the
+//     step: the one its text names ("Given [INTENT-8.2-generate-key] …") or
+//     the one its definition declares (StepDef.Covers).
+//   - After a failed assertion the scenario goes on only through pure checks
+//     of the same response (StepKind Check or Gate, no request in between),
+//     which are judged on their own, unless the failed one was a Gate (its
+//     status, the intent it returned): then everything after it rests on a
+//     failed check. At the first step that cannot stand on its own, the
+//     scenario stops and the assertions left are BLOCKED by the failed rule.
+//   - A precondition that cannot apply (NotApplicable) makes the rules left
+//     N/A; a target that stops answering, or a bug of the harness, makes
+//     them UNKNOWN.
+
+// StepKind says what a step definition does; it decides what may follow
+// a failed assertion.
+type StepKind int
+
+const (
+	// Action sends requests or changes the scenario's state. Any check it
+	// makes on the way is a precondition.
+	Action StepKind = iota
+	// Check reads the last response and sends nothing; checks of one
+	// response stand on their own.
+	Check
+	// Gate reads the last response and sends nothing, and later checks of
+	// the same response rest on it (its status; which intent it carries).
+	Gate
+	// Probe sends requests of its own to observe the target.
+	Probe
+)
+
+// StepDef is one step definition of a suite.
+type StepDef struct {
+	Pattern string // regular expression anchored with ^ and $
+	Fn      any    // the handler, as godog takes it
+	Kind    StepKind
+	// Covers names the rule whose check this step repeats when it fails as a
+	// precondition and its text names no rule: a tester key made with
+	// POST /admin/generate_key is covered by the rule of generate_key.
+	Covers string
+}
+
+// rulePrefix is the rule an assertion or a precondition names:
+// "[RULE-ID] " or "[RULE-ID, reading DECISION=READING] ".
+var rulePrefix = regexp.MustCompile(`^\[([A-Z][A-Z0-9]*-[0-9A-Za-z.]+-[a-z0-9]+(?:-[a-z0-9]+)*)(?:, reading ([a-z0-9-]+)=([a-z0-9-]+))?\] `)
+
+// prefixPattern is what Register lets stand before every step pattern.
+const prefixPattern = `(?:\[[^\]]+\] )?`
+
+// StepRule is the rule a step's text names, and the reading it is checked
+// under, if any.
+type StepRule struct {
+	Rule     string `json:"rule"`
+	Decision string `json:"decision,omitempty"`
+	Reading  string `json:"reading,omitempty"`
+}
+
+// ParseStepRule splits a step's text into the rule its prefix names (zero
+// when none) and the rest.
+func ParseStepRule(text string) (StepRule, string) {
+	m := rulePrefix.FindStringSubmatch(text)
+	if m == nil {
+		return StepRule{}, text
+	}
+	return StepRule{Rule: m[1], Decision: m[2], Reading: m[3]}, text[len(m[0]):]
+}
+
+// StepPattern returns a step definition's pattern as Register registers it:
+// any text may be preceded by a rule prefix.
+func StepPattern(p string) string {
+	return "^" + prefixPattern + strings.TrimPrefix(p, "^")
+}
+
+// stepDefs is the compiled step table of one suite, for looking up what
+// kind of step a text is.
+type stepDefs struct {
+	defs []StepDef
+	res  []*regexp.Regexp
+}
+
+func (d *stepDefs) lookup(text string) (StepDef, bool) {
+	if d == nil {
+		return StepDef{}, false
+	}
+	_, rest := ParseStepRule(text)
+	for i, re := range d.res {
+		if re.MatchString(rest) {
+			return d.defs[i], true
+		}
+	}
+	return StepDef{}, false
+}
+
+// Register registers defs on sc so that each also matches a step that
+// starts with a rule prefix, with every handler wrapped so that the runner
+// judges what it returns (see the top of this file).
+func Register(sc *godog.ScenarioContext, env *Env, defs []StepDef) {
+	if env.judge != nil && env.judge.defs == nil {
+		d := &stepDefs{defs: defs}
+		for _, s := range defs {
+			d.res = append(d.res, regexp.MustCompile(s.Pattern))
+		}
+		env.judge.defs = d
+	}
+	for _, s := range defs {
+		sc.Step(StepPattern(s.Pattern), wrapHandler(env, s.Fn))
+	}
+}
+
+var errorType = reflect.TypeOf((*error)(nil)).Elem()
+
+// wrapHandler returns fn with the same signature, whose error result goes
+// through the runner's judgment first: an assertion's failure is recorded
+// and swallowed so the scenario goes on.
+func wrapHandler(env *Env, fn any) any {
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func {
+		return fn // godog reports the bad handler itself
+	}
+	errAt := -1
+	for i := 0; i < t.NumOut(); i++ {
+		if t.Out(i) == errorType {
+			errAt = i
+		}
+	}
+	return reflect.MakeFunc(t, func(args []reflect.Value) []reflect.Value {
+		out := v.Call(args)
+		var err error
+		if errAt >= 0 && !out[errAt].IsNil() {
+			err = out[errAt].Interface().(error)
+		}
+		if j := env.judge; j != nil {
+			err = j.stepReturned(err)
+			if errAt >= 0 {
+				if err == nil {
+					out[errAt] = reflect.Zero(errorType)
+				} else {
+					out[errAt] = reflect.ValueOf(&err).Elem()
+				}
+			}
+		}
+		return out
+	}).Interface()
+}
+
+// Judgment is one rule's verdict from one assertion (or group of
+// reading-qualified assertions) of one scenario, or the verdict a scenario
+// that stopped early gives the rules it did not reach.
+type Judgment struct {
+	Rule    string          `json:"rule"`
+	Verdict checker.Verdict `json:"verdict"`
+	Reason  string          `json:"reason,omitempty"`
+	Step    string          `json:"step,omitempty"` // the step that decided it
+	// BlockedBy names the rule (or step) whose failure blocked this check.
+	BlockedBy string                 `json:"blocked_by,omitempty"`
+	Reading   *checker.ReadingChoice `json:"reading,omitempty"`
+	Evidence  checker.Evidence       `json:"evidence,omitzero"`
+}
+
+// errStopped marks the step at which a scenario stops because the assertion
+// it rests on failed; the rules left are BLOCKED by that assertion's rule.
+var errStopped = errors.New("stopped: an earlier assertion this step rests on failed")
+
+// judge is the runner's state of the scenario being run. godog runs one
+// scenario at a time, so plain fields are enough.
+type judge struct {
+	defs *stepDefs
+	env  *Env
+
+	steps []*godog.Step // of the current scenario
+	idx   int           // index of the step running; -1 before the first
+	cur   StepRule      // what the running step names
+	def   StepDef       // its definition
+	known bool          // the running step matched a definition of the table
+	mark  int           // Recorder.Len() when the running step began
+	// scenarioMark is Recorder.Len() when the scenario began.
+	scenarioMark int
+
+	judgments []Judgment
+	taint     *taint      // the first failed assertion of the scenario
+	group     *readingSet // pending reading-qualified assertions
+	lastEnd   int         // Recorder.Len() when the last assertion ended
+	ran       bool        // the running step's handler returned
+	// stopIdx is the index of the step at which the scenario stopped, -1
+	// while it runs. godog still calls the step hooks of the steps it then
+	// skips; they change nothing.
+	stopIdx int
+}
+
+// taint is a failed assertion that later steps may rest on.
+type taint struct {
+	rule  string
+	stops bool // it was a Gate or a Probe: nothing after it stands on its own
+	end   int  // Recorder.Len() when it ended
+	ev    checker.Evidence
+}
+
+// readingSet is a run of assertions of one rule on one observation, each
+// under one reading of one decision.
+type readingSet struct {
+	rule, decision string
+	step           string
+	end            int
+	outcomes       map[string]error // reading -> nil (holds) or the mismatch
+	order          []string
+	ev             checker.Evidence
+}
+
+func (j *judge) reset(sc *godog.Scenario) {
+	j.steps = sc.Steps
+	j.scenarioMark = j.env.Recorder.Len()
+	j.idx = -1
+	j.judgments = nil
+	j.taint = nil
+	j.group = nil
+	j.lastEnd = -1
+	j.stopIdx = -1
+}
+
+// afterStep is the AfterStep hook: the first step that did not pass is
+// where the scenario stopped (godog skips the rest).
+func (j *judge) afterStep(st *godog.Step, status godog.StepResultStatus) {
+	if j.stopIdx >= 0 || status == godog.StepPassed || status == godog.StepSkipped {
+		return
+	}
+	for i, s := range j.steps {
+		if s.Id == st.Id {
+			j.stopIdx = i
+		}
+	}
+}
+
+// beforeStep is the BeforeStep hook: it notes which step runs, resolves a
+// reading set the step is not part of, and stops the scenario where the
+// step would rest on a failed assertion.
+func (j *judge) beforeStep(st *godog.Step) error {
+	if j.stopIdx >= 0 {
+		return nil
+	}
+	for i, s := range j.steps {
+		if s.Id == st.Id {
+			j.idx = i
+		}
+	}
+	j.cur, _ = ParseStepRule(st.Text)
+	j.def, j.known = j.defs.lookup(st.Text)
+	j.mark = j.env.Recorder.Len()
+	j.ran = false
+	if g := j.group; g != nil && !(j.isAssertion(st) && j.cur.Rule == g.rule && j.cur.Decision == g.decision && j.mark == g.end) {
+		j.resolve()
+	}
+	if t := j.taint; t != nil {
+		pure := (j.def.Kind == Check || j.def.Kind == Gate) && j.mark == t.end
+		if t.stops || !pure {
+			return fmt.Errorf("%w (%s)", errStopped, t.rule)
+		}
+	}
+	return nil
+}
+
+// isAssertion reports whether st judges a rule: a Then step (And and But
+// after Then included) naming one. Only checks may be written so (a test of
+// each suite keeps it so).
+func (j *judge) isAssertion(st *godog.Step) bool { return isAssertion(st) }
+
+func isAssertion(st *godog.Step) bool {
+	r, _ := ParseStepRule(st.Text)
+	return st.Type == messages.PickleStepType_OUTCOME && r.Rule != ""
+}
+
+// stepReturned judges what the running step's handler returned and returns
+// what godog should see: nil for an assertion whose outcome is recorded.
+func (j *judge) stepReturned(err error) error {
+	j.ran = true
+	if j.idx < 0 || j.idx >= len(j.steps) || !j.isAssertion(j.steps[j.idx]) {
+		return err
+	}
+	exs := j.env.Recorder.Since(j.mark)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotApplicable):
+		reason := err.Error()
+		var na *naError
+		if errors.As(err, &na) {
+			reason = na.reason
+		}
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.NA, Reason: reason, Step: j.steps[j.idx].Text})
+		return nil
+	case isTransport(err) || unanswered(exs) != nil:
+		return err // the target did not answer: the scenario ends UNKNOWN
+	}
+	end := j.env.Recorder.Len()
+	if j.cur.Decision != "" {
+		g := j.group
+		if g == nil {
+			g = &readingSet{rule: j.cur.Rule, decision: j.cur.Decision, step: j.steps[j.idx].Text, outcomes: map[string]error{}}
+			j.group = g
+		}
+		if _, ok := g.outcomes[j.cur.Reading]; !ok {
+			g.order = append(g.order, j.cur.Reading)
+		}
+		g.outcomes[j.cur.Reading] = err
+		g.end = end
+		if err != nil && g.ev.Observed == "" {
+			g.ev = j.evidence(err)
+		}
+		return nil
+	}
+	step := j.steps[j.idx].Text
+	if err == nil {
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.Pass, Step: step})
+	} else {
+		ev := j.evidence(err)
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.Fail, Reason: mismatchReason(err), Step: step, Evidence: ev})
+		j.tainted(j.cur.Rule, j.def.Kind, end, ev)
+	}
+	j.lastEnd = end
+	return nil
+}
+
+func (j *judge) tainted(rule string, kind StepKind, end int, ev checker.Evidence) {
+	if j.taint == nil {
+		j.taint = &taint{rule: rule, stops: kind == Gate || kind == Probe, end: end, ev: ev}
+	}
+}
+
+// resolve turns the pending reading set into one judgment.
+func (j *judge) resolve() {
+	g := j.group
+	j.group = nil
+	if g == nil {
+		return
+	}
+	jd := Judgment{Rule: g.rule, Step: g.step}
+	var holds, fails []string
+	for _, r := range g.order {
+		if g.outcomes[r] == nil {
+			holds = append(holds, r)
+		} else {
+			fails = append(fails, r)
+		}
+	}
+	declared := j.env.Target.Readings[g.decision]
+	switch {
+	case declared != "":
+		jd.Reading = &checker.ReadingChoice{Decision: g.decision, Declared: declared}
+		err, checked := g.outcomes[declared]
+		switch {
+		case !checked:
+			jd.Verdict = checker.NA
+			jd.Reason = fmt.Sprintf("this check does not apply to the declared reading %s=%s", g.decision, declared)
+		case err == nil:
+			jd.Verdict = checker.Pass
+			jd.Reading.Follows = declared
+		default:
+			jd.Verdict = checker.Fail
+			jd.Reason = fmt.Sprintf("under the declared reading %s=%s: %s", g.decision, declared, mismatchReason(err))
+			jd.Evidence = g.ev
+			if len(holds) > 0 {
+				jd.Reading.Follows = strings.Join(holds, ",")
+				jd.Reason += fmt.Sprintf(" (the target follows %s=%s instead)", g.decision, jd.Reading.Follows)
+			}
+		}
+	case len(fails) == 0:
+		jd.Verdict = checker.Pass
+	case len(holds) == 0:
+		jd.Verdict = checker.Fail
+		jd.Reason = fmt.Sprintf("under every reading of %s (%s): %s", g.decision, strings.Join(g.order, ", "), mismatchReason(g.outcomes[g.order[0]]))
+		jd.Evidence = g.ev
+	default:
+		jd.Verdict = checker.Reading
+		jd.Reading = &checker.ReadingChoice{Decision: g.decision, Follows: strings.Join(holds, ",")}
+		jd.Reason = fmt.Sprintf("the target follows %s=%s; under %s: %s", g.decision, jd.Reading.Follows,
+			strings.Join(fails, ", "), mismatchReason(g.outcomes[fails[0]]))
+		jd.Evidence = g.ev
+	}
+	j.add(jd)
+	j.lastEnd = g.end
+	if jd.Verdict == checker.Fail {
+		j.tainted(g.rule, Check, g.end, jd.Evidence)
+	}
+}
+
+func (j *judge) add(jd Judgment) { j.judgments = append(j.judgments, jd) }
+
+// evidence is what an assertion's failure shows: expected and observed, and
+// the scenario's exchanges so far.
+func (j *judge) evidence(err error) checker.Evidence {
+	ev := checker.Evidence{Observed: err.Error()}
+	var mm *MismatchError
+	if errors.As(err, &mm) {
+		ev.Expected, ev.Observed = mm.Expected, mm.Observed
+	}
+	ev.Exchanges = j.env.Recorder.Since(j.scenarioMark)
+	return ev
+}
+
+func mismatchReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// finish ends the scenario: it resolves what is pending and, when the
+// scenario stopped before its end, gives every assertion it did not reach
+// the verdict that the stop decides. It returns the scenario's judgments.
+func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
+	j.resolve()
+	if stopErr == nil {
+		return j.judgments
+	}
+	// The step that stopped the scenario; it is reached (an assertion that
+	// ended the scenario, by a transport error say, is undecided too).
+	from := j.stopIdx
+	if from < 0 {
+		from = max(j.idx, 0)
+	}
+	blocker := ""
+	var bev checker.Evidence
+	if stop.Verdict == checker.Blocked {
+		switch {
+		case j.taint != nil && errors.Is(stopErr, errStopped):
+			blocker, bev = j.taint.rule, j.taint.ev
+		default:
+			blocker = j.cur.Rule
+			if blocker == "" {
+				blocker = j.def.Covers
+			}
+			if blocker == "" && from < len(j.steps) {
+				blocker = fmt.Sprintf("the step %q", j.steps[from].Text)
+			}
+			bev = stop.Evidence
+		}
+	}
+	seen := map[string]bool{}
+	for i := from; i < len(j.steps); i++ {
+		st := j.steps[i]
+		if !j.isAssertion(st) {
+			continue
+		}
+		if i == from && j.ran && stop.Verdict == checker.Blocked {
+			continue // an assertion that returned was judged already
+		}
+		r, _ := ParseStepRule(st.Text)
+		if seen[r.Rule] {
+			continue
+		}
+		seen[r.Rule] = true
+		jd := Judgment{Rule: r.Rule, Verdict: stop.Verdict, Step: st.Text, Reason: stop.Reason, Evidence: stop.Evidence}
+		if stop.Verdict == checker.Blocked {
+			jd.BlockedBy = blocker
+			jd.Evidence = bev
+			jd.Reason = fmt.Sprintf("not checked: %s failed first (%s)", blocker, oneLine(stop.Reason, 300))
+		}
+		j.add(jd)
+	}
+	return j.judgments
+}
+
+// RulesOf returns the rules a scenario's assertions name, in order.
+func RulesOf(steps []*godog.Step) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, st := range steps {
+		if !isAssertion(st) {
+			continue
+		}
+		r, _ := ParseStepRule(st.Text)
+		if !seen[r.Rule] {
+			seen[r.Rule] = true
+			out = append(out, r.Rule)
+		}
+	}
+	return out
+}
