@@ -52,6 +52,7 @@ type runConfig struct {
 	healthWait        time.Duration
 	maxDuration       time.Duration
 	mutant            string
+	readings          readingFlag // declared by the target: --reading DECISION=NAME
 	setFlags          []string // flags given on the command line, in order, for the reproduce line
 	fromEnv           []string // credential flags taken from the environment
 	values            map[string]string
@@ -59,7 +60,7 @@ type runConfig struct {
 
 const runSynopsis = `run [--target URL --api-key K [--admin-token T] [--metrics-token M]] [--profile intent]
                     [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N] [--out DIR]
-                    [--expected-failures FILE]
+                    [--expected-failures FILE] [--reading DECISION=NAME ...]
 
 Certifies a target against the rules of one profile and writes the report
 (result.json, junit.xml, index.html, history.jsonl) to --out. With no --target
@@ -69,8 +70,14 @@ secrets, --time-scale 60 unless given) and certifies it.
 Exit codes: 0 every MUST passed; 1 a MUST failed (a SHOULD too with --strict),
 or a rule of --expected-failures now passes; 2 usage or configuration error;
 3 target unreachable (GET /health did not answer 200 within --health-wait);
-4 undecided (UNKNOWN) rules remain and nothing failed (a target that stops
-answering during the run ends here).
+4 undecided (UNKNOWN or BLOCKED) rules remain and nothing failed (a target
+that stops answering during the run ends here).
+
+Where the text contradicts itself or leaves a choice open, a check is judged
+under every reading it allows: a target that follows one gets a READING
+verdict naming it (never a failure). --reading DECISION=NAME declares the
+target's reading; its checks are then PASS or FAIL by that reading alone.
+idscheck rules lists the decisions and their readings.
 
 --expected-failures FILE lists rule IDs, one a line, '#' starts a comment.
 A listed rule that fails is shown as expected and does not fail the run. A
@@ -109,6 +116,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.healthWait, "health-wait", 5*time.Second, "how long to wait for GET /health to answer 200 before giving up (exit 3)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation; see idscheck mutants)")
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
+	fs.Var(&c.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return c, code, true
 	}
@@ -153,6 +161,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 			}
 		}
 	}
+	if err := checkReadings(spec.Profile(c.profile), c.readings); err != nil {
+		return usageErr("%v", err)
+	}
 	if c.timeScale < 0 || (c.values["time-scale"] != "" && c.timeScale == 0) {
 		return usageErr("--time-scale must be > 0, got %v", c.timeScale)
 	}
@@ -177,6 +188,12 @@ func (c runConfig) reproduce() string {
 		}
 		if env, secret := secretFlags[name]; secret {
 			parts = append(parts, "--"+name+`="$`+env+`"`)
+			continue
+		}
+		if name == "reading" {
+			for _, kv := range strings.Split(c.readings.String(), ",") {
+				parts = append(parts, "--reading="+shellQuote(kv))
+			}
 			continue
 		}
 		parts = append(parts, "--"+name+"="+shellQuote(c.values[name]))
@@ -244,6 +261,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if target.TimeScale == 0 {
 		target.TimeScale = 1
+	}
+	if len(c.readings) > 0 {
+		target.Readings = c.readings
 	}
 	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, targetLabel)
 

@@ -408,3 +408,29 @@ func TestRunExpectedFailures(t *testing.T) {
 		t.Errorf("the report does not name the mutant: %+v", doc.Target)
 	}
 }
+
+func TestRunReadingFlag(t *testing.T) {
+	var stderr strings.Builder
+	c, code, stop := parseRunFlags([]string{"--reading", "lease-expiry=immediate", "--reading", "extend=added"}, func(string) string { return "" }, &stderr)
+	if stop || code != 0 {
+		t.Fatalf("valid readings refused: %d %s", code, stderr.String())
+	}
+	if c.readings["lease-expiry"] != "immediate" || c.readings["extend"] != "added" {
+		t.Fatalf("readings %v", c.readings)
+	}
+	if r := c.reproduce(); !strings.Contains(r, "--reading=extend=added --reading=lease-expiry=immediate") {
+		t.Errorf("reproduce line %q does not repeat each reading", r)
+	}
+	for _, bad := range []struct{ arg, says string }{
+		{"lease-expiry=soon", "has no reading \"soon\"; it has: lease-expiry=backoff|immediate"},
+		{"no-such=x", "has no decision \"no-such\""},
+		{"signature-status=403", "has no decision \"signature-status\" with readings"},
+		{"lease-expiry", "want DECISION=READING"},
+	} {
+		stderr.Reset()
+		_, code, stop := parseRunFlags([]string{"--reading", bad.arg}, func(string) string { return "" }, &stderr)
+		if !stop || code != exitUsage || !strings.Contains(stderr.String(), bad.says) {
+			t.Errorf("--reading %s: exit %d, stderr %q, want 2 saying %q", bad.arg, code, stderr.String(), bad.says)
+		}
+	}
+}
