@@ -53,8 +53,8 @@ type runConfig struct {
 	maxDuration       time.Duration
 	mutant            string
 	readings          readingFlag // declared by the target: --reading DECISION=NAME
-	setFlags          []string // flags given on the command line, in order, for the reproduce line
-	fromEnv           []string // credential flags taken from the environment
+	setFlags          []string    // flags given on the command line, in order, for the reproduce line
+	fromEnv           []string    // credential flags taken from the environment
 	values            map[string]string
 }
 
