@@ -76,6 +76,13 @@ Feature: Intent Protocol v2.1 (seed 004)
       | unknown intent  | /status/{unknown}  |
       | unknown result  | /result/{unknown}  |
 
+  # §11 gives every error response the error shape; what an unknown route
+  # answers (404 or 405) it does not say.
+  Scenario: an unknown route answers an error with the error shape
+    When I send GET "/no-such-route"
+    Then [INTENT-11-error-shape] the response is a JSON error
+    And [INTENT-7-json-content-type] the response header "Content-Type" contains "application/json"
+
   Scenario: a wrong API key is unauthorized
     Given the next request has header "X-API-KEY" set to "not-a-key-{ns}"
     When I send POST "/claim?namespace={ns}"
