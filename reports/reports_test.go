@@ -43,6 +43,12 @@ func TestSummary(t *testing.T) {
 		{"should broken, strict", true, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.Fail, 1, 0},
 		{"unrecognised verdict is never pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry("MAYBE", spec.Must, false)}, checker.Unknown, 0, 0},
 		{"may never fails, even strict", true, []RuleEntry{entry(checker.NonStrict, spec.May, false)}, checker.NonStrict, 0, 0},
+		{"blocked is undecided", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Blocked, spec.Must, false)}, checker.Unknown, 0, 0},
+		{"fail beats blocked", false, []RuleEntry{entry(checker.Blocked, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
+		{"reading never fails", true, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Reading, spec.Must, false)}, checker.Pass, 0, 0},
+		{"reading of an expected failure is not a pass", false, []RuleEntry{entry(checker.Reading, spec.Must, true)}, checker.Pass, 0, 0},
+		{"reading and a broken should", false, []RuleEntry{entry(checker.Reading, spec.Must, false), entry(checker.NonStrict, spec.Should, false)}, checker.NonStrict, 0, 0},
+		{"reading and blocked", false, []RuleEntry{entry(checker.Reading, spec.Must, false), entry(checker.Blocked, spec.Must, false)}, checker.Unknown, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Result{Strict: tc.strict, Rules: tc.rules}
@@ -56,6 +62,11 @@ func TestSummary(t *testing.T) {
 			}
 			if total != len(tc.rules) || s.Total != len(tc.rules) {
 				t.Errorf("counts %v add up to %d, total %d, want %d", s.Counts, total, s.Total, len(tc.rules))
+			}
+			for _, e := range tc.rules {
+				if slices.Contains(Verdicts, e.Result.Verdict) && s.Counts[e.Result.Verdict] == 0 {
+					t.Errorf("%s not counted: %v", e.Result.Verdict, s.Counts)
+				}
 			}
 		})
 	}

@@ -367,13 +367,18 @@ type gateResult struct {
 	failing   []string // rules that fail the run
 	expected  []string // listed in the expected-failures file and failing
 	nowPasses []string // listed in the expected-failures file but passing
-	undecided []string
+	undecided []string // UNKNOWN, BLOCKED, or a verdict this build does not know
+	unknown   []string // UNKNOWN: the harness could not decide
+	blocked   []string // BLOCKED: a precondition failed
 	message   string
 }
 
 // gate decides the exit code: 1 when a MUST fails (or a SHOULD with strict)
 // outside the expected failures, or an expected failure now passes; else 4
-// when a rule is UNKNOWN; else 0. A MAY never fails a run.
+// when a rule is undecided (UNKNOWN or BLOCKED, or has a verdict this build
+// does not know); else 0. A MAY never fails a run, nor does a READING (the
+// target follows one reading the text allows; a target that declared a
+// reading and broke it gets FAIL, which fails as any FAIL).
 func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]bool, strict bool) gateResult {
 	level := map[string]spec.Level{}
 	for _, r := range rules {
@@ -396,6 +401,14 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 				g.nowPasses = append(g.nowPasses, rr.RuleID)
 			}
 		case checker.Unknown:
+			g.unknown = append(g.unknown, rr.RuleID)
+			g.undecided = append(g.undecided, rr.RuleID)
+		case checker.Blocked:
+			g.blocked = append(g.blocked, rr.RuleID)
+			g.undecided = append(g.undecided, rr.RuleID)
+		case checker.Reading, checker.NA:
+			// never fails, never undecided
+		default: // a verdict this build does not know never reads as a pass
 			g.undecided = append(g.undecided, rr.RuleID)
 		}
 	}
@@ -412,7 +425,11 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 		g.message = strings.Join(why, "; ")
 	case len(g.undecided) > 0:
 		g.code = exitUndecided
-		g.message = fmt.Sprintf("%d rule(s) undecided (UNKNOWN): the harness could not decide them", len(g.undecided))
+		g.message = fmt.Sprintf("%d rule(s) undecided: %d UNKNOWN (the harness could not decide), %d BLOCKED (a precondition failed)",
+			len(g.undecided), len(g.unknown), len(g.blocked))
+		if other := len(g.undecided) - len(g.unknown) - len(g.blocked); other > 0 {
+			g.message += fmt.Sprintf(", %d with a verdict this build does not know", other)
+		}
 	default:
 		g.code = exitOK
 		g.message = "every MUST passed"
