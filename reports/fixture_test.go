@@ -70,8 +70,8 @@ func sampleResult() *Result {
 			{Rule: readingRule("INTENT-6.5-lease-expiry", "6.5"), Result: checker.RuleResult{
 				RuleID: "INTENT-6.5-lease-expiry", Verdict: checker.Reading, Reason: "claimable again 0.1s after its lease ended, with no backoff",
 				Scenarios: []string{"lease expiry"}, Duration: 2100 * time.Millisecond,
-				Reading:   &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"},
-				Evidence:  []checker.Evidence{{Expected: "backoff: claimable 2s-4s after the lease ended; immediate: claimable at once", Observed: "claimed again 0.1s after the lease ended"}},
+				Reading:  &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"},
+				Evidence: []checker.Evidence{{Expected: "backoff: claimable 2s-4s after the lease ended; immediate: claimable at once", Observed: "claimed again 0.1s after the lease ended"}},
 			}},
 			{Rule: fixtureRule("INTENT-6.6-claim-order", "6.6", spec.Must), Result: checker.RuleResult{
 				RuleID: "INTENT-6.6-claim-order", Verdict: checker.Blocked, BlockedBy: "INTENT-7.2-idem-replay",

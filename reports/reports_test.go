@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -149,6 +150,8 @@ func TestJUnit(t *testing.T) {
 			{"INTENT-8.2-may-hint", "pass"},
 			{"INTENT-9.1-admin", "skipped"},
 			{"INTENT-NOT-A-REAL-RULE", "skipped"},
+			{"INTENT-6.5-lease-expiry", "pass"},   // READING never fails
+			{"INTENT-6.6-claim-order", "skipped"}, // BLOCKED
 		} {
 			t.Run(tc.id+map[bool]string{false: "", true: "/strict"}[strict], func(t *testing.T) {
 				c := findCase(t, doc, tc.id)
@@ -180,6 +183,16 @@ func TestJUnit(t *testing.T) {
 		}
 		if c := findCase(t, doc, "INTENT-6.2-fixed"); !slices.Contains(c.Properties, junitProperty{"expected_failure_now_passes", "true"}) {
 			t.Errorf("a now-passing expected failure is not flagged: %+v", c.Properties)
+		}
+		if c := findCase(t, doc, "INTENT-6.6-claim-order"); c.Skipped == nil ||
+			c.Skipped.Message != "blocked by INTENT-7.2-idem-replay: its setup replays a publish, and the replay answered 200 instead of 201" ||
+			!slices.Contains(c.Properties, junitProperty{"blocked_by", "INTENT-7.2-idem-replay"}) {
+			t.Errorf("BLOCKED testcase does not name its blocker: %+v", c)
+		}
+		c = findCase(t, doc, "INTENT-6.5-lease-expiry")
+		if c.SystemOut == nil || !strings.HasPrefix(c.SystemOut.Text, "follows reading immediate of lease-expiry\n") ||
+			!slices.Contains(c.Properties, junitProperty{"reading_follows", "immediate"}) {
+			t.Errorf("READING testcase does not say which reading it follows: %+v", c)
 		}
 	}
 }
@@ -362,7 +375,8 @@ func TestResultJSONSummary(t *testing.T) {
 	if err := json.Unmarshal(raw["summary"], &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Verdict != checker.Fail || s.Counts[checker.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) {
+	if s.Verdict != checker.Fail || s.Counts[checker.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) ||
+		s.Counts[checker.Blocked] != 1 || s.Counts[checker.Reading] != 1 {
 		t.Errorf("summary in result.json = %+v", s)
 	}
 	if _, ok := raw["redact"]; ok || bytes.Contains(b.Bytes(), []byte("Redact")) {
@@ -808,5 +822,46 @@ func TestHTMLBlocked(t *testing.T) {
 	}
 	if sec := ruleSection(t, b.String(), id); !strings.Contains(sec, `blocked by <span class="mono">setup: publish an intent</span>`) || strings.Contains(sec, `href="#rule-setup`) {
 		t.Errorf("a blocker outside the report is not plain text:\n%s", sec)
+	}
+}
+
+// TestResultRoundTripsReadingAndBlocked: blocked_by and reading survive
+// result.json, so a re-rendered report shows them.
+func TestResultRoundTripsReadingAndBlocked(t *testing.T) {
+	r := sampleResult()
+	r.Rules[5].Result.Reading.Declared = "backoff"
+	dir := t.TempDir()
+	if err := WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"blocked_by": "INTENT-7.2-idem-replay"`, `"decision": "lease-expiry"`, `"follows": "immediate"`, `"declared": "backoff"`, `"BLOCKED": 1`, `"READING": 1`} {
+		if !bytes.Contains(raw, []byte(want)) {
+			t.Errorf("result.json lacks %s", want)
+		}
+	}
+	back, err := ReadResult(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i, e := range r.Rules {
+		got := back.Rules[i].Result
+		if got.Verdict != e.Result.Verdict || got.BlockedBy != e.Result.BlockedBy || !reflect.DeepEqual(got.Reading, e.Result.Reading) {
+			t.Errorf("%s read back as %s blocked_by %q reading %+v, want %s %q %+v", e.Rule.ID,
+				got.Verdict, got.BlockedBy, got.Reading, e.Result.Verdict, e.Result.BlockedBy, e.Result.Reading)
+		}
+		if e.Result.BlockedBy != "" || e.Result.Reading != nil {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("the fixture has %d rules with blocked_by or reading, want 2", n)
+	}
+	if s := back.Summary(); s.Counts[checker.Blocked] != 1 || s.Counts[checker.Reading] != 1 {
+		t.Errorf("summary of the result read back: %v", s.Counts)
 	}
 }
