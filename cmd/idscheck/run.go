@@ -516,7 +516,7 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	sum := doc.Summary()
 	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
 		doc.Profile, len(doc.Rules), len(res.Scenarios), len(res.Exchanges), doc.Finished.Sub(doc.Started).Round(time.Millisecond))
-	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.NA} {
+	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.Blocked, checker.Reading, checker.NA} {
 		fmt.Fprintf(&b, "  %-10s %d\n", v, sum.Counts[v])
 	}
 	if n := len(doc.NotCovered); n > 0 {
@@ -527,12 +527,12 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		nowPasses[id] = true
 	}
 	rules := append([]reports.RuleEntry(nil), doc.Rules...)
-	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2}
+	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2, checker.Blocked: 3, checker.Reading: 4}
 	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Result.Verdict] < order[rules[j].Result.Verdict] })
 	wrote, shown, hidden := false, 0, 0
 	for _, r := range rules {
 		v := r.Result.Verdict
-		if v != checker.Fail && v != checker.NonStrict && v != checker.Unknown && !nowPasses[r.Rule.ID] {
+		if _, listed := order[v]; !listed && !nowPasses[r.Rule.ID] {
 			continue
 		}
 		if shown == maxSummaryLines {
@@ -551,6 +551,14 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		case r.Expected:
 			note = " (expected)"
 		}
+		switch rd := r.Result.Reading; {
+		case v == checker.Blocked:
+			reason = blockedSummary(r.Result)
+		case v == checker.Reading:
+			reason = readingSummary(rd, r.Result.Reason)
+		case rd != nil && rd.Declared != "":
+			reason += " (held to the declared reading " + rd.Declared + " of " + rd.Decision + ")"
+		}
 		fmt.Fprintf(&b, "  %-10s %s%s  %s\n", v, r.Rule.ID, note, oneLine(redactString(reason, doc.Redact), 160))
 	}
 	if hidden > 0 {
@@ -567,6 +575,34 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 
 // maxSummaryLines bounds the rules the summary lists; the report has all.
 const maxSummaryLines = 30
+
+// blockedSummary is a BLOCKED rule's line: "blocked by RULE: reason".
+func blockedSummary(rr checker.RuleResult) string {
+	s := "blocked"
+	if rr.BlockedBy != "" {
+		s += " by " + rr.BlockedBy
+	}
+	if rr.Reason != "" {
+		s += ": " + rr.Reason
+	}
+	return s
+}
+
+// readingSummary is a READING rule's line: "follows NAME (DECISION)", or
+// the reason when the result names no reading.
+func readingSummary(rd *checker.ReadingChoice, reason string) string {
+	if rd == nil || rd.Follows == "" {
+		if rd != nil && rd.Decision != "" {
+			return "follows no single reading (" + rd.Decision + "): " + reason
+		}
+		return reason
+	}
+	s := "follows " + rd.Follows + " (" + rd.Decision + ")"
+	if rd.Declared != "" {
+		s += ", declared " + rd.Declared
+	}
+	return s
+}
 
 func redactString(s string, secrets []string) string {
 	for _, x := range secrets {
