@@ -78,10 +78,14 @@ func WriteMatrix(w io.Writer, cols []MatrixColumn) error {
 				}
 			}
 			reason := e.Result.Reason
-			if e.Result.Verdict == checker.Blocked && e.Result.BlockedBy != "" {
+			label := verdictLabel(e.Result)
+			switch {
+			case e.Result.Verdict == checker.Blocked && e.Result.BlockedBy != "":
 				reason = "blocked by " + e.Result.BlockedBy + ": " + reason
+			case label != string(e.Result.Verdict): // the pill may be cut: its title has it whole
+				reason = label + ": " + reason
 			}
-			cell := matrixCell{Verdict: e.Result.Verdict, Label: verdictLabel(e.Result), Reason: oneLine(reason, 200), Expected: e.Expected}
+			cell := matrixCell{Verdict: e.Result.Verdict, Label: label, Reason: oneLine(reason, 200), Expected: e.Expected}
 			if link != "" {
 				cell.Href = link + "/" + HTMLFile + "#" + anchor(e.Rule.ID, i)
 			}
@@ -130,12 +134,13 @@ td.id { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; f
 // verdictCSS is the verdict colours, each with its own border style so the
 // verdicts stay apart in black and white: BLOCKED shares UNKNOWN's colours
 // (both undecided) with a thick left bar; READING (never a failure) is a
-// rounded pill.
+// rounded pill, cut with an ellipsis past 22em (it carries the names of the
+// readings; the label is its title, and the rule's section lists them).
 const verdictCSS = `.v-pass { background: #dcfce7; color: #14532d; border-color: #14532d; }
 .v-fail { background: #fee2e2; color: #7f1d1d; border: 3px double #7f1d1d; }
 .v-nonstrict { background: #fef3c7; color: #78350f; border-color: #78350f; border-style: dashed; }
 .v-unknown { background: #ede9fe; color: #3b0764; border-color: #3b0764; border-style: dotted; border-width: 2px; }
 .v-na { background: #f1f5f9; color: #334155; border-color: #94a3b8; }
 .v-blocked { background: #ede9fe; color: #3b0764; border-color: #3b0764; border-width: 1px 1px 1px 6px; }
-.v-reading { background: #e0f2fe; color: #0c4a6e; border-color: #0c4a6e; border-radius: 10px; }
+.v-reading { background: #e0f2fe; color: #0c4a6e; border-color: #0c4a6e; border-radius: 10px; max-width: 22em; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 .v-other { background: #fff; color: #000; border-color: #000; }`

@@ -737,7 +737,7 @@ func TestHTMLReading(t *testing.T) {
 
 	page, sec := render(checker.RuleResult{RuleID: id, Verdict: checker.Reading, Reason: "claimed at once",
 		Reading: &checker.ReadingChoice{Decision: d.ID, Follows: "immediate"}})
-	for _, want := range []string{htmlEsc(d.Question), `<span class="v v-reading">READING: immediate</span>`, "never fails the run"} {
+	for _, want := range []string{htmlEsc(d.Question), `<span class="v v-reading" title="READING: immediate">READING: immediate</span>`, "never fails the run"} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the READING section lacks %q:\n%s", want, sec)
 		}
@@ -756,7 +756,7 @@ func TestHTMLReading(t *testing.T) {
 			t.Errorf("reading %s marked declared, the target declared none", rd.Name)
 		}
 	}
-	if !strings.Contains(page, `<td><span class="v v-reading">READING: immediate</span></td>`) {
+	if !strings.Contains(page, `<td><span class="v v-reading" title="READING: immediate">READING: immediate</span></td>`) {
 		t.Errorf("the summary table does not show READING: immediate")
 	}
 
