@@ -16,6 +16,13 @@ func fixtureRule(id, section string, level spec.Level) spec.Rule {
 		Quote: "The server " + string(level) + " do what " + id + " says.", Explanation: "what breaks without " + id}
 }
 
+// readingRule is a fixture rule whose check rests on a decision of the text.
+func readingRule(id, section string) spec.Rule {
+	r := fixtureRule(id, section, spec.Must)
+	r.Readings = []string{spec.DecisionLeaseExpiry}
+	return r
+}
+
 // sampleResult has one rule of every verdict, an expected failure, one that
 // now passes, a not-covered rule and evidence with a full transcript.
 func sampleResult() *Result {
@@ -59,6 +66,16 @@ func sampleResult() *Result {
 			{Rule: fixtureRule("INTENT-6.4-lease-timeout", "6.4", spec.Must), Result: checker.RuleResult{
 				RuleID: "INTENT-6.4-lease-timeout", Verdict: checker.Unknown, Reason: "target stopped answering",
 				Evidence: []checker.Evidence{{Expected: "a response", Observed: "none within 2s", Exchanges: []checker.Exchange{lost}}},
+			}},
+			{Rule: readingRule("INTENT-6.5-lease-expiry", "6.5"), Result: checker.RuleResult{
+				RuleID: "INTENT-6.5-lease-expiry", Verdict: checker.Reading, Reason: "claimable again 0.1s after its lease ended, with no backoff",
+				Scenarios: []string{"lease expiry"}, Duration: 2100 * time.Millisecond,
+				Reading:  &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"},
+				Evidence: []checker.Evidence{{Expected: "backoff: claimable 2s-4s after the lease ended; immediate: claimable at once", Observed: "claimed again 0.1s after the lease ended"}},
+			}},
+			{Rule: fixtureRule("INTENT-6.6-claim-order", "6.6", spec.Must), Result: checker.RuleResult{
+				RuleID: "INTENT-6.6-claim-order", Verdict: checker.Blocked, BlockedBy: "INTENT-7.2-idem-replay",
+				Reason: "its setup replays a publish, and the replay answered 200 instead of 201",
 			}},
 			{Rule: fixtureRule("INTENT-8.1-retry-after", "8.1", spec.Should), Result: checker.RuleResult{
 				RuleID: "INTENT-8.1-retry-after", Verdict: checker.NonStrict, Reason: "no Retry-After on 429",

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -76,6 +77,86 @@ type ruleView struct {
 	Duration  string
 	Evidence  []evidenceView
 	NowPasses bool
+	// Label is the verdict as shown: "READING: immediate" for a reading.
+	Label string
+	// Blocked is set on a BLOCKED rule: what blocked it.
+	Blocked *blockedView
+	// Reading is set when the result rests on a reading of a decision (a
+	// READING verdict, or a verdict judged against a declared reading).
+	Reading *readingView
+}
+
+// blockedView is what blocked a rule: By is a rule ID or a step; Href is
+// the anchor of that rule when the report holds it, else empty.
+type blockedView struct {
+	By, Href string
+}
+
+// readingView is a decision of the text and the reading(s) the target
+// follows or declared, with the words of the text behind each.
+type readingView struct {
+	checker.ReadingChoice
+	Found    bool // the decision is known to this build (LookupDecision)
+	Question string
+	Section  string
+	Why      string
+	Readings []readingRow
+	// Follows are the reading names the target follows; Unlisted those of
+	// Follows and Declared that the decision, when found, does not list.
+	Follows  []string
+	Unlisted []string
+}
+
+type readingRow struct {
+	spec.Reading
+	Follows  bool // the target's answers agree with this reading
+	Declared bool // the target declared this reading
+}
+
+// LookupDecision finds a decision of the text by its ID, to show its
+// question and the quotes of its readings beside a rule's reading. It is a
+// variable so that a profile whose decisions live elsewhere can supply
+// them; a decision it does not find is shown by its ID and reading names
+// alone.
+var LookupDecision func(id string) (spec.Decision, bool) = spec.IntentDecision
+
+// verdictLabel is the verdict of rr as shown in a report cell: the verdict,
+// and for a READING the reading(s) the target follows.
+func verdictLabel(rr checker.RuleResult) string {
+	if rr.Verdict == checker.Reading && rr.Reading != nil && rr.Reading.Follows != "" {
+		return string(rr.Verdict) + ": " + strings.Join(splitNames(rr.Reading.Follows), ", ")
+	}
+	return string(rr.Verdict)
+}
+
+// splitNames splits a ReadingChoice.Follows ("a,b") into its names.
+func splitNames(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func newReadingView(c checker.ReadingChoice) *readingView {
+	v := &readingView{ReadingChoice: c, Follows: splitNames(c.Follows)}
+	d, ok := LookupDecision(c.Decision)
+	if ok {
+		v.Found, v.Question, v.Section, v.Why = true, d.Question, d.Section, d.Why
+	}
+	listed := map[string]bool{}
+	for _, r := range d.Readings {
+		listed[r.Name] = true
+		v.Readings = append(v.Readings, readingRow{Reading: r, Follows: slices.Contains(v.Follows, r.Name), Declared: c.Declared != "" && c.Declared == r.Name})
+	}
+	for _, n := range append(slices.Clone(v.Follows), c.Declared) {
+		if ok && n != "" && !listed[n] && !slices.Contains(v.Unlisted, n) {
+			v.Unlisted = append(v.Unlisted, n)
+		}
+	}
+	return v
 }
 
 type evidenceView struct {
@@ -116,8 +197,20 @@ func newHTMLView(r *Result) *htmlView {
 	if !r.Started.IsZero() && r.Finished.After(r.Started) {
 		v.Duration = r.Finished.Sub(r.Started).Round(time.Millisecond).String()
 	}
+	anchors := map[string]string{} // rule ID -> anchor of its first entry
 	for i, e := range r.Rules {
-		rv := ruleView{RuleEntry: e, Anchor: anchor(e.Rule.ID, i), Failing: e.Failing(r.Strict)}
+		if _, ok := anchors[e.Rule.ID]; !ok {
+			anchors[e.Rule.ID] = anchor(e.Rule.ID, i)
+		}
+	}
+	for i, e := range r.Rules {
+		rv := ruleView{RuleEntry: e, Anchor: anchor(e.Rule.ID, i), Failing: e.Failing(r.Strict), Label: verdictLabel(e.Result)}
+		if e.Result.Verdict == checker.Blocked {
+			rv.Blocked = &blockedView{By: e.Result.BlockedBy, Href: anchors[e.Result.BlockedBy]}
+		}
+		if e.Result.Reading != nil && e.Result.Reading.Decision != "" {
+			rv.Reading = newReadingView(*e.Result.Reading)
+		}
 		vd := e.Result.Verdict
 		rv.Open = vd != checker.Pass && vd != checker.NA
 		rv.NowPasses = e.Expected && vd == checker.Pass
@@ -222,6 +315,10 @@ func verdictClass(v checker.Verdict) string {
 		return "v-unknown"
 	case checker.NA:
 		return "v-na"
+	case checker.Blocked:
+		return "v-blocked"
+	case checker.Reading:
+		return "v-reading"
 	}
 	return "v-other"
 }

@@ -13,12 +13,16 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
-// junitMapping is written as a comment at the top of junit.xml: how the five
+// junitMapping is written as a comment at the top of junit.xml: how the
 // verdicts map onto JUnit's three outcomes.
 const junitMapping = ` idscheck verdicts in JUnit:
   PASS       - a passing testcase.
   FAIL       - <failure type="FAIL">, the evidence (expected, observed, transcript) in its body.
   UNKNOWN    - <error type="unknown">: the harness could not decide; never a pass.
+  BLOCKED    - <skipped message="blocked by RULE: reason">: a precondition failed, the check was
+               not decided; never a pass (the run exits 4 when nothing fails).
+  READING    - the text allows several readings and the target follows one: a passing testcase,
+               <system-out> says "follows reading NAME of DECISION" (properties reading_*).
   NON-STRICT - a SHOULD is broken: a passing testcase (property verdict=NON-STRICT, evidence in
                <system-out>) unless the run is strict, then <failure type="non-strict">.
                A MAY is informational and never fails, even when strict.
@@ -252,6 +256,18 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 	if len(rr.Scenarios) > 0 {
 		c.Properties = append(c.Properties, junitProperty{"scenarios", strings.Join(rr.Scenarios, "; ")})
 	}
+	if rr.BlockedBy != "" {
+		c.Properties = append(c.Properties, junitProperty{"blocked_by", rr.BlockedBy})
+	}
+	if rd := rr.Reading; rd != nil {
+		c.Properties = append(c.Properties, junitProperty{"reading_decision", rd.Decision})
+		if rd.Follows != "" {
+			c.Properties = append(c.Properties, junitProperty{"reading_follows", rd.Follows})
+		}
+		if rd.Declared != "" {
+			c.Properties = append(c.Properties, junitProperty{"reading_declared", rd.Declared})
+		}
+	}
 	msg := oneLine(rr.Reason, 300)
 	body := xmlText(evidenceText(e))
 	switch {
@@ -269,6 +285,11 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 		c.Error = &junitProblem{Message: msg, Type: "unknown", Body: body}
 	case rr.Verdict == checker.NA:
 		c.Skipped = &junitSkipped{Message: "N/A: " + msg}
+	case rr.Verdict == checker.Blocked:
+		c.Skipped = &junitSkipped{Message: oneLine(blockedLine(rr), 300)}
+		c.SystemOut = &junitText{body}
+	case rr.Verdict == checker.Reading:
+		c.SystemOut = &junitText{xmlText(readingLine(rr.Reading)) + "\n" + body}
 	case rr.Verdict == checker.Pass:
 		if e.Expected {
 			c.Properties = append(c.Properties, junitProperty{"expected_failure_now_passes", "true"})
@@ -280,6 +301,40 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 	return c
 }
 
+// blockedLine is "blocked by RULE: reason", or "blocked: reason" when
+// nothing is named.
+func blockedLine(rr checker.RuleResult) string {
+	s := "blocked"
+	if rr.BlockedBy != "" {
+		s += " by " + rr.BlockedBy
+	}
+	if rr.Reason != "" {
+		s += ": " + rr.Reason
+	}
+	return s
+}
+
+// readingLine is "follows reading NAME of DECISION" (readings A,B when
+// several), with the declared reading when there is one.
+func readingLine(rd *checker.ReadingChoice) string {
+	if rd == nil {
+		return "follows a reading of the text"
+	}
+	var s string
+	switch names := strings.Split(rd.Follows, ","); {
+	case rd.Follows == "":
+		s = "follows no single reading of " + rd.Decision
+	case len(names) > 1:
+		s = "follows readings " + rd.Follows + " of " + rd.Decision
+	default:
+		s = "follows reading " + rd.Follows + " of " + rd.Decision
+	}
+	if rd.Declared != "" {
+		s += "; declared reading " + rd.Declared
+	}
+	return s
+}
+
 // evidenceText renders the rule, its verdict and its evidence as plain text:
 // the body of a JUnit failure.
 func evidenceText(e RuleEntry) string {
@@ -288,6 +343,12 @@ func evidenceText(e RuleEntry) string {
 	fmt.Fprintf(&b, "%s %s (%s §%s, %s)\n", rr.Verdict, e.Rule.ID, e.Rule.Source, e.Rule.Section, e.Rule.Level)
 	if rr.Reason != "" {
 		fmt.Fprintf(&b, "reason: %s\n", rr.Reason)
+	}
+	if rr.BlockedBy != "" {
+		fmt.Fprintf(&b, "blocked by: %s\n", rr.BlockedBy)
+	}
+	if rr.Reading != nil {
+		fmt.Fprintf(&b, "reading: %s\n", readingLine(rr.Reading))
 	}
 	if e.Rule.Quote != "" {
 		fmt.Fprintf(&b, "rule: %q\n", e.Rule.Quote)

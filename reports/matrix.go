@@ -40,6 +40,7 @@ type matrixRow struct {
 
 type matrixCell struct {
 	Verdict  checker.Verdict
+	Label    string // the verdict as shown ("READING: immediate")
 	Reason   string
 	Href     string
 	Expected bool
@@ -76,7 +77,15 @@ func WriteMatrix(w io.Writer, cols []MatrixColumn) error {
 					v.Rows[ri].Cells[k].Missing = true
 				}
 			}
-			cell := matrixCell{Verdict: e.Result.Verdict, Reason: oneLine(e.Result.Reason, 200), Expected: e.Expected}
+			reason := e.Result.Reason
+			label := verdictLabel(e.Result)
+			switch {
+			case e.Result.Verdict == checker.Blocked && e.Result.BlockedBy != "":
+				reason = "blocked by " + e.Result.BlockedBy + ": " + reason
+			case label != string(e.Result.Verdict): // the pill may be cut: its title has it whole
+				reason = label + ": " + reason
+			}
+			cell := matrixCell{Verdict: e.Result.Verdict, Label: label, Reason: oneLine(reason, 200), Expected: e.Expected}
 			if link != "" {
 				cell.Href = link + "/" + HTMLFile + "#" + anchor(e.Rule.ID, i)
 			}
@@ -114,7 +123,7 @@ td.id { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; f
 <table>
 <thead><tr><th>rule</th><th>level</th>{{range .Columns}}<th>{{if .Link}}<a href="{{.Link}}/index.html">{{.Name}}</a>{{else}}{{.Name}}{{end}}<br><span class="v {{vclass .Sum.Verdict}}">{{.Sum.Verdict}}</span><br><span class="muted">{{with .Mutant}}mutant {{.}}<br>{{end}}seed {{.Seed}}</span></th>{{end}}</tr></thead>
 <tbody>
-{{range .Rows}}<tr><td class="id" title="{{.Quote}}">{{.ID}} <span class="muted">§{{.Section}}</span></td><td>{{.Level}}</td>{{range .Cells}}<td>{{if .Missing}}<span class="muted">not run</span>{{else}}{{if .Href}}<a class="v {{vclass .Verdict}}" href="{{.Href}}" title="{{.Reason}}">{{.Verdict}}</a>{{else}}<span class="v {{vclass .Verdict}}" title="{{.Reason}}">{{.Verdict}}</span>{{end}}{{if .Expected}} <span class="muted">expected</span>{{end}}{{end}}</td>{{end}}</tr>
+{{range .Rows}}<tr><td class="id" title="{{.Quote}}">{{.ID}} <span class="muted">§{{.Section}}</span></td><td>{{.Level}}</td>{{range .Cells}}<td>{{if .Missing}}<span class="muted">not run</span>{{else}}{{if .Href}}<a class="v {{vclass .Verdict}}" href="{{.Href}}" title="{{.Reason}}">{{.Label}}</a>{{else}}<span class="v {{vclass .Verdict}}" title="{{.Reason}}">{{.Label}}</span>{{end}}{{if .Expected}} <span class="muted">expected</span>{{end}}{{end}}</td>{{end}}</tr>
 {{end}}
 </tbody>
 </table>
@@ -123,10 +132,15 @@ td.id { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; f
 `
 
 // verdictCSS is the verdict colours, each with its own border style so the
-// verdicts stay apart in black and white.
+// verdicts stay apart in black and white: BLOCKED shares UNKNOWN's colours
+// (both undecided) with a thick left bar; READING (never a failure) is a
+// rounded pill, cut with an ellipsis past 22em (it carries the names of the
+// readings; the label is its title, and the rule's section lists them).
 const verdictCSS = `.v-pass { background: #dcfce7; color: #14532d; border-color: #14532d; }
 .v-fail { background: #fee2e2; color: #7f1d1d; border: 3px double #7f1d1d; }
 .v-nonstrict { background: #fef3c7; color: #78350f; border-color: #78350f; border-style: dashed; }
 .v-unknown { background: #ede9fe; color: #3b0764; border-color: #3b0764; border-style: dotted; border-width: 2px; }
 .v-na { background: #f1f5f9; color: #334155; border-color: #94a3b8; }
+.v-blocked { background: #ede9fe; color: #3b0764; border-color: #3b0764; border-width: 1px 1px 1px 6px; }
+.v-reading { background: #e0f2fe; color: #0c4a6e; border-color: #0c4a6e; border-radius: 10px; max-width: 22em; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 .v-other { background: #fff; color: #000; border-color: #000; }`

@@ -28,6 +28,8 @@ func TestWriteMatrix(t *testing.T) {
 		`>clean<`, // column of the run without a safe link: named, not linked
 		"not run", // b lacks later rules
 		"mutant none",
+		`title="blocked by INTENT-7.2-idem-replay: its setup replays a publish`, // a BLOCKED cell names its blocker
+		`>READING: immediate</a>`, // a READING cell names the reading
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("matrix lacks %q", want)

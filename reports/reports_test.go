@@ -6,8 +6,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"html/template"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,6 +45,12 @@ func TestSummary(t *testing.T) {
 		{"should broken, strict", true, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.Fail, 1, 0},
 		{"unrecognised verdict is never pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry("MAYBE", spec.Must, false)}, checker.Unknown, 0, 0},
 		{"may never fails, even strict", true, []RuleEntry{entry(checker.NonStrict, spec.May, false)}, checker.NonStrict, 0, 0},
+		{"blocked is undecided", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Blocked, spec.Must, false)}, checker.Unknown, 0, 0},
+		{"fail beats blocked", false, []RuleEntry{entry(checker.Blocked, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
+		{"reading never fails", true, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Reading, spec.Must, false)}, checker.Pass, 0, 0},
+		{"reading of an expected failure is not a pass", false, []RuleEntry{entry(checker.Reading, spec.Must, true)}, checker.Pass, 0, 0},
+		{"reading and a broken should", false, []RuleEntry{entry(checker.Reading, spec.Must, false), entry(checker.NonStrict, spec.Should, false)}, checker.NonStrict, 0, 0},
+		{"reading and blocked", false, []RuleEntry{entry(checker.Reading, spec.Must, false), entry(checker.Blocked, spec.Must, false)}, checker.Unknown, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Result{Strict: tc.strict, Rules: tc.rules}
@@ -56,6 +64,11 @@ func TestSummary(t *testing.T) {
 			}
 			if total != len(tc.rules) || s.Total != len(tc.rules) {
 				t.Errorf("counts %v add up to %d, total %d, want %d", s.Counts, total, s.Total, len(tc.rules))
+			}
+			for _, e := range tc.rules {
+				if slices.Contains(Verdicts, e.Result.Verdict) && s.Counts[e.Result.Verdict] == 0 {
+					t.Errorf("%s not counted: %v", e.Result.Verdict, s.Counts)
+				}
 			}
 		})
 	}
@@ -137,6 +150,8 @@ func TestJUnit(t *testing.T) {
 			{"INTENT-8.2-may-hint", "pass"},
 			{"INTENT-9.1-admin", "skipped"},
 			{"INTENT-NOT-A-REAL-RULE", "skipped"},
+			{"INTENT-6.5-lease-expiry", "pass"},   // READING never fails
+			{"INTENT-6.6-claim-order", "skipped"}, // BLOCKED
 		} {
 			t.Run(tc.id+map[bool]string{false: "", true: "/strict"}[strict], func(t *testing.T) {
 				c := findCase(t, doc, tc.id)
@@ -168,6 +183,16 @@ func TestJUnit(t *testing.T) {
 		}
 		if c := findCase(t, doc, "INTENT-6.2-fixed"); !slices.Contains(c.Properties, junitProperty{"expected_failure_now_passes", "true"}) {
 			t.Errorf("a now-passing expected failure is not flagged: %+v", c.Properties)
+		}
+		if c := findCase(t, doc, "INTENT-6.6-claim-order"); c.Skipped == nil ||
+			c.Skipped.Message != "blocked by INTENT-7.2-idem-replay: its setup replays a publish, and the replay answered 200 instead of 201" ||
+			!slices.Contains(c.Properties, junitProperty{"blocked_by", "INTENT-7.2-idem-replay"}) {
+			t.Errorf("BLOCKED testcase does not name its blocker: %+v", c)
+		}
+		c = findCase(t, doc, "INTENT-6.5-lease-expiry")
+		if c.SystemOut == nil || !strings.HasPrefix(c.SystemOut.Text, "follows reading immediate of lease-expiry\n") ||
+			!slices.Contains(c.Properties, junitProperty{"reading_follows", "immediate"}) {
+			t.Errorf("READING testcase does not say which reading it follows: %+v", c)
 		}
 	}
 }
@@ -350,7 +375,8 @@ func TestResultJSONSummary(t *testing.T) {
 	if err := json.Unmarshal(raw["summary"], &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Verdict != checker.Fail || s.Counts[checker.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) {
+	if s.Verdict != checker.Fail || s.Counts[checker.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) ||
+		s.Counts[checker.Blocked] != 1 || s.Counts[checker.Reading] != 1 {
 		t.Errorf("summary in result.json = %+v", s)
 	}
 	if _, ok := raw["redact"]; ok || bytes.Contains(b.Bytes(), []byte("Redact")) {
@@ -377,6 +403,12 @@ func hostileResult(h string) *Result {
 		e.Rule.Quote, e.Rule.Explanation, e.Rule.Source, e.Rule.Section = h, h, h, h
 		e.Result.Reason = h
 		e.Result.Scenarios = []string{h}
+		if e.Result.BlockedBy != "" {
+			e.Result.BlockedBy = h // the rule whose ID is h below: linked by its anchor
+		}
+		if e.Result.Reading != nil {
+			e.Result.Reading = &checker.ReadingChoice{Decision: h, Follows: h + "," + h, Declared: h}
+		}
 		for j := range e.Result.Evidence {
 			ev := &e.Result.Evidence[j]
 			ev.Expected, ev.Observed = h, h
@@ -649,5 +681,187 @@ func TestXMLText(t *testing.T) {
 		if got := xmlText(tc.in); got != tc.want {
 			t.Errorf("xmlText(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// htmlEsc escapes s as html/template does in element text.
+func htmlEsc(s string) string {
+	var b strings.Builder
+	template.Must(template.New("").Parse("{{.}}")).Execute(&b, s)
+	return b.String()
+}
+
+// ruleSection returns the <details> of the rule with the given ID.
+func ruleSection(t *testing.T, page, id string) string {
+	t.Helper()
+	i := strings.Index(page, `id="`+anchor(id, 0)[:len(anchor(id, 0))-2])
+	if i < 0 {
+		t.Fatalf("no section for %s", id)
+	}
+	j := strings.Index(page[i:], "</details>")
+	return page[i : i+j]
+}
+
+// TestHTMLReading: a READING rule shows the decision's question and every
+// reading with its section and quote, the one the target follows marked, in
+// its section and in the summary table; a declared reading is marked too.
+func TestHTMLReading(t *testing.T) {
+	d, ok := spec.IntentDecision(spec.DecisionLeaseExpiry)
+	if !ok || len(d.Readings) < 2 {
+		t.Fatalf("decision %s with two readings is gone from the catalog", spec.DecisionLeaseExpiry)
+	}
+	const id = "INTENT-6.5-lease-expiry"
+	render := func(rr checker.RuleResult) (page, section string) {
+		r := sampleResult()
+		for i := range r.Rules {
+			if r.Rules[i].Rule.ID == id {
+				r.Rules[i].Result = rr
+			}
+		}
+		var b bytes.Buffer
+		if err := WriteHTML(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		return b.String(), ruleSection(t, b.String(), id)
+	}
+	// rowOf returns the table row of the named reading.
+	rowOf := func(section, name string) string {
+		i := strings.Index(section, `<b class="mono">`+name+`</b>`)
+		if i < 0 {
+			t.Fatalf("reading %s not shown:\n%s", name, section)
+		}
+		start := strings.LastIndex(section[:i], "<tr")
+		return section[start : i+strings.Index(section[i:], "</tr>")]
+	}
+	const follows, declared = "✔ the target follows this", "declared by the target"
+
+	page, sec := render(checker.RuleResult{RuleID: id, Verdict: checker.Reading, Reason: "claimed at once",
+		Reading: &checker.ReadingChoice{Decision: d.ID, Follows: "immediate"}})
+	for _, want := range []string{htmlEsc(d.Question), `<span class="v v-reading" title="READING: immediate">READING: immediate</span>`, "never fails the run"} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("the READING section lacks %q:\n%s", want, sec)
+		}
+	}
+	for _, rd := range d.Readings {
+		row := rowOf(sec, rd.Name)
+		for _, want := range []string{htmlEsc(rd.Quote), "§" + rd.Section, htmlEsc(rd.Means)} {
+			if !strings.Contains(row, want) {
+				t.Errorf("reading %s lacks %q:\n%s", rd.Name, want, row)
+			}
+		}
+		if got, want := strings.Contains(row, follows), rd.Name == "immediate"; got != want {
+			t.Errorf("reading %s marked as followed: %v, want %v", rd.Name, got, want)
+		}
+		if strings.Contains(row, declared) {
+			t.Errorf("reading %s marked declared, the target declared none", rd.Name)
+		}
+	}
+	if !strings.Contains(page, `<td><span class="v v-reading" title="READING: immediate">READING: immediate</span></td>`) {
+		t.Errorf("the summary table does not show READING: immediate")
+	}
+
+	// Several readings followed, one declared: a plain FAIL held to it.
+	_, sec = render(checker.RuleResult{RuleID: id, Verdict: checker.Fail, Reason: "requeued at once",
+		Reading: &checker.ReadingChoice{Decision: d.ID, Follows: "immediate,other", Declared: "backoff"}})
+	if row := rowOf(sec, "backoff"); !strings.Contains(row, declared) || strings.Contains(row, follows) {
+		t.Errorf("declared reading not marked as declared only:\n%s", row)
+	}
+	if row := rowOf(sec, "immediate"); !strings.Contains(row, follows) || strings.Contains(row, declared) {
+		t.Errorf("followed reading not marked as followed only:\n%s", row)
+	}
+	for _, want := range []string{`<span class="v v-fail">FAIL</span>`, "held to the declared reading alone", "Not a reading of this decision in this build: other"} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("the FAIL-against-a-declared-reading section lacks %q:\n%s", want, sec)
+		}
+	}
+
+	// A decision this build does not know: shown by its ID and names alone.
+	defer func(f func(string) (spec.Decision, bool)) { LookupDecision = f }(LookupDecision)
+	LookupDecision = func(string) (spec.Decision, bool) { return spec.Decision{}, false }
+	_, sec = render(checker.RuleResult{RuleID: id, Verdict: checker.Reading, Reading: &checker.ReadingChoice{Decision: "gone", Follows: "a,b"}})
+	for _, want := range []string{"READING: a, b", "is not in this build's catalog", "The target follows <b>a, b</b>"} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("the unknown-decision section lacks %q:\n%s", want, sec)
+		}
+	}
+	if strings.Contains(sec, "Not a reading of this decision") {
+		t.Errorf("an unknown decision's readings are listed as unlisted too:\n%s", sec)
+	}
+}
+
+// TestHTMLBlocked: a BLOCKED rule names what blocked it, linked to that
+// rule's section when the report holds it, as text otherwise.
+func TestHTMLBlocked(t *testing.T) {
+	const id = "INTENT-6.6-claim-order"
+	r := sampleResult()
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	link := `blocked by <a href="#rule-INTENT-7.2-idem-replay-0" class="mono">INTENT-7.2-idem-replay</a> — its setup replays a publish`
+	if sec := ruleSection(t, page, id); !strings.Contains(sec, link) || !strings.Contains(sec, `<span class="v v-blocked">BLOCKED</span>`) {
+		t.Errorf("the BLOCKED section lacks %q:\n%s", link, sec)
+	}
+	if strings.Count(page, link) != 2 {
+		t.Errorf("the blocker is not linked both in the summary table and the rule's section")
+	}
+	for _, want := range []string{`<span class="v v-blocked">BLOCKED: 1</span>`, `<span class="v v-reading">READING: 1</span>`, `id="f-blocked"`, `id="f-reading"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	for i := range r.Rules {
+		if r.Rules[i].Rule.ID == id {
+			r.Rules[i].Result.BlockedBy = "setup: publish an intent"
+		}
+	}
+	b.Reset()
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if sec := ruleSection(t, b.String(), id); !strings.Contains(sec, `blocked by <span class="mono">setup: publish an intent</span>`) || strings.Contains(sec, `href="#rule-setup`) {
+		t.Errorf("a blocker outside the report is not plain text:\n%s", sec)
+	}
+}
+
+// TestResultRoundTripsReadingAndBlocked: blocked_by and reading survive
+// result.json, so a re-rendered report shows them.
+func TestResultRoundTripsReadingAndBlocked(t *testing.T) {
+	r := sampleResult()
+	r.Rules[5].Result.Reading.Declared = "backoff"
+	dir := t.TempDir()
+	if err := WriteAll(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"blocked_by": "INTENT-7.2-idem-replay"`, `"decision": "lease-expiry"`, `"follows": "immediate"`, `"declared": "backoff"`, `"BLOCKED": 1`, `"READING": 1`} {
+		if !bytes.Contains(raw, []byte(want)) {
+			t.Errorf("result.json lacks %s", want)
+		}
+	}
+	back, err := ReadResult(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i, e := range r.Rules {
+		got := back.Rules[i].Result
+		if got.Verdict != e.Result.Verdict || got.BlockedBy != e.Result.BlockedBy || !reflect.DeepEqual(got.Reading, e.Result.Reading) {
+			t.Errorf("%s read back as %s blocked_by %q reading %+v, want %s %q %+v", e.Rule.ID,
+				got.Verdict, got.BlockedBy, got.Reading, e.Result.Verdict, e.Result.BlockedBy, e.Result.Reading)
+		}
+		if e.Result.BlockedBy != "" || e.Result.Reading != nil {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("the fixture has %d rules with blocked_by or reading, want 2", n)
+	}
+	if s := back.Summary(); s.Counts[checker.Blocked] != 1 || s.Counts[checker.Reading] != 1 {
+		t.Errorf("summary of the result read back: %v", s.Counts)
 	}
 }

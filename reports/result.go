@@ -105,9 +105,11 @@ type Summary struct {
 	// Verdict is the run's overall verdict: FAIL when a rule fails (a
 	// NON-STRICT one too with Strict) and the expected-failures file does
 	// not list it, or when a listed rule now passes (the file is stale: the
-	// run exits 1 too), else UNKNOWN when a rule is undecided (or has a verdict
-	// this build does not know), else NON-STRICT
-	// when a SHOULD is broken, else PASS.
+	// run exits 1 too), else UNKNOWN when a rule is undecided (UNKNOWN or
+	// BLOCKED, or a verdict this build does not know: the run exits 4), else
+	// NON-STRICT when a SHOULD is broken, else PASS. It is never BLOCKED or
+	// READING: a READING rule is counted but never fails the run nor keeps
+	// it undecided (a target that declared a reading and broke it has FAIL).
 	Verdict checker.Verdict `json:"verdict"`
 	// NewFailures are failing rules not listed as expected.
 	NewFailures []string `json:"new_failures,omitempty"`
@@ -118,8 +120,11 @@ type Summary struct {
 	NowPassing []string `json:"now_passing,omitempty"`
 }
 
-// Verdicts is the order verdicts are shown in, worst first.
-var Verdicts = []checker.Verdict{checker.Fail, checker.Unknown, checker.NonStrict, checker.NA, checker.Pass}
+// Verdicts is the order verdicts are shown in, worst first: failures, the
+// undecided (UNKNOWN, BLOCKED), a broken SHOULD, then what does not fail a
+// run (READING: the target follows one reading of an ambiguous text; N/A;
+// PASS).
+var Verdicts = []checker.Verdict{checker.Fail, checker.Unknown, checker.Blocked, checker.NonStrict, checker.Reading, checker.NA, checker.Pass}
 
 // Summary counts the verdicts of r's rules.
 func (r *Result) Summary() Summary {
@@ -130,7 +135,7 @@ func (r *Result) Summary() Summary {
 	undecided := 0
 	for _, e := range r.Rules {
 		s.Counts[e.Result.Verdict]++
-		if !slices.Contains(Verdicts, e.Result.Verdict) {
+		if e.Result.Verdict.Undecided() || !slices.Contains(Verdicts, e.Result.Verdict) {
 			undecided++ // a verdict this build does not know never reads as PASS
 		}
 		switch {
@@ -145,7 +150,7 @@ func (r *Result) Summary() Summary {
 	switch {
 	case len(s.NewFailures) > 0 || len(s.NowPassing) > 0:
 		s.Verdict = checker.Fail
-	case s.Counts[checker.Unknown] > 0 || undecided > 0:
+	case undecided > 0:
 		s.Verdict = checker.Unknown
 	case s.Counts[checker.NonStrict] > 0:
 		s.Verdict = checker.NonStrict

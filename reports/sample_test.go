@@ -4,6 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/spec"
 )
 
 // TestWriteSample writes the sample reports (rules with every verdict, a
@@ -21,7 +24,16 @@ func TestWriteSample(t *testing.T) {
 	r := sampleResult()
 	r.Chaos = sampleChaos()
 	chaosOnly := &Result{Tool: r.Tool, Profile: r.Profile, Seed: 42, Command: "idscheck chaos --seed 42", Chaos: sampleChaos()}
-	for name, res := range map[string]*Result{"rules": r, "chaos": chaosOnly, "hostile": hostileResult(hostile[1])} {
+	// readings: a FAIL held to a declared reading, and a READING of two readings.
+	readings := sampleResult()
+	readings.Rules = append(readings.Rules,
+		RuleEntry{Rule: readingRule("INTENT-6.7-lease-declared", "6.7"), Result: checker.RuleResult{
+			RuleID: "INTENT-6.7-lease-declared", Verdict: checker.Fail, Reason: "declared backoff, but claimable again at once",
+			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}},
+		RuleEntry{Rule: fixtureRule("INTENT-6.8-lease-several", "6.8", spec.Must), Result: checker.RuleResult{
+			RuleID: "INTENT-6.8-lease-several", Verdict: checker.Reading, Reason: "no answer told the readings apart",
+			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "backoff,immediate"}}})
+	for name, res := range map[string]*Result{"rules": r, "chaos": chaosOnly, "hostile": hostileResult(hostile[1]), "readings": readings} {
 		if err := WriteAll(filepath.Join(dir, name), res); err != nil {
 			t.Fatal(err)
 		}

@@ -201,6 +201,7 @@ func redacted(r *Result) *Result {
 	c.Rules = make([]RuleEntry, len(r.Rules))
 	for i, e := range r.Rules {
 		e.Result.Reason = str(e.Result.Reason)
+		e.Result.BlockedBy = str(e.Result.BlockedBy) // a step may be named by what it sent
 		e.Result.Scenarios = mapStrings(e.Result.Scenarios, str)
 		if e.Result.Evidence != nil {
 			ev := make([]checker.Evidence, len(e.Result.Evidence))

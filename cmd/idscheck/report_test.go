@@ -13,6 +13,7 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -227,5 +228,64 @@ func TestReportCommandMatrix(t *testing.T) {
 	}
 	if code, _, errs := runReportCmd(t, a, t.TempDir(), "--out", out); code != exitUsage || !strings.Contains(errs, "no result.json") {
 		t.Errorf("a directory without result.json: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestReportSummaryBlockedAndReading: the summary run prints lists a
+// BLOCKED rule with its blocker and a READING rule as "follows NAME
+// (DECISION)", one line each, and counts both; `idscheck report` counts
+// them too.
+func TestReportSummaryBlockedAndReading(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	rule := func(id string) spec.Rule {
+		return spec.Rule{ID: id, Profile: spec.ProfileIntent, Section: "3.3", Level: spec.Must}
+	}
+	results := []checker.RuleResult{
+		{RuleID: "R-PASS", Verdict: checker.Pass},
+		{RuleID: "R-BLOCKED", Verdict: checker.Blocked, BlockedBy: "R-FAIL", Reason: "no intent to claim"},
+		{RuleID: "R-READING", Verdict: checker.Reading, Reason: "claimed at once",
+			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}},
+		{RuleID: "R-FAIL", Verdict: checker.Fail, Reason: "requeued at once",
+			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}},
+	}
+	var rules []spec.Rule
+	for _, rr := range results {
+		rules = append(rules, rule(rr.RuleID))
+	}
+	g := gate(results, rules, nil, false)
+	doc := &reports.Result{Profile: spec.ProfileIntent, Started: t0, Finished: t0.Add(time.Second), Command: "idscheck run",
+		ExitCode: g.code, Rules: reports.Entries(rules, results, nil)}
+	var b bytes.Buffer
+	printSummary(&b, doc, &features.RunResult{}, g, "")
+	out := b.String()
+	for _, want := range []string{
+		"  BLOCKED    1\n",
+		"  READING    1\n",
+		"  BLOCKED    R-BLOCKED  blocked by R-FAIL: no intent to claim\n",
+		"  READING    R-READING  follows immediate (lease-expiry)\n",
+		"  FAIL       R-FAIL  requeued at once (held to the declared reading backoff of lease-expiry)\n",
+		"exit 1: 1 rule(s) failed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if i, j, k := strings.Index(out, "  FAIL       R-"), strings.Index(out, "  BLOCKED    R-"), strings.Index(out, "  READING    R-"); !(i < j && j < k) {
+		t.Errorf("rules not listed FAIL, BLOCKED, READING:\n%s", out)
+	}
+	if strings.Contains(out, "R-PASS") {
+		t.Errorf("a passing rule is listed:\n%s", out)
+	}
+
+	// idscheck report DIR counts them in its one line.
+	doc.Rules = doc.Rules[:3] // no failure left: UNKNOWN (a BLOCKED rule remains)
+	doc.Tool = reports.Tool{Name: "idscheck", Version: "test"}
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := reports.WriteAll(dir, doc); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runReportCmd(t, dir)
+	if code != exitOK || !strings.Contains(stdout, "UNKNOWN: 3 rules, 1 BLOCKED, 1 READING, 1 PASS\n") {
+		t.Errorf("report: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -387,13 +387,18 @@ type gateResult struct {
 	failing   []string // rules that fail the run
 	expected  []string // listed in the expected-failures file and failing
 	nowPasses []string // listed in the expected-failures file but passing
-	undecided []string
+	undecided []string // UNKNOWN, BLOCKED, or a verdict this build does not know
+	unknown   []string // UNKNOWN: the harness could not decide
+	blocked   []string // BLOCKED: a precondition failed
 	message   string
 }
 
 // gate decides the exit code: 1 when a MUST fails (or a SHOULD with strict)
 // outside the expected failures, or an expected failure now passes; else 4
-// when a rule is UNKNOWN; else 0. A MAY never fails a run.
+// when a rule is undecided (UNKNOWN or BLOCKED, or has a verdict this build
+// does not know); else 0. A MAY never fails a run, nor does a READING (the
+// target follows one reading the text allows; a target that declared a
+// reading and broke it gets FAIL, which fails as any FAIL).
 func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]bool, strict bool) gateResult {
 	level := map[string]spec.Level{}
 	for _, r := range rules {
@@ -416,6 +421,14 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 				g.nowPasses = append(g.nowPasses, rr.RuleID)
 			}
 		case checker.Unknown:
+			g.unknown = append(g.unknown, rr.RuleID)
+			g.undecided = append(g.undecided, rr.RuleID)
+		case checker.Blocked:
+			g.blocked = append(g.blocked, rr.RuleID)
+			g.undecided = append(g.undecided, rr.RuleID)
+		case checker.Reading, checker.NA:
+			// never fails, never undecided
+		default: // a verdict this build does not know never reads as a pass
 			g.undecided = append(g.undecided, rr.RuleID)
 		}
 	}
@@ -432,7 +445,11 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 		g.message = strings.Join(why, "; ")
 	case len(g.undecided) > 0:
 		g.code = exitUndecided
-		g.message = fmt.Sprintf("%d rule(s) undecided (UNKNOWN): the harness could not decide them", len(g.undecided))
+		g.message = fmt.Sprintf("%d rule(s) undecided: %d UNKNOWN (the harness could not decide), %d BLOCKED (a precondition failed)",
+			len(g.undecided), len(g.unknown), len(g.blocked))
+		if other := len(g.undecided) - len(g.unknown) - len(g.blocked); other > 0 {
+			g.message += fmt.Sprintf(", %d with a verdict this build does not know", other)
+		}
 	default:
 		g.code = exitOK
 		g.message = "every MUST passed"
@@ -519,7 +536,7 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	sum := doc.Summary()
 	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
 		doc.Profile, len(doc.Rules), len(res.Scenarios), len(res.Exchanges), doc.Finished.Sub(doc.Started).Round(time.Millisecond))
-	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.NA} {
+	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.Blocked, checker.Reading, checker.NA} {
 		fmt.Fprintf(&b, "  %-10s %d\n", v, sum.Counts[v])
 	}
 	if n := len(doc.NotCovered); n > 0 {
@@ -530,12 +547,12 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		nowPasses[id] = true
 	}
 	rules := append([]reports.RuleEntry(nil), doc.Rules...)
-	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2}
+	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2, checker.Blocked: 3, checker.Reading: 4}
 	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Result.Verdict] < order[rules[j].Result.Verdict] })
 	wrote, shown, hidden := false, 0, 0
 	for _, r := range rules {
 		v := r.Result.Verdict
-		if v != checker.Fail && v != checker.NonStrict && v != checker.Unknown && !nowPasses[r.Rule.ID] {
+		if _, listed := order[v]; !listed && !nowPasses[r.Rule.ID] {
 			continue
 		}
 		if shown == maxSummaryLines {
@@ -554,6 +571,14 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		case r.Expected:
 			note = " (expected)"
 		}
+		switch rd := r.Result.Reading; {
+		case v == checker.Blocked:
+			reason = blockedSummary(r.Result)
+		case v == checker.Reading:
+			reason = readingSummary(rd, r.Result.Reason)
+		case rd != nil && rd.Declared != "":
+			reason += " (held to the declared reading " + rd.Declared + " of " + rd.Decision + ")"
+		}
 		fmt.Fprintf(&b, "  %-10s %s%s  %s\n", v, r.Rule.ID, note, oneLine(redactString(reason, doc.Redact), 160))
 	}
 	if hidden > 0 {
@@ -570,6 +595,34 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 
 // maxSummaryLines bounds the rules the summary lists; the report has all.
 const maxSummaryLines = 30
+
+// blockedSummary is a BLOCKED rule's line: "blocked by RULE: reason".
+func blockedSummary(rr checker.RuleResult) string {
+	s := "blocked"
+	if rr.BlockedBy != "" {
+		s += " by " + rr.BlockedBy
+	}
+	if rr.Reason != "" {
+		s += ": " + rr.Reason
+	}
+	return s
+}
+
+// readingSummary is a READING rule's line: "follows NAME (DECISION)", or
+// the reason when the result names no reading.
+func readingSummary(rd *checker.ReadingChoice, reason string) string {
+	if rd == nil || rd.Follows == "" {
+		if rd != nil && rd.Decision != "" {
+			return "follows no single reading (" + rd.Decision + "): " + reason
+		}
+		return reason
+	}
+	s := "follows " + rd.Follows + " (" + rd.Decision + ")"
+	if rd.Declared != "" {
+		s += ", declared " + rd.Declared
+	}
+	return s
+}
 
 func redactString(s string, secrets []string) string {
 	for _, x := range secrets {

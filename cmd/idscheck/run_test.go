@@ -434,3 +434,54 @@ func TestRunReadingFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestGateBlockedAndReading: BLOCKED is undecided like UNKNOWN (exit 4 when
+// nothing fails, counted apart in the message); READING never fails the run;
+// a FAIL against a declared reading is a plain FAIL.
+func TestGateBlockedAndReading(t *testing.T) {
+	rules := []spec.Rule{{ID: "M", Level: spec.Must}, {ID: "M2", Level: spec.Must}, {ID: "M3", Level: spec.Must}, {ID: "S", Level: spec.Should}}
+	blocked := checker.RuleResult{RuleID: "M2", Verdict: checker.Blocked, BlockedBy: "M", Reason: "publish failed"}
+	reading := checker.RuleResult{RuleID: "M3", Verdict: checker.Reading,
+		Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}}
+	declaredFail := checker.RuleResult{RuleID: "M3", Verdict: checker.Fail,
+		Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}
+	rr := func(v ...checker.RuleResult) []checker.RuleResult { return v }
+	for _, tc := range []struct {
+		name     string
+		results  []checker.RuleResult
+		expected []string
+		strict   bool
+		code     int
+		msg      []string // the message contains each
+	}{
+		{"blocked only", rr(blocked), nil, false, exitUndecided, []string{"1 rule(s) undecided", "0 UNKNOWN", "1 BLOCKED"}},
+		{"blocked and pass", rr(checker.RuleResult{RuleID: "M", Verdict: checker.Pass}, blocked), nil, false, exitUndecided, []string{"1 BLOCKED"}},
+		{"reading only", rr(reading), nil, false, exitOK, []string{"every MUST passed"}},
+		{"reading only, strict", rr(reading), nil, true, exitOK, nil},
+		{"reading of an expected failure", rr(reading), []string{"M3"}, false, exitOK, nil},
+		{"fail and blocked", rr(checker.RuleResult{RuleID: "M", Verdict: checker.Fail}, blocked), nil, false, exitFailed, []string{"1 rule(s) failed"}},
+		{"unknown and blocked counted apart", rr(checker.RuleResult{RuleID: "M", Verdict: checker.Unknown}, blocked,
+			checker.RuleResult{RuleID: "S", Verdict: checker.Blocked, BlockedBy: "M"}), nil, false, exitUndecided,
+			[]string{"3 rule(s) undecided", "1 UNKNOWN", "2 BLOCKED"}},
+		{"reading and blocked", rr(reading, blocked), nil, false, exitUndecided, []string{"1 BLOCKED"}},
+		{"fail against a declared reading", rr(declaredFail), nil, false, exitFailed, []string{"1 rule(s) failed"}},
+		{"unrecognised verdict is undecided", rr(checker.RuleResult{RuleID: "M", Verdict: "MAYBE"}), nil, false, exitUndecided,
+			[]string{"1 with a verdict this build does not know"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exp := map[string]bool{}
+			for _, id := range tc.expected {
+				exp[id] = true
+			}
+			g := gate(tc.results, rules, exp, tc.strict)
+			if g.code != tc.code {
+				t.Errorf("exit %d (%s), want %d", g.code, g.message, tc.code)
+			}
+			for _, want := range tc.msg {
+				if !strings.Contains(g.message, want) {
+					t.Errorf("message %q lacks %q", g.message, want)
+				}
+			}
+		})
+	}
+}
