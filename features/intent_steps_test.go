@@ -1,8 +1,11 @@
 package features
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -129,5 +132,54 @@ func TestIntentProfileKillsMutants(t *testing.T) {
 				t.Logf("killed by %d rules: %s", len(failed), strings.Join(failed, " "))
 			}
 		})
+	}
+}
+
+// TestIntentRowFailureFailsOnlyItsRule: a target that refuses one boundary
+// row of an outline (backoff_base 3600.0) fails the rule that row names and
+// no other rule of the outlines it shares with other rows.
+func TestIntentRowFailureFailsOnlyItsRule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the intent profile")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := sut.Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: "main-row", AdminSecret: "admin-row",
+		TimeScale: 60, Seed: 7, Logger: slog.New(slog.DiscardHandler)}
+	srv, err := sut.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/intent" {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte(`"backoff_base": 3600.0`)) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, `{"error":{"code":"invalid_backoff_base","message":"too slow"}}`)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	res, err := Run(ctx, RunConfig{
+		Profile: spec.ProfileIntent, Rules: spec.RulesFor(spec.ProfileIntent), Seed: 1, Select: []string{"INTENT-4.1-*"},
+		Target: Target{BaseURL: hs.URL, APIKey: cfg.Secret, AdminToken: cfg.AdminSecret, TimeScale: 60},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]bool{}
+	for _, r := range res.Rules {
+		if r.Verdict == checker.Fail || r.Verdict == checker.NonStrict || r.Verdict.Undecided() {
+			failed[r.RuleID] = true
+		}
+	}
+	if !failed["INTENT-4.1-backoff-base-range"] || len(failed) != 1 {
+		t.Errorf("failed or undecided rules %v, want INTENT-4.1-backoff-base-range alone", failed)
 	}
 }
