@@ -11,8 +11,8 @@ var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|A2A)-[0-9A-Z]+(\.[0-9A-Z]
 
 // checkCatalog returns one message per rule that breaks a catalog invariant:
 // unique well-formed IDs, a known level and profile, a seed that is embedded,
-// a quote that is a verbatim substring of it (whitespace collapsed), an
-// explanation, and a section matching the ID.
+// a quote (and a binding, when there is one) that is a verbatim substring of
+// it (whitespace collapsed), an explanation, and a section matching the ID.
 func checkCatalog(rules []Rule) []string {
 	var bad []string
 	seen := map[string]bool{}
@@ -45,9 +45,13 @@ func checkCatalog(rules []Rule) []string {
 			bad = append(bad, r.ID+": seed "+r.Source+" is not embedded")
 			continue
 		}
+		norm := NormalizeSpace(text)
 		q := NormalizeSpace(r.Quote)
-		if q == "" || !strings.Contains(NormalizeSpace(text), q) {
+		if q == "" || !strings.Contains(norm, q) {
 			bad = append(bad, r.ID+": quote is not in "+r.Source+": "+r.Quote)
+		}
+		if b := NormalizeSpace(r.Binding); r.Binding != "" && (b == "" || !strings.Contains(norm, b)) {
+			bad = append(bad, r.ID+": binding is not in "+r.Source+": "+r.Binding)
 		}
 	}
 	return bad
@@ -80,6 +84,8 @@ func TestCatalogCheckFails(t *testing.T) {
 		{"seed", []Rule{with(good, func(r *Rule) { r.Source = "nope.txt" })}, "not embedded"},
 		{"quote", []Rule{with(good, func(r *Rule) { r.Quote = "Default max_attempts: 4" })}, "quote"},
 		{"empty quote", []Rule{with(good, func(r *Rule) { r.Quote = "  " })}, "quote"},
+		{"binding", []Rule{with(good, func(r *Rule) { r.Binding = "Implementations MUST provide everything:" })}, "binding is not in"},
+		{"blank binding", []Rule{with(good, func(r *Rule) { r.Binding = " " })}, "binding is not in"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
