@@ -7,7 +7,7 @@ const IntentSource = "004_b5f0a9c556f3c9c3.txt"
 
 // Untestable reasons shared by several intent rules.
 const (
-	untestableWorker     = "a rule for workers (clients of the bus), not for the bus a harness certifies"
+	untestableWorker     = "a client obligation: workers and publishers are clients of the bus, and the harness certifies the bus"
 	untestableDeployment = "a deployment concern: the harness cannot see how the target is run in production"
 	untestableInternal   = "an implementation detail behind the API: only its consequence (atomic claiming) is observable, and scenarios check that"
 	untestableChaos      = "exercised by idscheck chaos (crash faults), not by scenarios"
@@ -104,15 +104,16 @@ func intentRules() []Rule {
 		{"4.2", "id-format", Should, "Hex token, 32 characters.", "clients that validate or route by id break; short ids collide", ""},
 		{"4.2", "claim-attempts", Should, "Number of times the intent has been claimed.", "clients and operators see a wrong attempt count", ""},
 		{"4.2", "expires-at-default", Should, "Unix timestamp of TTL expiry. Default: 24 hours.", "intents expire earlier or later than publishers expect", ""},
+		{"4.2", "result-type-values", Should, "result_type | string | \"json\" or \"text\". |", "readers cannot interpret a stored result whose result_type is neither \"json\" nor \"text\"", ""},
 
 		// 5.1 Standard authentication
-		{"5.1", "api-key-required", Must, "Clients MUST include: X-API-KEY: <key>", "anyone can publish, claim or read intents without a key", ""},
+		{"5.1", "api-key-required", Must, "Clients MUST include: X-API-KEY: <key>", "anyone can publish, claim or read intents without a key", "a client obligation: the client sends X-API-KEY. The bus's side, refusing a request without a valid key, is INTENT-7-auth-required, which carries no RFC 2119 keyword"},
 		{"5.1", "https-in-production", Must, "MUST be used over HTTPS in production", "API keys travel in clear text", untestableDeployment},
 
 		// 5.2 Strict HMAC
 		{"5.2", "signing-optional", May, "Clients MAY use request signing for enhanced security.", "clients that sign their requests are refused by a bus that does not require signing", ""},
 		{"5.2", "validate-if-present", Should, "If signature headers are present, the server validates them", "a forged signature is accepted whenever signing is optional", ""},
-		{"5.2", "require-signatures", Must, "if BUS_REQUIRE_SIGNATURES=true, all client requests MUST be signed.", "an unsigned request gets through a bus that promises strict auth", ""},
+		{"5.2", "require-signatures", Must, "if BUS_REQUIRE_SIGNATURES=true, all client requests MUST be signed.", "an unsigned request gets through a bus that promises strict auth", "a client obligation: the keyword binds client requests. The bus's side, refusing an unsigned request when so configured, is INTENT-14-require-signatures, which carries no RFC 2119 keyword"},
 		{"5.2", "signature-headers", Should, "Required headers: X-API-KEY: <key> X-Timestamp: <unix timestamp> X-Nonce: <unique value> X-Signature: <lowercase hex digest>", "a signed request without its nonce or timestamp is accepted without replay protection", ""},
 		{"5.2", "timestamp-window", Must, "Servers MUST: … Reject timestamps outside ±300 seconds of server time", "an old captured request is accepted again", ""},
 		{"5.2", "nonce-replay", Must, "Servers MUST: … Reject reused nonces within the same 300-second window per API key", "a captured signed request can be replayed within the window", ""},
@@ -123,7 +124,7 @@ func intentRules() []Rule {
 		{"5.2", "empty-body", Must, "Empty bodies MUST serialize as an empty string", "signed GET requests are refused", ""},
 		{"5.2", "query-canonical", Must, "Query parameters in CANONICAL_PATHMUST: … be sorted lexicographically by key - preserve repeated parameters - preserve blank values", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
 		{"5.2", "query-percent-encoding", Must, "Query parameters in CANONICAL_PATHMUST: … be strictly percent-encoded according to RFC 3986 (forward slashes /MUST be encoded as%2F)", "signed requests whose parameters contain reserved characters are refused", ""},
-		{"5.2", "digest-lowercase-hex", Must, "The resulting digest MUST be lowercase hexadecimal", "client and server compare differently encoded digests", ""},
+		{"5.2", "digest-lowercase-hex", Must, "The resulting digest MUST be lowercase hexadecimal", "client and server compare differently encoded digests", "a client obligation: the client encodes the signature it sends. The bus's side, validating that signature, is INTENT-5.2-signature-valid"},
 
 		// 5.3 Admin authentication
 		{"5.3", "admin-methods", Must, "Servers MUST support the following methods in order of precedence", "operators with one of the two credentials are locked out", ""},
@@ -133,7 +134,7 @@ func intentRules() []Rule {
 		{"5.3", "separate-auth", Should, "Admin endpoints are authenticated separately from regular API key auth.", "a client API key opens the admin API", ""},
 
 		// 6 Routing
-		{"6.1", "claim-namespace-default", Must, "Workers MUST specify a namespace when claiming, defaulting to default.", "a worker without a namespace claims from the wrong partition", ""},
+		{"6.1", "claim-namespace-default", Must, "Workers MUST specify a namespace when claiming, defaulting to default.", "a worker without a namespace claims from the wrong partition", "a client obligation: the worker names the namespace it claims from. The bus's side, the namespace of a claim that names none, is INTENT-7.3-claim-namespace-default, which carries no RFC 2119 keyword"},
 		{"6.1", "namespace-isolation", Must, "Intents MUST NOT cross namespace boundaries.", "a worker of one partition runs another partition's jobs", ""},
 		{"6.2", "private", Should, "only workers authenticated using the same API key as the publisher can claim the intent", "another tenant's worker receives a private payload", ""},
 		{"6.2", "public", Should, "any authenticated worker in the same namespace can claim the intent", "public work is never picked up by shared workers", ""},
@@ -165,12 +166,13 @@ func intentRules() []Rule {
 		{"7.3", "selection-order", Should, "Selection order: priority DESC, run_at ASC, claim_attempts ASC, created_at ASC, id ASC.", "workers receive intents in another order than the text promises", ""},
 		{"7.3", "immediate-reclaim", Should, "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.", "jobs of dead workers wait for a cleanup pass that may be hours away", ""},
 		{"7.3", "goal-filter", Should, "Filter by goal string (optional)", "a worker receives a goal it cannot handle", ""},
+		{"7.3", "claim-namespace-default", Should, "namespace | Target namespace (default: \"default\") |", "a claim that names no namespace misses the intents published without one", ""},
 		{"7.3", "publisher-filter", Should, "Filter by publisher key (admin only, or own key)", "a worker filters by, and thus learns about, another tenant's key", ""},
 		{"7.3", "claim-response", Should, "\"claim_token\": \"<16-byte-hex-string>\", \"claim_timeout\": 60", "an example body, no keyword: a worker cannot mutate the intent it claimed or knows no lease length", ""},
 		{"7.3", "no-content-204", Should, "204 No Content | No eligible intent (worker should back off and retry)", "workers cannot tell an empty queue from an error", ""},
 		{"7.3", "retry-after", Must, "The 204 response MUST include Retry-After: 1.", "idle workers poll in a hot loop", ""},
 		{"7.4", "extend", Should, "Extends the lease on a currently-held intent.", "long-running jobs are requeued while still running", ""},
-		{"7.4", "extend-seconds-range", Must, "seconds MUST be between 10 and 3600.", "a worker holds a lease forever or extends it uselessly", ""},
+		{"7.4", "extend-seconds-range", Must, "seconds MUST be between 10 and 3600.", "a worker holds a lease forever or extends it uselessly", "a client obligation: the worker chooses seconds, and the text does not say what the bus does with a value outside 10–3600 (it MAY refuse it with an invalid_* error, INTENT-11-invalid-specific)"},
 		{"7.4", "extend-token-required", Should, "claim_token is strictly required.", "anyone holding the intent id extends a lease (\"strictly required\" is no RFC 2119 keyword)", ""},
 		{"7.4", "extend-404", Should, "Intent not found, not owned by caller, or claim_token invalid/expired", "a stranger keeps another worker's lease alive (a table row; the bus's MUSTs are INTENT-3.3-token-expired-404, -token-overwritten-404 and INTENT-2-no-lease-hijack)", ""},
 		{"7.4", "extend-expired-lease", Must, "A lease extension MUST fail if the existing lease has already expired.", "a worker revives a lease the bus already gave up, while another worker may hold the job", ""},
@@ -179,7 +181,7 @@ func intentRules() []Rule {
 		{"7.4", "lease-loss-permanent", Must, "MUST treat it as a permanent lease loss (the job was reclaimed or deleted) and MUST NOT retry the mutation.", "a worker keeps retrying a mutation on a job now held by someone else (the same words close 7.5 and 7.6)", untestableWorker},
 		{"7.5", "fulfill", Should, "Marks an intent as fulfilled. Optionally stores a result.", "results of completed jobs are lost", ""},
 		{"7.5", "fulfill-token-required", Should, "claim_token is strictly required.", "anyone holding the intent id completes the job (\"strictly required\" is no RFC 2119 keyword)", ""},
-		{"7.5", "result-type", Must, "result_type MUST be \"json\" or \"text\".", "results are stored with a type readers cannot interpret", ""},
+		{"7.5", "result-type", Must, "result_type MUST be \"json\" or \"text\".", "results are stored with a type readers cannot interpret", "a client obligation: the worker chooses result_type. The bus's side, the result_type it stores, is INTENT-4.2-result-type-values, which carries no RFC 2119 keyword"},
 		{"7.5", "result-type-default", Should, "If omitted, it defaults to \"json\" when a result is provided.", "readers misinterpret results fulfilled without a type", ""},
 		{"7.5", "fulfill-without-result", Should, "Body is optional — calling with no body marks the intent fulfilled with no stored result.", "a worker with nothing to report cannot complete its job, or an old result survives", ""},
 		{"7.5", "fulfill-404", Should, "200 OK | Intent fulfilled | 404 Not Found | Not found, not the current claimer, or claim_token invalid/expired |", "a worker that is not the current claimer completes the job (a table row; the MUST after it binds workers. The bus's MUSTs are INTENT-3.3-token-expired-404, -token-overwritten-404 and INTENT-2-no-lease-hijack)", ""},
@@ -245,6 +247,9 @@ func intentRules() []Rule {
 		{"12", "retry-backoff", Must, "Implementations MUST provide: … Retry with exponential backoff", "failing jobs are retried without backoff", ""},
 		{"12", "dead-letter-archival", Must, "Implementations MUST provide: … Dead-letter archival after max attempts", "exhausted jobs vanish without a record", ""},
 		{"12", "isolation", Must, "Implementations MUST provide: … Per-namespace and per-key isolation", "tenants see or take each other's work", ""},
+
+		// 14 Server Configuration
+		{"14", "require-signatures", Should, "Require HMAC signing on all requests.", "an unsigned request gets through a bus that promises strict auth", ""},
 
 		// 15 Security Considerations
 		{"15", "secret-not-default", Must, "BUS_SECRETMUST be kept secret and MUST NOT be the defaultdev_secretin production", "anyone knowing the default key owns the bus", untestableDeployment},
