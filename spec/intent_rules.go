@@ -19,6 +19,19 @@ const (
 // verbatim; the seed has no "…" of its own.
 const bindSep = " … "
 
+// The list headings of seed 004 whose keyword binds the items under them.
+const (
+	bindShould   = "Implementations SHOULD:" + bindSep
+	bindMustNot  = "Implementations MUST NOT:" + bindSep
+	bindBackoff  = "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay:" + bindSep
+	bindServers  = "Servers MUST:" + bindSep
+	bindQuery    = "Query parameters in CANONICAL_PATHMUST:" + bindSep
+	bindAdmin    = "Servers MUST support the following methods in order of precedence:" + bindSep
+	bindEligible = "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where:" + bindSep
+	bindHeaders  = "All responses MUST include:" + bindSep
+	bindProvide  = "Implementations MUST provide:" + bindSep
+)
+
 // intentReadings names, by "section-slug", the rules whose check rests on a
 // decision with readings (intent_decisions.go): such a check is judged under
 // every reading of the decision.
@@ -51,12 +64,12 @@ func intentRules() []Rule {
 		// 2 Overview
 		{"2", "workers-idempotent", Must, "Because delivery is at-least-once, workers MUST be idempotent.", "a worker that is not idempotent repeats side effects on every redelivery", untestableWorker},
 		{"2", "redelivery", May, "The same intent MAY be executed more than once due to retries, lease expiry, network failures, or lost responses.", "a bus that never redelivers an intent after a lost lease loses the job instead", ""},
-		{"2", "concurrent-requests", Should, "Implementations SHOULD: … Support multi-threaded concurrent request handling", "a bus that serialises every request stalls all workers behind one slow call", ""},
-		{"2", "atomic-isolation", Should, "Implementations SHOULD: … Implement atomic transaction isolation at the database level", "without isolation two concurrent claims can read the same open row and both take it", ""},
-		{"2", "metrics-endpoint", Should, "Implementations SHOULD: … Provide an authenticated metrics endpoint for operational observability", "operators cannot see queue depth or dead letters, or anyone can", ""},
-		{"2", "no-drop-on-shutdown", Must, "Implementations MUST NOT: … Silently drop jobs on shutdown", "an acknowledged intent vanishes when the bus restarts", untestableChaos},
-		{"2", "no-lease-hijack", Must, "Implementations MUST NOT: … Allow lease hijacking between workers", "a second worker can complete or fail a job another worker holds, so the job's effect is lost or doubled", ""},
-		{"2", "hmac-timestamp-validation", Must, "Implementations MUST NOT: … Process requests without timestamp validation when HMAC is enabled", "a captured signed request can be replayed forever", ""},
+		{"2", "concurrent-requests", Should, bindShould + "Support multi-threaded concurrent request handling", "a bus that serialises every request stalls all workers behind one slow call", ""},
+		{"2", "atomic-isolation", Should, bindShould + "Implement atomic transaction isolation at the database level", "without isolation two concurrent claims can read the same open row and both take it", ""},
+		{"2", "metrics-endpoint", Should, bindShould + "Provide an authenticated metrics endpoint for operational observability", "operators cannot see queue depth or dead letters, or anyone can", ""},
+		{"2", "no-drop-on-shutdown", Must, bindMustNot + "Silently drop jobs on shutdown", "an acknowledged intent vanishes when the bus restarts", untestableChaos},
+		{"2", "no-lease-hijack", Must, bindMustNot + "Allow lease hijacking between workers", "a second worker can complete or fail a job another worker holds, so the job's effect is lost or doubled", ""},
+		{"2", "hmac-timestamp-validation", Must, bindMustNot + "Process requests without timestamp validation when HMAC is enabled", "a captured signed request can be replayed forever", ""},
 
 		// 3.1 States
 		{"3.1", "states", Must, "An Intent MUST exist in one of the following states", "a client cannot interpret a status outside open, claimed, fulfilled and dead", ""},
@@ -79,8 +92,8 @@ func intentRules() []Rule {
 		{"3.3", "attempts-increment", Must, "claim_attemptsMUST increment atomically when the intent is successfully claimed.", "max_attempts and backoff are computed from a wrong count", ""},
 		{"3.3", "fail-backoff", Must, "explicit /fail, the bus MUST requeue the intent with a backoff delay", "a failing job is retried at once in a hot loop", ""},
 		{"3.3", "expiry-backoff", Must, "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay", "a job whose worker crashed is retried in a hot loop", ""},
-		{"3.3", "backoff-formula", Must, "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay: … next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter", "retries come earlier or later than publishers planned for", ""},
-		{"3.3", "backoff-jitter", Must, "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay: … Where jitter is a random value in [0, 2) seconds to prevent thundering herd.", "retries of many intents land at the same instant, or far too late", ""},
+		{"3.3", "backoff-formula", Must, bindBackoff + "next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter", "retries come earlier or later than publishers planned for", ""},
+		{"3.3", "backoff-jitter", Must, bindBackoff + "Where jitter is a random value in [0, 2) seconds to prevent thundering herd.", "retries of many intents land at the same instant, or far too late", ""},
 		{"3.3", "dead-at-max-attempts", Must, "A job MUST transition to deadwhenclaim_attempts >= max_attempts.", "a job is retried more often than its publisher allowed", ""},
 		{"3.3", "expiry-dead-direct", Must, "If a lease expires and the current claim_attempts >= max_attempts, the server MUST transition the intent directly to thedeadstate instead of requeuing it.", "an exhausted intent sits open but unclaimable, never dead-lettered", ""},
 		{"3.3", "default-max-attempts", Should, "Default max_attempts: 3", "intents published without max_attempts are retried a different number of times", ""},
@@ -115,21 +128,21 @@ func intentRules() []Rule {
 		{"5.2", "validate-if-present", Should, "If signature headers are present, the server validates them", "a forged signature is accepted whenever signing is optional", ""},
 		{"5.2", "require-signatures", Must, "if BUS_REQUIRE_SIGNATURES=true, all client requests MUST be signed.", "an unsigned request gets through a bus that promises strict auth", "a client obligation: the keyword binds client requests. The bus's side, refusing an unsigned request when so configured, is INTENT-14-require-signatures, which carries no RFC 2119 keyword"},
 		{"5.2", "signature-headers", Should, "Required headers: X-API-KEY: <key> X-Timestamp: <unix timestamp> X-Nonce: <unique value> X-Signature: <lowercase hex digest>", "a signed request without its nonce or timestamp is accepted without replay protection", ""},
-		{"5.2", "timestamp-window", Must, "Servers MUST: … Reject timestamps outside ±300 seconds of server time", "an old captured request is accepted again", ""},
-		{"5.2", "nonce-replay", Must, "Servers MUST: … Reject reused nonces within the same 300-second window per API key", "a captured signed request can be replayed within the window", ""},
-		{"5.2", "signature-valid", Must, "Servers MUST: … Validate the HMAC signature", "anyone who knows an API key's name forges requests", ""},
+		{"5.2", "timestamp-window", Must, bindServers + "Reject timestamps outside ±300 seconds of server time", "an old captured request is accepted again", ""},
+		{"5.2", "nonce-replay", Must, bindServers + "Reject reused nonces within the same 300-second window per API key", "a captured signed request can be replayed within the window", ""},
+		{"5.2", "signature-valid", Must, bindServers + "Validate the HMAC signature", "anyone who knows an API key's name forges requests", ""},
 		{"5.2", "method-uppercase", Must, "METHODMUST be uppercase", "client and server disagree on the signed string and valid requests are refused", ""},
 		{"5.2", "body-exact-bytes", Must, "BODYMUST be the exact, unmodified bytes transmitted over the network.", "a bus that signs a re-serialized body refuses correctly signed requests, or accepts altered ones", ""},
 		{"5.2", "clients-no-reserialize", Must, "Clients MUST NOT parse and re-serialize the payload before signing", "the client's signature does not match its own bytes", untestableWorker},
 		{"5.2", "empty-body", Must, "Empty bodies MUST serialize as an empty string", "signed GET requests are refused", ""},
-		{"5.2", "query-canonical", Must, "Query parameters in CANONICAL_PATHMUST: … be sorted lexicographically by key - preserve repeated parameters - preserve blank values", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
-		{"5.2", "query-percent-encoding", Must, "Query parameters in CANONICAL_PATHMUST: … be strictly percent-encoded according to RFC 3986 (forward slashes /MUST be encoded as%2F)", "signed requests whose parameters contain reserved characters are refused", ""},
+		{"5.2", "query-canonical", Must, bindQuery + "be sorted lexicographically by key - preserve repeated parameters - preserve blank values", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
+		{"5.2", "query-percent-encoding", Must, bindQuery + "be strictly percent-encoded according to RFC 3986 (forward slashes /MUST be encoded as%2F)", "signed requests whose parameters contain reserved characters are refused", ""},
 		{"5.2", "digest-lowercase-hex", Must, "The resulting digest MUST be lowercase hexadecimal", "client and server compare differently encoded digests", "a client obligation: the client encodes the signature it sends. The bus's side, validating that signature, is INTENT-5.2-signature-valid"},
 
 		// 5.3 Admin authentication
 		{"5.3", "admin-methods", Must, "Servers MUST support the following methods in order of precedence", "operators with one of the two credentials are locked out", ""},
-		{"5.3", "admin-token", Must, "Servers MUST support the following methods in order of precedence: … X-Admin-Token: <secret>ifBUS_ADMIN_SECRETis configured", "automation cannot use the admin API, or a wrong token gets in", ""},
-		{"5.3", "admin-basic", Must, "Servers MUST support the following methods in order of precedence: … HTTP Basic authentication with username adminand passwordDASHBOARD_PASSWORD", "the dashboard cannot be opened in a browser, or a wrong password gets in", ""},
+		{"5.3", "admin-token", Must, bindAdmin + "X-Admin-Token: <secret>ifBUS_ADMIN_SECRETis configured", "automation cannot use the admin API, or a wrong token gets in", ""},
+		{"5.3", "admin-basic", Must, bindAdmin + "HTTP Basic authentication with username adminand passwordDASHBOARD_PASSWORD", "the dashboard cannot be opened in a browser, or a wrong password gets in", ""},
 		{"5.3", "no-fallback", Should, "There is no fallback from X-Admin-Token to BUS_SECRET.", "every holder of the main API key is an administrator", ""},
 		{"5.3", "separate-auth", Should, "Admin endpoints are authenticated separately from regular API key auth.", "a client API key opens the admin API", ""},
 
@@ -161,13 +174,13 @@ func intentRules() []Rule {
 		{"7.2", "publish-response", Should, "Response body: { \"id\": \"<hex>\", \"status\": \"published\", \"namespace\": \"default\" }", "an example body, no keyword: publishers cannot learn the id of their intent", ""},
 		{"7.3", "atomic-claim", Must, "The server MUST atomically select and lock", "two workers receive the same intent at once", ""},
 		{"7.3", "highest-priority", Must, "The server MUST atomically select and lock the highest-priority eligible intent.", "urgent work waits behind bulk work: a claim returns an eligible intent while one of higher priority is eligible", ""},
-		{"7.3", "eligible-status", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … status = 'open'OR (status = 'claimed'AND lease expired)", "a fulfilled or dead intent, or one whose lease is still live, is handed out again", ""},
-		{"7.3", "eligible-run-at", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … run_at <= now", "delayed or backed-off intents are handed out early", ""},
-		{"7.3", "eligible-expires", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … expires_at > now", "an intent past its TTL is still handed out", ""},
-		{"7.3", "eligible-attempts", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … claim_attempts < max_attempts", "an exhausted intent is claimed once more", ""},
-		{"7.3", "eligible-visibility", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … Visibility or publisher matches", "a private intent goes to another key's worker, or a public one is withheld from the workers of other keys (Section 6.2 says what matches)", ""},
-		{"7.3", "eligible-target", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … target_workermatches (if set)", "a job pinned to one worker is handed to another (Section 6.4 says what matches)", ""},
-		{"7.3", "eligible-capability", Must, "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where: … required_capabilityis satisfied (if set)", "a job goes to a worker that does not advertise the capability it needs (Section 6.5 says what satisfies it)", ""},
+		{"7.3", "eligible-status", Must, bindEligible + "status = 'open'OR (status = 'claimed'AND lease expired)", "a fulfilled or dead intent, or one whose lease is still live, is handed out again", ""},
+		{"7.3", "eligible-run-at", Must, bindEligible + "run_at <= now", "delayed or backed-off intents are handed out early", ""},
+		{"7.3", "eligible-expires", Must, bindEligible + "expires_at > now", "an intent past its TTL is still handed out", ""},
+		{"7.3", "eligible-attempts", Must, bindEligible + "claim_attempts < max_attempts", "an exhausted intent is claimed once more", ""},
+		{"7.3", "eligible-visibility", Must, bindEligible + "Visibility or publisher matches", "a private intent goes to another key's worker, or a public one is withheld from the workers of other keys (Section 6.2 says what matches)", ""},
+		{"7.3", "eligible-target", Must, bindEligible + "target_workermatches (if set)", "a job pinned to one worker is handed to another (Section 6.4 says what matches)", ""},
+		{"7.3", "eligible-capability", Must, bindEligible + "required_capabilityis satisfied (if set)", "a job goes to a worker that does not advertise the capability it needs (Section 6.5 says what satisfies it)", ""},
 		{"7.3", "selection-order", Should, "Selection order: priority DESC, run_at ASC, claim_attempts ASC, created_at ASC, id ASC.", "workers receive intents in another order than the text promises", ""},
 		{"7.3", "immediate-reclaim", Should, "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.", "jobs of dead workers wait for a cleanup pass that may be hours away", ""},
 		{"7.3", "goal-filter", Should, "Filter by goal string (optional)", "a worker receives a goal it cannot handle", ""},
@@ -224,11 +237,11 @@ func intentRules() []Rule {
 		{"9", "metrics-format", Should, "Returns Prometheus-compatible text format:", "the text shown is an example, no keyword (the metric names are the example's): monitoring cannot scrape the bus", ""},
 
 		// 10 Response Headers
-		{"10", "x-frame-options", Must, "All responses MUST include: … X-Frame-Options | DENY", "the dashboard can be framed (clickjacking)", ""},
-		{"10", "x-content-type-options", Must, "All responses MUST include: … X-Content-Type-Options | nosniff", "browsers sniff JSON or error bodies as HTML", ""},
-		{"10", "referrer-policy", Must, "All responses MUST include: … Referrer-Policy | no-referrer", "URLs with intent ids leak to third parties", ""},
-		{"10", "cache-control", Must, "All responses MUST include: … Cache-Control | no-store", "intermediaries cache results, claim tokens or admin pages", ""},
-		{"10", "version-header", Must, "All responses MUST include: … X-Intent-Version | 2.1", "clients cannot detect which protocol version they speak to", ""},
+		{"10", "x-frame-options", Must, bindHeaders + "X-Frame-Options | DENY", "the dashboard can be framed (clickjacking)", ""},
+		{"10", "x-content-type-options", Must, bindHeaders + "X-Content-Type-Options | nosniff", "browsers sniff JSON or error bodies as HTML", ""},
+		{"10", "referrer-policy", Must, bindHeaders + "Referrer-Policy | no-referrer", "URLs with intent ids leak to third parties", ""},
+		{"10", "cache-control", Must, bindHeaders + "Cache-Control | no-store", "intermediaries cache results, claim tokens or admin pages", ""},
+		{"10", "version-header", Must, bindHeaders + "X-Intent-Version | 2.1", "clients cannot detect which protocol version they speak to", ""},
 
 		// 11 Error Format
 		{"11", "error-shape", Must, "All error responses MUST use the following shape:", "clients cannot tell one error from another", ""},
@@ -246,12 +259,12 @@ func intentRules() []Rule {
 		{"11", "invalid-specific", May, "Additional specific invalid_* errors MAY be returned for malformed fields.", "clients cannot tell which field was wrong", ""},
 
 		// 12 Guarantees
-		{"12", "at-least-once", Must, "Implementations MUST provide: … At-least-once delivery", "a published intent is never delivered", ""},
-		{"12", "atomic-claiming", Must, "Implementations MUST provide: … Atomic job claiming", "one intent is held by two live leases", ""},
-		{"12", "isolated-claim-locks", Must, "Implementations MUST provide: … Cryptographically isolated claim locks", "a claim token can be guessed or reused across claims", ""},
-		{"12", "retry-backoff", Must, "Implementations MUST provide: … Retry with exponential backoff", "failing jobs are retried without backoff", ""},
-		{"12", "dead-letter-archival", Must, "Implementations MUST provide: … Dead-letter archival after max attempts", "exhausted jobs vanish without a record", ""},
-		{"12", "isolation", Must, "Implementations MUST provide: … Per-namespace and per-key isolation", "tenants see or take each other's work", ""},
+		{"12", "at-least-once", Must, bindProvide + "At-least-once delivery", "a published intent is never delivered", ""},
+		{"12", "atomic-claiming", Must, bindProvide + "Atomic job claiming", "one intent is held by two live leases", ""},
+		{"12", "isolated-claim-locks", Must, bindProvide + "Cryptographically isolated claim locks", "a claim token can be guessed or reused across claims", ""},
+		{"12", "retry-backoff", Must, bindProvide + "Retry with exponential backoff", "failing jobs are retried without backoff", ""},
+		{"12", "dead-letter-archival", Must, bindProvide + "Dead-letter archival after max attempts", "exhausted jobs vanish without a record", ""},
+		{"12", "isolation", Must, bindProvide + "Per-namespace and per-key isolation", "tenants see or take each other's work", ""},
 
 		// 14 Server Configuration
 		{"14", "require-signatures", Should, "Require HMAC signing on all requests.", "an unsigned request gets through a bus that promises strict auth", ""},
