@@ -9,10 +9,23 @@ import (
 // idFormat is the shape of every rule ID: PROFILE-<section>-<slug>.
 var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|A2A)-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
 
+// mustKeyword finds an uppercase RFC 2119 keyword of a MUST: MUST, MUST NOT,
+// REQUIRED, SHALL, SHALL NOT. No \b before it: the extraction of the seeds
+// glued words to it ("METHODMUST be uppercase", "BUS_SECRETMUST").
+var mustKeyword = regexp.MustCompile(`(MUST|REQUIRED|SHALL)\b`)
+
+// clientSubject finds a sentence whose subject is a client of the server (a
+// worker or a publisher): its keyword binds the client, not the server.
+var clientSubject = regexp.MustCompile(`^(Clients?|Workers?|Publishers?|The (client|worker|publisher)|An? (client|worker|publisher))\b`)
+
 // checkCatalog returns one message per rule that breaks a catalog invariant:
 // unique well-formed IDs, a known level and profile, a seed that is embedded,
-// a quote that is a verbatim substring of it (whitespace collapsed), an
-// explanation, and a section matching the ID.
+// a quote (and a binding, when there is one) that is a verbatim substring of
+// it (whitespace collapsed), an explanation, and a section matching the ID.
+// A testable MUST carries an uppercase MUST, MUST NOT, REQUIRED or SHALL in
+// its quote or binding, and neither starts with a client subject ("Clients
+// MUST include…" binds the client): a FAIL must mean the server broke a rule
+// the text binds it to.
 func checkCatalog(rules []Rule) []string {
 	var bad []string
 	seen := map[string]bool{}
@@ -40,14 +53,28 @@ func checkCatalog(rules []Rule) []string {
 		if strings.TrimSpace(r.Explanation) == "" {
 			bad = append(bad, r.ID+": empty explanation")
 		}
+		if r.Level == Must && r.Untestable == "" {
+			if !mustKeyword.MatchString(r.Quote) && !mustKeyword.MatchString(r.Binding) {
+				bad = append(bad, r.ID+": a testable MUST whose quote and binding carry no uppercase MUST, REQUIRED or SHALL")
+			}
+			for _, s := range []string{r.Quote, r.Binding} {
+				if clientSubject.MatchString(NormalizeSpace(s)) {
+					bad = append(bad, r.ID+": a testable MUST whose keyword binds a client: "+s)
+				}
+			}
+		}
 		text, ok := SeedText(r.Source)
 		if !ok {
 			bad = append(bad, r.ID+": seed "+r.Source+" is not embedded")
 			continue
 		}
+		norm := NormalizeSpace(text)
 		q := NormalizeSpace(r.Quote)
-		if q == "" || !strings.Contains(NormalizeSpace(text), q) {
+		if q == "" || !strings.Contains(norm, q) {
 			bad = append(bad, r.ID+": quote is not in "+r.Source+": "+r.Quote)
+		}
+		if b := NormalizeSpace(r.Binding); r.Binding != "" && (b == "" || !strings.Contains(norm, b)) {
+			bad = append(bad, r.ID+": binding is not in "+r.Source+": "+r.Binding)
 		}
 	}
 	return bad
@@ -62,9 +89,22 @@ func TestCatalogInvariants(t *testing.T) {
 // TestCatalogCheckFails proves each invariant of checkCatalog can fail.
 func TestCatalogCheckFails(t *testing.T) {
 	good := Rule{ID: "INTENT-7.2-x", Profile: ProfileIntent, Source: IntentSource, Section: "7.2", Level: Must,
-		Quote: "Default max_attempts: 3", Explanation: "e"}
+		Quote: "The 204 response MUST include Retry-After: 1.", Explanation: "e"}
 	if bad := checkCatalog([]Rule{good}); len(bad) != 0 {
 		t.Fatalf("a good rule is refused: %v", bad)
+	}
+	// Good too: a keyword in the binding, a glued keyword, a keyword-less
+	// SHOULD, an untestable client obligation.
+	for _, r := range []Rule{
+		with(good, func(r *Rule) { r.Binding, r.Quote = "All responses MUST include:", "X-Frame-Options | DENY" }),
+		with(good, func(r *Rule) { r.Quote = "METHODMUST be uppercase" }),
+		with(good, func(r *Rule) { r.Quote = "SQLite version 3.35.0 or higher is STRICTLY REQUIRED" }),
+		with(good, func(r *Rule) { r.Level, r.Quote = Should, "Default max_attempts: 3" }),
+		with(good, func(r *Rule) { r.Quote, r.Untestable = "Clients MUST include: X-API-KEY: <key>", "a client obligation" }),
+	} {
+		if bad := checkCatalog([]Rule{r}); len(bad) != 0 {
+			t.Errorf("a good rule is refused: %v", bad)
+		}
 	}
 	cases := []struct {
 		name   string
@@ -78,8 +118,18 @@ func TestCatalogCheckFails(t *testing.T) {
 		{"profile", []Rule{with(good, func(r *Rule) { r.Profile = "x" })}, "profile"},
 		{"explanation", []Rule{with(good, func(r *Rule) { r.Explanation = " " })}, "explanation"},
 		{"seed", []Rule{with(good, func(r *Rule) { r.Source = "nope.txt" })}, "not embedded"},
-		{"quote", []Rule{with(good, func(r *Rule) { r.Quote = "Default max_attempts: 4" })}, "quote"},
+		{"quote", []Rule{with(good, func(r *Rule) { r.Quote = "The 204 response MUST include Retry-After: 2." })}, "quote"},
 		{"empty quote", []Rule{with(good, func(r *Rule) { r.Quote = "  " })}, "quote"},
+		{"binding", []Rule{with(good, func(r *Rule) { r.Binding = "Implementations MUST provide everything:" })}, "binding is not in"},
+		{"blank binding", []Rule{with(good, func(r *Rule) { r.Binding = " " })}, "binding is not in"},
+		{"must without keyword", []Rule{with(good, func(r *Rule) { r.Quote = "Default max_attempts: 3" })}, "carry no uppercase"},
+		{"lowercase keyword", []Rule{with(good, func(r *Rule) { r.Quote = "SQLite WAL mode is required; journal_modemust be set toWAL" })}, "carry no uppercase"},
+		{"should binding", []Rule{with(good, func(r *Rule) {
+			r.Binding, r.Quote = "Implementations SHOULD:", "Support multi-threaded concurrent request handling"
+		})}, "carry no uppercase"},
+		{"clients", []Rule{with(good, func(r *Rule) { r.Quote = "Clients MUST include: X-API-KEY: <key>" })}, "binds a client"},
+		{"workers", []Rule{with(good, func(r *Rule) { r.Quote = "Workers MUST specify a namespace when claiming, defaulting to default." })}, "binds a client"},
+		{"client binding", []Rule{with(good, func(r *Rule) { r.Binding, r.Quote = "Clients MUST include:", "X-API-KEY: <key>" })}, "binds a client"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -156,7 +206,7 @@ func TestUntestableIsShort(t *testing.T) {
 // checkDecisions returns one message per decision that breaks an invariant:
 // unique IDs, none or at least two readings with unique names, every reading
 // quote verbatim in the profile's seed, and every Rule.Readings entry naming
-// a decision with readings.
+// a decision with two or more readings.
 func checkDecisions(ds []Decision, rules []Rule, source string) []string {
 	var bad []string
 	text, _ := SeedText(source)
@@ -187,14 +237,14 @@ func checkDecisions(ds []Decision, rules []Rule, source string) []string {
 				bad = append(bad, d.ID+"="+r.Name+": says nothing of what a target following it does")
 			}
 		}
-		if len(d.Readings) > 0 {
+		if len(d.Readings) >= 2 {
 			withReadings[d.ID] = true
 		}
 	}
 	for _, r := range rules {
 		for _, id := range r.Readings {
 			if !withReadings[id] {
-				bad = append(bad, r.ID+": reading "+id+" names no decision with readings")
+				bad = append(bad, r.ID+": reading "+id+" names no decision with two or more readings")
 			}
 		}
 	}
@@ -216,6 +266,7 @@ func TestDecisionCheckFails(t *testing.T) {
 	one := good
 	one.Readings = good.Readings[:1]
 	misquoted := good
+	plain := Decision{ID: "plain", Question: "q", Choice: "c"}
 	misquoted.Readings = []Reading{good.Readings[0], {Name: "b", Quote: "Default backoff_base: 6.0 seconds", Means: "m"}}
 	cases := []struct {
 		name  string
@@ -227,6 +278,8 @@ func TestDecisionCheckFails(t *testing.T) {
 		{"one reading", []Decision{one}, nil, "single reading"},
 		{"misquoted", []Decision{misquoted}, nil, "quote is not in"},
 		{"unknown reading", []Decision{good}, []Rule{{ID: "R", Readings: []string{"nope"}}}, "names no decision"},
+		{"reading of a decision without readings", []Decision{good, plain}, []Rule{{ID: "R", Readings: []string{"plain"}}}, "R: reading plain names no decision"},
+		{"reading of a one-reading decision", []Decision{one}, []Rule{{ID: "R", Readings: []string{"d"}}}, "R: reading d names no decision"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

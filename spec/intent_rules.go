@@ -1,18 +1,58 @@
 package spec
 
+import "strings"
+
 // IntentSource is the seed file of the Intent Protocol v2.1 (profile intent).
 const IntentSource = "004_b5f0a9c556f3c9c3.txt"
 
 // Untestable reasons shared by several intent rules.
 const (
-	untestableWorker     = "a rule for workers (clients of the bus), not for the bus a harness certifies"
+	untestableWorker     = "a client obligation: workers and publishers are clients of the bus, and the harness certifies the bus"
 	untestableDeployment = "a deployment concern: the harness cannot see how the target is run in production"
 	untestableInternal   = "an implementation detail behind the API: only its consequence (atomic claiming) is observable, and scenarios check that"
 	untestableChaos      = "exercised by idscheck chaos (crash faults), not by scenarios"
 )
 
+// bindSep, in the quote column of a row, separates the sentence whose keyword
+// binds a quote that carries none (Rule.Binding: a list heading such as
+// "Implementations MUST NOT:") from the quote itself (Rule.Quote). Both are
+// verbatim; the seed has no "…" of its own.
+const bindSep = " … "
+
+// The list headings of seed 004 whose keyword binds the items under them.
+const (
+	bindShould   = "Implementations SHOULD:" + bindSep
+	bindMustNot  = "Implementations MUST NOT:" + bindSep
+	bindBackoff  = "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay:" + bindSep
+	bindServers  = "Servers MUST:" + bindSep
+	bindQuery    = "Query parameters in CANONICAL_PATHMUST:" + bindSep
+	bindAdmin    = "Servers MUST support the following methods in order of precedence:" + bindSep
+	bindEligible = "The server MUST atomically select and lock the highest-priority eligible intent. Eligible intents are those where:" + bindSep
+	bindHeaders  = "All responses MUST include:" + bindSep
+	bindProvide  = "Implementations MUST provide:" + bindSep
+)
+
+// intentReadings names, by "section-slug", the rules whose check rests on a
+// decision with readings (intent_decisions.go): such a check is judged under
+// every reading of the decision.
+var intentReadings = map[string][]string{
+	"3.3-expiry-backoff":    {DecisionLeaseExpiry},
+	"7.3-immediate-reclaim": {DecisionLeaseExpiry},
+	"7.4-extend":            {DecisionExtend},
+	"5.2-query-canonical":   {DecisionQueryRepeated},
+	"7.7-result-access":     {DecisionAdminResult},
+	"7.8-status-access":     {DecisionAdminResult},
+	"7.2-required-fields":   {DecisionNullPayload},
+}
+
 // intentRules is the catalog of seed 004 in the order of its text. Section
 // numbers are those of the original document (seeds/README.md restores them).
+// A row's level is MUST only when its quote, or the binding before bindSep,
+// carries an uppercase MUST, MUST NOT, REQUIRED or SHALL that binds the bus;
+// a table row, a list item or prose without one is a SHOULD at most. A
+// keyword that binds a client or worker makes no rule for the bus: such a
+// row is untestable unless the text states the bus's side, which then has a
+// row of its own.
 func intentRules() []Rule {
 	type row struct {
 		section, slug string
@@ -24,238 +64,264 @@ func intentRules() []Rule {
 		// 2 Overview
 		{"2", "workers-idempotent", Must, "Because delivery is at-least-once, workers MUST be idempotent.", "a worker that is not idempotent repeats side effects on every redelivery", untestableWorker},
 		{"2", "redelivery", May, "The same intent MAY be executed more than once due to retries, lease expiry, network failures, or lost responses.", "a bus that never redelivers an intent after a lost lease loses the job instead", ""},
-		{"2", "concurrent-requests", Should, "Support multi-threaded concurrent request handling", "a bus that serialises every request stalls all workers behind one slow call", ""},
-		{"2", "atomic-isolation", Should, "Implement atomic transaction isolation at the database level", "without isolation two concurrent claims can read the same open row and both take it", ""},
-		{"2", "metrics-endpoint", Should, "Provide an authenticated metrics endpoint for operational observability", "operators cannot see queue depth or dead letters, or anyone can", ""},
-		{"2", "no-drop-on-shutdown", Must, "Silently drop jobs on shutdown", "an acknowledged intent vanishes when the bus restarts", untestableChaos},
-		{"2", "no-lease-hijack", Must, "Allow lease hijacking between workers", "a second worker can complete or fail a job another worker holds, so the job's effect is lost or doubled", ""},
-		{"2", "hmac-timestamp-validation", Must, "Process requests without timestamp validation when HMAC is enabled", "a captured signed request can be replayed forever", ""},
+		{"2", "concurrent-requests", Should, bindShould + "Support multi-threaded concurrent request handling", "a bus that serialises every request stalls all workers behind one slow call", ""},
+		{"2", "atomic-isolation", Should, bindShould + "Implement atomic transaction isolation at the database level", "without isolation two concurrent claims can read the same open row and both take it", ""},
+		{"2", "metrics-endpoint", Should, bindShould + "Provide an authenticated metrics endpoint for operational observability", "operators cannot see queue depth or dead letters, or anyone can", ""},
+		{"2", "no-drop-on-shutdown", Must, bindMustNot + "Silently drop jobs on shutdown", "an acknowledged intent vanishes when the bus restarts", untestableChaos},
+		{"2", "no-lease-hijack", Must, bindMustNot + "Allow lease hijacking between workers", "a second worker can complete or fail a job another worker holds, so the job's effect is lost or doubled", ""},
+		{"2", "hmac-timestamp-validation", Must, bindMustNot + "Process requests without timestamp validation when HMAC is enabled", "a captured signed request can be replayed forever", ""},
 
 		// 3.1 States
 		{"3.1", "states", Must, "An Intent MUST exist in one of the following states", "a client cannot interpret a status outside open, claimed, fulfilled and dead", ""},
-		{"3.1", "fulfilled-terminal", Must, "Successfully completed (terminal)", "a fulfilled intent that can be claimed, failed or fulfilled again runs twice", ""},
-		{"3.1", "dead-terminal", Must, "Permanently failed; moved to dead-letter queue (terminal)", "a dead intent that is handed out again runs after it was declared failed", ""},
-		{"3.1", "expired-open-not-dead", Must, "Expired open intents are removed during cleanup and do not transition to dead.", "expired work floods the dead-letter queue, or stays claimable after its TTL", ""},
+		{"3.1", "fulfilled-terminal", Should, "Successfully completed (terminal)", "a fulfilled intent that can be claimed, failed or fulfilled again runs twice", ""},
+		{"3.1", "dead-terminal", Should, "Permanently failed; moved to dead-letter queue (terminal)", "a dead intent that is handed out again runs after it was declared failed", ""},
+		{"3.1", "expired-open-not-dead", Should, "Expired open intents are removed during cleanup and do not transition to dead.", "expired work floods the dead-letter queue, or stays claimable after its TTL", ""},
 
 		// 3.2 State Transitions
-		{"3.2", "claim-transition", Must, "Worker claims the intent and receives a claim_token", "a claim that does not move the intent to claimed with a token leaves it claimable by others", ""},
-		{"3.2", "fulfill-transition", Must, "Worker calls /fulfill/<id> providing the valid claim_token", "completed work is not recorded as fulfilled", ""},
-		{"3.2", "fail-requeue", Must, "Worker calls /fail/<id> with claim_token and claim_attempts < max_attempts", "a failed intent with attempts left is never retried", ""},
-		{"3.2", "fail-dead", Must, "Worker calls /fail/<id> with claim_token and claim_attempts >= max_attempts", "an intent that exhausted its attempts is retried forever instead of dead-lettered", ""},
-		{"3.2", "expiry-requeue", Must, "Lease expires and claim_attempts < max_attempts", "a job whose worker vanished is lost instead of retried", ""},
-		{"3.2", "expiry-dead", Must, "Lease expires and claim_attempts >= max_attempts", "a job that keeps crashing its workers is retried forever", ""},
-		{"3.2", "admin-retry", Must, "Admin calls /admin/intents/<id>/retry", "an operator cannot give a dead intent another chance", ""},
-		{"3.2", "admin-cancel", Must, "Admin calls /admin/intents/<id>/cancel", "an operator cannot stop a poisonous intent", ""},
+		{"3.2", "claim-transition", Should, "Worker claims the intent and receives a claim_token", "a claim that does not move the intent to claimed with a token leaves it claimable by others", ""},
+		{"3.2", "fulfill-transition", Should, "Worker calls /fulfill/<id> providing the valid claim_token", "completed work is not recorded as fulfilled", ""},
+		{"3.2", "fail-requeue", Should, "Worker calls /fail/<id> with claim_token and claim_attempts < max_attempts", "a failed intent with attempts left is never retried", ""},
+		{"3.2", "fail-dead", Should, "Worker calls /fail/<id> with claim_token and claim_attempts >= max_attempts", "an intent that exhausted its attempts is retried forever instead of dead-lettered", ""},
+		{"3.2", "expiry-requeue", Should, "Lease expires and claim_attempts < max_attempts", "a job whose worker vanished is lost instead of retried", ""},
+		{"3.2", "expiry-dead", Should, "Lease expires and claim_attempts >= max_attempts", "a job that keeps crashing its workers is retried forever", ""},
+		{"3.2", "admin-retry", Should, "Admin calls /admin/intents/<id>/retry", "an operator cannot give a dead intent another chance", ""},
+		{"3.2", "admin-cancel", Should, "Admin calls /admin/intents/<id>/cancel", "an operator cannot stop a poisonous intent", ""},
 
 		// 3.3 Retry and Backoff Semantics
 		{"3.3", "lease-expiry", Must, "A claim lease MUST expire after claim_timeoutseconds (default: 60).", "a job held by a dead worker is never retried, or is taken from a live one early", ""},
 		{"3.3", "attempts-increment", Must, "claim_attemptsMUST increment atomically when the intent is successfully claimed.", "max_attempts and backoff are computed from a wrong count", ""},
 		{"3.3", "fail-backoff", Must, "explicit /fail, the bus MUST requeue the intent with a backoff delay", "a failing job is retried at once in a hot loop", ""},
 		{"3.3", "expiry-backoff", Must, "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay", "a job whose worker crashed is retried in a hot loop", ""},
-		{"3.3", "backoff-formula", Must, "next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter", "retries come earlier or later than publishers planned for", ""},
-		{"3.3", "backoff-jitter", Must, "Where jitter is a random value in [0, 2) seconds to prevent thundering herd.", "retries of many intents land at the same instant, or far too late", ""},
+		{"3.3", "backoff-formula", Must, bindBackoff + "next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter", "retries come earlier or later than publishers planned for", ""},
+		{"3.3", "backoff-jitter", Must, bindBackoff + "Where jitter is a random value in [0, 2) seconds to prevent thundering herd.", "retries of many intents land at the same instant, or far too late", ""},
 		{"3.3", "dead-at-max-attempts", Must, "A job MUST transition to deadwhenclaim_attempts >= max_attempts.", "a job is retried more often than its publisher allowed", ""},
 		{"3.3", "expiry-dead-direct", Must, "If a lease expires and the current claim_attempts >= max_attempts, the server MUST transition the intent directly to thedeadstate instead of requeuing it.", "an exhausted intent sits open but unclaimable, never dead-lettered", ""},
-		{"3.3", "default-max-attempts", Must, "Default max_attempts: 3", "intents published without max_attempts are retried a different number of times", ""},
-		{"3.3", "default-backoff-base", Must, "Default backoff_base: 5.0 seconds", "intents published without backoff_base are retried on a different schedule", ""},
+		{"3.3", "default-max-attempts", Should, "Default max_attempts: 3", "intents published without max_attempts are retried a different number of times", ""},
+		{"3.3", "default-backoff-base", Should, "Default backoff_base: 5.0 seconds", "intents published without backoff_base are retried on a different schedule", ""},
 		{"3.3", "token-overwritten-404", Must, "overwritten by a subsequent claim, the server MUST reject the operation with a 404 Not Found.", "a worker whose lease was taken over can still complete or fail the job under the new holder", ""},
-		{"3.3", "token-expired-404", Must, "If a worker attempts to /fail, /extend_claim, or /fulfill an intent using a claim_token that has expired", "a worker that lost its lease keeps mutating a job it no longer owns", ""},
+		{"3.3", "token-expired-404", Must, "If a worker attempts to /fail, /extend_claim, or /fulfill an intent using a claim_token that has expired or been overwritten by a subsequent claim, the server MUST reject the operation with a 404 Not Found.", "a worker that lost its lease keeps mutating a job it no longer owns", ""},
 
 		// 4.1 Publisher-Controlled fields
-		{"4.1", "goal-length", Must, "The task type. 1–256 characters.", "empty or oversized goals reach workers", ""},
-		{"4.1", "payload-limit", Must, "Arbitrary JSON value passed to the worker. Max 7KB (serialized UTF-8).", "oversized payloads are stored and handed to workers", ""},
-		{"4.1", "namespace-format", Must, "Alphanumeric, ., -, _. Max 64 chars.", "namespaces with arbitrary characters break routing, metrics labels and admin paths", ""},
-		{"4.1", "namespace-default", Must, "namespace | string | \"default\" | Logical partition.", "intents without a namespace land where default workers never look", ""},
-		{"4.1", "visibility-values", Must, "\"private\" or \"public\".", "an unknown visibility is stored and routing becomes undefined", ""},
-		{"4.1", "visibility-default", Must, "visibility | string | \"private\" |", "intents published without visibility can be claimed by other tenants' workers", ""},
-		{"4.1", "priority-range", Must, "0–1000. Higher values are claimed first.", "out-of-range priorities starve every other intent", ""},
-		{"4.1", "delay", Must, "Seconds before the intent becomes claimable.", "delayed work runs too early", ""},
-		{"4.1", "max-attempts-range", Must, "Maximum claim attempts before the intent is dead. 1–20.", "an intent is never attempted, or retried without bound", ""},
-		{"4.1", "backoff-base-range", Must, "Base for exponential backoff in seconds. 1.0–3600.0.", "a zero or huge backoff makes retries hot-loop or never happen", ""},
+		{"4.1", "goal-length", Should, "The task type. 1–256 characters.", "empty or oversized goals reach workers", ""},
+		{"4.1", "payload-limit", Should, "Arbitrary JSON value passed to the worker. Max 7KB (serialized UTF-8).", "oversized payloads are stored and handed to workers", ""},
+		{"4.1", "namespace-format", Should, "Alphanumeric, ., -, _. Max 64 chars.", "namespaces with arbitrary characters break routing, metrics labels and admin paths", ""},
+		{"4.1", "namespace-default", Should, "namespace | string | \"default\" | Logical partition.", "intents without a namespace land where default workers never look", ""},
+		{"4.1", "visibility-values", Should, "\"private\" or \"public\".", "an unknown visibility is stored and routing becomes undefined", ""},
+		{"4.1", "visibility-default", Should, "visibility | string | \"private\" |", "intents published without visibility can be claimed by other tenants' workers", ""},
+		{"4.1", "priority-range", Should, "0–1000. Higher values are claimed first.", "out-of-range priorities starve every other intent", ""},
+		{"4.1", "delay", Should, "Seconds before the intent becomes claimable.", "delayed work runs too early", ""},
+		{"4.1", "max-attempts-range", Should, "Maximum claim attempts before the intent is dead. 1–20.", "an intent is never attempted, or retried without bound", ""},
+		{"4.1", "backoff-base-range", Should, "Base for exponential backoff in seconds. 1.0–3600.0.", "a zero or huge backoff makes retries hot-loop or never happen", ""},
 
 		// 4.2 Server-Controlled fields
-		{"4.2", "id-format", Must, "Hex token, 32 characters.", "clients that validate or route by id break; short ids collide", ""},
-		{"4.2", "claim-attempts", Must, "Number of times the intent has been claimed.", "clients and operators see a wrong attempt count", ""},
-		{"4.2", "expires-at-default", Must, "Unix timestamp of TTL expiry. Default: 24 hours.", "intents expire earlier or later than publishers expect", ""},
+		{"4.2", "id-format", Should, "Hex token, 32 characters.", "clients that validate or route by id break; short ids collide", ""},
+		{"4.2", "claim-attempts", Should, "Number of times the intent has been claimed.", "clients and operators see a wrong attempt count", ""},
+		{"4.2", "expires-at-default", Should, "Unix timestamp of TTL expiry. Default: 24 hours.", "intents expire earlier or later than publishers expect", ""},
+		{"4.2", "result-type-values", Should, "result_type | string | \"json\" or \"text\". |", "readers cannot interpret a stored result whose result_type is neither \"json\" nor \"text\"", ""},
 
 		// 5.1 Standard authentication
-		{"5.1", "api-key-required", Must, "Clients MUST include: X-API-KEY: <key>", "anyone can publish, claim or read intents without a key", ""},
+		{"5.1", "api-key-required", Must, "Clients MUST include: X-API-KEY: <key>", "anyone can publish, claim or read intents without a key", "a client obligation: the client sends X-API-KEY. The bus's side, refusing a request without a valid key, is INTENT-7-auth-required, which carries no RFC 2119 keyword"},
 		{"5.1", "https-in-production", Must, "MUST be used over HTTPS in production", "API keys travel in clear text", untestableDeployment},
 
 		// 5.2 Strict HMAC
 		{"5.2", "signing-optional", May, "Clients MAY use request signing for enhanced security.", "clients that sign their requests are refused by a bus that does not require signing", ""},
-		{"5.2", "validate-if-present", Must, "If signature headers are present, the server validates them", "a forged signature is accepted whenever signing is optional", ""},
-		{"5.2", "require-signatures", Must, "if BUS_REQUIRE_SIGNATURES=true, all client requests MUST be signed.", "an unsigned request gets through a bus that promises strict auth", ""},
-		{"5.2", "signature-headers", Must, "X-Nonce: <unique value>", "a signed request without its nonce or timestamp is accepted without replay protection", ""},
-		{"5.2", "timestamp-window", Must, "Reject timestamps outside ±300 seconds of server time", "an old captured request is accepted again", ""},
-		{"5.2", "nonce-replay", Must, "Reject reused nonces within the same 300-second window per API key", "a captured signed request can be replayed within the window", ""},
-		{"5.2", "signature-valid", Must, "Validate the HMAC signature", "anyone who knows an API key's name forges requests", ""},
+		{"5.2", "validate-if-present", Should, "If signature headers are present, the server validates them", "a forged signature is accepted whenever signing is optional", ""},
+		{"5.2", "require-signatures", Must, "if BUS_REQUIRE_SIGNATURES=true, all client requests MUST be signed.", "an unsigned request gets through a bus that promises strict auth", "a client obligation: the keyword binds client requests. The bus's side, refusing an unsigned request when so configured, is INTENT-14-require-signatures, which carries no RFC 2119 keyword"},
+		{"5.2", "signature-headers", Should, "Required headers: X-API-KEY: <key> X-Timestamp: <unix timestamp> X-Nonce: <unique value> X-Signature: <lowercase hex digest>", "a signed request without its nonce or timestamp is accepted without replay protection", ""},
+		{"5.2", "timestamp-window", Must, bindServers + "Reject timestamps outside ±300 seconds of server time", "an old captured request is accepted again", ""},
+		{"5.2", "nonce-replay", Must, bindServers + "Reject reused nonces within the same 300-second window per API key", "a captured signed request can be replayed within the window", ""},
+		{"5.2", "signature-valid", Must, bindServers + "Validate the HMAC signature", "anyone who knows an API key's name forges requests", ""},
 		{"5.2", "method-uppercase", Must, "METHODMUST be uppercase", "client and server disagree on the signed string and valid requests are refused", ""},
 		{"5.2", "body-exact-bytes", Must, "BODYMUST be the exact, unmodified bytes transmitted over the network.", "a bus that signs a re-serialized body refuses correctly signed requests, or accepts altered ones", ""},
 		{"5.2", "clients-no-reserialize", Must, "Clients MUST NOT parse and re-serialize the payload before signing", "the client's signature does not match its own bytes", untestableWorker},
 		{"5.2", "empty-body", Must, "Empty bodies MUST serialize as an empty string", "signed GET requests are refused", ""},
-		{"5.2", "query-canonical", Must, "be sorted lexicographically by key - preserve repeated parameters - preserve blank values", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
-		{"5.2", "query-percent-encoding", Must, "forward slashes /MUST be encoded as%2F", "signed requests whose parameters contain reserved characters are refused", ""},
-		{"5.2", "digest-lowercase-hex", Must, "The resulting digest MUST be lowercase hexadecimal", "client and server compare differently encoded digests", ""},
+		{"5.2", "query-canonical", Must, bindQuery + "be sorted lexicographically by key - preserve repeated parameters - preserve blank values", "signed requests with several, repeated or blank query parameters are refused or forgeable", ""},
+		{"5.2", "query-percent-encoding", Must, bindQuery + "be strictly percent-encoded according to RFC 3986 (forward slashes /MUST be encoded as%2F)", "signed requests whose parameters contain reserved characters are refused", ""},
+		{"5.2", "digest-lowercase-hex", Must, "The resulting digest MUST be lowercase hexadecimal", "client and server compare differently encoded digests", "a client obligation: the client encodes the signature it sends. The bus's side, validating that signature, is INTENT-5.2-signature-valid"},
 
 		// 5.3 Admin authentication
 		{"5.3", "admin-methods", Must, "Servers MUST support the following methods in order of precedence", "operators with one of the two credentials are locked out", ""},
-		{"5.3", "admin-token", Must, "X-Admin-Token: <secret>ifBUS_ADMIN_SECRETis configured", "automation cannot use the admin API, or a wrong token gets in", ""},
-		{"5.3", "admin-basic", Must, "HTTP Basic authentication with username adminand passwordDASHBOARD_PASSWORD", "the dashboard cannot be opened in a browser, or a wrong password gets in", ""},
-		{"5.3", "no-fallback", Must, "There is no fallback from X-Admin-Token to BUS_SECRET.", "every holder of the main API key is an administrator", ""},
-		{"5.3", "separate-auth", Must, "Admin endpoints are authenticated separately from regular API key auth.", "a client API key opens the admin API", ""},
+		{"5.3", "admin-token", Must, bindAdmin + "X-Admin-Token: <secret>ifBUS_ADMIN_SECRETis configured", "automation cannot use the admin API, or a wrong token gets in", ""},
+		{"5.3", "admin-basic", Must, bindAdmin + "HTTP Basic authentication with username adminand passwordDASHBOARD_PASSWORD", "the dashboard cannot be opened in a browser, or a wrong password gets in", ""},
+		{"5.3", "no-fallback", Should, "There is no fallback from X-Admin-Token to BUS_SECRET.", "every holder of the main API key is an administrator", ""},
+		{"5.3", "separate-auth", Should, "Admin endpoints are authenticated separately from regular API key auth.", "a client API key opens the admin API", ""},
 
 		// 6 Routing
-		{"6.1", "claim-namespace-default", Must, "Workers MUST specify a namespace when claiming, defaulting to default.", "a worker without a namespace claims from the wrong partition", ""},
+		{"6.1", "claim-namespace-default", Must, "Workers MUST specify a namespace when claiming, defaulting to default.", "a worker without a namespace claims from the wrong partition", "a client obligation: the worker names the namespace it claims from. The bus's side, the namespace of a claim that names none, is INTENT-7.3-claim-namespace-default, which carries no RFC 2119 keyword"},
 		{"6.1", "namespace-isolation", Must, "Intents MUST NOT cross namespace boundaries.", "a worker of one partition runs another partition's jobs", ""},
-		{"6.2", "private", Must, "only workers authenticated using the same API key as the publisher can claim the intent", "another tenant's worker receives a private payload", ""},
-		{"6.2", "public", Must, "any authenticated worker in the same namespace can claim the intent", "public work is never picked up by shared workers", ""},
-		{"6.3", "priority-order", Must, "Intents are claimed in descending priority order (higher value = higher priority).", "urgent work waits behind bulk work", ""},
-		{"6.3", "tie-breakers", Must, "Within the same priority, intents are ordered by run_at ascending, then claim_attempts ascending, then created_at ascending, then id ascending.", "equal-priority work is served in an unpredictable order and old work starves", ""},
-		{"6.4", "target-worker", Must, "only a worker that presents a matching X-Worker-ID header (or worker_id query param) can claim it.", "a job pinned to one worker runs elsewhere, or never", ""},
-		{"6.5", "capability", Must, "only a worker that advertises the matching capability via X-Worker-Capabilities header (or capabilities query param, comma-separated) can claim it.", "a job runs on a worker that cannot do it", ""},
-		{"6.5", "capability-exact", Must, "Capability matching is case-sensitive and exact token matching.", "a worker advertising \"gpu-small\" or \"GPU\" receives a job needing \"gpu\"", ""},
+		{"6.2", "private", Should, "only workers authenticated using the same API key as the publisher can claim the intent", "another tenant's worker receives a private payload", ""},
+		{"6.2", "public", Should, "any authenticated worker in the same namespace can claim the intent", "public work is never picked up by shared workers", ""},
+		{"6.3", "priority-order", Should, "Intents are claimed in descending priority order (higher value = higher priority).", "urgent work waits behind bulk work", ""},
+		{"6.3", "tie-breakers", Should, "Within the same priority, intents are ordered by run_at ascending, then claim_attempts ascending, then created_at ascending, then id ascending.", "equal-priority work is served in an unpredictable order and old work starves", ""},
+		{"6.4", "target-worker", Should, "only a worker that presents a matching X-Worker-ID header (or worker_id query param) can claim it.", "a job pinned to one worker runs elsewhere, or never", ""},
+		{"6.5", "capability", Should, "only a worker that advertises the matching capability via X-Worker-Capabilities header (or capabilities query param, comma-separated) can claim it.", "a job runs on a worker that cannot do it", ""},
+		{"6.5", "capability-exact", Should, "Capability matching is case-sensitive and exact token matching.", "a worker advertising \"gpu-small\" or \"GPU\" receives a job needing \"gpu\"", ""},
 
 		// 7 API Definition
-		{"7", "auth-required", Must, "All regular endpoints require X-API-KEY authentication unless otherwise noted.", "an endpoint leaks or changes data without a key", ""},
-		{"7", "json-content-type", Must, "All responses use Content-Type: application/json unless otherwise noted.", "clients cannot parse responses", ""},
+		{"7", "auth-required", Should, "All regular endpoints require X-API-KEY authentication unless otherwise noted.", "an endpoint leaks or changes data without a key", ""},
+		{"7", "json-content-type", Should, "All responses use Content-Type: application/json unless otherwise noted.", "clients cannot parse responses", ""},
 		{"7", "client-content-type", Should, "Clients sending JSON request bodies SHOULD use Content-Type: application/json.", "a client's body may be misread by proxies", untestableWorker},
-		{"7.1", "health", Must, "No authentication required. Response 200 OK:", "load balancers and the harness cannot probe the bus", ""},
-		{"7.2", "required-fields", Must, "All fields except goal and payload are optional.", "minimal intents are refused, or intents without a goal or payload are stored", ""},
+		{"7.1", "health", Should, "No authentication required. Response 200 OK:", "load balancers and the harness cannot probe the bus (the body shown after it is an example)", ""},
+		{"7.2", "required-fields", Should, "All fields except goal and payload are optional.", "minimal intents are refused, or intents without a goal or payload are stored", ""},
 		{"7.2", "idem-replay", Must, "If provided, the server MUST return the same response", "a retried publish creates a second intent: the job runs twice", ""},
-		{"7.2", "idem-semantic", Must, "semantically identical JSON request body", "a retry whose JSON differs only in key order or whitespace creates a second intent or a false 422", ""},
-		{"7.2", "idem-per-key", Must, "the same response for the same API key", "one tenant's Idempotency-Key collides with another's and leaks its intent id", ""},
+		{"7.2", "idem-semantic", Must, "If provided, the server MUST return the same response for the same API key and semantically identical JSON request body.", "a retry whose JSON differs only in key order or whitespace creates a second intent or a false 422", ""},
+		{"7.2", "idem-per-key", Must, "If provided, the server MUST return the same response for the same API key", "one tenant's Idempotency-Key collides with another's and leaks its intent id", ""},
 		{"7.2", "idem-conflict", Must, "Reuse of the same key with a different canonicalized JSON body MUST return 422 Unprocessable Entity.", "a different request silently gets the first request's intent", ""},
-		{"7.2", "created-201", Must, "201 Created | Intent published", "publishers cannot tell a stored intent from a refused one", ""},
-		{"7.2", "bad-request-400", Must, "400 Bad Request | Missing or invalid fields", "malformed intents are stored or crash the bus", ""},
-		{"7.2", "body-limit-413", Must, "413 Payload Too Large | Total request body exceeds 8KB limit", "oversized requests are stored or exhaust memory", ""},
-		{"7.2", "too-many-429", Must, "429 Too Many Requests | Open intent limit reached or rate limited", "a tester key floods the bus", ""},
-		{"7.2", "publish-response", Must, "{ \"id\": \"<hex>\", \"status\": \"published\", \"namespace\": \"default\" }", "publishers cannot learn the id of their intent", ""},
-		{"7.3", "atomic-claim", Must, "The server MUST atomically select and lock the highest-priority eligible intent.", "two workers receive the same intent at once", ""},
-		{"7.3", "eligible-run-at", Must, "run_at <= now", "delayed or backed-off intents are handed out early", ""},
-		{"7.3", "eligible-expires", Must, "expires_at > now", "an intent past its TTL is still handed out", ""},
-		{"7.3", "eligible-attempts", Must, "claim_attempts < max_attempts", "an exhausted intent is claimed once more", ""},
-		{"7.3", "selection-order", Must, "Selection order: priority DESC, run_at ASC, claim_attempts ASC, created_at ASC, id ASC.", "workers receive intents in another order than the text promises", ""},
-		{"7.3", "immediate-reclaim", Must, "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.", "jobs of dead workers wait for a cleanup pass that may be hours away", ""},
-		{"7.3", "goal-filter", Must, "Filter by goal string (optional)", "a worker receives a goal it cannot handle", ""},
-		{"7.3", "publisher-filter", Must, "Filter by publisher key (admin only, or own key)", "a worker filters by, and thus learns about, another tenant's key", ""},
-		{"7.3", "claim-response", Must, "\"claim_token\": \"<16-byte-hex-string>\", \"claim_timeout\": 60", "a worker cannot mutate the intent it claimed or knows no lease length", ""},
-		{"7.3", "no-content-204", Must, "204 No Content | No eligible intent (worker should back off and retry)", "workers cannot tell an empty queue from an error", ""},
+		{"7.2", "created-201", Should, "201 Created | Intent published", "publishers cannot tell a stored intent from a refused one", ""},
+		{"7.2", "bad-request-400", Should, "400 Bad Request | Missing or invalid fields", "malformed intents are stored or crash the bus", ""},
+		{"7.2", "body-limit-413", Should, "413 Payload Too Large | Total request body exceeds 8KB limit", "oversized requests are stored or exhaust memory", ""},
+		{"7.2", "too-many-429", Should, "429 Too Many Requests | Open intent limit reached or rate limited", "a tester key floods the bus", ""},
+		{"7.2", "publish-response", Should, "Response body: { \"id\": \"<hex>\", \"status\": \"published\", \"namespace\": \"default\" }", "an example body, no keyword: publishers cannot learn the id of their intent", ""},
+		{"7.3", "atomic-claim", Must, "The server MUST atomically select and lock", "two workers receive the same intent at once", ""},
+		{"7.3", "highest-priority", Must, "The server MUST atomically select and lock the highest-priority eligible intent.", "urgent work waits behind bulk work: a claim returns an eligible intent while one of higher priority is eligible", ""},
+		{"7.3", "eligible-status", Must, bindEligible + "status = 'open'OR (status = 'claimed'AND lease expired)", "a fulfilled or dead intent, or one whose lease is still live, is handed out again", ""},
+		{"7.3", "eligible-run-at", Must, bindEligible + "run_at <= now", "delayed or backed-off intents are handed out early", ""},
+		{"7.3", "eligible-expires", Must, bindEligible + "expires_at > now", "an intent past its TTL is still handed out", ""},
+		{"7.3", "eligible-attempts", Must, bindEligible + "claim_attempts < max_attempts", "an exhausted intent is claimed once more", ""},
+		{"7.3", "eligible-visibility", Must, bindEligible + "Visibility or publisher matches", "a private intent goes to another key's worker, or a public one is withheld from the workers of other keys (Section 6.2 says what matches)", ""},
+		{"7.3", "eligible-target", Must, bindEligible + "target_workermatches (if set)", "a job pinned to one worker is handed to another (Section 6.4 says what matches)", ""},
+		{"7.3", "eligible-capability", Must, bindEligible + "required_capabilityis satisfied (if set)", "a job goes to a worker that does not advertise the capability it needs (Section 6.5 says what satisfies it)", ""},
+		{"7.3", "selection-order", Should, "Selection order: priority DESC, run_at ASC, claim_attempts ASC, created_at ASC, id ASC.", "workers receive intents in another order than the text promises", ""},
+		{"7.3", "immediate-reclaim", Should, "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.", "jobs of dead workers wait for a cleanup pass that may be hours away", ""},
+		{"7.3", "goal-filter", Should, "Filter by goal string (optional)", "a worker receives a goal it cannot handle", ""},
+		{"7.3", "claim-namespace-default", Should, "namespace | Target namespace (default: \"default\") |", "a claim that names no namespace misses the intents published without one", ""},
+		{"7.3", "publisher-filter", Should, "Filter by publisher key (admin only, or own key)", "a worker filters by, and thus learns about, another tenant's key", ""},
+		{"7.3", "claim-response", Should, "\"claim_token\": \"<16-byte-hex-string>\", \"claim_timeout\": 60", "an example body, no keyword: a worker cannot mutate the intent it claimed or knows no lease length", ""},
+		{"7.3", "no-content-204", Should, "204 No Content | No eligible intent (worker should back off and retry)", "workers cannot tell an empty queue from an error", ""},
 		{"7.3", "retry-after", Must, "The 204 response MUST include Retry-After: 1.", "idle workers poll in a hot loop", ""},
-		{"7.4", "extend", Must, "Extends the lease on a currently-held intent.", "long-running jobs are requeued while still running", ""},
-		{"7.4", "extend-seconds-range", Must, "seconds MUST be between 10 and 3600.", "a worker holds a lease forever or extends it uselessly", ""},
-		{"7.4", "extend-token-required", Must, "seconds MUST be between 10 and 3600. claim_token is strictly required.", "anyone holding the intent id extends a lease", ""},
-		{"7.4", "extend-404", Must, "Intent not found, not owned by caller, or claim_token invalid/expired", "a stranger keeps another worker's lease alive", ""},
+		{"7.4", "extend", Should, "Extends the lease on a currently-held intent.", "long-running jobs are requeued while still running", ""},
+		{"7.4", "extend-seconds-range", Must, "seconds MUST be between 10 and 3600.", "a worker holds a lease forever or extends it uselessly", "a client obligation: the worker chooses seconds, and the text does not say what the bus does with a value outside 10–3600 (it MAY refuse it with an invalid_* error, INTENT-11-invalid-specific)"},
+		{"7.4", "extend-token-required", Should, "claim_token is strictly required.", "anyone holding the intent id extends a lease (\"strictly required\" is no RFC 2119 keyword)", ""},
+		{"7.4", "extend-404", Should, "Intent not found, not owned by caller, or claim_token invalid/expired", "a stranger keeps another worker's lease alive (a table row; the bus's MUSTs are INTENT-3.3-token-expired-404, -token-overwritten-404 and INTENT-2-no-lease-hijack)", ""},
 		{"7.4", "extend-expired-lease", Must, "A lease extension MUST fail if the existing lease has already expired.", "a worker revives a lease the bus already gave up, while another worker may hold the job", ""},
 		{"7.4", "extend-periodically", Should, "Workers performing long-running tasks SHOULD call this periodically to avoid the job being requeued.", "a long job is requeued and runs twice", untestableWorker},
 		{"7.4", "reclaim-after-expiry", Must, "Workers MUST call /claim again to re-acquire the intent.", "a worker keeps running a job it lost", untestableWorker},
 		{"7.4", "lease-loss-permanent", Must, "MUST treat it as a permanent lease loss (the job was reclaimed or deleted) and MUST NOT retry the mutation.", "a worker keeps retrying a mutation on a job now held by someone else (the same words close 7.5 and 7.6)", untestableWorker},
-		{"7.5", "fulfill", Must, "Marks an intent as fulfilled. Optionally stores a result.", "results of completed jobs are lost", ""},
-		{"7.5", "fulfill-token-required", Must, "claim_token is strictly required. result_type MUST be", "anyone holding the intent id completes the job", ""},
-		{"7.5", "result-type", Must, "result_type MUST be \"json\" or \"text\".", "results are stored with a type readers cannot interpret", ""},
-		{"7.5", "result-type-default", Must, "If omitted, it defaults to \"json\" when a result is provided.", "readers misinterpret results fulfilled without a type", ""},
-		{"7.5", "fulfill-without-result", Must, "Body is optional — calling with no body marks the intent fulfilled with no stored result.", "a worker with nothing to report cannot complete its job, or an old result survives", ""},
-		{"7.5", "fulfill-404", Must, "Not found, not the current claimer, or claim_token invalid/expired | Workers receiving a 404 Not Found during this operation MUST treat it as a permanent lease loss (the job was reclaimed or deleted) and MUST NOT retry the mutation. POST /fail/", "a worker that is not the current claimer completes the job", ""},
-		{"7.6", "fail", Must, "Explicitly fails a claimed intent. The bus applies backoff and requeues if attempts remain, or moves to dead if exhausted.", "a worker cannot hand back a job it could not do", ""},
-		{"7.6", "fail-token-required", Must, "\"error\": \"Connection timed out\" }claim_token is strictly required.", "anyone holding the intent id fails another worker's job", ""},
-		{"7.6", "fail-404", Must, "Not found, not the current claimer, or claim_token invalid/expired | Workers receiving a 404 Not Found during this operation MUST treat it as a permanent lease loss (the job was reclaimed or deleted) and MUST NOT retry the mutation. GET /result/", "a worker that is not the current claimer fails the job", ""},
-		{"7.7", "result-access", Must, "Accessible by the publisher, the current claimer, or an admin.", "any key can read any tenant's results", ""},
-		{"7.7", "result-fields", Must, "Retrieves the stored result and full status of an intent.", "publishers cannot poll for results", ""},
+		{"7.5", "fulfill", Should, "Marks an intent as fulfilled. Optionally stores a result.", "results of completed jobs are lost", ""},
+		{"7.5", "fulfill-token-required", Should, "claim_token is strictly required.", "anyone holding the intent id completes the job (\"strictly required\" is no RFC 2119 keyword)", ""},
+		{"7.5", "result-type", Must, "result_type MUST be \"json\" or \"text\".", "results are stored with a type readers cannot interpret", "a client obligation: the worker chooses result_type. The bus's side, the result_type it stores, is INTENT-4.2-result-type-values, which carries no RFC 2119 keyword"},
+		{"7.5", "result-type-default", Should, "If omitted, it defaults to \"json\" when a result is provided.", "readers misinterpret results fulfilled without a type", ""},
+		{"7.5", "fulfill-without-result", Should, "Body is optional — calling with no body marks the intent fulfilled with no stored result.", "a worker with nothing to report cannot complete its job, or an old result survives", ""},
+		{"7.5", "fulfill-404", Should, "200 OK | Intent fulfilled | 404 Not Found | Not found, not the current claimer, or claim_token invalid/expired |", "a worker that is not the current claimer completes the job (a table row; the MUST after it binds workers. The bus's MUSTs are INTENT-3.3-token-expired-404, -token-overwritten-404 and INTENT-2-no-lease-hijack)", ""},
+		{"7.6", "fail", Should, "Explicitly fails a claimed intent. The bus applies backoff and requeues if attempts remain, or moves to dead if exhausted.", "a worker cannot hand back a job it could not do", ""},
+		{"7.6", "fail-token-required", Should, "claim_token is strictly required.", "anyone holding the intent id fails another worker's job (\"strictly required\" is no RFC 2119 keyword)", ""},
+		{"7.6", "fail-404", Should, "200 OK | Processed | 404 Not Found | Not found, not the current claimer, or claim_token invalid/expired |", "a worker that is not the current claimer fails the job (a table row; the MUST after it binds workers. The bus's MUSTs are INTENT-3.3-token-expired-404, -token-overwritten-404 and INTENT-2-no-lease-hijack)", ""},
+		{"7.7", "result-access", Should, "Accessible by the publisher, the current claimer, or an admin.", "any key can read any tenant's results", ""},
+		{"7.7", "result-fields", Should, "Retrieves the stored result and full status of an intent.", "publishers cannot poll for results", ""},
 		{"7.7", "result-error-field", Must, "The response MUST include error when last_error is present.", "publishers cannot see why an intent failed", ""},
-		{"7.8", "status", Must, "Lightweight status check without the result body.", "status polling downloads whole results", ""},
-		{"7.8", "status-access", Must, "Same access control as /result.", "any key can read any tenant's intent status", ""},
-		{"7.9", "kv-isolation", Must, "Keys are isolated per API key.", "one tenant reads or overwrites another's coordination values", ""},
-		{"7.9", "kv-ttl", Must, "ttl defaults to 600 seconds. Maximum 86400.", "values live forever or vanish too early", ""},
-		{"7.9", "kv-get", Must, "Returns 200 { \"value\": \"...\" } or 404.", "a reader cannot tell a missing value from an empty one", ""},
+		{"7.8", "status", Should, "Lightweight status check without the result body.", "status polling downloads whole results", ""},
+		{"7.8", "status-access", Should, "Same access control as /result.", "any key can read any tenant's intent status", ""},
+		{"7.9", "kv-isolation", Should, "Keys are isolated per API key.", "one tenant reads or overwrites another's coordination values", ""},
+		{"7.9", "kv-ttl", Should, "ttl defaults to 600 seconds. Maximum 86400.", "values live forever or vanish too early", ""},
+		{"7.9", "kv-get", Should, "Returns 200 { \"value\": \"...\" } or 404.", "a reader cannot tell a missing value from an empty one", ""},
 
 		// 8 Admin API
-		{"8", "admin-auth", Must, "All admin endpoints require admin authentication (Section 5.3).", "anyone can purge, cancel or read every tenant's intents", ""},
-		{"8", "admin-exempt-limits", Must, "Admin routes are exempt from tester rate limits and the open-intent cap.", "operators are locked out while a tester key is throttled", ""},
-		{"8.1", "dashboard", Must, "Returns an HTML dashboard with live queue stats, recent intents, tester keys, and dead letters.", "operators have no view of the bus", ""},
-		{"8.1", "dashboard-basic-prompt", Must, "Triggers browser Basic auth prompt if credentials are not provided.", "a browser user cannot log in to the dashboard", ""},
-		{"8.2", "generate-key", Must, "Returns 201 { \"api_key\": \"tk_...\", \"owner\": \"alice\" }.", "operators cannot hand out tester keys", ""},
-		{"8.2", "revoke-key", Must, "Revokes the key and clears all associated rate limits, idempotency keys, and nonces.", "a leaked tester key keeps working", ""},
-		{"8.3", "purge-confirm", Must, "confirm: true is required.", "one stray request wipes the bus", ""},
-		{"8.3", "purge-namespace", Must, "If provided, purges intents and dead letters in that namespace only.", "purging one namespace destroys others", ""},
-		{"8.3", "purge-all", Must, "if omitted, purges all intents, dead letters, and housekeeping tables.", "a full purge leaves stale intents behind", ""},
-		{"8.4", "cleanup", Must, "Runs the background cleanup pass immediately. Returns stats:", "operators cannot force housekeeping or see what it did", ""},
-		{"8.5", "admin-detail", Must, "Full intent detail including payload.", "operators cannot inspect a stuck intent", ""},
-		{"8.5", "admin-cancel", Must, "Forces intent to dead and archives to dead-letter queue.", "a cancelled intent keeps running or leaves no record", ""},
-		{"8.5", "admin-retry", Must, "Resets the intent to open with claim_attempts = 0, clears the current lease, clears stored result and error state, and removes any matching dead-letter row.", "a retried intent is still dead, keeps stale state, or is listed dead and open at once", ""},
-		{"8.6", "dead-list", Must, "Lists the 100 most recent dead letters.", "operators cannot find failed work", ""},
-		{"8.6", "dead-detail", Must, "Full detail for a dead letter including original payload.", "operators cannot see what a failed job was asked to do", ""},
+		{"8", "admin-auth", Should, "All admin endpoints require admin authentication (Section 5.3).", "anyone can purge, cancel or read every tenant's intents", ""},
+		{"8", "admin-exempt-limits", Should, "Admin routes are exempt from tester rate limits and the open-intent cap.", "operators are locked out while a tester key is throttled", ""},
+		{"8.1", "dashboard", Should, "Returns an HTML dashboard with live queue stats, recent intents, tester keys, and dead letters.", "operators have no view of the bus", ""},
+		{"8.1", "dashboard-basic-prompt", Should, "Triggers browser Basic auth prompt if credentials are not provided.", "a browser user cannot log in to the dashboard", ""},
+		{"8.2", "generate-key", Should, "Returns 201 { \"api_key\": \"tk_...\", \"owner\": \"alice\" }.", "an example body, no keyword (the tk_ prefix and the owner echo are the example's): operators cannot hand out tester keys", ""},
+		{"8.2", "revoke-key", Should, "Revokes the key and clears all associated rate limits, idempotency keys, and nonces.", "a leaked tester key keeps working", ""},
+		{"8.3", "purge-confirm", Should, "confirm: true is required.", "one stray request wipes the bus", ""},
+		{"8.3", "purge-namespace", Should, "If provided, purges intents and dead letters in that namespace only.", "purging one namespace destroys others", ""},
+		{"8.3", "purge-all", Should, "if omitted, purges all intents, dead letters, and housekeeping tables.", "a full purge leaves stale intents behind", ""},
+		{"8.4", "cleanup", Should, "Runs the background cleanup pass immediately. Returns stats:", "the stats are an example, no keyword (their keys are the example's): operators cannot force housekeeping or see what it did", ""},
+		{"8.5", "admin-detail", Should, "Full intent detail including payload.", "operators cannot inspect a stuck intent", ""},
+		{"8.5", "admin-cancel", Should, "Forces intent to dead and archives to dead-letter queue.", "a cancelled intent keeps running or leaves no record", ""},
+		{"8.5", "admin-retry", Should, "Resets the intent to open with claim_attempts = 0, clears the current lease, clears stored result and error state, and removes any matching dead-letter row.", "a retried intent is still dead, keeps stale state, or is listed dead and open at once", ""},
+		{"8.6", "dead-list", Should, "Lists the 100 most recent dead letters.", "operators cannot find failed work", ""},
+		{"8.6", "dead-detail", Should, "Full detail for a dead letter including original payload.", "operators cannot see what a failed job was asked to do", ""},
 
 		// 9 Metrics
-		{"9", "metrics-auth", Must, "Requires either a Bearer <METRICS_TOKEN> Authorization header or valid admin credentials (X-Admin-Token or HTTP Basic auth).", "anyone reads queue sizes and namespaces, or monitoring is locked out", ""},
-		{"9", "metrics-format", Must, "Returns Prometheus-compatible text format:", "monitoring cannot scrape the bus", ""},
+		{"9", "metrics-auth", Should, "Requires either a Bearer <METRICS_TOKEN> Authorization header or valid admin credentials (X-Admin-Token or HTTP Basic auth).", "anyone reads queue sizes and namespaces, or monitoring is locked out", ""},
+		{"9", "metrics-format", Should, "Returns Prometheus-compatible text format:", "the text shown is an example, no keyword (the metric names are the example's): monitoring cannot scrape the bus", ""},
 
 		// 10 Response Headers
-		{"10", "x-frame-options", Must, "X-Frame-Options | DENY", "the dashboard can be framed (clickjacking)", ""},
-		{"10", "x-content-type-options", Must, "X-Content-Type-Options | nosniff", "browsers sniff JSON or error bodies as HTML", ""},
-		{"10", "referrer-policy", Must, "Referrer-Policy | no-referrer", "URLs with intent ids leak to third parties", ""},
-		{"10", "cache-control", Must, "Cache-Control | no-store", "intermediaries cache results, claim tokens or admin pages", ""},
-		{"10", "version-header", Must, "X-Intent-Version | 2.1", "clients cannot detect which protocol version they speak to", ""},
+		{"10", "x-frame-options", Must, bindHeaders + "X-Frame-Options | DENY", "the dashboard can be framed (clickjacking)", ""},
+		{"10", "x-content-type-options", Must, bindHeaders + "X-Content-Type-Options | nosniff", "browsers sniff JSON or error bodies as HTML", ""},
+		{"10", "referrer-policy", Must, bindHeaders + "Referrer-Policy | no-referrer", "URLs with intent ids leak to third parties", ""},
+		{"10", "cache-control", Must, bindHeaders + "Cache-Control | no-store", "intermediaries cache results, claim tokens or admin pages", ""},
+		{"10", "version-header", Must, bindHeaders + "X-Intent-Version | 2.1", "clients cannot detect which protocol version they speak to", ""},
 
 		// 11 Error Format
 		{"11", "error-shape", Must, "All error responses MUST use the following shape:", "clients cannot tell one error from another", ""},
-		{"11", "code-unauthorized", Must, "unauthorized | 401 | Missing or invalid API key", "clients cannot tell a bad key from other errors", ""},
-		{"11", "code-forbidden", Must, "forbidden | 403 | Valid key but insufficient permission", "clients cannot tell missing permission from a bad key", ""},
-		{"11", "code-not-found", Must, "not_found | 404 | Intent or resource not found", "clients cannot tell a lost lease or unknown id from other errors", ""},
-		{"11", "code-invalid-request", Must, "invalid_request | 400 | Missing required fields", "clients cannot tell which request was malformed", ""},
-		{"11", "code-invalid-payload", Must, "invalid_payload | 400 | Malformed payload", "clients cannot tell a malformed body from other errors", ""},
-		{"11", "code-payload-too-large", Must, "payload_too_large | 413 |", "clients cannot tell an oversized request from other errors", ""},
-		{"11", "code-idempotency-conflict", Must, "idempotency_conflict | 422 | Key reused with different body", "clients cannot recognise a reused key", ""},
-		{"11", "code-rate-limited", Must, "rate_limited | 429 | Too many requests", "clients cannot tell throttling from the open cap", ""},
-		{"11", "code-limit-exceeded", Must, "limit_exceeded | 429 | Open intent cap reached", "clients cannot tell the open cap from throttling", ""},
-		{"11", "code-database-busy", Must, "database_busy | 503 | SQLite contention", "clients cannot tell contention (retry) from other errors", "needs storage contention that a client cannot cause through the API; exercised by idscheck chaos"},
-		{"11", "code-maintenance", Must, "maintenance | 503 | Server in maintenance mode", "clients cannot tell maintenance from an outage", "needs the target restarted with BUS_MAINTENANCE_MODE=true, which scenarios cannot do"},
+		{"11", "code-unauthorized", Should, "unauthorized | 401 | Missing or invalid API key", "clients cannot tell a bad key from other errors", ""},
+		{"11", "code-forbidden", Should, "forbidden | 403 | Valid key but insufficient permission", "clients cannot tell missing permission from a bad key", ""},
+		{"11", "code-not-found", Should, "not_found | 404 | Intent or resource not found", "clients cannot tell a lost lease or unknown id from other errors", ""},
+		{"11", "code-invalid-request", Should, "invalid_request | 400 | Missing required fields", "clients cannot tell which request was malformed", ""},
+		{"11", "code-invalid-payload", Should, "invalid_payload | 400 | Malformed payload", "clients cannot tell a malformed body from other errors", ""},
+		{"11", "code-payload-too-large", Should, "payload_too_large | 413 |", "clients cannot tell an oversized request from other errors", ""},
+		{"11", "code-idempotency-conflict", Should, "idempotency_conflict | 422 | Key reused with different body", "clients cannot recognise a reused key", ""},
+		{"11", "code-rate-limited", Should, "rate_limited | 429 | Too many requests", "clients cannot tell throttling from the open cap", ""},
+		{"11", "code-limit-exceeded", Should, "limit_exceeded | 429 | Open intent cap reached", "clients cannot tell the open cap from throttling", ""},
+		{"11", "code-database-busy", Should, "database_busy | 503 | SQLite contention", "clients cannot tell contention (retry) from other errors", "needs storage contention that a client cannot cause through the API; exercised by idscheck chaos"},
+		{"11", "code-maintenance", Should, "maintenance | 503 | Server in maintenance mode", "clients cannot tell maintenance from an outage", "needs the target restarted with BUS_MAINTENANCE_MODE=true, which scenarios cannot do"},
 		{"11", "invalid-specific", May, "Additional specific invalid_* errors MAY be returned for malformed fields.", "clients cannot tell which field was wrong", ""},
 
 		// 12 Guarantees
-		{"12", "at-least-once", Must, "Implementations MUST provide: - At-least-once delivery", "a published intent is never delivered", ""},
-		{"12", "atomic-claiming", Must, "- Atomic job claiming - Cryptographically", "one intent is held by two live leases", ""},
-		{"12", "isolated-claim-locks", Must, "Cryptographically isolated claim locks", "a claim token can be guessed or reused across claims", ""},
-		{"12", "retry-backoff", Must, "Retry with exponential backoff", "failing jobs are retried without backoff", ""},
-		{"12", "dead-letter-archival", Must, "Dead-letter archival after max attempts", "exhausted jobs vanish without a record", ""},
-		{"12", "isolation", Must, "Per-namespace and per-key isolation", "tenants see or take each other's work", ""},
+		{"12", "at-least-once", Must, bindProvide + "At-least-once delivery", "a published intent is never delivered", ""},
+		{"12", "atomic-claiming", Must, bindProvide + "Atomic job claiming", "one intent is held by two live leases", ""},
+		{"12", "isolated-claim-locks", Must, bindProvide + "Cryptographically isolated claim locks", "a claim token can be guessed or reused across claims", ""},
+		{"12", "retry-backoff", Must, bindProvide + "Retry with exponential backoff", "failing jobs are retried without backoff", ""},
+		{"12", "dead-letter-archival", Must, bindProvide + "Dead-letter archival after max attempts", "exhausted jobs vanish without a record", ""},
+		{"12", "isolation", Must, bindProvide + "Per-namespace and per-key isolation", "tenants see or take each other's work", ""},
+
+		// 14 Server Configuration
+		{"14", "require-signatures", Should, "Require HMAC signing on all requests.", "an unsigned request gets through a bus that promises strict auth", ""},
 
 		// 15 Security Considerations
 		{"15", "secret-not-default", Must, "BUS_SECRETMUST be kept secret and MUST NOT be the defaultdev_secretin production", "anyone knowing the default key owns the bus", untestableDeployment},
 		{"15", "https-enforced", Must, "HTTPS MUST be enforced in production", "keys and payloads travel in clear text", untestableDeployment},
-		{"15", "replay-mitigation", Must, "Replay attacks are mitigated by Strict Auth (nonce + timestamp window)", "signed requests can be replayed", ""},
-		{"15", "claim-token-validation", Must, "Concurrency attacks are mitigated by ephemeral claim_tokenvalidation", "a racing worker mutates an intent it does not hold", ""},
-		{"15", "rate-limit", Must, "Rate limiting: 60 requests/minute per tester key", "one tester key floods the bus", ""},
-		{"15", "size-limits", Must, "Payload field content limit: 7KB. Total request body limit: 8KB.", "oversized intents are stored", ""},
-		{"15", "open-cap", Must, "Open intent cap: 2000 open intents per tester key", "one tester key fills the queue", ""},
-		{"15", "open-cap-main-exempt", Must, "(the main BUS_SECRETkey is exempt)", "the operator's own key is throttled by the tester cap", ""},
-		{"15", "dead-retention", Must, "Dead letters are retained for 7 days", "dead letters vanish before operators look, or pile up forever", ""},
-		{"15", "fulfilled-retention", Must, "Fulfilled intents are retained for 7 days", "results vanish before publishers poll, or pile up forever", ""},
+		{"15", "replay-mitigation", Should, "Replay attacks are mitigated by Strict Auth (nonce + timestamp window)", "signed requests can be replayed", ""},
+		{"15", "claim-token-validation", Should, "Concurrency attacks are mitigated by ephemeral claim_tokenvalidation", "a racing worker mutates an intent it does not hold", ""},
+		{"15", "rate-limit", Should, "Rate limiting: 60 requests/minute per tester key", "one tester key floods the bus", ""},
+		{"15", "size-limits", Should, "Payload field content limit: 7KB. Total request body limit: 8KB.", "oversized intents are stored", ""},
+		{"15", "open-cap", Should, "Open intent cap: 2000 open intents per tester key", "one tester key fills the queue", ""},
+		{"15", "open-cap-main-exempt", Should, "(the main BUS_SECRETkey is exempt)", "the operator's own key is throttled by the tester cap", ""},
+		{"15", "dead-retention", Should, "Dead letters are retained for 7 days", "dead letters vanish before operators look, or pile up forever", ""},
+		{"15", "fulfilled-retention", Should, "Fulfilled intents are retained for 7 days", "results vanish before publishers poll, or pile up forever", ""},
 
 		// 16 Implementation Notes
 		{"16", "sqlite-version", Must, "SQLite version 3.35.0 or higher is STRICTLY REQUIRED", "the atomic claim statement is unavailable", untestableInternal},
-		{"16", "sqlite-wal", Must, "SQLite WAL mode is required; journal_modemust be set toWAL", "readers block the writer and claims stall", untestableInternal},
+		{"16", "sqlite-wal", Should, "SQLite WAL mode is required; journal_modemust be set toWAL", "readers block the writer and claims stall", untestableInternal},
 		{"16", "begin-immediate", Must, "Atomic claiming MUST use BEGIN IMMEDIATEwithUPDATE ... RETURNING", "two transactions claim the same row", untestableInternal},
-		{"16", "lazy-cleanup", Must, "Cleanup is lazy: triggered by request traffic, not a background thread", "cleanup competes with traffic for the writer", untestableInternal},
-		{"16", "cleanup-failure-backoff", Must, "If cleanup fails (e.g., database lock), the server enforces a 60-second backoff before retrying to prevent thrashing", "a locked database is hammered by cleanup retries", "needs a storage lock that a client cannot cause through the API; exercised by idscheck chaos"},
+		{"16", "lazy-cleanup", Should, "Cleanup is lazy: triggered by request traffic, not a background thread", "cleanup competes with traffic for the writer", untestableInternal},
+		{"16", "cleanup-failure-backoff", Should, "If cleanup fails (e.g., database lock), the server enforces a 60-second backoff before retrying to prevent thrashing", "a locked database is hammered by cleanup retries", "needs a storage lock that a client cannot cause through the API; exercised by idscheck chaos"},
 		{"16", "single-process", Should, "Multiple gunicorn workers will cause SQLite write contention; use --workers 1 --threads N", "write contention makes requests fail with database_busy", untestableDeployment},
 
 		// 17 Versioning
-		{"17", "version-advertised", Must, "The X-Intent-Versionresponse header advertises the protocol version, which is 2.1.", "clients cannot detect the protocol version", ""},
+		{"17", "version-advertised", Should, "The X-Intent-Versionresponse header advertises the protocol version, which is 2.1.", "clients cannot detect the protocol version", ""},
 		{"17", "breaking-major", Must, "Breaking changes MUST increment the major version", "clients upgrade into incompatible behaviour unknowingly", "a rule for the evolution of the text and its implementations, not a behaviour of one target"},
 		{"17", "additive-compatible", Should, "Additive changes SHOULD be backward-compatible", "existing clients break on a minor release", "a rule for the evolution of the text and its implementations, not a behaviour of one target"},
 	}
 	out := make([]Rule, 0, len(rows))
+	used := 0
 	for _, r := range rows {
+		binding, quote, ok := strings.Cut(r.quote, bindSep)
+		if !ok {
+			binding, quote = "", r.quote
+		}
+		key := r.section + "-" + r.slug
+		var readings []string
+		if ds, ok := intentReadings[key]; ok {
+			readings = append(readings, ds...)
+			used++
+		}
 		out = append(out, Rule{
-			ID:          "INTENT-" + r.section + "-" + r.slug,
+			ID:          "INTENT-" + key,
 			Profile:     ProfileIntent,
 			Source:      IntentSource,
 			Section:     r.section,
 			Level:       r.level,
-			Quote:       r.quote,
+			Quote:       quote,
 			Explanation: r.why,
+			Binding:     binding,
 			Untestable:  r.untestable,
+			Readings:    readings,
 		})
+	}
+	if used != len(intentReadings) {
+		panic("spec: intentReadings names a rule the catalog does not have")
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func cmdRules(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("rules", "rules [--profile intent] [--level MUST] [--json]", stderr)
 	fs.StringVar(&cfg.profile, "profile", "", "list only the rules of this profile (intent, ids, atp, t0, a2a); empty: all")
 	fs.StringVar(&cfg.level, "level", "", "list only the rules of this level (MUST, SHOULD or MAY); empty: all")
-	fs.BoolVar(&cfg.json, "json", false, "print the full rules (quote, explanation, untestable reason) as a JSON array")
+	fs.BoolVar(&cfg.json, "json", false, "print the full rules (quote, binding, explanation, untestable reason, readings with their quotes) as a JSON array")
 	fs.IntVar(&cfg.width, "width", 72, "characters of the quote shown in the table (0: the whole quote)")
 	if code, done := parseFlags(fs, args, false); done {
 		return code
@@ -39,10 +39,11 @@ func cmdRules(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if rules == nil {
-			rules = []spec.Rule{}
+		out := make([]ruleJSON, 0, len(rules))
+		for _, r := range rules {
+			out = append(out, ruleJSON{Rule: r, Decisions: ruleDecisions(r)})
 		}
-		if err := enc.Encode(rules); err != nil {
+		if err := enc.Encode(out); err != nil {
 			fmt.Fprintf(stderr, "idscheck rules: write: %v\n", err)
 			return exitUsage
 		}
@@ -50,6 +51,41 @@ func cmdRules(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	writeRulesTable(stdout, rules, cfg.width)
 	return exitOK
+}
+
+// ruleJSON is one rule of `idscheck rules --json`: the rule's own fields, and
+// for a rule whose check rests on decisions (Rule.Readings), those decisions
+// with the names and quotes of their readings.
+type ruleJSON struct {
+	spec.Rule
+	Decisions []ruleDecision `json:"decisions,omitempty"`
+}
+
+// ruleDecision is a decision as `idscheck rules` shows it: the question and
+// the readings a target may follow, each with the words of the text.
+type ruleDecision struct {
+	ID       string         `json:"id"`
+	Question string         `json:"question"`
+	Readings []spec.Reading `json:"readings"`
+}
+
+// decisionOf returns the decision id of profile p; false when there is none.
+func decisionOf(p spec.Profile, id string) (spec.Decision, bool) {
+	if p == spec.ProfileIntent {
+		return spec.IntentDecision(id)
+	}
+	return spec.Decision{}, false
+}
+
+// ruleDecisions returns the decisions r.Readings names, in that order; an ID
+// naming no decision of the profile is shown with its ID alone.
+func ruleDecisions(r spec.Rule) []ruleDecision {
+	var out []ruleDecision
+	for _, id := range r.Readings {
+		d, _ := decisionOf(r.Profile, id)
+		out = append(out, ruleDecision{ID: id, Question: d.Question, Readings: d.Readings})
+	}
+	return out
 }
 
 // selectCatalog returns the rules matching cfg, in catalog order.
@@ -83,22 +119,69 @@ func selectCatalog(cfg rulesConfig) ([]spec.Rule, error) {
 }
 
 // writeRulesTable writes one line per rule: ID, level, section, quote (cut to
-// width runes), and "N/A" when the rule is untestable; then a count.
+// width runes), "[untestable]" when the rule is untestable and "[readings:
+// ID]" when its check rests on a decision with readings; then a count; then
+// each such decision with the rules resting on it and its readings' names
+// and quotes.
 func writeRulesTable(w io.Writer, rules []spec.Rule, width int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLEVEL\tSECTION\tQUOTE")
-	untestable := 0
+	untestable, withReadings := 0, 0
+	type decisionRules struct {
+		profile spec.Profile
+		id      string
+		rules   []string
+	}
+	var decisions []*decisionRules
+	byKey := map[string]*decisionRules{}
 	for _, r := range rules {
-		q := spec.NormalizeSpace(r.Quote)
-		if width > 0 && utf8.RuneCountInString(q) > width {
-			q = string([]rune(q)[:width-1]) + "…"
-		}
+		q := cut(spec.NormalizeSpace(r.Quote), width)
 		if r.Untestable != "" {
 			untestable++
 			q += "  [untestable]"
 		}
+		if len(r.Readings) > 0 {
+			withReadings++
+			q += "  [readings: " + strings.Join(r.Readings, ", ") + "]"
+		}
+		for _, id := range r.Readings {
+			key := string(r.Profile) + "/" + id
+			if byKey[key] == nil {
+				byKey[key] = &decisionRules{profile: r.Profile, id: id}
+				decisions = append(decisions, byKey[key])
+			}
+			byKey[key].rules = append(byKey[key].rules, r.ID)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Level, r.Section, q)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d rules (%d untestable; `idscheck rules --json` shows why)\n", len(rules), untestable)
+	fmt.Fprintf(w, "\n%d rules (%d untestable, %d judged under readings; `idscheck rules --json` shows why)\n", len(rules), untestable, withReadings)
+	if len(decisions) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nReadings: where the text contradicts itself or leaves a choice open, a check\n"+
+		"resting on the choice is judged under each reading, and a target that follows\n"+
+		"any of them is not failed for it.\n")
+	for _, dr := range decisions {
+		d, ok := decisionOf(dr.profile, dr.id)
+		fmt.Fprintf(w, "\n%s", dr.id)
+		if ok {
+			fmt.Fprintf(w, " (%s): %s", d.Section, d.Question)
+		}
+		fmt.Fprintf(w, "\n  rules: %s\n", strings.Join(dr.rules, ", "))
+		rw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, rd := range d.Readings {
+			fmt.Fprintf(rw, "  %s\t§%s\t\"%s\"\n", rd.Name, rd.Section, cut(spec.NormalizeSpace(rd.Quote), width))
+		}
+		rw.Flush()
+	}
+}
+
+// cut returns s cut to width runes, the last one an ellipsis; s itself when
+// width is 0 or s is short enough.
+func cut(s string, width int) string {
+	if width > 0 && utf8.RuneCountInString(s) > width {
+		return string([]rune(s)[:width-1]) + "…"
+	}
+	return s
 }
