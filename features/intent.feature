@@ -123,7 +123,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-4.1-namespace-default] the response field "namespace" is "default"
     When I remember the published id as "A"
     And I send POST "/claim?goal={goal}"
-    Then [INTENT-6.1-claim-namespace-default] the claim returns intent "A"
+    Then [INTENT-7.3-claim-namespace-default] the claim returns intent "A"
     When I send POST "/fulfill/{id:A}" with body:
       """
       {"claim_token": "{token:A}"}
@@ -308,7 +308,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-7.3-claim-response] the response field "priority" is 7
     And [INTENT-7.3-claim-response] the response field "namespace" is "{ns}"
     And [INTENT-7.3-claim-response] the response field "claim_timeout" is a number
-    And [INTENT-12-isolated-claim-locks] the claim token is 32 hex characters
+    And [INTENT-7.3-claim-response] the claim token is 32 hex characters
     And [INTENT-3.2-claim-transition] the status of "A" is "claimed"
     And [INTENT-3.1-states] the response field "status" is "claimed"
 
@@ -325,6 +325,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-12-atomic-claiming] no intent is held by two live leases
     And [INTENT-2-atomic-isolation] no intent is held by two live leases
     And [INTENT-2-no-lease-hijack] every claim token is distinct
+    And [INTENT-12-isolated-claim-locks] every claim token is distinct
 
   Scenario: higher priority is claimed first
     Given I publish intent "low" with:
@@ -340,7 +341,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       {}
       """
     When I claim every intent in turn
-    Then [INTENT-6.3-priority-order] the intents were claimed in the order "high, mid, low"
+    Then [INTENT-7.3-highest-priority] the intents were claimed in the order "high, mid, low"
+    And [INTENT-6.3-priority-order] the intents were claimed in the order "high, mid, low"
     And [INTENT-7.3-selection-order] the intents were claimed in the order "high, mid, low"
     And [INTENT-4.1-priority-range] the intents were claimed in the order "high, mid, low"
 
@@ -396,7 +398,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     Given a tester key "alice"
     And I publish intent "A"
     When alice claims
-    Then [INTENT-6.2-private] the response status is 204
+    Then [INTENT-7.3-eligible-visibility] the response status is 204
+    And [INTENT-6.2-private] the response status is 204
     And [INTENT-12-isolation] the response status is 204
     When I claim
     Then [INTENT-6.2-private] the claim returns intent "A"
@@ -445,9 +448,11 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"target_worker": "w-{ns}"}
       """
     When I claim with query "worker_id=someone-else"
-    Then [INTENT-6.4-target-worker] the response status is 204
+    Then [INTENT-7.3-eligible-target] the response status is 204
+    And [INTENT-6.4-target-worker] the response status is 204
     When I claim
-    Then [INTENT-6.4-target-worker] the response status is 204
+    Then [INTENT-7.3-eligible-target] the response status is 204
+    And [INTENT-6.4-target-worker] the response status is 204
     When <claim>
     Then [INTENT-6.4-target-worker] the claim returns intent "A"
 
@@ -462,7 +467,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"required_capability": "gpu"}
       """
     When I claim
-    Then [INTENT-6.5-capability] the response status is 204
+    Then [INTENT-7.3-eligible-capability] the response status is 204
+    And [INTENT-6.5-capability] the response status is 204
     When <claim>
     Then [INTENT-6.5-capability] the claim returns intent "A"
 
@@ -477,7 +483,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"required_capability": "gpu"}
       """
     When <claim>
-    Then [INTENT-6.5-capability-exact] the response status is 204
+    Then [INTENT-7.3-eligible-capability] the response status is 204
+    And [INTENT-6.5-capability-exact] the response status is 204
 
     Examples:
       | what                    | claim                                                                   |
@@ -510,7 +517,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     Then [INTENT-3.1-fulfilled-terminal] the response status is one of "4xx"
     When I claim
-    Then [INTENT-3.1-fulfilled-terminal] the response status is 204
+    Then [INTENT-7.3-eligible-status] the response status is 204
+    And [INTENT-3.1-fulfilled-terminal] the response status is 204
 
   Scenario: fulfil with nothing but the claim token stores no result
     Given I publish intent "A"
@@ -524,19 +532,29 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-7.5-fulfill-without-result] the response field "status" is "fulfilled"
     And [INTENT-7.5-fulfill-without-result] the response field "result" is null
 
-  Scenario Outline: result_type must be json or text (<type>)
+  # "result_type MUST be json or text" binds the worker; the bus's side is
+  # the field's type: a result it keeps has result_type json or text.
+  Scenario: a result of type text is kept as text
     Given I publish intent "A"
     And I claim intent "A"
     When I send POST "/fulfill/{id:A}" with body:
       """
-      {"claim_token": "{token:A}", "result": "plain words", "result_type": "<type>"}
+      {"claim_token": "{token:A}", "result": "plain words", "result_type": "text"}
       """
-    Then [INTENT-7.5-result-type] the response status is one of "<status>"
+    Then [INTENT-7.5-fulfill] the response status is 200
+    When I send GET "/result/{id:A}"
+    Then [INTENT-4.2-result-type-values] the response field "result_type" is "text"
 
-    Examples:
-      | type | status |
-      | xml  | 4xx    |
-      | text | 200    |
+  Scenario: a result of another type is refused, or kept as json or text
+    Given I publish intent "A"
+    And I claim intent "A"
+    When I send POST "/fulfill/{id:A}" with body:
+      """
+      {"claim_token": "{token:A}", "result": "plain words", "result_type": "xml"}
+      """
+    Then [INTENT-4.2-result-type-values] the response status is one of "200, 4xx"
+    When I send GET "/result/{id:A}"
+    Then [INTENT-4.2-result-type-values] the response field "result_type" is absent or one of "json, text"
 
   Scenario Outline: a mutation without the claim token is refused (<op>, <what>)
     Given I publish intent "A"
@@ -648,7 +666,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "seconds": <seconds>}
       """
-    Then [INTENT-7.4-extend-seconds-range] the response status is 200
+    Then [INTENT-7.4-extend] the response status is 200
 
     Examples:
       | seconds |
@@ -665,7 +683,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "seconds": <seconds>}
       """
-    Then [INTENT-7.4-extend-seconds-range] the extension of "A" was refused or clamped into 10 to 3600 seconds
+    Then [INTENT-7.4-extend] the extension of "A" was refused or clamped into 10 to 3600 seconds
 
     Examples:
       | seconds |
@@ -711,7 +729,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-3.2-fail-dead] the response field "status" is "dead"
     And [INTENT-3.3-dead-at-max-attempts] the response field "claim_attempts" is 3
     When I claim
-    Then [INTENT-3.1-dead-terminal] the response status is 204
+    Then [INTENT-7.3-eligible-status] the response status is 204
+    And [INTENT-3.1-dead-terminal] the response status is 204
     And [INTENT-7.3-eligible-attempts] the response status is 204
     And [INTENT-12-dead-letter-archival] "A" is in the dead-letter queue
     When the admin sends GET "/admin/dead"
@@ -883,7 +902,7 @@ Feature: Intent Protocol v2.1 (seed 004)
   Scenario: with BUS_REQUIRE_SIGNATURES an unsigned request is refused
     Given the target requires signatures
     When I send an unsigned POST "/claim?namespace={ns}"
-    Then [INTENT-5.2-require-signatures] the response status is one of "4xx"
+    Then [INTENT-14-require-signatures] the response status is one of "4xx"
     And [INTENT-11-error-shape] the response is a JSON error
 
   # ------------------------------------------------------------- 5.3 admin
@@ -934,7 +953,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-8.2-generate-key] the response status is 201
     And [INTENT-8.2-generate-key] the response field "api_key" matches "^.+$"
     And [INTENT-8.2-generate-key] the response field "owner" is "o-{ns}"
-    And [INTENT-8.2-key-prefix] the response field "api_key" matches "^tk_"
+    And [INTENT-8.2-generate-key] the response field "api_key" matches "^tk_"
     When I take the generated key as "carol"
     And carol sends POST "/claim?namespace={ns}"
     Then [INTENT-8.2-generate-key] the response status is 204
@@ -1015,7 +1034,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     When the admin sends POST "/admin/cleanup"
     Then [INTENT-8.4-cleanup] the response status is 200
     And [INTENT-8.4-cleanup] the response is a JSON object
-    And [INTENT-8.4-cleanup-stats] the response has the number fields "expired_open_deleted, expired_claims_requeued, expired_claims_dead, fulfilled_deleted, dead_deleted, dead_letters_deleted, store_deleted, rate_limits_deleted, idempotency_deleted, nonces_deleted"
+    And [INTENT-8.4-cleanup] the response has the number fields "expired_open_deleted, expired_claims_requeued, expired_claims_dead, fulfilled_deleted, dead_deleted, dead_letters_deleted, store_deleted, rate_limits_deleted, idempotency_deleted, nonces_deleted"
 
   # -------------------------------------------------------------- 9 metrics
 
@@ -1025,9 +1044,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-9-metrics-auth] the response status is 200
     And [INTENT-9-metrics-format] the response body is Prometheus text
     And [INTENT-2-metrics-endpoint] the response status is 200
-    And [INTENT-9-metric-names] the response body contains "intent_bus_intents_total"
-    And [INTENT-9-metric-names] the response body contains "intent_bus_dead_letters_total"
-    And [INTENT-9-metric-names] the response body contains "intent_bus_tester_keys_total"
+    And [INTENT-9-metrics-format] the response body contains "intent_bus_intents_total"
+    And [INTENT-9-metrics-format] the response body contains "intent_bus_dead_letters_total"
+    And [INTENT-9-metrics-format] the response body contains "intent_bus_tester_keys_total"
     When an anonymous client sends GET "/metrics"
     Then [INTENT-9-metrics-auth] the response status is one of "401, 403"
     When I send GET "/metrics"

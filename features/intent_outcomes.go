@@ -266,3 +266,22 @@ func canonicalAsSent(escapedPath, rawQuery string) (string, bool) {
 	}
 	return b.String(), true
 }
+
+// fieldAbsentOrOneOf checks a string field that may be absent (or null), or
+// else one of a comma-separated list of values.
+func (w *intentWorld) fieldAbsentOrOneOf(path, list string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	v, ok := field(m, path)
+	if !ok || v == nil {
+		return nil
+	}
+	for _, e := range strings.Split(list, ",") {
+		if v == strings.TrimSpace(e) {
+			return nil
+		}
+	}
+	return Mismatch(fmt.Sprintf("%s absent, null or one of %s", path, list), describe(w.last))
+}

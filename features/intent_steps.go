@@ -134,6 +134,7 @@ func (w *intentWorld) steps() []StepDef {
 		{Pattern: `^the response body contains "([^"]*)"$`, Fn: w.bodyContains, Kind: Check},
 		{Pattern: `^the response field "([^"]*)" is ((?:"|\{|\[|-?\d|true$|false$|null$).*)$`, Fn: w.fieldIs, Kind: Check},
 		{Pattern: `^the response field "([^"]*)" is a number$`, Fn: w.fieldNumber, Kind: Check},
+		{Pattern: `^the response field "([^"]*)" is absent or one of "([^"]*)"$`, Fn: w.fieldAbsentOrOneOf, Kind: Check},
 		{Pattern: `^the response field "([^"]*)" is absent$`, Fn: w.fieldAbsent, Kind: Check},
 		{Pattern: `^the response field "([^"]*)" is present$`, Fn: w.fieldPresent, Kind: Check},
 		{Pattern: `^the response field "([^"]*)" matches "([^"]*)"$`, Fn: w.fieldMatches, Kind: Check},
