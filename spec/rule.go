@@ -38,9 +38,10 @@ type Rule struct {
 	// Binding is the verbatim sentence of the text whose RFC 2119 keyword
 	// governs Quote when Quote itself carries none: a table row or list item
 	// under "All responses MUST include:" is bound by that sentence. Empty
-	// when Quote carries its own keyword. A MUST or SHOULD always has its
-	// keyword in Quote or Binding, and that keyword binds the server, not a
-	// client ("Clients MUST …" makes no server rule).
+	// when Quote carries its own keyword. A testable MUST always has its
+	// uppercase keyword in Quote or Binding, and that keyword binds the
+	// server, not a client ("Clients MUST …" makes no server rule). A SHOULD
+	// may rest on a table, an example or prose without a keyword.
 	Binding string `json:"binding,omitempty"`
 	// Untestable, when set, says why no scenario can exercise the rule
 	// (e.g. "deployment concern: HTTPS termination"). Such a rule is reported N/A.
