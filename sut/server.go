@@ -482,8 +482,8 @@ func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce
 	if len(nonce) > 256 {
 		return herr(401, spec.ErrInvalidSignature, "X-Nonce is longer than 256 bytes")
 	}
-	cp, ok := spec.CanonicalPath(q.r.URL.EscapedPath(), q.r.URL.RawQuery)
-	if !ok || !spec.VerifySignature(q.apiKey, spec.SigningString(q.r.Method, cp, ts, nonce, q.body), strings.ToLower(sig)) || sig != strings.ToLower(sig) {
+	cp, ok := canonicalPath(q.r.URL.EscapedPath(), q.r.URL.RawQuery, false)
+	if !ok || !signatureValid(q.apiKey, signingString(q.r.Method, cp, ts, nonce, q.body), sig) {
 		return herr(401, spec.ErrInvalidSignature, "the signature does not match")
 	}
 	if s.mutant == MutantNonceReplayAccepted {
