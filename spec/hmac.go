@@ -18,8 +18,19 @@ import (
 //     by '?' and the query parameters sorted by key and then by value
 //     (repeated parameters and blank values kept), each key and value encoded
 //     the same way and joined with '&' and '='.
+//   - In the query, '+' is a space (form encoding), a parameter without '='
+//     has a blank value, and empty parameters ("&&") are dropped. Keys and
+//     values are compared as decoded bytes.
+//   - Repeated parameters sent out of value order are the decision
+//     "query-repeated-order": CanonicalPath orders them by value (reading
+//     "by-value"), CanonicalPathAsSent keeps the order they were sent in
+//     (reading "as-sent"). Both agree when they are already in value order.
 //   - A path or query that cannot be percent-decoded has no canonical form;
 //     servers reject such requests with invalid_signature.
+//
+// spec/testdata/hmac_kat.json holds known answers worked out without this
+// code (hmac_kat.py, python3 hmac and openssl); the reference server's own
+// implementation (sut/signature.go) is tested against the same file.
 
 // Headers of strict HMAC signing.
 const (
@@ -53,7 +64,19 @@ func Escape(s string) string {
 // escaped request path (as on the wire, e.g. URL.EscapedPath()) and a raw
 // query (URL.RawQuery). It returns ok=false when the path or the query
 // cannot be decoded; such a request cannot carry a valid signature.
+// Repeated parameters are sorted by value (reading "by-value").
 func CanonicalPath(escapedPath, rawQuery string) (string, bool) {
+	return canonicalPath(escapedPath, rawQuery, false)
+}
+
+// CanonicalPathAsSent is CanonicalPath under the reading "as-sent" of the
+// decision "query-repeated-order": parameters are sorted by key with a
+// stable sort, so repeated ones keep the order in which they were sent.
+func CanonicalPathAsSent(escapedPath, rawQuery string) (string, bool) {
+	return canonicalPath(escapedPath, rawQuery, true)
+}
+
+func canonicalPath(escapedPath, rawQuery string, asSent bool) (string, bool) {
 	segs := strings.Split(escapedPath, "/")
 	for i, s := range segs {
 		d, err := url.PathUnescape(s)
@@ -84,7 +107,7 @@ func CanonicalPath(escapedPath, rawQuery string) (string, bool) {
 		return p, true
 	}
 	sort.SliceStable(params, func(i, j int) bool {
-		if params[i].k != params[j].k {
+		if params[i].k != params[j].k || asSent {
 			return params[i].k < params[j].k
 		}
 		return params[i].v < params[j].v

@@ -19,7 +19,7 @@ const retentionSeconds = 7 * 86400
 // maybeCleanup starts the lazy cleanup pass (§16: triggered by traffic) when
 // the interval has passed; after a failure the next try waits 60 s (scaled).
 func (s *Server) maybeCleanup() {
-	now := time.Now()
+	now := s.clock()
 	s.cleanMu.Lock()
 	if s.cleanRunning || now.Before(s.nextCleanup) {
 		s.cleanMu.Unlock()
@@ -36,10 +36,10 @@ func (s *Server) maybeCleanup() {
 		s.cleanRunning = false
 		if err != nil {
 			s.log.Warn("lazy cleanup failed; backing off 60 s", "err", err)
-			s.nextCleanup = time.Now().Add(s.dur(60))
+			s.nextCleanup = s.clock().Add(s.dur(60))
 			return
 		}
-		s.nextCleanup = time.Now().Add(s.dur(s.cfg.CleanupInterval.Seconds()))
+		s.nextCleanup = s.clock().Add(s.dur(s.cfg.CleanupInterval.Seconds()))
 	}()
 }
 
@@ -101,7 +101,7 @@ func (s *Server) runCleanup(ctx context.Context) (spec.CleanupStats, error) {
 	}
 	v, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) {
 		var st spec.CleanupStats
-		now := nowF()
+		now := s.nowF()
 		if err := s.expireLeases(tx, now, &st); err != nil {
 			return nil, err
 		}
@@ -134,7 +134,7 @@ func (s *Server) runCleanup(ctx context.Context) (spec.CleanupStats, error) {
 	}
 	st := v.(spec.CleanupStats)
 	window := s.dur(60)
-	now := time.Now()
+	now := s.clock()
 	s.rateMu.Lock()
 	for k, rw := range s.rate {
 		if now.Sub(rw.start) >= window {
@@ -152,7 +152,7 @@ func (s *Server) cleanupNow(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	s.cleanMu.Lock()
-	s.nextCleanup = time.Now().Add(s.dur(s.cfg.CleanupInterval.Seconds()))
+	s.nextCleanup = s.clock().Add(s.dur(s.cfg.CleanupInterval.Seconds()))
 	s.cleanMu.Unlock()
 	s.writeJSON(w, 200, st)
 	return nil
@@ -175,7 +175,7 @@ func (s *Server) generateKey(w http.ResponseWriter, q *request) error {
 	}
 	key := "tk_" + newHexID()
 	if _, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		_, err := tx.Exec(`INSERT INTO api_keys(api_key, owner, created_at) VALUES(?,?,?)`, key, owner, nowF())
+		_, err := tx.Exec(`INSERT INTO api_keys(api_key, owner, created_at) VALUES(?,?,?)`, key, owner, s.nowF())
 		return nil, err
 	}); err != nil {
 		return err
@@ -301,14 +301,14 @@ func (s *Server) adminIntent(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, 200, s.view(x, nowF(), true, true))
+	s.writeJSON(w, 200, s.view(x, s.nowF(), true, true))
 	return nil
 }
 
 func (s *Server) adminCancel(w http.ResponseWriter, q *request) error {
 	id := q.param
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		now := nowF()
+		now := s.nowF()
 		var ns, goal, payload, pub string
 		var attempts int
 		var le sql.NullString
@@ -336,7 +336,7 @@ func (s *Server) adminCancel(w http.ResponseWriter, q *request) error {
 func (s *Server) adminRetry(w http.ResponseWriter, q *request) error {
 	id := q.param
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		now := nowF()
+		now := s.nowF()
 		if err := s.deadOnTouch(tx, id, now); err != nil {
 			return nil, err
 		}
@@ -367,7 +367,7 @@ func (s *Server) adminRetry(w http.ResponseWriter, q *request) error {
 
 // settleLeases records lapsed leases before an admin view of dead letters.
 func (s *Server) settleLeases(ctx context.Context) error {
-	_, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) { return nil, s.expireLeases(tx, nowF(), nil) })
+	_, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) { return nil, s.expireLeases(tx, s.nowF(), nil) })
 	return err
 }
 
@@ -503,7 +503,7 @@ func (s *Server) dashboard(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	now := nowF()
+	now := s.nowF()
 	for rows.Next() {
 		x, err := scanIntent(rows)
 		if err != nil {

@@ -30,7 +30,14 @@ type Config struct {
 	// Mutant names a deliberate bug (see Mutants); "" for the correct server.
 	Mutant string
 	// Seed seeds the jitter source; 0 draws one from crypto/rand.
-	Seed   uint64
+	Seed uint64
+	// Readings chooses, per decision ID of spec.IntentDecisions (and per key
+	// of the server's own, see ReadingKeys), the reading the server follows;
+	// a missing key is its default (Readings[0]). AlternateReadings gives
+	// the other one of every key.
+	Readings map[string]string
+	// Clock is the server's time; nil is time.Now. Tests move it by hand.
+	Clock  func() time.Time
 	Logger *slog.Logger
 }
 

@@ -23,7 +23,13 @@ func FuzzDecodeIntent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		n, err := decodeIntent(body)
+		if _, err := decodeIntent(body, true); err != nil {
+			var he *httpError
+			if !errors.As(err, &he) || he.status != 400 && he.status != 413 {
+				t.Fatalf("rejection under null-payload=missing: %v", err)
+			}
+		}
+		n, err := decodeIntent(body, false)
 		if err != nil {
 			var he *httpError
 			if !errors.As(err, &he) {

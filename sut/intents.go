@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -40,7 +41,8 @@ const intentCols = `id, namespace, goal, payload, visibility, priority, max_atte
 
 // claimWhere is the eligibility of §7.3 with the lease reading of
 // spec.IntentDecisions "lease-expiry": run_at of a claimed intent is the end
-// of its lease plus its backoff. Parameters: ?1 caller key, ?3 now,
+// of its lease plus its backoff ("backoff"), or the end of its lease
+// ("immediate"); see claimSet. Parameters: ?1 caller key, ?3 now,
 // ?7 namespace, ?8 publisher filter, ?9 goal filter, ?10 worker id,
 // ?11 ",cap1,cap2,".
 func (s *Server) claimWhere() string {
@@ -69,9 +71,32 @@ func (s *Server) claimWhere() string {
 		" AND (required_capability IS NULL OR instr(?11, ',' || required_capability || ',') > 0) ORDER BY " + order + " LIMIT 1"
 }
 
-const claimSet = `status = 'claimed', claim_attempts = claim_attempts + 1, claimed_by = ?1, claim_token = ?2, claimed_at = ?3,
- claim_expires_at = ?4, run_at = ?4 + (backoff_base * (1 << (claim_attempts + 1)) + ?5) / ?6,
+// claimSet is the update of a claim. run_at is the moment the intent becomes
+// claimable again should this lease expire (spec.IntentDecisions
+// "lease-expiry"): under "backoff" the end of the lease plus
+// backoff_base*2^claim_attempts (the new count) + jitter (?5), scaled by ?6;
+// under "immediate" the end of the lease. Parameters: ?1 caller, ?2 token,
+// ?3 now, ?4 end of the lease, ?5 jitter, ?6 time scale.
+func (s *Server) claimSet() string {
+	runAt := "?4 + (backoff_base * (1 << (claim_attempts + 1)) + ?5) / ?6"
+	if s.rd.leaseImmediate {
+		runAt = "?4" // ?5 and ?6 are bound but unused
+	}
+	return `status = 'claimed', claim_attempts = claim_attempts + 1, claimed_by = ?1, claim_token = ?2, claimed_at = ?3,
+ claim_expires_at = ?4, run_at = ` + runAt + `,
  last_error = CASE WHEN status = 'claimed' THEN 'lease expired' ELSE last_error END`
+}
+
+// extendSet is the update of an extension (spec.IntentDecisions "extend"):
+// under "from-now" ?1 is the new end of the lease (now + seconds); under
+// "added" ?1 is the seconds added to the current end. run_at moves with the
+// end of the lease, so the backoff after expiry is kept.
+func (s *Server) extendSet() string {
+	if s.rd.extendAdded {
+		return `claim_expires_at = claim_expires_at + ?1, run_at = run_at + ?1`
+	}
+	return `claim_expires_at = ?1, run_at = run_at + (?1 - claim_expires_at)`
+}
 
 const claimReturning = ` RETURNING id, namespace, goal, payload, claim_attempts, max_attempts, priority, visibility, target_worker, required_capability`
 
@@ -87,8 +112,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		{w, &s.st.getIdem, `SELECT body_hash, status, response FROM idempotency WHERE api_key = ? AND key = ?`},
 		{w, &s.st.insertIdem, `INSERT INTO idempotency(api_key, key, body_hash, status, response, created_at) VALUES(?,?,?,?,?,?)`},
 		{w, &s.st.countOpen, `SELECT COUNT(*) FROM intents WHERE publisher = ? AND status IN ('open','claimed')`},
-		{w, &s.st.claim, `UPDATE intents SET ` + claimSet + ` WHERE id = (SELECT id FROM intents WHERE ` + s.claimWhere() + `)` + claimReturning},
-		{w, &s.st.claimByID, `UPDATE intents SET ` + claimSet + ` WHERE id = ?7` + claimReturning},
+		{w, &s.st.claim, `UPDATE intents SET ` + s.claimSet() + ` WHERE id = (SELECT id FROM intents WHERE ` + s.claimWhere() + `)` + claimReturning},
+		{w, &s.st.claimByID, `UPDATE intents SET ` + s.claimSet() + ` WHERE id = ?7` + claimReturning},
 		{w, &s.st.insertNonce, `INSERT INTO nonces(api_key, nonce, ts) VALUES(?,?,?) ON CONFLICT DO NOTHING`},
 		{w, &s.st.fulfill, `UPDATE intents SET status = 'fulfilled', result = ?, result_type = ?, completed_at = ?, claim_token = NULL
  WHERE id = ? AND status = 'claimed' AND claim_token = ? AND claimed_by = ? AND claim_expires_at > ? RETURNING claim_attempts`},
@@ -97,8 +122,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		{w, &s.st.failOpen, `UPDATE intents SET status = 'open', claim_token = NULL, claimed_by = NULL, claim_expires_at = NULL, run_at = ?, last_error = ? WHERE id = ?`},
 		{w, &s.st.failDead, `UPDATE intents SET status = 'dead', claim_token = NULL, claim_expires_at = NULL, last_error = ?, completed_at = ? WHERE id = ?
  RETURNING namespace, goal, payload, publisher, claim_attempts`},
-		{w, &s.st.extend, `UPDATE intents SET claim_expires_at = ?1, run_at = run_at + (?1 - claim_expires_at)
- WHERE id = ?2 AND status = 'claimed' AND claim_token = ?3 AND claimed_by = ?4 AND claim_expires_at > ?5 RETURNING claim_attempts`},
+		{w, &s.st.extend, `UPDATE intents SET ` + s.extendSet() + `
+ WHERE id = ?2 AND status = 'claimed' AND claim_token = ?3 AND claimed_by = ?4 AND claim_expires_at > ?5 RETURNING claim_attempts, claim_expires_at`},
 		{w, &s.st.deadOnTouch, `UPDATE intents SET status = 'dead', claim_token = NULL, completed_at = claim_expires_at,
  last_error = COALESCE(last_error, 'lease expired') WHERE id = ? AND status = 'claimed' AND claim_expires_at <= ? AND claim_attempts >= max_attempts
  RETURNING namespace, goal, payload, publisher, claim_attempts, last_error, completed_at`},
@@ -291,10 +316,34 @@ func validNamespace(ns string) bool {
 	return true
 }
 
-// DecodeIntent validates a POST /intent body (§4.1, spec.IntentDecisions
-// "validation"). Every rejection is an error carrying its HTTP status and
-// code; it never panics.
-func decodeIntent(body []byte) (*newIntent, error) {
+// decodeBounded decodes the number field name like decodeFloat. With
+// bounds=clamp (ReadingBounds) a number outside lo–hi is brought into range
+// instead of refused; a value that is not a number is refused either way.
+func (s *Server) decodeBounded(m map[string]json.RawMessage, name, code string, lo, hi, def float64) (float64, error) {
+	if !s.rd.clamp {
+		return decodeFloat(m, name, code, lo, hi, def)
+	}
+	raw, ok := m[name]
+	if !ok || isNull(raw) {
+		return def, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil || raw[0] == '"' {
+		return 0, herr(400, code, name+" must be a number")
+	}
+	v, err := strconv.ParseFloat(n.String(), 64) // ±Inf or 0 with ErrRange: clamped
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(v) {
+		return 0, herr(400, code, name+" must be a number")
+	}
+	return min(max(v, lo), hi), nil
+}
+
+// decodeIntent validates a POST /intent body (§4.1, spec.IntentDecisions
+// "validation"). nullIsMissing follows the reading "missing" of decision
+// "null-payload": an explicit null payload is refused like a missing one.
+// Every rejection is an error carrying its HTTP status and code; it never
+// panics.
+func decodeIntent(body []byte, nullIsMissing bool) (*newIntent, error) {
 	m, err := decodeObject(body)
 	if err != nil {
 		return nil, err
@@ -302,8 +351,10 @@ func decodeIntent(body []byte) (*newIntent, error) {
 	if _, ok := m["goal"]; !ok {
 		return nil, herr(400, spec.ErrInvalidRequest, "goal is required")
 	}
-	if _, ok := m["payload"]; !ok {
+	if raw, ok := m["payload"]; !ok {
 		return nil, herr(400, spec.ErrInvalidRequest, "payload is required")
+	} else if nullIsMissing && isNull(raw) {
+		return nil, herr(400, spec.ErrInvalidRequest, "payload is required; null is no payload")
 	}
 	n := &newIntent{namespace: "default", visibility: "private"}
 	var ok bool
@@ -391,7 +442,7 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 	if _, present := q.r.Header[spec.HeaderIdempotencyKey]; present && (idemKey == "" || len(idemKey) > 255) {
 		return herr(400, spec.ErrInvalidIdempotencyKey, "Idempotency-Key must be 1–255 bytes")
 	}
-	n, err := decodeIntent(q.body)
+	n, err := decodeIntent(q.body, s.rd.nullMissing)
 	if err != nil {
 		return err
 	}
@@ -407,7 +458,7 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 		}
 	}
 	id := newIntentID()
-	now := nowF()
+	now := s.nowF()
 	resp, _ := json.Marshal(spec.CreateIntentResponse{ID: id, Status: spec.StatusPublished, Namespace: n.namespace})
 	apiKey, tester := q.apiKey, q.tester
 	racy := s.mutant == MutantIdemCheckRacy
@@ -515,6 +566,11 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 	}
 	pub := params["publisher"]
 	if pub != "" && pub != q.apiKey && !q.admin && !s.isAdmin(q.r) {
+		if s.rd.publisherEmpty {
+			// ReadingPublisherFilter "empty": the filter matches no intent the
+			// caller may see; nothing is claimed.
+			return s.noContent(w)
+		}
 		return herr(403, spec.ErrForbidden, "the publisher filter is your own key unless you are an admin")
 	}
 	worker := q.r.Header.Get(spec.HeaderWorkerID)
@@ -539,7 +595,7 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 	}
 	token := newHexID()
 	caller := q.apiKey
-	now := nowF()
+	now := s.nowF()
 	exp := now + s.secs(spec.DefaultClaimTimeout)
 	var pick string
 	if s.mutant == MutantClaimNonAtomic {
@@ -674,7 +730,7 @@ func (s *Server) fulfill(w http.ResponseWriter, q *request) error {
 	}
 	id, caller := q.param, q.apiKey
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		now := nowF()
+		now := s.nowF()
 		tok, by, at := token, caller, now
 		var attempts int
 		var err error
@@ -722,7 +778,7 @@ func (s *Server) fail(w http.ResponseWriter, q *request) error {
 	}
 	id, caller := q.param, q.apiKey
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		now := nowF()
+		now := s.nowF()
 		var attempts, maxAttempts int
 		var base float64
 		var err error
@@ -780,29 +836,30 @@ func (s *Server) extendClaim(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := m["seconds"]; !ok {
+	if raw, ok := m["seconds"]; !ok || isNull(raw) {
 		return herr(400, spec.ErrInvalidSeconds, "seconds is required (10–3600)")
 	}
-	secs, err := decodeFloat(m, "seconds", spec.ErrInvalidSeconds, spec.MinExtendSeconds, spec.MaxExtendSeconds, 0)
+	secs, err := s.decodeBounded(m, "seconds", spec.ErrInvalidSeconds, spec.MinExtendSeconds, spec.MaxExtendSeconds, 0)
 	if err != nil {
 		return err
 	}
-	if isNull(m["seconds"]) {
-		return herr(400, spec.ErrInvalidSeconds, "seconds must be a number in 10–3600")
-	}
 	id, caller := q.param, q.apiKey
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		now := nowF()
-		exp := now + s.secs(secs)
+		now := s.nowF()
+		arg := now + s.secs(secs) // the new end ("from-now")
+		if s.rd.extendAdded {
+			arg = s.secs(secs) // added to the current end
+		}
 		var attempts int
+		var exp float64
 		var err error
 		switch s.mutant {
 		case MutantStaleTokenAccepted:
-			err = tx.QueryRow(`UPDATE intents SET claim_expires_at = ?1, run_at = run_at + (?1 - claim_expires_at) WHERE id = ?2 AND status = 'claimed' RETURNING claim_attempts`, exp, id).Scan(&attempts)
+			err = tx.QueryRow(`UPDATE intents SET `+s.extendSet()+` WHERE id = ?2 AND status = 'claimed' RETURNING claim_attempts, claim_expires_at`, arg, id).Scan(&attempts, &exp)
 		case MutantExtendAfterExpiry:
-			err = tx.Stmt(s.st.extend).QueryRow(exp, id, token, caller, math.Inf(-1)).Scan(&attempts)
+			err = tx.Stmt(s.st.extend).QueryRow(arg, id, token, caller, math.Inf(-1)).Scan(&attempts, &exp)
 		default:
-			err = tx.Stmt(s.st.extend).QueryRow(exp, id, token, caller, now).Scan(&attempts)
+			err = tx.Stmt(s.st.extend).QueryRow(arg, id, token, caller, now).Scan(&attempts, &exp)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			if err := s.deadOnTouch(tx, id, now); err != nil {
@@ -839,9 +896,13 @@ func (s *Server) resultOrStatus(w http.ResponseWriter, q *request, withResult bo
 		return err
 	}
 	if !q.admin && x.Publisher != q.apiKey && !(x.ClaimedBy.Valid && x.ClaimedBy.String == q.apiKey) {
+		if s.rd.access404 {
+			// ReadingAccess "404": answered as an unknown id.
+			return herr(404, spec.ErrNotFound, "intent not found")
+		}
 		return herr(403, spec.ErrForbidden, "only the publisher, the current claimer or an admin may read this intent")
 	}
-	s.writeJSON(w, 200, s.view(x, nowF(), withResult, false))
+	s.writeJSON(w, 200, s.view(x, s.nowF(), withResult, false))
 	return nil
 }
 
@@ -868,12 +929,12 @@ func (s *Server) set(w http.ResponseWriter, q *request) error {
 	if err := json.Compact(&buf, raw); err != nil {
 		return herr(400, spec.ErrInvalidValue, "value is not valid JSON")
 	}
-	ttl, err := decodeFloat(m, "ttl", spec.ErrInvalidTTL, 1, spec.MaxKVTTL, spec.DefaultKVTTL)
+	ttl, err := s.decodeBounded(m, "ttl", spec.ErrInvalidTTL, 1, spec.MaxKVTTL, spec.DefaultKVTTL)
 	if err != nil {
 		return err
 	}
 	key, caller := q.param, q.apiKey
-	exp := nowF() + s.secs(ttl)
+	exp := s.nowF() + s.secs(ttl)
 	_, err = s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
 		_, err := tx.Exec(`INSERT INTO store(api_key, key, value, expires_at) VALUES(?,?,?,?)
  ON CONFLICT(api_key, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`, caller, key, buf.String(), exp)
@@ -891,7 +952,7 @@ func (s *Server) get(w http.ResponseWriter, q *request) error {
 		return herr(400, spec.ErrInvalidKey, "key must be 1–256 bytes of UTF-8")
 	}
 	var v string
-	err := s.rdb.QueryRowContext(q.r.Context(), `SELECT value FROM store WHERE api_key = ? AND key = ? AND expires_at > ?`, q.apiKey, q.param, nowF()).Scan(&v)
+	err := s.rdb.QueryRowContext(q.r.Context(), `SELECT value FROM store WHERE api_key = ? AND key = ? AND expires_at > ?`, q.apiKey, q.param, s.nowF()).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return herr(404, spec.ErrNotFound, "no such key")
 	}

@@ -20,6 +20,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,8 @@ type Server struct {
 	log    *slog.Logger
 	scale  float64
 	mutant string
+	rd     readings
+	clock  func() time.Time
 	wdb    *sql.DB // the only write connection, owned by w
 	rdb    *sql.DB // read-only pool
 	w      *writer
@@ -71,6 +74,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Mutant != "" && !knownMutant(cfg.Mutant) {
 		return nil, fmt.Errorf("open: unknown mutant %q (valid: %s)", cfg.Mutant, strings.Join(mutantNames(), ", "))
 	}
+	rd, err := resolveReadings(cfg.Readings)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
 	if cfg.TimeScale == 0 {
 		cfg.TimeScale = 1
 	}
@@ -90,7 +97,11 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		rand.Read(b[:])
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
-	s := &Server{cfg: cfg, log: log, scale: cfg.TimeScale, mutant: cfg.Mutant,
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	s := &Server{cfg: cfg, log: log, scale: cfg.TimeScale, mutant: cfg.Mutant, rd: rd, clock: clock,
 		rnd: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), keys: map[string]string{}, rate: map[string]*rateWindow{}}
 	sync := "FULL"
 	if s.mutant == MutantLostOnCrash {
@@ -138,7 +149,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	rows.Close()
-	s.nextCleanup = time.Now().Add(s.dur(cfg.CleanupInterval.Seconds()))
+	s.nextCleanup = s.clock().Add(s.dur(cfg.CleanupInterval.Seconds()))
 	s.w, err = newWriter(wdb, log, s.mutant == MutantLostOnCrash, func() { failpointAfterCommit(s) })
 	if err != nil {
 		s.st.close()
@@ -146,7 +157,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	log.Info("reference server open", "db", cfg.DBPath, "time_scale", s.scale, "mutant", s.mutant)
+	var chosen []string
+	for k, v := range cfg.Readings {
+		chosen = append(chosen, k+"="+v)
+	}
+	slices.Sort(chosen)
+	log.Info("reference server open", "db", cfg.DBPath, "time_scale", s.scale, "mutant", s.mutant, "readings", strings.Join(chosen, " "))
 	return s, nil
 }
 
@@ -169,7 +185,8 @@ func (s *Server) dur(seconds float64) time.Duration {
 // secs converts protocol seconds to real seconds.
 func (s *Server) secs(seconds float64) float64 { return seconds / s.scale }
 
-func nowF() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+// nowF is the server's time in Unix seconds.
+func (s *Server) nowF() float64 { return float64(s.clock().UnixNano()) / 1e9 }
 
 func newHexID() string {
 	var b [16]byte
@@ -350,7 +367,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, herr(500, spec.ErrInternal, "internal error"))
 		}
 	}()
-	err := s.dispatch(w, r, start)
+	err := s.dispatch(w, r, s.clock())
 	if err != nil {
 		s.writeError(w, err)
 	}
@@ -421,12 +438,19 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, now time.Time)
 			return herr(401, spec.ErrUnauthorized, "a metrics token or admin credentials are required")
 		}
 	case routeClient, routeClientOrAdmin:
-		if rt.kind == routeClientOrAdmin && r.Header.Get(spec.HeaderAPIKey) == "" && s.isAdmin(r) {
+		// /result and /status (spec.IntentDecisions "admin-result-access"):
+		// under "admin-alone" admin credentials need no X-API-KEY; under
+		// "with-api-key" they do (401 without one). Admin credentials with a
+		// valid key grant an admin's access under both.
+		if rt.kind == routeClientOrAdmin && !s.rd.adminWithKey && r.Header.Get(spec.HeaderAPIKey) == "" && s.isAdmin(r) {
 			q.admin = true
 			break
 		}
 		if err := s.clientAuth(r.Context(), q); err != nil {
 			return err
+		}
+		if rt.kind == routeClientOrAdmin && s.isAdmin(r) {
+			q.admin = true
 		}
 	}
 	if rt.kind != routeOpen {
@@ -467,24 +491,35 @@ func (s *Server) clientAuth(ctx context.Context, q *request) error {
 	return nil
 }
 
+// sigRefused is the answer to a refused signature, timestamp or nonce
+// (ReadingSignatureStatus): 401 with the specific code, or 403
+// invalid_signature.
+func (s *Server) sigRefused(code, msg string) error {
+	if s.rd.signature403 {
+		return herr(403, spec.ErrInvalidSignature, msg)
+	}
+	return herr(401, code, msg)
+}
+
 func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce string) error {
 	if sig == "" || ts == "" || nonce == "" {
-		return herr(401, spec.ErrSignatureRequired, "signed requests need X-Timestamp, X-Nonce and X-Signature")
+		return s.sigRefused(spec.ErrSignatureRequired, "signed requests need X-Timestamp, X-Nonce and X-Signature")
 	}
 	t, err := strconv.ParseFloat(ts, 64)
 	if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
-		return herr(401, spec.ErrInvalidTimestamp, "X-Timestamp is not a Unix timestamp")
+		return s.sigRefused(spec.ErrInvalidTimestamp, "X-Timestamp is not a Unix timestamp")
 	}
 	now := float64(q.now.UnixNano()) / 1e9
 	if math.Abs(now-t) > spec.TimestampWindow {
-		return herr(401, spec.ErrInvalidTimestamp, "X-Timestamp is outside ±300 s of server time")
+		return s.sigRefused(spec.ErrInvalidTimestamp, "X-Timestamp is outside ±300 s of server time")
 	}
 	if len(nonce) > 256 {
-		return herr(401, spec.ErrInvalidSignature, "X-Nonce is longer than 256 bytes")
+		return s.sigRefused(spec.ErrInvalidSignature, "X-Nonce is longer than 256 bytes")
 	}
-	cp, ok := spec.CanonicalPath(q.r.URL.EscapedPath(), q.r.URL.RawQuery)
-	if !ok || !spec.VerifySignature(q.apiKey, spec.SigningString(q.r.Method, cp, ts, nonce, q.body), strings.ToLower(sig)) || sig != strings.ToLower(sig) {
-		return herr(401, spec.ErrInvalidSignature, "the signature does not match")
+	// Repeated query parameters: spec.IntentDecisions "query-repeated-order".
+	cp, ok := canonicalPath(q.r.URL.EscapedPath(), q.r.URL.RawQuery, s.rd.queryAsSent)
+	if !ok || !signatureValid(q.apiKey, signingString(q.r.Method, cp, ts, nonce, q.body), sig) {
+		return s.sigRefused(spec.ErrInvalidSignature, "the signature does not match")
 	}
 	if s.mutant == MutantNonceReplayAccepted {
 		return nil
@@ -502,7 +537,7 @@ func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce
 		return err
 	}
 	if !v.(bool) {
-		return herr(401, spec.ErrNonceReused, "X-Nonce was already used within the 300 s window")
+		return s.sigRefused(spec.ErrNonceReused, "X-Nonce was already used within the 300 s window")
 	}
 	return nil
 }
@@ -567,7 +602,15 @@ func (s *Server) metricsAuth(r *http.Request) bool {
 	return s.isAdmin(r)
 }
 
+// healthBody is spec.Health with the readings the server follows (an
+// extension: key → name, every key of ReadingKeys).
+type healthBody struct {
+	spec.Health
+	Readings map[string]string `json:"readings"`
+}
+
 func (s *Server) health(w http.ResponseWriter, q *request) error {
-	s.writeJSON(w, 200, spec.Health{OK: true, TS: nowF(), Version: spec.ServerVersion, TimeScale: s.scale, Maintenance: s.cfg.Maintenance})
+	s.writeJSON(w, 200, healthBody{spec.Health{OK: true, TS: s.nowF(), Version: spec.ServerVersion, TimeScale: s.scale, Maintenance: s.cfg.Maintenance},
+		s.rd.effective})
 	return nil
 }

@@ -537,7 +537,7 @@ func TestLeaseLifecycle(t *testing.T) {
 func (b *testBus) claimPeek() (string, bool) {
 	b.t.Helper()
 	var n int
-	err := b.srv.rdb.QueryRow(`SELECT COUNT(*) FROM intents WHERE status IN ('open','claimed') AND run_at <= ? AND claim_attempts < max_attempts`, nowF()).Scan(&n)
+	err := b.srv.rdb.QueryRow(`SELECT COUNT(*) FROM intents WHERE status IN ('open','claimed') AND run_at <= ? AND claim_attempts < max_attempts`, b.srv.nowF()).Scan(&n)
 	return "", err == nil && n > 0
 }
 
@@ -590,7 +590,7 @@ func TestFulfillFailExtend(t *testing.T) {
 		})
 	}
 	v := b.statusOf(id)
-	if v.Status != spec.StatusOpen || v.Error == nil || *v.Error != "boom" || v.RunAt <= nowF()-1 {
+	if v.Status != spec.StatusOpen || v.Error == nil || *v.Error != "boom" || v.RunAt <= b.srv.nowF()-1 {
 		t.Fatalf("after fail %+v", v)
 	}
 	// Second attempt: fail again → dead with a dead letter.

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 )
 
 const serveSynopsis = `serve [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
+       [--readings default|alternate] [--reading ID=NAME ...]
 
 Runs the bundled reference server of the Intent Protocol v2.1 (seed 004).
 Configuration comes from the spec's environment variables (BUS_SECRET,
@@ -24,18 +27,90 @@ BUS_TRUST_PROXY, BUS_ENFORCE_HTTPS, BUS_REQUIRE_SIGNATURES,
 BUS_MAINTENANCE_MODE, BUS_CLEANUP_INTERVAL_SECONDS); flags override them.
 BUS_SECRET is required and must not be dev_secret. With --addr port 0 the
 chosen address is printed on stdout ("listening on http://HOST:PORT").
-SIGTERM: stop accepting, finish in-flight requests, commit what is queued.`
+SIGTERM: stop accepting, finish in-flight requests, commit what is queued.
+
+Where the text contradicts itself or leaves a choice open, the server
+follows one reading per key: --readings default takes the first name of
+every key, --readings alternate the second; each --reading ID=NAME
+(repeatable) then sets one key. GET /health reports them ("readings").`
+
+// serveHelp is the synopsis with the list of reading keys and their names,
+// taken from the server (the decisions of spec.IntentDecisions with
+// readings, then the server's other allowed answers).
+func serveHelp() string {
+	var b strings.Builder
+	b.WriteString(serveSynopsis)
+	b.WriteString("\n\nReadings (ID: default, alternate):\n")
+	for _, k := range sut.ReadingKeys() {
+		kind := "decision"
+		if !k.Decision {
+			kind = "allowed answer"
+		}
+		fmt.Fprintf(&b, "  %s: %s (%s, §%s)\n", k.Key, strings.Join(k.Names, ", "), kind, k.Section)
+		for i, n := range k.Names {
+			fmt.Fprintf(&b, "      %s: %s\n", n, k.Means[i])
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// readingFlag collects repeated --reading ID=NAME.
+type readingFlag map[string]string
+
+func (f readingFlag) String() string {
+	var out []string
+	for k, v := range f {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func (f readingFlag) Set(v string) error {
+	id, name, ok := strings.Cut(v, "=")
+	if !ok || id == "" || name == "" {
+		return fmt.Errorf("want ID=NAME, got %q", v)
+	}
+	f[strings.TrimSpace(id)] = strings.TrimSpace(name)
+	return nil
+}
+
+// chooseReadings resolves --readings and --reading into Config.Readings.
+func chooseReadings(base string, set map[string]string) (map[string]string, error) {
+	var out map[string]string
+	switch base {
+	case "default":
+		out = map[string]string{}
+	case "alternate":
+		out = sut.AlternateReadings()
+	default:
+		return nil, fmt.Errorf("--readings must be default or alternate, got %q", base)
+	}
+	maps.Copy(out, set)
+	if err := sut.CheckReadings(out); err != nil {
+		return nil, fmt.Errorf("--reading: %w", err)
+	}
+	return out, nil
+}
 
 // cmdServe runs the reference server until ctx ends.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", serveSynopsis, stderr)
+	fs := newFlagSet("serve", serveHelp(), stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	db := fs.String("db", "", "SQLite database file (default BUS_DB_PATH or infrastructure.db)")
 	scale := fs.Float64("time-scale", 0, "divide every protocol duration by this factor (default IDSCHECK_TIME_SCALE or 1)")
 	mutant := fs.String("mutant", "", "run with a deliberate bug: "+strings.Join(mutantList(), ", "))
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	base := fs.String("readings", "default", "default or alternate: the first or the second name of every reading key (listed above)")
+	set := readingFlag{}
+	fs.Var(set, "reading", "ID=NAME: follow reading NAME for key ID (repeatable; overrides --readings)")
 	if code, done := parseFlags(fs, args, false); done {
 		return code
+	}
+	readings, err := chooseReadings(*base, set)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
@@ -61,6 +136,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *mutant != "" {
 		cfg.Mutant = *mutant
 	}
+	cfg.Readings = readings
 	cfg.Logger = logger
 	srv, err := sut.Open(ctx, cfg)
 	if err != nil {
