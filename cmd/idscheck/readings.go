@@ -8,13 +8,13 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
-// readingFlag is the repeatable --reading DECISION=NAME: the readings a
+// declaredReadings is the repeatable --reading DECISION=NAME: the readings a
 // target declares where the text contradicts itself or leaves a choice
 // open. A declared reading is held strictly: its check is PASS or FAIL, not
 // a reading verdict.
-type readingFlag map[string]string
+type declaredReadings map[string]string
 
-func (r *readingFlag) String() string {
+func (r *declaredReadings) String() string {
 	if r == nil || len(*r) == 0 {
 		return ""
 	}
@@ -26,14 +26,14 @@ func (r *readingFlag) String() string {
 	return strings.Join(parts, ",")
 }
 
-func (r *readingFlag) Set(s string) error {
+func (r *declaredReadings) Set(s string) error {
 	d, name, ok := strings.Cut(s, "=")
 	d, name = strings.TrimSpace(d), strings.TrimSpace(name)
 	if !ok || d == "" || name == "" {
 		return fmt.Errorf("want DECISION=READING (e.g. lease-expiry=immediate), got %q", s)
 	}
 	if *r == nil {
-		*r = readingFlag{}
+		*r = declaredReadings{}
 	}
 	if prev, dup := (*r)[d]; dup && prev != name {
 		return fmt.Errorf("decision %s declared twice (%s and %s)", d, prev, name)

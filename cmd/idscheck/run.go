@@ -52,7 +52,7 @@ type runConfig struct {
 	healthWait        time.Duration
 	maxDuration       time.Duration
 	mutant            string
-	readings          readingFlag // declared by the target: --reading DECISION=NAME
+	readings          declaredReadings // declared by the target: --reading DECISION=NAME
 	setFlags          []string    // flags given on the command line, in order, for the reproduce line
 	fromEnv           []string    // credential flags taken from the environment
 	values            map[string]string
