@@ -53,14 +53,16 @@ type runConfig struct {
 	maxDuration       time.Duration
 	mutant            string
 	readings          declaredReadings // declared by the target: --reading DECISION=NAME
-	setFlags          []string    // flags given on the command line, in order, for the reproduce line
-	fromEnv           []string    // credential flags taken from the environment
+	serverReadings    string           // --readings: which readings the bundled server follows
+	setFlags          []string         // flags given on the command line, in order, for the reproduce line
+	fromEnv           []string         // credential flags taken from the environment
 	values            map[string]string
 }
 
 const runSynopsis = `run [--target URL --api-key K [--admin-token T] [--metrics-token M]] [--profile intent]
                     [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N] [--out DIR]
                     [--expected-failures FILE] [--reading DECISION=NAME ...]
+                    [--readings default|alternate]  (bundled server)
 
 Certifies a target against the rules of one profile and writes the report
 (result.json, junit.xml, index.html, history.jsonl) to --out. With no --target
@@ -116,6 +118,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.healthWait, "health-wait", 5*time.Second, "how long to wait for GET /health to answer 200 before giving up (exit 3)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation; see idscheck mutants)")
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
+	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
 	fs.Var(&c.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return c, code, true
@@ -150,6 +153,12 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.target != "" && c.apiKey == "" {
 		return usageErr("--api-key is required with --target")
+	}
+	if c.target != "" && c.values["readings"] != "" {
+		return usageErr("--readings chooses what the bundled server follows; for --target, declare the target's readings with --reading DECISION=NAME")
+	}
+	if c.serverReadings != "default" && c.serverReadings != "alternate" {
+		return usageErr("--readings must be default or alternate, got %q", c.serverReadings)
 	}
 	if c.target != "" && c.mutant != "" {
 		return usageErr("--mutant applies to the bundled server only, not to --target")
@@ -247,7 +256,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer os.RemoveAll(dir)
-		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Seed: c.seed, Mutant: c.mutant, Logger: logger})
+		var readings map[string]string
+		if c.serverReadings == "alternate" {
+			readings = sut.AlternateReadings()
+		}
+		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
@@ -257,6 +270,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		targetLabel = bt.BaseURL + " (bundled reference server)"
 		if c.mutant != "" {
 			targetLabel = bt.BaseURL + " (bundled reference server, mutant " + c.mutant + ")"
+		}
+		if c.serverReadings == "alternate" {
+			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", alternate readings)"
 		}
 	}
 	if target.TimeScale == 0 {
@@ -659,8 +675,9 @@ const bundledTimeScale = 60
 type bundledOptions struct {
 	Dir       string // fresh directory for its database
 	TimeScale float64
-	Mutant    string // "" for the clean server
-	Seed      uint64 // seeds the server's jitter; 0: drawn by the server
+	Mutant    string            // "" for the clean server
+	Seed      uint64            // seeds the server's jitter; 0: drawn by the server
+	Readings  map[string]string // sut.Config.Readings; nil: the default reading everywhere
 	Logger    *slog.Logger
 }
 
@@ -686,7 +703,7 @@ func startBundled(ctx context.Context, o bundledOptions) (features.Target, func(
 	srv, err := sut.Open(ctx, sut.Config{
 		DBPath: filepath.Join(o.Dir, "bus.db"), Secret: t.APIKey, AdminSecret: t.AdminToken,
 		DashboardPassword: t.DashboardPassword, MetricsToken: t.MetricsToken,
-		TimeScale: o.TimeScale, Mutant: o.Mutant, Seed: o.Seed, Logger: o.Logger,
+		TimeScale: o.TimeScale, Mutant: o.Mutant, Seed: o.Seed, Readings: o.Readings, Logger: o.Logger,
 	})
 	if err != nil {
 		return features.Target{}, nil, err

@@ -485,3 +485,32 @@ func TestGateBlockedAndReading(t *testing.T) {
 		})
 	}
 }
+
+// TestRunBothReadingsOfTheBundledServer: the bundled server passes under
+// either reading; a target held to a reading it does not follow fails.
+func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
+	rules := "INTENT-3.3-expiry-backoff,INTENT-7.7-result-access,INTENT-7.2-required-fields,INTENT-5.2-query-canonical"
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"default", nil, exitOK, "follows backoff (lease-expiry)"},
+		{"alternate", []string{"--readings", "alternate"}, exitOK, "follows immediate (lease-expiry)"},
+		{"alternate, declared", []string{"--readings", "alternate", "--reading", "lease-expiry=immediate"}, exitOK, "READING    3"},
+		{"declared, not followed", []string{"--reading", "lease-expiry=immediate"}, exitFailed, "FAIL       INTENT-3.3-expiry-backoff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--rules", rules, "--seed", "3", "--out", t.TempDir()}, tc.args...)
+			code, stdout, stderr := runCLI(t, args...)
+			if code != tc.code || !strings.Contains(stdout, tc.says) {
+				t.Fatalf("exit %d, want %d with %q\nstdout:\n%s\nstderr:\n%s", code, tc.code, tc.says, stdout, stderr)
+			}
+		})
+	}
+	code, _, stderr := runCLI(t, "--target", "http://127.0.0.1:1", "--api-key", "k", "--readings", "alternate")
+	if code != exitUsage || !strings.Contains(stderr, "declare the target's readings with --reading") {
+		t.Errorf("--readings with --target: exit %d, %q", code, stderr)
+	}
+}
