@@ -1,8 +1,9 @@
 package sut
 
 // Mutant is a deliberate, realistic bug of the reference server, switched on
-// by Config.Mutant (or serve --mutant): a small guarded branch. Breaks names
-// the rule of seed 004 it violates; idscheck must catch every one.
+// by Config.Mutant (or serve --mutant): a small guarded branch. Breaks is the
+// ID of the rule of seed 004 it violates; idscheck must catch every one by
+// that rule (idscheck mutants reports breaks_caught).
 type Mutant struct{ Name, Description, Breaks string }
 
 // Mutant names.
@@ -30,24 +31,24 @@ const (
 // Mutants lists every mutant, in a fixed order.
 func Mutants() []Mutant {
 	return []Mutant{
-		{MutantIdemKeyIgnored, "POST /intent ignores Idempotency-Key: every retry creates a new intent", "004 §7.2 same key and body return the same response"},
-		{MutantIdemConflictAccepted, "a reused Idempotency-Key with a different body replays the first 201 instead of 422", "004 §7.2 different canonical body returns 422"},
-		{MutantClaimNonAtomic, "claim selects on the read pool, then updates by id in a later transaction: concurrent workers get the same intent", "004 §7.3 atomic selection and locking"},
-		{MutantStaleTokenAccepted, "fulfill, fail and extend_claim check the status but not the claim token, the claimer or the lease", "004 §3.3 stale or overwritten claim_token gets 404"},
-		{MutantLeaseNeverExpires, "a claimed intent is never reclaimed nor dead-lettered when its lease lapses", "004 §3.2 lease expiry requeues or kills"},
-		{MutantMaxAttemptsIgnored, "max_attempts is never enforced: a failing intent is retried forever, never dead", "004 §3.3 dead when claim_attempts >= max_attempts"},
-		{MutantPriorityInverted, "claim picks the lowest priority first", "004 §6.3 descending priority order"},
-		{MutantNamespaceLeak, "claim ignores the namespace", "004 §6.1 intents never cross namespaces"},
-		{MutantVisibilityLeak, "claim ignores visibility: any key claims private intents", "004 §6.2 private intents go to the publisher's key only"},
-		{MutantNonceReplayAccepted, "a signed request with a reused nonce is accepted", "004 §5.2 reject reused nonces within 300 s"},
-		{MutantNoRetryAfter, "204 from /claim (and 429/503) carry no Retry-After", "004 §7.3 the 204 response includes Retry-After: 1"},
-		{MutantNonJSON404, "unknown paths get net/http's plain-text 404", "004 §11 every error uses the JSON error shape"},
-		{MutantMissingSecurityHeaders, "responses lack the five security headers", "004 §10 all responses include the security headers"},
-		{MutantExtendAfterExpiry, "extend_claim revives a lease that has already expired", "004 §7.4 an extension fails when the lease has expired"},
-		{MutantNoBackoff, "fail requeues the intent immediately, with no backoff", "004 §3.3 requeue with exponential backoff"},
-		{MutantAdminSecretFallback, "X-Admin-Token also accepts BUS_SECRET", "004 §5.3 no fallback from X-Admin-Token to BUS_SECRET"},
-		{MutantIdemCheckRacy, "the idempotency key is looked up before the write transaction, not inside it, and a second row for the key is silently dropped: concurrent duplicates each create an intent", "004 §7.2 same key and body return the same response"},
-		{MutantLostOnCrash, "acknowledges each batch before its commit and runs synchronous=OFF: acknowledged writes vanish on a crash", "004 §2 jobs are not silently lost; acknowledged writes are durable"},
+		{MutantIdemKeyIgnored, "POST /intent ignores Idempotency-Key: every retry creates a new intent", "INTENT-7.2-idem-replay"},
+		{MutantIdemConflictAccepted, "a reused Idempotency-Key with a different body replays the first 201 instead of 422", "INTENT-7.2-idem-conflict"},
+		{MutantClaimNonAtomic, "claim selects on the read pool, then updates by id in a later transaction: concurrent workers get the same intent", "INTENT-7.3-atomic-claim"},
+		{MutantStaleTokenAccepted, "fulfill, fail and extend_claim check the status but not the claim token, the claimer or the lease", "INTENT-3.3-token-overwritten-404"},
+		{MutantLeaseNeverExpires, "a claimed intent is never reclaimed nor dead-lettered when its lease lapses", "INTENT-3.3-lease-expiry"},
+		{MutantMaxAttemptsIgnored, "max_attempts is never enforced: a failing intent is retried forever, never dead", "INTENT-3.3-dead-at-max-attempts"},
+		{MutantPriorityInverted, "claim picks the lowest priority first", "INTENT-7.3-highest-priority"},
+		{MutantNamespaceLeak, "claim ignores the namespace", "INTENT-6.1-namespace-isolation"},
+		{MutantVisibilityLeak, "claim ignores visibility: any key claims private intents", "INTENT-7.3-eligible-visibility"},
+		{MutantNonceReplayAccepted, "a signed request with a reused nonce is accepted", "INTENT-5.2-nonce-replay"},
+		{MutantNoRetryAfter, "204 from /claim (and 429/503) carry no Retry-After", "INTENT-7.3-retry-after"},
+		{MutantNonJSON404, "unknown paths get net/http's plain-text 404", "INTENT-11-error-shape"},
+		{MutantMissingSecurityHeaders, "responses lack the five security headers", "INTENT-10-x-frame-options"},
+		{MutantExtendAfterExpiry, "extend_claim revives a lease that has already expired", "INTENT-7.4-extend-expired-lease"},
+		{MutantNoBackoff, "fail requeues the intent immediately, with no backoff", "INTENT-3.3-fail-backoff"},
+		{MutantAdminSecretFallback, "X-Admin-Token also accepts BUS_SECRET", "INTENT-5.3-no-fallback"},
+		{MutantIdemCheckRacy, "the idempotency key is looked up before the write transaction, not inside it, and a second row for the key is silently dropped: concurrent duplicates each create an intent", "INTENT-7.2-idem-replay"},
+		{MutantLostOnCrash, "acknowledges each batch before its commit and runs synchronous=OFF: acknowledged writes vanish on a crash", "INTENT-12-at-least-once"},
 	}
 }
 

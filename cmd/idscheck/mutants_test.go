@@ -104,3 +104,14 @@ func TestMutantsAgainstTheBundledServer(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryMutantNamesTheRuleItBreaks: breaks_caught needs a rule ID that
+// scenarios judge.
+func TestEveryMutantNamesTheRuleItBreaks(t *testing.T) {
+	for _, m := range bundledMutants() {
+		r, ok := spec.Lookup(m.Breaks)
+		if !ok || r.Untestable != "" {
+			t.Errorf("mutant %s breaks %q: not a testable rule of the catalog", m.Name, m.Breaks)
+		}
+	}
+}
