@@ -597,7 +597,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       | fail         | INTENT-7.6-fail-404    | {"claim_token": "{token:A}", "error": "x"} |
       | extend_claim | INTENT-7.4-extend-404  | {"claim_token": "{token:A}", "seconds": 60} |
 
-  Scenario Outline: an expired or superseded claim token gets 404 (<op>)
+  Scenario Outline: an expired claim token gets 404 (<op>)
     Given I publish intent "A" with:
       """
       {"backoff_base": 1.0}
@@ -608,10 +608,23 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       <body>
       """
-    Then [INTENT-3.3-token-expired-404] the response status is 404
-    And [<expired>] the response status is 404
-    When I claim until intent "A" is returned
-    Then [INTENT-3.3-lease-expiry] the response field "claim_attempts" is 2
+    Then [<rule>] the response status is 404
+    And [INTENT-3.3-token-expired-404] the response status is 404
+
+    Examples:
+      | op           | rule                            | body                                           |
+      | fulfill      | INTENT-7.5-fulfill-404          | {"claim_token": "{token1:A}"}                  |
+      | fail         | INTENT-7.6-fail-404             | {"claim_token": "{token1:A}", "error": "late"} |
+      | extend_claim | INTENT-7.4-extend-expired-lease | {"claim_token": "{token1:A}", "seconds": 60}   |
+
+  Scenario Outline: a claim token superseded by a later claim gets 404 (<op>)
+    Given I publish intent "A" with:
+      """
+      {"backoff_base": 1.0}
+      """
+    And I claim intent "A"
+    When the lease of "A" has expired
+    Then [INTENT-3.3-lease-expiry] I can claim intent "A" again
     And [INTENT-3.2-expiry-requeue] the response field "claim_attempts" is 2
     And [INTENT-12-at-least-once] the response field "claim_attempts" is 2
     And [INTENT-2-redelivery] the response field "claim_attempts" is 2
@@ -629,10 +642,10 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-3.2-fulfill-transition] the response status is 200
 
     Examples:
-      | op           | rule                   | expired                          | body                                          |
-      | fulfill      | INTENT-7.5-fulfill-404 | INTENT-7.5-fulfill-404           | {"claim_token": "{token1:A}"}                 |
-      | fail         | INTENT-7.6-fail-404    | INTENT-7.6-fail-404              | {"claim_token": "{token1:A}", "error": "late"} |
-      | extend_claim | INTENT-7.4-extend-404  | INTENT-7.4-extend-expired-lease  | {"claim_token": "{token1:A}", "seconds": 60}  |
+      | op           | rule                   | body                                           |
+      | fulfill      | INTENT-7.5-fulfill-404 | {"claim_token": "{token1:A}"}                  |
+      | fail         | INTENT-7.6-fail-404    | {"claim_token": "{token1:A}", "error": "late"} |
+      | extend_claim | INTENT-7.4-extend-404  | {"claim_token": "{token1:A}", "seconds": 60}   |
 
   # The text says both: §3.3 requeues an expired lease with a backoff delay,
   # §7.3 makes expired intents "eligible for immediate atomic selection".
@@ -698,7 +711,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"backoff_base": <base>, "max_attempts": 5}
       """
     When I fail "A" <n> times
-    Then [INTENT-3.3-backoff-formula] the run_at of "A" is within the backoff window of attempt <n> after the last fail
+    Then [INTENT-3.3-fail-backoff] the run_at of "A" is within the backoff window of attempt <n> after the last fail
+    And [INTENT-3.3-backoff-formula] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-3.3-backoff-jitter] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-12-retry-backoff] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-3.2-fail-requeue] the status of "A" is "open"
@@ -706,7 +720,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I send GET "/result/{id:A}"
     Then [INTENT-7.7-result-error-field] the response field "error" is "attempt <n>"
     When I claim
-    Then [INTENT-3.3-fail-backoff] the response status is 204
+    Then [INTENT-12-retry-backoff] the response status is 204
 
     Examples:
       | n | base  |
@@ -717,6 +731,16 @@ Feature: Intent Protocol v2.1 (seed 004)
     Given I publish intent "A"
     When I fail "A" 1 times
     Then [INTENT-3.3-default-backoff-base] the run_at of "A" is within the backoff window of attempt 1 with base 5 after the last fail
+
+  Scenario: an intent whose attempts reach max_attempts is dead
+    Given I publish intent "A" with:
+      """
+      {"backoff_base": 1.0, "max_attempts": 2}
+      """
+    When I fail "A" 2 times
+    Then [INTENT-3.3-dead-at-max-attempts] the status of "A" is "dead"
+    And [INTENT-3.2-fail-dead] the status of "A" is "dead"
+    And [INTENT-12-dead-letter-archival] the status of "A" is "dead"
 
   Scenario: the third fail of a default intent dead-letters it
     Given the target has an admin token

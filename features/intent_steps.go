@@ -77,6 +77,7 @@ func (w *intentWorld) steps() []StepDef {
 		{Pattern: `^` + a + ` claims? intent "(\w+)"$`, Fn: w.claimIntent, Kind: Action, Covers: coversClaim},
 		{Pattern: `^` + a + ` claims? intent "(\w+)" with query "([^"]*)"$`, Fn: w.claimIntentQuery, Kind: Action, Covers: coversClaim},
 		{Pattern: `^` + a + ` claims? until intent "(\w+)" is returned$`, Fn: w.claimUntil, Kind: Action, Covers: coversClaim},
+		{Pattern: `^I can claim intent "(\w+)" again$`, Fn: func(ctx context.Context, alias string) error { return w.claimUntil(ctx, actorMain, alias) }, Kind: Probe},
 		{Pattern: `^the claim returns intent "(\w+)"$`, Fn: w.claimReturned, Kind: Gate},
 		{Pattern: `^the claim token is 32 hex characters$`, Fn: w.tokenFormat, Kind: Check},
 		{Pattern: `^the claim does not return intent "(\w+)"$`, Fn: w.claimNotReturned, Kind: Check},

@@ -37,7 +37,8 @@ import (
 //     of the same response (StepKind Check or Gate, no request in between),
 //     which are judged on their own, unless the failed one was a Gate (its
 //     status, the intent it returned): then everything after it rests on a
-//     failed check. At the first step that cannot stand on its own, the
+//     failed check. The same check repeated right after it for another rule
+//     ("[R1] the status is 404", "[R2] the status is 404") is judged too. At the first step that cannot stand on its own, the
 //     scenario stops and the assertions left are BLOCKED by the failed rule.
 //   - A precondition that cannot apply (NotApplicable) makes the rules left
 //     N/A; a target that stops answering, or a bug of the harness, makes
@@ -223,6 +224,7 @@ type judge struct {
 // taint is a failed assertion that later steps may rest on.
 type taint struct {
 	rule  string
+	check string // the failed step's text after its rule prefix
 	stops bool // it was a Gate or a Probe: nothing after it stands on its own
 	end   int  // Recorder.Len() when it ended
 	ev    checker.Evidence
@@ -284,7 +286,11 @@ func (j *judge) beforeStep(st *godog.Step) error {
 	}
 	if t := j.taint; t != nil {
 		pure := (j.def.Kind == Check || j.def.Kind == Gate) && j.mark == t.end
-		if t.stops || !pure {
+		// The same check of the same observation, naming another rule, is
+		// not resting on the failed one: it is judged (and fails) too.
+		_, rest := ParseStepRule(st.Text)
+		same := j.isAssertion(st) && j.cur.Decision == "" && rest == t.check && j.mark == t.end
+		if !same && (t.stops || !pure) {
 			return fmt.Errorf("%w (%s)", errStopped, t.rule)
 		}
 	}
@@ -345,15 +351,18 @@ func (j *judge) stepReturned(err error) error {
 	} else {
 		ev := j.evidence(err)
 		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.Fail, Reason: mismatchReason(err), Step: step, Evidence: ev})
-		j.tainted(j.cur.Rule, j.def.Kind, end, ev)
+		_, rest := ParseStepRule(step)
+		j.tainted(j.cur.Rule, rest, j.def.Kind, end, ev)
 	}
 	j.lastEnd = end
 	return nil
 }
 
-func (j *judge) tainted(rule string, kind StepKind, end int, ev checker.Evidence) {
+func (j *judge) tainted(rule, check string, kind StepKind, end int, ev checker.Evidence) {
 	if j.taint == nil {
-		j.taint = &taint{rule: rule, stops: kind == Gate || kind == Probe, end: end, ev: ev}
+		j.taint = &taint{rule: rule, check: check, stops: kind == Gate || kind == Probe, end: end, ev: ev}
+	} else if j.taint.check == check && j.taint.end <= end {
+		j.taint.end = end // a probe repeated for another rule: what follows rests on its latest run
 	}
 }
 
@@ -410,7 +419,7 @@ func (j *judge) resolve() {
 	j.add(jd)
 	j.lastEnd = g.end
 	if jd.Verdict == checker.Fail {
-		j.tainted(g.rule, Check, g.end, jd.Evidence)
+		j.tainted(g.rule, "", Check, g.end, jd.Evidence)
 	}
 }
 

@@ -42,6 +42,7 @@ var testRules = []spec.Rule{
 	{ID: "T-15-row-a", Level: spec.Must},
 	{ID: "T-16-row-b", Level: spec.Must},
 	{ID: "T-17-row-c", Level: spec.Must},
+	{ID: "T-18-same-gate", Level: spec.Must},
 }
 
 // selfTestSteps are the step definitions of testdata/selftest.feature.
@@ -265,25 +266,25 @@ func TestRunVerdictsAgainstTargets(t *testing.T) {
 		want    map[string]checker.Verdict
 	}{
 		{"good", goodTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"odd: one failed check, row and gate each", oddTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Fail, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Fail, "T-13-gated": checker.Blocked, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Fail, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Fail, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Fail, "T-13-gated": checker.Blocked, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Fail, "T-18-same-gate": checker.Fail, "T-17-row-c": checker.Pass,
 		}},
 		{"wrong echo", wrongEchoTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"invalid JSON", invalidJSONTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"script in every field", scriptTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
 		}},
 		{"reset", resetTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-18-same-gate": checker.Unknown, "T-17-row-c": checker.Pass,
 		}},
 		{"hang", nil /* startHangTarget */, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-17-row-c": checker.Pass,
+			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-18-same-gate": checker.Unknown, "T-17-row-c": checker.Pass,
 		}},
 	}
 	for _, tc := range cases {

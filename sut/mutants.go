@@ -48,7 +48,7 @@ func Mutants() []Mutant {
 		{MutantNoBackoff, "fail requeues the intent immediately, with no backoff", "INTENT-3.3-fail-backoff"},
 		{MutantAdminSecretFallback, "X-Admin-Token also accepts BUS_SECRET", "INTENT-5.3-no-fallback"},
 		{MutantIdemCheckRacy, "the idempotency key is looked up before the write transaction, not inside it, and a second row for the key is silently dropped: concurrent duplicates each create an intent", "INTENT-7.2-idem-replay"},
-		{MutantLostOnCrash, "acknowledges each batch before its commit and runs synchronous=OFF: acknowledged writes vanish on a crash", "INTENT-12-at-least-once"},
+		{MutantLostOnCrash, "acknowledges each batch before its commit and runs synchronous=OFF: acknowledged writes vanish on a crash", "INTENT-3.1-states"},
 	}
 }
 

@@ -44,6 +44,7 @@ Feature: runner self-test
   Scenario: a failed gate blocks the checks of its response
     When the client sends GET "/gate"
     Then [T-12-gate] the status is 200
+    And [T-18-same-gate] the status is 200
     And [T-13-gated] the body is a JSON object with "ok" true
 
   Scenario: one observation, judged under every reading
