@@ -458,21 +458,30 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 	if from < 0 {
 		from = max(j.idx, 0)
 	}
-	blocker := ""
+	blocker, why := "", ""
 	var bev checker.Evidence
 	if stop.Verdict == checker.Blocked {
 		switch {
 		case j.taint != nil && errors.Is(stopErr, errStopped):
 			blocker, bev = j.taint.rule, j.taint.ev
+			why = fmt.Sprintf("it rests on the check of %s, which failed", blocker)
+			if bev.Expected != "" || bev.Observed != "" {
+				why += fmt.Sprintf(" (expected %s, observed %s)", oneLine(bev.Expected, 120), oneLine(bev.Observed, 160))
+			}
 		default:
 			blocker = j.cur.Rule
 			if blocker == "" {
 				blocker = j.def.Covers
 			}
-			if blocker == "" && from < len(j.steps) {
-				blocker = fmt.Sprintf("the step %q", j.steps[from].Text)
+			step := ""
+			if from < len(j.steps) {
+				step = j.steps[from].Text
+			}
+			if blocker == "" {
+				blocker = fmt.Sprintf("the step %q", step)
 			}
 			bev = stop.Evidence
+			why = fmt.Sprintf("the precondition %q failed: %s", step, oneLine(strings.TrimPrefix(stop.Reason, "before step hook failed: "), 300))
 		}
 	}
 	seen := map[string]bool{}
@@ -493,7 +502,7 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 		if stop.Verdict == checker.Blocked {
 			jd.BlockedBy = blocker
 			jd.Evidence = bev
-			jd.Reason = fmt.Sprintf("not checked: %s failed first (%s)", blocker, oneLine(stop.Reason, 300))
+			jd.Reason = "not checked: " + why
 		}
 		j.add(jd)
 	}
