@@ -45,10 +45,18 @@ func (r *RunResult) Redact(secrets []string) {
 		s := &r.Scenarios[i]
 		s.Reason = rep.Replace(s.Reason)
 		redactEvidence(rep, &s.Evidence)
+		for j := range s.Judgments {
+			jd := &s.Judgments[j]
+			jd.Reason = rep.Replace(jd.Reason)
+			jd.Step = rep.Replace(jd.Step)
+			jd.BlockedBy = rep.Replace(jd.BlockedBy)
+			redactEvidence(rep, &jd.Evidence)
+		}
 	}
 	for i := range r.Rules {
 		rr := &r.Rules[i]
 		rr.Reason = rep.Replace(rr.Reason)
+		rr.BlockedBy = rep.Replace(rr.BlockedBy)
 		for j := range rr.Evidence {
 			redactEvidence(rep, &rr.Evidence[j])
 		}

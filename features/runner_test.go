@@ -693,7 +693,8 @@ func TestRedact(t *testing.T) {
 	shared := ex.ReqHeaders
 	res := &RunResult{
 		Exchanges: []checker.Exchange{ex},
-		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: checker.Evidence{Observed: "api-secret", Exchanges: []checker.Exchange{ex}}}},
+		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: checker.Evidence{Observed: "api-secret", Exchanges: []checker.Exchange{ex}},
+			Judgments: []Judgment{{Rule: "R", Reason: "saw pw-secret", Step: "[R] api-secret", Evidence: checker.Evidence{Observed: "adm-secret", Exchanges: []checker.Exchange{ex}}}}}},
 		Rules:     []checker.RuleResult{{Reason: "api-secret", Evidence: []checker.Evidence{{Expected: "pw-secret", Exchanges: []checker.Exchange{ex}}}}},
 	}
 	res.Redact(tgt.Secrets())

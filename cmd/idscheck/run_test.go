@@ -310,6 +310,12 @@ func TestRunBundledServer(t *testing.T) {
 			for _, e := range doc.Rules {
 				switch e.Result.Verdict {
 				case checker.Pass:
+				case checker.Reading:
+					// The bundled server follows the first reading of every decision.
+					d, ok := spec.IntentDecision(e.Result.Reading.Decision)
+					if !ok || e.Result.Reading.Follows != d.Readings[0].Name {
+						t.Errorf("%s follows %+v, want the first reading", e.Rule.ID, e.Result.Reading)
+					}
 				case checker.NA:
 					if e.Result.Reason == "" {
 						t.Errorf("%s is N/A without a reason", e.Rule.ID)
