@@ -225,8 +225,8 @@ type judge struct {
 type taint struct {
 	rule  string
 	check string // the failed step's text after its rule prefix
-	stops bool // it was a Gate or a Probe: nothing after it stands on its own
-	end   int  // Recorder.Len() when it ended
+	stops bool   // it was a Gate or a Probe: nothing after it stands on its own
+	end   int    // Recorder.Len() when it ended
 	ev    checker.Evidence
 }
 

@@ -695,7 +695,7 @@ func TestRedact(t *testing.T) {
 		Exchanges: []checker.Exchange{ex},
 		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: checker.Evidence{Observed: "api-secret", Exchanges: []checker.Exchange{ex}},
 			Judgments: []Judgment{{Rule: "R", Reason: "saw pw-secret", Step: "[R] api-secret", Evidence: checker.Evidence{Observed: "adm-secret", Exchanges: []checker.Exchange{ex}}}}}},
-		Rules:     []checker.RuleResult{{Reason: "api-secret", Evidence: []checker.Evidence{{Expected: "pw-secret", Exchanges: []checker.Exchange{ex}}}}},
+		Rules: []checker.RuleResult{{Reason: "api-secret", Evidence: []checker.Evidence{{Expected: "pw-secret", Exchanges: []checker.Exchange{ex}}}}},
 	}
 	res.Redact(tgt.Secrets())
 	b, _ := json.Marshal(res)
