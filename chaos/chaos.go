@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -178,7 +179,7 @@ func (w *workload) now() int64 { return int64(time.Since(w.start)) }
 
 // record appends op to the history, up to MaxOps.
 func (w *workload) record(op checker.Operation) {
-	if op.Outcome == checker.OutcomeUnknown {
+	if op.Outcome == verdict.OutcomeUnknown {
 		w.unknown.Add(1)
 	}
 	w.mu.Lock()
@@ -323,9 +324,9 @@ func series(h checker.History, width time.Duration) []Bucket {
 		b := &buckets[i]
 		b.Ops++
 		switch op.Outcome {
-		case checker.OutcomeUnknown:
+		case verdict.OutcomeUnknown:
 			b.Unknown++
-		case checker.OutcomeFailed:
+		case verdict.OutcomeFailed:
 			b.Failed++
 		default:
 			lat[i] = append(lat[i], time.Duration(op.Return-op.Call))

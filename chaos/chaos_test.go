@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"net/http/httptest"
 	"path/filepath"
@@ -70,7 +71,7 @@ func TestCleanServerUnderNetworkFaultsAndStormsHasNoAnomaly(t *testing.T) {
 	if rep.Queue.Acknowledged == 0 || rep.Queue.Fulfilled == 0 {
 		t.Fatalf("the workload did nothing: %+v", rep.Queue)
 	}
-	if v := rep.Verdict(); v != checker.Pass {
+	if v := rep.Verdict(); v != verdict.Pass {
 		for _, a := range rep.Anomalies {
 			t.Logf("%s %s: %s", a.Kind, a.Key, a.Explanation)
 		}

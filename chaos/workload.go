@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -86,7 +87,7 @@ func (w *workload) publish(ctx context.Context, clientID int, key string, body [
 	}
 	if resp.Status >= 500 {
 		// The server may have applied it before failing.
-		op.Outcome = checker.OutcomeUnknown
+		op.Outcome = verdict.OutcomeUnknown
 	}
 	w.record(op)
 	if op.Output.ID != "" {
@@ -226,7 +227,7 @@ func (w *workload) claim(ctx context.Context, clientID int, worker string) (*cla
 		return &c, resp.Status
 	}
 	if resp.Status >= 500 {
-		op.Outcome = checker.OutcomeUnknown
+		op.Outcome = verdict.OutcomeUnknown
 	}
 	w.record(op)
 	return nil, resp.Status
@@ -258,7 +259,7 @@ func (w *workload) lease(ctx context.Context, clientID int, worker string, kind 
 	if err == nil {
 		op.Output.Status = resp.Status
 		if resp.Status >= 500 {
-			op.Outcome = checker.OutcomeUnknown
+			op.Outcome = verdict.OutcomeUnknown
 		}
 		if kind != checker.OpExtend && resp.Status == http.StatusOK {
 			w.finished.Add(1)
@@ -326,11 +327,11 @@ func (w *workload) status(ctx context.Context, clientID int, id string) {
 			case resp.Status == http.StatusNotFound:
 				op.Output.State = checker.StateGone
 			default:
-				op.Outcome = checker.OutcomeUnknown
+				op.Outcome = verdict.OutcomeUnknown
 			}
 		}
 		w.record(op)
-		if op.Outcome == checker.OutcomeOK {
+		if op.Outcome == verdict.OutcomeOK {
 			return
 		}
 		sleep(ctx, 100*time.Millisecond)

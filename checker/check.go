@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"time"
 )
 
@@ -166,19 +167,19 @@ type Report struct {
 
 // Verdict is Fail when any violation was found, Unknown when none was found
 // but a model could not be decided, Pass otherwise.
-func (r Report) Verdict() Verdict {
+func (r Report) Verdict() verdict.Verdict {
 	for k, n := range r.Counts {
 		if n > 0 && k.Violation() {
-			return Fail
+			return verdict.Fail
 		}
 	}
-	v := Pass
+	v := verdict.Pass
 	for _, m := range r.Models {
 		switch m.Result {
 		case LinIllegal:
-			return Fail
+			return verdict.Fail
 		case LinUnknown:
-			v = Unknown
+			v = verdict.Unknown
 		}
 	}
 	return v

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"bytes"
+	"github.com/idscheck/idscheck/verdict"
 	"maps"
 	"reflect"
 	"slices"
@@ -16,7 +17,7 @@ func ms0(x int64) int64 { return x * 1e6 }
 
 // Builders of operations, times in milliseconds.
 
-func pub(client int, key, body string, call, ret int64, out Outcome, status int, id string) Operation {
+func pub(client int, key, body string, call, ret int64, out verdict.Outcome, status int, id string) Operation {
 	return Operation{ClientID: client, Kind: OpPublish, Key: key, Input: Input{Body: body},
 		Output: Output{Status: status, ID: id, Body: "resp-" + id}, Call: ms0(call), Return: ms0(ret), Outcome: out}
 }
@@ -24,15 +25,15 @@ func pub(client int, key, body string, call, ret int64, out Outcome, status int,
 func claim(client int, id, token string, attempts int, leaseMs, call, ret int64) Operation {
 	return Operation{ClientID: client, Kind: OpClaim, Key: id,
 		Output: Output{Status: 200, ID: id, Token: token, Attempts: attempts, LeaseNs: ms0(leaseMs)},
-		Call:   ms0(call), Return: ms0(ret), Outcome: OutcomeOK}
+		Call:   ms0(call), Return: ms0(ret), Outcome: verdict.OutcomeOK}
 }
 
-func mut(client int, kind OpKind, id, token string, call, ret int64, out Outcome, status int) Operation {
+func mut(client int, kind OpKind, id, token string, call, ret int64, out verdict.Outcome, status int) Operation {
 	return Operation{ClientID: client, Kind: kind, Key: id, Input: Input{Token: token},
 		Output: Output{Status: status}, Call: ms0(call), Return: ms0(ret), Outcome: out}
 }
 
-func extend(client int, id, token string, extMs, call, ret int64, out Outcome, status int) Operation {
+func extend(client int, id, token string, extMs, call, ret int64, out verdict.Outcome, status int) Operation {
 	op := mut(client, OpExtend, id, token, call, ret, out, status)
 	op.Input.ExtendNs = ms0(extMs)
 	return op
@@ -40,7 +41,7 @@ func extend(client int, id, token string, extMs, call, ret int64, out Outcome, s
 
 func status(client int, id, state string, call, ret int64) Operation {
 	return Operation{ClientID: client, Kind: OpStatus, Key: id, Output: Output{Status: 200, State: state},
-		Call: ms0(call), Return: ms0(ret), Outcome: OutcomeOK}
+		Call: ms0(call), Return: ms0(ret), Outcome: verdict.OutcomeOK}
 }
 
 func eff(key, intent, token string, at int64) Effect {
@@ -54,7 +55,7 @@ type checkCase struct {
 	effects []Effect
 	opts    Options
 	want    map[AnomalyKind]int // counts of every kind found; nil: none
-	verdict Verdict
+	verdict verdict.Verdict
 	illegal []string // models porcupine must find illegal
 }
 
@@ -62,10 +63,10 @@ type checkCase struct {
 // replays), claimed, executed once, fulfilled, read back.
 func happy(key, id string) []Operation {
 	return []Operation{
-		pub(0, key, "b1", 0, 10, OutcomeOK, 201, id),
-		pub(1, key, "b1", 5, 15, OutcomeOK, 201, id),
+		pub(0, key, "b1", 0, 10, verdict.OutcomeOK, 201, id),
+		pub(1, key, "b1", 5, 15, verdict.OutcomeOK, 201, id),
 		claim(2, id, "t1", 1, 1000, 20, 30),
-		mut(2, OpFulfill, id, "t1", 40, 50, OutcomeOK, 200),
+		mut(2, OpFulfill, id, "t1", 40, 50, verdict.OutcomeOK, 200),
 		status(0, id, StateFulfilled, 60, 70),
 	}
 }
@@ -76,241 +77,241 @@ func storm(key, id string, n int) []Operation {
 	var ops []Operation
 	for i := range n {
 		if i%4 == 3 {
-			ops = append(ops, pub(i, key, "b1", int64(i), 5000, OutcomeUnknown, 0, ""))
+			ops = append(ops, pub(i, key, "b1", int64(i), 5000, verdict.OutcomeUnknown, 0, ""))
 		} else {
-			ops = append(ops, pub(i, key, "b1", int64(i), int64(100+i), OutcomeOK, 201, id))
+			ops = append(ops, pub(i, key, "b1", int64(i), int64(100+i), verdict.OutcomeOK, 201, id))
 		}
 	}
-	return append(ops, claim(99, id, "t1", 1, 1000, 200, 210), mut(99, OpFulfill, id, "t1", 600, 610, OutcomeOK, 200))
+	return append(ops, claim(99, id, "t1", 1, 1000, 200, 210), mut(99, OpFulfill, id, "t1", 600, 610, verdict.OutcomeOK, 200))
 }
 
 var checkCases = []checkCase{
 	// --- must pass
-	{name: "pass/happy", ops: happy("k1", "i1"), effects: []Effect{eff("k1", "i1", "t1", 35)}, verdict: Pass},
-	{name: "pass/conflict with a different body", verdict: Pass, ops: append(happy("k1", "i1"),
-		pub(3, "k1", "b2", 80, 90, OutcomeFailed, 422, "")), effects: []Effect{eff("k1", "i1", "t1", 35)}},
-	{name: "pass/conflict explained by an unknown publish", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b2", 0, 100, OutcomeUnknown, 0, ""),
-		pub(1, "k1", "b1", 5, 15, OutcomeFailed, 422, ""),
+	{name: "pass/happy", ops: happy("k1", "i1"), effects: []Effect{eff("k1", "i1", "t1", 35)}, verdict: verdict.Pass},
+	{name: "pass/conflict with a different body", verdict: verdict.Pass, ops: append(happy("k1", "i1"),
+		pub(3, "k1", "b2", 80, 90, verdict.OutcomeFailed, 422, "")), effects: []Effect{eff("k1", "i1", "t1", 35)}},
+	{name: "pass/conflict explained by an unknown publish", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b2", 0, 100, verdict.OutcomeUnknown, 0, ""),
+		pub(1, "k1", "b1", 5, 15, verdict.OutcomeFailed, 422, ""),
 	}, opts: Options{SkipQueue: true}},
-	{name: "pass/refusal does not consume the key", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "bad", 0, 5, OutcomeFailed, 400, ""),
-		pub(0, "k1", "b1", 10, 15, OutcomeOK, 201, "i1"),
+	{name: "pass/refusal does not consume the key", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "bad", 0, 5, verdict.OutcomeFailed, 400, ""),
+		pub(0, "k1", "b1", 10, 15, verdict.OutcomeOK, 201, "i1"),
 	}, opts: Options{SkipQueue: true}},
-	{name: "pass/reclaim after expiry, stale token refused", verdict: Pass, ops: []Operation{
+	{name: "pass/reclaim after expiry, stale token refused", verdict: verdict.Pass, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
 		claim(1, "i1", "t2", 2, 100, 500, 510),
-		mut(0, OpFulfill, "i1", "t1", 600, 610, OutcomeFailed, 404),
-		mut(1, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 600, 610, verdict.OutcomeFailed, 404),
+		mut(1, OpFulfill, "i1", "t2", 520, 530, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}},
-	{name: "pass/extend keeps the lease", verdict: Pass, ops: []Operation{
+	{name: "pass/extend keeps the lease", verdict: verdict.Pass, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
-		extend(0, "i1", "t1", 1000, 50, 60, OutcomeOK, 200),
-		mut(0, OpFulfill, "i1", "t1", 800, 810, OutcomeOK, 200),
+		extend(0, "i1", "t1", 1000, 50, 60, verdict.OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 800, 810, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}},
-	{name: "pass/unknown fulfill then reclaim", verdict: Pass, ops: []Operation{
+	{name: "pass/unknown fulfill then reclaim", verdict: verdict.Pass, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
-		mut(0, OpFulfill, "i1", "t1", 20, 5000, OutcomeUnknown, 0),
+		mut(0, OpFulfill, "i1", "t1", 20, 5000, verdict.OutcomeUnknown, 0),
 		claim(1, "i1", "t2", 2, 100, 500, 510),
-		mut(1, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+		mut(1, OpFulfill, "i1", "t2", 520, 530, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}},
-	{name: "pass/fail requeues then another worker fulfills", verdict: Pass, ops: []Operation{
+	{name: "pass/fail requeues then another worker fulfills", verdict: verdict.Pass, ops: []Operation{
 		claim(0, "i1", "t1", 1, 10000, 0, 10),
-		mut(0, OpFail, "i1", "t1", 20, 30, OutcomeOK, 200),
+		mut(0, OpFail, "i1", "t1", 20, 30, verdict.OutcomeOK, 200),
 		claim(1, "i1", "t2", 2, 10000, 40, 50),
 		status(2, "i1", StateClaimed, 60, 70),
-		mut(1, OpFulfill, "i1", "t2", 80, 90, OutcomeOK, 200),
+		mut(1, OpFulfill, "i1", "t2", 80, 90, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}},
-	{name: "pass/recovered publish", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 100, OutcomeUnknown, 0, ""),
+	{name: "pass/recovered publish", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 100, verdict.OutcomeUnknown, 0, ""),
 	}, effects: []Effect{eff("k1", "i9", "t1", 50)}, want: map[AnomalyKind]int{Recovered: 1}},
-	{name: "pass/at-least-once execution allowed", verdict: Pass, ops: happy("k1", "i1"),
+	{name: "pass/at-least-once execution allowed", verdict: verdict.Pass, ops: happy("k1", "i1"),
 		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t1", 36)}, opts: Options{MaxEffects: -1}},
-	{name: "pass/undrained is pending", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "pass/undrained is pending", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		status(0, "i1", StateOpen, 20, 30),
 	}, opts: Options{Undrained: true}},
-	{name: "fail/must finish: ran but stuck claimed", verdict: Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "fail/must finish: ran but stuck claimed", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		status(0, "i1", StateClaimed, 5000, 5010),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, opts: Options{MustFinish: true}, want: map[AnomalyKind]int{Lost: 1}},
-	{name: "pass/must finish: ran and died is an end", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "pass/must finish: ran and died is an end", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		status(0, "i1", StateDead, 5000, 5010),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, opts: Options{MustFinish: true}},
-	{name: "pass/must finish undrained is pending", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "pass/must finish undrained is pending", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		status(0, "i1", StateClaimed, 5000, 5010),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, opts: Options{MustFinish: true, Undrained: true}},
-	{name: "pass/ran but stuck is not lost without must finish", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "pass/ran but stuck is not lost without must finish", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		status(0, "i1", StateClaimed, 5000, 5010),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}},
-	{name: "pass/dead is not lost by default", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "pass/dead is not lost by default", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		status(0, "i1", StateDead, 20, 30),
 	}},
 
 	// --- realistic chaos patterns that must pass (no false alarms)
-	{name: "pass/storm with lost answers", verdict: Pass, ops: storm("k1", "i1", 20), effects: []Effect{eff("k1", "i1", "t1", 500)}},
-	{name: "pass/stalled worker refused after reclaim", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+	{name: "pass/storm with lost answers", verdict: verdict.Pass, ops: storm("k1", "i1", 20), effects: []Effect{eff("k1", "i1", "t1", 500)}},
+	{name: "pass/stalled worker refused after reclaim", verdict: verdict.Pass, opts: Options{SkipQueue: true}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
 		claim(1, "i1", "t2", 2, 1000, 1100, 1110),
-		mut(0, OpFulfill, "i1", "t1", 1300, 1310, OutcomeFailed, 404),
-		mut(1, OpFulfill, "i1", "t2", 1200, 1210, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 1300, 1310, verdict.OutcomeFailed, 404),
+		mut(1, OpFulfill, "i1", "t2", 1200, 1210, verdict.OutcomeOK, 200),
 	}},
-	{name: "pass/stalled worker refused, nobody reclaimed", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+	{name: "pass/stalled worker refused, nobody reclaimed", verdict: verdict.Pass, opts: Options{SkipQueue: true}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
-		mut(0, OpFulfill, "i1", "t1", 1300, 1310, OutcomeFailed, 404),
+		mut(0, OpFulfill, "i1", "t1", 1300, 1310, verdict.OutcomeFailed, 404),
 		status(1, "i1", StateOpen, 1400, 1410),
 	}},
-	{name: "pass/claim whose answer was lost holds the intent", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
-		{ClientID: 5, Kind: OpClaim, Call: ms0(0), Return: ms0(3000), Outcome: OutcomeUnknown},
+	{name: "pass/claim whose answer was lost holds the intent", verdict: verdict.Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+		{ClientID: 5, Kind: OpClaim, Call: ms0(0), Return: ms0(3000), Outcome: verdict.OutcomeUnknown},
 		status(1, "i1", StateClaimed, 100, 110),
 		claim(0, "i1", "t2", 2, 1000, 1500, 1510),
-		mut(0, OpFulfill, "i1", "t2", 1600, 1610, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t2", 1600, 1610, verdict.OutcomeOK, 200),
 	}},
-	{name: "pass/attempts exhausted ends dead", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "pass/attempts exhausted ends dead", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 1000, 20, 30),
-		mut(1, OpFail, "i1", "t1", 40, 50, OutcomeOK, 200),
+		mut(1, OpFail, "i1", "t1", 40, 50, verdict.OutcomeOK, 200),
 		claim(2, "i1", "t2", 2, 1000, 60, 70),
-		mut(2, OpFail, "i1", "t2", 80, 90, OutcomeOK, 200),
+		mut(2, OpFail, "i1", "t2", 80, 90, verdict.OutcomeOK, 200),
 		claim(1, "i1", "t3", 3, 1000, 100, 110),
-		mut(1, OpFail, "i1", "t3", 120, 130, OutcomeOK, 200),
+		mut(1, OpFail, "i1", "t3", 120, 130, verdict.OutcomeOK, 200),
 		status(0, "i1", StateDead, 140, 150),
 	}, opts: Options{MaxEffects: -1}, effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t2", 75), eff("k1", "i1", "t3", 115)}},
-	{name: "pass/unknown fulfill read back fulfilled", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+	{name: "pass/unknown fulfill read back fulfilled", verdict: verdict.Pass, opts: Options{SkipQueue: true}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
-		mut(0, OpFulfill, "i1", "t1", 20, 2000, OutcomeUnknown, 0),
+		mut(0, OpFulfill, "i1", "t1", 20, 2000, verdict.OutcomeUnknown, 0),
 		status(1, "i1", StateFulfilled, 2100, 2110),
 	}},
-	{name: "pass/unknown extend explains a late fulfill", verdict: Pass, opts: Options{SkipQueue: true}, ops: []Operation{
+	{name: "pass/unknown extend explains a late fulfill", verdict: verdict.Pass, opts: Options{SkipQueue: true}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
-		extend(0, "i1", "t1", 1000, 50, 90, OutcomeUnknown, 0),
-		mut(0, OpFulfill, "i1", "t1", 500, 510, OutcomeOK, 200),
+		extend(0, "i1", "t1", 1000, 50, 90, verdict.OutcomeUnknown, 0),
+		mut(0, OpFulfill, "i1", "t1", 500, 510, verdict.OutcomeOK, 200),
 	}},
-	{name: "pass/server error is unknown, retry replays", verdict: Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeUnknown, 503, ""),
-		pub(0, "k1", "b1", 20, 30, OutcomeOK, 201, "i1"),
+	{name: "pass/server error is unknown, retry replays", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeUnknown, 503, ""),
+		pub(0, "k1", "b1", 20, 30, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 1000, 40, 50),
-		mut(1, OpFulfill, "i1", "t1", 60, 70, OutcomeOK, 200),
+		mut(1, OpFulfill, "i1", "t1", 60, 70, verdict.OutcomeOK, 200),
 	}, effects: []Effect{eff("k1", "i1", "t1", 55)}},
 
 	// --- IDS / ATP style: keyed requests, effects at the sink, no leases
-	{name: "pass/sink effect once per key", verdict: Pass, ops: []Operation{
-		pub(0, "ids-1", "b1", 0, 10, OutcomeOK, 200, ""),
-		pub(1, "ids-1", "b1", 5, 20, OutcomeOK, 200, ""),
-		pub(0, "ids-2", "b2", 30, 40, OutcomeUnknown, 0, ""),
-		pub(0, "ids-2", "b2", 50, 60, OutcomeOK, 200, ""),
+	{name: "pass/sink effect once per key", verdict: verdict.Pass, ops: []Operation{
+		pub(0, "ids-1", "b1", 0, 10, verdict.OutcomeOK, 200, ""),
+		pub(1, "ids-1", "b1", 5, 20, verdict.OutcomeOK, 200, ""),
+		pub(0, "ids-2", "b2", 30, 40, verdict.OutcomeUnknown, 0, ""),
+		pub(0, "ids-2", "b2", 50, 60, verdict.OutcomeOK, 200, ""),
 	}, effects: []Effect{{Key: "ids-1", At: ms0(8)}, {Key: "ids-2", At: ms0(35)}}},
-	{name: "fail/sink effect twice for one key", verdict: Fail, ops: []Operation{
-		pub(0, "ids-1", "b1", 0, 10, OutcomeOK, 200, ""),
-		pub(1, "ids-1", "b1", 5, 20, OutcomeOK, 200, ""),
+	{name: "fail/sink effect twice for one key", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "ids-1", "b1", 0, 10, verdict.OutcomeOK, 200, ""),
+		pub(1, "ids-1", "b1", 5, 20, verdict.OutcomeOK, 200, ""),
 	}, effects: []Effect{{Key: "ids-1", At: ms0(8)}, {Key: "ids-1", At: ms0(18)}}, want: map[AnomalyKind]int{Duplicated: 1}},
-	{name: "fail/sink never called for an acknowledged key", verdict: Fail, ops: []Operation{
-		pub(0, "ids-1", "b1", 0, 10, OutcomeOK, 200, ""),
+	{name: "fail/sink never called for an acknowledged key", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "ids-1", "b1", 0, 10, verdict.OutcomeOK, 200, ""),
 	}, want: map[AnomalyKind]int{Lost: 1}},
 
 	// --- idempotency record: must fail
-	{name: "fail/replay differs", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
-		pub(1, "k1", "b1", 20, 30, OutcomeOK, 201, "i2"),
+	{name: "fail/replay differs", verdict: verdict.Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
+		pub(1, "k1", "b1", 20, 30, verdict.OutcomeOK, 201, "i2"),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{IdempotencyViolation: 1}},
-	{name: "fail/different body accepted", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
-		pub(1, "k1", "b2", 20, 30, OutcomeOK, 201, "i1"),
+	{name: "fail/different body accepted", verdict: verdict.Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
+		pub(1, "k1", "b2", 20, 30, verdict.OutcomeOK, 201, "i1"),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{IdempotencyViolation: 1}},
-	{name: "fail/false conflict", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
-		pub(1, "k1", "b1", 20, 30, OutcomeFailed, 422, ""),
+	{name: "fail/false conflict", verdict: verdict.Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
+		pub(1, "k1", "b1", 20, 30, verdict.OutcomeFailed, 422, ""),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{IdempotencyViolation: 1}},
-	{name: "fail/conflict before the other body existed", verdict: Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
-		pub(0, "k1", "b2", 0, 10, OutcomeFailed, 422, ""),
-		pub(1, "k1", "b1", 20, 30, OutcomeOK, 201, "i1"),
+	{name: "fail/conflict before the other body existed", verdict: verdict.Fail, illegal: []string{ModelIdempotency}, ops: []Operation{
+		pub(0, "k1", "b2", 0, 10, verdict.OutcomeFailed, 422, ""),
+		pub(1, "k1", "b1", 20, 30, verdict.OutcomeOK, 201, "i1"),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
 
 	// --- intent lease: must fail
-	{name: "fail/double lease", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/double lease", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
 		claim(1, "i1", "t2", 2, 1000, 100, 110),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{DoubleLease: 1}},
-	{name: "fail/superseded token accepted", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/superseded token accepted", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
 		claim(1, "i1", "t2", 2, 100, 500, 510),
-		mut(0, OpFulfill, "i1", "t1", 520, 530, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 520, 530, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{StaleTokenAccepted: 1}},
-	{name: "fail/expired token accepted", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/expired token accepted", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
-		extend(0, "i1", "t1", 100, 50, 60, OutcomeOK, 200),
-		mut(0, OpFulfill, "i1", "t1", 1000, 1010, OutcomeOK, 200),
+		extend(0, "i1", "t1", 100, 50, 60, verdict.OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 1000, 1010, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{StaleTokenAccepted: 1}},
-	{name: "fail/token never granted", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/token never granted", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
-		mut(1, OpFail, "i1", "forged", 20, 30, OutcomeOK, 200),
+		mut(1, OpFail, "i1", "forged", 20, 30, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{StaleTokenAccepted: 1}},
-	{name: "fail/fulfilled twice", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/fulfilled twice", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
-		mut(0, OpFulfill, "i1", "t1", 20, 30, OutcomeOK, 200),
-		mut(0, OpFulfill, "i1", "t1", 40, 50, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 20, 30, verdict.OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 40, 50, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{FulfilledTwice: 1}},
-	{name: "fail/claimed after fulfilled", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/claimed after fulfilled", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 1000, 0, 10),
-		mut(0, OpFulfill, "i1", "t1", 20, 30, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 20, 30, verdict.OutcomeOK, 200),
 		claim(1, "i1", "t2", 2, 1000, 40, 50),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{FulfilledTwice: 1}},
-	{name: "fail/valid live token refused", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/valid live token refused", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 10000, 0, 10),
-		mut(0, OpFulfill, "i1", "t1", 20, 30, OutcomeFailed, 404),
+		mut(0, OpFulfill, "i1", "t1", 20, 30, verdict.OutcomeFailed, 404),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
-	{name: "fail/claim attempts do not grow", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/claim attempts do not grow", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 100, 0, 10),
 		claim(1, "i1", "t2", 1, 100, 500, 510),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
-	{name: "fail/status fulfilled before any fulfill", verdict: Fail, illegal: []string{ModelLease}, ops: []Operation{
+	{name: "fail/status fulfilled before any fulfill", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		claim(0, "i1", "t1", 1, 10000, 0, 10),
 		status(1, "i1", StateFulfilled, 20, 30),
-		mut(0, OpFulfill, "i1", "t1", 40, 50, OutcomeOK, 200),
+		mut(0, OpFulfill, "i1", "t1", 40, 50, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
 
-	{name: "fail/claimed beyond max attempts", verdict: Fail, ops: []Operation{
-		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 1}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: OutcomeOK},
+	{name: "fail/claimed beyond max attempts", verdict: verdict.Fail, ops: []Operation{
+		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 1}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: verdict.OutcomeOK},
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		claim(2, "i1", "t2", 2, 100, 500, 510),
-		mut(2, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+		mut(2, OpFulfill, "i1", "t2", 520, 530, verdict.OutcomeOK, 200),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t2", 515)}, opts: Options{MaxEffects: -1}, want: map[AnomalyKind]int{AttemptsExceeded: 1}},
-	{name: "pass/claimed up to max attempts", verdict: Pass, ops: []Operation{
-		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 2}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: OutcomeOK},
+	{name: "pass/claimed up to max attempts", verdict: verdict.Pass, ops: []Operation{
+		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 2}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: verdict.OutcomeOK},
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		claim(2, "i1", "t2", 2, 100, 500, 510),
-		mut(2, OpFulfill, "i1", "t2", 520, 530, OutcomeOK, 200),
+		mut(2, OpFulfill, "i1", "t2", 520, 530, verdict.OutcomeOK, 200),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t2", 515)}, opts: Options{MaxEffects: -1}},
 
 	// --- queue: must fail
-	{name: "fail/lost", verdict: Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "fail/lost", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		status(0, "i1", StateOpen, 20, 30),
 	}, want: map[AnomalyKind]int{Lost: 1}},
-	{name: "fail/dead counts as lost when promised", verdict: Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "fail/dead counts as lost when promised", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		status(0, "i1", StateDead, 20, 30),
 	}, opts: Options{DeadIsLost: true}, want: map[AnomalyKind]int{Lost: 1}},
-	{name: "fail/expired counts as lost when promised", verdict: Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeOK, 201, "i1"),
+	{name: "fail/expired counts as lost when promised", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		status(0, "i1", StateGone, 20, 30),
 	}, opts: Options{ExpiredIsLost: true}, want: map[AnomalyKind]int{Lost: 1}},
-	{name: "fail/duplicated effect", verdict: Fail, ops: happy("k1", "i1"),
+	{name: "fail/duplicated effect", verdict: verdict.Fail, ops: happy("k1", "i1"),
 		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i1", "t1", 36)}, want: map[AnomalyKind]int{Duplicated: 1}},
-	{name: "fail/duplicated by two intents", verdict: Fail, ops: happy("k1", "i1"), opts: Options{MaxEffects: -1},
+	{name: "fail/duplicated by two intents", verdict: verdict.Fail, ops: happy("k1", "i1"), opts: Options{MaxEffects: -1},
 		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k1", "i2", "t9", 36)}, want: map[AnomalyKind]int{Duplicated: 1}},
-	{name: "fail/unexpected effect", verdict: Fail, ops: happy("k1", "i1"),
+	{name: "fail/unexpected effect", verdict: verdict.Fail, ops: happy("k1", "i1"),
 		effects: []Effect{eff("k1", "i1", "t1", 35), eff("k2", "i2", "t2", 36)}, want: map[AnomalyKind]int{Unexpected: 1}},
-	{name: "fail/refused publish took effect", verdict: Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, OutcomeFailed, 400, ""),
+	{name: "fail/refused publish took effect", verdict: verdict.Fail, ops: []Operation{
+		pub(0, "k1", "b1", 0, 10, verdict.OutcomeFailed, 400, ""),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}, want: map[AnomalyKind]int{Unexpected: 1}},
 }
 
@@ -332,7 +333,7 @@ func TestCheckStatusDecides(t *testing.T) {
 			ops := slices.Clone(tc.ops)
 			for i := range ops {
 				if ops[i].Output.Status >= 400 {
-					ops[i].Outcome = OutcomeOK
+					ops[i].Outcome = verdict.OutcomeOK
 				}
 			}
 			r := Check(History{Ops: ops}, Ledger{Effects: tc.effects}, tc.opts)
@@ -365,7 +366,7 @@ func assertReport(t *testing.T, r Report, tc checkCase) {
 			illegal = append(illegal, m.Model)
 		}
 		if m.Result == LinUnknown {
-			t.Errorf("model %s: Unknown with no timeout", m.Model)
+			t.Errorf("model %s: verdict.Unknown with no timeout", m.Model)
 		}
 	}
 	if !slices.Equal(illegal, tc.illegal) {
@@ -397,13 +398,13 @@ func TestVerdictUnknownNeverReadsAsOk(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		r      Report
-		want   Verdict
+		want   verdict.Verdict
 		reason string
 	}{
-		{"unknown model", Report{Models: []ModelCheck{{Model: ModelLease, Result: LinUnknown}}}, Unknown, "a timed-out model"},
-		{"unknown and illegal", Report{Models: []ModelCheck{{Result: LinUnknown}, {Result: LinIllegal}}}, Fail, "an illegal model"},
-		{"unknown and a violation", Report{Models: []ModelCheck{{Result: LinUnknown}}, Counts: map[AnomalyKind]int{Lost: 1}}, Fail, "a lost unit"},
-		{"recovered only", Report{Models: []ModelCheck{{Result: LinOk}}, Counts: map[AnomalyKind]int{Recovered: 3}}, Pass, "recovered is no violation"},
+		{"unknown model", Report{Models: []ModelCheck{{Model: ModelLease, Result: LinUnknown}}}, verdict.Unknown, "a timed-out model"},
+		{"unknown and illegal", Report{Models: []ModelCheck{{Result: LinUnknown}, {Result: LinIllegal}}}, verdict.Fail, "an illegal model"},
+		{"unknown and a violation", Report{Models: []ModelCheck{{Result: LinUnknown}}, Counts: map[AnomalyKind]int{Lost: 1}}, verdict.Fail, "a lost unit"},
+		{"recovered only", Report{Models: []ModelCheck{{Result: LinOk}}, Counts: map[AnomalyKind]int{Recovered: 3}}, verdict.Pass, "recovered is no violation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.r.Verdict(); got != tc.want {
@@ -420,16 +421,16 @@ func TestCheckTimeoutIsUnknown(t *testing.T) {
 	// read that no order explains: porcupine must try every subset (2^26).
 	var ops []Operation
 	for i := range 26 {
-		ops = append(ops, Operation{ClientID: i, Kind: OpClaim, Key: "x", Call: ms0(int64(i)), Return: ms0(1000), Outcome: OutcomeUnknown})
+		ops = append(ops, Operation{ClientID: i, Kind: OpClaim, Key: "x", Call: ms0(int64(i)), Return: ms0(1000), Outcome: verdict.OutcomeUnknown})
 	}
 	ops = append(ops, status(99, "x", StateFulfilled, 100, 110))
 	r := Check(History{Ops: ops}, Ledger{}, Options{Timeout: 100 * time.Millisecond, SkipQueue: true})
 	for _, m := range r.Models {
 		if m.Model == ModelLease && m.Result != LinUnknown {
-			t.Errorf("lease model %s, want Unknown after the timeout", m.Result)
+			t.Errorf("lease model %s, want verdict.Unknown after the timeout", m.Result)
 		}
 	}
-	if v := r.Verdict(); v != Unknown {
+	if v := r.Verdict(); v != verdict.Unknown {
 		t.Errorf("verdict %s, want UNKNOWN: %s", v, explain(r))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 )
 
@@ -76,14 +77,14 @@ type Output struct {
 // not a bound). Times are nanoseconds on the harness's monotonic clock since
 // the run started.
 type Operation struct {
-	ClientID int     `json:"client"`
-	Kind     OpKind  `json:"kind"`
-	Key      string  `json:"key,omitempty"` // idempotency key (publish) or intent id (lease ops, status)
-	Input    Input   `json:"in,omitzero"`
-	Output   Output  `json:"out,omitzero"`
-	Call     int64   `json:"call"`
-	Return   int64   `json:"ret"`
-	Outcome  Outcome `json:"outcome"`
+	ClientID int             `json:"client"`
+	Kind     OpKind          `json:"kind"`
+	Key      string          `json:"key,omitempty"` // idempotency key (publish) or intent id (lease ops, status)
+	Input    Input           `json:"in,omitzero"`
+	Output   Output          `json:"out,omitzero"`
+	Call     int64           `json:"call"`
+	Return   int64           `json:"ret"`
+	Outcome  verdict.Outcome `json:"outcome"`
 }
 
 // Effective is the outcome the checks use. Recorders may mark every
@@ -91,16 +92,16 @@ type Operation struct {
 // unknown (the server may have applied it before failing), a 4xx is a
 // refusal (failed), except a 404 on a status read, which is an answer
 // (StateGone). An operation without a status keeps its recorded outcome.
-func (op *Operation) Effective() Outcome {
+func (op *Operation) Effective() verdict.Outcome {
 	switch s := op.Output.Status; {
-	case op.Outcome != OutcomeOK:
+	case op.Outcome != verdict.OutcomeOK:
 		return op.Outcome
 	case s >= 500:
-		return OutcomeUnknown
+		return verdict.OutcomeUnknown
 	case s >= 400 && !(op.Kind == OpStatus && s == 404):
-		return OutcomeFailed
+		return verdict.OutcomeFailed
 	}
-	return OutcomeOK
+	return verdict.OutcomeOK
 }
 
 // History is every operation of a run, in any order. It is written to the
@@ -150,7 +151,7 @@ func (op *Operation) validate() error {
 		return fmt.Errorf("unknown kind %q", op.Kind)
 	}
 	switch op.Outcome {
-	case OutcomeOK, OutcomeFailed, OutcomeUnknown:
+	case verdict.OutcomeOK, verdict.OutcomeFailed, verdict.OutcomeUnknown:
 	default:
 		return fmt.Errorf("unknown outcome %q", op.Outcome)
 	}

@@ -1,6 +1,9 @@
 package checker
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/idscheck/idscheck/verdict"
+)
 
 // checkIdempotency runs the named idempotency-record checks over the publishes
 // of one key (seed 004 §7.2; IDS outcome replay; ATP key uniqueness): the
@@ -11,14 +14,14 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 	var first *Operation // earliest accepted
 	for _, i := range idx {
 		op := &ops[i]
-		if op.Effective() == OutcomeOK && (first == nil || op.Call < first.Call) {
+		if op.Effective() == verdict.OutcomeOK && (first == nil || op.Call < first.Call) {
 			first = op
 		}
 	}
 	if first != nil {
 		for _, i := range idx {
 			op := &ops[i]
-			if op == first || op.Effective() != OutcomeOK {
+			if op == first || op.Effective() != verdict.OutcomeOK {
 				continue
 			}
 			if op.Input.Body != first.Input.Body {
@@ -43,12 +46,12 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 	}
 	for _, i := range idx {
 		op := &ops[i]
-		if op.Effective() != OutcomeFailed || op.Output.Status != c.opts.ConflictStatus {
+		if op.Effective() != verdict.OutcomeFailed || op.Output.Status != c.opts.ConflictStatus {
 			continue
 		}
 		other := false
 		for _, j := range idx {
-			if ops[j].Input.Body != op.Input.Body && ops[j].Effective() != OutcomeFailed {
+			if ops[j].Input.Body != op.Input.Body && ops[j].Effective() != verdict.OutcomeFailed {
 				other = true
 				break
 			}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"testing"
 
@@ -26,13 +27,13 @@ func TestIdemDecideMatchesPorcupine(t *testing.T) {
 			switch p := rng.IntN(10); {
 			case p < 5:
 				id := []string{"x", "y"}[min(rng.IntN(8), 1)] // mostly x
-				op.Outcome, op.Output = OutcomeOK, Output{Status: 201, ID: id, Body: "r" + id}
+				op.Outcome, op.Output = verdict.OutcomeOK, Output{Status: 201, ID: id, Body: "r" + id}
 			case p < 7:
-				op.Outcome, op.Output = OutcomeFailed, Output{Status: 422}
+				op.Outcome, op.Output = verdict.OutcomeFailed, Output{Status: 422}
 			case p < 8:
-				op.Outcome, op.Output = OutcomeFailed, Output{Status: 400}
+				op.Outcome, op.Output = verdict.OutcomeFailed, Output{Status: 400}
 			default:
-				op.Outcome = OutcomeUnknown
+				op.Outcome = verdict.OutcomeUnknown
 			}
 			ops[i], idx[i] = op, i
 		}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"math"
 	"slices"
 )
@@ -22,20 +23,20 @@ func (c *check) checkLease(key string, idx []int) bool {
 		op := &ops[i]
 		switch op.Kind {
 		case OpClaim:
-			if op.Effective() == OutcomeOK && op.Output.Token != "" {
+			if op.Effective() == verdict.OutcomeOK && op.Output.Token != "" {
 				claims = append(claims, op)
 			}
 		case OpExtend, OpFulfill, OpFail:
-			if op.Effective() == OutcomeOK {
+			if op.Effective() == verdict.OutcomeOK {
 				mutations = append(mutations, op)
 			}
-			if op.Kind == OpExtend && op.Effective() != OutcomeFailed {
+			if op.Kind == OpExtend && op.Effective() != verdict.OutcomeFailed {
 				extends = append(extends, op)
 			}
-			if op.Kind != OpExtend && op.Effective() != OutcomeFailed {
+			if op.Kind != OpExtend && op.Effective() != verdict.OutcomeFailed {
 				releases = append(releases, op)
 			}
-			if op.Kind == OpFulfill && op.Effective() == OutcomeOK {
+			if op.Kind == OpFulfill && op.Effective() == verdict.OutcomeOK {
 				fulfills = append(fulfills, op)
 			}
 		}
@@ -119,7 +120,7 @@ func liveUntil(cl *Operation, extends []*Operation, by, slack int64) int64 {
 		}
 		ext := max(e.Input.ExtendNs, 0)
 		extended := min(e.Call, live) + ext - slack
-		if e.Effective() == OutcomeOK && ext > 0 {
+		if e.Effective() == verdict.OutcomeOK && ext > 0 {
 			live = extended
 		} else {
 			live = min(live, extended)
@@ -242,7 +243,7 @@ func ms(ns int64) string {
 func (c *check) attemptsExceeded(key string, idx []int, max int) bool {
 	for _, i := range idx {
 		op := &c.h.Ops[i]
-		if op.Kind == OpClaim && op.Effective() == OutcomeOK && op.Output.Attempts > max {
+		if op.Kind == OpClaim && op.Effective() == verdict.OutcomeOK && op.Output.Attempts > max {
 			c.add(Anomaly{
 				Kind: AttemptsExceeded, Key: key,
 				Explanation: fmt.Sprintf("intent %s was claimed for attempt %d although its publisher allowed %d: after the last attempt it must be dead, not handed out again",

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"slices"
 	"strconv"
 	"time"
@@ -77,7 +78,7 @@ func porcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bo
 	for j, i := range idx {
 		op := &ops[i]
 		ret := op.Return
-		if op.Effective() == OutcomeUnknown {
+		if op.Effective() == verdict.OutcomeUnknown {
 			ret = end + 1
 		}
 		out[j] = porcupine.Operation{ClientId: op.ClientID, Input: op, Call: op.Call, Return: ret}
@@ -90,7 +91,7 @@ func porcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bo
 
 func describeMeta(op *Operation) string {
 	s := "client " + strconv.Itoa(op.ClientID) + ", " + string(op.Effective())
-	if op.Effective() == OutcomeUnknown {
+	if op.Effective() == verdict.OutcomeUnknown {
 		s += " (gave up at " + strconv.FormatInt(op.Return/1e6, 10) + " ms)"
 	}
 	return s
@@ -241,7 +242,7 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 // and the model accepts them in that order. It sorts idx by call time.
 func sequentialOK(ops []Operation, idx []int, model porcupine.Model) bool {
 	for _, i := range idx {
-		if ops[i].Effective() == OutcomeUnknown {
+		if ops[i].Effective() == verdict.OutcomeUnknown {
 			return false
 		}
 	}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"math"
 	"sort"
 	"strings"
@@ -149,12 +150,12 @@ func addState[T comparable](set []T, s T) []T {
 // idemStep appends to next the states st can move to under op.
 func (e *modelEnv) idemStep(next []idemState, st idemState, op *Operation) []idemState {
 	switch op.Effective() {
-	case OutcomeUnknown:
+	case verdict.OutcomeUnknown:
 		next = addState(next, st) // it did not happen, or it replayed or conflicted
 		if !st.has {
 			next = addState(next, idemState{has: true, body: op.Input.Body})
 		}
-	case OutcomeOK:
+	case verdict.OutcomeOK:
 		resp := idemState{has: true, body: op.Input.Body, respKnown: true, status: op.Output.Status, id: op.Output.ID, rbody: op.Output.Body}
 		switch {
 		case !st.has:
@@ -166,7 +167,7 @@ func (e *modelEnv) idemStep(next []idemState, st idemState, op *Operation) []ide
 		case st == resp:
 			next = addState(next, st)
 		}
-	case OutcomeFailed:
+	case verdict.OutcomeFailed:
 		if op.Output.Status == e.conflictStatus {
 			if st.has && st.body != op.Input.Body {
 				next = addState(next, st)
@@ -212,9 +213,9 @@ func (st leaseState) claimable(by int64) bool {
 func (e *modelEnv) claimStep(next []leaseState, st leaseState, op *Operation) []leaseState {
 	tl := max(st.now, op.Call)
 	switch op.Effective() {
-	case OutcomeFailed:
+	case verdict.OutcomeFailed:
 		return addState(next, st.at(tl))
-	case OutcomeUnknown:
+	case verdict.OutcomeUnknown:
 		next = addState(next, st) // it never happened
 		if st.phase == phaseOpen || st.phase == phaseClaimed {
 			next = addState(next, leaseState{now: tl, phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: tl, expiresBy: math.MaxInt64})
@@ -266,16 +267,16 @@ func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) [
 		}
 	}
 	switch op.Effective() {
-	case OutcomeOK:
+	case verdict.OutcomeOK:
 		for _, n := range after {
 			next = addState(next, n)
 		}
-	case OutcomeUnknown:
+	case verdict.OutcomeUnknown:
 		next = addState(next, st)
 		for _, n := range after {
 			next = addState(next, n)
 		}
-	case OutcomeFailed:
+	case verdict.OutcomeFailed:
 		if op.Output.Status != 404 {
 			return addState(next, st.at(tl)) // busy, rate limited, invalid: no effect
 		}
@@ -291,9 +292,9 @@ func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) [
 func (e *modelEnv) statusStep(next []leaseState, st leaseState, op *Operation) []leaseState {
 	tl := max(st.now, op.Call)
 	switch op.Effective() {
-	case OutcomeUnknown:
+	case verdict.OutcomeUnknown:
 		return addState(next, st)
-	case OutcomeFailed:
+	case verdict.OutcomeFailed:
 		return addState(next, st.at(tl))
 	}
 	mayExpire := st.phase == phaseClaimed && op.Return >= st.liveUntil
@@ -359,7 +360,7 @@ func describeOp(op *Operation) string {
 	}
 	b.WriteString(" → ")
 	switch op.Effective() {
-	case OutcomeUnknown:
+	case verdict.OutcomeUnknown:
 		b.WriteString("unknown")
 		return b.String()
 	}
@@ -370,7 +371,7 @@ func describeOp(op *Operation) string {
 			fmt.Fprintf(&b, " id %s", short(op.Output.ID))
 		}
 	case OpClaim:
-		if op.Effective() == OutcomeOK {
+		if op.Effective() == verdict.OutcomeOK {
 			fmt.Fprintf(&b, " %s tok %s attempt %d lease %dms", short(op.Output.ID), short(op.Output.Token), op.Output.Attempts, op.Output.LeaseNs/1e6)
 		}
 	case OpStatus:
@@ -426,7 +427,7 @@ func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) 
 	for _, i := range idx {
 		op := &ops[i]
 		switch out := op.Effective(); {
-		case out == OutcomeOK:
+		case out == verdict.OutcomeOK:
 			if first == nil {
 				first = op
 			} else if op.Input.Body != first.Input.Body {
@@ -434,7 +435,7 @@ func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) 
 			} else if op.Output.Status != first.Output.Status || op.Output.ID != first.Output.ID || op.Output.Body != first.Output.Body {
 				return false, fmt.Sprintf("the same body got two responses (%s and %s)", describeResp(first), describeResp(op))
 			}
-		case out == OutcomeFailed && op.Output.Status == e.conflictStatus:
+		case out == verdict.OutcomeFailed && op.Output.Status == e.conflictStatus:
 			conflictBodies[op.Input.Body] = true
 		default:
 			continue
@@ -455,7 +456,7 @@ func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) 
 	for _, i := range idx {
 		x := &ops[i]
 		out := x.Effective()
-		if out == OutcomeFailed || conflictBodies[x.Input.Body] || (first != nil && x.Input.Body != first.Input.Body) {
+		if out == verdict.OutcomeFailed || conflictBodies[x.Input.Body] || (first != nil && x.Input.Body != first.Input.Body) {
 			continue // x cannot have created the record
 		}
 		bound := min1

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"slices"
 )
 
@@ -36,7 +37,7 @@ func (c *check) queue(parts []part) {
 		}
 		for _, i := range p.ops {
 			op := &ops[i]
-			if op.Effective() != OutcomeOK {
+			if op.Effective() != verdict.OutcomeOK {
 				continue
 			}
 			switch {
@@ -84,14 +85,14 @@ func (c *check) queue(parts []part) {
 		for _, i := range p.ops {
 			op := &ops[i]
 			switch op.Effective() {
-			case OutcomeOK:
+			case verdict.OutcomeOK:
 				if acked == nil {
 					acked = op
 				}
 				if op.Output.ID != "" && !slices.Contains(intents, op.Output.ID) {
 					intents = append(intents, op.Output.ID)
 				}
-			case OutcomeUnknown:
+			case verdict.OutcomeUnknown:
 				if unknown == nil {
 					unknown = op
 				}

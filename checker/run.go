@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"math"
 
 	"github.com/anishathalye/porcupine"
@@ -43,7 +44,7 @@ func (c *check) run() {
 	env := &modelEnv{slack: int64(c.opts.ClockSlack), conflictStatus: c.opts.ConflictStatus, firstHiddenClaim: math.MaxInt64}
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
-		if op.Kind == OpClaim && op.Effective() == OutcomeUnknown && op.Key == "" && op.Call < env.firstHiddenClaim {
+		if op.Kind == OpClaim && op.Effective() == verdict.OutcomeUnknown && op.Key == "" && op.Call < env.firstHiddenClaim {
 			env.firstHiddenClaim = op.Call
 		}
 	}
@@ -55,7 +56,7 @@ func (c *check) run() {
 	maxAttempts := map[string]int{}
 	for i := range c.h.Ops {
 		op := &c.h.Ops[i]
-		if op.Kind == OpPublish && op.Input.MaxAttempts > 0 && op.Output.ID != "" && op.Effective() == OutcomeOK {
+		if op.Kind == OpPublish && op.Input.MaxAttempts > 0 && op.Output.ID != "" && op.Effective() == verdict.OutcomeOK {
 			maxAttempts[op.Output.ID] = op.Input.MaxAttempts
 		}
 	}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -33,31 +34,31 @@ func scaleHistory(n, units int, seed uint64) History {
 		p2c := t + rng.Int64N(200_000)
 		p2r := max(p2c+d(), p1r)
 		ops = append(ops,
-			Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p1c, Return: p1r, Outcome: OutcomeOK},
-			Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p2c, Return: p2r, Outcome: OutcomeOK},
+			Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p1c, Return: p1r, Outcome: verdict.OutcomeOK},
+			Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p2c, Return: p2r, Outcome: verdict.OutcomeOK},
 		)
 		p3c := p2r + d()
 		if rng.IntN(20) == 0 {
-			ops = append(ops, Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Call: p3c, Return: p3c + int64(time.Second), Outcome: OutcomeUnknown})
+			ops = append(ops, Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Call: p3c, Return: p3c + int64(time.Second), Outcome: verdict.OutcomeUnknown})
 		} else {
-			ops = append(ops, Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p3c, Return: p3c + d(), Outcome: OutcomeOK})
+			ops = append(ops, Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p3c, Return: p3c + d(), Outcome: verdict.OutcomeOK})
 		}
 		w := c()
 		cc := p1r + d()
-		ops = append(ops, Operation{ClientID: c(), Kind: OpClaim, Output: Output{Status: 204}, Call: cc - 50_000, Return: cc, Outcome: OutcomeOK})
+		ops = append(ops, Operation{ClientID: c(), Kind: OpClaim, Output: Output{Status: 204}, Call: cc - 50_000, Return: cc, Outcome: verdict.OutcomeOK})
 		cr := cc + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpClaim, Key: id, Output: Output{Status: 200, ID: id, Token: tok, Attempts: 1, LeaseNs: lease}, Call: cc, Return: cr, Outcome: OutcomeOK})
+		ops = append(ops, Operation{ClientID: w, Kind: OpClaim, Key: id, Output: Output{Status: 200, ID: id, Token: tok, Attempts: 1, LeaseNs: lease}, Call: cc, Return: cr, Outcome: verdict.OutcomeOK})
 		ec := cr + d()
 		er := ec + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpExtend, Key: id, Input: Input{Token: tok, ExtendNs: lease}, Output: Output{Status: 200}, Call: ec, Return: er, Outcome: OutcomeOK})
+		ops = append(ops, Operation{ClientID: w, Kind: OpExtend, Key: id, Input: Input{Token: tok, ExtendNs: lease}, Output: Output{Status: 200}, Call: ec, Return: er, Outcome: verdict.OutcomeOK})
 		fc := er + d()
 		fr := fc + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: Input{Token: tok}, Output: Output{Status: 200}, Call: fc, Return: fr, Outcome: OutcomeOK})
+		ops = append(ops, Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: Input{Token: tok}, Output: Output{Status: 200}, Call: fc, Return: fr, Outcome: verdict.OutcomeOK})
 		f2 := fr + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: Input{Token: tok}, Output: Output{Status: 404}, Call: f2, Return: f2 + d(), Outcome: OutcomeFailed})
+		ops = append(ops, Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: Input{Token: tok}, Output: Output{Status: 404}, Call: f2, Return: f2 + d(), Outcome: verdict.OutcomeFailed})
 		for range 2 {
 			sc := fr + d()
-			ops = append(ops, Operation{ClientID: c(), Kind: OpStatus, Key: id, Output: Output{Status: 200, State: StateFulfilled}, Call: sc, Return: sc + d(), Outcome: OutcomeOK})
+			ops = append(ops, Operation{ClientID: c(), Kind: OpStatus, Key: id, Output: Output{Status: 200, State: StateFulfilled}, Call: sc, Return: sc + d(), Outcome: verdict.OutcomeOK})
 		}
 	}
 	return History{Ops: ops}
@@ -68,7 +69,7 @@ func scaleLedger(h History) Ledger {
 	var l Ledger
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Kind == OpClaim && op.Outcome == OutcomeOK && op.Key != "" {
+		if op.Kind == OpClaim && op.Outcome == verdict.OutcomeOK && op.Key != "" {
 			l.Effects = append(l.Effects, Effect{Key: "k" + strconv.Itoa(i/10), Intent: op.Key, Worker: "w" + strconv.Itoa(op.ClientID), Token: op.Output.Token, At: op.Return + 1000})
 		}
 	}
@@ -84,7 +85,7 @@ func TestScaleSmoke(t *testing.T) {
 		t.Fatalf("generator: %d effects, want 1000", len(l.Effects))
 	}
 	r := Check(h, l, Options{})
-	if v := r.Verdict(); v != Pass {
+	if v := r.Verdict(); v != verdict.Pass {
 		t.Fatalf("verdict %s on a correct generated history: %s", v, explain(r))
 	}
 	if r.Queue.Acknowledged != 1_000 || r.Queue.Fulfilled != 1_000 || r.Queue.Effected != 1_000 {
@@ -94,13 +95,13 @@ func TestScaleSmoke(t *testing.T) {
 	bad := History{Ops: append([]Operation(nil), h.Ops...)}
 	for i := range bad.Ops {
 		op := &bad.Ops[i]
-		if op.Kind == OpFulfill && op.Outcome == OutcomeFailed {
-			op.Outcome, op.Output.Status = OutcomeOK, 200 // the retried fulfill succeeds
+		if op.Kind == OpFulfill && op.Outcome == verdict.OutcomeFailed {
+			op.Outcome, op.Output.Status = verdict.OutcomeOK, 200 // the retried fulfill succeeds
 			break
 		}
 	}
 	r = Check(bad, l, Options{})
-	if r.Verdict() != Fail || r.Counts[FulfilledTwice] != 1 || len(r.FailingPartitions) != 1 {
+	if r.Verdict() != verdict.Fail || r.Counts[FulfilledTwice] != 1 || len(r.FailingPartitions) != 1 {
 		t.Errorf("broken unit: verdict %s, counts %v, %d failing partitions; want FAIL, one fulfilled-twice, one partition",
 			r.Verdict(), r.Counts, len(r.FailingPartitions))
 	}
@@ -123,7 +124,7 @@ func BenchmarkCheckScale(b *testing.B) {
 			}
 			b.StopTimer()
 			runtime.ReadMemStats(&after)
-			if r.Verdict() != Pass {
+			if r.Verdict() != verdict.Pass {
 				b.Fatalf("verdict %s on a correct history: %s", r.Verdict(), explain(r))
 			}
 			perOp := b.Elapsed().Seconds() / float64(b.N)

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"testing"
 )
@@ -68,7 +69,7 @@ func (b *simBus) outcome() int {
 func (b *simBus) record(op Operation, fate int, t int64) {
 	op.Call, op.Return = b.window(t)
 	if fate != 0 {
-		op.Outcome = OutcomeUnknown
+		op.Outcome = verdict.OutcomeUnknown
 		op.Output = Output{}
 		op.Return = t + 1e9 // the client gave up
 		if op.Kind == OpClaim {
@@ -102,13 +103,13 @@ func (b *simBus) claim(in *simIntent, client int, t int64) {
 		(b.bug == bugReclaimDone && in.phase == phaseFulfilled)
 	if !open || in.attempts >= in.max {
 		// 204: no key; nothing to model
-		b.record(Operation{ClientID: client, Kind: OpClaim, Output: Output{Status: 204}, Outcome: OutcomeOK}, fate, t)
+		b.record(Operation{ClientID: client, Kind: OpClaim, Output: Output{Status: 204}, Outcome: verdict.OutcomeOK}, fate, t)
 		return
 	}
 	in.seq++
 	in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, t+b.lease
 	in.token = fmt.Sprintf("%s-t%d", in.id, in.seq)
-	b.record(Operation{ClientID: client, Kind: OpClaim, Key: in.id, Outcome: OutcomeOK,
+	b.record(Operation{ClientID: client, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
 		Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, fate, t)
 	if fate == 0 { // only a worker that got the answer holds the token
 		in.tokens = append(in.tokens, in.token)
@@ -118,7 +119,7 @@ func (b *simBus) claim(in *simIntent, client int, t int64) {
 
 func (b *simBus) mutate(in *simIntent, kind OpKind, token string, client int, t int64) {
 	fate := b.outcome()
-	op := Operation{ClientID: client, Kind: kind, Key: in.id, Input: Input{Token: token}, Outcome: OutcomeOK}
+	op := Operation{ClientID: client, Kind: kind, Key: in.id, Input: Input{Token: token}, Outcome: verdict.OutcomeOK}
 	if kind == OpExtend {
 		op.Input.ExtendNs = b.lease / 2
 	}
@@ -164,7 +165,7 @@ func (b *simBus) status(in *simIntent, client int, t int64) {
 		in.expire(t) // lazy: a cleanup pass ran before this read
 	}
 	state := phaseNames[in.phase]
-	b.record(Operation{ClientID: client, Kind: OpStatus, Key: in.id, Outcome: OutcomeOK, Output: Output{Status: 200, State: state}}, 0, t)
+	b.record(Operation{ClientID: client, Kind: OpStatus, Key: in.id, Outcome: verdict.OutcomeOK, Output: Output{Status: 200, State: state}}, 0, t)
 }
 
 // unit simulates one unit of work from publish to its end.
@@ -185,7 +186,7 @@ func (b *simBus) unit(u int, start int64) {
 		if b.bug == bugReplayNewID && created {
 			id = fmt.Sprintf("%s-dup%d", in.id, try)
 		}
-		op := Operation{ClientID: b.rng.IntN(8), Kind: OpPublish, Key: in.key, Input: Input{Body: body, MaxAttempts: declared}, Outcome: OutcomeOK,
+		op := Operation{ClientID: b.rng.IntN(8), Kind: OpPublish, Key: in.key, Input: Input{Body: body, MaxAttempts: declared}, Outcome: verdict.OutcomeOK,
 			Output: Output{Status: 201, ID: id, Body: "r-" + id}}
 		if fate != 2 {
 			created = true
@@ -199,11 +200,11 @@ func (b *simBus) unit(u int, start int64) {
 		return
 	}
 	if b.bug == bugReplayNewID {
-		b.record(Operation{ClientID: 8, Kind: OpPublish, Key: in.key, Input: Input{Body: body}, Outcome: OutcomeOK,
+		b.record(Operation{ClientID: 8, Kind: OpPublish, Key: in.key, Input: Input{Body: body}, Outcome: verdict.OutcomeOK,
 			Output: Output{Status: 201, ID: in.id + "-again", Body: "r-" + in.id + "-again"}}, 0, step())
 	}
 	if b.rng.IntN(4) == 0 {
-		b.record(Operation{ClientID: 9, Kind: OpPublish, Key: in.key, Input: Input{Body: body + "x"}, Outcome: OutcomeOK,
+		b.record(Operation{ClientID: 9, Kind: OpPublish, Key: in.key, Input: Input{Body: body + "x"}, Outcome: verdict.OutcomeOK,
 			Output: Output{Status: 422}}, 0, step())
 	}
 	// random work
@@ -234,7 +235,7 @@ func (b *simBus) unit(u int, start int64) {
 			in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, in.t+b.lease
 			in.token = fmt.Sprintf("%s-t%d", in.id, in.seq)
 			in.tokens = append(in.tokens, in.token)
-			b.record(Operation{ClientID: 40, Kind: OpClaim, Key: in.id, Outcome: OutcomeOK,
+			b.record(Operation{ClientID: 40, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
 				Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, 0, in.t)
 			b.effects = append(b.effects, Effect{Key: in.key, Intent: in.id, Token: in.token, At: in.t + 1})
 			b.mutate(in, OpFulfill, in.token, 40, step())
@@ -257,7 +258,7 @@ func TestSimulatedCorrectBus(t *testing.T) {
 			b.unit(u, int64(u)*3e8)
 		}
 		r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
-		if v := r.Verdict(); v != Pass {
+		if v := r.Verdict(); v != verdict.Pass {
 			t.Fatalf("seed %d (extend from now %v): verdict %s on a correct bus, counts %v:%s", seed, b.extendFromNow, v, r.Counts, explain(r))
 		}
 		if r.Queue.Lost != 0 || r.Queue.Acknowledged == 0 {
@@ -319,7 +320,7 @@ func FuzzSimulatedBus(f *testing.F) {
 			b.unit(u, int64(u)*3e8)
 		}
 		r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
-		if v := r.Verdict(); v != Pass {
+		if v := r.Verdict(); v != verdict.Pass {
 			t.Fatalf("verdict %s on a correct bus, counts %v:%s", v, r.Counts, explain(r))
 		}
 	})

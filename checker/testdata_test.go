@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"github.com/idscheck/idscheck/verdict"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite checker/testdata from the faili
 type savedExpect struct {
 	Name    string              `json:"name"`
 	Options Options             `json:"options"`
-	Verdict Verdict             `json:"verdict"`
+	Verdict verdict.Verdict     `json:"verdict"`
 	Counts  map[AnomalyKind]int `json:"counts"`
 	Failing []string            `json:"failing_partitions,omitempty"` // model/key
 }
@@ -70,7 +71,7 @@ func TestSavedRuns(t *testing.T) {
 			if got.Verdict != want.Verdict || !maps.Equal(got.Counts, want.Counts) || strings.Join(got.Failing, ",") != strings.Join(want.Failing, ",") {
 				t.Errorf("re-check of %s:\n got  %+v\n want %+v", dir, got, want)
 			}
-			if want.Verdict == Pass {
+			if want.Verdict == verdict.Pass {
 				t.Errorf("%s: a saved run must be a failing one", dir)
 			}
 		})
@@ -120,7 +121,7 @@ func writeSavedRuns(t *testing.T) {
 	}
 	var runs []savedRun
 	for _, tc := range checkCases {
-		if tc.verdict == Fail {
+		if tc.verdict == verdict.Fail {
 			runs = append(runs, savedRun{tc.name, History{Ops: tc.ops}, Ledger{Effects: tc.effects}, tc.opts})
 		}
 	}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 
 	"github.com/anishathalye/porcupine"
@@ -43,7 +44,7 @@ func (r Report) Visualize(w io.Writer) error {
 			}
 			pops[i].ClientId = lane
 			pops[i].Metadata = fmt.Sprintf("%s; %s %s, lane of client %d", describeMeta(op), keyNoun(p.Model), p.Key, op.ClientID)
-			if op.Effective() == OutcomeUnknown {
+			if op.Effective() == verdict.OutcomeUnknown {
 				delete(lanes, k)
 			}
 		}

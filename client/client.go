@@ -1,6 +1,6 @@
 // Package client is the recording HTTP client every scenario, chaos worker and
 // benchmark talks to a target through. Every request and its response (or the
-// lack of one) is recorded as a checker.Exchange with call and return times
+// lack of one) is recorded as a verdict.Exchange with call and return times
 // and an outcome: ok (a response came back), fail (the request certainly never
 // reached the target) or unknown (it may have been applied).
 package client
@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"net"
 	"net/http"
@@ -20,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -32,7 +32,7 @@ const MaxBody = 1 << 20
 // for concurrent use.
 type Recorder struct {
 	mu  sync.Mutex
-	exs []checker.Exchange
+	exs []verdict.Exchange
 }
 
 // Len returns how many exchanges have been recorded; pass it to Since later.
@@ -43,16 +43,16 @@ func (r *Recorder) Len() int {
 }
 
 // Since returns a copy of the exchanges recorded after mark (a value of Len).
-func (r *Recorder) Since(mark int) []checker.Exchange {
+func (r *Recorder) Since(mark int) []verdict.Exchange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if mark > len(r.exs) {
 		mark = len(r.exs)
 	}
-	return append([]checker.Exchange(nil), r.exs[mark:]...)
+	return append([]verdict.Exchange(nil), r.exs[mark:]...)
 }
 
-func (r *Recorder) add(e checker.Exchange) {
+func (r *Recorder) add(e verdict.Exchange) {
 	r.mu.Lock()
 	r.exs = append(r.exs, e)
 	r.mu.Unlock()
@@ -133,7 +133,7 @@ type Response struct {
 	Status   int
 	Header   http.Header
 	Body     []byte
-	Exchange checker.Exchange
+	Exchange verdict.Exchange
 }
 
 // Do sends req and records it. A transport error returns a nil Response and
@@ -177,7 +177,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		hreq.Header.Set(spec.HeaderNonce, nonce)
 		hreq.Header.Set(spec.HeaderSignature, spec.Sign(key, spec.SigningString(req.Method, cp, ts, nonce, req.Body)))
 	}
-	ex := checker.Exchange{
+	ex := verdict.Exchange{
 		Client:     c.opt.Name,
 		Method:     req.Method,
 		Path:       hreq.URL.RequestURI(),
@@ -189,9 +189,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		ex.Return = time.Now()
 		ex.Err = err.Error()
-		ex.Outcome = checker.OutcomeUnknown
+		ex.Outcome = verdict.OutcomeUnknown
 		if neverSent(err) {
-			ex.Outcome = checker.OutcomeFailed
+			ex.Outcome = verdict.OutcomeFailed
 		}
 		c.record(ex)
 		return nil, err
@@ -202,7 +202,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	ex.Status = resp.StatusCode
 	ex.RespHeaders = cloneHeader(resp.Header)
 	ex.RespBody = string(body)
-	ex.Outcome = checker.OutcomeOK
+	ex.Outcome = verdict.OutcomeOK
 	if rerr != nil {
 		ex.Err = "reading body: " + rerr.Error()
 	}
@@ -210,7 +210,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, Exchange: ex}, nil
 }
 
-func (c *Client) record(ex checker.Exchange) {
+func (c *Client) record(ex verdict.Exchange) {
 	if c.opt.Recorder != nil {
 		c.opt.Recorder.add(ex)
 	}

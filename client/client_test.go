@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"net"
 	"net/http"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -57,7 +57,7 @@ func TestDoRecordsAnAnsweredExchange(t *testing.T) {
 	}
 	ex := exs[0]
 	if ex.Client != "t" || ex.Method != "POST" || ex.Path != "/base/intent?x=1" || ex.ReqBody != `{"goal":"g"}` ||
-		ex.Status != 201 || ex.RespBody != `{"id":"abc"}` || ex.Outcome != checker.OutcomeOK || ex.Err != "" {
+		ex.Status != 201 || ex.RespBody != `{"id":"abc"}` || ex.Outcome != verdict.OutcomeOK || ex.Err != "" {
 		t.Errorf("exchange %+v", ex)
 	}
 	if ex.ReqHeaders["Idempotency-Key"][0] != "k1" || ex.RespHeaders["X-Intent-Version"][0] != "2.1" {
@@ -94,11 +94,11 @@ func TestDoOutcomeWhenTheTargetMisbehaves(t *testing.T) {
 	cases := []struct {
 		name string
 		url  string
-		want checker.Outcome
+		want verdict.Outcome
 	}{
-		{"refused: certainly not applied", refused, checker.OutcomeFailed},
-		{"reset after send: maybe applied", reset.URL, checker.OutcomeUnknown},
-		{"hang until timeout: maybe applied", hang.URL, checker.OutcomeUnknown},
+		{"refused: certainly not applied", refused, verdict.OutcomeFailed},
+		{"reset after send: maybe applied", reset.URL, verdict.OutcomeUnknown},
+		{"hang until timeout: maybe applied", hang.URL, verdict.OutcomeUnknown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestDoHonoursTheContext(t *testing.T) {
 	if _, err := c.Do(ctx, Request{Method: "GET", Path: "/health"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v, want the context's deadline", err)
 	}
-	if ex := rec.Since(0)[0]; ex.Outcome != checker.OutcomeUnknown {
+	if ex := rec.Since(0)[0]; ex.Outcome != verdict.OutcomeUnknown {
 		t.Errorf("outcome %s, want unknown", ex.Outcome)
 	}
 }

@@ -3,6 +3,7 @@ package features
 import (
 	"bytes"
 	"context"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/sut"
 )
@@ -57,15 +57,15 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
-			counts := map[checker.Verdict]int{}
+			counts := map[verdict.Verdict]int{}
 			for _, s := range res.Scenarios {
 				counts[s.Verdict]++
-				if s.Verdict != checker.Pass {
+				if s.Verdict != verdict.Pass {
 					t.Logf("%s: %s: %s", s.Verdict, s.Name, s.Reason)
 				}
 				switch {
-				case s.Verdict == checker.Pass, s.Verdict == checker.Reading:
-				case s.Verdict == checker.NA && (strings.Contains(s.Reason, "budget") || strings.Contains(s.Reason, "REQUIRE_SIGNATURES")):
+				case s.Verdict == verdict.Pass, s.Verdict == verdict.Reading:
+				case s.Verdict == verdict.NA && (strings.Contains(s.Reason, "budget") || strings.Contains(s.Reason, "REQUIRE_SIGNATURES")):
 				default:
 					t.Errorf("%s: %s: %s (expected %s, observed %s)", s.Verdict, s.Name, s.Reason, s.Evidence.Expected, s.Evidence.Observed)
 				}
@@ -73,9 +73,9 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 			t.Logf("%d scenarios: %v", len(res.Scenarios), counts)
 			for _, r := range res.Rules {
 				switch {
-				case r.Verdict == checker.Fail, r.Verdict.Undecided():
+				case r.Verdict == verdict.Fail, r.Verdict.Undecided():
 					t.Errorf("rule %s: %s: %s", r.RuleID, r.Verdict, r.Reason)
-				case r.Verdict == checker.Reading:
+				case r.Verdict == verdict.Reading:
 					// The bundled server follows every decision's first reading.
 					d, ok := spec.IntentDecision(r.Reading.Decision)
 					if !ok || r.Reading.Follows != d.Readings[0].Name {
@@ -83,7 +83,7 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 					}
 				}
 			}
-			if counts[checker.Pass] < len(res.Scenarios)/2 || len(res.Scenarios) == 0 {
+			if counts[verdict.Pass] < len(res.Scenarios)/2 || len(res.Scenarios) == 0 {
 				t.Errorf("too few scenarios passed: %v", counts)
 			}
 		})
@@ -122,7 +122,7 @@ func TestIntentProfileKillsMutants(t *testing.T) {
 			}
 			var failed []string
 			for _, r := range res.Rules {
-				if r.Verdict == checker.Fail || r.Verdict == checker.NonStrict {
+				if r.Verdict == verdict.Fail || r.Verdict == verdict.NonStrict {
 					failed = append(failed, r.RuleID)
 				}
 			}
@@ -175,7 +175,7 @@ func TestIntentRowFailureFailsOnlyItsRule(t *testing.T) {
 	}
 	failed := map[string]bool{}
 	for _, r := range res.Rules {
-		if r.Verdict == checker.Fail || r.Verdict == checker.NonStrict || r.Verdict.Undecided() {
+		if r.Verdict == verdict.Fail || r.Verdict == verdict.NonStrict || r.Verdict.Undecided() {
 			failed[r.RuleID] = true
 		}
 	}

@@ -3,14 +3,13 @@ package features
 import (
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"reflect"
 	"regexp"
 	"strings"
 
 	"github.com/cucumber/godog"
 	messages "github.com/cucumber/messages/go/v21"
-
-	"github.com/idscheck/idscheck/checker"
 )
 
 // How a scenario's steps are judged (the promise of a FAIL):
@@ -182,13 +181,13 @@ func wrapHandler(env *Env, fn any) any {
 // that stopped early gives the rules it did not reach.
 type Judgment struct {
 	Rule    string          `json:"rule"`
-	Verdict checker.Verdict `json:"verdict"`
+	Verdict verdict.Verdict `json:"verdict"`
 	Reason  string          `json:"reason,omitempty"`
 	Step    string          `json:"step,omitempty"` // the step that decided it
 	// BlockedBy names the rule (or step) whose failure blocked this check.
 	BlockedBy string                 `json:"blocked_by,omitempty"`
-	Reading   *checker.ReadingChoice `json:"reading,omitempty"`
-	Evidence  checker.Evidence       `json:"evidence,omitzero"`
+	Reading   *verdict.ReadingChoice `json:"reading,omitempty"`
+	Evidence  verdict.Evidence       `json:"evidence,omitzero"`
 }
 
 // errStopped marks the step at which a scenario stops because the assertion
@@ -227,7 +226,7 @@ type taint struct {
 	check string // the failed step's text after its rule prefix
 	stops bool   // it was a Gate or a Probe: nothing after it stands on its own
 	end   int    // Recorder.Len() when it ended
-	ev    checker.Evidence
+	ev    verdict.Evidence
 }
 
 // readingSet is a run of assertions of one rule on one observation, each
@@ -238,7 +237,7 @@ type readingSet struct {
 	end            int
 	outcomes       map[string]error // reading -> nil (holds) or the mismatch
 	order          []string
-	ev             checker.Evidence
+	ev             verdict.Evidence
 }
 
 func (j *judge) reset(sc *godog.Scenario) {
@@ -323,7 +322,7 @@ func (j *judge) stepReturned(err error) error {
 		if errors.As(err, &na) {
 			reason = na.reason
 		}
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.NA, Reason: reason, Step: j.steps[j.idx].Text})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.NA, Reason: reason, Step: j.steps[j.idx].Text})
 		return nil
 	case isTransport(err) || unanswered(exs) != nil:
 		return err // the target did not answer: the scenario ends UNKNOWN
@@ -347,10 +346,10 @@ func (j *judge) stepReturned(err error) error {
 	}
 	step := j.steps[j.idx].Text
 	if err == nil {
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.Pass, Step: step})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Step: step})
 	} else {
 		ev := j.evidence(err)
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: checker.Fail, Reason: mismatchReason(err), Step: step, Evidence: ev})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Fail, Reason: mismatchReason(err), Step: step, Evidence: ev})
 		_, rest := ParseStepRule(step)
 		j.tainted(j.cur.Rule, rest, j.def.Kind, end, ev)
 	}
@@ -358,7 +357,7 @@ func (j *judge) stepReturned(err error) error {
 	return nil
 }
 
-func (j *judge) tainted(rule, check string, kind StepKind, end int, ev checker.Evidence) {
+func (j *judge) tainted(rule, check string, kind StepKind, end int, ev verdict.Evidence) {
 	if j.taint == nil {
 		j.taint = &taint{rule: rule, check: check, stops: kind == Gate || kind == Probe, end: end, ev: ev}
 	} else if j.taint.check == check && j.taint.end <= end {
@@ -385,17 +384,17 @@ func (j *judge) resolve() {
 	declared := j.env.Target.Readings[g.decision]
 	switch {
 	case declared != "":
-		jd.Reading = &checker.ReadingChoice{Decision: g.decision, Declared: declared}
+		jd.Reading = &verdict.ReadingChoice{Decision: g.decision, Declared: declared}
 		err, checked := g.outcomes[declared]
 		switch {
 		case !checked:
-			jd.Verdict = checker.NA
+			jd.Verdict = verdict.NA
 			jd.Reason = fmt.Sprintf("this check does not apply to the declared reading %s=%s", g.decision, declared)
 		case err == nil:
-			jd.Verdict = checker.Pass
+			jd.Verdict = verdict.Pass
 			jd.Reading.Follows = declared
 		default:
-			jd.Verdict = checker.Fail
+			jd.Verdict = verdict.Fail
 			jd.Reason = fmt.Sprintf("under the declared reading %s=%s: %s", g.decision, declared, mismatchReason(err))
 			jd.Evidence = g.ev
 			if len(holds) > 0 {
@@ -404,21 +403,21 @@ func (j *judge) resolve() {
 			}
 		}
 	case len(fails) == 0:
-		jd.Verdict = checker.Pass
+		jd.Verdict = verdict.Pass
 	case len(holds) == 0:
-		jd.Verdict = checker.Fail
+		jd.Verdict = verdict.Fail
 		jd.Reason = fmt.Sprintf("under every reading of %s (%s): %s", g.decision, strings.Join(g.order, ", "), mismatchReason(g.outcomes[g.order[0]]))
 		jd.Evidence = g.ev
 	default:
-		jd.Verdict = checker.Reading
-		jd.Reading = &checker.ReadingChoice{Decision: g.decision, Follows: strings.Join(holds, ",")}
+		jd.Verdict = verdict.Reading
+		jd.Reading = &verdict.ReadingChoice{Decision: g.decision, Follows: strings.Join(holds, ",")}
 		jd.Reason = fmt.Sprintf("the target follows %s=%s; under %s: %s", g.decision, jd.Reading.Follows,
 			strings.Join(fails, ", "), mismatchReason(g.outcomes[fails[0]]))
 		jd.Evidence = g.ev
 	}
 	j.add(jd)
 	j.lastEnd = g.end
-	if jd.Verdict == checker.Fail {
+	if jd.Verdict == verdict.Fail {
 		j.tainted(g.rule, "", Check, g.end, jd.Evidence)
 	}
 }
@@ -427,8 +426,8 @@ func (j *judge) add(jd Judgment) { j.judgments = append(j.judgments, jd) }
 
 // evidence is what an assertion's failure shows: expected and observed, and
 // the scenario's exchanges so far.
-func (j *judge) evidence(err error) checker.Evidence {
-	ev := checker.Evidence{Observed: err.Error()}
+func (j *judge) evidence(err error) verdict.Evidence {
+	ev := verdict.Evidence{Observed: err.Error()}
 	var mm *MismatchError
 	if errors.As(err, &mm) {
 		ev.Expected, ev.Observed = mm.Expected, mm.Observed
@@ -459,8 +458,8 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 		from = max(j.idx, 0)
 	}
 	blocker, why := "", ""
-	var bev checker.Evidence
-	if stop.Verdict == checker.Blocked {
+	var bev verdict.Evidence
+	if stop.Verdict == verdict.Blocked {
 		switch {
 		case j.taint != nil && errors.Is(stopErr, errStopped):
 			blocker, bev = j.taint.rule, j.taint.ev
@@ -490,7 +489,7 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 		if !j.isAssertion(st) {
 			continue
 		}
-		if i == from && j.ran && stop.Verdict == checker.Blocked {
+		if i == from && j.ran && stop.Verdict == verdict.Blocked {
 			continue // an assertion that returned was judged already
 		}
 		r, _ := ParseStepRule(st.Text)
@@ -499,7 +498,7 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 		}
 		seen[r.Rule] = true
 		jd := Judgment{Rule: r.Rule, Verdict: stop.Verdict, Step: st.Text, Reason: stop.Reason, Evidence: stop.Evidence}
-		if stop.Verdict == checker.Blocked {
+		if stop.Verdict == verdict.Blocked {
 			jd.BlockedBy = blocker
 			jd.Evidence = bev
 			jd.Reason = "not checked: " + why

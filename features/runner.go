@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -98,7 +98,7 @@ type ScenarioResult struct {
 	Rules []string `json:"rules"`
 	// Verdict sums the judgments up (the worst of them), or says how the
 	// scenario ended when it judged nothing.
-	Verdict checker.Verdict `json:"verdict"`
+	Verdict verdict.Verdict `json:"verdict"`
 	Reason  string          `json:"reason,omitempty"`
 	// Judgments are the verdicts of its assertions, one per assertion (or
 	// reading set), and those the scenario gave the assertions it did not
@@ -107,7 +107,7 @@ type ScenarioResult struct {
 	// Evidence, when the scenario stopped early: what the step that stopped
 	// it expected and observed, and its last exchanges (bodies cut, see
 	// TrimExchanges).
-	Evidence checker.Evidence `json:"evidence"`
+	Evidence verdict.Evidence `json:"evidence"`
 	// Transport is set when the scenario ended on a transport failure (the
 	// target did not answer), as opposed to a wrong answer.
 	Transport bool          `json:"transport,omitempty"`
@@ -121,12 +121,12 @@ type RunResult struct {
 	Seed      uint64               `json:"seed"`
 	Started   time.Time            `json:"started"`
 	Finished  time.Time            `json:"finished"`
-	Rules     []checker.RuleResult `json:"rules"`
+	Rules     []verdict.RuleResult `json:"rules"`
 	Scenarios []ScenarioResult     `json:"scenarios"`
 	// NotCovered lists the selected rules that no scenario is tagged with;
 	// they get no verdict.
 	NotCovered []string           `json:"not_covered,omitempty"`
-	Exchanges  []checker.Exchange `json:"-"`
+	Exchanges  []verdict.Exchange `json:"-"`
 }
 
 // ErrNoSuchRules is returned when --rules selects nothing.
@@ -235,11 +235,11 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 				rs = tagRules(p, rules) // it judges nothing: what its tags name stays undecided
 			}
 			r := ScenarioResult{
-				Name: p.Name, URI: p.Uri, Rules: rs, Verdict: checker.Unknown,
+				Name: p.Name, URI: p.Uri, Rules: rs, Verdict: verdict.Unknown,
 				Reason: "scenario did not run (no steps, or the runner could not start it)",
 			}
 			for _, id := range rs {
-				r.Judgments = append(r.Judgments, Judgment{Rule: id, Verdict: checker.Unknown, Reason: r.Reason})
+				r.Judgments = append(r.Judgments, Judgment{Rule: id, Verdict: verdict.Unknown, Reason: r.Reason})
 			}
 			h.results = append(h.results, r)
 		}
@@ -422,7 +422,7 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 	exs := h.env.Recorder.Since(h.mark)
 	r := Classify(err, exs)
 	r.Evidence.Exchanges = TrimExchanges(r.Evidence.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
-	if r.Verdict == checker.Pass {
+	if r.Verdict == verdict.Pass {
 		r.Evidence.Exchanges = nil // the run keeps every exchange; evidence is for what went wrong
 	}
 	r.Name, r.URI, r.Rules = sc.Name, sc.Uri, RulesOf(sc.Steps)
@@ -439,7 +439,7 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 		r.Verdict = worstJudgment(r.Judgments)
 		// The scenario's reason is that of its worst judgment, naming its rule.
 		for _, j := range r.Judgments {
-			if j.Verdict == r.Verdict && r.Verdict != checker.Pass && !errors.Is(err, errRunAborted) {
+			if j.Verdict == r.Verdict && r.Verdict != verdict.Pass && !errors.Is(err, errRunAborted) {
 				r.Reason = j.Rule + ": " + j.Reason
 				break
 			}
@@ -467,11 +467,11 @@ func (h *hooks) progress(r ScenarioResult) {
 		return
 	}
 	line := fmt.Sprintf("[%d/%d] %-10s %s (%s)", h.n, h.total, r.Verdict, oneLine(r.Name, 70), r.Duration.Round(time.Millisecond))
-	if r.Verdict != checker.Pass && r.Reason != "" {
+	if r.Verdict != verdict.Pass && r.Reason != "" {
 		line += ": " + oneLine(r.Reason, 100)
 	}
 	if h.cfg.ProgressTTY {
-		if r.Verdict == checker.Pass {
+		if r.Verdict == verdict.Pass {
 			fmt.Fprintf(w, "\r\033[K%s", line)
 			return
 		}

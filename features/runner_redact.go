@@ -2,9 +2,8 @@ package features
 
 import (
 	"encoding/base64"
+	"github.com/idscheck/idscheck/verdict"
 	"strings"
-
-	"github.com/idscheck/idscheck/checker"
 )
 
 // Redacted replaces a secret wherever a run would otherwise write it.
@@ -63,7 +62,7 @@ func (r *RunResult) Redact(secrets []string) {
 	}
 }
 
-func redactEvidence(rep *strings.Replacer, ev *checker.Evidence) {
+func redactEvidence(rep *strings.Replacer, ev *verdict.Evidence) {
 	ev.Expected = rep.Replace(ev.Expected)
 	ev.Observed = rep.Replace(ev.Observed)
 	for i := range ev.Exchanges {
@@ -73,7 +72,7 @@ func redactEvidence(rep *strings.Replacer, ev *checker.Evidence) {
 
 // redactExchange rewrites ex in place; its header maps are replaced, never
 // modified, because they may be shared with other copies of the exchange.
-func redactExchange(rep *strings.Replacer, ex *checker.Exchange) {
+func redactExchange(rep *strings.Replacer, ex *verdict.Exchange) {
 	ex.Path = rep.Replace(ex.Path)
 	ex.ReqBody = rep.Replace(ex.ReqBody)
 	ex.RespBody = rep.Replace(ex.RespBody)

@@ -2,12 +2,11 @@ package features
 
 import (
 	"encoding/json"
+	"github.com/idscheck/idscheck/verdict"
 	"slices"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/idscheck/idscheck/checker"
 )
 
 // Drawn replaces, in RequestSequence, every value the target drew itself.
@@ -25,8 +24,8 @@ const Drawn = "<drawn>"
 //     have no order: each such group is sorted;
 //   - how often a step polls until the target's clock moves on depends on
 //     timing: consecutive identical requests count once.
-func RequestSequence(exs []checker.Exchange) []string {
-	byCall := append([]checker.Exchange(nil), exs...)
+func RequestSequence(exs []verdict.Exchange) []string {
+	byCall := append([]verdict.Exchange(nil), exs...)
 	sort.SliceStable(byCall, func(i, j int) bool { return byCall[i].Call.Before(byCall[j].Call) })
 
 	// A response value is drawn by the target unless the harness sent it

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -251,8 +251,8 @@ func selfTestConfig(url string, seed uint64) RunConfig {
 	}
 }
 
-func verdicts(res *RunResult) map[string]checker.Verdict {
-	m := map[string]checker.Verdict{}
+func verdicts(res *RunResult) map[string]verdict.Verdict {
+	m := map[string]verdict.Verdict{}
 	for _, r := range res.Rules {
 		m[r.RuleID] = r.Verdict
 	}
@@ -263,28 +263,28 @@ func TestRunVerdictsAgainstTargets(t *testing.T) {
 	cases := []struct {
 		name    string
 		handler http.HandlerFunc
-		want    map[string]checker.Verdict
+		want    map[string]verdict.Verdict
 	}{
-		{"good", goodTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
+		{"good", goodTarget, map[string]verdict.Verdict{
+			"T-1-health": verdict.Pass, "T-2-echo": verdict.Pass, "T-3-echo-twice": verdict.Pass, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Pass, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Pass, "T-9-header": verdict.Pass, "T-10-same-response": verdict.Pass, "T-11-next-request": verdict.Pass, "T-12-gate": verdict.Pass, "T-13-gated": verdict.Pass, "T-14-reading": verdict.Reading, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Pass, "T-18-same-gate": verdict.Pass, "T-17-row-c": verdict.Pass,
 		}},
-		{"odd: one failed check, row and gate each", oddTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.Pass, "T-4-untestable": checker.NA, "T-5-mixed": checker.Pass, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Fail, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Fail, "T-13-gated": checker.Blocked, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Fail, "T-18-same-gate": checker.Fail, "T-17-row-c": checker.Pass,
+		{"odd: one failed check, row and gate each", oddTarget, map[string]verdict.Verdict{
+			"T-1-health": verdict.Pass, "T-2-echo": verdict.Pass, "T-3-echo-twice": verdict.Pass, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Pass, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Pass, "T-9-header": verdict.Fail, "T-10-same-response": verdict.Pass, "T-11-next-request": verdict.Blocked, "T-12-gate": verdict.Fail, "T-13-gated": verdict.Blocked, "T-14-reading": verdict.Reading, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Fail, "T-18-same-gate": verdict.Fail, "T-17-row-c": verdict.Pass,
 		}},
-		{"wrong echo", wrongEchoTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Pass, "T-13-gated": checker.Pass, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
+		{"wrong echo", wrongEchoTarget, map[string]verdict.Verdict{
+			"T-1-health": verdict.Pass, "T-2-echo": verdict.Pass, "T-3-echo-twice": verdict.NonStrict, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Fail, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Pass, "T-9-header": verdict.Pass, "T-10-same-response": verdict.Pass, "T-11-next-request": verdict.Pass, "T-12-gate": verdict.Pass, "T-13-gated": verdict.Pass, "T-14-reading": verdict.Reading, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Pass, "T-18-same-gate": verdict.Pass, "T-17-row-c": verdict.Pass,
 		}},
-		{"invalid JSON", invalidJSONTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
+		{"invalid JSON", invalidJSONTarget, map[string]verdict.Verdict{
+			"T-1-health": verdict.Fail, "T-2-echo": verdict.Pass, "T-3-echo-twice": verdict.NonStrict, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Fail, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Blocked, "T-9-header": verdict.Fail, "T-10-same-response": verdict.Fail, "T-11-next-request": verdict.Blocked, "T-12-gate": verdict.Pass, "T-13-gated": verdict.Fail, "T-14-reading": verdict.Fail, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Pass, "T-18-same-gate": verdict.Pass, "T-17-row-c": verdict.Pass,
 		}},
-		{"script in every field", scriptTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Fail, "T-2-echo": checker.Pass, "T-3-echo-twice": checker.NonStrict, "T-4-untestable": checker.NA, "T-5-mixed": checker.Fail, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Blocked, "T-9-header": checker.Fail, "T-10-same-response": checker.Fail, "T-11-next-request": checker.Blocked, "T-12-gate": checker.Pass, "T-13-gated": checker.Fail, "T-14-reading": checker.Fail, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Pass, "T-18-same-gate": checker.Pass, "T-17-row-c": checker.Pass,
+		{"script in every field", scriptTarget, map[string]verdict.Verdict{
+			"T-1-health": verdict.Fail, "T-2-echo": verdict.Pass, "T-3-echo-twice": verdict.NonStrict, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Fail, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Blocked, "T-9-header": verdict.Fail, "T-10-same-response": verdict.Fail, "T-11-next-request": verdict.Blocked, "T-12-gate": verdict.Pass, "T-13-gated": verdict.Fail, "T-14-reading": verdict.Fail, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Pass, "T-18-same-gate": verdict.Pass, "T-17-row-c": verdict.Pass,
 		}},
-		{"reset", resetTarget, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-18-same-gate": checker.Unknown, "T-17-row-c": checker.Pass,
+		{"reset", resetTarget, map[string]verdict.Verdict{
+			"T-1-health": verdict.Pass, "T-2-echo": verdict.Unknown, "T-3-echo-twice": verdict.Unknown, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Unknown, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Pass, "T-9-header": verdict.Pass, "T-10-same-response": verdict.Pass, "T-11-next-request": verdict.Pass, "T-12-gate": verdict.Unknown, "T-13-gated": verdict.Unknown, "T-14-reading": verdict.Reading, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Unknown, "T-18-same-gate": verdict.Unknown, "T-17-row-c": verdict.Pass,
 		}},
-		{"hang", nil /* startHangTarget */, map[string]checker.Verdict{
-			"T-1-health": checker.Pass, "T-2-echo": checker.Unknown, "T-3-echo-twice": checker.Unknown, "T-4-untestable": checker.NA, "T-5-mixed": checker.Unknown, "T-6-undefined": checker.Unknown, "T-8-after-session": checker.Pass, "T-9-header": checker.Pass, "T-10-same-response": checker.Pass, "T-11-next-request": checker.Pass, "T-12-gate": checker.Unknown, "T-13-gated": checker.Unknown, "T-14-reading": checker.Reading, "T-15-row-a": checker.Pass, "T-16-row-b": checker.Unknown, "T-18-same-gate": checker.Unknown, "T-17-row-c": checker.Pass,
+		{"hang", nil /* startHangTarget */, map[string]verdict.Verdict{
+			"T-1-health": verdict.Pass, "T-2-echo": verdict.Unknown, "T-3-echo-twice": verdict.Unknown, "T-4-untestable": verdict.NA, "T-5-mixed": verdict.Unknown, "T-6-undefined": verdict.Unknown, "T-8-after-session": verdict.Pass, "T-9-header": verdict.Pass, "T-10-same-response": verdict.Pass, "T-11-next-request": verdict.Pass, "T-12-gate": verdict.Unknown, "T-13-gated": verdict.Unknown, "T-14-reading": verdict.Reading, "T-15-row-a": verdict.Pass, "T-16-row-b": verdict.Unknown, "T-18-same-gate": verdict.Unknown, "T-17-row-c": verdict.Pass,
 		}},
 	}
 	for _, tc := range cases {
@@ -323,8 +323,8 @@ func TestRunVerdictsAgainstTargets(t *testing.T) {
 // TestRunBlockersAndReadings checks what a BLOCKED rule names and what a
 // reading verdict says, and that a declared reading is held strictly.
 func TestRunBlockersAndReadings(t *testing.T) {
-	byID := func(res *RunResult) map[string]checker.RuleResult {
-		m := map[string]checker.RuleResult{}
+	byID := func(res *RunResult) map[string]verdict.RuleResult {
+		m := map[string]verdict.RuleResult{}
 		for _, r := range res.Rules {
 			m[r.RuleID] = r
 		}
@@ -353,8 +353,8 @@ func TestRunBlockersAndReadings(t *testing.T) {
 
 	for _, tc := range []struct {
 		declared string
-		want     checker.Verdict
-	}{{"sour", checker.Pass}, {"sweet", checker.Fail}} {
+		want     verdict.Verdict
+	}{{"sour", verdict.Pass}, {"sweet", verdict.Fail}} {
 		cfg := selfTestConfig(startTarget(t, oddTarget), 1)
 		cfg.Target.Readings = map[string]string{"flavour": tc.declared}
 		res, err := Run(t.Context(), cfg)
@@ -365,7 +365,7 @@ func TestRunBlockersAndReadings(t *testing.T) {
 		if r.Verdict != tc.want || r.Reading == nil || r.Reading.Declared != tc.declared {
 			t.Errorf("declared %s: %s %+v, want %s with the declared reading", tc.declared, r.Verdict, r.Reading, tc.want)
 		}
-		if tc.want == checker.Fail && !strings.Contains(r.Reason, "follows flavour=sour instead") {
+		if tc.want == verdict.Fail && !strings.Contains(r.Reason, "follows flavour=sour instead") {
 			t.Errorf("declared sweet: reason %q does not name the reading followed", r.Reason)
 		}
 	}
@@ -376,7 +376,7 @@ func TestRunReasonsAndEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]checker.RuleResult{}
+	byID := map[string]verdict.RuleResult{}
 	for _, r := range res.Rules {
 		byID[r.RuleID] = r
 	}
@@ -387,7 +387,7 @@ func TestRunReasonsAndEvidence(t *testing.T) {
 	if len(echo.Evidence) == 1 && len(echo.Evidence[0].Exchanges) != 1 {
 		t.Errorf("T-5 evidence exchanges: %d, want 1", len(echo.Evidence[0].Exchanges))
 	}
-	if v := byID["T-2-echo"].Verdict; v != checker.Pass {
+	if v := byID["T-2-echo"].Verdict; v != verdict.Pass {
 		t.Errorf("T-2 %s: the status assertion of the scenario passed; the echo failure is T-5's alone", v)
 	}
 	if r := byID["T-6-undefined"].Reason; !strings.Contains(r, "undefined step: nobody wrote this step") {
@@ -397,7 +397,7 @@ func TestRunReasonsAndEvidence(t *testing.T) {
 		t.Errorf("T-4 reason %q does not say why", r)
 	}
 	for _, s := range res.Scenarios {
-		if s.Verdict == checker.Pass && len(s.Evidence.Exchanges) > 0 {
+		if s.Verdict == verdict.Pass && len(s.Evidence.Exchanges) > 0 {
 			t.Errorf("passing scenario %q keeps evidence", s.Name)
 		}
 	}
@@ -421,7 +421,7 @@ func TestRunGivesUpOnADeadTarget(t *testing.T) {
 		t.Errorf("scenarios not run: %q, want the %d after the first dead one", notRun, len(res.Scenarios)-2)
 	}
 	for _, s := range res.Scenarios {
-		if strings.HasPrefix(s.Reason, "not run") && s.Verdict != checker.Unknown {
+		if strings.HasPrefix(s.Reason, "not run") && s.Verdict != verdict.Unknown {
 			t.Errorf("scenario %q not run but %s", s.Name, s.Verdict)
 		}
 	}
@@ -513,17 +513,17 @@ func TestRunSameSeedSameRequests(t *testing.T) {
 
 func TestRequestSequenceNormalisesWhatTheHarnessDoesNotChoose(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, int64(ms)*int64(time.Millisecond)) }
-	ex := func(call, ret int, path, resp string) checker.Exchange {
-		return checker.Exchange{Method: "GET", Path: path, Call: at(call), Return: at(ret), RespBody: resp}
+	ex := func(call, ret int, path, resp string) verdict.Exchange {
+		return verdict.Exchange{Method: "GET", Path: path, Call: at(call), Return: at(ret), RespBody: resp}
 	}
-	a := []checker.Exchange{
+	a := []verdict.Exchange{
 		ex(0, 1, "/a", `{"id":"id-aaaaaaaa"}`),
 		ex(2, 5, "/storm/1", ""), ex(3, 4, "/storm/2", ""), // overlapping: one group
 		ex(6, 7, "/x/id-aaaaaaaa", ""),
 		ex(8, 9, "/short/abc", `{"v":"abc"}`),
 		ex(10, 11, "/poll", ""), ex(12, 13, "/poll", ""),
 	}
-	b := []checker.Exchange{
+	b := []verdict.Exchange{
 		ex(0, 1, "/a", `{"id":"id-bbbbbbbb"}`),
 		ex(3, 4, "/storm/2", ""), ex(2, 5, "/storm/1", ""),
 		ex(6, 7, "/x/id-bbbbbbbb", ""),
@@ -546,27 +546,27 @@ func TestRequestSequenceNormalisesWhatTheHarnessDoesNotChoose(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	okEx := checker.Exchange{Method: "GET", Path: "/x", Status: 200, Outcome: checker.OutcomeOK}
-	lost := checker.Exchange{Method: "POST", Path: "/y", Outcome: checker.OutcomeUnknown, Err: "timeout"}
+	okEx := verdict.Exchange{Method: "GET", Path: "/x", Status: 200, Outcome: verdict.OutcomeOK}
+	lost := verdict.Exchange{Method: "POST", Path: "/y", Outcome: verdict.OutcomeUnknown, Err: "timeout"}
 	cases := []struct {
 		name      string
 		err       error
-		exs       []checker.Exchange
-		want      checker.Verdict
+		exs       []verdict.Exchange
+		want      verdict.Verdict
 		reason    string
 		transport bool
 	}{
-		{"nil", nil, []checker.Exchange{okEx}, checker.Pass, "", false},
-		{"not applicable", fmt.Errorf("step: %w", NotApplicable("no admin token")), nil, checker.NA, "no admin token", false},
-		{"undefined", fmt.Errorf("%w: a step", godog.ErrUndefined), nil, checker.Unknown, "undefined step: a step", false},
-		{"pending", fmt.Errorf("%w: later", godog.ErrPending), nil, checker.Unknown, "pending step", false},
-		{"deadline", fmt.Errorf("claim: %w", context.DeadlineExceeded), nil, checker.Unknown, "no answer", true},
-		{"lost exchange", errors.New("decoding body: EOF"), []checker.Exchange{okEx, lost}, checker.Unknown, "POST /y got no answer", true},
+		{"nil", nil, []verdict.Exchange{okEx}, verdict.Pass, "", false},
+		{"not applicable", fmt.Errorf("step: %w", NotApplicable("no admin token")), nil, verdict.NA, "no admin token", false},
+		{"undefined", fmt.Errorf("%w: a step", godog.ErrUndefined), nil, verdict.Unknown, "undefined step: a step", false},
+		{"pending", fmt.Errorf("%w: later", godog.ErrPending), nil, verdict.Unknown, "pending step", false},
+		{"deadline", fmt.Errorf("claim: %w", context.DeadlineExceeded), nil, verdict.Unknown, "no answer", true},
+		{"lost exchange", errors.New("decoding body: EOF"), []verdict.Exchange{okEx, lost}, verdict.Unknown, "POST /y got no answer", true},
 		// A step that is not an assertion failed: a precondition.
-		{"mismatch", fmt.Errorf("replay: %w", Mismatch("201", "409")), []checker.Exchange{okEx}, checker.Blocked, "expected 201, observed 409", false},
-		{"other", errors.New("decoding body: invalid character"), []checker.Exchange{okEx}, checker.Blocked, "invalid character", false},
-		{"stopped", fmt.Errorf("%w (T-1)", errStopped), []checker.Exchange{okEx}, checker.Blocked, "T-1", false},
-		{"aborted", fmt.Errorf("before scenario hook failed: %w", errRunAborted), nil, checker.Unknown, "not run", false},
+		{"mismatch", fmt.Errorf("replay: %w", Mismatch("201", "409")), []verdict.Exchange{okEx}, verdict.Blocked, "expected 201, observed 409", false},
+		{"other", errors.New("decoding body: invalid character"), []verdict.Exchange{okEx}, verdict.Blocked, "invalid character", false},
+		{"stopped", fmt.Errorf("%w (T-1)", errStopped), []verdict.Exchange{okEx}, verdict.Blocked, "T-1", false},
+		{"aborted", fmt.Errorf("before scenario hook failed: %w", errRunAborted), nil, verdict.Unknown, "not run", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -580,16 +580,16 @@ func TestClassify(t *testing.T) {
 
 func TestRuleVerdicts(t *testing.T) {
 	// sc is a scenario whose assertions gave each named rule verdict v.
-	sc := func(name string, v checker.Verdict, rules ...string) ScenarioResult {
+	sc := func(name string, v verdict.Verdict, rules ...string) ScenarioResult {
 		s := ScenarioResult{Name: name, Verdict: v, Rules: rules}
 		for _, r := range rules {
-			s.Judgments = append(s.Judgments, Judgment{Rule: r, Verdict: v, Reason: string(v) + " because", BlockedBy: map[bool]string{true: "X"}[v == checker.Blocked]})
+			s.Judgments = append(s.Judgments, Judgment{Rule: r, Verdict: v, Reason: string(v) + " because", BlockedBy: map[bool]string{true: "X"}[v == verdict.Blocked]})
 		}
 		return s
 	}
 	reading := func(name, rule, decision, follows string) ScenarioResult {
-		return ScenarioResult{Name: name, Verdict: checker.Pass, Rules: []string{rule}, Judgments: []Judgment{{
-			Rule: rule, Verdict: checker.Reading, Reading: &checker.ReadingChoice{Decision: decision, Follows: follows}}}}
+		return ScenarioResult{Name: name, Verdict: verdict.Pass, Rules: []string{rule}, Judgments: []Judgment{{
+			Rule: rule, Verdict: verdict.Reading, Reading: &verdict.ReadingChoice{Decision: decision, Follows: follows}}}}
 	}
 	rules := []spec.Rule{
 		{ID: "M", Level: spec.Must}, {ID: "S", Level: spec.Should}, {ID: "Y", Level: spec.May},
@@ -597,38 +597,38 @@ func TestRuleVerdicts(t *testing.T) {
 	cases := []struct {
 		name string
 		scs  []ScenarioResult
-		want map[string]checker.Verdict
+		want map[string]verdict.Verdict
 	}{
-		{"all pass", []ScenarioResult{sc("a", checker.Pass, "M", "S", "Y")},
-			map[string]checker.Verdict{"M": checker.Pass, "S": checker.Pass, "Y": checker.Pass}},
-		{"fail by level", []ScenarioResult{sc("a", checker.Pass, "M", "S", "Y"), sc("b", checker.Fail, "M", "S", "Y")},
-			map[string]checker.Verdict{"M": checker.Fail, "S": checker.NonStrict, "Y": checker.NonStrict}},
-		{"only the rule judged fails", []ScenarioResult{{Name: "a", Verdict: checker.Fail, Rules: []string{"M", "S"},
-			Judgments: []Judgment{{Rule: "M", Verdict: checker.Pass}, {Rule: "S", Verdict: checker.Fail}}}},
-			map[string]checker.Verdict{"M": checker.Pass, "S": checker.NonStrict}},
-		{"fail beats unknown", []ScenarioResult{sc("a", checker.Unknown, "M"), sc("b", checker.Fail, "M")},
-			map[string]checker.Verdict{"M": checker.Fail}},
-		{"unknown beats blocked", []ScenarioResult{sc("a", checker.Blocked, "M"), sc("b", checker.Unknown, "M")},
-			map[string]checker.Verdict{"M": checker.Unknown}},
-		{"blocked beats pass", []ScenarioResult{sc("a", checker.Pass, "M"), sc("b", checker.Blocked, "M")},
-			map[string]checker.Verdict{"M": checker.Blocked}},
-		{"unknown beats pass", []ScenarioResult{sc("a", checker.Pass, "M"), sc("b", checker.Unknown, "M")},
-			map[string]checker.Verdict{"M": checker.Unknown}},
-		{"all n/a", []ScenarioResult{sc("a", checker.NA, "M"), sc("b", checker.NA, "M")},
-			map[string]checker.Verdict{"M": checker.NA}},
-		{"pass with some n/a", []ScenarioResult{sc("a", checker.NA, "M"), sc("b", checker.Pass, "M")},
-			map[string]checker.Verdict{"M": checker.Pass}},
-		{"a reading beside passes", []ScenarioResult{sc("a", checker.Pass, "M"), reading("b", "M", "d", "x")},
-			map[string]checker.Verdict{"M": checker.Reading}},
+		{"all pass", []ScenarioResult{sc("a", verdict.Pass, "M", "S", "Y")},
+			map[string]verdict.Verdict{"M": verdict.Pass, "S": verdict.Pass, "Y": verdict.Pass}},
+		{"fail by level", []ScenarioResult{sc("a", verdict.Pass, "M", "S", "Y"), sc("b", verdict.Fail, "M", "S", "Y")},
+			map[string]verdict.Verdict{"M": verdict.Fail, "S": verdict.NonStrict, "Y": verdict.NonStrict}},
+		{"only the rule judged fails", []ScenarioResult{{Name: "a", Verdict: verdict.Fail, Rules: []string{"M", "S"},
+			Judgments: []Judgment{{Rule: "M", Verdict: verdict.Pass}, {Rule: "S", Verdict: verdict.Fail}}}},
+			map[string]verdict.Verdict{"M": verdict.Pass, "S": verdict.NonStrict}},
+		{"fail beats unknown", []ScenarioResult{sc("a", verdict.Unknown, "M"), sc("b", verdict.Fail, "M")},
+			map[string]verdict.Verdict{"M": verdict.Fail}},
+		{"unknown beats blocked", []ScenarioResult{sc("a", verdict.Blocked, "M"), sc("b", verdict.Unknown, "M")},
+			map[string]verdict.Verdict{"M": verdict.Unknown}},
+		{"blocked beats pass", []ScenarioResult{sc("a", verdict.Pass, "M"), sc("b", verdict.Blocked, "M")},
+			map[string]verdict.Verdict{"M": verdict.Blocked}},
+		{"unknown beats pass", []ScenarioResult{sc("a", verdict.Pass, "M"), sc("b", verdict.Unknown, "M")},
+			map[string]verdict.Verdict{"M": verdict.Unknown}},
+		{"all n/a", []ScenarioResult{sc("a", verdict.NA, "M"), sc("b", verdict.NA, "M")},
+			map[string]verdict.Verdict{"M": verdict.NA}},
+		{"pass with some n/a", []ScenarioResult{sc("a", verdict.NA, "M"), sc("b", verdict.Pass, "M")},
+			map[string]verdict.Verdict{"M": verdict.Pass}},
+		{"a reading beside passes", []ScenarioResult{sc("a", verdict.Pass, "M"), reading("b", "M", "d", "x")},
+			map[string]verdict.Verdict{"M": verdict.Reading}},
 		{"the same reading twice", []ScenarioResult{reading("a", "M", "d", "x,y"), reading("b", "M", "d", "x")},
-			map[string]checker.Verdict{"M": checker.Reading}},
+			map[string]verdict.Verdict{"M": verdict.Reading}},
 		{"readings that contradict each other", []ScenarioResult{reading("a", "M", "d", "x"), reading("b", "M", "d", "y")},
-			map[string]checker.Verdict{"M": checker.Fail}},
+			map[string]verdict.Verdict{"M": verdict.Fail}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, notCovered := RuleVerdicts(rules, tc.scs, 20, 100)
-			m := map[string]checker.Verdict{}
+			m := map[string]verdict.Verdict{}
 			for _, r := range got {
 				m[r.RuleID] = r.Verdict
 			}
@@ -645,13 +645,13 @@ func TestRuleVerdicts(t *testing.T) {
 }
 
 func TestRuleEvidenceIsCapped(t *testing.T) {
-	var exs []checker.Exchange
+	var exs []verdict.Exchange
 	for i := range 50 {
-		exs = append(exs, checker.Exchange{Path: fmt.Sprint("/", i), RespBody: strings.Repeat("é", 100)})
+		exs = append(exs, verdict.Exchange{Path: fmt.Sprint("/", i), RespBody: strings.Repeat("é", 100)})
 	}
 	trimmed := TrimExchanges(exs, 20, 11)
-	s := ScenarioResult{Name: "a", Verdict: checker.Pass, Rules: []string{"M"},
-		Judgments: []Judgment{{Rule: "M", Verdict: checker.Fail, Evidence: checker.Evidence{Exchanges: trimmed}}}}
+	s := ScenarioResult{Name: "a", Verdict: verdict.Pass, Rules: []string{"M"},
+		Judgments: []Judgment{{Rule: "M", Verdict: verdict.Fail, Evidence: verdict.Evidence{Exchanges: trimmed}}}}
 	got, _ := RuleVerdicts([]spec.Rule{{ID: "M", Level: spec.Must}}, []ScenarioResult{s, s}, 30, 11)
 	n := 0
 	for _, ev := range got[0].Evidence {
@@ -683,7 +683,7 @@ func TestRedact(t *testing.T) {
 	tgt := Target{APIKey: "api-secret", AdminToken: "adm-secret", DashboardPassword: "pw-secret", MetricsToken: "m"}
 	basic := "Basic " + "YWRtaW46cHctc2VjcmV0"     // admin:pw-secret
 	keyAsBasic := "Basic YWRtaW46YXBpLXNlY3JldA==" // admin:api-secret
-	ex := checker.Exchange{
+	ex := verdict.Exchange{
 		Path:        "/get/api-secret",
 		ReqHeaders:  map[string][]string{"X-Api-Key": {"api-secret"}, "X-Admin-Token": {"adm-secret"}, "Authorization": {basic, keyAsBasic}},
 		ReqBody:     `{"api_key":"api-secret"}`,
@@ -692,16 +692,16 @@ func TestRedact(t *testing.T) {
 	}
 	shared := ex.ReqHeaders
 	res := &RunResult{
-		Exchanges: []checker.Exchange{ex},
-		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: checker.Evidence{Observed: "api-secret", Exchanges: []checker.Exchange{ex}},
-			Judgments: []Judgment{{Rule: "R", Reason: "saw pw-secret", Step: "[R] api-secret", Evidence: checker.Evidence{Observed: "adm-secret", Exchanges: []checker.Exchange{ex}}}}}},
-		Rules: []checker.RuleResult{{Reason: "api-secret", Evidence: []checker.Evidence{{Expected: "pw-secret", Exchanges: []checker.Exchange{ex}}}}},
+		Exchanges: []verdict.Exchange{ex},
+		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: verdict.Evidence{Observed: "api-secret", Exchanges: []verdict.Exchange{ex}},
+			Judgments: []Judgment{{Rule: "R", Reason: "saw pw-secret", Step: "[R] api-secret", Evidence: verdict.Evidence{Observed: "adm-secret", Exchanges: []verdict.Exchange{ex}}}}}},
+		Rules: []verdict.RuleResult{{Reason: "api-secret", Evidence: []verdict.Evidence{{Expected: "pw-secret", Exchanges: []verdict.Exchange{ex}}}}},
 	}
 	res.Redact(tgt.Secrets())
 	b, _ := json.Marshal(res)
 	full, _ := json.Marshal(struct {
 		R *RunResult
-		E []checker.Exchange
+		E []verdict.Exchange
 	}{res, res.Exchanges})
 	for _, secret := range []string{"api-secret", "adm-secret", "pw-secret", "YWRtaW46cHctc2VjcmV0", "YWRtaW46YXBpLXNlY3JldA"} {
 		if strings.Contains(string(full), secret) {
@@ -727,7 +727,7 @@ func TestRunSurvivesAPanickingStepRegistrar(t *testing.T) {
 		t.Fatalf("%d scenarios, want 12", len(res.Scenarios))
 	}
 	for _, s := range res.Scenarios {
-		if s.Verdict != checker.Unknown || !strings.Contains(s.Reason, "registering steps panicked: boom") {
+		if s.Verdict != verdict.Unknown || !strings.Contains(s.Reason, "registering steps panicked: boom") {
 			t.Errorf("scenario %q: %s %q", s.Name, s.Verdict, s.Reason)
 		}
 	}
@@ -767,7 +767,7 @@ func TestRunEndsWithItsContext(t *testing.T) {
 	}
 	var notRun int
 	for _, s := range res.Scenarios {
-		if s.Verdict == checker.Pass && s.Name != "health answers a JSON object" {
+		if s.Verdict == verdict.Pass && s.Name != "health answers a JSON object" {
 			t.Errorf("scenario %q passed", s.Name)
 		}
 		if strings.Contains(s.Reason, "not run: the run was interrupted") {
@@ -777,7 +777,7 @@ func TestRunEndsWithItsContext(t *testing.T) {
 	if notRun != len(res.Scenarios)-2 {
 		t.Errorf("%d scenarios not run, want the %d after the one the deadline stopped", notRun, len(res.Scenarios)-2)
 	}
-	if v := verdicts(res)["T-2-echo"]; v != checker.Unknown {
+	if v := verdicts(res)["T-2-echo"]; v != verdict.Unknown {
 		t.Errorf("T-2 %s, want UNKNOWN", v)
 	}
 }
@@ -808,10 +808,10 @@ func TestRunNeverPassesAScenarioThatDidNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := verdicts(res)["T-1-health"]; v != checker.Unknown {
+	if v := verdicts(res)["T-1-health"]; v != verdict.Unknown {
 		t.Errorf("T-1 %s, want UNKNOWN (rules: %+v)", v, res.Rules)
 	}
-	if len(res.Scenarios) != 1 || res.Scenarios[0].Verdict != checker.Unknown {
+	if len(res.Scenarios) != 1 || res.Scenarios[0].Verdict != verdict.Unknown {
 		t.Errorf("scenarios %+v, want one UNKNOWN", res.Scenarios)
 	}
 }
@@ -823,8 +823,8 @@ func TestRunAStepThatPanicsIsTheHarnessBug(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := res.Rules[slices.IndexFunc(res.Rules, func(r checker.RuleResult) bool { return r.RuleID == "T-2-echo" })]
-	if r.Verdict != checker.Unknown || !strings.Contains(r.Reason, "runner bug: a step panicked: assignment to entry in nil map") {
+	r := res.Rules[slices.IndexFunc(res.Rules, func(r verdict.RuleResult) bool { return r.RuleID == "T-2-echo" })]
+	if r.Verdict != verdict.Unknown || !strings.Contains(r.Reason, "runner bug: a step panicked: assignment to entry in nil map") {
 		t.Errorf("T-2: %s %q", r.Verdict, r.Reason)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"net"
 	"net/url"
 	"sort"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -34,8 +34,8 @@ import (
 //
 // The returned Evidence carries every exchange given; trim it with
 // TrimExchanges before keeping it.
-func Classify(err error, exs []checker.Exchange) ScenarioResult {
-	r := ScenarioResult{Verdict: checker.Pass, Evidence: checker.Evidence{Exchanges: exs}}
+func Classify(err error, exs []verdict.Exchange) ScenarioResult {
+	r := ScenarioResult{Verdict: verdict.Pass, Evidence: verdict.Evidence{Exchanges: exs}}
 	if err == nil {
 		return r
 	}
@@ -43,39 +43,39 @@ func Classify(err error, exs []checker.Exchange) ScenarioResult {
 	var mm *MismatchError
 	switch {
 	case errors.Is(err, errRunAborted):
-		r.Verdict, r.Reason = checker.Unknown, errRunAborted.Error()
+		r.Verdict, r.Reason = verdict.Unknown, errRunAborted.Error()
 	case errors.Is(err, errRunnerBug):
-		r.Verdict, r.Reason = checker.Unknown, err.Error()
+		r.Verdict, r.Reason = verdict.Unknown, err.Error()
 	case isStepPanic(err):
-		r.Verdict, r.Reason = checker.Unknown, "runner bug: a step panicked: "+err.Error()
+		r.Verdict, r.Reason = verdict.Unknown, "runner bug: a step panicked: "+err.Error()
 	case errors.Is(err, ErrNotApplicable):
-		r.Verdict, r.Reason = checker.NA, err.Error()
+		r.Verdict, r.Reason = verdict.NA, err.Error()
 		if errors.As(err, &na) {
 			r.Reason = na.reason
 		}
 	case errors.Is(err, godog.ErrUndefined):
-		r.Verdict, r.Reason = checker.Unknown, "runner bug: undefined step: "+stepText(err, godog.ErrUndefined)
+		r.Verdict, r.Reason = verdict.Unknown, "runner bug: undefined step: "+stepText(err, godog.ErrUndefined)
 	case errors.Is(err, godog.ErrPending):
-		r.Verdict, r.Reason = checker.Unknown, "runner bug: pending step: "+stepText(err, godog.ErrPending)
+		r.Verdict, r.Reason = verdict.Unknown, "runner bug: pending step: "+stepText(err, godog.ErrPending)
 	case errors.Is(err, godog.ErrAmbiguous):
-		r.Verdict, r.Reason = checker.Unknown, "runner bug: ambiguous step: "+err.Error()
+		r.Verdict, r.Reason = verdict.Unknown, "runner bug: ambiguous step: "+err.Error()
 	case errors.Is(err, errStopped):
-		r.Verdict, r.Reason = checker.Blocked, err.Error()
+		r.Verdict, r.Reason = verdict.Blocked, err.Error()
 	case isTransport(err):
-		r.Verdict, r.Transport = checker.Unknown, true
+		r.Verdict, r.Transport = verdict.Unknown, true
 		r.Reason = "no answer from the target: " + err.Error()
 		r.Evidence.Observed = err.Error()
 	case unanswered(exs) != nil:
 		ex := unanswered(exs)
-		r.Verdict, r.Transport = checker.Unknown, true
+		r.Verdict, r.Transport = verdict.Unknown, true
 		r.Reason = fmt.Sprintf("%s %s got no answer (%s); the step then failed: %v", ex.Method, ex.Path, ex.Err, err)
 		r.Evidence.Observed = err.Error()
 	case errors.As(err, &mm):
-		r.Verdict = checker.Blocked
+		r.Verdict = verdict.Blocked
 		r.Reason = mm.Error()
 		r.Evidence.Expected, r.Evidence.Observed = mm.Expected, mm.Observed
 	default:
-		r.Verdict = checker.Blocked
+		r.Verdict = verdict.Blocked
 		r.Reason = err.Error()
 		r.Evidence.Observed = err.Error()
 	}
@@ -113,9 +113,9 @@ func isTransport(err error) bool {
 }
 
 // unanswered returns the first exchange that got no complete response.
-func unanswered(exs []checker.Exchange) *checker.Exchange {
+func unanswered(exs []verdict.Exchange) *verdict.Exchange {
 	for i := range exs {
-		if exs[i].Outcome != checker.OutcomeOK || exs[i].Err != "" {
+		if exs[i].Outcome != verdict.OutcomeOK || exs[i].Err != "" {
 			return &exs[i]
 		}
 	}
@@ -124,11 +124,11 @@ func unanswered(exs []checker.Exchange) *checker.Exchange {
 
 // TrimExchanges keeps the last max exchanges and cuts every body to maxBody
 // bytes, saying so in the body. It never modifies exs.
-func TrimExchanges(exs []checker.Exchange, max, maxBody int) []checker.Exchange {
+func TrimExchanges(exs []verdict.Exchange, max, maxBody int) []verdict.Exchange {
 	if len(exs) > max {
 		exs = exs[len(exs)-max:]
 	}
-	out := make([]checker.Exchange, len(exs))
+	out := make([]verdict.Exchange, len(exs))
 	for i, ex := range exs {
 		ex.ReqBody = truncate(ex.ReqBody, maxBody)
 		ex.RespBody = truncate(ex.RespBody, maxBody)
@@ -151,9 +151,9 @@ func truncate(s string, n int) string {
 // verdictOrder ranks verdicts from the worst: what a rule (or a scenario)
 // gets when its judgments disagree. A run never claims more than it did, so
 // an undecided check outweighs a passing one.
-var verdictOrder = []checker.Verdict{checker.Fail, checker.Unknown, checker.Blocked, checker.Reading, checker.Pass, checker.NA}
+var verdictOrder = []verdict.Verdict{verdict.Fail, verdict.Unknown, verdict.Blocked, verdict.Reading, verdict.Pass, verdict.NA}
 
-func rank(v checker.Verdict) int {
+func rank(v verdict.Verdict) int {
 	for i, o := range verdictOrder {
 		if o == v {
 			return i
@@ -163,8 +163,8 @@ func rank(v checker.Verdict) int {
 }
 
 // worstJudgment is the verdict that sums a scenario's judgments up.
-func worstJudgment(js []Judgment) checker.Verdict {
-	w := checker.NA
+func worstJudgment(js []Judgment) verdict.Verdict {
+	w := verdict.NA
 	for _, j := range js {
 		if rank(j.Verdict) < rank(w) {
 			w = j.Verdict
@@ -191,7 +191,7 @@ func worstJudgment(js []Judgment) checker.Verdict {
 //
 // Evidence keeps the last maxEx exchanges over the judgments of the
 // verdict's kind; bodies were cut by TrimExchanges.
-func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (out []checker.RuleResult, notCovered []string) {
+func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (out []verdict.RuleResult, notCovered []string) {
 	type judged struct {
 		Judgment
 		scenario string
@@ -203,9 +203,9 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 		}
 	}
 	for _, rule := range rules {
-		rr := checker.RuleResult{RuleID: rule.ID}
+		rr := verdict.RuleResult{RuleID: rule.ID}
 		if rule.Untestable != "" {
-			rr.Verdict, rr.Reason = checker.NA, "untestable: "+rule.Untestable
+			rr.Verdict, rr.Reason = verdict.NA, "untestable: "+rule.Untestable
 			out = append(out, rr)
 			continue
 		}
@@ -214,8 +214,8 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 			notCovered = append(notCovered, rule.ID)
 			continue
 		}
-		count := map[checker.Verdict]int{}
-		first := map[checker.Verdict]*judged{}
+		count := map[verdict.Verdict]int{}
+		first := map[verdict.Verdict]*judged{}
 		seenScenario := map[string]bool{}
 		for i := range js {
 			j := &js[i]
@@ -238,7 +238,7 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 		follows := map[string]map[string]bool{} // decision -> readings every READING judgment allows
 		var decisions []string
 		for _, j := range js {
-			if j.Verdict != checker.Reading || j.Reading == nil {
+			if j.Verdict != verdict.Reading || j.Reading == nil {
 				continue
 			}
 			d := j.Reading.Decision
@@ -260,15 +260,15 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 			}
 			if len(both) == 0 && conflict == "" {
 				conflict = fmt.Sprintf("no reading of %s holds for every check: the target follows %s in one (%s) and %s in another (%s)",
-					d, keys(prev), first[checker.Reading].scenario, j.Reading.Follows, j.scenario)
+					d, keys(prev), first[verdict.Reading].scenario, j.Reading.Follows, j.scenario)
 			}
 			follows[d] = both
 		}
 		failed := func(reason string) {
-			rr.Verdict = checker.Fail
+			rr.Verdict = verdict.Fail
 			switch rule.Level {
 			case spec.Should, spec.May:
-				rr.Verdict = checker.NonStrict
+				rr.Verdict = verdict.NonStrict
 			}
 			rr.Reason = reason
 			if rule.Level == spec.May {
@@ -276,38 +276,38 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 			}
 		}
 		switch {
-		case count[checker.Fail] > 0:
-			f := first[checker.Fail]
-			failed(judgmentReason(f.scenario, f.Judgment, count[checker.Fail], len(js), "failed"))
-			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Fail, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[verdict.Fail] > 0:
+			f := first[verdict.Fail]
+			failed(judgmentReason(f.scenario, f.Judgment, count[verdict.Fail], len(js), "failed"))
+			rr.Evidence, rr.Reason = judgmentEvidence(js, verdict.Fail, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
 		case conflict != "":
 			failed(conflict)
-			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Reading, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
-		case count[checker.Unknown] > 0:
-			f := first[checker.Unknown]
-			rr.Verdict = checker.Unknown
-			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[checker.Unknown], len(js), "undecided")
-			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Unknown, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
-		case count[checker.Blocked] > 0:
-			f := first[checker.Blocked]
-			rr.Verdict = checker.Blocked
+			rr.Evidence, rr.Reason = judgmentEvidence(js, verdict.Reading, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[verdict.Unknown] > 0:
+			f := first[verdict.Unknown]
+			rr.Verdict = verdict.Unknown
+			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[verdict.Unknown], len(js), "undecided")
+			rr.Evidence, rr.Reason = judgmentEvidence(js, verdict.Unknown, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[verdict.Blocked] > 0:
+			f := first[verdict.Blocked]
+			rr.Verdict = verdict.Blocked
 			rr.BlockedBy = f.BlockedBy
-			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[checker.Blocked], len(js), "blocked")
-			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Blocked, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
-		case count[checker.Reading] > 0:
-			rr.Verdict = checker.Reading
+			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[verdict.Blocked], len(js), "blocked")
+			rr.Evidence, rr.Reason = judgmentEvidence(js, verdict.Blocked, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[verdict.Reading] > 0:
+			rr.Verdict = verdict.Reading
 			d := decisions[0]
-			rr.Reading = &checker.ReadingChoice{Decision: d, Follows: keys(follows[d])}
-			f := first[checker.Reading]
-			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[checker.Reading], len(js), "read one way")
-			rr.Evidence, rr.Reason = judgmentEvidence(js, checker.Reading, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
-		case count[checker.NA] == len(js):
-			rr.Verdict = checker.NA
-			rr.Reason = first[checker.NA].Reason
+			rr.Reading = &verdict.ReadingChoice{Decision: d, Follows: keys(follows[d])}
+			f := first[verdict.Reading]
+			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[verdict.Reading], len(js), "read one way")
+			rr.Evidence, rr.Reason = judgmentEvidence(js, verdict.Reading, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
+		case count[verdict.NA] == len(js):
+			rr.Verdict = verdict.NA
+			rr.Reason = first[verdict.NA].Reason
 		default:
-			rr.Verdict = checker.Pass
-			if n := count[checker.NA]; n > 0 {
-				f := first[checker.NA]
+			rr.Verdict = verdict.Pass
+			if n := count[verdict.NA]; n > 0 {
+				f := first[verdict.NA]
 				rr.Reason = fmt.Sprintf("%d of %d checks N/A (%s: %s)", n, len(js), f.scenario, f.Reason)
 			}
 		}
@@ -345,8 +345,8 @@ func judgmentReason(scenario string, j Judgment, n, of int, what string) string 
 // judgmentEvidence collects the evidence of the judgments with verdict v,
 // keeping at most maxEx exchanges in all, the latest ones; when it drops
 // some, it says so at the end of reason.
-func judgmentEvidence[T any](js []T, v checker.Verdict, maxEx int, reason string, get func(T) Judgment) ([]checker.Evidence, string) {
-	var ev []checker.Evidence
+func judgmentEvidence[T any](js []T, v verdict.Verdict, maxEx int, reason string, get func(T) Judgment) ([]verdict.Evidence, string) {
+	var ev []verdict.Evidence
 	total := 0
 	for _, x := range js {
 		j := get(x)
@@ -362,7 +362,7 @@ func judgmentEvidence[T any](js []T, v checker.Verdict, maxEx int, reason string
 			exs = exs[len(exs)-left:]
 		}
 		left -= len(exs)
-		ev[i].Exchanges = append([]checker.Exchange(nil), exs...)
+		ev[i].Exchanges = append([]verdict.Exchange(nil), exs...)
 	}
 	if total > maxEx {
 		reason += fmt.Sprintf(" [evidence keeps the last %d of %d exchanges; history.jsonl has all]", maxEx, total)

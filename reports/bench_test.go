@@ -2,10 +2,10 @@ package reports
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"strings"
 	"testing"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -15,7 +15,7 @@ func bigResult(n int) *Result {
 	r := sampleResult()
 	ex := r.Rules[0].Result.Evidence[0].Exchanges[0]
 	ex.ReqBody, ex.RespBody = strings.Repeat("q", 2048), strings.Repeat("r", 2048)
-	exs := make([]checker.Exchange, 20)
+	exs := make([]verdict.Exchange, 20)
 	for i := range exs {
 		exs[i] = ex
 	}
@@ -23,8 +23,8 @@ func bigResult(n int) *Result {
 	for i := range n {
 		id := fmt.Sprintf("INTENT-%d.%d-rule", i/10, i%10)
 		r.Rules = append(r.Rules, RuleEntry{Rule: fixtureRule(id, fmt.Sprintf("%d.%d", i/10, i%10), spec.Must),
-			Result: checker.RuleResult{RuleID: id, Verdict: checker.Fail, Reason: "broken",
-				Evidence: []checker.Evidence{{Expected: "x", Observed: "y", Exchanges: exs}}}})
+			Result: verdict.RuleResult{RuleID: id, Verdict: verdict.Fail, Reason: "broken",
+				Evidence: []verdict.Evidence{{Expected: "x", Observed: "y", Exchanges: exs}}}})
 	}
 	return r
 }

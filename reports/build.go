@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"runtime"
 	"runtime/debug"
 
@@ -46,7 +47,7 @@ func CurrentTool() Tool {
 // Result.NotCovered); a result whose rule is not in rules is kept, after the
 // others, with its rule from the catalog (or its ID alone). expected holds the
 // rule IDs of the expected-failures file (nil: none).
-func Entries(rules []spec.Rule, results []checker.RuleResult, expected map[string]bool) []RuleEntry {
+func Entries(rules []spec.Rule, results []verdict.RuleResult, expected map[string]bool) []RuleEntry {
 	byID := make(map[string]int, len(results))
 	for i, rr := range results {
 		if _, dup := byID[rr.RuleID]; !dup {

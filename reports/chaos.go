@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"html/template"
 	"math"
 	"path/filepath"
@@ -122,7 +123,7 @@ func opLine(op checker.Operation) string {
 		fmt.Fprintf(&b, " extend=%s", time.Duration(in.ExtendNs))
 	}
 	fmt.Fprintf(&b, " → %s", op.Outcome)
-	if op.Outcome != checker.OutcomeUnknown {
+	if op.Outcome != verdict.OutcomeUnknown {
 		out := op.Output
 		if out.Status != 0 {
 			fmt.Fprintf(&b, " %d", out.Status)

@@ -3,6 +3,7 @@ package reports
 import (
 	_ "embed"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"html/template"
 	"io"
 	"net/http"
@@ -22,7 +23,7 @@ var htmlSource string
 // context, so nothing from the target can become markup.
 var htmlTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"vclass": verdictClass,
-	"fclass": func(v checker.Verdict) string { return "f-" + strings.TrimPrefix(verdictClass(v), "v-") },
+	"fclass": func(v verdict.Verdict) string { return "f-" + strings.TrimPrefix(verdictClass(v), "v-") },
 	"since":  func(t, from time.Time) string { return since(t, from) },
 	"join":   strings.Join,
 	// verdictCSS is a constant of this package, never data.
@@ -58,7 +59,7 @@ type htmlView struct {
 }
 
 type verdictCount struct {
-	Verdict checker.Verdict
+	Verdict verdict.Verdict
 	N       int
 }
 
@@ -95,7 +96,7 @@ type blockedView struct {
 // readingView is a decision of the text and the reading(s) the target
 // follows or declared, with the words of the text behind each.
 type readingView struct {
-	checker.ReadingChoice
+	verdict.ReadingChoice
 	Found    bool // the decision is known to this build (LookupDecision)
 	Question string
 	Section  string
@@ -122,8 +123,8 @@ var LookupDecision func(id string) (spec.Decision, bool) = spec.IntentDecision
 
 // verdictLabel is the verdict of rr as shown in a report cell: the verdict,
 // and for a READING the reading(s) the target follows.
-func verdictLabel(rr checker.RuleResult) string {
-	if rr.Verdict == checker.Reading && rr.Reading != nil && rr.Reading.Follows != "" {
+func verdictLabel(rr verdict.RuleResult) string {
+	if rr.Verdict == verdict.Reading && rr.Reading != nil && rr.Reading.Follows != "" {
 		return string(rr.Verdict) + ": " + strings.Join(splitNames(rr.Reading.Follows), ", ")
 	}
 	return string(rr.Verdict)
@@ -140,7 +141,7 @@ func splitNames(s string) []string {
 	return out
 }
 
-func newReadingView(c checker.ReadingChoice) *readingView {
+func newReadingView(c verdict.ReadingChoice) *readingView {
 	v := &readingView{ReadingChoice: c, Follows: splitNames(c.Follows)}
 	d, ok := LookupDecision(c.Decision)
 	if ok {
@@ -160,13 +161,13 @@ func newReadingView(c checker.ReadingChoice) *readingView {
 }
 
 type evidenceView struct {
-	checker.Evidence
+	verdict.Evidence
 	N, Of     int
 	Exchanges []exchangeView
 }
 
 type exchangeView struct {
-	checker.Exchange
+	verdict.Exchange
 	N, Of       int
 	At          string // call time since the run started
 	Took        string
@@ -205,15 +206,15 @@ func newHTMLView(r *Result) *htmlView {
 	}
 	for i, e := range r.Rules {
 		rv := ruleView{RuleEntry: e, Anchor: anchor(e.Rule.ID, i), Failing: e.Failing(r.Strict), Label: verdictLabel(e.Result)}
-		if e.Result.Verdict == checker.Blocked {
+		if e.Result.Verdict == verdict.Blocked {
 			rv.Blocked = &blockedView{By: e.Result.BlockedBy, Href: anchors[e.Result.BlockedBy]}
 		}
 		if e.Result.Reading != nil && e.Result.Reading.Decision != "" {
 			rv.Reading = newReadingView(*e.Result.Reading)
 		}
 		vd := e.Result.Verdict
-		rv.Open = vd != checker.Pass && vd != checker.NA
-		rv.NowPasses = e.Expected && vd == checker.Pass
+		rv.Open = vd != verdict.Pass && vd != verdict.NA
+		rv.NowPasses = e.Expected && vd == verdict.Pass
 		if e.Result.Duration > 0 {
 			rv.Duration = e.Result.Duration.Round(time.Millisecond).String()
 		}
@@ -245,7 +246,7 @@ func newHTMLView(r *Result) *htmlView {
 	return v
 }
 
-func newExchangeView(ex checker.Exchange, n, of int, start time.Time) exchangeView {
+func newExchangeView(ex verdict.Exchange, n, of int, start time.Time) exchangeView {
 	xv := exchangeView{Exchange: ex, N: n, Of: of, ReqBody: cutBody(ex.ReqBody), RespBody: cutBody(ex.RespBody)}
 	if !ex.Call.IsZero() {
 		xv.At = since(ex.Call, start)
@@ -303,21 +304,21 @@ func anchor(id string, i int) string {
 
 // verdictClass is the CSS class of a verdict; every verdict is also shown as
 // its text, so the report reads in black and white.
-func verdictClass(v checker.Verdict) string {
+func verdictClass(v verdict.Verdict) string {
 	switch v {
-	case checker.Pass:
+	case verdict.Pass:
 		return "v-pass"
-	case checker.Fail:
+	case verdict.Fail:
 		return "v-fail"
-	case checker.NonStrict:
+	case verdict.NonStrict:
 		return "v-nonstrict"
-	case checker.Unknown:
+	case verdict.Unknown:
 		return "v-unknown"
-	case checker.NA:
+	case verdict.NA:
 		return "v-na"
-	case checker.Blocked:
+	case verdict.Blocked:
 		return "v-blocked"
-	case checker.Reading:
+	case verdict.Reading:
 		return "v-reading"
 	}
 	return "v-other"

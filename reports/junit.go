@@ -3,13 +3,13 @@ package reports
 import (
 	"encoding/xml"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -275,22 +275,22 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 		c.Properties = append(c.Properties, junitProperty{"expected_failure", "true"})
 		c.Skipped = &junitSkipped{Message: "expected failure (" + string(rr.Verdict) + "): " + msg}
 		c.SystemOut = &junitText{body}
-	case rr.Verdict == checker.Fail:
+	case rr.Verdict == verdict.Fail:
 		c.Failure = &junitProblem{Message: msg, Type: "FAIL", Body: body}
-	case rr.Verdict == checker.NonStrict && e.Failing(r.Strict):
+	case rr.Verdict == verdict.NonStrict && e.Failing(r.Strict):
 		c.Failure = &junitProblem{Message: msg, Type: "non-strict", Body: body}
-	case rr.Verdict == checker.NonStrict:
+	case rr.Verdict == verdict.NonStrict:
 		c.SystemOut = &junitText{"NON-STRICT (passes: the run is not --strict)\n" + body}
-	case rr.Verdict == checker.Unknown:
+	case rr.Verdict == verdict.Unknown:
 		c.Error = &junitProblem{Message: msg, Type: "unknown", Body: body}
-	case rr.Verdict == checker.NA:
+	case rr.Verdict == verdict.NA:
 		c.Skipped = &junitSkipped{Message: "N/A: " + msg}
-	case rr.Verdict == checker.Blocked:
+	case rr.Verdict == verdict.Blocked:
 		c.Skipped = &junitSkipped{Message: oneLine(blockedLine(rr), 300)}
 		c.SystemOut = &junitText{body}
-	case rr.Verdict == checker.Reading:
+	case rr.Verdict == verdict.Reading:
 		c.SystemOut = &junitText{xmlText(readingLine(rr.Reading)) + "\n" + body}
-	case rr.Verdict == checker.Pass:
+	case rr.Verdict == verdict.Pass:
 		if e.Expected {
 			c.Properties = append(c.Properties, junitProperty{"expected_failure_now_passes", "true"})
 			c.Failure = &junitProblem{Message: "listed in the expected-failures file, and now passes: remove it from the file", Type: "now-passes"}
@@ -303,7 +303,7 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 
 // blockedLine is "blocked by RULE: reason", or "blocked: reason" when
 // nothing is named.
-func blockedLine(rr checker.RuleResult) string {
+func blockedLine(rr verdict.RuleResult) string {
 	s := "blocked"
 	if rr.BlockedBy != "" {
 		s += " by " + rr.BlockedBy
@@ -316,7 +316,7 @@ func blockedLine(rr checker.RuleResult) string {
 
 // readingLine is "follows reading NAME of DECISION" (readings A,B when
 // several), with the declared reading when there is one.
-func readingLine(rd *checker.ReadingChoice) string {
+func readingLine(rd *verdict.ReadingChoice) string {
 	if rd == nil {
 		return "follows a reading of the text"
 	}
@@ -372,7 +372,7 @@ func evidenceText(e RuleEntry) string {
 // transcriptText renders one exchange as an HTTP-like transcript: request
 // line, headers and body; then status, headers and body, or the transport
 // error. Headers are sorted, bodies cut at maxShownBody with a note.
-func transcriptText(ex checker.Exchange) string {
+func transcriptText(ex verdict.Exchange) string {
 	var b strings.Builder
 	if ex.Client != "" {
 		fmt.Fprintf(&b, "(client %s)\n", ex.Client)

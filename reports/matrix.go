@@ -3,11 +3,10 @@ package reports
 import (
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"html/template"
 	"io"
 	"regexp"
-
-	"github.com/idscheck/idscheck/checker"
 )
 
 // MatrixColumn is one run in a comparison matrix: a name for its column
@@ -39,7 +38,7 @@ type matrixRow struct {
 }
 
 type matrixCell struct {
-	Verdict  checker.Verdict
+	Verdict  verdict.Verdict
 	Label    string // the verdict as shown ("READING: immediate")
 	Reason   string
 	Href     string
@@ -80,7 +79,7 @@ func WriteMatrix(w io.Writer, cols []MatrixColumn) error {
 			reason := e.Result.Reason
 			label := verdictLabel(e.Result)
 			switch {
-			case e.Result.Verdict == checker.Blocked && e.Result.BlockedBy != "":
+			case e.Result.Verdict == verdict.Blocked && e.Result.BlockedBy != "":
 				reason = "blocked by " + e.Result.BlockedBy + ": " + reason
 			case label != string(e.Result.Verdict): // the pill may be cut: its title has it whole
 				reason = label + ": " + reason

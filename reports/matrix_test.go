@@ -2,17 +2,16 @@ package reports
 
 import (
 	"bytes"
+	"github.com/idscheck/idscheck/verdict"
 	"strings"
 	"testing"
-
-	"github.com/idscheck/idscheck/checker"
 )
 
 func TestWriteMatrix(t *testing.T) {
 	a := sampleResult()
 	b := sampleResult()
 	b.Target.Mutant = "none"
-	b.Rules[0].Result.Verdict = checker.Pass
+	b.Rules[0].Result.Verdict = verdict.Pass
 	b.Rules = b.Rules[:3] // b does not run the later rules
 	var out bytes.Buffer
 	err := WriteMatrix(&out, []MatrixColumn{

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"github.com/idscheck/idscheck/verdict"
 	"html/template"
 	"os"
 	"path/filepath"
@@ -23,34 +24,34 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 func TestSummary(t *testing.T) {
-	entry := func(v checker.Verdict, level spec.Level, expected bool) RuleEntry {
+	entry := func(v verdict.Verdict, level spec.Level, expected bool) RuleEntry {
 		id := "R-" + string(v) + "-" + string(level)
-		return RuleEntry{Rule: spec.Rule{ID: id, Level: level}, Result: checker.RuleResult{RuleID: id, Verdict: v}, Expected: expected}
+		return RuleEntry{Rule: spec.Rule{ID: id, Level: level}, Result: verdict.RuleResult{RuleID: id, Verdict: v}, Expected: expected}
 	}
 	for _, tc := range []struct {
 		name    string
 		strict  bool
 		rules   []RuleEntry
-		verdict checker.Verdict
+		verdict verdict.Verdict
 		newFail int
 		nowPass int
 	}{
-		{"all pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.NA, spec.Must, false)}, checker.Pass, 0, 0},
-		{"a MUST fails", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
-		{"expected failure does not fail", false, []RuleEntry{entry(checker.Fail, spec.Must, true)}, checker.Pass, 0, 0},
-		{"expected failure now passes fails the run", false, []RuleEntry{entry(checker.Pass, spec.Must, true)}, checker.Fail, 0, 1},
-		{"unknown is never pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Unknown, spec.Must, false)}, checker.Unknown, 0, 0},
-		{"fail beats unknown", false, []RuleEntry{entry(checker.Unknown, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
-		{"should broken, not strict", false, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.NonStrict, 0, 0},
-		{"should broken, strict", true, []RuleEntry{entry(checker.NonStrict, spec.Should, false)}, checker.Fail, 1, 0},
-		{"unrecognised verdict is never pass", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry("MAYBE", spec.Must, false)}, checker.Unknown, 0, 0},
-		{"may never fails, even strict", true, []RuleEntry{entry(checker.NonStrict, spec.May, false)}, checker.NonStrict, 0, 0},
-		{"blocked is undecided", false, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Blocked, spec.Must, false)}, checker.Unknown, 0, 0},
-		{"fail beats blocked", false, []RuleEntry{entry(checker.Blocked, spec.Must, false), entry(checker.Fail, spec.Must, false)}, checker.Fail, 1, 0},
-		{"reading never fails", true, []RuleEntry{entry(checker.Pass, spec.Must, false), entry(checker.Reading, spec.Must, false)}, checker.Pass, 0, 0},
-		{"reading of an expected failure is not a pass", false, []RuleEntry{entry(checker.Reading, spec.Must, true)}, checker.Pass, 0, 0},
-		{"reading and a broken should", false, []RuleEntry{entry(checker.Reading, spec.Must, false), entry(checker.NonStrict, spec.Should, false)}, checker.NonStrict, 0, 0},
-		{"reading and blocked", false, []RuleEntry{entry(checker.Reading, spec.Must, false), entry(checker.Blocked, spec.Must, false)}, checker.Unknown, 0, 0},
+		{"all pass", false, []RuleEntry{entry(verdict.Pass, spec.Must, false), entry(verdict.NA, spec.Must, false)}, verdict.Pass, 0, 0},
+		{"a MUST fails", false, []RuleEntry{entry(verdict.Pass, spec.Must, false), entry(verdict.Fail, spec.Must, false)}, verdict.Fail, 1, 0},
+		{"expected failure does not fail", false, []RuleEntry{entry(verdict.Fail, spec.Must, true)}, verdict.Pass, 0, 0},
+		{"expected failure now passes fails the run", false, []RuleEntry{entry(verdict.Pass, spec.Must, true)}, verdict.Fail, 0, 1},
+		{"unknown is never pass", false, []RuleEntry{entry(verdict.Pass, spec.Must, false), entry(verdict.Unknown, spec.Must, false)}, verdict.Unknown, 0, 0},
+		{"fail beats unknown", false, []RuleEntry{entry(verdict.Unknown, spec.Must, false), entry(verdict.Fail, spec.Must, false)}, verdict.Fail, 1, 0},
+		{"should broken, not strict", false, []RuleEntry{entry(verdict.NonStrict, spec.Should, false)}, verdict.NonStrict, 0, 0},
+		{"should broken, strict", true, []RuleEntry{entry(verdict.NonStrict, spec.Should, false)}, verdict.Fail, 1, 0},
+		{"unrecognised verdict is never pass", false, []RuleEntry{entry(verdict.Pass, spec.Must, false), entry("MAYBE", spec.Must, false)}, verdict.Unknown, 0, 0},
+		{"may never fails, even strict", true, []RuleEntry{entry(verdict.NonStrict, spec.May, false)}, verdict.NonStrict, 0, 0},
+		{"blocked is undecided", false, []RuleEntry{entry(verdict.Pass, spec.Must, false), entry(verdict.Blocked, spec.Must, false)}, verdict.Unknown, 0, 0},
+		{"fail beats blocked", false, []RuleEntry{entry(verdict.Blocked, spec.Must, false), entry(verdict.Fail, spec.Must, false)}, verdict.Fail, 1, 0},
+		{"reading never fails", true, []RuleEntry{entry(verdict.Pass, spec.Must, false), entry(verdict.Reading, spec.Must, false)}, verdict.Pass, 0, 0},
+		{"reading of an expected failure is not a pass", false, []RuleEntry{entry(verdict.Reading, spec.Must, true)}, verdict.Pass, 0, 0},
+		{"reading and a broken should", false, []RuleEntry{entry(verdict.Reading, spec.Must, false), entry(verdict.NonStrict, spec.Should, false)}, verdict.NonStrict, 0, 0},
+		{"reading and blocked", false, []RuleEntry{entry(verdict.Reading, spec.Must, false), entry(verdict.Blocked, spec.Must, false)}, verdict.Unknown, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Result{Strict: tc.strict, Rules: tc.rules}
@@ -375,8 +376,8 @@ func TestResultJSONSummary(t *testing.T) {
 	if err := json.Unmarshal(raw["summary"], &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Verdict != checker.Fail || s.Counts[checker.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) ||
-		s.Counts[checker.Blocked] != 1 || s.Counts[checker.Reading] != 1 {
+	if s.Verdict != verdict.Fail || s.Counts[verdict.Fail] != 2 || !slices.Equal(s.NowPassing, []string{"INTENT-6.2-fixed"}) ||
+		s.Counts[verdict.Blocked] != 1 || s.Counts[verdict.Reading] != 1 {
 		t.Errorf("summary in result.json = %+v", s)
 	}
 	if _, ok := raw["redact"]; ok || bytes.Contains(b.Bytes(), []byte("Redact")) {
@@ -407,7 +408,7 @@ func hostileResult(h string) *Result {
 			e.Result.BlockedBy = h // the rule whose ID is h below: linked by its anchor
 		}
 		if e.Result.Reading != nil {
-			e.Result.Reading = &checker.ReadingChoice{Decision: h, Follows: h + "," + h, Declared: h}
+			e.Result.Reading = &verdict.ReadingChoice{Decision: h, Follows: h + "," + h, Declared: h}
 		}
 		for j := range e.Result.Evidence {
 			ev := &e.Result.Evidence[j]
@@ -417,14 +418,14 @@ func hostileResult(h string) *Result {
 				ex.Client, ex.Method, ex.Path, ex.ReqBody, ex.RespBody, ex.Err = h, h, h, h, h, h
 				ex.ReqHeaders = map[string][]string{h: {h}}
 				ex.RespHeaders = map[string][]string{h: {h}}
-				ex.Outcome = checker.Outcome(h)
+				ex.Outcome = verdict.Outcome(h)
 			}
 		}
 	}
 	// A rule ID from a tampered result.json is hostile too.
 	r.Rules[2].Rule.ID = h
 	r.Rules[2].Result.RuleID = h
-	r.Rules[3].Result.Verdict = checker.Verdict(h)
+	r.Rules[3].Result.Verdict = verdict.Verdict(h)
 	c := sampleChaos()
 	c.Faults, c.Namespace = h, h
 	c.Unavailable = map[string]string{h: h}
@@ -610,10 +611,10 @@ func TestHTMLCutsLongBodies(t *testing.T) {
 
 func TestEntries(t *testing.T) {
 	rules := []spec.Rule{{ID: "A"}, {ID: "B"}, {ID: "C"}}
-	results := []checker.RuleResult{
-		{RuleID: "C", Verdict: checker.Fail},
-		{RuleID: "A", Verdict: checker.Pass},
-		{RuleID: "Z-unknown", Verdict: checker.Unknown},
+	results := []verdict.RuleResult{
+		{RuleID: "C", Verdict: verdict.Fail},
+		{RuleID: "A", Verdict: verdict.Pass},
+		{RuleID: "Z-unknown", Verdict: verdict.Unknown},
 	}
 	got := Entries(rules, results, map[string]bool{"C": true})
 	var ids []string
@@ -643,7 +644,7 @@ func TestChaosSetCheck(t *testing.T) {
 		Anomalies: []checker.Anomaly{{Kind: checker.Duplicated, Key: "k"}}, Queue: checker.QueueStats{Duplicated: 1}}
 	var c Chaos
 	c.SetCheck(rep)
-	if c.Verdict != checker.Fail || c.Ops != 3 || c.Effects != 2 || len(c.Anomalies) != 1 || c.Queue.Duplicated != 1 {
+	if c.Verdict != verdict.Fail || c.Ops != 3 || c.Effects != 2 || len(c.Anomalies) != 1 || c.Queue.Duplicated != 1 {
 		t.Errorf("SetCheck gave %+v", c)
 	}
 }
@@ -711,7 +712,7 @@ func TestHTMLReading(t *testing.T) {
 		t.Fatalf("decision %s with two readings is gone from the catalog", spec.DecisionLeaseExpiry)
 	}
 	const id = "INTENT-6.5-lease-expiry"
-	render := func(rr checker.RuleResult) (page, section string) {
+	render := func(rr verdict.RuleResult) (page, section string) {
 		r := sampleResult()
 		for i := range r.Rules {
 			if r.Rules[i].Rule.ID == id {
@@ -735,8 +736,8 @@ func TestHTMLReading(t *testing.T) {
 	}
 	const follows, declared = "✔ the target follows this", "declared by the target"
 
-	page, sec := render(checker.RuleResult{RuleID: id, Verdict: checker.Reading, Reason: "claimed at once",
-		Reading: &checker.ReadingChoice{Decision: d.ID, Follows: "immediate"}})
+	page, sec := render(verdict.RuleResult{RuleID: id, Verdict: verdict.Reading, Reason: "claimed at once",
+		Reading: &verdict.ReadingChoice{Decision: d.ID, Follows: "immediate"}})
 	for _, want := range []string{htmlEsc(d.Question), `<span class="v v-reading" title="READING: immediate">READING: immediate</span>`, "never fails the run"} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the READING section lacks %q:\n%s", want, sec)
@@ -761,8 +762,8 @@ func TestHTMLReading(t *testing.T) {
 	}
 
 	// Several readings followed, one declared: a plain FAIL held to it.
-	_, sec = render(checker.RuleResult{RuleID: id, Verdict: checker.Fail, Reason: "requeued at once",
-		Reading: &checker.ReadingChoice{Decision: d.ID, Follows: "immediate,other", Declared: "backoff"}})
+	_, sec = render(verdict.RuleResult{RuleID: id, Verdict: verdict.Fail, Reason: "requeued at once",
+		Reading: &verdict.ReadingChoice{Decision: d.ID, Follows: "immediate,other", Declared: "backoff"}})
 	if row := rowOf(sec, "backoff"); !strings.Contains(row, declared) || strings.Contains(row, follows) {
 		t.Errorf("declared reading not marked as declared only:\n%s", row)
 	}
@@ -778,7 +779,7 @@ func TestHTMLReading(t *testing.T) {
 	// A decision this build does not know: shown by its ID and names alone.
 	defer func(f func(string) (spec.Decision, bool)) { LookupDecision = f }(LookupDecision)
 	LookupDecision = func(string) (spec.Decision, bool) { return spec.Decision{}, false }
-	_, sec = render(checker.RuleResult{RuleID: id, Verdict: checker.Reading, Reading: &checker.ReadingChoice{Decision: "gone", Follows: "a,b"}})
+	_, sec = render(verdict.RuleResult{RuleID: id, Verdict: verdict.Reading, Reading: &verdict.ReadingChoice{Decision: "gone", Follows: "a,b"}})
 	for _, want := range []string{"READING: a, b", "is not in this build's catalog", "The target follows <b>a, b</b>"} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the unknown-decision section lacks %q:\n%s", want, sec)
@@ -861,7 +862,7 @@ func TestResultRoundTripsReadingAndBlocked(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("the fixture has %d rules with blocked_by or reading, want 2", n)
 	}
-	if s := back.Summary(); s.Counts[checker.Blocked] != 1 || s.Counts[checker.Reading] != 1 {
+	if s := back.Summary(); s.Counts[verdict.Blocked] != 1 || s.Counts[verdict.Reading] != 1 {
 		t.Errorf("summary of the result read back: %v", s.Counts)
 	}
 }

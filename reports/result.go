@@ -6,6 +6,7 @@
 package reports
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"slices"
 	"sort"
 	"time"
@@ -83,7 +84,7 @@ type Target struct {
 // RuleEntry is one rule of the catalog and its verdict in this run.
 type RuleEntry struct {
 	Rule   spec.Rule          `json:"rule"`
-	Result checker.RuleResult `json:"result"`
+	Result verdict.RuleResult `json:"result"`
 	// Expected is set when the expected-failures file lists the rule.
 	Expected bool `json:"expected,omitempty"`
 }
@@ -93,7 +94,7 @@ type RuleEntry struct {
 // a run). An expected failure still counts here; see Summary for the split.
 func (e RuleEntry) Failing(strict bool) bool {
 	v := e.Result.Verdict
-	return v == checker.Fail || (strict && v == checker.NonStrict && e.Rule.Level != spec.May)
+	return v == verdict.Fail || (strict && v == verdict.NonStrict && e.Rule.Level != spec.May)
 }
 
 // Summary counts the verdicts of a Result. It is computed (Result.Summary),
@@ -101,7 +102,7 @@ func (e RuleEntry) Failing(strict bool) bool {
 // such as jq, which ReadResult ignores.
 type Summary struct {
 	Total  int                     `json:"total"`
-	Counts map[checker.Verdict]int `json:"counts"`
+	Counts map[verdict.Verdict]int `json:"counts"`
 	// Verdict is the run's overall verdict: FAIL when a rule fails (a
 	// NON-STRICT one too with Strict) and the expected-failures file does
 	// not list it, or when a listed rule now passes (the file is stale: the
@@ -110,7 +111,7 @@ type Summary struct {
 	// NON-STRICT when a SHOULD is broken, else PASS. It is never BLOCKED or
 	// READING: a READING rule is counted but never fails the run nor keeps
 	// it undecided (a target that declared a reading and broke it has FAIL).
-	Verdict checker.Verdict `json:"verdict"`
+	Verdict verdict.Verdict `json:"verdict"`
 	// NewFailures are failing rules not listed as expected.
 	NewFailures []string `json:"new_failures,omitempty"`
 	// ExpectedFailing are failing rules listed as expected.
@@ -124,11 +125,11 @@ type Summary struct {
 // undecided (UNKNOWN, BLOCKED), a broken SHOULD, then what does not fail a
 // run (READING: the target follows one reading of an ambiguous text; N/A;
 // PASS).
-var Verdicts = []checker.Verdict{checker.Fail, checker.Unknown, checker.Blocked, checker.NonStrict, checker.Reading, checker.NA, checker.Pass}
+var Verdicts = []verdict.Verdict{verdict.Fail, verdict.Unknown, verdict.Blocked, verdict.NonStrict, verdict.Reading, verdict.NA, verdict.Pass}
 
 // Summary counts the verdicts of r's rules.
 func (r *Result) Summary() Summary {
-	s := Summary{Total: len(r.Rules), Counts: map[checker.Verdict]int{}}
+	s := Summary{Total: len(r.Rules), Counts: map[verdict.Verdict]int{}}
 	for _, v := range Verdicts {
 		s.Counts[v] = 0
 	}
@@ -143,19 +144,19 @@ func (r *Result) Summary() Summary {
 			s.ExpectedFailing = append(s.ExpectedFailing, e.Rule.ID)
 		case e.Failing(r.Strict):
 			s.NewFailures = append(s.NewFailures, e.Rule.ID)
-		case e.Expected && e.Result.Verdict == checker.Pass:
+		case e.Expected && e.Result.Verdict == verdict.Pass:
 			s.NowPassing = append(s.NowPassing, e.Rule.ID)
 		}
 	}
 	switch {
 	case len(s.NewFailures) > 0 || len(s.NowPassing) > 0:
-		s.Verdict = checker.Fail
+		s.Verdict = verdict.Fail
 	case undecided > 0:
-		s.Verdict = checker.Unknown
-	case s.Counts[checker.NonStrict] > 0:
-		s.Verdict = checker.NonStrict
+		s.Verdict = verdict.Unknown
+	case s.Counts[verdict.NonStrict] > 0:
+		s.Verdict = verdict.NonStrict
 	default:
-		s.Verdict = checker.Pass
+		s.Verdict = verdict.Pass
 	}
 	if s.Total == 0 && r.Chaos != nil {
 		s.Verdict = r.Chaos.Verdict
@@ -180,7 +181,7 @@ type Chaos struct {
 	// Unavailable maps a requested fault kind that could not run to why.
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// Verdict is the checker's verdict over the histories (Report.Verdict).
-	Verdict checker.Verdict `json:"verdict"`
+	Verdict verdict.Verdict `json:"verdict"`
 	// Ops and Effects count recorded operations and observed effects.
 	Ops       int                         `json:"ops"`
 	Effects   int                         `json:"effects"`

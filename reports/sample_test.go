@@ -1,11 +1,11 @@
 package reports
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -27,12 +27,12 @@ func TestWriteSample(t *testing.T) {
 	// readings: a FAIL held to a declared reading, and a READING of two readings.
 	readings := sampleResult()
 	readings.Rules = append(readings.Rules,
-		RuleEntry{Rule: readingRule("INTENT-6.7-lease-declared", "6.7"), Result: checker.RuleResult{
-			RuleID: "INTENT-6.7-lease-declared", Verdict: checker.Fail, Reason: "declared backoff, but claimable again at once",
-			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}},
-		RuleEntry{Rule: fixtureRule("INTENT-6.8-lease-several", "6.8", spec.Must), Result: checker.RuleResult{
-			RuleID: "INTENT-6.8-lease-several", Verdict: checker.Reading, Reason: "no answer told the readings apart",
-			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "backoff,immediate"}}})
+		RuleEntry{Rule: readingRule("INTENT-6.7-lease-declared", "6.7"), Result: verdict.RuleResult{
+			RuleID: "INTENT-6.7-lease-declared", Verdict: verdict.Fail, Reason: "declared backoff, but claimable again at once",
+			Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}},
+		RuleEntry{Rule: fixtureRule("INTENT-6.8-lease-several", "6.8", spec.Must), Result: verdict.RuleResult{
+			RuleID: "INTENT-6.8-lease-several", Verdict: verdict.Reading, Reason: "no answer told the readings apart",
+			Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "backoff,immediate"}}})
 	for name, res := range map[string]*Result{"rules": r, "chaos": chaosOnly, "hostile": hostileResult(hostile[1]), "readings": readings} {
 		if err := WriteAll(filepath.Join(dir, name), res); err != nil {
 			t.Fatal(err)

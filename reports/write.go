@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"io/fs"
 	"os"
@@ -204,12 +205,12 @@ func redacted(r *Result) *Result {
 		e.Result.BlockedBy = str(e.Result.BlockedBy) // a step may be named by what it sent
 		e.Result.Scenarios = mapStrings(e.Result.Scenarios, str)
 		if e.Result.Evidence != nil {
-			ev := make([]checker.Evidence, len(e.Result.Evidence))
+			ev := make([]verdict.Evidence, len(e.Result.Evidence))
 			for j, x := range e.Result.Evidence {
 				x.Expected = str(x.Expected)
 				x.Observed = str(x.Observed)
 				if x.Exchanges != nil {
-					exs := make([]checker.Exchange, len(x.Exchanges))
+					exs := make([]verdict.Exchange, len(x.Exchanges))
 					for k, ex := range x.Exchanges {
 						ex.Path = str(ex.Path)
 						ex.ReqHeaders = redactHeaders(ex.ReqHeaders, str)

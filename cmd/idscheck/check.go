@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"io/fs"
 	"os"
@@ -93,9 +94,9 @@ func checkChaosDir(dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
 	}
 	switch rep.Verdict() {
-	case checker.Pass:
+	case verdict.Pass:
 		return exitOK
-	case checker.Unknown:
+	case verdict.Unknown:
 		return exitUndecided
 	}
 	return exitFailed

@@ -9,17 +9,20 @@ import (
 
 const modulePath = "github.com/idscheck/idscheck/"
 
-// layoutAllowed is the agreed layout: spec ← checker ← reports; sut and faults
-// are leaves; only features, chaos and cmd/idscheck wire them.
+// layoutAllowed is the agreed layout: verdict (the shared result types) and
+// spec are leaves; spec ← checker ← reports; sut and faults are leaves; only
+// features, chaos and cmd/idscheck wire them. features judges scenarios, not
+// histories: it does not import checker.
 var layoutAllowed = map[string][]string{
+	"verdict":  {},
 	"spec":     {},
-	"checker":  {"spec"},
-	"reports":  {"spec", "checker"},
+	"checker":  {"spec", "verdict"},
+	"reports":  {"spec", "checker", "verdict"},
 	"faults":   {},
 	"sut":      {"spec", "sut"},
-	"client":   {"spec", "checker"},
-	"chaos":    {"checker", "client", "faults", "spec"},
-	"features": {"spec", "checker", "faults", "client"},
+	"client":   {"spec", "verdict"},
+	"chaos":    {"checker", "client", "faults", "spec", "verdict"},
+	"features": {"spec", "verdict", "faults", "client"},
 }
 
 // layoutViolations reads `go list -f '{{.ImportPath}} {{join .Imports " "}}'`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
@@ -59,7 +59,7 @@ type mutantRow struct {
 	BreaksCaught bool                    `json:"breaks_caught,omitempty"` // Breaks is among FailedRules
 	Err          string                  `json:"err,omitempty"`           // the run could not happen
 	Duration     time.Duration           `json:"duration_ns"`
-	Counts       map[checker.Verdict]int `json:"counts,omitempty"`
+	Counts       map[verdict.Verdict]int `json:"counts,omitempty"`
 }
 
 func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -175,7 +175,7 @@ func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.
 		return row
 	}
 	defer stop()
-	var results []checker.RuleResult
+	var results []verdict.RuleResult
 	if c.parallel > 1 {
 		results, err = certifyInChild(ctx, c, target, filepath.Join(c.out, mutantDir(m.Name)))
 	} else {
@@ -185,13 +185,13 @@ func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.
 		row.Err = err.Error()
 		return row
 	}
-	row.Counts = map[checker.Verdict]int{}
+	row.Counts = map[verdict.Verdict]int{}
 	for _, rr := range results {
 		row.Counts[rr.Verdict]++
 		switch rr.Verdict {
-		case checker.Fail, checker.NonStrict:
+		case verdict.Fail, verdict.NonStrict:
 			row.FailedRules = append(row.FailedRules, rr.RuleID)
-		case checker.Unknown:
+		case verdict.Unknown:
 			row.Undecided = append(row.Undecided, rr.RuleID)
 		}
 	}
@@ -209,7 +209,7 @@ func mutantDir(name string) string {
 	return name
 }
 
-func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Target, rules []spec.Rule, globs []string, logger *slog.Logger) ([]checker.RuleResult, error) {
+func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Target, rules []spec.Rule, globs []string, logger *slog.Logger) ([]verdict.RuleResult, error) {
 	if err := waitHealthy(ctx, target.BaseURL, 5*time.Second, c.requestTimeout); err != nil {
 		return nil, fmt.Errorf("target unreachable: %w", err)
 	}
@@ -226,7 +226,7 @@ func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Targ
 // certifyInChild runs `idscheck run` against target in a child process (the
 // credentials in its environment, never on its command line), writing the
 // report into dir, and returns the verdicts of its result.json.
-func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target, dir string) ([]checker.RuleResult, error) {
+func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target, dir string) ([]verdict.RuleResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding idscheck: %w", err)
@@ -259,7 +259,7 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	if err != nil {
 		return nil, err
 	}
-	out := make([]checker.RuleResult, 0, len(doc.Rules))
+	out := make([]verdict.RuleResult, 0, len(doc.Rules))
 	for _, e := range doc.Rules {
 		out = append(out, e.Result)
 	}
@@ -291,7 +291,7 @@ func rowLine(r mutantRow) string {
 	case r.Killed:
 		return fmt.Sprintf("%s: killed by %d rules (%s)", name, len(r.FailedRules), r.Duration.Round(time.Second))
 	case r.Mutant == "":
-		return fmt.Sprintf("%s: %d PASS, %d N/A, %d UNKNOWN (%s)", name, r.Counts[checker.Pass], r.Counts[checker.NA], r.Counts[checker.Unknown], r.Duration.Round(time.Second))
+		return fmt.Sprintf("%s: %d PASS, %d N/A, %d UNKNOWN (%s)", name, r.Counts[verdict.Pass], r.Counts[verdict.NA], r.Counts[verdict.Unknown], r.Duration.Round(time.Second))
 	}
 	return fmt.Sprintf("%s: SURVIVED (%s)", name, r.Duration.Round(time.Second))
 }
@@ -350,7 +350,7 @@ func cleanDetail(r mutantRow) string {
 	case len(r.FailedRules) > 0 || len(r.Undecided) > 0:
 		return "failing: " + firstFew(r.FailedRules, 10) + "  undecided: " + firstFew(r.Undecided, 10)
 	}
-	return fmt.Sprintf("%d PASS, %d N/A", r.Counts[checker.Pass], r.Counts[checker.NA])
+	return fmt.Sprintf("%d PASS, %d N/A", r.Counts[verdict.Pass], r.Counts[verdict.NA])
 }
 
 func splitList(s string) []string {

@@ -1,18 +1,18 @@
 package main
 
 import (
+	"github.com/idscheck/idscheck/verdict"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 )
 
 func TestKillMatrixExitCode(t *testing.T) {
-	clean := mutantRow{Counts: map[checker.Verdict]int{checker.Pass: 10}}
+	clean := mutantRow{Counts: map[verdict.Verdict]int{verdict.Pass: 10}}
 	dirty := mutantRow{FailedRules: []string{"R-1"}}
 	own := spec.RulesFor(spec.ProfileIntent)[0].ID
 	killed := mutantRow{Mutant: "m1", Breaks: "004 §7.2 same key", Killed: true, FailedRules: []string{"R-2"}}

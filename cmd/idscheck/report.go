@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"os"
 	"path/filepath"
@@ -254,9 +255,9 @@ func chaosResult(run chaosRun, rep checker.Report, viz []string) *reports.Result
 	}
 	code := exitOK
 	switch rep.Verdict() {
-	case checker.Fail:
+	case verdict.Fail:
 		code = exitFailed
-	case checker.Unknown:
+	case verdict.Unknown:
 		code = exitUndecided
 	}
 	return &reports.Result{

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"os"
 	"path/filepath"
@@ -35,11 +36,11 @@ func writeRun(t *testing.T, chaos bool) string {
 		Tool: reports.Tool{Name: "idscheck", Version: "test"}, Profile: spec.ProfileIntent, Seed: 7,
 		Target: reports.Target{URL: "http://127.0.0.1:9"}, Command: "idscheck run --seed 7",
 		Started: t0, Finished: t0.Add(time.Second), ExitCode: 1,
-		Rules: []reports.RuleEntry{{Rule: rule, Result: checker.RuleResult{RuleID: rule.ID, Verdict: checker.Fail, Reason: "replayed a different body"}}},
+		Rules: []reports.RuleEntry{{Rule: rule, Result: verdict.RuleResult{RuleID: rule.ID, Verdict: verdict.Fail, Reason: "replayed a different body"}}},
 	}
 	dir := filepath.Join(t.TempDir(), "run")
 	if chaos {
-		r.Chaos = &reports.Chaos{Start: t0, End: t0.Add(time.Second), Verdict: checker.Fail, Visualizations: []string{"linearization.html"}}
+		r.Chaos = &reports.Chaos{Start: t0, End: t0.Add(time.Second), Verdict: verdict.Fail, Visualizations: []string{"linearization.html"}}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func writeChaosDir(t *testing.T) string {
 		Series:   []chaos.Bucket{{At: 0, Ops: 3, P50: time.Millisecond, P99: 2 * time.Millisecond}, {At: time.Second, Ops: 1, Unknown: 1}}}
 	pub := func(client int, id string, call int64) checker.Operation {
 		return checker.Operation{ClientID: client, Kind: checker.OpPublish, Key: "k-1", Input: checker.Input{Body: "d"},
-			Output: checker.Output{Status: 201, ID: id, Body: "r-" + id}, Call: call, Return: call + 1e6, Outcome: checker.OutcomeOK}
+			Output: checker.Output{Status: 201, ID: id, Body: "r-" + id}, Call: call, Return: call + 1e6, Outcome: verdict.OutcomeOK}
 	}
 	h := checker.History{Ops: []checker.Operation{pub(1, "in-1", 1e6), pub(2, "in-2", 5e6)}}
 	l := checker.Ledger{Effects: []checker.Effect{{Key: "k-1", Intent: "in-1", At: 3e6}, {Key: "k-1", Intent: "in-2", At: 7e6}}}
@@ -188,7 +189,7 @@ func TestReportCommandChaosDir(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no result.json written for the chaos run: %v", err)
 			}
-			if r.Chaos == nil || r.Chaos.Verdict != checker.Fail || r.Chaos.Counts[checker.Duplicated] == 0 || len(r.Chaos.Timeline) != 1 || len(r.Chaos.Series) != 2 {
+			if r.Chaos == nil || r.Chaos.Verdict != verdict.Fail || r.Chaos.Counts[checker.Duplicated] == 0 || len(r.Chaos.Timeline) != 1 || len(r.Chaos.Series) != 2 {
 				t.Fatalf("chaos section = %+v", r.Chaos)
 			}
 			if r.Seed != 9 || r.Command != "idscheck chaos --seed 9" || r.ExitCode != exitFailed {
@@ -240,13 +241,13 @@ func TestReportSummaryBlockedAndReading(t *testing.T) {
 	rule := func(id string) spec.Rule {
 		return spec.Rule{ID: id, Profile: spec.ProfileIntent, Section: "3.3", Level: spec.Must}
 	}
-	results := []checker.RuleResult{
-		{RuleID: "R-PASS", Verdict: checker.Pass},
-		{RuleID: "R-BLOCKED", Verdict: checker.Blocked, BlockedBy: "R-FAIL", Reason: "no intent to claim"},
-		{RuleID: "R-READING", Verdict: checker.Reading, Reason: "claimed at once",
-			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}},
-		{RuleID: "R-FAIL", Verdict: checker.Fail, Reason: "requeued at once",
-			Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}},
+	results := []verdict.RuleResult{
+		{RuleID: "R-PASS", Verdict: verdict.Pass},
+		{RuleID: "R-BLOCKED", Verdict: verdict.Blocked, BlockedBy: "R-FAIL", Reason: "no intent to claim"},
+		{RuleID: "R-READING", Verdict: verdict.Reading, Reason: "claimed at once",
+			Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}},
+		{RuleID: "R-FAIL", Verdict: verdict.Fail, Reason: "requeued at once",
+			Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}},
 	}
 	var rules []spec.Rule
 	for _, rr := range results {

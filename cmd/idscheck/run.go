@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
 	"net"
@@ -22,7 +23,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
@@ -415,7 +415,7 @@ type gateResult struct {
 // does not know); else 0. A MAY never fails a run, nor does a READING (the
 // target follows one reading the text allows; a target that declared a
 // reading and broke it gets FAIL, which fails as any FAIL).
-func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]bool, strict bool) gateResult {
+func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]bool, strict bool) gateResult {
 	level := map[string]spec.Level{}
 	for _, r := range rules {
 		level[r.ID] = r.Level
@@ -424,25 +424,25 @@ func gate(results []checker.RuleResult, rules []spec.Rule, expected map[string]b
 	for _, rr := range results {
 		exp := expected[rr.RuleID]
 		switch rr.Verdict {
-		case checker.Fail, checker.NonStrict:
-			counts := rr.Verdict == checker.Fail || (strict && level[rr.RuleID] == spec.Should)
+		case verdict.Fail, verdict.NonStrict:
+			counts := rr.Verdict == verdict.Fail || (strict && level[rr.RuleID] == spec.Should)
 			switch {
 			case exp:
 				g.expected = append(g.expected, rr.RuleID)
 			case counts:
 				g.failing = append(g.failing, rr.RuleID)
 			}
-		case checker.Pass:
+		case verdict.Pass:
 			if exp {
 				g.nowPasses = append(g.nowPasses, rr.RuleID)
 			}
-		case checker.Unknown:
+		case verdict.Unknown:
 			g.unknown = append(g.unknown, rr.RuleID)
 			g.undecided = append(g.undecided, rr.RuleID)
-		case checker.Blocked:
+		case verdict.Blocked:
 			g.blocked = append(g.blocked, rr.RuleID)
 			g.undecided = append(g.undecided, rr.RuleID)
-		case checker.Reading, checker.NA:
+		case verdict.Reading, verdict.NA:
 			// never fails, never undecided
 		default: // a verdict this build does not know never reads as a pass
 			g.undecided = append(g.undecided, rr.RuleID)
@@ -527,7 +527,7 @@ func writeRunDir(dir string, doc *reports.Result, res *features.RunResult) error
 	return errors.Join(errs...)
 }
 
-func writeHistory(name string, exs []checker.Exchange) error {
+func writeHistory(name string, exs []verdict.Exchange) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
@@ -552,7 +552,7 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	sum := doc.Summary()
 	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
 		doc.Profile, len(doc.Rules), len(res.Scenarios), len(res.Exchanges), doc.Finished.Sub(doc.Started).Round(time.Millisecond))
-	for _, v := range []checker.Verdict{checker.Pass, checker.Fail, checker.NonStrict, checker.Unknown, checker.Blocked, checker.Reading, checker.NA} {
+	for _, v := range []verdict.Verdict{verdict.Pass, verdict.Fail, verdict.NonStrict, verdict.Unknown, verdict.Blocked, verdict.Reading, verdict.NA} {
 		fmt.Fprintf(&b, "  %-10s %d\n", v, sum.Counts[v])
 	}
 	if n := len(doc.NotCovered); n > 0 {
@@ -563,7 +563,7 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		nowPasses[id] = true
 	}
 	rules := append([]reports.RuleEntry(nil), doc.Rules...)
-	order := map[checker.Verdict]int{checker.Fail: 0, checker.NonStrict: 1, checker.Unknown: 2, checker.Blocked: 3, checker.Reading: 4}
+	order := map[verdict.Verdict]int{verdict.Fail: 0, verdict.NonStrict: 1, verdict.Unknown: 2, verdict.Blocked: 3, verdict.Reading: 4}
 	sort.SliceStable(rules, func(i, j int) bool { return order[rules[i].Result.Verdict] < order[rules[j].Result.Verdict] })
 	wrote, shown, hidden := false, 0, 0
 	for _, r := range rules {
@@ -588,9 +588,9 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 			note = " (expected)"
 		}
 		switch rd := r.Result.Reading; {
-		case v == checker.Blocked:
+		case v == verdict.Blocked:
 			reason = blockedSummary(r.Result)
-		case v == checker.Reading:
+		case v == verdict.Reading:
 			reason = readingSummary(rd, r.Result.Reason)
 		case rd != nil && rd.Declared != "":
 			reason += " (held to the declared reading " + rd.Declared + " of " + rd.Decision + ")"
@@ -613,7 +613,7 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 const maxSummaryLines = 30
 
 // blockedSummary is a BLOCKED rule's line: "blocked by RULE: reason".
-func blockedSummary(rr checker.RuleResult) string {
+func blockedSummary(rr verdict.RuleResult) string {
 	s := "blocked"
 	if rr.BlockedBy != "" {
 		s += " by " + rr.BlockedBy
@@ -626,7 +626,7 @@ func blockedSummary(rr checker.RuleResult) string {
 
 // readingSummary is a READING rule's line: "follows NAME (DECISION)", or
 // the reason when the result names no reading.
-func readingSummary(rd *checker.ReadingChoice, reason string) string {
+func readingSummary(rd *verdict.ReadingChoice, reason string) string {
 	if rd == nil || rd.Follows == "" {
 		if rd != nil && rd.Decision != "" {
 			return "follows no single reading (" + rd.Decision + "): " + reason

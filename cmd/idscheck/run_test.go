@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"net"
 	"net/http"
@@ -15,7 +16,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
@@ -120,16 +120,16 @@ func TestRunUnreachableTarget(t *testing.T) {
 
 func TestGate(t *testing.T) {
 	rules := []spec.Rule{{ID: "M", Level: spec.Must}, {ID: "S", Level: spec.Should}, {ID: "Y", Level: spec.May}, {ID: "M2", Level: spec.Must}}
-	rr := func(pairs ...string) []checker.RuleResult {
-		var out []checker.RuleResult
+	rr := func(pairs ...string) []verdict.RuleResult {
+		var out []verdict.RuleResult
 		for i := 0; i < len(pairs); i += 2 {
-			out = append(out, checker.RuleResult{RuleID: pairs[i], Verdict: checker.Verdict(pairs[i+1])})
+			out = append(out, verdict.RuleResult{RuleID: pairs[i], Verdict: verdict.Verdict(pairs[i+1])})
 		}
 		return out
 	}
 	cases := []struct {
 		name     string
-		results  []checker.RuleResult
+		results  []verdict.RuleResult
 		expected []string
 		strict   bool
 		code     int
@@ -262,7 +262,7 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum := doc.Summary(); sum.Counts[checker.Pass] == len(doc.Rules) {
+			if sum := doc.Summary(); sum.Counts[verdict.Pass] == len(doc.Rules) {
 				t.Errorf("every rule passed against a %s target", kind)
 			}
 			for _, f := range []string{"result.json", "history.jsonl", "scenarios.json", "junit.xml", "index.html"} {
@@ -309,14 +309,14 @@ func TestRunBundledServer(t *testing.T) {
 		if i == 0 {
 			for _, e := range doc.Rules {
 				switch e.Result.Verdict {
-				case checker.Pass:
-				case checker.Reading:
+				case verdict.Pass:
+				case verdict.Reading:
 					// The bundled server follows the first reading of every decision.
 					d, ok := spec.IntentDecision(e.Result.Reading.Decision)
 					if !ok || e.Result.Reading.Follows != d.Readings[0].Name {
 						t.Errorf("%s follows %+v, want the first reading", e.Rule.ID, e.Result.Reading)
 					}
-				case checker.NA:
+				case verdict.NA:
 					if e.Result.Reason == "" {
 						t.Errorf("%s is N/A without a reason", e.Rule.ID)
 					}
@@ -353,17 +353,17 @@ func TestRunBundledServer(t *testing.T) {
 	}
 }
 
-func readHistory(t *testing.T, name string) []checker.Exchange {
+func readHistory(t *testing.T, name string) []verdict.Exchange {
 	t.Helper()
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var exs []checker.Exchange
+	var exs []verdict.Exchange
 	dec := json.NewDecoder(f)
 	for dec.More() {
-		var ex checker.Exchange
+		var ex verdict.Exchange
 		if err := dec.Decode(&ex); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -393,7 +393,7 @@ func TestRunExpectedFailures(t *testing.T) {
 	code, stdout, doc := run()
 	var failing []string
 	for _, e := range doc.Rules {
-		if e.Result.Verdict == checker.Fail {
+		if e.Result.Verdict == verdict.Fail {
 			failing = append(failing, e.Rule.ID)
 		}
 	}
@@ -446,32 +446,32 @@ func TestRunReadingFlag(t *testing.T) {
 // a FAIL against a declared reading is a plain FAIL.
 func TestGateBlockedAndReading(t *testing.T) {
 	rules := []spec.Rule{{ID: "M", Level: spec.Must}, {ID: "M2", Level: spec.Must}, {ID: "M3", Level: spec.Must}, {ID: "S", Level: spec.Should}}
-	blocked := checker.RuleResult{RuleID: "M2", Verdict: checker.Blocked, BlockedBy: "M", Reason: "publish failed"}
-	reading := checker.RuleResult{RuleID: "M3", Verdict: checker.Reading,
-		Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}}
-	declaredFail := checker.RuleResult{RuleID: "M3", Verdict: checker.Fail,
-		Reading: &checker.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}
-	rr := func(v ...checker.RuleResult) []checker.RuleResult { return v }
+	blocked := verdict.RuleResult{RuleID: "M2", Verdict: verdict.Blocked, BlockedBy: "M", Reason: "publish failed"}
+	reading := verdict.RuleResult{RuleID: "M3", Verdict: verdict.Reading,
+		Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}}
+	declaredFail := verdict.RuleResult{RuleID: "M3", Verdict: verdict.Fail,
+		Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}
+	rr := func(v ...verdict.RuleResult) []verdict.RuleResult { return v }
 	for _, tc := range []struct {
 		name     string
-		results  []checker.RuleResult
+		results  []verdict.RuleResult
 		expected []string
 		strict   bool
 		code     int
 		msg      []string // the message contains each
 	}{
 		{"blocked only", rr(blocked), nil, false, exitUndecided, []string{"1 rule(s) undecided", "0 UNKNOWN", "1 BLOCKED"}},
-		{"blocked and pass", rr(checker.RuleResult{RuleID: "M", Verdict: checker.Pass}, blocked), nil, false, exitUndecided, []string{"1 BLOCKED"}},
+		{"blocked and pass", rr(verdict.RuleResult{RuleID: "M", Verdict: verdict.Pass}, blocked), nil, false, exitUndecided, []string{"1 BLOCKED"}},
 		{"reading only", rr(reading), nil, false, exitOK, []string{"every MUST passed"}},
 		{"reading only, strict", rr(reading), nil, true, exitOK, nil},
 		{"reading of an expected failure", rr(reading), []string{"M3"}, false, exitOK, nil},
-		{"fail and blocked", rr(checker.RuleResult{RuleID: "M", Verdict: checker.Fail}, blocked), nil, false, exitFailed, []string{"1 rule(s) failed"}},
-		{"unknown and blocked counted apart", rr(checker.RuleResult{RuleID: "M", Verdict: checker.Unknown}, blocked,
-			checker.RuleResult{RuleID: "S", Verdict: checker.Blocked, BlockedBy: "M"}), nil, false, exitUndecided,
+		{"fail and blocked", rr(verdict.RuleResult{RuleID: "M", Verdict: verdict.Fail}, blocked), nil, false, exitFailed, []string{"1 rule(s) failed"}},
+		{"unknown and blocked counted apart", rr(verdict.RuleResult{RuleID: "M", Verdict: verdict.Unknown}, blocked,
+			verdict.RuleResult{RuleID: "S", Verdict: verdict.Blocked, BlockedBy: "M"}), nil, false, exitUndecided,
 			[]string{"3 rule(s) undecided", "1 UNKNOWN", "2 BLOCKED"}},
 		{"reading and blocked", rr(reading, blocked), nil, false, exitUndecided, []string{"1 BLOCKED"}},
 		{"fail against a declared reading", rr(declaredFail), nil, false, exitFailed, []string{"1 rule(s) failed"}},
-		{"unrecognised verdict is undecided", rr(checker.RuleResult{RuleID: "M", Verdict: "MAYBE"}), nil, false, exitUndecided,
+		{"unrecognised verdict is undecided", rr(verdict.RuleResult{RuleID: "M", Verdict: "MAYBE"}), nil, false, exitUndecided,
 			[]string{"1 with a verdict this build does not know"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
