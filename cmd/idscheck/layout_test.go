@@ -23,6 +23,9 @@ var layoutAllowed = map[string][]string{
 	"client":   {"spec", "verdict"},
 	"chaos":    {"checker", "client", "faults", "spec", "verdict"},
 	"features": {"spec", "verdict", "faults", "client"},
+	// profiles is the registry (read by cmd alone): it assembles each
+	// profile from the packages above.
+	"profiles": {"spec", "verdict", "features", "checker", "client", "sut", "chaos", "faults"},
 }
 
 // layoutViolations reads `go list -f '{{.ImportPath}} {{join .Imports " "}}'`

@@ -1,0 +1,53 @@
+package profiles
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+
+	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/sut"
+)
+
+// Intent is the Intent Protocol v2.1 (seed 004): a leased job bus.
+func Intent() Profile {
+	suite, _ := features.ProfileSuite(spec.ProfileIntent)
+	var mutants []Mutant
+	for _, m := range sut.Mutants() {
+		mutants = append(mutants, Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks})
+	}
+	return Profile{
+		Name:      spec.ProfileIntent,
+		Title:     "Intent Protocol v2.1 (a leased job bus)",
+		Rules:     func() []spec.Rule { return spec.RulesFor(spec.ProfileIntent) },
+		Decisions: spec.IntentDecisions,
+		Suite:     &suite,
+		Bundled:   intentBundled,
+		Mutants:   mutants,
+	}
+}
+
+// intentBundled opens the reference server over a fresh database with
+// secrets of its own, drawn from crypto/rand.
+func intentBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+	secret := func(prefix string) string {
+		var b [16]byte
+		rand.Read(b[:])
+		return prefix + hex.EncodeToString(b[:])
+	}
+	t := features.Target{
+		APIKey: secret("sk_"), AdminToken: secret("adm_"), MetricsToken: secret("met_"),
+		DashboardPassword: secret("pw_"), TimeScale: c.TimeScale,
+	}
+	srv, err := sut.Open(ctx, sut.Config{
+		DBPath: filepath.Join(c.Dir, "bus.db"), Secret: t.APIKey, AdminSecret: t.AdminToken,
+		DashboardPassword: t.DashboardPassword, MetricsToken: t.MetricsToken,
+		TimeScale: c.TimeScale, Mutant: c.Mutant, Seed: c.Seed, Readings: c.Readings, Logger: c.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
+}

@@ -1,0 +1,31 @@
+package profiles
+
+import (
+	"testing"
+
+	"github.com/idscheck/idscheck/spec"
+)
+
+func TestRegistry(t *testing.T) {
+	p, ok := Lookup(spec.ProfileIntent)
+	if !ok || p.Suite == nil || p.Bundled == nil || len(p.Rules()) == 0 || len(p.Mutants) == 0 {
+		t.Fatalf("intent profile incomplete: %+v", p)
+	}
+	if _, ok := p.Decision(spec.DecisionLeaseExpiry); !ok {
+		t.Error("intent decisions missing")
+	}
+	for _, m := range p.Mutants {
+		if r, ok := spec.Lookup(m.Breaks); !ok || r.Profile != p.Name {
+			t.Errorf("mutant %s breaks %q: not a rule of %s", m.Name, m.Breaks, p.Name)
+		}
+	}
+	if err := Register(Profile{Name: spec.ProfileIntent, Rules: p.Rules}); err == nil {
+		t.Error("intent registered twice")
+	}
+	if err := Register(Profile{Name: "nameless-rules"}); err == nil {
+		t.Error("a profile without rules was accepted")
+	}
+	if _, ok := Lookup("no-such"); ok {
+		t.Error("an unknown profile was found")
+	}
+}
