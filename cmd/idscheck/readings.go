@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -42,10 +43,10 @@ func (r *declaredReadings) Set(s string) error {
 	return nil
 }
 
-// decisionsOf returns the decisions of a profile.
+// decisionsOf returns the decisions of a profile, from the registry.
 func decisionsOf(p spec.Profile) []spec.Decision {
-	if p == spec.ProfileIntent {
-		return spec.IntentDecisions()
+	if pr, ok := profiles.Lookup(p); ok && pr.Decisions != nil {
+		return pr.Decisions()
 	}
 	return nil
 }

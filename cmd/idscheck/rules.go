@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -71,8 +72,8 @@ type ruleDecision struct {
 
 // decisionOf returns the decision id of profile p; false when there is none.
 func decisionOf(p spec.Profile, id string) (spec.Decision, bool) {
-	if p == spec.ProfileIntent {
-		return spec.IntentDecision(id)
+	if pr, ok := profiles.Lookup(p); ok {
+		return pr.Decision(id)
 	}
 	return spec.Decision{}, false
 }
