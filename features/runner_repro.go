@@ -3,6 +3,7 @@ package features
 import (
 	"encoding/json"
 	"github.com/idscheck/idscheck/verdict"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -12,10 +13,11 @@ import (
 // Drawn replaces, in RequestSequence, every value the target drew itself.
 const Drawn = "<drawn>"
 
-// RequestSequence returns one line per exchange, "METHOD path body", in the
-// order sent: the reproducibility promise of --seed is that two runs with
-// the same seed against fresh targets give equal sequences. Two things are
-// not the harness's to fix, and are normalised away:
+// RequestSequence returns one line per exchange, "METHOD path body
+// [headers]", in the order sent: the reproducibility promise of --seed is
+// that two runs with the same seed against fresh targets give equal
+// sequences, headers included (an Idempotency-Key drawn from outside the
+// seed breaks it). What is not the harness's to fix is normalised away:
 //
 //   - values the target drew (ids, claim tokens: any string of at least 8
 //     characters in a JSON response body that no earlier request carried)
@@ -23,7 +25,10 @@ const Drawn = "<drawn>"
 //   - requests in flight at the same time (a storm, concurrent publishers)
 //     have no order: each such group is sorted;
 //   - how often a step polls until the target's clock moves on depends on
-//     timing: consecutive identical requests count once.
+//     timing: consecutive identical requests count once;
+//   - the signing headers (X-Timestamp is the clock, X-Nonce must never
+//     repeat across runs, X-Signature covers both) are left out, and
+//     credentials (each run's target has its own) read as <credential>.
 func RequestSequence(exs []verdict.Exchange) []string {
 	byCall := append([]verdict.Exchange(nil), exs...)
 	sort.SliceStable(byCall, func(i, j int) bool { return byCall[i].Call.Before(byCall[j].Call) })
@@ -67,7 +72,7 @@ func RequestSequence(exs []verdict.Exchange) []string {
 		if i == 0 || ex.Return.After(end) {
 			end = ex.Return
 		}
-		out = append(out, rep.Replace(ex.Method+" "+ex.Path+" "+ex.ReqBody))
+		out = append(out, rep.Replace(ex.Method+" "+ex.Path+" "+ex.ReqBody+headerLine(ex.ReqHeaders)))
 	}
 	sort.Strings(out[group:])
 	return slices.Compact(out)
@@ -93,4 +98,30 @@ func walkStrings(v any, f func(string)) {
 			walkStrings(e, f)
 		}
 	}
+}
+
+// unseeded are request headers whose values no seed can fix.
+var unseeded = map[string]bool{"X-Timestamp": true, "X-Nonce": true, "X-Signature": true, "Content-Length": true}
+
+// credentials are request headers whose values are the target's secrets.
+var credentials = map[string]bool{"X-Api-Key": true, "X-Admin-Token": true, "Authorization": true}
+
+// headerLine renders the request headers that the seed decides, sorted.
+func headerLine(h map[string][]string) string {
+	var parts []string
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		switch {
+		case unseeded[ck]:
+		case credentials[ck]:
+			parts = append(parts, ck+": <credential>")
+		default:
+			parts = append(parts, ck+": "+strings.Join(vs, ","))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	return " [" + strings.Join(parts, "; ") + "]"
 }

@@ -511,6 +511,27 @@ func TestRunSameSeedSameRequests(t *testing.T) {
 	}
 }
 
+// TestRequestSequenceComparesHeaders: a header the seed decides (an
+// Idempotency-Key) is part of the sequence; the signing headers and
+// credentials are not.
+func TestRequestSequenceComparesHeaders(t *testing.T) {
+	ex := func(h map[string][]string) []verdict.Exchange {
+		return []verdict.Exchange{{Method: "POST", Path: "/intent", ReqHeaders: h, Call: time.Unix(1, 0), Return: time.Unix(2, 0)}}
+	}
+	base := RequestSequence(ex(map[string][]string{"Idempotency-Key": {"s-1-k1"}, "X-Nonce": {"a"}, "X-Api-Key": {"one"}}))
+	same := RequestSequence(ex(map[string][]string{"Idempotency-Key": {"s-1-k1"}, "X-Nonce": {"b"}, "X-Api-Key": {"two"}}))
+	other := RequestSequence(ex(map[string][]string{"Idempotency-Key": {"f3a9c0d1e2b4"}, "X-Nonce": {"a"}, "X-Api-Key": {"one"}}))
+	if !slices.Equal(base, same) {
+		t.Errorf("nonce or credential made sequences differ: %q vs %q", base, same)
+	}
+	if slices.Equal(base, other) {
+		t.Errorf("an Idempotency-Key from outside the seed went unnoticed: %q", base)
+	}
+	if !strings.Contains(base[0], "X-Api-Key: <credential>") || strings.Contains(base[0], "one") {
+		t.Errorf("credential not normalised: %q", base[0])
+	}
+}
+
 func TestRequestSequenceNormalisesWhatTheHarnessDoesNotChoose(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, int64(ms)*int64(time.Millisecond)) }
 	ex := func(call, ret int, path, resp string) verdict.Exchange {
