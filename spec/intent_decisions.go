@@ -40,7 +40,9 @@ func IntentDecisions() []Decision {
 			Choice: "backoff: an expired lease is an implicit failure at claim_expires_at. At claim time the server draws the jitter in [0,2) s and " +
 				"stores run_at = claim_expires_at + backoff_base*2^claim_attempts + jitter; the claim statement selects status IN ('open','claimed') " +
 				"AND run_at <= now directly, with no cleanup pass. With --readings alternate: immediate (run_at = claim_expires_at).",
-			Why: "Both sentences can be read as binding. A target that follows either is not failed for it; the report names the reading it follows.",
+			Why: "Both can be read as binding: §3.3's MUST requeues with a backoff delay, and §7.3's MUST (\"The server MUST atomically select and lock " +
+				"the highest-priority eligible intent. Eligible intents are those where: status = 'open' OR (status = 'claimed' AND lease expired)\") " +
+				"makes an expired lease eligible at once. A target that follows either is not failed for it; the report names the reading it follows.",
 		},
 		{
 			ID:       DecisionExtend,
