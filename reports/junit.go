@@ -315,7 +315,9 @@ func junitUnreachableCase(r *Result) junitCase {
 		fmt.Fprintf(&body, "target: %s\n", r.Target.URL)
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&body, "%s\n", n)
+		if !strings.Contains(n, r.Unreachable) { // the cause is said once
+			fmt.Fprintf(&body, "%s\n", n)
+		}
 	}
 	return junitCase{Name: "target unreachable", Classname: string(r.Profile), Time: "0.000",
 		Properties: []junitProperty{{"verdict", string(verdict.Unknown)}, {"exit_code", fmt.Sprint(r.ExitCode)}},
