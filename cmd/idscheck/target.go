@@ -717,6 +717,19 @@ func (t *targetFlags) reproduceFlag(name, value string) (parts []string, ok bool
 	return []string{"--" + name + "=" + shellQuote(value)}, true
 }
 
+// reproduceArgs renders every target flag set on fs (after Parse), in
+// fs.Visit's order, then the credentials taken from IDSCHECK_* variables:
+// the target's part of a reproduce line, for a command that builds its own.
+func (t *targetFlags) reproduceArgs(fs *flag.FlagSet) []string {
+	var parts []string
+	fs.Visit(func(f *flag.Flag) {
+		if p, ok := t.reproduceFlag(f.Name, f.Value.String()); ok {
+			parts = append(parts, p...)
+		}
+	})
+	return append(parts, t.reproduceEnv()...)
+}
+
 // reproduceEnv renders the credentials taken from IDSCHECK_* variables, for
 // the end of a reproduce line.
 func (t *targetFlags) reproduceEnv() []string {

@@ -589,3 +589,24 @@ func TestRunAndCheckShareTheTargetFile(t *testing.T) {
 		t.Errorf("check.json anomalies %+v: want the key with the secret redacted", rep.Anomalies)
 	}
 }
+
+// TestTargetReproduceArgs: the target's part of a reproduce line, as chaos
+// builds it: --target-file and the flags given, credentials by variable.
+func TestTargetReproduceArgs(t *testing.T) {
+	file := writeFile(t, "target.json", `{"url": "http://127.0.0.1:1", "api_key": "file-key-value"}`)
+	var tf targetFlags
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	tf.register(fs)
+	other := fs.Int("workers", 40, "")
+	if err := fs.Parse([]string{"--target-file", file, "--admin-token", "tok-value", "--workers", "3", "--reading", "extend=added"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.load(fs, envOf(map[string]string{"IDSCHECK_METRICS_TOKEN": "met-value"})); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(tf.reproduceArgs(fs), " ")
+	want := `--admin-token="$IDSCHECK_ADMIN_TOKEN" --reading=extend=added --target-file=` + file + ` --metrics-token="$IDSCHECK_METRICS_TOKEN"`
+	if got != want || *other != 3 {
+		t.Errorf("reproduceArgs\n got %s\nwant %s", got, want)
+	}
+}
