@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -261,12 +262,12 @@ const maxTargetFile = 1 << 20
 // loadFile reads t.File into the description.
 func (t *targetFlags) loadFile(getenv func(string) string) error {
 	name := t.File
-	b, err := os.ReadFile(name)
+	b, err := readLimited(name, maxTargetFile+1)
 	if err != nil {
 		return fmt.Errorf("--target-file: %v (it names a JSON file describing the target: see -h)", err)
 	}
 	if len(b) > maxTargetFile {
-		return fmt.Errorf("--target-file %s: %d bytes, more than a target description can be (at most %d)", name, len(b), maxTargetFile)
+		return fmt.Errorf("--target-file %s: more than %d bytes: not a target description", name, maxTargetFile)
 	}
 	ferr := func(format string, a ...any) error {
 		return fmt.Errorf("target file %s: "+format, append([]any{name}, a...)...)
@@ -368,6 +369,16 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 		}
 	}
 	return nil
+}
+
+// readLimited reads at most n bytes of the file name.
+func readLimited(name string, n int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
