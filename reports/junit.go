@@ -31,6 +31,8 @@ const junitMapping = ` idscheck verdicts in JUnit:
   A failure listed in the expected-failures file is <skipped message="expected failure: ...">
   with the evidence in <system-out>; a listed rule that now passes is <failure type="now-passes">
   (remove it from the file), with property expected_failure_now_passes=true.
+  target unreachable (exit 3: GET /health never answered 200, no rule was checked) - one testcase
+  "target unreachable" with <error type="unreachable" message="the cause">.
 `
 
 type junitSuites struct {
@@ -137,6 +139,9 @@ func WriteJUnit(w io.Writer, r *Result) error {
 			Properties: ruleProperties(rule, "NOT-COVERED"),
 			Skipped:    &junitSkipped{Message: "not covered: no scenario exercises this rule"}}
 		add(rule, c)
+	}
+	if r.Unreachable != "" {
+		add(spec.Rule{Profile: r.Profile}, junitUnreachableCase(r))
 	}
 	if len(order) == 0 {
 		suite(r.Profile) // an empty run still has its suite, with the run's properties
@@ -299,6 +304,24 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 		c.Error = &junitProblem{Message: "unrecognised verdict " + string(rr.Verdict) + ": " + msg, Type: "unknown", Body: body}
 	}
 	return c
+}
+
+// junitUnreachableCase is the one testcase of a run whose target never
+// answered: an <error> naming the cause, so a CI job shows why it failed.
+func junitUnreachableCase(r *Result) junitCase {
+	var body strings.Builder
+	fmt.Fprintf(&body, "target unreachable: %s\n", r.Unreachable)
+	if r.Target.URL != "" {
+		fmt.Fprintf(&body, "target: %s\n", r.Target.URL)
+	}
+	for _, n := range r.Notes {
+		if !strings.Contains(n, r.Unreachable) { // the cause is said once
+			fmt.Fprintf(&body, "%s\n", n)
+		}
+	}
+	return junitCase{Name: "target unreachable", Classname: string(r.Profile), Time: "0.000",
+		Properties: []junitProperty{{"verdict", string(verdict.Unknown)}, {"exit_code", fmt.Sprint(r.ExitCode)}},
+		Error:      &junitProblem{Message: "target unreachable: " + oneLine(r.Unreachable, 300), Type: "unreachable", Body: xmlText(body.String())}}
 }
 
 // blockedLine is "blocked by RULE: reason", or "blocked: reason" when

@@ -59,6 +59,11 @@ type Result struct {
 	Chaos *Chaos `json:"chaos,omitempty"`
 	// Notes are free lines shown under the header (warnings of the run).
 	Notes []string `json:"notes,omitempty"`
+	// Unreachable is why the target could not be reached (GET /health never
+	// answered 200), set when the run stopped before checking any rule: the
+	// exit code is then 3, Rules is empty, the verdict UNKNOWN, and every
+	// report leads with the cause (junit.xml: one <error> testcase).
+	Unreachable string `json:"unreachable,omitempty"`
 
 	// Redact lists secret values (API keys, tokens) to replace by
 	// "[redacted]" wherever they appear. Never written.
@@ -160,6 +165,9 @@ func (r *Result) Summary() Summary {
 	}
 	if s.Total == 0 && r.Chaos != nil {
 		s.Verdict = r.Chaos.Verdict
+	}
+	if r.Unreachable != "" && s.Verdict != verdict.Fail {
+		s.Verdict = verdict.Unknown // nothing was checked: never a pass
 	}
 	sort.Strings(s.NewFailures)
 	sort.Strings(s.ExpectedFailing)

@@ -199,6 +199,7 @@ func redacted(r *Result) *Result {
 	c.Target.URL = str(c.Target.URL)
 	c.Target.Command = str(c.Target.Command)
 	c.Notes = mapStrings(c.Notes, str)
+	c.Unreachable = str(c.Unreachable)
 	c.Rules = make([]RuleEntry, len(r.Rules))
 	for i, e := range r.Rules {
 		e.Result.Reason = str(e.Result.Reason)
@@ -248,9 +249,47 @@ func redacted(r *Result) *Result {
 		if r.Chaos.Anomalies == nil {
 			ch.Anomalies = nil
 		}
+		if repl != nil {
+			// Every other field of the section (anomaly keys, their
+			// operations and effects, fault parameters, failing keys) may
+			// carry what the workload sent: redact them all, through JSON.
+			ch = redactChaos(ch, r.Redact)
+		}
 		c.Chaos = &ch
 	}
 	return &c
+}
+
+// redactChaos returns ch with every secret replaced in every string it
+// holds, by a JSON round trip (each secret also in its JSON-escaped form).
+// It returns ch unchanged when the round trip fails.
+func redactChaos(ch Chaos, secrets []string) Chaos {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ch); err != nil {
+		return ch
+	}
+	var pairs []string
+	for _, s := range secrets {
+		if len(s) < 4 {
+			continue
+		}
+		pairs = append(pairs, s, redactedText)
+		var q bytes.Buffer
+		e := json.NewEncoder(&q)
+		e.SetEscapeHTML(false) // as ch is encoded
+		if e.Encode(s) == nil {
+			if esc := strings.TrimSuffix(strings.TrimSpace(q.String()), "\n"); len(esc) > 2 && esc[1:len(esc)-1] != s {
+				pairs = append(pairs, esc[1:len(esc)-1], redactedText)
+			}
+		}
+	}
+	var out Chaos
+	if err := json.Unmarshal([]byte(strings.NewReplacer(pairs...).Replace(b.String())), &out); err != nil {
+		return ch
+	}
+	return out
 }
 
 func mapStrings(ss []string, f func(string) string) []string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,27 +14,64 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/spec"
 )
 
-const checkSynopsis = `check DIR
+const checkSynopsis = `check [--target-file FILE] [target flags] DIR
 
 Re-checks a chaos run directory offline (no target needed): reads chaos.json,
 history.jsonl and ledger.jsonl, runs every check again, rewrites check.json and
 the linearization view of the failing partitions, and prints the anomalies.
 
-Exit codes: 0 no anomaly, 1 anomalies found, 2 usage (no such run directory),
-4 the checker could not decide.`
+The target is never contacted. Give check the same target description as the
+chaos run (--target-file FILE, or the same flags; flags may come before or
+after DIR): it is validated as chaos and run validate it, and every secret it
+holds is redacted from everything check writes and prints.
+
+Exit codes: 0 no anomaly, 1 anomalies found, 2 usage (no such run directory,
+a target description that does not load), 4 the checker could not decide.`
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var tf targetFlags
 	fs := newFlagSet("check", checkSynopsis, stderr)
-	if code, stop := parseFlags(fs, args, true); stop {
-		return code
+	tf.register(fs)
+	// Flags may come before or after DIR: parse again after each argument.
+	var dirs []string
+	for rest := args; ; {
+		if code, stop := parseFlags(fs, rest, true); stop {
+			return code
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		dirs = append(dirs, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(dirs) != 1 {
 		fs.Usage()
 		return exitUsage
 	}
-	return checkChaosDir(fs.Arg(0), stdout, stderr)
+	if err := tf.load(fs, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		return exitUsage
+	}
+	if err := tf.validate(spec.ProfileIntent, false); err != nil {
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		return exitUsage
+	}
+	return checkChaosDirWith(dirs[0], checkOptions{Secrets: tf.Secrets(), URL: tf.URL}, stdout, stderr)
+}
+
+// checkOptions are what a target description adds to re-checking a chaos
+// run directory.
+type checkOptions struct {
+	// Secrets are redacted from everything written and printed
+	// (targetFlags.Secrets).
+	Secrets []string
+	// URL is the target URL the description names: a run recorded against
+	// another target is pointed out (never an error). "" checks nothing.
+	URL string
 }
 
 func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error) {
@@ -69,26 +107,45 @@ func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error)
 // checkChaosDir checks a chaos run directory, writes check.json and the
 // failing partitions' view, prints the anomalies and returns the exit code.
 func checkChaosDir(dir string, stdout, stderr io.Writer) int {
+	return checkChaosDirWith(dir, checkOptions{}, stdout, stderr)
+}
+
+// checkChaosDirWith is checkChaosDir with every secret of o redacted from
+// check.json, linearization.html, the reports and the printed lines.
+func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int {
+	redact := newSecretList(o.Secrets)
+	stdout, stderr = redactingWriter(stdout, redact), redactingWriter(stderr, redact)
 	run, h, l, err := readChaosDir(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
 	}
+	if recorded := strings.TrimPrefix(run.Target, "bundled reference server at "); o.URL != "" && recorded != "" &&
+		strings.TrimRight(recorded, "/") != strings.TrimRight(o.URL, "/") {
+		fmt.Fprintf(stderr, "idscheck check: note: %s was recorded against %s, not the target described (%s)\n", dir, run.Target, redactURL(o.URL))
+	}
 	rep := checker.Check(h, l, run.Options)
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "check.json"), []byte(redactAll(string(b), o.Secrets)+"\n"), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
 	}
 	viz := filepath.Join(dir, "linearization.html")
 	os.Remove(viz)
 	if len(rep.FailingPartitions) > 0 {
-		if err := writeFileWith(viz, rep.Visualize); err != nil {
-			fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		var buf bytes.Buffer
+		err := rep.Visualize(&buf)
+		if err == nil {
+			err = os.WriteFile(viz, []byte(redactAll(buf.String(), o.Secrets)), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck check: %s: %v\n", viz, err)
 		}
 	}
 	printChaosReport(stdout, run, rep, dir)
-	if err := writeChaosReport(dir, run, rep); err != nil { // index.html with the chaos section (see report.go)
+	doc := chaosResult(run, rep, chaosViews(dir)) // index.html with the chaos section (see report.go)
+	doc.Redact = o.Secrets
+	if err := reports.WriteAll(dir, doc); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 	} else {
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))

@@ -15,15 +15,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
@@ -32,48 +34,45 @@ import (
 
 // runConfig is what `idscheck run` parsed from its flags.
 type runConfig struct {
-	target            string
-	profile           string
-	apiKey            string
-	adminToken        string
-	metricsToken      string
-	dashboardPassword string
-	requireSignatures bool
-	timeScale         float64
-	rules             string
-	strict            bool
-	seed              uint64
-	seedSet           bool
-	out               string
-	expectedFailures  string
-	budget            time.Duration
-	requestTimeout    time.Duration
-	scenarioTimeout   time.Duration
-	healthWait        time.Duration
-	maxDuration       time.Duration
-	mutant            string
-	readings          declaredReadings // declared by the target: --reading DECISION=NAME
-	serverReadings    string           // --readings: which readings the bundled server follows
-	setFlags          []string         // flags given on the command line, in order, for the reproduce line
-	fromEnv           []string         // credential flags taken from the environment
-	values            map[string]string
+	tgt              targetFlags // --target-file and the target flags (target.go)
+	profile          string
+	rules            string
+	strict           bool
+	seed             uint64
+	seedSet          bool
+	out              string
+	expectedFailures string
+	budget           time.Duration
+	requestTimeout   time.Duration
+	scenarioTimeout  time.Duration
+	healthWait       time.Duration
+	maxDuration      time.Duration
+	mutant           string
+	serverReadings   string   // --readings: which readings the bundled server follows
+	setFlags         []string // flags given on the command line, in order, for the reproduce line
+	values           map[string]string
 }
 
-const runSynopsis = `run [--target URL --api-key K [--admin-token T] [--metrics-token M]] [--profile intent]
-                    [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N] [--out DIR]
-                    [--expected-failures FILE] [--reading DECISION=NAME ...]
+const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin-token T] [--metrics-token M]]
+                    [--profile intent] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
+                    [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
+                    [--target-cmd CMD] [--health-wait 10s]
                     [--readings default|alternate]  (bundled server)
 
 Certifies a target against the rules of one profile and writes the report
-(result.json, junit.xml, index.html, history.jsonl) to --out. With no --target
-it starts the bundled reference server in-process (fresh database, its own
-secrets, --time-scale 60 unless given) and certifies it.
+(result.json, junit.xml, index.html, history.jsonl) to --out. With no target
+URL it starts the bundled reference server in-process (fresh database, its own
+secrets, --time-scale 60 unless given) and certifies it. The target is
+described by --target-file, by the flags, or both (a flag overrides the
+file's field): see "Target file" below. --target-cmd starts the target first
+(and stops it at the end).
 
 Exit codes: 0 every MUST passed; 1 a MUST failed (a SHOULD too with --strict),
 or a rule of --expected-failures now passes; 2 usage or configuration error;
-3 target unreachable (GET /health did not answer 200 within --health-wait);
-4 undecided (UNKNOWN or BLOCKED) rules remain and nothing failed (a target
-that stops answering during the run ends here).
+3 target unreachable (GET /health did not answer 200 within --health-wait:
+the report is still written, saying why); 4 undecided (UNKNOWN or BLOCKED)
+rules remain and nothing failed (a target that stops answering during the
+run ends here).
 
 Where the text contradicts itself or leaves a choice open, a check is judged
 under every reading it allows: a target that follows one gets a READING
@@ -86,27 +85,18 @@ A listed rule that fails is shown as expected and does not fail the run. A
 listed rule that now passes fails the run (exit 1) with "now passes: remove
 it from the file", so the file stays honest and only shrinks.`
 
-// secretFlags maps each credential flag to the environment variable read
-// when the flag is absent (so secrets stay out of process listings); the
-// reproduce line names the variable instead of the value.
-var secretFlags = map[string]string{
-	"api-key":            "IDSCHECK_API_KEY",
-	"admin-token":        "IDSCHECK_ADMIN_TOKEN",
-	"metrics-token":      "IDSCHECK_METRICS_TOKEN",
-	"dashboard-password": "IDSCHECK_DASHBOARD_PASSWORD",
-}
+// defaultHealthWait is how long run waits for GET /health to answer 200:
+// long enough for a target that takes a few seconds to start.
+const defaultHealthWait = 10 * time.Second
+
+// maxHealthProbe bounds one GET /health of the wait.
+const maxHealthProbe = 2 * time.Second
 
 func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, int, bool) {
 	var c runConfig
 	fs := newFlagSet("run", runSynopsis, stderr)
-	fs.StringVar(&c.target, "target", "", "base URL of the target (http://host:port[/prefix]); empty: the bundled reference server")
+	c.tgt.register(fs)
 	fs.StringVar(&c.profile, "profile", string(spec.ProfileIntent), "profile (protocol text) to certify against")
-	fs.StringVar(&c.apiKey, "api-key", "", "the target's API key (X-API-KEY); required with --target (default $IDSCHECK_API_KEY)")
-	fs.StringVar(&c.adminToken, "admin-token", "", "X-Admin-Token of the target; empty: admin rules are N/A (default $IDSCHECK_ADMIN_TOKEN)")
-	fs.StringVar(&c.metricsToken, "metrics-token", "", "Bearer token of /metrics; empty: admin credentials are used (default $IDSCHECK_METRICS_TOKEN)")
-	fs.StringVar(&c.dashboardPassword, "dashboard-password", "", "HTTP Basic password of user admin; empty: Basic-auth rules are N/A (default $IDSCHECK_DASHBOARD_PASSWORD)")
-	fs.BoolVar(&c.requireSignatures, "require-signatures", false, "the target requires HMAC-signed requests (BUS_REQUIRE_SIGNATURES=true)")
-	fs.Float64Var(&c.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1, or 60 for the bundled server)")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
@@ -115,11 +105,10 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.budget, "budget", features.DefaultBudget, "longest protocol wait (lease expiry, backoff) one scenario may do; rules needing longer are N/A")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
-	fs.DurationVar(&c.healthWait, "health-wait", 5*time.Second, "how long to wait for GET /health to answer 200 before giving up (exit 3)")
+	fs.DurationVar(&c.healthWait, "health-wait", defaultHealthWait, "how long to wait for GET /health to answer 200 before giving up (exit 3, the report says why); each probe is bounded by min(--request-timeout, 2s)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation; see idscheck mutants)")
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
-	fs.Var(&c.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return c, code, true
 	}
@@ -129,18 +118,12 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 		c.values[f.Name] = f.Value.String()
 	})
 	c.seedSet = c.values["seed"] != ""
-	for name, env := range map[string]*string{"api-key": &c.apiKey, "admin-token": &c.adminToken, "metrics-token": &c.metricsToken, "dashboard-password": &c.dashboardPassword} {
-		if _, given := c.values[name]; !given && c.target != "" {
-			if v := getenv(secretFlags[name]); v != "" {
-				*env = v
-				c.fromEnv = append(c.fromEnv, name)
-			}
-		}
-	}
-	sort.Strings(c.fromEnv)
 	usageErr := func(format string, a ...any) (runConfig, int, bool) {
 		fmt.Fprintf(stderr, "idscheck run: "+format+"\n", a...)
 		return c, exitUsage, true
+	}
+	if err := c.tgt.load(fs, getenv); err != nil {
+		return usageErr("%v", err)
 	}
 	if len(spec.RulesFor(spec.Profile(c.profile))) == 0 {
 		return usageErr("unknown profile %q (profiles with rules: %v)", c.profile, spec.Profiles())
@@ -148,33 +131,17 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	if _, ok := features.ProfileSuite(spec.Profile(c.profile)); !ok {
 		return usageErr("profile %q has no scenarios yet", c.profile)
 	}
-	if u, err := url.Parse(c.target); c.target != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-		return usageErr("--target must be an http:// or https:// URL with a host, got %q", c.target)
+	if err := c.tgt.validate(spec.Profile(c.profile), true); err != nil {
+		return usageErr("%v", err)
 	}
-	if c.target != "" && c.apiKey == "" {
-		return usageErr("--api-key is required with --target")
-	}
-	if c.target != "" && c.values["readings"] != "" {
+	if c.tgt.URL != "" && c.values["readings"] != "" {
 		return usageErr("--readings chooses what the bundled server follows; for --target, declare the target's readings with --reading DECISION=NAME")
 	}
 	if c.serverReadings != "default" && c.serverReadings != "alternate" {
 		return usageErr("--readings must be default or alternate, got %q", c.serverReadings)
 	}
-	if c.target != "" && c.mutant != "" {
+	if c.tgt.URL != "" && c.mutant != "" {
 		return usageErr("--mutant applies to the bundled server only, not to --target")
-	}
-	if c.target == "" {
-		for _, f := range []string{"api-key", "admin-token", "metrics-token", "dashboard-password", "require-signatures"} {
-			if _, ok := c.values[f]; ok {
-				return usageErr("--%s needs --target (the bundled server draws its own secrets)", f)
-			}
-		}
-	}
-	if err := checkReadings(spec.Profile(c.profile), c.readings); err != nil {
-		return usageErr("%v", err)
-	}
-	if c.timeScale < 0 || (c.values["time-scale"] != "" && c.timeScale == 0) {
-		return usageErr("--time-scale must be > 0, got %v", c.timeScale)
 	}
 	if c.budget <= 0 || c.requestTimeout <= 0 || c.scenarioTimeout < 0 || c.healthWait <= 0 || c.maxDuration <= 0 {
 		return usageErr("--budget, --request-timeout, --health-wait and --max-duration must be > 0")
@@ -188,28 +155,22 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 func (c runConfig) globs() []string { return splitList(c.rules) }
 
 // reproduce returns the command line that repeats this run: the same flags,
-// the seed always, every credential replaced by its environment variable.
+// the seed always, --target-file when one was given, every credential
+// replaced by its environment variable. Values from the target file are not
+// repeated: the file is named instead.
 func (c runConfig) reproduce() string {
 	parts := []string{"idscheck", "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
 	for _, name := range c.setFlags {
 		if name == "seed" {
 			continue
 		}
-		if env, secret := secretFlags[name]; secret {
-			parts = append(parts, "--"+name+`="$`+env+`"`)
-			continue
-		}
-		if name == "reading" {
-			for _, kv := range strings.Split(c.readings.String(), ",") {
-				parts = append(parts, "--reading="+shellQuote(kv))
-			}
+		if tp, ok := c.tgt.reproduceFlag(name, c.values[name]); ok {
+			parts = append(parts, tp...)
 			continue
 		}
 		parts = append(parts, "--"+name+"="+shellQuote(c.values[name]))
 	}
-	for _, name := range c.fromEnv {
-		parts = append(parts, "--"+name+`="$`+secretFlags[name]+`"`)
-	}
+	parts = append(parts, c.tgt.reproduceEnv()...)
 	return strings.Join(parts, " ")
 }
 
@@ -229,6 +190,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if stop {
 		return code
 	}
+	started := time.Now()
+	secrets := c.tgt.Secrets()
+	tty := isTerminal(stderr)
+	// Every line this command writes goes through the redaction: an error
+	// may quote the target command, its output, or a URL with a password.
+	redact := newSecretList(secrets)
+	stdout, stderr = redactingWriter(stdout, redact), redactingWriter(stderr, redact)
 	expected, err := readExpectedFailures(c.expectedFailures, spec.Profile(c.profile))
 	if err != nil {
 		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
@@ -241,15 +209,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	target := features.Target{
-		BaseURL: c.target, APIKey: c.apiKey, AdminToken: c.adminToken, MetricsToken: c.metricsToken,
-		DashboardPassword: c.dashboardPassword, RequireSignatures: c.requireSignatures, TimeScale: c.timeScale,
-	}
-	targetLabel := c.target
-	if c.target == "" {
-		if c.timeScale == 0 {
-			c.timeScale = bundledTimeScale
-		}
+	target := c.tgt.Target()
+	bundled := c.tgt.URL == ""
+	targetLabel := c.tgt.URL
+	if bundled {
+		timeScale := c.tgt.withDefaultTimeScale(bundledTimeScale)
 		dir, err := os.MkdirTemp("", "idscheck-bundled-")
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: bundled server: %v\n", err)
@@ -260,13 +224,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.serverReadings == "alternate" {
 			readings = sut.AlternateReadings()
 		}
-		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger})
+		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
 		}
 		defer stopServer()
+		bt.Readings = target.Readings
 		target = bt
+		secrets = append(secrets, bt.Secrets()...)
+		redact.add(bt.Secrets()...)
 		targetLabel = bt.BaseURL + " (bundled reference server)"
 		if c.mutant != "" {
 			targetLabel = bt.BaseURL + " (bundled reference server, mutant " + c.mutant + ")"
@@ -275,23 +242,36 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", alternate readings)"
 		}
 	}
-	if target.TimeScale == 0 {
-		target.TimeScale = 1
-	}
-	if len(c.readings) > 0 {
-		target.Readings = c.readings
-	}
-	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, targetLabel)
+	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, redactURL(targetLabel))
 
-	if err := waitHealthy(ctx, target.BaseURL, c.healthWait, c.requestTimeout); err != nil {
-		fmt.Fprintf(stderr, "idscheck run: target unreachable: %v\n"+
-			"  check that the target is running, that --target is its base URL (scheme, host, port, path prefix),\n"+
-			"  and that GET <target>/health answers 200 without credentials\n", err)
-		return exitUnreachable
+	var exited <-chan struct{}
+	var proc *faults.Process
+	if c.tgt.TargetCmd != "" {
+		proc, err = faults.StartProcess(ctx, c.tgt.TargetCmd, nil, "", logger)
+		if err != nil {
+			return unreachable(c, target, secrets, started, fmt.Sprintf("--target-cmd could not start: %v", err), stdout, stderr)
+		}
+		defer proc.Stop()
+		exited = proc.Exited()
+		fmt.Fprintf(stderr, "idscheck run: started the target (pid %d); waiting up to %s for GET /health\n", proc.PID(), c.healthWait)
+	}
+	if err := waitHealthyOrExit(ctx, target.BaseURL, c.healthWait, c.requestTimeout, exited); err != nil {
+		cause := err.Error()
+		if proc != nil {
+			output := strings.TrimSpace(proc.Output())
+			if output == "" {
+				output = "(none)"
+			}
+			if proc.Running() {
+				cause += "; the --target-cmd process is running; its output so far:\n" + output
+			} else {
+				cause += fmt.Sprintf("; the --target-cmd process exited (%v) before it answered; its last output:\n%s", proc.ExitErr(), output)
+			}
+		}
+		return unreachable(c, target, secrets, started, cause, stdout, stderr)
 	}
 
 	rules := spec.RulesFor(spec.Profile(c.profile))
-	tty := isTerminal(stderr)
 	runCtx, cancel := context.WithTimeout(ctx, c.maxDuration)
 	defer cancel()
 	res, err := features.Run(runCtx, features.RunConfig{
@@ -311,9 +291,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
 		return exitUsage
 	}
-	res.Redact(target.Secrets())
+	res.Redact(secrets)
 	g := gate(res.Rules, rules, expected, c.strict)
-	doc := newRunResult(c, target, c.target == "", res, rules, expected, g)
+	doc := newRunResult(c, target, bundled, res, rules, expected, g, secrets)
 	if err := writeRunDir(c.out, doc, res); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		if _, serr := os.Stat(filepath.Join(c.out, reports.ResultFile)); serr != nil {
@@ -331,33 +311,148 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return g.code
 }
 
-// waitHealthy polls GET /health until it answers 200, for at most wait.
+// unreachable ends a run whose target never answered GET /health with 200:
+// it still writes result.json (exit code 3, a note naming the cause),
+// junit.xml (one <error> testcase naming the cause, so a CI job shows why)
+// and index.html, says so on stderr, and returns exitUnreachable.
+func unreachable(c runConfig, target features.Target, secrets []string, started time.Time, cause string, stdout, stderr io.Writer) int {
+	hint := "check that the target is running, that --target (or \"url\" in the target file) is its base URL " +
+		"(scheme, host, port, path prefix), and that GET <target>/health answers 200 without credentials"
+	if c.tgt.TargetCmd != "" {
+		hint = "check that --target-cmd starts the target on the target URL, within --health-wait (" + c.healthWait.String() +
+			"; raise it for a slow start), and that GET <target>/health answers 200 without credentials"
+	}
+	fmt.Fprintf(stderr, "idscheck run: target unreachable: %v\n  %s\n", cause, hint)
+	doc := &reports.Result{
+		Tool:             reports.CurrentTool(),
+		Profile:          spec.Profile(c.profile),
+		Target:           reports.Target{URL: target.BaseURL, Bundled: c.tgt.URL == "", Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
+		Seed:             c.seed,
+		Command:          redactAll(c.reproduce(), secrets),
+		Started:          started,
+		Finished:         time.Now(),
+		Strict:           c.strict,
+		Select:           c.globs(),
+		ExpectedFailures: c.expectedFailures,
+		ExitCode:         exitUnreachable,
+		Unreachable:      cause,
+		Notes: []string{
+			fmt.Sprintf("exit %d: target unreachable: %s", exitUnreachable, cause),
+			"No rule was checked. To fix: " + hint + ".",
+		},
+		Redact: secrets,
+	}
+	if err := reports.WriteAll(c.out, doc); err != nil {
+		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
+		return exitUnreachable
+	}
+	fmt.Fprintf(stdout, "\nidscheck run: target unreachable, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: target unreachable\n",
+		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, exitUnreachable)
+	return exitUnreachable
+}
+
+// waitHealthy polls GET /health until it answers 200, for at most wait;
+// each probe is bounded by min(reqTimeout, maxHealthProbe), so one that
+// hangs is retried. A close of exited (the started target process ended)
+// ends the wait early.
 func waitHealthy(ctx context.Context, base string, wait, reqTimeout time.Duration) error {
-	timeout := min(reqTimeout, 2*time.Second)
+	return waitHealthyOrExit(ctx, base, wait, reqTimeout, nil)
+}
+
+// waitHealthyOrExit is waitHealthy that also stops when exited is closed.
+func waitHealthyOrExit(ctx context.Context, base string, wait, reqTimeout time.Duration, exited <-chan struct{}) error {
+	timeout := min(reqTimeout, maxHealthProbe)
 	c, err := client.New(base, client.Options{Name: "health", Timeout: timeout})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	health := strings.TrimSuffix(redactURL(base), "/") + "/health"
 	var last error
-	for attempt := 0; attempt < 1000; attempt++ {
+	probes := 0
+	for {
+		probes++
 		resp, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/health", NoAPIKey: true})
+		var ne net.Error
 		switch {
+		case err != nil && ctx.Err() != nil:
+			// The wait ended inside this probe: keep what the previous one said.
+			if last == nil {
+				last = fmt.Errorf("no answer within %s", min(timeout, wait))
+			}
+		case err != nil && errors.As(err, &ne) && ne.Timeout():
+			last = fmt.Errorf("no answer within %s", timeout)
 		case err != nil:
-			last = fmt.Errorf("GET %s/health: %w", strings.TrimSuffix(base, "/"), err)
+			last = err
 		case resp.Status != http.StatusOK:
-			last = fmt.Errorf("GET %s/health answered %d, want 200", strings.TrimSuffix(base, "/"), resp.Status)
+			last = fmt.Errorf("answered %d, want 200", resp.Status)
 		default:
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return last
+			if err := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("GET %s: interrupted: %w", health, err)
+			}
+			return fmt.Errorf("GET %s did not answer 200 within --health-wait %s (%s); the last: %w", health, wait, plural(probes, "probe"), last)
+		case <-exited:
+			return fmt.Errorf("GET %s did not answer 200 (%s; the last: %w)", health, plural(probes, "probe"), last)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return last
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// secretList is the secrets a command redacts from its output; it may grow
+// while other goroutines write (the bundled server's own secrets are known
+// once it started).
+type secretList struct {
+	mu   sync.RWMutex
+	list []string
+}
+
+func newSecretList(s []string) *secretList { return &secretList{list: slices.Clone(s)} }
+
+func (l *secretList) add(s ...string) {
+	l.mu.Lock()
+	l.list = append(l.list, s...)
+	l.mu.Unlock()
+}
+
+func (l *secretList) get() []string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return slices.Clone(l.list)
+}
+
+// redactingWriter returns w with every secret of l (and its JSON-escaped
+// form) replaced in each write. Each write is redacted whole: callers write
+// whole lines (fmt.Fprintf).
+func redactingWriter(w io.Writer, l *secretList) io.Writer {
+	return &redactWriter{w: w, secrets: l}
+}
+
+type redactWriter struct {
+	w       io.Writer
+	secrets *secretList
+}
+
+func (r *redactWriter) Write(p []byte) (int, error) {
+	secrets := r.secrets.get()
+	if len(secrets) == 0 {
+		return r.w.Write(p)
+	}
+	if _, err := io.WriteString(r.w, redactAll(string(p), secrets)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // readExpectedFailures reads the expected-failures file: one rule ID a line,
@@ -479,13 +574,13 @@ func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]b
 // newRunResult builds the reports.Result of a run: every selected rule with
 // its verdict, the expected-failure marks, the exit code, and the secrets
 // the renderers must redact.
-func newRunResult(c runConfig, target features.Target, bundled bool, res *features.RunResult, rules []spec.Rule, expected map[string]bool, g gateResult) *reports.Result {
+func newRunResult(c runConfig, target features.Target, bundled bool, res *features.RunResult, rules []spec.Rule, expected map[string]bool, g gateResult, secrets []string) *reports.Result {
 	out := &reports.Result{
 		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
-		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, TimeScale: target.TimeScale},
+		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
 		Seed:             res.Seed,
-		Command:          c.reproduce(),
+		Command:          redactAll(c.reproduce(), secrets),
 		Started:          res.Started,
 		Finished:         res.Finished,
 		Strict:           c.strict,
@@ -494,7 +589,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 		ExpectedFailures: c.expectedFailures,
 		ExitCode:         g.code,
 		Notes:            []string{fmt.Sprintf("exit %d: %s", g.code, g.message)},
-		Redact:           target.Secrets(),
+		Redact:           secrets,
 	}
 	for _, id := range g.nowPasses {
 		out.Notes = append(out.Notes, id+" now passes: remove it from the expected-failures file")

@@ -47,13 +47,13 @@ func TestRunUsageErrors(t *testing.T) {
 		{"bad flag", []string{"--no-such-flag"}, "flag provided but not defined"},
 		{"stray argument", []string{"extra"}, "unexpected argument"},
 		{"unknown profile", []string{"--profile", "nope"}, `unknown profile "nope"`},
-		{"target without key", []string{"--target", "http://127.0.0.1:1"}, "--api-key is required"},
+		{"target without key", []string{"--target", "http://127.0.0.1:1"}, "an API key is required with --target"},
 		{"secret without target", []string{"--api-key", "k"}, "--api-key needs --target"},
 		{"zero time scale", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--time-scale", "0"}, "--time-scale must be > 0"},
 		{"negative budget", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--budget", "-1s"}, "must be > 0"},
 		{"missing expected-failures file", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", "/nonexistent/x"}, "expected failures"},
 		{"unknown rule in expected-failures", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", unknownID}, `"INTENT-NOPE-x" is not a rule`},
-		{"not a URL", []string{"--target", "127.0.0.1:1", "--api-key", "k"}, "--target must be an http:// or https:// URL"},
+		{"not a URL", []string{"--target", "127.0.0.1:1", "--api-key", "k"}, `--target is "127.0.0.1:1": want an http:// or https:// URL`},
 		{"rules match nothing", []string{"--rules", "NOPE-*"}, "no rule matches NOPE-*"},
 		{"bad rule glob", []string{"--rules", "INTENT-["}, "bad rule glob"},
 		{"mutant with target", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--mutant", "x"}, "--mutant applies to the bundled server only"},
@@ -97,7 +97,7 @@ func TestRunUnreachableTarget(t *testing.T) {
 	}{
 		{"connection refused", refused, "connection refused"},
 		{"health answers 503", unhealthy.URL, "answered 503, want 200"},
-		{"health hangs", hanging.URL, "/health: "},
+		{"health hangs", hanging.URL, "/health did not answer 200 within --health-wait 300ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,8 +201,8 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 	if got != want {
 		t.Errorf("reproduce:\n got %s\nwant %s", got, want)
 	}
-	if c.metricsToken != "m3trics" || c.apiKey != "s3cret" {
-		t.Errorf("credentials: metrics %q api %q", c.metricsToken, c.apiKey)
+	if c.tgt.MetricsToken != "m3trics" || c.tgt.APIKey != "s3cret" {
+		t.Errorf("credentials: metrics %q api %q", c.tgt.MetricsToken, c.tgt.APIKey)
 	}
 }
 
@@ -421,8 +421,8 @@ func TestRunReadingFlag(t *testing.T) {
 	if stop || code != 0 {
 		t.Fatalf("valid readings refused: %d %s", code, stderr.String())
 	}
-	if c.readings["lease-expiry"] != "immediate" || c.readings["extend"] != "added" {
-		t.Fatalf("readings %v", c.readings)
+	if c.tgt.Readings["lease-expiry"] != "immediate" || c.tgt.Readings["extend"] != "added" {
+		t.Fatalf("readings %v", c.tgt.Readings)
 	}
 	if r := c.reproduce(); !strings.Contains(r, "--reading=extend=added --reading=lease-expiry=immediate") {
 		t.Errorf("reproduce line %q does not repeat each reading", r)
