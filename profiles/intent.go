@@ -19,13 +19,14 @@ func Intent() Profile {
 		mutants = append(mutants, Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks})
 	}
 	return Profile{
-		Name:      spec.ProfileIntent,
-		Title:     "Intent Protocol v2.1 (a leased job bus)",
-		Rules:     func() []spec.Rule { return spec.RulesFor(spec.ProfileIntent) },
-		Decisions: spec.IntentDecisions,
-		Suite:     &suite,
-		Bundled:   intentBundled,
-		Mutants:   mutants,
+		Name:              spec.ProfileIntent,
+		Title:             "Intent Protocol v2.1 (a leased job bus)",
+		Rules:             func() []spec.Rule { return spec.RulesFor(spec.ProfileIntent) },
+		Decisions:         spec.IntentDecisions,
+		Suite:             &suite,
+		Bundled:           intentBundled,
+		AlternateReadings: sut.AlternateReadings,
+		Mutants:           mutants,
 	}
 }
 

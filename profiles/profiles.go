@@ -34,6 +34,10 @@ type Profile struct {
 	Models []checker.Model
 	// Bundled starts the profile's reference handler; nil when it has none.
 	Bundled func(ctx context.Context, c BundledConfig) (*Bundled, error)
+	// AlternateReadings are the readings the bundled handler follows with
+	// --readings alternate (the other reading at every decision); nil when
+	// the profile has none.
+	AlternateReadings func() map[string]string
 	// Mutants are deliberate bugs of the bundled handler, each naming the
 	// rule it breaks.
 	Mutants []Mutant

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -37,6 +38,8 @@ Exit codes: 0 the clean server passes every rule and every mutant is killed;
 
 // mutantsConfig is what `idscheck mutants` parsed from its flags.
 type mutantsConfig struct {
+	profile         string
+	prof            profiles.Profile
 	mutants         string
 	rules           string
 	seed            uint64
@@ -65,6 +68,7 @@ type mutantRow struct {
 func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c mutantsConfig
 	fs := newFlagSet("mutants", mutantsSynopsis, stderr)
+	fs.StringVar(&c.profile, "profile", string(spec.ProfileIntent), "profile whose bundled server's mutants are certified")
 	fs.StringVar(&c.mutants, "mutants", "", "comma-separated mutant names; empty: every mutant")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs; empty: every rule")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of every run")
@@ -85,16 +89,22 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "idscheck mutants: --time-scale, --budget and --request-timeout must be > 0, --out non-empty")
 		return exitUsage
 	}
-	all := bundledMutants()
-	if len(all) == 0 {
-		fmt.Fprintln(stderr, "idscheck mutants: the bundled reference server has no mutants in this build")
+	prof, ok := profiles.Lookup(spec.Profile(c.profile))
+	if !ok {
+		fmt.Fprintf(stderr, "idscheck mutants: unknown profile %q (profiles: %v)\n", c.profile, profiles.Names())
+		return exitUsage
+	}
+	c.prof = prof
+	all := prof.Mutants
+	if len(all) == 0 || prof.Bundled == nil {
+		fmt.Fprintf(stderr, "idscheck mutants: profile %s has no bundled server with mutants\n", prof.Name)
 		return exitUsage
 	}
 	chosen := all
 	if c.mutants != "" {
 		chosen = nil
 		for _, name := range splitList(c.mutants) {
-			i := slices.IndexFunc(all, func(m mutantInfo) bool { return m.Name == name })
+			i := slices.IndexFunc(all, func(m profiles.Mutant) bool { return m.Name == name })
 			if i < 0 {
 				var names []string
 				for _, m := range all {
@@ -107,11 +117,11 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	rules := spec.RulesFor(spec.ProfileIntent)
+	rules := prof.Rules()
 	globs := splitList(c.rules)
 
 	began := time.Now()
-	jobs := append([]mutantInfo{{}}, chosen...)
+	jobs := append([]profiles.Mutant{{}}, chosen...)
 	rows := make([]mutantRow, len(jobs))
 	var (
 		mu   sync.Mutex // guards stderr and done
@@ -159,7 +169,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // suite runs in this process; otherwise in a child `idscheck run` (godog
 // allows one suite per process), which also leaves a full report of each
 // mutant under c.out.
-func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.Rule, globs []string, logger *slog.Logger) (row mutantRow) {
+func runMutant(ctx context.Context, c mutantsConfig, m profiles.Mutant, rules []spec.Rule, globs []string, logger *slog.Logger) (row mutantRow) {
 	row = mutantRow{Mutant: m.Name, Description: m.Description, Breaks: m.Breaks}
 	start := time.Now()
 	defer func() { row.Duration = time.Since(start) }()
@@ -169,7 +179,7 @@ func runMutant(ctx context.Context, c mutantsConfig, m mutantInfo, rules []spec.
 		return row
 	}
 	defer os.RemoveAll(dir)
-	target, stop, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger})
+	target, stop, err := startBundled(ctx, c.prof, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger})
 	if err != nil {
 		row.Err = "starting the server: " + err.Error()
 		return row
@@ -213,8 +223,8 @@ func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Targ
 	if err := waitHealthy(ctx, target.BaseURL, 5*time.Second, c.requestTimeout); err != nil {
 		return nil, fmt.Errorf("target unreachable: %w", err)
 	}
-	res, err := features.Run(ctx, features.RunConfig{
-		Profile: spec.ProfileIntent, Target: target, Seed: c.seed, Rules: rules, Select: globs,
+	res, err := c.prof.Run(ctx, features.RunConfig{
+		Target: target, Seed: c.seed, Select: globs,
 		Budget: c.budget, RequestTimeout: c.requestTimeout, ScenarioTimeout: c.scenarioTimeout, Logger: logger,
 	})
 	if err != nil {
@@ -231,7 +241,7 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	if err != nil {
 		return nil, fmt.Errorf("finding idscheck: %w", err)
 	}
-	args := []string{"run", "--target", target.BaseURL, "--seed", strconv.FormatUint(c.seed, 10),
+	args := []string{"run", "--profile", string(c.prof.Name), "--target", target.BaseURL, "--seed", strconv.FormatUint(c.seed, 10),
 		"--time-scale", strconv.FormatFloat(c.timeScale, 'g', -1, 64), "--budget", c.budget.String(),
 		"--request-timeout", c.requestTimeout.String(), "--out", dir}
 	if c.rules != "" {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,9 +26,9 @@ import (
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/sut"
 )
 
 // runConfig is what `idscheck run` parsed from its flags.
@@ -125,10 +124,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	if err := c.tgt.load(fs, getenv); err != nil {
 		return usageErr("%v", err)
 	}
-	if len(spec.RulesFor(spec.Profile(c.profile))) == 0 {
-		return usageErr("unknown profile %q (profiles with rules: %v)", c.profile, spec.Profiles())
-	}
-	if _, ok := features.ProfileSuite(spec.Profile(c.profile)); !ok {
+	if p, ok := profiles.Lookup(spec.Profile(c.profile)); !ok {
+		return usageErr("unknown profile %q (profiles: %v)", c.profile, profiles.Names())
+	} else if p.Suite == nil {
 		return usageErr("profile %q has no scenarios yet", c.profile)
 	}
 	if err := c.tgt.validate(spec.Profile(c.profile), true); err != nil {
@@ -191,6 +189,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	started := time.Now()
+	prof, _ := profiles.Lookup(spec.Profile(c.profile)) // parseRunFlags checked it
 	secrets := c.tgt.Secrets()
 	tty := isTerminal(stderr)
 	// Every line this command writes goes through the redaction: an error
@@ -221,10 +220,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(dir)
 		var readings map[string]string
-		if c.serverReadings == "alternate" {
-			readings = sut.AlternateReadings()
+		if c.serverReadings == "alternate" && prof.AlternateReadings != nil {
+			readings = prof.AlternateReadings()
 		}
-		bt, stopServer, err := startBundled(ctx, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger})
+		bt, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
@@ -271,14 +270,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return unreachable(c, target, secrets, started, cause, stdout, stderr)
 	}
 
-	rules := spec.RulesFor(spec.Profile(c.profile))
+	rules := prof.Rules()
 	runCtx, cancel := context.WithTimeout(ctx, c.maxDuration)
 	defer cancel()
-	res, err := features.Run(runCtx, features.RunConfig{
-		Profile:         spec.Profile(c.profile),
+	res, err := prof.Run(runCtx, features.RunConfig{
 		Target:          target,
 		Seed:            c.seed,
-		Rules:           rules,
 		Select:          c.globs(),
 		Budget:          c.budget,
 		RequestTimeout:  c.requestTimeout,
@@ -776,39 +773,26 @@ type bundledOptions struct {
 	Logger    *slog.Logger
 }
 
-// mutantInfo is one deliberate bug of the bundled reference server.
-type mutantInfo = sut.Mutant
-
-// bundledMutants lists the mutants of the bundled reference server.
-func bundledMutants() []mutantInfo { return sut.Mutants() }
-
-// startBundled starts the bundled reference server on 127.0.0.1:0 over a
-// fresh database in o.Dir, with secrets of its own drawn from crypto/rand,
-// and returns it as a Target and a stop function that drains it.
-func startBundled(ctx context.Context, o bundledOptions) (features.Target, func(), error) {
-	secret := func(prefix string) string {
-		var b [16]byte
-		rand.Read(b[:])
-		return prefix + hex.EncodeToString(b[:])
+// startBundled starts a profile's bundled reference handler on
+// 127.0.0.1:0 (a fresh state in o.Dir, secrets of its own) and returns it as
+// a Target and a stop function that drains it.
+func startBundled(ctx context.Context, p profiles.Profile, o bundledOptions) (features.Target, func(), error) {
+	if p.Bundled == nil {
+		return features.Target{}, nil, fmt.Errorf("profile %s has no bundled reference server: give --target", p.Name)
 	}
-	t := features.Target{
-		APIKey: secret("sk_"), AdminToken: secret("adm_"), MetricsToken: secret("met_"),
-		DashboardPassword: secret("pw_"), TimeScale: o.TimeScale,
-	}
-	srv, err := sut.Open(ctx, sut.Config{
-		DBPath: filepath.Join(o.Dir, "bus.db"), Secret: t.APIKey, AdminSecret: t.AdminToken,
-		DashboardPassword: t.DashboardPassword, MetricsToken: t.MetricsToken,
-		TimeScale: o.TimeScale, Mutant: o.Mutant, Seed: o.Seed, Readings: o.Readings, Logger: o.Logger,
-	})
+	b, err := p.Bundled(ctx, profiles.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger})
 	if err != nil {
 		return features.Target{}, nil, err
 	}
+	t := b.Target
+	t.TimeScale = o.TimeScale
+	srv := b
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
 		return features.Target{}, nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(l)
 	t.BaseURL = "http://" + l.Addr().String()
 	stop := func() {

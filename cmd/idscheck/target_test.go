@@ -23,6 +23,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/verdict"
@@ -451,7 +452,7 @@ func TestRunSlowStartingTarget(t *testing.T) {
 	if defaultHealthWait < 3*time.Second {
 		t.Fatalf("--health-wait defaults to %s: a target taking 3 s to start would be unreachable", defaultHealthWait)
 	}
-	bt, stop, err := startBundled(t.Context(), bundledOptions{Dir: t.TempDir(), TimeScale: bundledTimeScale, Seed: 1})
+	bt, stop, err := startBundled(t.Context(), intentProfile(t), bundledOptions{Dir: t.TempDir(), TimeScale: bundledTimeScale, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,4 +610,13 @@ func TestTargetReproduceArgs(t *testing.T) {
 	if got != want || *other != 3 {
 		t.Errorf("reproduceArgs\n got %s\nwant %s", got, want)
 	}
+}
+
+func intentProfile(t *testing.T) profiles.Profile {
+	t.Helper()
+	p, ok := profiles.Lookup(spec.ProfileIntent)
+	if !ok {
+		t.Fatal("no intent profile in the registry")
+	}
+	return p
 }
