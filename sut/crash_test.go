@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/idscheck/idscheck/spec"
 )
 
 // serveProc is `idscheck serve` running as a child process.
@@ -78,7 +76,7 @@ func (c *crashClient) do(ctx context.Context, method, path, body string, hdr ...
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	req.Header.Set(hdrAPIKey, testSecret)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -169,25 +167,25 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 					next++
 					key := fmt.Sprintf("job-%d", next)
 					mu.Unlock()
-					st, b, err := c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
+					st, b, err := c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
 					if err != nil || st != 201 {
 						mu.Lock()
 						unknown = append(unknown, key)
 						mu.Unlock()
 						continue
 					}
-					var cr spec.CreateIntentResponse
+					var cr createIntentResponse
 					json.Unmarshal(b, &cr)
 					mu.Lock()
 					published[key] = cr.ID
 					mu.Unlock()
-					st, b, err = c.do(ctx, "POST", spec.PathClaim, "")
+					st, b, err = c.do(ctx, "POST", pathClaim, "")
 					if err != nil || st != 200 {
 						continue
 					}
-					var cl spec.ClaimResponse
+					var cl claimResponse
 					json.Unmarshal(b, &cl)
-					st, _, err = c.do(ctx, "POST", spec.PathFulfill+cl.ID, fmt.Sprintf(`{"claim_token":%q}`, cl.ClaimToken))
+					st, _, err = c.do(ctx, "POST", pathFulfill+cl.ID, fmt.Sprintf(`{"claim_token":%q}`, cl.ClaimToken))
 					if err == nil && st == 200 {
 						mu.Lock()
 						fulfilled[cl.ID] = true
@@ -209,7 +207,7 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
 	ctx := context.Background()
 	for key, id := range published {
-		st, b, err := c.do(ctx, "GET", spec.PathStatus+id, "")
+		st, b, err := c.do(ctx, "GET", pathStatus+id, "")
 		if err != nil || st != 200 {
 			lostPublishes++
 			if mutant == "" {
@@ -217,17 +215,17 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 			}
 			continue
 		}
-		var v spec.IntentView
+		var v intentView
 		json.Unmarshal(b, &v)
-		if fulfilled[id] && v.Status != spec.StatusFulfilled {
+		if fulfilled[id] && v.Status != stateFulfilled {
 			lostFulfils++
 			if mutant == "" {
 				t.Errorf("acknowledged fulfil of %s lost: status %s", id, v.Status)
 			}
 		}
 		// Replay the key: the same id.
-		st, b, err = c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
-		var cr spec.CreateIntentResponse
+		st, b, err = c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
+		var cr createIntentResponse
 		json.Unmarshal(b, &cr)
 		if err != nil || st != 201 || cr.ID != id {
 			lostPublishes++
@@ -238,7 +236,7 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 	}
 	// Keys of unknown outcome: a replay creates at most one intent.
 	for _, key := range unknown {
-		c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
+		c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
 	}
 	p.kill()
 	sdb, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
@@ -290,7 +288,7 @@ func TestFailpointExit(t *testing.T) {
 	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
 	ctx := context.Background()
 	body := `{"goal":"fp","payload":1}`
-	if st, b, err := c.do(ctx, "POST", spec.PathIntent, body, spec.HeaderIdempotencyKey, "fp1"); err == nil {
+	if st, b, err := c.do(ctx, "POST", pathIntent, body, hdrIdempotencyKey, "fp1"); err == nil {
 		t.Fatalf("the server answered %d %s although the failpoint exits", st, b)
 	}
 	err := p.cmd.Wait()
@@ -300,16 +298,16 @@ func TestFailpointExit(t *testing.T) {
 	p = startServe(t, bin, db)
 	defer p.kill()
 	c.base = p.base
-	req, _ := http.NewRequest("POST", p.base+spec.PathIntent, strings.NewReader(body))
-	req.Header.Set(spec.HeaderAPIKey, testSecret)
-	req.Header.Set(spec.HeaderIdempotencyKey, "fp1")
+	req, _ := http.NewRequest("POST", p.base+pathIntent, strings.NewReader(body))
+	req.Header.Set(hdrAPIKey, testSecret)
+	req.Header.Set(hdrIdempotencyKey, "fp1")
 	res, err := c.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != 201 || res.Header.Get(spec.HeaderIdempotentReplay) != "true" {
-		t.Fatalf("after restart: %d replayed=%q; the committed write was lost", res.StatusCode, res.Header.Get(spec.HeaderIdempotentReplay))
+	if res.StatusCode != 201 || res.Header.Get(hdrIdempotentReplay) != "true" {
+		t.Fatalf("after restart: %d replayed=%q; the committed write was lost", res.StatusCode, res.Header.Get(hdrIdempotentReplay))
 	}
 }
 
@@ -332,9 +330,9 @@ func TestGracefulShutdown(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10000 && ctx.Err() == nil; i++ {
-				st, b, err := c.do(ctx, "POST", spec.PathIntent, `{"goal":"term","payload":1}`)
+				st, b, err := c.do(ctx, "POST", pathIntent, `{"goal":"term","payload":1}`)
 				if err == nil && st == 201 {
-					var cr spec.CreateIntentResponse
+					var cr createIntentResponse
 					json.Unmarshal(b, &cr)
 					mu.Lock()
 					ids = append(ids, cr.ID)
@@ -355,7 +353,7 @@ func TestGracefulShutdown(t *testing.T) {
 	defer p.kill()
 	c.base = p.base
 	for _, id := range ids {
-		if st, b, err := c.do(context.Background(), "GET", spec.PathStatus+id, ""); err != nil || st != 200 {
+		if st, b, err := c.do(context.Background(), "GET", pathStatus+id, ""); err != nil || st != 200 {
 			t.Fatalf("acknowledged intent %s lost over a graceful shutdown: %d %s %v", id, st, b, err)
 		}
 	}

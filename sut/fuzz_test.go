@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/idscheck/idscheck/spec"
 )
 
 // FuzzDecodeIntent: decoding never panics; a rejection is a 400 with an
@@ -35,24 +33,24 @@ func FuzzDecodeIntent(f *testing.F) {
 			if !errors.As(err, &he) {
 				t.Fatalf("error without status: %v", err)
 			}
-			if !(he.status == 400 && strings.HasPrefix(he.code, "invalid_")) && !(he.status == 413 && he.code == spec.ErrPayloadTooLarge) {
+			if !(he.status == 400 && strings.HasPrefix(he.code, "invalid_")) && !(he.status == 413 && he.code == codePayloadTooLarge) {
 				t.Fatalf("rejection %d %s", he.status, he.code)
 			}
 			return
 		}
-		if l := utf8.RuneCountInString(n.goal); l < 1 || l > spec.MaxGoalLen {
+		if l := utf8.RuneCountInString(n.goal); l < 1 || l > maxGoalLen {
 			t.Fatalf("goal length %d", l)
 		}
 		if !validNamespace(n.namespace) || (n.visibility != "private" && n.visibility != "public") {
 			t.Fatalf("namespace %q visibility %q", n.namespace, n.visibility)
 		}
-		if n.priority < spec.MinPriority || n.priority > spec.MaxPriority || n.maxAttempts < spec.MinMaxAttempts || n.maxAttempts > spec.MaxMaxAttempts {
+		if n.priority < minPriority || n.priority > maxPriority || n.maxAttempts < minMaxAttempts || n.maxAttempts > maxMaxAttempts {
 			t.Fatalf("priority %d max_attempts %d", n.priority, n.maxAttempts)
 		}
-		if n.delay < 0 || n.backoffBase < spec.MinBackoffBase || n.backoffBase > spec.MaxBackoffBase {
+		if n.delay < 0 || n.backoffBase < minBackoffBase || n.backoffBase > maxBackoffBase {
 			t.Fatalf("delay %v backoff %v", n.delay, n.backoffBase)
 		}
-		if !json.Valid(n.payload) || len(n.payload) > spec.MaxPayloadBytes {
+		if !json.Valid(n.payload) || len(n.payload) > maxPayloadBytes {
 			t.Fatalf("payload %q", n.payload)
 		}
 		var v any

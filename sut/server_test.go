@@ -3,12 +3,16 @@ package sut
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/spec"
 	"github.com/pingcap/failpoint"
 )
 
@@ -72,7 +75,7 @@ func (r resp) json(t *testing.T, v any) {
 
 func (r resp) code(t *testing.T) string {
 	t.Helper()
-	var e spec.ErrorBody
+	var e errorBody
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		t.Fatalf("error body is not JSON: %q", r.body)
 	}
@@ -98,7 +101,7 @@ func (b *testBus) do(method, path string, body any, hdr ...string) resp {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	req.Header.Set(hdrAPIKey, testSecret)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		if hdr[i+1] == "" {
 			req.Header.Del(hdr[i])
@@ -115,38 +118,58 @@ func (b *testBus) do(method, path string, body any, hdr ...string) resp {
 	return resp{res.StatusCode, res.Header, out}
 }
 
+// signed returns the §5.2 headers of a request signed with the main key:
+// X-Timestamp, X-Nonce and X-Signature, the lower-case hex HMAC-SHA256 of
+// the signing string. target is the path and query as sent; asSent picks
+// the reading of repeated query parameters. The signing string is the
+// server's own (TestSignatureKnownAnswers holds it to known answers).
+func (b *testBus) signed(method, target, body, ts, nonce string, asSent bool) []string {
+	b.t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cp, ok := canonicalPath(u.EscapedPath(), u.RawQuery, asSent)
+	if !ok {
+		b.t.Fatalf("cannot sign %q", target)
+	}
+	mac := hmac.New(sha256.New, []byte(testSecret))
+	mac.Write(signingString(method, cp, ts, nonce, []byte(body)))
+	return []string{hdrTimestamp, ts, hdrNonce, nonce, hdrSignature, hex.EncodeToString(mac.Sum(nil))}
+}
+
 func (b *testBus) publish(body any, hdr ...string) string {
 	b.t.Helper()
-	r := b.do("POST", spec.PathIntent, body, hdr...)
+	r := b.do("POST", pathIntent, body, hdr...)
 	if r.status != 201 {
 		b.t.Fatalf("publish: %d %s", r.status, r.body)
 	}
-	var c spec.CreateIntentResponse
+	var c createIntentResponse
 	r.json(b.t, &c)
 	return c.ID
 }
 
-func (b *testBus) claim(query string, hdr ...string) (spec.ClaimResponse, bool) {
+func (b *testBus) claim(query string, hdr ...string) (claimResponse, bool) {
 	b.t.Helper()
-	r := b.do("POST", spec.PathClaim+query, nil, hdr...)
+	r := b.do("POST", pathClaim+query, nil, hdr...)
 	if r.status == 204 {
-		return spec.ClaimResponse{}, false
+		return claimResponse{}, false
 	}
 	if r.status != 200 {
 		b.t.Fatalf("claim: %d %s", r.status, r.body)
 	}
-	var c spec.ClaimResponse
+	var c claimResponse
 	r.json(b.t, &c)
 	return c, true
 }
 
-func (b *testBus) statusOf(id string) spec.IntentView {
+func (b *testBus) statusOf(id string) intentView {
 	b.t.Helper()
-	r := b.do("GET", spec.PathStatus+id, nil)
+	r := b.do("GET", pathStatus+id, nil)
 	if r.status != 200 {
 		b.t.Fatalf("status: %d %s", r.status, r.body)
 	}
-	var v spec.IntentView
+	var v intentView
 	r.json(b.t, &v)
 	return v
 }
@@ -218,45 +241,45 @@ func TestCreateIntentValidation(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"not json", `{`, 400, spec.ErrInvalidPayload},
-		{"array", `[1]`, 400, spec.ErrInvalidPayload},
-		{"null body", `null`, 400, spec.ErrInvalidPayload},
-		{"empty body", ``, 400, spec.ErrInvalidPayload},
-		{"trailing", `{"goal":"g","payload":1} {}`, 400, spec.ErrInvalidPayload},
-		{"missing goal", `{"payload":1}`, 400, spec.ErrInvalidRequest},
-		{"missing payload", `{"goal":"g"}`, 400, spec.ErrInvalidRequest},
-		{"goal number", `{"goal":1,"payload":1}`, 400, spec.ErrInvalidGoal},
-		{"goal null", `{"goal":null,"payload":1}`, 400, spec.ErrInvalidGoal},
-		{"goal empty", `{"goal":"","payload":1}`, 400, spec.ErrInvalidGoal},
-		{"goal long", `{"goal":"` + long + `","payload":1}`, 400, spec.ErrInvalidGoal},
-		{"namespace bad char", `{"goal":"g","payload":1,"namespace":"a b"}`, 400, spec.ErrInvalidNamespace},
-		{"namespace long", `{"goal":"g","payload":1,"namespace":"` + strings.Repeat("n", 65) + `"}`, 400, spec.ErrInvalidNamespace},
-		{"namespace number", `{"goal":"g","payload":1,"namespace":5}`, 400, spec.ErrInvalidNamespace},
-		{"visibility", `{"goal":"g","payload":1,"visibility":"secret"}`, 400, spec.ErrInvalidVisibility},
-		{"priority high", `{"goal":"g","payload":1,"priority":1001}`, 400, spec.ErrInvalidPriority},
-		{"priority negative", `{"goal":"g","payload":1,"priority":-1}`, 400, spec.ErrInvalidPriority},
-		{"priority fraction", `{"goal":"g","payload":1,"priority":1.5}`, 400, spec.ErrInvalidPriority},
-		{"priority string", `{"goal":"g","payload":1,"priority":"1"}`, 400, spec.ErrInvalidPriority},
-		{"priority huge", `{"goal":"g","payload":1,"priority":1e400}`, 400, spec.ErrInvalidPriority},
-		{"delay negative", `{"goal":"g","payload":1,"delay":-1}`, 400, spec.ErrInvalidDelay},
-		{"delay string", `{"goal":"g","payload":1,"delay":"soon"}`, 400, spec.ErrInvalidDelay},
-		{"max_attempts 0", `{"goal":"g","payload":1,"max_attempts":0}`, 400, spec.ErrInvalidMaxAttempts},
-		{"max_attempts 21", `{"goal":"g","payload":1,"max_attempts":21}`, 400, spec.ErrInvalidMaxAttempts},
-		{"backoff low", `{"goal":"g","payload":1,"backoff_base":0.5}`, 400, spec.ErrInvalidBackoffBase},
-		{"backoff high", `{"goal":"g","payload":1,"backoff_base":3600.5}`, 400, spec.ErrInvalidBackoffBase},
-		{"target_worker number", `{"goal":"g","payload":1,"target_worker":7}`, 400, spec.ErrInvalidTargetWorker},
-		{"target_worker empty", `{"goal":"g","payload":1,"target_worker":""}`, 400, spec.ErrInvalidTargetWorker},
-		{"capability comma", `{"goal":"g","payload":1,"required_capability":"a,b"}`, 400, spec.ErrInvalidRequiredCapability},
-		{"capability bool", `{"goal":"g","payload":1,"required_capability":true}`, 400, spec.ErrInvalidRequiredCapability},
-		{"payload too large", `{"goal":"g","payload":"` + strings.Repeat("p", 7200) + `"}`, 413, spec.ErrPayloadTooLarge},
-		{"body too large", `{"goal":"g","payload":1,"x":"` + strings.Repeat("p", 8200) + `"}`, 413, spec.ErrPayloadTooLarge},
+		{"not json", `{`, 400, codeInvalidPayload},
+		{"array", `[1]`, 400, codeInvalidPayload},
+		{"null body", `null`, 400, codeInvalidPayload},
+		{"empty body", ``, 400, codeInvalidPayload},
+		{"trailing", `{"goal":"g","payload":1} {}`, 400, codeInvalidPayload},
+		{"missing goal", `{"payload":1}`, 400, codeInvalidRequest},
+		{"missing payload", `{"goal":"g"}`, 400, codeInvalidRequest},
+		{"goal number", `{"goal":1,"payload":1}`, 400, codeInvalidGoal},
+		{"goal null", `{"goal":null,"payload":1}`, 400, codeInvalidGoal},
+		{"goal empty", `{"goal":"","payload":1}`, 400, codeInvalidGoal},
+		{"goal long", `{"goal":"` + long + `","payload":1}`, 400, codeInvalidGoal},
+		{"namespace bad char", `{"goal":"g","payload":1,"namespace":"a b"}`, 400, codeInvalidNamespace},
+		{"namespace long", `{"goal":"g","payload":1,"namespace":"` + strings.Repeat("n", 65) + `"}`, 400, codeInvalidNamespace},
+		{"namespace number", `{"goal":"g","payload":1,"namespace":5}`, 400, codeInvalidNamespace},
+		{"visibility", `{"goal":"g","payload":1,"visibility":"secret"}`, 400, codeInvalidVisibility},
+		{"priority high", `{"goal":"g","payload":1,"priority":1001}`, 400, codeInvalidPriority},
+		{"priority negative", `{"goal":"g","payload":1,"priority":-1}`, 400, codeInvalidPriority},
+		{"priority fraction", `{"goal":"g","payload":1,"priority":1.5}`, 400, codeInvalidPriority},
+		{"priority string", `{"goal":"g","payload":1,"priority":"1"}`, 400, codeInvalidPriority},
+		{"priority huge", `{"goal":"g","payload":1,"priority":1e400}`, 400, codeInvalidPriority},
+		{"delay negative", `{"goal":"g","payload":1,"delay":-1}`, 400, codeInvalidDelay},
+		{"delay string", `{"goal":"g","payload":1,"delay":"soon"}`, 400, codeInvalidDelay},
+		{"max_attempts 0", `{"goal":"g","payload":1,"max_attempts":0}`, 400, codeInvalidMaxAttempts},
+		{"max_attempts 21", `{"goal":"g","payload":1,"max_attempts":21}`, 400, codeInvalidMaxAttempts},
+		{"backoff low", `{"goal":"g","payload":1,"backoff_base":0.5}`, 400, codeInvalidBackoffBase},
+		{"backoff high", `{"goal":"g","payload":1,"backoff_base":3600.5}`, 400, codeInvalidBackoffBase},
+		{"target_worker number", `{"goal":"g","payload":1,"target_worker":7}`, 400, codeInvalidTargetWorker},
+		{"target_worker empty", `{"goal":"g","payload":1,"target_worker":""}`, 400, codeInvalidTargetWorker},
+		{"capability comma", `{"goal":"g","payload":1,"required_capability":"a,b"}`, 400, codeInvalidRequiredCapability},
+		{"capability bool", `{"goal":"g","payload":1,"required_capability":true}`, 400, codeInvalidRequiredCapability},
+		{"payload too large", `{"goal":"g","payload":"` + strings.Repeat("p", 7200) + `"}`, 413, codePayloadTooLarge},
+		{"body too large", `{"goal":"g","payload":1,"x":"` + strings.Repeat("p", 8200) + `"}`, 413, codePayloadTooLarge},
 		{"minimal", `{"goal":"g","payload":null}`, 201, ""},
 		{"all fields", `{"goal":"g","payload":{"a":[1,2]},"namespace":"n.s-1_x","visibility":"public","priority":1000,"delay":0.5,
 			"max_attempts":20,"backoff_base":3600,"target_worker":"w1","required_capability":"gpu","unknown":1}`, 201, ""},
 		{"nulls are defaults", `{"goal":"g","payload":1,"namespace":null,"priority":null,"target_worker":null}`, 201, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := b.do("POST", spec.PathIntent, tc.body, "Content-Type", "application/json")
+			r := b.do("POST", pathIntent, tc.body, "Content-Type", "application/json")
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
 			}
@@ -279,23 +302,23 @@ func TestSecurityHeadersAndErrorShape(t *testing.T) {
 		code               string
 	}{
 		{"health", "GET", "/health", "", nil, 200, ""},
-		{"unknown path", "GET", "/nope", "", nil, 404, spec.ErrNotFound},
-		{"unknown admin path", "GET", "/admin/nope", "", nil, 404, spec.ErrNotFound},
-		{"trailing slash id", "GET", "/status/", "", nil, 404, spec.ErrNotFound},
-		{"wrong method", "GET", "/intent", "", nil, 405, spec.ErrMethodNotAllowed},
-		{"wrong method claim", "DELETE", "/claim", "", nil, 405, spec.ErrMethodNotAllowed},
-		{"too large", "POST", "/intent", strings.Repeat("x", 9000), nil, 413, spec.ErrPayloadTooLarge},
-		{"no key", "POST", "/intent", `{}`, []string{spec.HeaderAPIKey, ""}, 401, spec.ErrUnauthorized},
-		{"bad key", "POST", "/claim", ``, []string{spec.HeaderAPIKey, "wrong"}, 401, spec.ErrUnauthorized},
-		{"unknown intent", "GET", "/result/abc", "", nil, 404, spec.ErrNotFound},
-		{"admin without auth", "POST", "/admin/cleanup", "", nil, 401, spec.ErrUnauthorized},
+		{"unknown path", "GET", "/nope", "", nil, 404, codeNotFound},
+		{"unknown admin path", "GET", "/admin/nope", "", nil, 404, codeNotFound},
+		{"trailing slash id", "GET", "/status/", "", nil, 404, codeNotFound},
+		{"wrong method", "GET", "/intent", "", nil, 405, codeMethodNotAllowed},
+		{"wrong method claim", "DELETE", "/claim", "", nil, 405, codeMethodNotAllowed},
+		{"too large", "POST", "/intent", strings.Repeat("x", 9000), nil, 413, codePayloadTooLarge},
+		{"no key", "POST", "/intent", `{}`, []string{hdrAPIKey, ""}, 401, codeUnauthorized},
+		{"bad key", "POST", "/claim", ``, []string{hdrAPIKey, "wrong"}, 401, codeUnauthorized},
+		{"unknown intent", "GET", "/result/abc", "", nil, 404, codeNotFound},
+		{"admin without auth", "POST", "/admin/cleanup", "", nil, 401, codeUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.do(tc.method, tc.path, tc.body, tc.hdr...)
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
 			}
-			for _, kv := range spec.SecurityHeaders {
+			for _, kv := range securityHeaders {
 				if got := r.header.Get(kv[0]); got != kv[1] {
 					t.Errorf("%s = %q, want %q", kv[0], got, kv[1])
 				}
@@ -310,9 +333,9 @@ func TestSecurityHeadersAndErrorShape(t *testing.T) {
 			}
 		})
 	}
-	var h spec.Health
+	var h healthBody
 	b.do("GET", "/health", nil).json(t, &h)
-	if !h.OK || h.Version != spec.ServerVersion || h.TimeScale != 1 {
+	if !h.OK || h.Version != serverVersion || h.TimeScale != 1 {
 		t.Fatalf("health %+v", h)
 	}
 }
@@ -321,23 +344,23 @@ func TestIdempotency(t *testing.T) {
 	b := newBus(t, nil)
 	body1 := `{"goal":"g","payload":{"a":1,"b":[1,2]},"priority":5}`
 	same := "{ \"priority\": 5, \"payload\": {\"b\": [1, 2], \"a\": 1},\n \"goal\": \"g\" }"
-	id := b.publish(body1, spec.HeaderIdempotencyKey, "k1")
-	r := b.do("POST", spec.PathIntent, same, spec.HeaderIdempotencyKey, "k1")
-	var c spec.CreateIntentResponse
+	id := b.publish(body1, hdrIdempotencyKey, "k1")
+	r := b.do("POST", pathIntent, same, hdrIdempotencyKey, "k1")
+	var c createIntentResponse
 	r.json(t, &c)
-	if r.status != 201 || c.ID != id || r.header.Get(spec.HeaderIdempotentReplay) != "true" {
+	if r.status != 201 || c.ID != id || r.header.Get(hdrIdempotentReplay) != "true" {
 		t.Fatalf("replay: %d %s (want id %s)", r.status, r.body, id)
 	}
-	r = b.do("POST", spec.PathIntent, `{"goal":"g","payload":{"a":2}}`, spec.HeaderIdempotencyKey, "k1")
-	if r.status != 422 || r.code(t) != spec.ErrIdempotencyConflict {
+	r = b.do("POST", pathIntent, `{"goal":"g","payload":{"a":2}}`, hdrIdempotencyKey, "k1")
+	if r.status != 422 || r.code(t) != codeIdempotencyConflict {
 		t.Fatalf("conflict: %d %s", r.status, r.body)
 	}
 	// A rejected request does not consume a key.
-	if r := b.do("POST", spec.PathIntent, `{"goal":""}`, spec.HeaderIdempotencyKey, "k2"); r.status != 400 {
+	if r := b.do("POST", pathIntent, `{"goal":""}`, hdrIdempotencyKey, "k2"); r.status != 400 {
 		t.Fatalf("invalid: %d", r.status)
 	}
-	b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k2")
-	if r := b.do("POST", spec.PathIntent, body1, spec.HeaderIdempotencyKey, ""); r.status != 201 {
+	b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k2")
+	if r := b.do("POST", pathIntent, body1, hdrIdempotencyKey, ""); r.status != 201 {
 		t.Fatalf("no key: %d", r.status)
 	}
 	// Concurrent duplicates yield one intent.
@@ -348,15 +371,15 @@ func TestIdempotency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", b.ts.URL+spec.PathIntent, strings.NewReader(`{"goal":"c","payload":1}`))
-			req.Header.Set(spec.HeaderAPIKey, testSecret)
-			req.Header.Set(spec.HeaderIdempotencyKey, "storm")
+			req, _ := http.NewRequest("POST", b.ts.URL+pathIntent, strings.NewReader(`{"goal":"c","payload":1}`))
+			req.Header.Set(hdrAPIKey, testSecret)
+			req.Header.Set(hdrIdempotencyKey, "storm")
 			res, err := b.ts.Client().Do(req)
 			if err != nil {
 				return
 			}
 			defer res.Body.Close()
-			var c spec.CreateIntentResponse
+			var c createIntentResponse
 			json.NewDecoder(res.Body).Decode(&c)
 			ids[i] = c.ID
 		}()
@@ -373,22 +396,22 @@ func TestIdempotency(t *testing.T) {
 	}
 	// Keys are scoped per API key: another key with the same Idempotency-Key gets its own intent.
 	tk := b.generateKey("bob")
-	other := b.publish(body1, spec.HeaderIdempotencyKey, "k1", spec.HeaderAPIKey, tk)
+	other := b.publish(body1, hdrIdempotencyKey, "k1", hdrAPIKey, tk)
 	if other == id {
 		t.Fatal("idempotency key shared across API keys")
 	}
-	if r := b.do("POST", spec.PathIntent, body1, spec.HeaderIdempotencyKey, strings.Repeat("k", 256)); r.code(t) != spec.ErrInvalidIdempotencyKey {
+	if r := b.do("POST", pathIntent, body1, hdrIdempotencyKey, strings.Repeat("k", 256)); r.code(t) != codeInvalidIdempotencyKey {
 		t.Fatalf("long key: %d %s", r.status, r.body)
 	}
 }
 
 func (b *testBus) generateKey(owner string) string {
 	b.t.Helper()
-	r := b.do("POST", spec.PathGenerateKey, map[string]string{"owner": owner}, spec.HeaderAdminToken, testAdmin)
+	r := b.do("POST", pathGenerateKey, map[string]string{"owner": owner}, hdrAdminToken, testAdmin)
 	if r.status != 201 {
 		b.t.Fatalf("generate_key: %d %s", r.status, r.body)
 	}
-	var g spec.GenerateKeyResponse
+	var g generateKeyResponse
 	r.json(b.t, &g)
 	if !strings.HasPrefix(g.APIKey, "tk_") || g.Owner != owner {
 		b.t.Fatalf("generate_key: %+v", g)
@@ -412,9 +435,9 @@ func TestClaimOrderAndRouting(t *testing.T) {
 			t.Fatalf("claim response %+v", c)
 		}
 	}
-	r := b.do("POST", spec.PathClaim, nil)
-	if r.status != 204 || r.header.Get(spec.HeaderRetryAfter) != "1" {
-		t.Fatalf("empty claim: %d Retry-After %q", r.status, r.header.Get(spec.HeaderRetryAfter))
+	r := b.do("POST", pathClaim, nil)
+	if r.status != 204 || r.header.Get(hdrRetryAfter) != "1" {
+		t.Fatalf("empty claim: %d Retry-After %q", r.status, r.header.Get(hdrRetryAfter))
 	}
 
 	tk := b.generateKey("alice")
@@ -431,13 +454,13 @@ func TestClaimOrderAndRouting(t *testing.T) {
 	}{
 		{"default namespace is empty", "", nil, ""},
 		{"namespace isolation", "?namespace=other", nil, nsID},
-		{"private to another key", "?namespace=priv", []string{spec.HeaderAPIKey, tk}, ""},
+		{"private to another key", "?namespace=priv", []string{hdrAPIKey, tk}, ""},
 		{"private to publisher", "?namespace=priv", nil, priv},
 		{"target worker missing", "?namespace=tw", nil, ""},
-		{"target worker other", "?namespace=tw", []string{spec.HeaderWorkerID, "w8"}, ""},
-		{"target worker by query", "?namespace=tw&worker_id=w7", []string{spec.HeaderAPIKey, tk}, tw},
-		{"capability missing", "?namespace=cap", []string{spec.HeaderWorkerCapabilities, "cpu, GPU"}, ""},
-		{"capability matched", "?namespace=cap", []string{spec.HeaderWorkerCapabilities, "cpu, gpu"}, capID},
+		{"target worker other", "?namespace=tw", []string{hdrWorkerID, "w8"}, ""},
+		{"target worker by query", "?namespace=tw&worker_id=w7", []string{hdrAPIKey, tk}, tw},
+		{"capability missing", "?namespace=cap", []string{hdrWorkerCapabilities, "cpu, GPU"}, ""},
+		{"capability matched", "?namespace=cap", []string{hdrWorkerCapabilities, "cpu, gpu"}, capID},
 		{"goal filter other", "?namespace=goal&goal=x", nil, ""},
 		{"goal filter", "?namespace=goal&goal=special", nil, goalID},
 		{"delay", "?namespace=delay", nil, ""},
@@ -458,16 +481,16 @@ func TestClaimOrderAndRouting(t *testing.T) {
 		status      int
 		code        string
 	}{
-		{"bad namespace", "?namespace=a%20b", nil, 400, spec.ErrInvalidNamespace},
-		{"foreign publisher", "?publisher=someone", nil, 403, spec.ErrForbidden},
-		{"bad body", "", []string{}, 400, spec.ErrInvalidPayload},
+		{"bad namespace", "?namespace=a%20b", nil, 400, codeInvalidNamespace},
+		{"foreign publisher", "?publisher=someone", nil, 403, codeForbidden},
+		{"bad body", "", []string{}, 400, codeInvalidPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body any
 			if tc.name == "bad body" {
 				body = "{"
 			}
-			r := b.do("POST", spec.PathClaim+tc.query, body, tc.hdr...)
+			r := b.do("POST", pathClaim+tc.query, body, tc.hdr...)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("%d %s", r.status, r.body)
 			}
@@ -486,7 +509,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	if _, ok := b.claim(""); ok {
 		t.Fatal("claimed an intent under an active lease")
 	}
-	if v := b.statusOf(id); v.Status != spec.StatusClaimed || v.ClaimExpiresAt == nil {
+	if v := b.statusOf(id); v.Status != stateClaimed || v.ClaimExpiresAt == nil {
 		t.Fatalf("status %+v", v)
 	}
 	waitUntil(t, func() bool { _, ok := b.claimPeek(); return ok }, 5*time.Second)
@@ -494,39 +517,39 @@ func TestLeaseLifecycle(t *testing.T) {
 	if !ok || c2.ID != id || c2.ClaimAttempts != 2 || c2.ClaimToken == c1.ClaimToken {
 		t.Fatalf("reclaim %+v", c2)
 	}
-	for _, path := range []string{spec.PathFulfill, spec.PathFail, spec.PathExtendClaim} {
+	for _, path := range []string{pathFulfill, pathFail, pathExtendClaim} {
 		r := b.do("POST", path+id, map[string]any{"claim_token": c1.ClaimToken, "seconds": 60})
-		if r.status != 404 || r.code(t) != spec.ErrNotFound {
+		if r.status != 404 || r.code(t) != codeNotFound {
 			t.Fatalf("stale token on %s: %d %s", path, r.status, r.body)
 		}
 	}
 	// The second lease lapses with attempts spent: dead at once, before any write.
-	waitUntil(t, func() bool { return b.statusOf(id).Status == spec.StatusDead }, 5*time.Second)
+	waitUntil(t, func() bool { return b.statusOf(id).Status == stateDead }, 5*time.Second)
 	if _, ok := b.claim(""); ok {
 		t.Fatal("claimed a dead intent")
 	}
-	r := b.do("GET", spec.PathDead, nil, spec.HeaderAdminToken, testAdmin)
-	var dl spec.DeadLetters
+	r := b.do("GET", pathDead, nil, hdrAdminToken, testAdmin)
+	var dl deadLetters
 	r.json(t, &dl)
 	if len(dl.DeadLetters) != 1 || dl.DeadLetters[0].IntentID != id {
 		t.Fatalf("dead letters %s", r.body)
 	}
-	r = b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin)
-	var d spec.DeadLetter
+	r = b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin)
+	var d deadLetter
 	r.json(t, &d)
 	if string(d.Payload) != "1" {
 		t.Fatalf("dead letter %s", r.body)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/retry", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathAdminIntents+id+"/retry", nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("retry %d %s", r.status, r.body)
 	}
-	if v := b.statusOf(id); v.Status != spec.StatusOpen || v.ClaimAttempts != 0 {
+	if v := b.statusOf(id); v.Status != stateOpen || v.ClaimAttempts != 0 {
 		t.Fatalf("after retry %+v", v)
 	}
-	if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 404 {
+	if r := b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin); r.status != 404 {
 		t.Fatalf("dead letter kept after retry: %d", r.status)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/retry", nil, spec.HeaderAdminToken, testAdmin); r.status != 409 {
+	if r := b.do("POST", pathAdminIntents+id+"/retry", nil, hdrAdminToken, testAdmin); r.status != 409 {
 		t.Fatalf("retry of an open intent: %d", r.status)
 	}
 }
@@ -564,20 +587,20 @@ func TestFulfillFailExtend(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"fulfill without token", spec.PathFulfill + id, nil, nil, 400, spec.ErrInvalidRequest},
-		{"fulfill token number", spec.PathFulfill + id, `{"claim_token":5}`, nil, 400, spec.ErrInvalidClaimToken},
-		{"fulfill wrong token", spec.PathFulfill + id, map[string]string{"claim_token": strings.Repeat("0", 32)}, nil, 404, spec.ErrNotFound},
-		{"fulfill other key", spec.PathFulfill + id, map[string]string{"claim_token": c.ClaimToken}, []string{spec.HeaderAPIKey, tk}, 404, spec.ErrNotFound},
-		{"fulfill bad result_type", spec.PathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "xml"}, nil, 400, spec.ErrInvalidResultType},
-		{"fulfill text not string", spec.PathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "text", "result": 5}, nil, 400, spec.ErrInvalidResult},
-		{"fail error number", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": 5}, nil, 400, spec.ErrInvalidError},
-		{"extend no seconds", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken}, nil, 400, spec.ErrInvalidSeconds},
-		{"extend 9 s", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 9}, nil, 400, spec.ErrInvalidSeconds},
-		{"extend 3601 s", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 3601}, nil, 400, spec.ErrInvalidSeconds},
-		{"extend unknown id", spec.PathExtendClaim + "nope", map[string]any{"claim_token": c.ClaimToken, "seconds": 60}, nil, 404, spec.ErrNotFound},
-		{"extend", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 600}, nil, 200, ""},
-		{"fail", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": "boom"}, nil, 200, ""},
-		{"fail twice", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken}, nil, 404, spec.ErrNotFound},
+		{"fulfill without token", pathFulfill + id, nil, nil, 400, codeInvalidRequest},
+		{"fulfill token number", pathFulfill + id, `{"claim_token":5}`, nil, 400, codeInvalidClaimToken},
+		{"fulfill wrong token", pathFulfill + id, map[string]string{"claim_token": strings.Repeat("0", 32)}, nil, 404, codeNotFound},
+		{"fulfill other key", pathFulfill + id, map[string]string{"claim_token": c.ClaimToken}, []string{hdrAPIKey, tk}, 404, codeNotFound},
+		{"fulfill bad result_type", pathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "xml"}, nil, 400, codeInvalidResultType},
+		{"fulfill text not string", pathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "text", "result": 5}, nil, 400, codeInvalidResult},
+		{"fail error number", pathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": 5}, nil, 400, codeInvalidError},
+		{"extend no seconds", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken}, nil, 400, codeInvalidSeconds},
+		{"extend 9 s", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 9}, nil, 400, codeInvalidSeconds},
+		{"extend 3601 s", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 3601}, nil, 400, codeInvalidSeconds},
+		{"extend unknown id", pathExtendClaim + "nope", map[string]any{"claim_token": c.ClaimToken, "seconds": 60}, nil, 404, codeNotFound},
+		{"extend", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 600}, nil, 200, ""},
+		{"fail", pathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": "boom"}, nil, 200, ""},
+		{"fail twice", pathFail + id, map[string]any{"claim_token": c.ClaimToken}, nil, 404, codeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.do("POST", tc.path, tc.body, tc.hdr...)
@@ -590,7 +613,7 @@ func TestFulfillFailExtend(t *testing.T) {
 		})
 	}
 	v := b.statusOf(id)
-	if v.Status != spec.StatusOpen || v.Error == nil || *v.Error != "boom" || v.RunAt <= b.srv.nowF()-1 {
+	if v.Status != stateOpen || v.Error == nil || *v.Error != "boom" || v.RunAt <= b.srv.nowF()-1 {
 		t.Fatalf("after fail %+v", v)
 	}
 	// Second attempt: fail again → dead with a dead letter.
@@ -599,44 +622,44 @@ func TestFulfillFailExtend(t *testing.T) {
 	if !ok || c2.ClaimAttempts != 2 {
 		t.Fatalf("second claim %+v", c2)
 	}
-	r := b.do("POST", spec.PathFail+id, map[string]any{"claim_token": c2.ClaimToken, "error": "again"})
-	var m spec.MutationResponse
+	r := b.do("POST", pathFail+id, map[string]any{"claim_token": c2.ClaimToken, "error": "again"})
+	var m mutationResponse
 	r.json(t, &m)
-	if m.Status != spec.StatusDead {
+	if m.Status != stateDead {
 		t.Fatalf("fail at max attempts: %s", r.body)
 	}
 	// Fulfil with the token in a header and no body.
 	id2 := b.publish(`{"goal":"h","payload":1,"namespace":"h"}`)
 	c3, _ := b.claim("?namespace=h")
-	if r := b.do("POST", spec.PathFulfill+id2, nil, spec.HeaderClaimToken, c3.ClaimToken); r.status != 200 {
+	if r := b.do("POST", pathFulfill+id2, nil, hdrClaimToken, c3.ClaimToken); r.status != 200 {
 		t.Fatalf("fulfil with header: %d %s", r.status, r.body)
 	}
-	r = b.do("GET", spec.PathResult+id2, nil)
-	var res spec.IntentView
+	r = b.do("GET", pathResult+id2, nil)
+	var res intentView
 	r.json(t, &res)
-	if res.Status != spec.StatusFulfilled || res.Result != nil || res.CompletedAt == nil {
+	if res.Status != stateFulfilled || res.Result != nil || res.CompletedAt == nil {
 		t.Fatalf("result %s", r.body)
 	}
 	// Extending an expired lease fails.
 	id3 := b.publish(`{"goal":"x","payload":1,"namespace":"x"}`)
 	c4, _ := b.claim("?namespace=x")
 	time.Sleep(150 * time.Millisecond)
-	if r := b.do("POST", spec.PathExtendClaim+id3, map[string]any{"claim_token": c4.ClaimToken, "seconds": 60}); r.status != 404 {
+	if r := b.do("POST", pathExtendClaim+id3, map[string]any{"claim_token": c4.ClaimToken, "seconds": 60}); r.status != 404 {
 		t.Fatalf("extend after expiry: %d %s", r.status, r.body)
 	}
 	// Result with a stored value, and access control.
 	id4 := b.publish(`{"goal":"y","payload":1,"namespace":"y"}`)
 	c5, _ := b.claim("?namespace=y")
-	b.do("POST", spec.PathFulfill+id4, map[string]any{"claim_token": c5.ClaimToken, "result": "done", "result_type": "text"})
-	r = b.do("GET", spec.PathResult+id4, nil)
+	b.do("POST", pathFulfill+id4, map[string]any{"claim_token": c5.ClaimToken, "result": "done", "result_type": "text"})
+	r = b.do("GET", pathResult+id4, nil)
 	r.json(t, &res)
 	if string(res.Result) != `"done"` || *res.ResultType != "text" {
 		t.Fatalf("result %s", r.body)
 	}
-	if r := b.do("GET", spec.PathResult+id4, nil, spec.HeaderAPIKey, tk); r.status != 403 {
+	if r := b.do("GET", pathResult+id4, nil, hdrAPIKey, tk); r.status != 403 {
 		t.Fatalf("foreign result: %d", r.status)
 	}
-	if r := b.do("GET", spec.PathResult+id4, nil, spec.HeaderAPIKey, "", spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("GET", pathResult+id4, nil, hdrAPIKey, "", hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("admin result: %d", r.status)
 	}
 }
@@ -644,10 +667,7 @@ func TestFulfillFailExtend(t *testing.T) {
 func TestHMAC(t *testing.T) {
 	b := newBus(t, func(c *Config) { c.RequireSignatures = true })
 	sign := func(method, path, body, ts, nonce string) []string {
-		u, _ := http.NewRequest(method, b.ts.URL+path, nil)
-		cp, _ := spec.CanonicalPath(u.URL.EscapedPath(), u.URL.RawQuery)
-		sig := spec.Sign(testSecret, spec.SigningString(method, cp, ts, nonce, []byte(body)))
-		return []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, nonce, spec.HeaderSignature, sig}
+		return b.signed(method, path, body, ts, nonce, false)
 	}
 	now := strconv.FormatInt(time.Now().Unix(), 10)
 	body := `{"goal":"g","payload":1}`
@@ -660,18 +680,18 @@ func TestHMAC(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"unsigned", "POST", "/intent", body, nil, 401, spec.ErrSignatureRequired},
+		{"unsigned", "POST", "/intent", body, nil, 401, codeSignatureRequired},
 		{"signed", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 201, ""},
-		{"nonce replay", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 401, spec.ErrNonceReused},
+		{"nonce replay", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 401, codeNonceReused},
 		{"query sorted", "POST", "/claim?namespace=x&goal=a", "", sign("POST", "/claim?namespace=x&goal=a", "", now, "n2"), 204, ""},
-		{"bad signature", "POST", "/intent", body, sign("POST", "/intent", body+" ", now, "n3"), 401, spec.ErrInvalidSignature},
-		{"skewed", "POST", "/intent", body, sign("POST", "/intent", body, strconv.FormatInt(time.Now().Unix()-301, 10), "n4"), 401, spec.ErrInvalidTimestamp},
-		{"bad timestamp", "POST", "/intent", body, sign("POST", "/intent", body, "yesterday", "n5"), 401, spec.ErrInvalidTimestamp},
+		{"bad signature", "POST", "/intent", body, sign("POST", "/intent", body+" ", now, "n3"), 401, codeInvalidSignature},
+		{"skewed", "POST", "/intent", body, sign("POST", "/intent", body, strconv.FormatInt(time.Now().Unix()-301, 10), "n4"), 401, codeInvalidTimestamp},
+		{"bad timestamp", "POST", "/intent", body, sign("POST", "/intent", body, "yesterday", "n5"), 401, codeInvalidTimestamp},
 		{"upper-case hex", "POST", "/intent", body, func() []string {
 			h := sign("POST", "/intent", body, now, "n6")
 			h[5] = strings.ToUpper(h[5])
 			return h
-		}(), 401, spec.ErrInvalidSignature},
+		}(), 401, codeInvalidSignature},
 		{"health needs none", "GET", "/health", "", nil, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -698,17 +718,17 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 		hdr                []string
 		status             int
 	}{
-		{"token", "POST", spec.PathCleanup, []string{spec.HeaderAdminToken, testAdmin}, 200},
-		{"basic", "POST", spec.PathCleanup, []string{"Authorization", basic("admin", testDash)}, 200},
-		{"basic wrong user", "POST", spec.PathCleanup, []string{"Authorization", basic("root", testDash)}, 401},
-		{"no fallback to BUS_SECRET", "POST", spec.PathCleanup, []string{spec.HeaderAdminToken, testSecret}, 401},
-		{"api key is not admin", "GET", spec.PathDead, nil, 401},
-		{"dashboard", "GET", spec.PathDashboard, []string{"Authorization", basic("admin", testDash)}, 200},
-		{"dashboard prompt", "GET", spec.PathDashboard, nil, 401},
-		{"metrics bearer", "GET", spec.PathMetrics, []string{"Authorization", "Bearer " + testMetric}, 200},
-		{"metrics admin", "GET", spec.PathMetrics, []string{spec.HeaderAdminToken, testAdmin}, 200},
-		{"metrics wrong bearer", "GET", spec.PathMetrics, []string{"Authorization", "Bearer x"}, 401},
-		{"metrics api key", "GET", spec.PathMetrics, nil, 401},
+		{"token", "POST", pathCleanup, []string{hdrAdminToken, testAdmin}, 200},
+		{"basic", "POST", pathCleanup, []string{"Authorization", basic("admin", testDash)}, 200},
+		{"basic wrong user", "POST", pathCleanup, []string{"Authorization", basic("root", testDash)}, 401},
+		{"no fallback to BUS_SECRET", "POST", pathCleanup, []string{hdrAdminToken, testSecret}, 401},
+		{"api key is not admin", "GET", pathDead, nil, 401},
+		{"dashboard", "GET", pathDashboard, []string{"Authorization", basic("admin", testDash)}, 200},
+		{"dashboard prompt", "GET", pathDashboard, nil, 401},
+		{"metrics bearer", "GET", pathMetrics, []string{"Authorization", "Bearer " + testMetric}, 200},
+		{"metrics admin", "GET", pathMetrics, []string{hdrAdminToken, testAdmin}, 200},
+		{"metrics wrong bearer", "GET", pathMetrics, []string{"Authorization", "Bearer x"}, 401},
+		{"metrics api key", "GET", pathMetrics, nil, 401},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.do(tc.method, tc.path, nil, tc.hdr...)
@@ -725,7 +745,7 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 	}
 	b.publish(`{"goal":"g","payload":1,"namespace":"m"}`)
 	b.generateKey("k")
-	r := b.do("GET", spec.PathMetrics, nil, "Authorization", "Bearer "+testMetric)
+	r := b.do("GET", pathMetrics, nil, "Authorization", "Bearer "+testMetric)
 	for _, want := range []string{`intent_bus_intents_total{status="open",namespace="m"} 1`, "intent_bus_dead_letters_total 0", "intent_bus_tester_keys_total 1", "# TYPE intent_bus_intents_total gauge"} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, r.body)
@@ -737,21 +757,21 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"generate no owner", spec.PathGenerateKey, `{}`, 400, spec.ErrInvalidRequest},
-		{"generate owner number", spec.PathGenerateKey, `{"owner":1}`, 400, spec.ErrInvalidOwner},
-		{"revoke unknown", spec.PathRevokeKey, `{"api_key":"tk_nope"}`, 404, spec.ErrNotFound},
-		{"revoke bad", spec.PathRevokeKey, `{"api_key":[]}`, 400, spec.ErrInvalidAPIKey},
-		{"purge unconfirmed", spec.PathPurge, `{"confirm":false}`, 400, spec.ErrInvalidConfirm},
-		{"purge bad namespace", spec.PathPurge, `{"confirm":true,"namespace":"a b"}`, 400, spec.ErrInvalidNamespace},
-		{"cancel unknown", spec.PathAdminIntents + "nope/cancel", ``, 404, spec.ErrNotFound},
-		{"detail unknown", spec.PathAdminIntents + "nope", ``, 404, spec.ErrNotFound},
+		{"generate no owner", pathGenerateKey, `{}`, 400, codeInvalidRequest},
+		{"generate owner number", pathGenerateKey, `{"owner":1}`, 400, codeInvalidOwner},
+		{"revoke unknown", pathRevokeKey, `{"api_key":"tk_nope"}`, 404, codeNotFound},
+		{"revoke bad", pathRevokeKey, `{"api_key":[]}`, 400, codeInvalidAPIKey},
+		{"purge unconfirmed", pathPurge, `{"confirm":false}`, 400, codeInvalidConfirm},
+		{"purge bad namespace", pathPurge, `{"confirm":true,"namespace":"a b"}`, 400, codeInvalidNamespace},
+		{"cancel unknown", pathAdminIntents + "nope/cancel", ``, 404, codeNotFound},
+		{"detail unknown", pathAdminIntents + "nope", ``, 404, codeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method := "POST"
 			if tc.name == "detail unknown" {
 				method = "GET"
 			}
-			r := b.do(method, tc.path, tc.body, spec.HeaderAdminToken, testAdmin)
+			r := b.do(method, tc.path, tc.body, hdrAdminToken, testAdmin)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("%d %s", r.status, r.body)
 			}
@@ -762,48 +782,48 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 func TestTesterKeysAndAdminOps(t *testing.T) {
 	b := newBus(t, func(c *Config) { c.TimeScale = 1 })
 	tk := b.generateKey("carol")
-	id := b.publish(`{"goal":"g","payload":{"x":1},"namespace":"t"}`, spec.HeaderAPIKey, tk)
+	id := b.publish(`{"goal":"g","payload":{"x":1},"namespace":"t"}`, hdrAPIKey, tk)
 	var last resp
 	for i := 0; i < 60; i++ {
-		last = b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, tk)
+		last = b.do("GET", pathStatus+id, nil, hdrAPIKey, tk)
 		if last.status == 429 {
 			break
 		}
 	}
-	if last.status != 429 || last.code(t) != spec.ErrRateLimited || last.header.Get(spec.HeaderRetryAfter) == "" {
+	if last.status != 429 || last.code(t) != codeRateLimited || last.header.Get(hdrRetryAfter) == "" {
 		t.Fatalf("61st request: %d %s", last.status, last.body)
 	}
 	// The main key is exempt.
-	if r := b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, testSecret); r.status != 403 {
+	if r := b.do("GET", pathStatus+id, nil, hdrAPIKey, testSecret); r.status != 403 {
 		t.Fatalf("main key: %d", r.status)
 	}
-	r := b.do("GET", spec.PathAdminIntents+id, nil, spec.HeaderAdminToken, testAdmin)
-	var v spec.IntentView
+	r := b.do("GET", pathAdminIntents+id, nil, hdrAdminToken, testAdmin)
+	var v intentView
 	r.json(t, &v)
 	if string(v.Payload) != `{"x":1}` || v.Publisher != tk {
 		t.Fatalf("admin detail %s", r.body)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/cancel", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathAdminIntents+id+"/cancel", nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("cancel %d", r.status)
 	}
-	if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("dead letter after cancel %d", r.status)
 	}
-	if r := b.do("POST", spec.PathRevokeKey, map[string]string{"api_key": tk}, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathRevokeKey, map[string]string{"api_key": tk}, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("revoke %d %s", r.status, r.body)
 	}
-	if r := b.do("POST", spec.PathClaim, nil, spec.HeaderAPIKey, tk); r.status != 401 {
+	if r := b.do("POST", pathClaim, nil, hdrAPIKey, tk); r.status != 401 {
 		t.Fatalf("revoked key: %d", r.status)
 	}
 	b.publish(`{"goal":"g","payload":1,"namespace":"p1"}`)
 	b.publish(`{"goal":"g","payload":1,"namespace":"p2"}`)
-	r = b.do("POST", spec.PathPurge, `{"confirm":true,"namespace":"p1"}`, spec.HeaderAdminToken, testAdmin)
+	r = b.do("POST", pathPurge, `{"confirm":true,"namespace":"p1"}`, hdrAdminToken, testAdmin)
 	var pr map[string]any
 	r.json(t, &pr)
 	if pr["intents_deleted"] != float64(1) {
 		t.Fatalf("purge namespace %s", r.body)
 	}
-	r = b.do("POST", spec.PathPurge, `{"confirm":true}`, spec.HeaderAdminToken, testAdmin)
+	r = b.do("POST", pathPurge, `{"confirm":true}`, hdrAdminToken, testAdmin)
 	r.json(t, &pr)
 	if pr["intents_deleted"] != float64(2) || pr["dead_letters_deleted"] != float64(1) {
 		t.Fatalf("purge all %s", r.body)
@@ -821,15 +841,15 @@ func TestKVStore(t *testing.T) {
 		code               string
 		value              string
 	}{
-		{"get missing", "GET", "/get/a", nil, nil, 404, spec.ErrNotFound, ""},
+		{"get missing", "GET", "/get/a", nil, nil, 404, codeNotFound, ""},
 		{"set", "POST", "/set/a", `{"value":"hello"}`, nil, 200, "", ""},
 		{"get", "GET", "/get/a", nil, nil, 200, "", `"hello"`},
-		{"isolated per key", "GET", "/get/a", nil, []string{spec.HeaderAPIKey, tk}, 404, spec.ErrNotFound, ""},
+		{"isolated per key", "GET", "/get/a", nil, []string{hdrAPIKey, tk}, 404, codeNotFound, ""},
 		{"set object", "POST", "/set/a", `{"value":{"n":1},"ttl":86400}`, nil, 200, "", ""},
 		{"get object", "GET", "/get/a", nil, nil, 200, "", `{"n":1}`},
-		{"no value", "POST", "/set/a", `{"ttl":5}`, nil, 400, spec.ErrInvalidRequest, ""},
-		{"ttl too long", "POST", "/set/a", `{"value":1,"ttl":86401}`, nil, 400, spec.ErrInvalidTTL, ""},
-		{"ttl zero", "POST", "/set/a", `{"value":1,"ttl":0}`, nil, 400, spec.ErrInvalidTTL, ""},
+		{"no value", "POST", "/set/a", `{"ttl":5}`, nil, 400, codeInvalidRequest, ""},
+		{"ttl too long", "POST", "/set/a", `{"value":1,"ttl":86401}`, nil, 400, codeInvalidTTL, ""},
+		{"ttl zero", "POST", "/set/a", `{"value":1,"ttl":0}`, nil, 400, codeInvalidTTL, ""},
 		{"short ttl", "POST", "/set/b", `{"value":1,"ttl":1}`, nil, 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -841,7 +861,7 @@ func TestKVStore(t *testing.T) {
 				t.Fatalf("code %s", r.body)
 			}
 			if tc.value != "" {
-				var g spec.GetResponse
+				var g getResponse
 				r.json(t, &g)
 				if string(g.Value) != tc.value {
 					t.Fatalf("value %s", g.Value)
@@ -854,20 +874,20 @@ func TestKVStore(t *testing.T) {
 
 func TestMaintenanceAndHTTPS(t *testing.T) {
 	b := newBus(t, func(c *Config) { c.Maintenance = true })
-	if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":1}`); r.status != 503 || r.code(t) != spec.ErrMaintenance {
+	if r := b.do("POST", pathIntent, `{"goal":"g","payload":1}`); r.status != 503 || r.code(t) != codeMaintenance {
 		t.Fatalf("maintenance: %d %s", r.status, r.body)
 	}
-	if r := b.do("GET", spec.PathHealth, nil); r.status != 200 {
+	if r := b.do("GET", pathHealth, nil); r.status != 200 {
 		t.Fatalf("health in maintenance: %d", r.status)
 	}
-	if r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathCleanup, nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("admin in maintenance: %d", r.status)
 	}
 	h := newBus(t, func(c *Config) { c.EnforceHTTPS = true; c.TrustProxy = true })
-	if r := h.do("GET", spec.PathHealth, nil); r.status != 403 || r.code(t) != spec.ErrHTTPSRequired {
+	if r := h.do("GET", pathHealth, nil); r.status != 403 || r.code(t) != codeHTTPSRequired {
 		t.Fatalf("plain HTTP: %d", r.status)
 	}
-	if r := h.do("GET", spec.PathHealth, nil, "X-Forwarded-Proto", "https"); r.status != 200 {
+	if r := h.do("GET", pathHealth, nil, "X-Forwarded-Proto", "https"); r.status != 200 {
 		t.Fatalf("behind TLS proxy: %d", r.status)
 	}
 }
@@ -878,13 +898,13 @@ func TestCleanup(t *testing.T) {
 	dead := b.publish(`{"goal":"g","payload":1,"max_attempts":1,"namespace":"d"}`)
 	b.claim("?namespace=d")
 	time.Sleep(1200 * time.Millisecond)
-	r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin)
-	var st spec.CleanupStats
+	r := b.do("POST", pathCleanup, nil, hdrAdminToken, testAdmin)
+	var st cleanupStats
 	r.json(t, &st)
 	if st.ExpiredOpenDeleted != 1 || st.ExpiredClaimsDead != 1 {
 		t.Fatalf("cleanup stats %s", r.body)
 	}
-	if v := b.statusOf(dead); v.Status != spec.StatusDead {
+	if v := b.statusOf(dead); v.Status != stateDead {
 		t.Fatalf("status %+v", v)
 	}
 
@@ -892,14 +912,14 @@ func TestCleanup(t *testing.T) {
 	l := newBus(t, func(c *Config) { c.TimeScale = 100000; c.CleanupInterval = 300 * time.Second })
 	id := l.publish(`{"goal":"g","payload":1}`)
 	time.Sleep(1200 * time.Millisecond)
-	waitUntil(t, func() bool { return l.do("GET", spec.PathStatus+id, nil).status == 404 }, 5*time.Second)
+	waitUntil(t, func() bool { return l.do("GET", pathStatus+id, nil).status == 404 }, 5*time.Second)
 
 	// A failing pass (failpoint) is reported and leaves the rows alone.
 	f := newBus(t, func(c *Config) { c.CleanupInterval = 1e9 * time.Second })
 	if err := failpoint.Enable(FailpointInsideCleanup, `return("error")`); err != nil {
 		t.Fatal(err)
 	}
-	r = f.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin)
+	r = f.do("POST", pathCleanup, nil, hdrAdminToken, testAdmin)
 	failpoint.Disable(FailpointInsideCleanup)
 	if r.status < 500 {
 		t.Fatalf("cleanup with failpoint: %d %s", r.status, r.body)
@@ -930,15 +950,15 @@ func TestMutantsListed(t *testing.T) {
 func TestMutantsMisbehave(t *testing.T) {
 	probes := map[string]func(b *testBus) error{
 		MutantIdemKeyIgnored: func(b *testBus) error {
-			a := b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k")
-			if c := b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k"); c != a {
+			a := b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k")
+			if c := b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k"); c != a {
 				return fmt.Errorf("replay created %s, first %s", c, a)
 			}
 			return nil
 		},
 		MutantIdemConflictAccepted: func(b *testBus) error {
-			b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k")
-			if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":2}`, spec.HeaderIdempotencyKey, "k"); r.status != 422 {
+			b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k")
+			if r := b.do("POST", pathIntent, `{"goal":"g","payload":2}`, hdrIdempotencyKey, "k"); r.status != 422 {
 				return fmt.Errorf("conflict answered %d", r.status)
 			}
 			return nil
@@ -946,7 +966,7 @@ func TestMutantsMisbehave(t *testing.T) {
 		MutantStaleTokenAccepted: func(b *testBus) error {
 			id := b.publish(`{"goal":"g","payload":1}`)
 			b.claim("")
-			if r := b.do("POST", spec.PathFulfill+id, map[string]string{"claim_token": "x"}); r.status != 404 {
+			if r := b.do("POST", pathFulfill+id, map[string]string{"claim_token": "x"}); r.status != 404 {
 				return fmt.Errorf("wrong token answered %d", r.status)
 			}
 			return nil
@@ -969,19 +989,19 @@ func TestMutantsMisbehave(t *testing.T) {
 		MutantVisibilityLeak: func(b *testBus) error {
 			tk := b.generateKey("o")
 			b.publish(`{"goal":"g","payload":1}`)
-			if _, ok := b.claim("", spec.HeaderAPIKey, tk); ok {
+			if _, ok := b.claim("", hdrAPIKey, tk); ok {
 				return fmt.Errorf("another key claimed a private intent")
 			}
 			return nil
 		},
 		MutantNoRetryAfter: func(b *testBus) error {
-			if r := b.do("POST", spec.PathClaim, nil); r.header.Get(spec.HeaderRetryAfter) != "1" {
+			if r := b.do("POST", pathClaim, nil); r.header.Get(hdrRetryAfter) != "1" {
 				return fmt.Errorf("204 without Retry-After")
 			}
 			return nil
 		},
 		MutantNonJSON404: func(b *testBus) error {
-			var e spec.ErrorBody
+			var e errorBody
 			if json.Unmarshal(b.do("GET", "/nope", nil).body, &e) != nil {
 				return fmt.Errorf("404 is not JSON")
 			}
@@ -994,7 +1014,7 @@ func TestMutantsMisbehave(t *testing.T) {
 			return nil
 		},
 		MutantAdminSecretFallback: func(b *testBus) error {
-			if r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testSecret); r.status != 401 {
+			if r := b.do("POST", pathCleanup, nil, hdrAdminToken, testSecret); r.status != 401 {
 				return fmt.Errorf("BUS_SECRET accepted as admin token")
 			}
 			return nil
@@ -1002,7 +1022,7 @@ func TestMutantsMisbehave(t *testing.T) {
 		MutantNoBackoff: func(b *testBus) error {
 			id := b.publish(`{"goal":"g","payload":1,"backoff_base":3600}`)
 			c, _ := b.claim("")
-			b.do("POST", spec.PathFail+id, map[string]string{"claim_token": c.ClaimToken})
+			b.do("POST", pathFail+id, map[string]string{"claim_token": c.ClaimToken})
 			if _, ok := b.claim(""); ok {
 				return fmt.Errorf("reclaimed at once after fail")
 			}
@@ -1011,18 +1031,17 @@ func TestMutantsMisbehave(t *testing.T) {
 		MutantMaxAttemptsIgnored: func(b *testBus) error {
 			id := b.publish(`{"goal":"g","payload":1,"max_attempts":1}`)
 			c, _ := b.claim("")
-			b.do("POST", spec.PathFail+id, map[string]string{"claim_token": c.ClaimToken})
-			if st := b.statusOf(id).Status; st != spec.StatusDead {
+			b.do("POST", pathFail+id, map[string]string{"claim_token": c.ClaimToken})
+			if st := b.statusOf(id).Status; st != stateDead {
 				return fmt.Errorf("status %s after the last attempt failed", st)
 			}
 			return nil
 		},
 		MutantNonceReplayAccepted: func(b *testBus) error {
 			ts := strconv.FormatInt(time.Now().Unix(), 10)
-			sig := spec.Sign(testSecret, spec.SigningString("POST", "/claim", ts, "n", nil))
-			h := []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, "n", spec.HeaderSignature, sig}
-			b.do("POST", spec.PathClaim, nil, h...)
-			if r := b.do("POST", spec.PathClaim, nil, h...); r.status != 401 {
+			h := b.signed("POST", "/claim", "", ts, "n", false)
+			b.do("POST", pathClaim, nil, h...)
+			if r := b.do("POST", pathClaim, nil, h...); r.status != 401 {
 				return fmt.Errorf("replayed nonce answered %d", r.status)
 			}
 			return nil
@@ -1046,7 +1065,7 @@ func TestMutantsMisbehave(t *testing.T) {
 		id := b.publish(`{"goal":"g","payload":1,"backoff_base":3600}`)
 		c, _ := b.claim("")
 		time.Sleep(150 * time.Millisecond)
-		if r := b.do("POST", spec.PathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 60}); r.status != 404 {
+		if r := b.do("POST", pathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 60}); r.status != 404 {
 			return fmt.Errorf("extend after expiry answered %d", r.status)
 		}
 		return nil
@@ -1062,8 +1081,8 @@ func TestMutantsMisbehave(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					req, _ := http.NewRequest("POST", b.ts.URL+spec.PathClaim+"?namespace="+ns, nil)
-					req.Header.Set(spec.HeaderAPIKey, testSecret)
+					req, _ := http.NewRequest("POST", b.ts.URL+pathClaim+"?namespace="+ns, nil)
+					req.Header.Set(hdrAPIKey, testSecret)
 					res, err := b.ts.Client().Do(req)
 					if err != nil {
 						return
@@ -1109,11 +1128,11 @@ func TestOpenIntentCap(t *testing.T) {
 	b := newBus(t, func(c *Config) { c.TimeScale = 1e7; c.CleanupInterval = 1e9 * time.Second })
 	tk := b.generateKey("erin")
 	body := `{"goal":"g","payload":1,"namespace":"cap"}`
-	for i := 0; i < spec.TesterOpenCap; i++ {
-		b.publish(body, spec.HeaderAPIKey, tk)
+	for i := 0; i < testerOpenCap; i++ {
+		b.publish(body, hdrAPIKey, tk)
 	}
-	r := b.do("POST", spec.PathIntent, body, spec.HeaderAPIKey, tk)
-	if r.status != 429 || r.code(t) != spec.ErrLimitExceeded || r.header.Get(spec.HeaderRetryAfter) == "" {
+	r := b.do("POST", pathIntent, body, hdrAPIKey, tk)
+	if r.status != 429 || r.code(t) != codeLimitExceeded || r.header.Get(hdrRetryAfter) == "" {
 		t.Fatalf("2001st intent: %d %s", r.status, r.body)
 	}
 	b.publish(body) // the main key is exempt
@@ -1121,8 +1140,8 @@ func TestOpenIntentCap(t *testing.T) {
 	if err := b.srv.rdb.QueryRow(`SELECT id FROM intents WHERE publisher = ? LIMIT 1`, tk).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/cancel", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathAdminIntents+id+"/cancel", nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("cancel: %d", r.status)
 	}
-	b.publish(body, spec.HeaderAPIKey, tk)
+	b.publish(body, hdrAPIKey, tk)
 }
