@@ -19,13 +19,15 @@ const retentionSeconds = 7 * 86400
 func (s *Server) maybeCleanup() {
 	now := s.clock()
 	s.cleanMu.Lock()
-	if s.cleanRunning || now.Before(s.nextCleanup) {
+	if s.cleanRunning || s.cleanClosed || now.Before(s.nextCleanup) {
 		s.cleanMu.Unlock()
 		return
 	}
 	s.cleanRunning = true
+	s.cleanWG.Add(1)
 	s.cleanMu.Unlock()
 	go func() {
+		defer s.cleanWG.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := s.runCleanup(ctx)

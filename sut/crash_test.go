@@ -7,13 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -204,21 +207,45 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 	}
 	p := startServe(t, bin, db, extra...)
 	defer p.kill()
-	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
+	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}, base: p.base}
 	ctx := context.Background()
-	for key, id := range published {
+	// The checks run on the load's workers: the lost-on-crash mutant holds
+	// each commit for earlyCommitDelay, and one request at a time would
+	// wait out every hold in turn.
+	forEach := func(n int, check func(i int)) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					check(i)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	pubKeys := slices.Sorted(maps.Keys(published))
+	forEach(len(pubKeys), func(i int) {
+		key := pubKeys[i]
+		id := published[key]
 		st, b, err := c.do(ctx, "GET", pathStatus+id, "")
 		if err != nil || st != 200 {
+			mu.Lock()
 			lostPublishes++
+			mu.Unlock()
 			if mutant == "" {
 				t.Errorf("acknowledged intent %s (key %s) lost: %d %s %v", id, key, st, b, err)
 			}
-			continue
+			return
 		}
 		var v intentView
 		json.Unmarshal(b, &v)
 		if fulfilled[id] && v.Status != stateFulfilled {
+			mu.Lock()
 			lostFulfils++
+			mu.Unlock()
 			if mutant == "" {
 				t.Errorf("acknowledged fulfil of %s lost: status %s", id, v.Status)
 			}
@@ -228,16 +255,19 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 		var cr createIntentResponse
 		json.Unmarshal(b, &cr)
 		if err != nil || st != 201 || cr.ID != id {
+			mu.Lock()
 			lostPublishes++
+			mu.Unlock()
 			if mutant == "" {
 				t.Errorf("replay of key %s: %d %s, want id %s", key, st, b, id)
 			}
 		}
-	}
+	})
 	// Keys of unknown outcome: a replay creates at most one intent.
-	for _, key := range unknown {
+	forEach(len(unknown), func(i int) {
+		key := unknown[i]
 		c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
-	}
+	})
 	p.kill()
 	sdb, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
 	if err != nil {
@@ -323,6 +353,7 @@ func TestGracefulShutdown(t *testing.T) {
 	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
 	var mu sync.Mutex
 	var ids []string
+	loaded := make(chan struct{}) // closed at the 50th acknowledged publish
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 8 {
@@ -336,12 +367,24 @@ func TestGracefulShutdown(t *testing.T) {
 					json.Unmarshal(b, &cr)
 					mu.Lock()
 					ids = append(ids, cr.ID)
+					if len(ids) == 50 {
+						close(loaded)
+					}
 					mu.Unlock()
 				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// SIGTERM under load: once 50 publishes are acknowledged, while eight
+	// workers keep publishing (no guess of how long that takes).
+	select {
+	case <-loaded:
+	case <-time.After(20 * time.Second):
+		p.kill()
+		cancel()
+		wg.Wait()
+		t.Fatal("no 50 acknowledged publishes within 20 s")
+	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	err := p.cmd.Wait()
 	cancel()
@@ -357,7 +400,7 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Fatalf("acknowledged intent %s lost over a graceful shutdown: %d %s %v", id, st, b, err)
 		}
 	}
-	if len(ids) < 10 {
+	if len(ids) < 50 {
 		t.Fatalf("only %d intents published: no load", len(ids))
 	}
 }

@@ -31,6 +31,19 @@ func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 func (c *fakeClock) unix() float64           { return float64(c.ns.Load()) / 1e9 }
 
+// AdvanceTo moves the clock to the first nanosecond at or after the Unix
+// time sec, as the server compares it (float seconds); never backwards.
+func (c *fakeClock) AdvanceTo(sec float64) {
+	ns := int64(math.Ceil(sec * 1e9))
+	for float64(ns)/1e9 < sec {
+		ns++
+	}
+	if ns < c.ns.Load() {
+		panic("fakeClock.AdvanceTo: the clock does not go back")
+	}
+	c.ns.Store(ns)
+}
+
 // readingBus starts a server on a fake clock that follows name for key
 // (and the defaults elsewhere); name "" is the default of key.
 func readingBus(t *testing.T, key, name string, mod func(*Config)) (*testBus, *fakeClock) {

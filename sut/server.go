@@ -50,6 +50,8 @@ type Server struct {
 	cleanMu      sync.Mutex
 	nextCleanup  time.Time // lazy cleanup runs on traffic at or after this
 	cleanRunning bool
+	cleanClosed  bool           // Close has begun: no lazy pass starts
+	cleanWG      sync.WaitGroup // the lazy pass in flight; Close waits for it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -164,10 +166,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close drains the writer (every queued operation is committed) and closes
-// the database. Idempotent; the handler answers 503 afterwards.
+// Close waits for a lazy cleanup pass in flight (and starts no other),
+// drains the writer (every queued operation is committed) and closes the
+// database. Idempotent; the handler answers 503 afterwards.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.cleanMu.Lock()
+		s.cleanClosed = true
+		s.cleanMu.Unlock()
+		s.cleanWG.Wait()
 		s.w.close()
 		s.st.close()
 		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
