@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/idscheck/idscheck/spec"
 )
 
 const retentionSeconds = 7 * 86400
@@ -21,13 +19,15 @@ const retentionSeconds = 7 * 86400
 func (s *Server) maybeCleanup() {
 	now := s.clock()
 	s.cleanMu.Lock()
-	if s.cleanRunning || now.Before(s.nextCleanup) {
+	if s.cleanRunning || s.cleanClosed || now.Before(s.nextCleanup) {
 		s.cleanMu.Unlock()
 		return
 	}
 	s.cleanRunning = true
+	s.cleanWG.Add(1)
 	s.cleanMu.Unlock()
 	go func() {
+		defer s.cleanWG.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := s.runCleanup(ctx)
@@ -46,7 +46,7 @@ func (s *Server) maybeCleanup() {
 // expireLeases records the end of every lapsed lease: dead when the attempts
 // are spent (with a dead-letter row), open otherwise (run_at already holds
 // the backoff).
-func (s *Server) expireLeases(tx *sql.Tx, now float64, st *spec.CleanupStats) error {
+func (s *Server) expireLeases(tx *sql.Tx, now float64, st *cleanupStats) error {
 	if s.mutant == MutantLeaseNeverExpires {
 		return nil
 	}
@@ -57,10 +57,10 @@ func (s *Server) expireLeases(tx *sql.Tx, now float64, st *spec.CleanupStats) er
 		if err != nil {
 			return err
 		}
-		var dead []spec.DeadLetter
+		var dead []deadLetter
 		var pubs, payloads []string
 		for rows.Next() {
-			var d spec.DeadLetter
+			var d deadLetter
 			var pub, payload string
 			var le sql.NullString
 			if err := rows.Scan(&d.IntentID, &d.Namespace, &d.Goal, &payload, &pub, &d.ClaimAttempts, &le, &d.DiedAt); err != nil {
@@ -95,12 +95,12 @@ func (s *Server) expireLeases(tx *sql.Tx, now float64, st *spec.CleanupStats) er
 }
 
 // runCleanup is one cleanup pass (§8.4), in one write operation.
-func (s *Server) runCleanup(ctx context.Context) (spec.CleanupStats, error) {
+func (s *Server) runCleanup(ctx context.Context) (cleanupStats, error) {
 	if err := failpointInsideCleanup(); err != nil {
-		return spec.CleanupStats{}, fmt.Errorf("cleanup: %w", err)
+		return cleanupStats{}, fmt.Errorf("cleanup: %w", err)
 	}
 	v, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) {
-		var st spec.CleanupStats
+		var st cleanupStats
 		now := s.nowF()
 		if err := s.expireLeases(tx, now, &st); err != nil {
 			return nil, err
@@ -116,10 +116,10 @@ func (s *Server) runCleanup(ctx context.Context) (spec.CleanupStats, error) {
 			{&st.DeadDeleted, `DELETE FROM intents WHERE status IN ('fulfilled','dead') AND status = 'dead' AND completed_at <= ?`, []any{retention}},
 			{&st.DeadLettersDeleted, `DELETE FROM dead_letters WHERE died_at <= ?`, []any{retention}},
 			{&st.StoreDeleted, `DELETE FROM store WHERE expires_at <= ?`, []any{now}},
-			{&st.IdempotencyDeleted, `DELETE FROM idempotency WHERE created_at <= ?`, []any{now - s.secs(spec.DefaultIntentTTL)}},
+			{&st.IdempotencyDeleted, `DELETE FROM idempotency WHERE created_at <= ?`, []any{now - s.secs(defaultIntentTTL)}},
 			// A nonce can be replayed while its timestamp is in the window:
 			// up to 300 s after receipt plus 300 s of skew, in real seconds.
-			{&st.NoncesDeleted, `DELETE FROM nonces WHERE ts <= ?`, []any{now - 2*spec.TimestampWindow}},
+			{&st.NoncesDeleted, `DELETE FROM nonces WHERE ts <= ?`, []any{now - 2*timestampWindow}},
 		} {
 			res, err := tx.Exec(d.q, d.args...)
 			if err != nil {
@@ -130,9 +130,9 @@ func (s *Server) runCleanup(ctx context.Context) (spec.CleanupStats, error) {
 		return st, nil
 	})
 	if err != nil {
-		return spec.CleanupStats{}, fmt.Errorf("cleanup: %w", err)
+		return cleanupStats{}, fmt.Errorf("cleanup: %w", err)
 	}
-	st := v.(spec.CleanupStats)
+	st := v.(cleanupStats)
 	window := s.dur(60)
 	now := s.clock()
 	s.rateMu.Lock()
@@ -164,14 +164,14 @@ func (s *Server) generateKey(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	if _, ok := m["owner"]; !ok {
-		return herr(400, spec.ErrInvalidRequest, "owner is required")
+		return herr(400, codeInvalidRequest, "owner is required")
 	}
-	owner, ok, err := decodeString(m, "owner", spec.ErrInvalidOwner, 1, 128)
+	owner, ok, err := decodeString(m, "owner", codeInvalidOwner, 1, 128)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return herr(400, spec.ErrInvalidOwner, "owner must be a string of 1–128 characters")
+		return herr(400, codeInvalidOwner, "owner must be a string of 1–128 characters")
 	}
 	key := "tk_" + newHexID()
 	if _, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
@@ -183,7 +183,7 @@ func (s *Server) generateKey(w http.ResponseWriter, q *request) error {
 	s.keysMu.Lock()
 	s.keys[key] = owner
 	s.keysMu.Unlock()
-	s.writeJSON(w, 201, spec.GenerateKeyResponse{APIKey: key, Owner: owner})
+	s.writeJSON(w, 201, generateKeyResponse{APIKey: key, Owner: owner})
 	return nil
 }
 
@@ -193,14 +193,14 @@ func (s *Server) revokeKey(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	if _, ok := m["api_key"]; !ok {
-		return herr(400, spec.ErrInvalidRequest, "api_key is required")
+		return herr(400, codeInvalidRequest, "api_key is required")
 	}
-	key, ok, err := decodeString(m, "api_key", spec.ErrInvalidAPIKey, 1, 256)
+	key, ok, err := decodeString(m, "api_key", codeInvalidAPIKey, 1, 256)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return herr(400, spec.ErrInvalidAPIKey, "api_key must be a string")
+		return herr(400, codeInvalidAPIKey, "api_key must be a string")
 	}
 	// Remove it from the live set first: no request authenticates with it
 	// once the revocation is durable.
@@ -233,7 +233,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, q *request) error {
 	delete(s.rate, key)
 	s.rateMu.Unlock()
 	if v.(int64) == 0 {
-		return herr(404, spec.ErrNotFound, "no such tester key")
+		return herr(404, codeNotFound, "no such tester key")
 	}
 	s.writeJSON(w, 200, map[string]any{"revoked": true, "api_key": key})
 	return nil
@@ -246,14 +246,14 @@ func (s *Server) purge(w http.ResponseWriter, q *request) error {
 	}
 	var confirm bool
 	if raw, ok := m["confirm"]; !ok || json.Unmarshal(raw, &confirm) != nil || !confirm {
-		return herr(400, spec.ErrInvalidConfirm, "confirm: true is required")
+		return herr(400, codeInvalidConfirm, "confirm: true is required")
 	}
-	ns, hasNS, err := decodeString(m, "namespace", spec.ErrInvalidNamespace, 1, spec.MaxNamespaceLen)
+	ns, hasNS, err := decodeString(m, "namespace", codeInvalidNamespace, 1, maxNamespaceLen)
 	if err != nil {
 		return err
 	}
 	if hasNS && !validNamespace(ns) {
-		return herr(400, spec.ErrInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
+		return herr(400, codeInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
 	}
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
 		out := map[string]int64{}
@@ -316,7 +316,7 @@ func (s *Server) adminCancel(w http.ResponseWriter, q *request) error {
  last_error = COALESCE(last_error, 'cancelled by admin') WHERE id = ? RETURNING namespace, goal, payload, publisher, claim_attempts, last_error`, now, id).
 			Scan(&ns, &goal, &payload, &pub, &attempts, &le)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, herr(404, spec.ErrNotFound, "intent not found")
+			return nil, herr(404, codeNotFound, "intent not found")
 		}
 		if err != nil {
 			return nil, err
@@ -324,7 +324,7 @@ func (s *Server) adminCancel(w http.ResponseWriter, q *request) error {
 		if _, err := tx.Stmt(s.st.insertDead).Exec(id, ns, goal, payload, pub, "cancelled by admin", attempts, le, now); err != nil {
 			return nil, err
 		}
-		return spec.MutationResponse{ID: id, Status: spec.StatusDead, ClaimAttempts: attempts}, nil
+		return mutationResponse{ID: id, Status: stateDead, ClaimAttempts: attempts}, nil
 	})
 	if err != nil {
 		return err
@@ -342,21 +342,21 @@ func (s *Server) adminRetry(w http.ResponseWriter, q *request) error {
 		}
 		res, err := tx.Exec(`UPDATE intents SET status = 'open', claim_attempts = 0, claimed_by = NULL, claim_token = NULL, claimed_at = NULL,
  claim_expires_at = NULL, result = NULL, result_type = NULL, last_error = NULL, completed_at = NULL, run_at = ?, expires_at = ?
- WHERE id = ? AND status = 'dead'`, now, now+s.secs(spec.DefaultIntentTTL), id)
+ WHERE id = ? AND status = 'dead'`, now, now+s.secs(defaultIntentTTL), id)
 		if err != nil {
 			return nil, err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			var st string
 			if err := tx.QueryRow(`SELECT status FROM intents WHERE id = ?`, id).Scan(&st); errors.Is(err, sql.ErrNoRows) {
-				return nil, herr(404, spec.ErrNotFound, "intent not found")
+				return nil, herr(404, codeNotFound, "intent not found")
 			}
-			return nil, herr(409, spec.ErrInvalidState, "only a dead intent can be retried")
+			return nil, herr(409, codeInvalidState, "only a dead intent can be retried")
 		}
 		if _, err := tx.Exec(`DELETE FROM dead_letters WHERE intent_id = ?`, id); err != nil {
 			return nil, err
 		}
-		return spec.MutationResponse{ID: id, Status: spec.StatusOpen, RunAt: &now}, nil
+		return mutationResponse{ID: id, Status: stateOpen, RunAt: &now}, nil
 	})
 	if err != nil {
 		return err
@@ -371,8 +371,8 @@ func (s *Server) settleLeases(ctx context.Context) error {
 	return err
 }
 
-func scanDead(sc scanner, withPayload bool) (spec.DeadLetter, error) {
-	var d spec.DeadLetter
+func scanDead(sc scanner, withPayload bool) (deadLetter, error) {
+	var d deadLetter
 	var le sql.NullString
 	var payload string
 	err := sc.Scan(&d.IntentID, &d.Namespace, &d.Goal, &d.Reason, &d.ClaimAttempts, &le, &d.DiedAt, &payload)
@@ -394,7 +394,7 @@ func (s *Server) deadList(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	defer rows.Close()
-	out := spec.DeadLetters{DeadLetters: []spec.DeadLetter{}}
+	out := deadLetters{DeadLetters: []deadLetter{}}
 	for rows.Next() {
 		d, err := scanDead(rows, false)
 		if err != nil {
@@ -415,7 +415,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, q *request) error {
 	}
 	d, err := scanDead(s.rdb.QueryRowContext(q.r.Context(), `SELECT `+deadCols+` FROM dead_letters WHERE intent_id = ?`, q.param), true)
 	if errors.Is(err, sql.ErrNoRows) {
-		return herr(404, spec.ErrNotFound, "no such dead letter")
+		return herr(404, codeNotFound, "no such dead letter")
 	}
 	if err != nil {
 		return err
@@ -494,11 +494,11 @@ func (s *Server) dashboard(w http.ResponseWriter, q *request) error {
 	data := struct {
 		Version, Protocol string
 		Counts            []statusCount
-		Recent            []spec.IntentView
+		Recent            []intentView
 		Keys              []string
 		Dead              int64
-		DeadRows          []spec.DeadLetter
-	}{Version: spec.ServerVersion, Protocol: spec.IntentVersion, Counts: cs, Dead: dead}
+		DeadRows          []deadLetter
+	}{Version: serverVersion, Protocol: intentVersion, Counts: cs, Dead: dead}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+intentCols+` FROM intents ORDER BY created_at DESC LIMIT 20`)
 	if err != nil {
 		return err

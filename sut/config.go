@@ -24,17 +24,19 @@ type Config struct {
 	EnforceHTTPS      bool   // BUS_ENFORCE_HTTPS
 	TrustProxy        bool   // BUS_TRUST_PROXY
 	CleanupInterval   time.Duration
-	// TimeScale divides every protocol duration (see spec.IntentDecisions,
-	// "time-scale"); 0 means 1.
+	// TimeScale divides every protocol duration (claim timeout, extensions,
+	// backoff and jitter, delay, TTLs, retention, the rate-limit window, the
+	// cleanup interval and its back-off; not the ±300 s timestamp window);
+	// 0 means 1.
 	TimeScale float64
 	// Mutant names a deliberate bug (see Mutants); "" for the correct server.
 	Mutant string
 	// Seed seeds the jitter source; 0 draws one from crypto/rand.
 	Seed uint64
-	// Readings chooses, per decision ID of spec.IntentDecisions (and per key
-	// of the server's own, see ReadingKeys), the reading the server follows;
-	// a missing key is its default (Readings[0]). AlternateReadings gives
-	// the other one of every key.
+	// Readings chooses, per key of ReadingKeys (the decisions, then the
+	// server's other answers), the name the server follows; a missing key is
+	// its default (its first name). AlternateReadings gives the other one of
+	// every key.
 	Readings map[string]string
 	// Clock is the server's time; nil is time.Now. Tests move it by hand.
 	Clock  func() time.Time
@@ -44,7 +46,7 @@ type Config struct {
 // DefaultCleanupInterval is BUS_CLEANUP_INTERVAL_SECONDS' default.
 const DefaultCleanupInterval = 21600 * time.Second
 
-// ConfigFromEnv reads the spec's environment table (§14) through getenv.
+// ConfigFromEnv reads the text's environment table (§14) through getenv.
 // BUS_DB_PATH defaults to infrastructure.db; BUS_CLEANUP_INTERVAL_SECONDS must
 // be 300–86400. IDSCHECK_TIME_SCALE and IDSCHECK_MUTANT are extensions.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {

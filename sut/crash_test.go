@@ -7,18 +7,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/idscheck/idscheck/spec"
 )
 
 // serveProc is `idscheck serve` running as a child process.
@@ -78,7 +79,7 @@ func (c *crashClient) do(ctx context.Context, method, path, body string, hdr ...
 	if err != nil {
 		return 0, nil, err
 	}
-	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	req.Header.Set(hdrAPIKey, testSecret)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -169,25 +170,25 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 					next++
 					key := fmt.Sprintf("job-%d", next)
 					mu.Unlock()
-					st, b, err := c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
+					st, b, err := c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
 					if err != nil || st != 201 {
 						mu.Lock()
 						unknown = append(unknown, key)
 						mu.Unlock()
 						continue
 					}
-					var cr spec.CreateIntentResponse
+					var cr createIntentResponse
 					json.Unmarshal(b, &cr)
 					mu.Lock()
 					published[key] = cr.ID
 					mu.Unlock()
-					st, b, err = c.do(ctx, "POST", spec.PathClaim, "")
+					st, b, err = c.do(ctx, "POST", pathClaim, "")
 					if err != nil || st != 200 {
 						continue
 					}
-					var cl spec.ClaimResponse
+					var cl claimResponse
 					json.Unmarshal(b, &cl)
-					st, _, err = c.do(ctx, "POST", spec.PathFulfill+cl.ID, fmt.Sprintf(`{"claim_token":%q}`, cl.ClaimToken))
+					st, _, err = c.do(ctx, "POST", pathFulfill+cl.ID, fmt.Sprintf(`{"claim_token":%q}`, cl.ClaimToken))
 					if err == nil && st == 200 {
 						mu.Lock()
 						fulfilled[cl.ID] = true
@@ -206,40 +207,67 @@ func testCrashSafety(t *testing.T, mutant string, seed uint64) (lostPublishes, l
 	}
 	p := startServe(t, bin, db, extra...)
 	defer p.kill()
-	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
+	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}, base: p.base}
 	ctx := context.Background()
-	for key, id := range published {
-		st, b, err := c.do(ctx, "GET", spec.PathStatus+id, "")
+	// The checks run on the load's workers: the lost-on-crash mutant holds
+	// each commit for earlyCommitDelay, and one request at a time would
+	// wait out every hold in turn.
+	forEach := func(n int, check func(i int)) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					check(i)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	pubKeys := slices.Sorted(maps.Keys(published))
+	forEach(len(pubKeys), func(i int) {
+		key := pubKeys[i]
+		id := published[key]
+		st, b, err := c.do(ctx, "GET", pathStatus+id, "")
 		if err != nil || st != 200 {
+			mu.Lock()
 			lostPublishes++
+			mu.Unlock()
 			if mutant == "" {
 				t.Errorf("acknowledged intent %s (key %s) lost: %d %s %v", id, key, st, b, err)
 			}
-			continue
+			return
 		}
-		var v spec.IntentView
+		var v intentView
 		json.Unmarshal(b, &v)
-		if fulfilled[id] && v.Status != spec.StatusFulfilled {
+		if fulfilled[id] && v.Status != stateFulfilled {
+			mu.Lock()
 			lostFulfils++
+			mu.Unlock()
 			if mutant == "" {
 				t.Errorf("acknowledged fulfil of %s lost: status %s", id, v.Status)
 			}
 		}
 		// Replay the key: the same id.
-		st, b, err = c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
-		var cr spec.CreateIntentResponse
+		st, b, err = c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
+		var cr createIntentResponse
 		json.Unmarshal(b, &cr)
 		if err != nil || st != 201 || cr.ID != id {
+			mu.Lock()
 			lostPublishes++
+			mu.Unlock()
 			if mutant == "" {
 				t.Errorf("replay of key %s: %d %s, want id %s", key, st, b, id)
 			}
 		}
-	}
+	})
 	// Keys of unknown outcome: a replay creates at most one intent.
-	for _, key := range unknown {
-		c.do(ctx, "POST", spec.PathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), spec.HeaderIdempotencyKey, key)
-	}
+	forEach(len(unknown), func(i int) {
+		key := unknown[i]
+		c.do(ctx, "POST", pathIntent, fmt.Sprintf(`{"goal":"crash","payload":{"k":%q}}`, key), hdrIdempotencyKey, key)
+	})
 	p.kill()
 	sdb, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
 	if err != nil {
@@ -290,7 +318,7 @@ func TestFailpointExit(t *testing.T) {
 	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
 	ctx := context.Background()
 	body := `{"goal":"fp","payload":1}`
-	if st, b, err := c.do(ctx, "POST", spec.PathIntent, body, spec.HeaderIdempotencyKey, "fp1"); err == nil {
+	if st, b, err := c.do(ctx, "POST", pathIntent, body, hdrIdempotencyKey, "fp1"); err == nil {
 		t.Fatalf("the server answered %d %s although the failpoint exits", st, b)
 	}
 	err := p.cmd.Wait()
@@ -300,16 +328,16 @@ func TestFailpointExit(t *testing.T) {
 	p = startServe(t, bin, db)
 	defer p.kill()
 	c.base = p.base
-	req, _ := http.NewRequest("POST", p.base+spec.PathIntent, strings.NewReader(body))
-	req.Header.Set(spec.HeaderAPIKey, testSecret)
-	req.Header.Set(spec.HeaderIdempotencyKey, "fp1")
+	req, _ := http.NewRequest("POST", p.base+pathIntent, strings.NewReader(body))
+	req.Header.Set(hdrAPIKey, testSecret)
+	req.Header.Set(hdrIdempotencyKey, "fp1")
 	res, err := c.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != 201 || res.Header.Get(spec.HeaderIdempotentReplay) != "true" {
-		t.Fatalf("after restart: %d replayed=%q; the committed write was lost", res.StatusCode, res.Header.Get(spec.HeaderIdempotentReplay))
+	if res.StatusCode != 201 || res.Header.Get(hdrIdempotentReplay) != "true" {
+		t.Fatalf("after restart: %d replayed=%q; the committed write was lost", res.StatusCode, res.Header.Get(hdrIdempotentReplay))
 	}
 }
 
@@ -325,6 +353,7 @@ func TestGracefulShutdown(t *testing.T) {
 	c := &crashClient{hc: &http.Client{Timeout: 10 * time.Second}, base: p.base}
 	var mu sync.Mutex
 	var ids []string
+	loaded := make(chan struct{}) // closed at the 50th acknowledged publish
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range 8 {
@@ -332,18 +361,30 @@ func TestGracefulShutdown(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10000 && ctx.Err() == nil; i++ {
-				st, b, err := c.do(ctx, "POST", spec.PathIntent, `{"goal":"term","payload":1}`)
+				st, b, err := c.do(ctx, "POST", pathIntent, `{"goal":"term","payload":1}`)
 				if err == nil && st == 201 {
-					var cr spec.CreateIntentResponse
+					var cr createIntentResponse
 					json.Unmarshal(b, &cr)
 					mu.Lock()
 					ids = append(ids, cr.ID)
+					if len(ids) == 50 {
+						close(loaded)
+					}
 					mu.Unlock()
 				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// SIGTERM under load: once 50 publishes are acknowledged, while eight
+	// workers keep publishing (no guess of how long that takes).
+	select {
+	case <-loaded:
+	case <-time.After(20 * time.Second):
+		p.kill()
+		cancel()
+		wg.Wait()
+		t.Fatal("no 50 acknowledged publishes within 20 s")
+	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	err := p.cmd.Wait()
 	cancel()
@@ -355,11 +396,11 @@ func TestGracefulShutdown(t *testing.T) {
 	defer p.kill()
 	c.base = p.base
 	for _, id := range ids {
-		if st, b, err := c.do(context.Background(), "GET", spec.PathStatus+id, ""); err != nil || st != 200 {
+		if st, b, err := c.do(context.Background(), "GET", pathStatus+id, ""); err != nil || st != 200 {
 			t.Fatalf("acknowledged intent %s lost over a graceful shutdown: %d %s %v", id, st, b, err)
 		}
 	}
-	if len(ids) < 10 {
+	if len(ids) < 50 {
 		t.Fatalf("only %d intents published: no load", len(ids))
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/idscheck/idscheck/spec"
 )
 
 // stmts are prepared once on the write connection (outside any
@@ -40,7 +38,7 @@ const intentCols = `id, namespace, goal, payload, visibility, priority, max_atte
  last_error, result, result_type, completed_at`
 
 // claimWhere is the eligibility of §7.3 with the lease reading of
-// spec.IntentDecisions "lease-expiry": run_at of a claimed intent is the end
+// ReadingLeaseExpiry "lease-expiry": run_at of a claimed intent is the end
 // of its lease plus its backoff ("backoff"), or the end of its lease
 // ("immediate"); see claimSet. Parameters: ?1 caller key, ?3 now,
 // ?7 namespace, ?8 publisher filter, ?9 goal filter, ?10 worker id,
@@ -72,7 +70,7 @@ func (s *Server) claimWhere() string {
 }
 
 // claimSet is the update of a claim. run_at is the moment the intent becomes
-// claimable again should this lease expire (spec.IntentDecisions
+// claimable again should this lease expire (ReadingLeaseExpiry
 // "lease-expiry"): under "backoff" the end of the lease plus
 // backoff_base*2^claim_attempts (the new count) + jitter (?5), scaled by ?6;
 // under "immediate" the end of the lease. Parameters: ?1 caller, ?2 token,
@@ -87,7 +85,7 @@ func (s *Server) claimSet() string {
  last_error = CASE WHEN status = 'claimed' THEN 'lease expired' ELSE last_error END`
 }
 
-// extendSet is the update of an extension (spec.IntentDecisions "extend"):
+// extendSet is the update of an extension (ReadingExtend "extend"):
 // under "from-now" ?1 is the new end of the lease (now + seconds); under
 // "added" ?1 is the seconds added to the current end. run_at moves with the
 // end of the lease, so the backoff after expiry is kept.
@@ -172,15 +170,15 @@ func scanIntent(sc scanner) (*intentRow, error) {
 
 // effectiveStatus is the status a reader sees at now: a claimed intent whose
 // lease has lapsed is dead when its attempts are spent, open otherwise
-// (spec.IntentDecisions "lease-expiry"), before any write records it.
+// (ReadingLeaseExpiry "lease-expiry"), before any write records it.
 func (s *Server) effectiveStatus(x *intentRow, now float64) string {
-	if x.Status != spec.StatusClaimed || !x.ClaimExpiresAt.Valid || x.ClaimExpiresAt.Float64 > now || s.mutant == MutantLeaseNeverExpires {
+	if x.Status != stateClaimed || !x.ClaimExpiresAt.Valid || x.ClaimExpiresAt.Float64 > now || s.mutant == MutantLeaseNeverExpires {
 		return x.Status
 	}
 	if x.ClaimAttempts >= x.MaxAttempts && s.mutant != MutantMaxAttemptsIgnored {
-		return spec.StatusDead
+		return stateDead
 	}
-	return spec.StatusOpen
+	return stateOpen
 }
 
 func nullStr(n sql.NullString) *string {
@@ -197,16 +195,16 @@ func nullF(n sql.NullFloat64) *float64 {
 	return &n.Float64
 }
 
-func (s *Server) view(x *intentRow, now float64, withResult, admin bool) spec.IntentView {
-	v := spec.IntentView{ID: x.ID, Namespace: x.Namespace, Goal: x.Goal, Status: s.effectiveStatus(x, now), Priority: x.Priority,
+func (s *Server) view(x *intentRow, now float64, withResult, admin bool) intentView {
+	v := intentView{ID: x.ID, Namespace: x.Namespace, Goal: x.Goal, Status: s.effectiveStatus(x, now), Priority: x.Priority,
 		Visibility: x.Visibility, ClaimAttempts: x.ClaimAttempts, MaxAttempts: x.MaxAttempts, BackoffBase: x.BackoffBase,
 		RunAt: x.RunAt, CreatedAt: x.CreatedAt, ExpiresAt: x.ExpiresAt, ClaimedAt: nullF(x.ClaimedAt),
 		TargetWorker: nullStr(x.TargetWorker), RequiredCapability: nullStr(x.RequiredCapability),
 		ResultType: nullStr(x.ResultType), CompletedAt: nullF(x.CompletedAt), Error: nullStr(x.LastError)}
-	if v.Status == spec.StatusClaimed {
+	if v.Status == stateClaimed {
 		v.ClaimExpiresAt = nullF(x.ClaimExpiresAt)
 	}
-	if v.Status == spec.StatusDead && x.Status == spec.StatusClaimed {
+	if v.Status == stateDead && x.Status == stateClaimed {
 		v.CompletedAt = nullF(x.ClaimExpiresAt)
 		if v.Error == nil {
 			e := "lease expired"
@@ -220,7 +218,7 @@ func (s *Server) view(x *intentRow, now float64, withResult, admin bool) spec.In
 		v.Payload = json.RawMessage(x.Payload)
 		v.Publisher = x.Publisher
 		v.ClaimedBy = nullStr(x.ClaimedBy)
-		if v.Status == spec.StatusClaimed {
+		if v.Status == stateClaimed {
 			v.ClaimToken = nullStr(x.ClaimToken)
 		}
 	}
@@ -242,14 +240,14 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, herr(400, spec.ErrInvalidPayload, "the body must be a JSON object")
+		return nil, herr(400, codeInvalidPayload, "the body must be a JSON object")
 	}
 	if dec.More() {
-		return nil, herr(400, spec.ErrInvalidPayload, "the body must be one JSON object")
+		return nil, herr(400, codeInvalidPayload, "the body must be one JSON object")
 	}
 	var rest json.RawMessage
 	if err := dec.Decode(&rest); err == nil {
-		return nil, herr(400, spec.ErrInvalidPayload, "trailing data after the JSON object")
+		return nil, herr(400, codeInvalidPayload, "trailing data after the JSON object")
 	}
 	return m, nil
 }
@@ -304,7 +302,7 @@ func decodeFloat(m map[string]json.RawMessage, name, code string, lo, hi, def fl
 }
 
 func validNamespace(ns string) bool {
-	if ns == "" || len(ns) > spec.MaxNamespaceLen {
+	if ns == "" || len(ns) > maxNamespaceLen {
 		return false
 	}
 	for i := 0; i < len(ns); i++ {
@@ -338,7 +336,7 @@ func (s *Server) decodeBounded(m map[string]json.RawMessage, name, code string, 
 	return min(max(v, lo), hi), nil
 }
 
-// decodeIntent validates a POST /intent body (§4.1, spec.IntentDecisions
+// decodeIntent validates a POST /intent body (§4.1, and the harness's binding
 // "validation"). nullIsMissing follows the reading "missing" of decision
 // "null-payload": an explicit null payload is refused like a missing one.
 // Every rejection is an error carrying its HTTP status and code; it never
@@ -349,67 +347,67 @@ func decodeIntent(body []byte, nullIsMissing bool) (*newIntent, error) {
 		return nil, err
 	}
 	if _, ok := m["goal"]; !ok {
-		return nil, herr(400, spec.ErrInvalidRequest, "goal is required")
+		return nil, herr(400, codeInvalidRequest, "goal is required")
 	}
 	if raw, ok := m["payload"]; !ok {
-		return nil, herr(400, spec.ErrInvalidRequest, "payload is required")
+		return nil, herr(400, codeInvalidRequest, "payload is required")
 	} else if nullIsMissing && isNull(raw) {
-		return nil, herr(400, spec.ErrInvalidRequest, "payload is required; null is no payload")
+		return nil, herr(400, codeInvalidRequest, "payload is required; null is no payload")
 	}
 	n := &newIntent{namespace: "default", visibility: "private"}
 	var ok bool
 	if isNull(m["goal"]) {
-		return nil, herr(400, spec.ErrInvalidGoal, "goal must be a string of 1–256 characters")
+		return nil, herr(400, codeInvalidGoal, "goal must be a string of 1–256 characters")
 	}
-	if n.goal, ok, err = decodeString(m, "goal", spec.ErrInvalidGoal, 1, spec.MaxGoalLen); err != nil || !ok {
+	if n.goal, ok, err = decodeString(m, "goal", codeInvalidGoal, 1, maxGoalLen); err != nil || !ok {
 		return nil, err
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, m["payload"]); err != nil {
-		return nil, herr(400, spec.ErrInvalidPayload, "payload is not valid JSON")
+		return nil, herr(400, codeInvalidPayload, "payload is not valid JSON")
 	}
-	if buf.Len() > spec.MaxPayloadBytes {
-		return nil, herr(413, spec.ErrPayloadTooLarge, "the 'payload' field's serialized content exceeds 7KB limit")
+	if buf.Len() > maxPayloadBytes {
+		return nil, herr(413, codePayloadTooLarge, "the 'payload' field's serialized content exceeds 7KB limit")
 	}
 	n.payload = buf.Bytes()
-	if ns, ok, err := decodeString(m, "namespace", spec.ErrInvalidNamespace, 1, spec.MaxNamespaceLen); err != nil {
+	if ns, ok, err := decodeString(m, "namespace", codeInvalidNamespace, 1, maxNamespaceLen); err != nil {
 		return nil, err
 	} else if ok {
 		if !validNamespace(ns) {
-			return nil, herr(400, spec.ErrInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
+			return nil, herr(400, codeInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
 		}
 		n.namespace = ns
 	}
-	if v, ok, err := decodeString(m, "visibility", spec.ErrInvalidVisibility, 1, 16); err != nil {
+	if v, ok, err := decodeString(m, "visibility", codeInvalidVisibility, 1, 16); err != nil {
 		return nil, err
 	} else if ok {
 		if v != "private" && v != "public" {
-			return nil, herr(400, spec.ErrInvalidVisibility, `visibility must be "private" or "public"`)
+			return nil, herr(400, codeInvalidVisibility, `visibility must be "private" or "public"`)
 		}
 		n.visibility = v
 	}
-	if n.priority, err = decodeInt(m, "priority", spec.ErrInvalidPriority, spec.MinPriority, spec.MaxPriority, spec.DefaultPriority); err != nil {
+	if n.priority, err = decodeInt(m, "priority", codeInvalidPriority, minPriority, maxPriority, defaultPriority); err != nil {
 		return nil, err
 	}
-	if n.delay, err = decodeFloat(m, "delay", spec.ErrInvalidDelay, 0, 86400, 0); err != nil {
+	if n.delay, err = decodeFloat(m, "delay", codeInvalidDelay, 0, 86400, 0); err != nil {
 		return nil, err
 	}
-	if n.maxAttempts, err = decodeInt(m, "max_attempts", spec.ErrInvalidMaxAttempts, spec.MinMaxAttempts, spec.MaxMaxAttempts, spec.DefaultMaxAttempts); err != nil {
+	if n.maxAttempts, err = decodeInt(m, "max_attempts", codeInvalidMaxAttempts, minMaxAttempts, maxMaxAttempts, defaultMaxAttempts); err != nil {
 		return nil, err
 	}
-	if n.backoffBase, err = decodeFloat(m, "backoff_base", spec.ErrInvalidBackoffBase, spec.MinBackoffBase, spec.MaxBackoffBase, spec.DefaultBackoffBase); err != nil {
+	if n.backoffBase, err = decodeFloat(m, "backoff_base", codeInvalidBackoffBase, minBackoffBase, maxBackoffBase, defaultBackoffBase); err != nil {
 		return nil, err
 	}
-	if v, ok, err := decodeString(m, "target_worker", spec.ErrInvalidTargetWorker, 1, 256); err != nil {
+	if v, ok, err := decodeString(m, "target_worker", codeInvalidTargetWorker, 1, 256); err != nil {
 		return nil, err
 	} else if ok {
 		n.targetWorker = sql.NullString{String: v, Valid: true}
 	}
-	if v, ok, err := decodeString(m, "required_capability", spec.ErrInvalidRequiredCapability, 1, 256); err != nil {
+	if v, ok, err := decodeString(m, "required_capability", codeInvalidRequiredCapability, 1, 256); err != nil {
 		return nil, err
 	} else if ok {
 		if strings.ContainsAny(v, ", \t\r\n") {
-			return nil, herr(400, spec.ErrInvalidRequiredCapability, "required_capability is one token: no commas or spaces")
+			return nil, herr(400, codeInvalidRequiredCapability, "required_capability is one token: no commas or spaces")
 		}
 		n.requiredCap = sql.NullString{String: v, Valid: true}
 	}
@@ -438,9 +436,9 @@ type replay struct {
 }
 
 func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
-	idemKey := q.r.Header.Get(spec.HeaderIdempotencyKey)
-	if _, present := q.r.Header[spec.HeaderIdempotencyKey]; present && (idemKey == "" || len(idemKey) > 255) {
-		return herr(400, spec.ErrInvalidIdempotencyKey, "Idempotency-Key must be 1–255 bytes")
+	idemKey := q.r.Header.Get(hdrIdempotencyKey)
+	if _, present := q.r.Header[hdrIdempotencyKey]; present && (idemKey == "" || len(idemKey) > 255) {
+		return herr(400, codeInvalidIdempotencyKey, "Idempotency-Key must be 1–255 bytes")
 	}
 	n, err := decodeIntent(q.body, s.rd.nullMissing)
 	if err != nil {
@@ -459,7 +457,7 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 	}
 	id := newIntentID()
 	now := s.nowF()
-	resp, _ := json.Marshal(spec.CreateIntentResponse{ID: id, Status: spec.StatusPublished, Namespace: n.namespace})
+	resp, _ := json.Marshal(createIntentResponse{ID: id, Status: statePublished, Namespace: n.namespace})
 	apiKey, tester := q.apiKey, q.tester
 	racy := s.mutant == MutantIdemCheckRacy
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
@@ -479,14 +477,14 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 			if err := tx.Stmt(s.st.countOpen).QueryRow(apiKey).Scan(&c); err != nil {
 				return nil, err
 			}
-			if c >= spec.TesterOpenCap {
-				e := herr(429, spec.ErrLimitExceeded, "open intent cap of 2000 per tester key reached")
+			if c >= testerOpenCap {
+				e := herr(429, codeLimitExceeded, "open intent cap of 2000 per tester key reached")
 				e.retryAfter = "60"
 				return nil, e
 			}
 		}
 		if _, err := tx.Stmt(s.st.insertIntent).Exec(id, n.namespace, n.goal, string(n.payload), n.visibility, n.priority, n.maxAttempts,
-			n.backoffBase, n.targetWorker, n.requiredCap, apiKey, now+s.secs(n.delay), now, now+s.secs(spec.DefaultIntentTTL)); err != nil {
+			n.backoffBase, n.targetWorker, n.requiredCap, apiKey, now+s.secs(n.delay), now, now+s.secs(defaultIntentTTL)); err != nil {
 			return nil, err
 		}
 		if useIdem {
@@ -519,15 +517,15 @@ func (e errIdemFound) Error() string { return "idempotency key already recorded"
 
 func (s *Server) answerIdem(w http.ResponseWriter, hash, storedHash string, status int, resp string) error {
 	if hash != storedHash && s.mutant != MutantIdemConflictAccepted {
-		return herr(422, spec.ErrIdempotencyConflict, "Idempotency-Key reused with a different request body")
+		return herr(422, codeIdempotencyConflict, "Idempotency-Key reused with a different request body")
 	}
-	w.Header().Set(spec.HeaderIdempotentReplay, "true")
+	w.Header().Set(hdrIdempotentReplay, "true")
 	s.writeRaw(w, status, []byte(resp))
 	return nil
 }
 
 type claimed struct {
-	resp spec.ClaimResponse
+	resp claimResponse
 }
 
 func (s *Server) claim(w http.ResponseWriter, q *request) error {
@@ -559,10 +557,10 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 		ns = "default"
 	}
 	if !validNamespace(ns) {
-		return herr(400, spec.ErrInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
+		return herr(400, codeInvalidNamespace, "namespace must be 1–64 of A-Z a-z 0-9 . - _")
 	}
-	if len(params["goal"]) > spec.MaxGoalLen {
-		return herr(400, spec.ErrInvalidGoal, "goal must be at most 256 characters")
+	if len(params["goal"]) > maxGoalLen {
+		return herr(400, codeInvalidGoal, "goal must be at most 256 characters")
 	}
 	pub := params["publisher"]
 	if pub != "" && pub != q.apiKey && !q.admin && !s.isAdmin(q.r) {
@@ -571,21 +569,21 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 			// caller may see; nothing is claimed.
 			return s.noContent(w)
 		}
-		return herr(403, spec.ErrForbidden, "the publisher filter is your own key unless you are an admin")
+		return herr(403, codeForbidden, "the publisher filter is your own key unless you are an admin")
 	}
-	worker := q.r.Header.Get(spec.HeaderWorkerID)
+	worker := q.r.Header.Get(hdrWorkerID)
 	if worker == "" {
 		worker = params["worker_id"]
 	}
 	if len(worker) > 256 {
-		return herr(400, spec.ErrInvalidWorkerID, "worker id must be at most 256 characters")
+		return herr(400, codeInvalidWorkerID, "worker id must be at most 256 characters")
 	}
-	capsRaw := q.r.Header.Get(spec.HeaderWorkerCapabilities)
+	capsRaw := q.r.Header.Get(hdrWorkerCapabilities)
 	if capsRaw == "" {
 		capsRaw = params["capabilities"]
 	}
 	if len(capsRaw) > 4096 {
-		return herr(400, spec.ErrInvalidCapabilities, "capabilities must be at most 4096 bytes")
+		return herr(400, codeInvalidCapabilities, "capabilities must be at most 4096 bytes")
 	}
 	caps := ","
 	for _, c := range strings.Split(capsRaw, ",") {
@@ -596,7 +594,7 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 	token := newHexID()
 	caller := q.apiKey
 	now := s.nowF()
-	exp := now + s.secs(spec.DefaultClaimTimeout)
+	exp := now + s.secs(defaultClaimTimeout)
 	var pick string
 	if s.mutant == MutantClaimNonAtomic {
 		err := s.st.rClaimSelect.QueryRowContext(q.r.Context(), caller, nil, now, nil, nil, nil, ns, pub, params["goal"], worker, caps).Scan(&pick)
@@ -615,7 +613,7 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 		} else {
 			row = tx.Stmt(s.st.claim).QueryRow(caller, token, now, exp, jitter, s.scale, ns, pub, params["goal"], worker, caps)
 		}
-		c := claimed{resp: spec.ClaimResponse{ClaimToken: token, ClaimTimeout: spec.DefaultClaimTimeout, ClaimExpiresAt: exp}}
+		c := claimed{resp: claimResponse{ClaimToken: token, ClaimTimeout: defaultClaimTimeout, ClaimExpiresAt: exp}}
 		var payload string
 		var tw, rc sql.NullString
 		err := row.Scan(&c.resp.ID, &c.resp.Namespace, &c.resp.Goal, &payload, &c.resp.ClaimAttempts, &c.resp.MaxAttempts,
@@ -645,26 +643,26 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 
 func (s *Server) noContent(w http.ResponseWriter) error {
 	if s.mutant != MutantNoRetryAfter {
-		w.Header().Set(spec.HeaderRetryAfter, "1")
+		w.Header().Set(hdrRetryAfter, "1")
 	}
 	w.WriteHeader(204)
 	return nil
 }
 
 // claimToken reads the claim token from the body field or the X-Claim-Token
-// header (spec.IntentDecisions "fulfill-body").
+// header (an extension; the harness's binding "fulfill-body").
 func claimToken(q *request, m map[string]json.RawMessage) (string, error) {
 	if raw, ok := m["claim_token"]; ok && !isNull(raw) {
 		var t string
 		if err := json.Unmarshal(raw, &t); err != nil || t == "" || len(t) > 256 {
-			return "", herr(400, spec.ErrInvalidClaimToken, "claim_token must be a non-empty string")
+			return "", herr(400, codeInvalidClaimToken, "claim_token must be a non-empty string")
 		}
 		return t, nil
 	}
-	if t := q.r.Header.Get(spec.HeaderClaimToken); t != "" {
+	if t := q.r.Header.Get(hdrClaimToken); t != "" {
 		return t, nil
 	}
-	return "", herr(400, spec.ErrInvalidRequest, "claim_token is required")
+	return "", herr(400, codeInvalidRequest, "claim_token is required")
 }
 
 func bodyObject(q *request) (map[string]json.RawMessage, error) {
@@ -674,7 +672,7 @@ func bodyObject(q *request) (map[string]json.RawMessage, error) {
 	return decodeObject(q.body)
 }
 
-var errLeaseLost = herr(404, spec.ErrNotFound, "intent not found, not held by this key, or claim_token invalid or expired")
+var errLeaseLost = herr(404, codeNotFound, "intent not found, not held by this key, or claim_token invalid or expired")
 
 // deadOnTouch records the death of an intent whose lease lapsed with its
 // attempts spent, inside a mutation that touched it.
@@ -711,17 +709,17 @@ func (s *Server) fulfill(w http.ResponseWriter, q *request) error {
 	if raw, ok := m["result_type"]; ok && !isNull(raw) {
 		var t string
 		if json.Unmarshal(raw, &t) != nil || (t != "json" && t != "text") {
-			return herr(400, spec.ErrInvalidResultType, `result_type must be "json" or "text"`)
+			return herr(400, codeInvalidResultType, `result_type must be "json" or "text"`)
 		}
 		rtype = sql.NullString{String: t, Valid: true}
 	}
 	if raw, ok := m["result"]; ok && !isNull(raw) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
-			return herr(400, spec.ErrInvalidResult, "result is not valid JSON")
+			return herr(400, codeInvalidResult, "result is not valid JSON")
 		}
 		if rtype.String == "text" && buf.Bytes()[0] != '"' {
-			return herr(400, spec.ErrInvalidResult, `a "text" result must be a JSON string`)
+			return herr(400, codeInvalidResult, `a "text" result must be a JSON string`)
 		}
 		result = sql.NullString{String: buf.String(), Valid: true}
 		if !rtype.Valid {
@@ -755,7 +753,7 @@ func (s *Server) fulfill(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	n, _ := v.(int)
-	s.writeJSON(w, 200, spec.MutationResponse{ID: id, Status: spec.StatusFulfilled, ClaimAttempts: n})
+	s.writeJSON(w, 200, mutationResponse{ID: id, Status: stateFulfilled, ClaimAttempts: n})
 	return nil
 }
 
@@ -772,7 +770,7 @@ func (s *Server) fail(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	msg, _, err := decodeString(m, "error", spec.ErrInvalidError, 0, 4096)
+	msg, _, err := decodeString(m, "error", codeInvalidError, 0, 4096)
 	if err != nil {
 		return err
 	}
@@ -806,7 +804,7 @@ func (s *Server) fail(w http.ResponseWriter, q *request) error {
 			if _, err := tx.Stmt(s.st.insertDead).Exec(id, ns, goal, payload, pub, "failed after max attempts", n, lastErr, now); err != nil {
 				return nil, err
 			}
-			return spec.MutationResponse{ID: id, Status: spec.StatusDead, ClaimAttempts: attempts}, nil
+			return mutationResponse{ID: id, Status: stateDead, ClaimAttempts: attempts}, nil
 		}
 		runAt := now + s.secs(base*math.Pow(2, float64(attempts))+s.rnd.Float64()*2)
 		if s.mutant == MutantNoBackoff {
@@ -815,7 +813,7 @@ func (s *Server) fail(w http.ResponseWriter, q *request) error {
 		if _, err := tx.Stmt(s.st.failOpen).Exec(runAt, lastErr, id); err != nil {
 			return nil, err
 		}
-		return spec.MutationResponse{ID: id, Status: spec.StatusOpen, ClaimAttempts: attempts, RunAt: &runAt}, nil
+		return mutationResponse{ID: id, Status: stateOpen, ClaimAttempts: attempts, RunAt: &runAt}, nil
 	})
 	if _, ok := v.(lost); ok && err == nil {
 		return errLeaseLost
@@ -837,9 +835,9 @@ func (s *Server) extendClaim(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	if raw, ok := m["seconds"]; !ok || isNull(raw) {
-		return herr(400, spec.ErrInvalidSeconds, "seconds is required (10–3600)")
+		return herr(400, codeInvalidSeconds, "seconds is required (10–3600)")
 	}
-	secs, err := s.decodeBounded(m, "seconds", spec.ErrInvalidSeconds, spec.MinExtendSeconds, spec.MaxExtendSeconds, 0)
+	secs, err := s.decodeBounded(m, "seconds", codeInvalidSeconds, minExtendSeconds, maxExtendSeconds, 0)
 	if err != nil {
 		return err
 	}
@@ -870,7 +868,7 @@ func (s *Server) extendClaim(w http.ResponseWriter, q *request) error {
 		if err != nil {
 			return nil, err
 		}
-		return spec.MutationResponse{ID: id, Status: spec.StatusClaimed, ClaimAttempts: attempts, ClaimExpiresAt: &exp}, nil
+		return mutationResponse{ID: id, Status: stateClaimed, ClaimAttempts: attempts, ClaimExpiresAt: &exp}, nil
 	})
 	if _, ok := v.(lost); ok && err == nil {
 		return errLeaseLost
@@ -885,7 +883,7 @@ func (s *Server) extendClaim(w http.ResponseWriter, q *request) error {
 func (s *Server) readIntent(ctx context.Context, id string) (*intentRow, error) {
 	x, err := scanIntent(s.st.rGetIntent.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, herr(404, spec.ErrNotFound, "intent not found")
+		return nil, herr(404, codeNotFound, "intent not found")
 	}
 	return x, err
 }
@@ -898,9 +896,9 @@ func (s *Server) resultOrStatus(w http.ResponseWriter, q *request, withResult bo
 	if !q.admin && x.Publisher != q.apiKey && !(x.ClaimedBy.Valid && x.ClaimedBy.String == q.apiKey) {
 		if s.rd.access404 {
 			// ReadingAccess "404": answered as an unknown id.
-			return herr(404, spec.ErrNotFound, "intent not found")
+			return herr(404, codeNotFound, "intent not found")
 		}
-		return herr(403, spec.ErrForbidden, "only the publisher, the current claimer or an admin may read this intent")
+		return herr(403, codeForbidden, "only the publisher, the current claimer or an admin may read this intent")
 	}
 	s.writeJSON(w, 200, s.view(x, s.nowF(), withResult, false))
 	return nil
@@ -915,7 +913,7 @@ func validKVKey(k string) bool { return k != "" && len(k) <= 256 && utf8.ValidSt
 
 func (s *Server) set(w http.ResponseWriter, q *request) error {
 	if !validKVKey(q.param) {
-		return herr(400, spec.ErrInvalidKey, "key must be 1–256 bytes of UTF-8")
+		return herr(400, codeInvalidKey, "key must be 1–256 bytes of UTF-8")
 	}
 	m, err := decodeObject(q.body)
 	if err != nil {
@@ -923,13 +921,13 @@ func (s *Server) set(w http.ResponseWriter, q *request) error {
 	}
 	raw, ok := m["value"]
 	if !ok {
-		return herr(400, spec.ErrInvalidRequest, "value is required")
+		return herr(400, codeInvalidRequest, "value is required")
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return herr(400, spec.ErrInvalidValue, "value is not valid JSON")
+		return herr(400, codeInvalidValue, "value is not valid JSON")
 	}
-	ttl, err := s.decodeBounded(m, "ttl", spec.ErrInvalidTTL, 1, spec.MaxKVTTL, spec.DefaultKVTTL)
+	ttl, err := s.decodeBounded(m, "ttl", codeInvalidTTL, 1, maxKVTTL, defaultKVTTL)
 	if err != nil {
 		return err
 	}
@@ -949,16 +947,16 @@ func (s *Server) set(w http.ResponseWriter, q *request) error {
 
 func (s *Server) get(w http.ResponseWriter, q *request) error {
 	if !validKVKey(q.param) {
-		return herr(400, spec.ErrInvalidKey, "key must be 1–256 bytes of UTF-8")
+		return herr(400, codeInvalidKey, "key must be 1–256 bytes of UTF-8")
 	}
 	var v string
 	err := s.rdb.QueryRowContext(q.r.Context(), `SELECT value FROM store WHERE api_key = ? AND key = ? AND expires_at > ?`, q.apiKey, q.param, s.nowF()).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
-		return herr(404, spec.ErrNotFound, "no such key")
+		return herr(404, codeNotFound, "no such key")
 	}
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, 200, spec.GetResponse{Value: json.RawMessage(v)})
+	s.writeJSON(w, 200, getResponse{Value: json.RawMessage(v)})
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"math"
-	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/idscheck/idscheck/spec"
 )
+
+// seedPath is the protocol text the server is written from (data, not code
+// of the harness).
+const seedPath = "../spec/seeds/004_b5f0a9c556f3c9c3.txt"
 
 // fakeClock is the server's clock in these tests: it moves only when told.
 type fakeClock struct{ ns atomic.Int64 }
@@ -28,6 +30,19 @@ func newFakeClock() *fakeClock {
 func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 func (c *fakeClock) unix() float64           { return float64(c.ns.Load()) / 1e9 }
+
+// AdvanceTo moves the clock to the first nanosecond at or after the Unix
+// time sec, as the server compares it (float seconds); never backwards.
+func (c *fakeClock) AdvanceTo(sec float64) {
+	ns := int64(math.Ceil(sec * 1e9))
+	for float64(ns)/1e9 < sec {
+		ns++
+	}
+	if ns < c.ns.Load() {
+		panic("fakeClock.AdvanceTo: the clock does not go back")
+	}
+	c.ns.Store(ns)
+}
 
 // readingBus starts a server on a fake clock that follows name for key
 // (and the defaults elsewhere); name "" is the default of key.
@@ -58,25 +73,46 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-3 }
 
 func TestReadingKeys(t *testing.T) {
 	def, alt := DefaultReadings(), AlternateReadings()
-	n := 0
-	for _, d := range spec.IntentDecisions() {
-		if len(d.Readings) < 2 {
-			continue
+	keys := ReadingKeys()
+	decisions := 0
+	for _, k := range keys {
+		if len(k.Names) != 2 || len(k.Means) != 2 || k.Section == "" {
+			t.Errorf("%s: names %q, means %q, section %q", k.Key, k.Names, k.Means, k.Section)
 		}
-		n++
-		if def[d.ID] != d.Readings[0].Name || alt[d.ID] != d.Readings[1].Name {
-			t.Errorf("%s: default %q, alternate %q; want %q, %q", d.ID, def[d.ID], alt[d.ID], d.Readings[0].Name, d.Readings[1].Name)
+		if def[k.Key] != k.Names[0] || alt[k.Key] != k.Names[1] || def[k.Key] == alt[k.Key] {
+			t.Errorf("%s: default %q, alternate %q; want %q", k.Key, def[k.Key], alt[k.Key], k.Names)
+		}
+		if k.Decision {
+			decisions++
+			if len(k.Quotes) != len(k.Names) {
+				t.Errorf("%s: %d quotes for %d names", k.Key, len(k.Quotes), len(k.Names))
+			}
+		} else if len(k.Quotes) != 0 {
+			t.Errorf("%s: quotes on a key that is not a decision", k.Key)
 		}
 	}
-	for _, k := range []string{ReadingSignatureStatus, ReadingBounds, ReadingPublisherFilter, ReadingAccess} {
-		if def[k] == "" || alt[k] == "" || def[k] == alt[k] {
-			t.Errorf("%s: default %q, alternate %q", k, def[k], alt[k])
+	if decisions != 5 || len(def) != len(keys) || len(alt) != len(keys) || len(keys) != decisions+4 {
+		t.Fatalf("%d keys (%d decisions), %d default and %d alternate names", len(keys), decisions, len(def), len(alt))
+	}
+	// Every quote is in the text (seed 004), up to white space.
+	raw, err := os.ReadFile(seedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(raw)), " ")
+	for _, k := range keys {
+		for i, q := range k.Quotes {
+			if q = strings.Join(strings.Fields(q), " "); q == "" || !strings.Contains(text, q) {
+				t.Errorf("%s=%s: quote is not in seed 004: %q", k.Key, k.Names[i], q)
+			}
 		}
 	}
-	if want := n + 4; len(def) != want || len(alt) != want {
-		t.Fatalf("%d default and %d alternate keys, want %d", len(def), len(alt), want)
+	// A caller cannot change the server's lists through the copy.
+	keys[0].Names[0], keys[0].Quotes[0] = "x", "x"
+	if again := ReadingKeys(); again[0].Names[0] == "x" || again[0].Quotes[0] == "x" {
+		t.Fatal("ReadingKeys hands out the server's own slices")
 	}
-	// Every switch is reached by its name: a renamed reading in spec fails here.
+	// Every switch is reached by its name: a renamed reading fails here.
 	none, err := resolveReadings(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -101,10 +137,10 @@ func TestReadingKeys(t *testing.T) {
 		m    map[string]string
 		want []string
 	}{
-		{map[string]string{"nope": "x"}, []string{`unknown reading "nope"`, spec.DecisionLeaseExpiry, ReadingBounds}},
-		{map[string]string{spec.DecisionExtend: "later"}, []string{`unknown name "later"`, "from-now, added"}},
+		{map[string]string{"nope": "x"}, []string{`unknown reading "nope"`, ReadingLeaseExpiry, ReadingBounds}},
+		{map[string]string{ReadingExtend: "later"}, []string{`unknown name "later"`, "from-now, added"}},
 		{map[string]string{ReadingAccess: "410"}, []string{"403, 404"}},
-		{map[string]string{spec.DecisionFulfillBody: "x"}, []string{"unknown reading"}}, // a decision without readings
+		{map[string]string{"fulfill-body": "x"}, []string{"unknown reading"}}, // a decision of the harness without readings
 	} {
 		err := CheckReadings(tc.m)
 		for _, w := range tc.want {
@@ -114,7 +150,7 @@ func TestReadingKeys(t *testing.T) {
 		}
 	}
 	if _, err := Open(context.Background(), Config{DBPath: filepath.Join(t.TempDir(), "x.db"), Secret: "s",
-		Readings: map[string]string{spec.DecisionLeaseExpiry: "never"}}); err == nil || !strings.Contains(err.Error(), "backoff, immediate") {
+		Readings: map[string]string{ReadingLeaseExpiry: "never"}}); err == nil || !strings.Contains(err.Error(), "backoff, immediate") {
 		t.Fatalf("Open with an unknown reading: %v", err)
 	}
 }
@@ -127,12 +163,12 @@ func TestReadingsInHealth(t *testing.T) {
 			Version  string            `json:"version"`
 			Readings map[string]string `json:"readings"`
 		}
-		b.do("GET", spec.PathHealth, nil).json(t, &h)
+		b.do("GET", pathHealth, nil).json(t, &h)
 		want := DefaultReadings()
 		if m != nil {
 			want = m
 		}
-		if !h.OK || h.Version != spec.ServerVersion || !reflect.DeepEqual(h.Readings, want) {
+		if !h.OK || h.Version != serverVersion || !reflect.DeepEqual(h.Readings, want) {
 			t.Fatalf("health %+v, want readings %v", h, want)
 		}
 	}
@@ -142,7 +178,7 @@ func TestReadingsInHealth(t *testing.T) {
 func TestReadingLeaseExpiry(t *testing.T) {
 	for _, reading := range []string{"backoff", "immediate"} {
 		t.Run(reading, func(t *testing.T) {
-			b, clk := readingBus(t, spec.DecisionLeaseExpiry, reading, nil)
+			b, clk := readingBus(t, ReadingLeaseExpiry, reading, nil)
 			id := b.publish(`{"goal":"g","payload":1,"max_attempts":2,"backoff_base":5}`)
 			c1, ok := b.claim("")
 			if !ok || c1.ID != id {
@@ -160,7 +196,7 @@ func TestReadingLeaseExpiry(t *testing.T) {
 				t.Fatalf("run_at %v, lease ends %v: want 10 s (5*2^1) + [0, 2) after", v.RunAt, *v.ClaimExpiresAt)
 			}
 			clk.Advance(61 * time.Second)
-			if v := b.statusOf(id); v.Status != spec.StatusOpen {
+			if v := b.statusOf(id); v.Status != stateOpen {
 				t.Fatalf("after the lease: %s", v.Status)
 			}
 			c2, ok := b.claim("")
@@ -180,13 +216,13 @@ func TestReadingLeaseExpiry(t *testing.T) {
 			}
 			// Dead-lettering at max attempts is the same under both.
 			clk.Advance(61 * time.Second)
-			if v := b.statusOf(id); v.Status != spec.StatusDead {
+			if v := b.statusOf(id); v.Status != stateDead {
 				t.Fatalf("lease lapsed at max attempts: %s", v.Status)
 			}
 			if _, ok := b.claim(""); ok {
 				t.Fatal("claimed a dead intent")
 			}
-			if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+			if r := b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin); r.status != 200 {
 				t.Fatalf("dead letter: %d %s", r.status, r.body)
 			}
 		})
@@ -195,11 +231,11 @@ func TestReadingLeaseExpiry(t *testing.T) {
 
 // An explicit /fail keeps its backoff under both lease readings.
 func TestReadingLeaseExpiryFailKeepsBackoff(t *testing.T) {
-	b, clk := readingBus(t, spec.DecisionLeaseExpiry, "immediate", nil)
+	b, clk := readingBus(t, ReadingLeaseExpiry, "immediate", nil)
 	id := b.publish(`{"goal":"g","payload":1,"backoff_base":5}`)
 	c, _ := b.claim("")
-	var m spec.MutationResponse
-	b.do("POST", spec.PathFail+id, map[string]any{"claim_token": c.ClaimToken}).json(t, &m)
+	var m mutationResponse
+	b.do("POST", pathFail+id, map[string]any{"claim_token": c.ClaimToken}).json(t, &m)
 	if m.RunAt == nil || *m.RunAt < clk.unix()+10 {
 		t.Fatalf("fail: %+v", m)
 	}
@@ -212,13 +248,13 @@ func TestReadingLeaseExpiryFailKeepsBackoff(t *testing.T) {
 func TestReadingExtend(t *testing.T) {
 	for _, reading := range []string{"from-now", "added"} {
 		t.Run(reading, func(t *testing.T) {
-			b, clk := readingBus(t, spec.DecisionExtend, reading, nil)
+			b, clk := readingBus(t, ReadingExtend, reading, nil)
 			id := b.publish(`{"goal":"g","payload":1}`)
 			c, _ := b.claim("")
 			t0 := clk.unix()
 			clk.Advance(20 * time.Second)
-			r := b.do("POST", spec.PathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 100})
-			var m spec.MutationResponse
+			r := b.do("POST", pathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 100})
+			var m mutationResponse
 			r.json(t, &m)
 			want := t0 + 20 + 100
 			if reading == "added" {
@@ -231,7 +267,7 @@ func TestReadingExtend(t *testing.T) {
 				t.Fatalf("status after extend %+v", v)
 			}
 			clk.Advance(110 * time.Second) // t0+130: past t0+120, before t0+160
-			r = b.do("POST", spec.PathFulfill+id, map[string]any{"claim_token": c.ClaimToken})
+			r = b.do("POST", pathFulfill+id, map[string]any{"claim_token": c.ClaimToken})
 			if wantStatus := map[string]int{"from-now": 404, "added": 200}[reading]; r.status != wantStatus {
 				t.Fatalf("fulfil at t0+130: %d %s, want %d", r.status, r.body, wantStatus)
 			}
@@ -243,24 +279,22 @@ func TestReadingExtend(t *testing.T) {
 func TestReadingQueryRepeatedOrder(t *testing.T) {
 	for _, reading := range []string{queryByValue, queryAsSent} {
 		t.Run(reading, func(t *testing.T) {
-			b, clk := readingBus(t, spec.DecisionQueryRepeated, reading, func(c *Config) { c.RequireSignatures = true })
+			b, clk := readingBus(t, ReadingQueryRepeated, reading, func(c *Config) { c.RequireSignatures = true })
 			n := 0
-			send := func(path string, canon func(string, string) (string, bool)) resp {
+			// send signs path under one reading (as-sent or by-value).
+			send := func(path string, asSent bool) resp {
 				n++
-				u, _ := http.NewRequest("POST", b.ts.URL+path, nil)
-				cp, _ := canon(u.URL.EscapedPath(), u.URL.RawQuery)
 				ts, nonce := strconv.FormatInt(clk.Now().Unix(), 10), "n"+strconv.Itoa(n)
-				sig := spec.Sign(testSecret, spec.SigningString("POST", cp, ts, nonce, nil))
-				return b.do("POST", path, nil, spec.HeaderTimestamp, ts, spec.HeaderNonce, nonce, spec.HeaderSignature, sig)
+				return b.do("POST", path, nil, b.signed("POST", path, "", ts, nonce, asSent)...)
 			}
 			// Already in value order: both readings agree.
-			for _, canon := range []func(string, string) (string, bool){spec.CanonicalPath, spec.CanonicalPathAsSent} {
-				if r := send("/claim?tag=a&namespace=x&tag=z", canon); r.status != 204 {
+			for _, sent := range []bool{false, true} {
+				if r := send("/claim?tag=a&namespace=x&tag=z", sent); r.status != 204 {
 					t.Fatalf("in value order: %d %s", r.status, r.body)
 				}
 			}
 			const path = "/claim?tag=z&namespace=x&tag=a"
-			byValue, asSent := send(path, spec.CanonicalPath), send(path, spec.CanonicalPathAsSent)
+			byValue, asSent := send(path, false), send(path, true)
 			good, bad := byValue, asSent
 			if reading == queryAsSent {
 				good, bad = asSent, byValue
@@ -268,7 +302,7 @@ func TestReadingQueryRepeatedOrder(t *testing.T) {
 			if good.status != 204 {
 				t.Fatalf("signed %s: %d %s", reading, good.status, good.body)
 			}
-			if bad.status != 401 || bad.code(t) != spec.ErrInvalidSignature {
+			if bad.status != 401 || bad.code(t) != codeInvalidSignature {
 				t.Fatalf("signed under the other reading: %d %s", bad.status, bad.body)
 			}
 		})
@@ -283,32 +317,32 @@ func basicAdmin() string {
 func TestReadingAdminResultAccess(t *testing.T) {
 	for _, reading := range []string{"admin-alone", "with-api-key"} {
 		t.Run(reading, func(t *testing.T) {
-			b, _ := readingBus(t, spec.DecisionAdminResult, reading, nil)
+			b, _ := readingBus(t, ReadingAdminResult, reading, nil)
 			bob := b.generateKey("bob")
 			id := b.publish(`{"goal":"g","payload":1}`)
 			alone := 200
 			if reading == "with-api-key" {
 				alone = 401
 			}
-			for _, path := range []string{spec.PathResult + id, spec.PathStatus + id} {
+			for _, path := range []string{pathResult + id, pathStatus + id} {
 				for _, tc := range []struct {
 					name   string
 					hdr    []string
 					status int
 				}{
-					{"admin token alone", []string{spec.HeaderAPIKey, "", spec.HeaderAdminToken, testAdmin}, alone},
-					{"basic alone", []string{spec.HeaderAPIKey, "", "Authorization", basicAdmin()}, alone},
-					{"other key with admin token", []string{spec.HeaderAPIKey, bob, spec.HeaderAdminToken, testAdmin}, 200},
-					{"other key with basic", []string{spec.HeaderAPIKey, bob, "Authorization", basicAdmin()}, 200},
-					{"other key alone", []string{spec.HeaderAPIKey, bob}, 403},
-					{"bad key with admin token", []string{spec.HeaderAPIKey, "tk_nope", spec.HeaderAdminToken, testAdmin}, 401},
-					{"wrong admin token alone", []string{spec.HeaderAPIKey, "", spec.HeaderAdminToken, "wrong"}, 401},
+					{"admin token alone", []string{hdrAPIKey, "", hdrAdminToken, testAdmin}, alone},
+					{"basic alone", []string{hdrAPIKey, "", "Authorization", basicAdmin()}, alone},
+					{"other key with admin token", []string{hdrAPIKey, bob, hdrAdminToken, testAdmin}, 200},
+					{"other key with basic", []string{hdrAPIKey, bob, "Authorization", basicAdmin()}, 200},
+					{"other key alone", []string{hdrAPIKey, bob}, 403},
+					{"bad key with admin token", []string{hdrAPIKey, "tk_nope", hdrAdminToken, testAdmin}, 401},
+					{"wrong admin token alone", []string{hdrAPIKey, "", hdrAdminToken, "wrong"}, 401},
 				} {
 					r := b.do("GET", path, nil, tc.hdr...)
 					if r.status != tc.status {
 						t.Fatalf("%s %s: %d %s, want %d", path, tc.name, r.status, r.body, tc.status)
 					}
-					if r.status == 401 && r.code(t) != spec.ErrUnauthorized {
+					if r.status == 401 && r.code(t) != codeUnauthorized {
 						t.Fatalf("%s %s: %s", path, tc.name, r.body)
 					}
 				}
@@ -321,27 +355,27 @@ func TestReadingAdminResultAccess(t *testing.T) {
 func TestReadingNullPayload(t *testing.T) {
 	for _, reading := range []string{"a-payload", "missing"} {
 		t.Run(reading, func(t *testing.T) {
-			b, _ := readingBus(t, spec.DecisionNullPayload, reading, nil)
-			r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":null}`)
+			b, _ := readingBus(t, ReadingNullPayload, reading, nil)
+			r := b.do("POST", pathIntent, `{"goal":"g","payload":null}`)
 			if reading == "a-payload" {
 				if r.status != 201 {
 					t.Fatalf("null payload: %d %s", r.status, r.body)
 				}
-				var c spec.CreateIntentResponse
+				var c createIntentResponse
 				r.json(t, &c)
-				v := b.do("GET", spec.PathAdminIntents+c.ID, nil, spec.HeaderAdminToken, testAdmin)
+				v := b.do("GET", pathAdminIntents+c.ID, nil, hdrAdminToken, testAdmin)
 				if !strings.Contains(string(v.body), `"payload":null`) {
 					t.Fatalf("stored payload: %s", v.body)
 				}
-			} else if r.status != 400 || r.code(t) != spec.ErrInvalidRequest {
+			} else if r.status != 400 || r.code(t) != codeInvalidRequest {
 				t.Fatalf("null payload: %d %s", r.status, r.body)
 			}
 			for _, body := range []string{`{"goal":"g","payload":0}`, `{"goal":"g","payload":{}}`, `{"goal":"g","payload":"null"}`} {
-				if r := b.do("POST", spec.PathIntent, body); r.status != 201 {
+				if r := b.do("POST", pathIntent, body); r.status != 201 {
 					t.Fatalf("%s: %d %s", body, r.status, r.body)
 				}
 			}
-			if r := b.do("POST", spec.PathIntent, `{"goal":"g"}`); r.status != 400 || r.code(t) != spec.ErrInvalidRequest {
+			if r := b.do("POST", pathIntent, `{"goal":"g"}`); r.status != 400 || r.code(t) != codeInvalidRequest {
 				t.Fatalf("no payload: %d %s", r.status, r.body)
 			}
 		})
@@ -356,8 +390,7 @@ func TestReadingSignatureStatus(t *testing.T) {
 			body := `{"goal":"g","payload":1}`
 			now := strconv.FormatInt(clk.Now().Unix(), 10)
 			sign := func(body, ts, nonce string) []string {
-				sig := spec.Sign(testSecret, spec.SigningString("POST", "/intent", ts, nonce, []byte(body)))
-				return []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, nonce, spec.HeaderSignature, sig}
+				return b.signed("POST", "/intent", body, ts, nonce, false)
 			}
 			if r := b.do("POST", "/intent", body, sign(body, now, "n1")...); r.status != 201 {
 				t.Fatalf("signed: %d %s", r.status, r.body)
@@ -366,16 +399,16 @@ func TestReadingSignatureStatus(t *testing.T) {
 				name, code string
 				hdr        []string
 			}{
-				{"unsigned", spec.ErrSignatureRequired, nil},
-				{"bad signature", spec.ErrInvalidSignature, sign(body+" ", now, "n2")},
-				{"skewed", spec.ErrInvalidTimestamp, sign(body, strconv.FormatInt(clk.Now().Unix()-301, 10), "n3")},
-				{"not a timestamp", spec.ErrInvalidTimestamp, sign(body, "soon", "n4")},
-				{"nonce replay", spec.ErrNonceReused, sign(body, now, "n1")},
+				{"unsigned", codeSignatureRequired, nil},
+				{"bad signature", codeInvalidSignature, sign(body+" ", now, "n2")},
+				{"skewed", codeInvalidTimestamp, sign(body, strconv.FormatInt(clk.Now().Unix()-301, 10), "n3")},
+				{"not a timestamp", codeInvalidTimestamp, sign(body, "soon", "n4")},
+				{"nonce replay", codeNonceReused, sign(body, now, "n1")},
 			} {
 				r := b.do("POST", "/intent", body, tc.hdr...)
 				status, code := 401, tc.code
 				if reading == "403" {
-					status, code = 403, spec.ErrInvalidSignature
+					status, code = 403, codeInvalidSignature
 				}
 				if r.status != status || r.code(t) != code {
 					t.Fatalf("%s: %d %s, want %d %s", tc.name, r.status, r.body, status, code)
@@ -396,23 +429,23 @@ func TestReadingBounds(t *testing.T) {
 				seconds string
 				clamped float64
 			}{{"9", 10}, {"3601", 3600}, {"-5", 10}, {"0", 10}, {"1e400", 3600}, {"10", 10}, {"3600", 3600}} {
-				r := b.do("POST", spec.PathExtendClaim+id, `{"claim_token":"`+c.ClaimToken+`","seconds":`+tc.seconds+`}`)
+				r := b.do("POST", pathExtendClaim+id, `{"claim_token":"`+c.ClaimToken+`","seconds":`+tc.seconds+`}`)
 				inRange := tc.seconds == "10" || tc.seconds == "3600"
 				if reading == "reject" && !inRange {
-					if r.status != 400 || r.code(t) != spec.ErrInvalidSeconds {
+					if r.status != 400 || r.code(t) != codeInvalidSeconds {
 						t.Fatalf("seconds %s: %d %s", tc.seconds, r.status, r.body)
 					}
 					continue
 				}
-				var m spec.MutationResponse
+				var m mutationResponse
 				r.json(t, &m)
 				if r.status != 200 || m.ClaimExpiresAt == nil || !near(*m.ClaimExpiresAt, clk.unix()+tc.clamped) {
 					t.Fatalf("seconds %s: %d %s, want the lease to end in %v s", tc.seconds, r.status, r.body, tc.clamped)
 				}
 			}
 			for _, bad := range []string{`"60"`, `null`, `true`, `[60]`} {
-				r := b.do("POST", spec.PathExtendClaim+id, `{"claim_token":"`+c.ClaimToken+`","seconds":`+bad+`}`)
-				if r.status != 400 || r.code(t) != spec.ErrInvalidSeconds {
+				r := b.do("POST", pathExtendClaim+id, `{"claim_token":"`+c.ClaimToken+`","seconds":`+bad+`}`)
+				if r.status != 400 || r.code(t) != codeInvalidSeconds {
 					t.Fatalf("seconds %s: %d %s", bad, r.status, r.body)
 				}
 			}
@@ -420,9 +453,9 @@ func TestReadingBounds(t *testing.T) {
 				ttl     string
 				clamped float64
 			}{{"86401", 86400}, {"1e9", 86400}, {"0", 1}, {"-3", 1}, {"86400", 86400}} {
-				r := b.do("POST", spec.PathSet+"k", `{"value":"v","ttl":`+tc.ttl+`}`)
+				r := b.do("POST", pathSet+"k", `{"value":"v","ttl":`+tc.ttl+`}`)
 				if reading == "reject" && tc.ttl != "86400" {
-					if r.status != 400 || r.code(t) != spec.ErrInvalidTTL {
+					if r.status != 400 || r.code(t) != codeInvalidTTL {
 						t.Fatalf("ttl %s: %d %s", tc.ttl, r.status, r.body)
 					}
 					continue
@@ -435,16 +468,16 @@ func TestReadingBounds(t *testing.T) {
 					t.Fatalf("ttl %s: %d %s, want %v s", tc.ttl, r.status, r.body, tc.clamped)
 				}
 			}
-			if r := b.do("POST", spec.PathSet+"k", `{"value":"v","ttl":"600"}`); r.status != 400 || r.code(t) != spec.ErrInvalidTTL {
+			if r := b.do("POST", pathSet+"k", `{"value":"v","ttl":"600"}`); r.status != 400 || r.code(t) != codeInvalidTTL {
 				t.Fatalf("string ttl: %d %s", r.status, r.body)
 			}
 			// The value set last (ttl 86400, or the clamped 86401) lives a day.
 			clk.Advance(86399 * time.Second)
-			if r := b.do("GET", spec.PathGet+"k", nil); r.status != 200 {
+			if r := b.do("GET", pathGet+"k", nil); r.status != 200 {
 				t.Fatalf("get before the ttl: %d %s", r.status, r.body)
 			}
 			clk.Advance(2 * time.Second)
-			if r := b.do("GET", spec.PathGet+"k", nil); r.status != 404 {
+			if r := b.do("GET", pathGet+"k", nil); r.status != 404 {
 				t.Fatalf("get after the ttl: %d %s", r.status, r.body)
 			}
 		})
@@ -457,21 +490,21 @@ func TestReadingPublisherFilter(t *testing.T) {
 		t.Run(reading, func(t *testing.T) {
 			b, _ := readingBus(t, ReadingPublisherFilter, reading, nil)
 			alice, bob := b.generateKey("alice"), b.generateKey("bob")
-			id := b.publish(`{"goal":"g","payload":1,"visibility":"public"}`, spec.HeaderAPIKey, alice)
-			r := b.do("POST", spec.PathClaim+"?publisher="+alice, nil, spec.HeaderAPIKey, bob)
+			id := b.publish(`{"goal":"g","payload":1,"visibility":"public"}`, hdrAPIKey, alice)
+			r := b.do("POST", pathClaim+"?publisher="+alice, nil, hdrAPIKey, bob)
 			if reading == "forbidden" {
-				if r.status != 403 || r.code(t) != spec.ErrForbidden {
+				if r.status != 403 || r.code(t) != codeForbidden {
 					t.Fatalf("foreign filter: %d %s", r.status, r.body)
 				}
-			} else if r.status != 204 || r.header.Get(spec.HeaderRetryAfter) != "1" || len(r.body) != 0 {
+			} else if r.status != 204 || r.header.Get(hdrRetryAfter) != "1" || len(r.body) != 0 {
 				t.Fatalf("foreign filter: %d %v %s", r.status, r.header, r.body)
 			}
-			if c, ok := b.claim("?publisher="+alice, spec.HeaderAPIKey, alice); !ok || c.ID != id {
+			if c, ok := b.claim("?publisher="+alice, hdrAPIKey, alice); !ok || c.ID != id {
 				t.Fatalf("own filter: %v %+v", ok, c)
 			}
 			// An admin may filter by any key under both.
-			b.publish(`{"goal":"g","payload":1,"visibility":"public"}`, spec.HeaderAPIKey, alice)
-			if _, ok := b.claim("?publisher="+alice, spec.HeaderAPIKey, bob, spec.HeaderAdminToken, testAdmin); !ok {
+			b.publish(`{"goal":"g","payload":1,"visibility":"public"}`, hdrAPIKey, alice)
+			if _, ok := b.claim("?publisher="+alice, hdrAPIKey, bob, hdrAdminToken, testAdmin); !ok {
 				t.Fatal("admin filter")
 			}
 		})
@@ -485,16 +518,16 @@ func TestReadingAccess(t *testing.T) {
 			b, _ := readingBus(t, ReadingAccess, reading, nil)
 			bob := b.generateKey("bob")
 			id := b.publish(`{"goal":"g","payload":1}`)
-			for _, path := range []string{spec.PathResult, spec.PathStatus} {
-				r := b.do("GET", path+id, nil, spec.HeaderAPIKey, bob)
-				want, code := 403, spec.ErrForbidden
+			for _, path := range []string{pathResult, pathStatus} {
+				r := b.do("GET", path+id, nil, hdrAPIKey, bob)
+				want, code := 403, codeForbidden
 				if reading == "404" {
-					want, code = 404, spec.ErrNotFound
+					want, code = 404, codeNotFound
 				}
 				if r.status != want || r.code(t) != code {
 					t.Fatalf("%s of another key's intent: %d %s", path, r.status, r.body)
 				}
-				if r := b.do("GET", path+"0123", nil, spec.HeaderAPIKey, bob); r.status != 404 {
+				if r := b.do("GET", path+"0123", nil, hdrAPIKey, bob); r.status != 404 {
 					t.Fatalf("%s of an unknown id: %d", path, r.status)
 				}
 				if r := b.do("GET", path+id, nil); r.status != 200 {
@@ -517,11 +550,11 @@ func TestAlternateServer(t *testing.T) {
 	if !reflect.DeepEqual(b.srv.Readings(), AlternateReadings()) {
 		t.Fatalf("readings %v", b.srv.Readings())
 	}
-	if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":null}`); r.status != 400 {
+	if r := b.do("POST", pathIntent, `{"goal":"g","payload":null}`); r.status != 400 {
 		t.Fatalf("null payload: %d", r.status)
 	}
 	id := b.publish(`{"goal":"g","payload":1}`)
-	if r := b.do("GET", spec.PathResult+id, nil, spec.HeaderAPIKey, "", spec.HeaderAdminToken, testAdmin); r.status != 401 {
+	if r := b.do("GET", pathResult+id, nil, hdrAPIKey, "", hdrAdminToken, testAdmin); r.status != 401 {
 		t.Fatalf("admin alone: %d", r.status)
 	}
 	c, _ := b.claim("")
@@ -529,17 +562,17 @@ func TestAlternateServer(t *testing.T) {
 	if c2, ok := b.claim(""); !ok || c2.ID != id {
 		t.Fatal("not claimable at once after the lease")
 	}
-	if r := b.do("POST", spec.PathSet+"k", `{"value":1,"ttl":99999}`); r.status != 200 {
+	if r := b.do("POST", pathSet+"k", `{"value":1,"ttl":99999}`); r.status != 200 {
 		t.Fatalf("ttl clamp: %d", r.status)
 	}
 	bob := b.generateKey("bob")
-	if r := b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, bob); r.status != 404 {
+	if r := b.do("GET", pathStatus+id, nil, hdrAPIKey, bob); r.status != 404 {
 		t.Fatalf("foreign status: %d", r.status)
 	}
-	if r := b.do("POST", spec.PathClaim+"?publisher="+testSecret, nil, spec.HeaderAPIKey, bob); r.status != 204 {
+	if r := b.do("POST", pathClaim+"?publisher="+testSecret, nil, hdrAPIKey, bob); r.status != 204 {
 		t.Fatalf("foreign filter: %d", r.status)
 	}
-	if r := b.do("POST", spec.PathFulfill+id, map[string]string{"claim_token": c.ClaimToken}, spec.HeaderSignature, "00"); r.status != 403 {
+	if r := b.do("POST", pathFulfill+id, map[string]string{"claim_token": c.ClaimToken}, hdrSignature, "00"); r.status != 403 {
 		t.Fatalf("half-signed: %d %s", r.status, r.body)
 	}
 }

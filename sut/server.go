@@ -25,8 +25,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/idscheck/idscheck/spec"
 )
 
 // Server is the reference server. Its handler is safe for concurrent use.
@@ -52,6 +50,8 @@ type Server struct {
 	cleanMu      sync.Mutex
 	nextCleanup  time.Time // lazy cleanup runs on traffic at or after this
 	cleanRunning bool
+	cleanClosed  bool           // Close has begun: no lazy pass starts
+	cleanWG      sync.WaitGroup // the lazy pass in flight; Close waits for it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -166,10 +166,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close drains the writer (every queued operation is committed) and closes
-// the database. Idempotent; the handler answers 503 afterwards.
+// Close waits for a lazy cleanup pass in flight (and starts no other),
+// drains the writer (every queued operation is committed) and closes the
+// database. Idempotent; the handler answers 503 afterwards.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.cleanMu.Lock()
+		s.cleanClosed = true
+		s.cleanMu.Unlock()
+		s.cleanWG.Wait()
 		s.w.close()
 		s.st.close()
 		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
@@ -240,19 +245,19 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &he) {
 		switch {
 		case errors.Is(err, errClosed):
-			he = herr(503, spec.ErrMaintenance, "the server is shutting down")
+			he = herr(503, codeMaintenance, "the server is shutting down")
 		case errors.Is(err, errCommit) || strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"):
-			he = herr(503, spec.ErrDatabaseBusy, "the database is busy; retry")
+			he = herr(503, codeDatabaseBusy, "the database is busy; retry")
 			he.retryAfter = "1"
 		default:
 			s.log.Error("internal error", "err", err)
-			he = herr(500, spec.ErrInternal, "internal error")
+			he = herr(500, codeInternal, "internal error")
 		}
 	}
 	if he.retryAfter != "" && s.mutant != MutantNoRetryAfter {
-		w.Header().Set(spec.HeaderRetryAfter, he.retryAfter)
+		w.Header().Set(hdrRetryAfter, he.retryAfter)
 	}
-	s.writeJSON(w, he.status, spec.ErrorBody{Error: spec.ErrorDetail{Code: he.code, Message: he.msg}})
+	s.writeJSON(w, he.status, errorBody{Error: errorDetail{Code: he.code, Message: he.msg}})
 }
 
 // request is one request after the common checks.
@@ -284,25 +289,25 @@ const (
 // for an unknown path; methods lists the allowed methods of a known one.
 func match(path string) (routes []route, param string, ok bool) {
 	switch path {
-	case spec.PathHealth:
+	case pathHealth:
 		return []route{{"GET", routeOpen, (*Server).health}}, "", true
-	case spec.PathIntent:
+	case pathIntent:
 		return []route{{"POST", routeClient, (*Server).createIntent}}, "", true
-	case spec.PathClaim:
+	case pathClaim:
 		return []route{{"POST", routeClient, (*Server).claim}}, "", true
-	case spec.PathDashboard:
+	case pathDashboard:
 		return []route{{"GET", routeAdmin, (*Server).dashboard}}, "", true
-	case spec.PathGenerateKey:
+	case pathGenerateKey:
 		return []route{{"POST", routeAdmin, (*Server).generateKey}}, "", true
-	case spec.PathRevokeKey:
+	case pathRevokeKey:
 		return []route{{"POST", routeAdmin, (*Server).revokeKey}}, "", true
-	case spec.PathPurge:
+	case pathPurge:
 		return []route{{"POST", routeAdmin, (*Server).purge}}, "", true
-	case spec.PathCleanup:
+	case pathCleanup:
 		return []route{{"POST", routeAdmin, (*Server).cleanupNow}}, "", true
-	case spec.PathDead:
+	case pathDead:
 		return []route{{"GET", routeAdmin, (*Server).deadList}}, "", true
-	case spec.PathMetrics:
+	case pathMetrics:
 		return []route{{"GET", routeMetrics, (*Server).metrics}}, "", true
 	}
 	one := func(prefix string) (string, bool) {
@@ -316,20 +321,20 @@ func match(path string) (routes []route, param string, ok bool) {
 		prefix string
 		r      route
 	}{
-		{spec.PathExtendClaim, route{"POST", routeClient, (*Server).extendClaim}},
-		{spec.PathFulfill, route{"POST", routeClient, (*Server).fulfill}},
-		{spec.PathFail, route{"POST", routeClient, (*Server).fail}},
-		{spec.PathResult, route{"GET", routeClientOrAdmin, (*Server).result}},
-		{spec.PathStatus, route{"GET", routeClientOrAdmin, (*Server).status}},
-		{spec.PathSet, route{"POST", routeClient, (*Server).set}},
-		{spec.PathGet, route{"GET", routeClient, (*Server).get}},
-		{spec.PathDeadLetter, route{"GET", routeAdmin, (*Server).deadLetter}},
+		{pathExtendClaim, route{"POST", routeClient, (*Server).extendClaim}},
+		{pathFulfill, route{"POST", routeClient, (*Server).fulfill}},
+		{pathFail, route{"POST", routeClient, (*Server).fail}},
+		{pathResult, route{"GET", routeClientOrAdmin, (*Server).result}},
+		{pathStatus, route{"GET", routeClientOrAdmin, (*Server).status}},
+		{pathSet, route{"POST", routeClient, (*Server).set}},
+		{pathGet, route{"GET", routeClient, (*Server).get}},
+		{pathDeadLetter, route{"GET", routeAdmin, (*Server).deadLetter}},
 	} {
 		if v, ok := one(p.prefix); ok {
 			return []route{p.r}, v, true
 		}
 	}
-	if rest, found := strings.CutPrefix(path, spec.PathAdminIntents); found {
+	if rest, found := strings.CutPrefix(path, pathAdminIntents); found {
 		id, action, _ := strings.Cut(rest, "/")
 		if id != "" {
 			switch action {
@@ -354,7 +359,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if s.mutant != MutantMissingSecurityHeaders {
 		h := w.Header()
-		for _, kv := range spec.SecurityHeaders {
+		for _, kv := range securityHeaders {
 			h[kv[0]] = []string{kv[1]}
 		}
 	}
@@ -364,7 +369,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			s.log.Error("panic in handler", "path", r.URL.Path, "panic", fmt.Sprint(v))
-			s.writeError(w, herr(500, spec.ErrInternal, "internal error"))
+			s.writeError(w, herr(500, codeInternal, "internal error"))
 		}
 	}()
 	err := s.dispatch(w, r, s.clock())
@@ -393,7 +398,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, now time.Time)
 			http.NotFound(w, r)
 			return nil
 		}
-		return herr(404, spec.ErrNotFound, "no such endpoint: "+r.URL.Path)
+		return herr(404, codeNotFound, "no such endpoint: "+r.URL.Path)
 	}
 	var rt *route
 	for i := range routes {
@@ -403,27 +408,27 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, now time.Time)
 	}
 	if rt == nil {
 		w.Header().Set("Allow", routes[0].method)
-		return herr(405, spec.ErrMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
+		return herr(405, codeMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path)
 	}
 	if s.cfg.EnforceHTTPS && r.TLS == nil && !(s.cfg.TrustProxy && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")) {
-		return herr(403, spec.ErrHTTPSRequired, "HTTPS is required")
+		return herr(403, codeHTTPSRequired, "HTTPS is required")
 	}
 	if s.cfg.Maintenance && (rt.kind == routeClient || rt.kind == routeClientOrAdmin) {
-		e := herr(503, spec.ErrMaintenance, "the server is in maintenance mode")
+		e := herr(503, codeMaintenance, "the server is in maintenance mode")
 		e.retryAfter = "60"
 		return e
 	}
 	q := &request{r: r, param: param, now: now}
 	if r.Body != nil && r.Method != "GET" && r.Method != "HEAD" {
-		if r.ContentLength > spec.MaxBodyBytes {
-			return herr(413, spec.ErrPayloadTooLarge, fmt.Sprintf("the request body exceeds %d bytes", spec.MaxBodyBytes))
+		if r.ContentLength > maxBodyBytes {
+			return herr(413, codePayloadTooLarge, fmt.Sprintf("the request body exceeds %d bytes", maxBodyBytes))
 		}
-		b, err := io.ReadAll(io.LimitReader(r.Body, spec.MaxBodyBytes+1))
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 		if err != nil {
-			return herr(400, spec.ErrInvalidRequest, "cannot read the body")
+			return herr(400, codeInvalidRequest, "cannot read the body")
 		}
-		if len(b) > spec.MaxBodyBytes {
-			return herr(413, spec.ErrPayloadTooLarge, fmt.Sprintf("the request body exceeds %d bytes", spec.MaxBodyBytes))
+		if len(b) > maxBodyBytes {
+			return herr(413, codePayloadTooLarge, fmt.Sprintf("the request body exceeds %d bytes", maxBodyBytes))
 		}
 		q.body = b
 	}
@@ -435,14 +440,14 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, now time.Time)
 		q.admin = true
 	case routeMetrics:
 		if !s.metricsAuth(r) {
-			return herr(401, spec.ErrUnauthorized, "a metrics token or admin credentials are required")
+			return herr(401, codeUnauthorized, "a metrics token or admin credentials are required")
 		}
 	case routeClient, routeClientOrAdmin:
-		// /result and /status (spec.IntentDecisions "admin-result-access"):
+		// /result and /status (ReadingAdminResult, "admin-result-access"):
 		// under "admin-alone" admin credentials need no X-API-KEY; under
 		// "with-api-key" they do (401 without one). Admin credentials with a
 		// valid key grant an admin's access under both.
-		if rt.kind == routeClientOrAdmin && !s.rd.adminWithKey && r.Header.Get(spec.HeaderAPIKey) == "" && s.isAdmin(r) {
+		if rt.kind == routeClientOrAdmin && !s.rd.adminWithKey && r.Header.Get(hdrAPIKey) == "" && s.isAdmin(r) {
 			q.admin = true
 			break
 		}
@@ -463,21 +468,21 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, now time.Time)
 // required) and the tester rate limit.
 func (s *Server) clientAuth(ctx context.Context, q *request) error {
 	r := q.r
-	key := r.Header.Get(spec.HeaderAPIKey)
+	key := r.Header.Get(hdrAPIKey)
 	if key == "" {
-		return herr(401, spec.ErrUnauthorized, "missing X-API-KEY")
+		return herr(401, codeUnauthorized, "missing X-API-KEY")
 	}
 	if subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.Secret)) != 1 {
 		s.keysMu.RLock()
 		_, ok := s.keys[key]
 		s.keysMu.RUnlock()
 		if !ok {
-			return herr(401, spec.ErrUnauthorized, "invalid API key")
+			return herr(401, codeUnauthorized, "invalid API key")
 		}
 		q.tester = true
 	}
 	q.apiKey = key
-	sig, ts, nonce := r.Header.Get(spec.HeaderSignature), r.Header.Get(spec.HeaderTimestamp), r.Header.Get(spec.HeaderNonce)
+	sig, ts, nonce := r.Header.Get(hdrSignature), r.Header.Get(hdrTimestamp), r.Header.Get(hdrNonce)
 	if sig != "" || ts != "" || nonce != "" || s.cfg.RequireSignatures {
 		if err := s.verifySignature(ctx, q, sig, ts, nonce); err != nil {
 			return err
@@ -496,30 +501,30 @@ func (s *Server) clientAuth(ctx context.Context, q *request) error {
 // invalid_signature.
 func (s *Server) sigRefused(code, msg string) error {
 	if s.rd.signature403 {
-		return herr(403, spec.ErrInvalidSignature, msg)
+		return herr(403, codeInvalidSignature, msg)
 	}
 	return herr(401, code, msg)
 }
 
 func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce string) error {
 	if sig == "" || ts == "" || nonce == "" {
-		return s.sigRefused(spec.ErrSignatureRequired, "signed requests need X-Timestamp, X-Nonce and X-Signature")
+		return s.sigRefused(codeSignatureRequired, "signed requests need X-Timestamp, X-Nonce and X-Signature")
 	}
 	t, err := strconv.ParseFloat(ts, 64)
 	if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
-		return s.sigRefused(spec.ErrInvalidTimestamp, "X-Timestamp is not a Unix timestamp")
+		return s.sigRefused(codeInvalidTimestamp, "X-Timestamp is not a Unix timestamp")
 	}
 	now := float64(q.now.UnixNano()) / 1e9
-	if math.Abs(now-t) > spec.TimestampWindow {
-		return s.sigRefused(spec.ErrInvalidTimestamp, "X-Timestamp is outside ±300 s of server time")
+	if math.Abs(now-t) > timestampWindow {
+		return s.sigRefused(codeInvalidTimestamp, "X-Timestamp is outside ±300 s of server time")
 	}
 	if len(nonce) > 256 {
-		return s.sigRefused(spec.ErrInvalidSignature, "X-Nonce is longer than 256 bytes")
+		return s.sigRefused(codeInvalidSignature, "X-Nonce is longer than 256 bytes")
 	}
-	// Repeated query parameters: spec.IntentDecisions "query-repeated-order".
+	// Repeated query parameters: ReadingQueryRepeated.
 	cp, ok := canonicalPath(q.r.URL.EscapedPath(), q.r.URL.RawQuery, s.rd.queryAsSent)
 	if !ok || !signatureValid(q.apiKey, signingString(q.r.Method, cp, ts, nonce, q.body), sig) {
-		return s.sigRefused(spec.ErrInvalidSignature, "the signature does not match")
+		return s.sigRefused(codeInvalidSignature, "the signature does not match")
 	}
 	if s.mutant == MutantNonceReplayAccepted {
 		return nil
@@ -537,7 +542,7 @@ func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce
 		return err
 	}
 	if !v.(bool) {
-		return s.sigRefused(spec.ErrNonceReused, "X-Nonce was already used within the 300 s window")
+		return s.sigRefused(codeNonceReused, "X-Nonce was already used within the 300 s window")
 	}
 	return nil
 }
@@ -551,8 +556,8 @@ func (s *Server) rateLimit(key string, now time.Time) error {
 		rw = &rateWindow{start: now}
 		s.rate[key] = rw
 	}
-	if rw.n >= spec.TesterRateLimit {
-		e := herr(429, spec.ErrRateLimited, "rate limit: 60 requests per minute per tester key")
+	if rw.n >= testerRateLimit {
+		e := herr(429, codeRateLimited, "rate limit: 60 requests per minute per tester key")
 		e.retryAfter = strconv.Itoa(int(math.Ceil(rw.start.Add(window).Sub(now).Seconds())))
 		if e.retryAfter == "0" {
 			e.retryAfter = "1"
@@ -567,7 +572,7 @@ func (s *Server) rateLimit(key string, now time.Time) error {
 // X-Admin-Token when BUS_ADMIN_SECRET is set, else HTTP Basic admin /
 // DASHBOARD_PASSWORD. There is no fallback to BUS_SECRET.
 func (s *Server) isAdmin(r *http.Request) bool {
-	if tok := r.Header.Get(spec.HeaderAdminToken); tok != "" {
+	if tok := r.Header.Get(hdrAdminToken); tok != "" {
 		if s.cfg.AdminSecret != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminSecret)) == 1 {
 			return true
 		}
@@ -587,10 +592,10 @@ func (s *Server) adminAuth(w http.ResponseWriter, r *http.Request, rt *route) er
 	if s.isAdmin(r) {
 		return nil
 	}
-	if r.URL.Path == spec.PathDashboard {
+	if r.URL.Path == pathDashboard {
 		w.Header().Set("WWW-Authenticate", `Basic realm="intent-bus admin", charset="UTF-8"`)
 	}
-	return herr(401, spec.ErrUnauthorized, "admin credentials required (X-Admin-Token or HTTP Basic)")
+	return herr(401, codeUnauthorized, "admin credentials required (X-Admin-Token or HTTP Basic)")
 }
 
 func (s *Server) metricsAuth(r *http.Request) bool {
@@ -602,15 +607,8 @@ func (s *Server) metricsAuth(r *http.Request) bool {
 	return s.isAdmin(r)
 }
 
-// healthBody is spec.Health with the readings the server follows (an
-// extension: key → name, every key of ReadingKeys).
-type healthBody struct {
-	spec.Health
-	Readings map[string]string `json:"readings"`
-}
-
 func (s *Server) health(w http.ResponseWriter, q *request) error {
-	s.writeJSON(w, 200, healthBody{spec.Health{OK: true, TS: s.nowF(), Version: spec.ServerVersion, TimeScale: s.scale, Maintenance: s.cfg.Maintenance},
-		s.rd.effective})
+	s.writeJSON(w, 200, healthBody{OK: true, TS: s.nowF(), Version: serverVersion, TimeScale: s.scale, Maintenance: s.cfg.Maintenance,
+		Readings: s.rd.effective})
 	return nil
 }

@@ -3,12 +3,16 @@ package sut
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/spec"
 	"github.com/pingcap/failpoint"
 )
 
@@ -72,7 +75,7 @@ func (r resp) json(t *testing.T, v any) {
 
 func (r resp) code(t *testing.T) string {
 	t.Helper()
-	var e spec.ErrorBody
+	var e errorBody
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		t.Fatalf("error body is not JSON: %q", r.body)
 	}
@@ -98,7 +101,7 @@ func (b *testBus) do(method, path string, body any, hdr ...string) resp {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	req.Header.Set(spec.HeaderAPIKey, testSecret)
+	req.Header.Set(hdrAPIKey, testSecret)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		if hdr[i+1] == "" {
 			req.Header.Del(hdr[i])
@@ -115,38 +118,58 @@ func (b *testBus) do(method, path string, body any, hdr ...string) resp {
 	return resp{res.StatusCode, res.Header, out}
 }
 
+// signed returns the §5.2 headers of a request signed with the main key:
+// X-Timestamp, X-Nonce and X-Signature, the lower-case hex HMAC-SHA256 of
+// the signing string. target is the path and query as sent; asSent picks
+// the reading of repeated query parameters. The signing string is the
+// server's own (TestSignatureKnownAnswers holds it to known answers).
+func (b *testBus) signed(method, target, body, ts, nonce string, asSent bool) []string {
+	b.t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cp, ok := canonicalPath(u.EscapedPath(), u.RawQuery, asSent)
+	if !ok {
+		b.t.Fatalf("cannot sign %q", target)
+	}
+	mac := hmac.New(sha256.New, []byte(testSecret))
+	mac.Write(signingString(method, cp, ts, nonce, []byte(body)))
+	return []string{hdrTimestamp, ts, hdrNonce, nonce, hdrSignature, hex.EncodeToString(mac.Sum(nil))}
+}
+
 func (b *testBus) publish(body any, hdr ...string) string {
 	b.t.Helper()
-	r := b.do("POST", spec.PathIntent, body, hdr...)
+	r := b.do("POST", pathIntent, body, hdr...)
 	if r.status != 201 {
 		b.t.Fatalf("publish: %d %s", r.status, r.body)
 	}
-	var c spec.CreateIntentResponse
+	var c createIntentResponse
 	r.json(b.t, &c)
 	return c.ID
 }
 
-func (b *testBus) claim(query string, hdr ...string) (spec.ClaimResponse, bool) {
+func (b *testBus) claim(query string, hdr ...string) (claimResponse, bool) {
 	b.t.Helper()
-	r := b.do("POST", spec.PathClaim+query, nil, hdr...)
+	r := b.do("POST", pathClaim+query, nil, hdr...)
 	if r.status == 204 {
-		return spec.ClaimResponse{}, false
+		return claimResponse{}, false
 	}
 	if r.status != 200 {
 		b.t.Fatalf("claim: %d %s", r.status, r.body)
 	}
-	var c spec.ClaimResponse
+	var c claimResponse
 	r.json(b.t, &c)
 	return c, true
 }
 
-func (b *testBus) statusOf(id string) spec.IntentView {
+func (b *testBus) statusOf(id string) intentView {
 	b.t.Helper()
-	r := b.do("GET", spec.PathStatus+id, nil)
+	r := b.do("GET", pathStatus+id, nil)
 	if r.status != 200 {
 		b.t.Fatalf("status: %d %s", r.status, r.body)
 	}
-	var v spec.IntentView
+	var v intentView
 	r.json(b.t, &v)
 	return v
 }
@@ -218,45 +241,45 @@ func TestCreateIntentValidation(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"not json", `{`, 400, spec.ErrInvalidPayload},
-		{"array", `[1]`, 400, spec.ErrInvalidPayload},
-		{"null body", `null`, 400, spec.ErrInvalidPayload},
-		{"empty body", ``, 400, spec.ErrInvalidPayload},
-		{"trailing", `{"goal":"g","payload":1} {}`, 400, spec.ErrInvalidPayload},
-		{"missing goal", `{"payload":1}`, 400, spec.ErrInvalidRequest},
-		{"missing payload", `{"goal":"g"}`, 400, spec.ErrInvalidRequest},
-		{"goal number", `{"goal":1,"payload":1}`, 400, spec.ErrInvalidGoal},
-		{"goal null", `{"goal":null,"payload":1}`, 400, spec.ErrInvalidGoal},
-		{"goal empty", `{"goal":"","payload":1}`, 400, spec.ErrInvalidGoal},
-		{"goal long", `{"goal":"` + long + `","payload":1}`, 400, spec.ErrInvalidGoal},
-		{"namespace bad char", `{"goal":"g","payload":1,"namespace":"a b"}`, 400, spec.ErrInvalidNamespace},
-		{"namespace long", `{"goal":"g","payload":1,"namespace":"` + strings.Repeat("n", 65) + `"}`, 400, spec.ErrInvalidNamespace},
-		{"namespace number", `{"goal":"g","payload":1,"namespace":5}`, 400, spec.ErrInvalidNamespace},
-		{"visibility", `{"goal":"g","payload":1,"visibility":"secret"}`, 400, spec.ErrInvalidVisibility},
-		{"priority high", `{"goal":"g","payload":1,"priority":1001}`, 400, spec.ErrInvalidPriority},
-		{"priority negative", `{"goal":"g","payload":1,"priority":-1}`, 400, spec.ErrInvalidPriority},
-		{"priority fraction", `{"goal":"g","payload":1,"priority":1.5}`, 400, spec.ErrInvalidPriority},
-		{"priority string", `{"goal":"g","payload":1,"priority":"1"}`, 400, spec.ErrInvalidPriority},
-		{"priority huge", `{"goal":"g","payload":1,"priority":1e400}`, 400, spec.ErrInvalidPriority},
-		{"delay negative", `{"goal":"g","payload":1,"delay":-1}`, 400, spec.ErrInvalidDelay},
-		{"delay string", `{"goal":"g","payload":1,"delay":"soon"}`, 400, spec.ErrInvalidDelay},
-		{"max_attempts 0", `{"goal":"g","payload":1,"max_attempts":0}`, 400, spec.ErrInvalidMaxAttempts},
-		{"max_attempts 21", `{"goal":"g","payload":1,"max_attempts":21}`, 400, spec.ErrInvalidMaxAttempts},
-		{"backoff low", `{"goal":"g","payload":1,"backoff_base":0.5}`, 400, spec.ErrInvalidBackoffBase},
-		{"backoff high", `{"goal":"g","payload":1,"backoff_base":3600.5}`, 400, spec.ErrInvalidBackoffBase},
-		{"target_worker number", `{"goal":"g","payload":1,"target_worker":7}`, 400, spec.ErrInvalidTargetWorker},
-		{"target_worker empty", `{"goal":"g","payload":1,"target_worker":""}`, 400, spec.ErrInvalidTargetWorker},
-		{"capability comma", `{"goal":"g","payload":1,"required_capability":"a,b"}`, 400, spec.ErrInvalidRequiredCapability},
-		{"capability bool", `{"goal":"g","payload":1,"required_capability":true}`, 400, spec.ErrInvalidRequiredCapability},
-		{"payload too large", `{"goal":"g","payload":"` + strings.Repeat("p", 7200) + `"}`, 413, spec.ErrPayloadTooLarge},
-		{"body too large", `{"goal":"g","payload":1,"x":"` + strings.Repeat("p", 8200) + `"}`, 413, spec.ErrPayloadTooLarge},
+		{"not json", `{`, 400, codeInvalidPayload},
+		{"array", `[1]`, 400, codeInvalidPayload},
+		{"null body", `null`, 400, codeInvalidPayload},
+		{"empty body", ``, 400, codeInvalidPayload},
+		{"trailing", `{"goal":"g","payload":1} {}`, 400, codeInvalidPayload},
+		{"missing goal", `{"payload":1}`, 400, codeInvalidRequest},
+		{"missing payload", `{"goal":"g"}`, 400, codeInvalidRequest},
+		{"goal number", `{"goal":1,"payload":1}`, 400, codeInvalidGoal},
+		{"goal null", `{"goal":null,"payload":1}`, 400, codeInvalidGoal},
+		{"goal empty", `{"goal":"","payload":1}`, 400, codeInvalidGoal},
+		{"goal long", `{"goal":"` + long + `","payload":1}`, 400, codeInvalidGoal},
+		{"namespace bad char", `{"goal":"g","payload":1,"namespace":"a b"}`, 400, codeInvalidNamespace},
+		{"namespace long", `{"goal":"g","payload":1,"namespace":"` + strings.Repeat("n", 65) + `"}`, 400, codeInvalidNamespace},
+		{"namespace number", `{"goal":"g","payload":1,"namespace":5}`, 400, codeInvalidNamespace},
+		{"visibility", `{"goal":"g","payload":1,"visibility":"secret"}`, 400, codeInvalidVisibility},
+		{"priority high", `{"goal":"g","payload":1,"priority":1001}`, 400, codeInvalidPriority},
+		{"priority negative", `{"goal":"g","payload":1,"priority":-1}`, 400, codeInvalidPriority},
+		{"priority fraction", `{"goal":"g","payload":1,"priority":1.5}`, 400, codeInvalidPriority},
+		{"priority string", `{"goal":"g","payload":1,"priority":"1"}`, 400, codeInvalidPriority},
+		{"priority huge", `{"goal":"g","payload":1,"priority":1e400}`, 400, codeInvalidPriority},
+		{"delay negative", `{"goal":"g","payload":1,"delay":-1}`, 400, codeInvalidDelay},
+		{"delay string", `{"goal":"g","payload":1,"delay":"soon"}`, 400, codeInvalidDelay},
+		{"max_attempts 0", `{"goal":"g","payload":1,"max_attempts":0}`, 400, codeInvalidMaxAttempts},
+		{"max_attempts 21", `{"goal":"g","payload":1,"max_attempts":21}`, 400, codeInvalidMaxAttempts},
+		{"backoff low", `{"goal":"g","payload":1,"backoff_base":0.5}`, 400, codeInvalidBackoffBase},
+		{"backoff high", `{"goal":"g","payload":1,"backoff_base":3600.5}`, 400, codeInvalidBackoffBase},
+		{"target_worker number", `{"goal":"g","payload":1,"target_worker":7}`, 400, codeInvalidTargetWorker},
+		{"target_worker empty", `{"goal":"g","payload":1,"target_worker":""}`, 400, codeInvalidTargetWorker},
+		{"capability comma", `{"goal":"g","payload":1,"required_capability":"a,b"}`, 400, codeInvalidRequiredCapability},
+		{"capability bool", `{"goal":"g","payload":1,"required_capability":true}`, 400, codeInvalidRequiredCapability},
+		{"payload too large", `{"goal":"g","payload":"` + strings.Repeat("p", 7200) + `"}`, 413, codePayloadTooLarge},
+		{"body too large", `{"goal":"g","payload":1,"x":"` + strings.Repeat("p", 8200) + `"}`, 413, codePayloadTooLarge},
 		{"minimal", `{"goal":"g","payload":null}`, 201, ""},
 		{"all fields", `{"goal":"g","payload":{"a":[1,2]},"namespace":"n.s-1_x","visibility":"public","priority":1000,"delay":0.5,
 			"max_attempts":20,"backoff_base":3600,"target_worker":"w1","required_capability":"gpu","unknown":1}`, 201, ""},
 		{"nulls are defaults", `{"goal":"g","payload":1,"namespace":null,"priority":null,"target_worker":null}`, 201, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := b.do("POST", spec.PathIntent, tc.body, "Content-Type", "application/json")
+			r := b.do("POST", pathIntent, tc.body, "Content-Type", "application/json")
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
 			}
@@ -279,23 +302,23 @@ func TestSecurityHeadersAndErrorShape(t *testing.T) {
 		code               string
 	}{
 		{"health", "GET", "/health", "", nil, 200, ""},
-		{"unknown path", "GET", "/nope", "", nil, 404, spec.ErrNotFound},
-		{"unknown admin path", "GET", "/admin/nope", "", nil, 404, spec.ErrNotFound},
-		{"trailing slash id", "GET", "/status/", "", nil, 404, spec.ErrNotFound},
-		{"wrong method", "GET", "/intent", "", nil, 405, spec.ErrMethodNotAllowed},
-		{"wrong method claim", "DELETE", "/claim", "", nil, 405, spec.ErrMethodNotAllowed},
-		{"too large", "POST", "/intent", strings.Repeat("x", 9000), nil, 413, spec.ErrPayloadTooLarge},
-		{"no key", "POST", "/intent", `{}`, []string{spec.HeaderAPIKey, ""}, 401, spec.ErrUnauthorized},
-		{"bad key", "POST", "/claim", ``, []string{spec.HeaderAPIKey, "wrong"}, 401, spec.ErrUnauthorized},
-		{"unknown intent", "GET", "/result/abc", "", nil, 404, spec.ErrNotFound},
-		{"admin without auth", "POST", "/admin/cleanup", "", nil, 401, spec.ErrUnauthorized},
+		{"unknown path", "GET", "/nope", "", nil, 404, codeNotFound},
+		{"unknown admin path", "GET", "/admin/nope", "", nil, 404, codeNotFound},
+		{"trailing slash id", "GET", "/status/", "", nil, 404, codeNotFound},
+		{"wrong method", "GET", "/intent", "", nil, 405, codeMethodNotAllowed},
+		{"wrong method claim", "DELETE", "/claim", "", nil, 405, codeMethodNotAllowed},
+		{"too large", "POST", "/intent", strings.Repeat("x", 9000), nil, 413, codePayloadTooLarge},
+		{"no key", "POST", "/intent", `{}`, []string{hdrAPIKey, ""}, 401, codeUnauthorized},
+		{"bad key", "POST", "/claim", ``, []string{hdrAPIKey, "wrong"}, 401, codeUnauthorized},
+		{"unknown intent", "GET", "/result/abc", "", nil, 404, codeNotFound},
+		{"admin without auth", "POST", "/admin/cleanup", "", nil, 401, codeUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.do(tc.method, tc.path, tc.body, tc.hdr...)
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
 			}
-			for _, kv := range spec.SecurityHeaders {
+			for _, kv := range securityHeaders {
 				if got := r.header.Get(kv[0]); got != kv[1] {
 					t.Errorf("%s = %q, want %q", kv[0], got, kv[1])
 				}
@@ -310,9 +333,9 @@ func TestSecurityHeadersAndErrorShape(t *testing.T) {
 			}
 		})
 	}
-	var h spec.Health
+	var h healthBody
 	b.do("GET", "/health", nil).json(t, &h)
-	if !h.OK || h.Version != spec.ServerVersion || h.TimeScale != 1 {
+	if !h.OK || h.Version != serverVersion || h.TimeScale != 1 {
 		t.Fatalf("health %+v", h)
 	}
 }
@@ -321,23 +344,23 @@ func TestIdempotency(t *testing.T) {
 	b := newBus(t, nil)
 	body1 := `{"goal":"g","payload":{"a":1,"b":[1,2]},"priority":5}`
 	same := "{ \"priority\": 5, \"payload\": {\"b\": [1, 2], \"a\": 1},\n \"goal\": \"g\" }"
-	id := b.publish(body1, spec.HeaderIdempotencyKey, "k1")
-	r := b.do("POST", spec.PathIntent, same, spec.HeaderIdempotencyKey, "k1")
-	var c spec.CreateIntentResponse
+	id := b.publish(body1, hdrIdempotencyKey, "k1")
+	r := b.do("POST", pathIntent, same, hdrIdempotencyKey, "k1")
+	var c createIntentResponse
 	r.json(t, &c)
-	if r.status != 201 || c.ID != id || r.header.Get(spec.HeaderIdempotentReplay) != "true" {
+	if r.status != 201 || c.ID != id || r.header.Get(hdrIdempotentReplay) != "true" {
 		t.Fatalf("replay: %d %s (want id %s)", r.status, r.body, id)
 	}
-	r = b.do("POST", spec.PathIntent, `{"goal":"g","payload":{"a":2}}`, spec.HeaderIdempotencyKey, "k1")
-	if r.status != 422 || r.code(t) != spec.ErrIdempotencyConflict {
+	r = b.do("POST", pathIntent, `{"goal":"g","payload":{"a":2}}`, hdrIdempotencyKey, "k1")
+	if r.status != 422 || r.code(t) != codeIdempotencyConflict {
 		t.Fatalf("conflict: %d %s", r.status, r.body)
 	}
 	// A rejected request does not consume a key.
-	if r := b.do("POST", spec.PathIntent, `{"goal":""}`, spec.HeaderIdempotencyKey, "k2"); r.status != 400 {
+	if r := b.do("POST", pathIntent, `{"goal":""}`, hdrIdempotencyKey, "k2"); r.status != 400 {
 		t.Fatalf("invalid: %d", r.status)
 	}
-	b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k2")
-	if r := b.do("POST", spec.PathIntent, body1, spec.HeaderIdempotencyKey, ""); r.status != 201 {
+	b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k2")
+	if r := b.do("POST", pathIntent, body1, hdrIdempotencyKey, ""); r.status != 201 {
 		t.Fatalf("no key: %d", r.status)
 	}
 	// Concurrent duplicates yield one intent.
@@ -348,15 +371,15 @@ func TestIdempotency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", b.ts.URL+spec.PathIntent, strings.NewReader(`{"goal":"c","payload":1}`))
-			req.Header.Set(spec.HeaderAPIKey, testSecret)
-			req.Header.Set(spec.HeaderIdempotencyKey, "storm")
+			req, _ := http.NewRequest("POST", b.ts.URL+pathIntent, strings.NewReader(`{"goal":"c","payload":1}`))
+			req.Header.Set(hdrAPIKey, testSecret)
+			req.Header.Set(hdrIdempotencyKey, "storm")
 			res, err := b.ts.Client().Do(req)
 			if err != nil {
 				return
 			}
 			defer res.Body.Close()
-			var c spec.CreateIntentResponse
+			var c createIntentResponse
 			json.NewDecoder(res.Body).Decode(&c)
 			ids[i] = c.ID
 		}()
@@ -373,22 +396,22 @@ func TestIdempotency(t *testing.T) {
 	}
 	// Keys are scoped per API key: another key with the same Idempotency-Key gets its own intent.
 	tk := b.generateKey("bob")
-	other := b.publish(body1, spec.HeaderIdempotencyKey, "k1", spec.HeaderAPIKey, tk)
+	other := b.publish(body1, hdrIdempotencyKey, "k1", hdrAPIKey, tk)
 	if other == id {
 		t.Fatal("idempotency key shared across API keys")
 	}
-	if r := b.do("POST", spec.PathIntent, body1, spec.HeaderIdempotencyKey, strings.Repeat("k", 256)); r.code(t) != spec.ErrInvalidIdempotencyKey {
+	if r := b.do("POST", pathIntent, body1, hdrIdempotencyKey, strings.Repeat("k", 256)); r.code(t) != codeInvalidIdempotencyKey {
 		t.Fatalf("long key: %d %s", r.status, r.body)
 	}
 }
 
 func (b *testBus) generateKey(owner string) string {
 	b.t.Helper()
-	r := b.do("POST", spec.PathGenerateKey, map[string]string{"owner": owner}, spec.HeaderAdminToken, testAdmin)
+	r := b.do("POST", pathGenerateKey, map[string]string{"owner": owner}, hdrAdminToken, testAdmin)
 	if r.status != 201 {
 		b.t.Fatalf("generate_key: %d %s", r.status, r.body)
 	}
-	var g spec.GenerateKeyResponse
+	var g generateKeyResponse
 	r.json(b.t, &g)
 	if !strings.HasPrefix(g.APIKey, "tk_") || g.Owner != owner {
 		b.t.Fatalf("generate_key: %+v", g)
@@ -412,9 +435,9 @@ func TestClaimOrderAndRouting(t *testing.T) {
 			t.Fatalf("claim response %+v", c)
 		}
 	}
-	r := b.do("POST", spec.PathClaim, nil)
-	if r.status != 204 || r.header.Get(spec.HeaderRetryAfter) != "1" {
-		t.Fatalf("empty claim: %d Retry-After %q", r.status, r.header.Get(spec.HeaderRetryAfter))
+	r := b.do("POST", pathClaim, nil)
+	if r.status != 204 || r.header.Get(hdrRetryAfter) != "1" {
+		t.Fatalf("empty claim: %d Retry-After %q", r.status, r.header.Get(hdrRetryAfter))
 	}
 
 	tk := b.generateKey("alice")
@@ -431,13 +454,13 @@ func TestClaimOrderAndRouting(t *testing.T) {
 	}{
 		{"default namespace is empty", "", nil, ""},
 		{"namespace isolation", "?namespace=other", nil, nsID},
-		{"private to another key", "?namespace=priv", []string{spec.HeaderAPIKey, tk}, ""},
+		{"private to another key", "?namespace=priv", []string{hdrAPIKey, tk}, ""},
 		{"private to publisher", "?namespace=priv", nil, priv},
 		{"target worker missing", "?namespace=tw", nil, ""},
-		{"target worker other", "?namespace=tw", []string{spec.HeaderWorkerID, "w8"}, ""},
-		{"target worker by query", "?namespace=tw&worker_id=w7", []string{spec.HeaderAPIKey, tk}, tw},
-		{"capability missing", "?namespace=cap", []string{spec.HeaderWorkerCapabilities, "cpu, GPU"}, ""},
-		{"capability matched", "?namespace=cap", []string{spec.HeaderWorkerCapabilities, "cpu, gpu"}, capID},
+		{"target worker other", "?namespace=tw", []string{hdrWorkerID, "w8"}, ""},
+		{"target worker by query", "?namespace=tw&worker_id=w7", []string{hdrAPIKey, tk}, tw},
+		{"capability missing", "?namespace=cap", []string{hdrWorkerCapabilities, "cpu, GPU"}, ""},
+		{"capability matched", "?namespace=cap", []string{hdrWorkerCapabilities, "cpu, gpu"}, capID},
 		{"goal filter other", "?namespace=goal&goal=x", nil, ""},
 		{"goal filter", "?namespace=goal&goal=special", nil, goalID},
 		{"delay", "?namespace=delay", nil, ""},
@@ -458,16 +481,16 @@ func TestClaimOrderAndRouting(t *testing.T) {
 		status      int
 		code        string
 	}{
-		{"bad namespace", "?namespace=a%20b", nil, 400, spec.ErrInvalidNamespace},
-		{"foreign publisher", "?publisher=someone", nil, 403, spec.ErrForbidden},
-		{"bad body", "", []string{}, 400, spec.ErrInvalidPayload},
+		{"bad namespace", "?namespace=a%20b", nil, 400, codeInvalidNamespace},
+		{"foreign publisher", "?publisher=someone", nil, 403, codeForbidden},
+		{"bad body", "", []string{}, 400, codeInvalidPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body any
 			if tc.name == "bad body" {
 				body = "{"
 			}
-			r := b.do("POST", spec.PathClaim+tc.query, body, tc.hdr...)
+			r := b.do("POST", pathClaim+tc.query, body, tc.hdr...)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("%d %s", r.status, r.body)
 			}
@@ -475,85 +498,185 @@ func TestClaimOrderAndRouting(t *testing.T) {
 	}
 }
 
+// clockBus is newBus on a fake clock at time scale 1, with no lazy cleanup
+// unless mod sets an interval: the test moves time itself, so each
+// assertion is made at an exact instant and nothing sleeps.
+func clockBus(t *testing.T, mod func(*Config)) (*testBus, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	b := newBus(t, func(c *Config) {
+		c.Clock = clk.Now
+		c.TimeScale = 1
+		c.CleanupInterval = 1e9 * time.Second
+		if mod != nil {
+			mod(c)
+		}
+	})
+	return b, clk
+}
+
+// ms is one millisecond of the fake clock: "just before" and "just after"
+// an instant the server computed in float seconds.
+const ms = time.Millisecond
+
 func TestLeaseLifecycle(t *testing.T) {
-	// Time scale 600: a 60 s lease lasts 100 ms, backoff_base 1 s lasts 1.7 ms.
-	b := newBus(t, func(c *Config) { c.TimeScale = 600 })
+	b, clk := clockBus(t, nil)
+	t0 := clk.unix()
 	id := b.publish(`{"goal":"g","payload":1,"max_attempts":2,"backoff_base":1}`)
 	c1, ok := b.claim("")
-	if !ok || c1.ID != id {
-		t.Fatal("first claim")
+	if !ok || c1.ID != id || !near(c1.ClaimExpiresAt, t0+60) {
+		t.Fatalf("first claim %v %+v", ok, c1)
 	}
 	if _, ok := b.claim(""); ok {
 		t.Fatal("claimed an intent under an active lease")
 	}
-	if v := b.statusOf(id); v.Status != spec.StatusClaimed || v.ClaimExpiresAt == nil {
+	v := b.statusOf(id)
+	if v.Status != stateClaimed || v.ClaimExpiresAt == nil || !near(*v.ClaimExpiresAt, t0+60) {
 		t.Fatalf("status %+v", v)
 	}
-	waitUntil(t, func() bool { _, ok := b.claimPeek(); return ok }, 5*time.Second)
-	c2, ok := b.claim("")
-	if !ok || c2.ID != id || c2.ClaimAttempts != 2 || c2.ClaimToken == c1.ClaimToken {
-		t.Fatalf("reclaim %+v", c2)
+	// Backoff after the lease (§3.3): 1*2^1 s + jitter in [0, 2) after t0+60.
+	runAt := v.RunAt
+	if runAt < t0+62 || runAt >= t0+64 {
+		t.Fatalf("run_at %.3f: want t0+62 ≤ run_at < t0+64", runAt-t0)
 	}
-	for _, path := range []string{spec.PathFulfill, spec.PathFail, spec.PathExtendClaim} {
+	clk.Advance(60*time.Second - ms)
+	if v := b.statusOf(id); v.Status != stateClaimed {
+		t.Fatalf("1 ms before the lease ends: %s", v.Status)
+	}
+	clk.Advance(ms) // t0+60: the lease has ended
+	if v := b.statusOf(id); v.Status != stateOpen {
+		t.Fatalf("at the end of the lease: %s", v.Status)
+	}
+	clk.AdvanceTo(runAt - 0.001)
+	if _, ok := b.claim(""); ok {
+		t.Fatal("reclaimed 1 ms before run_at")
+	}
+	clk.AdvanceTo(runAt)
+	c2, ok := b.claim("")
+	t2 := clk.unix()
+	if !ok || c2.ID != id || c2.ClaimAttempts != 2 || c2.ClaimToken == c1.ClaimToken || !near(c2.ClaimExpiresAt, t2+60) {
+		t.Fatalf("reclaim at run_at: %v %+v", ok, c2)
+	}
+	for _, path := range []string{pathFulfill, pathFail, pathExtendClaim} {
 		r := b.do("POST", path+id, map[string]any{"claim_token": c1.ClaimToken, "seconds": 60})
-		if r.status != 404 || r.code(t) != spec.ErrNotFound {
+		if r.status != 404 || r.code(t) != codeNotFound {
 			t.Fatalf("stale token on %s: %d %s", path, r.status, r.body)
 		}
 	}
-	// The second lease lapses with attempts spent: dead at once, before any write.
-	waitUntil(t, func() bool { return b.statusOf(id).Status == spec.StatusDead }, 5*time.Second)
+	// The second lease lapses with attempts spent: dead at its end, before any write.
+	clk.Advance(60*time.Second - ms)
+	if v := b.statusOf(id); v.Status != stateClaimed {
+		t.Fatalf("1 ms before the last lease ends: %s", v.Status)
+	}
+	clk.Advance(ms)
+	if v := b.statusOf(id); v.Status != stateDead || v.CompletedAt == nil || !near(*v.CompletedAt, t2+60) {
+		t.Fatalf("at the end of the last lease: %+v", v)
+	}
 	if _, ok := b.claim(""); ok {
 		t.Fatal("claimed a dead intent")
 	}
-	r := b.do("GET", spec.PathDead, nil, spec.HeaderAdminToken, testAdmin)
-	var dl spec.DeadLetters
+	r := b.do("GET", pathDead, nil, hdrAdminToken, testAdmin)
+	var dl deadLetters
 	r.json(t, &dl)
-	if len(dl.DeadLetters) != 1 || dl.DeadLetters[0].IntentID != id {
+	if len(dl.DeadLetters) != 1 || dl.DeadLetters[0].IntentID != id || !near(dl.DeadLetters[0].DiedAt, t2+60) {
 		t.Fatalf("dead letters %s", r.body)
 	}
-	r = b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin)
-	var d spec.DeadLetter
+	r = b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin)
+	var d deadLetter
 	r.json(t, &d)
 	if string(d.Payload) != "1" {
 		t.Fatalf("dead letter %s", r.body)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/retry", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathAdminIntents+id+"/retry", nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("retry %d %s", r.status, r.body)
 	}
-	if v := b.statusOf(id); v.Status != spec.StatusOpen || v.ClaimAttempts != 0 {
+	if v := b.statusOf(id); v.Status != stateOpen || v.ClaimAttempts != 0 || !near(v.RunAt, clk.unix()) {
 		t.Fatalf("after retry %+v", v)
 	}
-	if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 404 {
+	if r := b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin); r.status != 404 {
 		t.Fatalf("dead letter kept after retry: %d", r.status)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/retry", nil, spec.HeaderAdminToken, testAdmin); r.status != 409 {
+	if r := b.do("POST", pathAdminIntents+id+"/retry", nil, hdrAdminToken, testAdmin); r.status != 409 {
 		t.Fatalf("retry of an open intent: %d", r.status)
+	}
+	if c3, ok := b.claim(""); !ok || c3.ID != id || c3.ClaimAttempts != 1 {
+		t.Fatalf("claim after retry: %v %+v", ok, c3)
 	}
 }
 
-// claimPeek claims in a namespace-wide probe and fails the lease at once
-// so the probe does not change the intent's attempts... it cannot: use it
-// only where a successful claim is the next step anyway.
-func (b *testBus) claimPeek() (string, bool) {
-	b.t.Helper()
-	var n int
-	err := b.srv.rdb.QueryRow(`SELECT COUNT(*) FROM intents WHERE status IN ('open','claimed') AND run_at <= ? AND claim_attempts < max_attempts`, b.srv.nowF()).Scan(&n)
-	return "", err == nil && n > 0
-}
-
-func waitUntil(t *testing.T, cond func() bool, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", limit)
+// TestTimeScale: at time scale 600 the server divides every protocol
+// duration by 600 on its clock (a 60 s lease lasts 100 ms), values on the
+// wire stay in protocol units (claim_timeout: 60), and the ±300 s timestamp
+// window stays in real seconds.
+func TestTimeScale(t *testing.T) {
+	b, clk := clockBus(t, func(c *Config) { c.TimeScale = 600 })
+	var h healthBody
+	b.do("GET", pathHealth, nil).json(t, &h)
+	if h.TimeScale != 600 {
+		t.Fatalf("health time_scale %v", h.TimeScale)
+	}
+	t0 := clk.unix()
+	id := b.publish(`{"goal":"g","payload":1,"max_attempts":2,"backoff_base":60,"delay":60}`)
+	if v := b.statusOf(id); !near(v.RunAt, t0+0.1) || !near(v.ExpiresAt, t0+144) {
+		t.Fatalf("delay 60 s and TTL 24 h at scale 600: run_at t0+%.4f, expires_at t0+%.4f", v.RunAt-t0, v.ExpiresAt-t0)
+	}
+	clk.AdvanceTo(t0 + 0.1 - 0.001)
+	if _, ok := b.claim(""); ok {
+		t.Fatal("claimed before its delay of 60 s / 600")
+	}
+	clk.AdvanceTo(t0 + 0.1)
+	c, ok := b.claim("")
+	t1 := clk.unix()
+	if !ok || c.ClaimTimeout != 60 || !near(c.ClaimExpiresAt, t1+0.1) {
+		t.Fatalf("claim at scale 600: %v %+v", ok, c)
+	}
+	// After the lease: backoff 60*2^1 s + [0, 2) s of jitter, all / 600.
+	if v := b.statusOf(id); v.RunAt < c.ClaimExpiresAt+0.2 || v.RunAt >= c.ClaimExpiresAt+0.2+2.0/600 {
+		t.Fatalf("run_at %.4f after the lease's end", v.RunAt-c.ClaimExpiresAt)
+	}
+	r := b.do("POST", pathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 600})
+	var m mutationResponse
+	r.json(t, &m)
+	if r.status != 200 || m.ClaimExpiresAt == nil || !near(*m.ClaimExpiresAt, t1+1) {
+		t.Fatalf("extend 600 s at scale 600: %d %s", r.status, r.body)
+	}
+	b.do("POST", "/set/k", `{"value":1,"ttl":60}`)
+	clk.AdvanceTo(t1 + 0.1 - 0.001)
+	if r := b.do("GET", "/get/k", nil); r.status != 200 {
+		t.Fatalf("ttl 60 s / 600, 1 ms before its end: %d", r.status)
+	}
+	clk.AdvanceTo(t1 + 0.1)
+	if r := b.do("GET", "/get/k", nil); r.status != 404 {
+		t.Fatalf("ttl 60 s / 600, at its end: %d", r.status)
+	}
+	// The rate-limit minute lasts 100 ms.
+	tk := b.generateKey("scaled")
+	for i := 1; i <= 60; i++ {
+		if r := b.do("GET", "/get/x", nil, hdrAPIKey, tk); r.status != 404 {
+			t.Fatalf("request %d: %d", i, r.status)
 		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	if r := b.do("GET", "/get/x", nil, hdrAPIKey, tk); r.status != 429 || r.header.Get(hdrRetryAfter) != "1" {
+		t.Fatalf("61st request: %d Retry-After %q", r.status, r.header.Get(hdrRetryAfter))
+	}
+	clk.Advance(100 * ms)
+	if r := b.do("GET", "/get/x", nil, hdrAPIKey, tk); r.status != 404 {
+		t.Fatalf("after a scaled minute: %d", r.status)
+	}
+	// The timestamp window is not scaled: 300 real seconds, not 0.5.
+	s, _ := clockBus(t, func(c *Config) { c.TimeScale = 600; c.RequireSignatures = true; c.Clock = clk.Now })
+	body := `{"goal":"g","payload":1}`
+	if frac := clk.unix() - t0; !near(frac, 0.3) {
+		t.Fatalf("the clock is t0+%.4f, want t0+0.3", frac)
+	}
+	old := strconv.FormatInt(clk.Now().Unix()-299, 10) // 299.3 s old
+	if r := s.do("POST", pathIntent, body, s.signed("POST", pathIntent, body, old, "n1", false)...); r.status != 201 {
+		t.Fatalf("a timestamp 299.3 s old at scale 600: %d %s", r.status, r.body)
 	}
 }
 
 func TestFulfillFailExtend(t *testing.T) {
-	b := newBus(t, func(c *Config) { c.TimeScale = 600 })
+	b, clk := clockBus(t, nil)
 	id := b.publish(`{"goal":"g","payload":1,"max_attempts":2,"backoff_base":1}`)
 	c, _ := b.claim("")
 	tk := b.generateKey("mallory")
@@ -564,20 +687,20 @@ func TestFulfillFailExtend(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"fulfill without token", spec.PathFulfill + id, nil, nil, 400, spec.ErrInvalidRequest},
-		{"fulfill token number", spec.PathFulfill + id, `{"claim_token":5}`, nil, 400, spec.ErrInvalidClaimToken},
-		{"fulfill wrong token", spec.PathFulfill + id, map[string]string{"claim_token": strings.Repeat("0", 32)}, nil, 404, spec.ErrNotFound},
-		{"fulfill other key", spec.PathFulfill + id, map[string]string{"claim_token": c.ClaimToken}, []string{spec.HeaderAPIKey, tk}, 404, spec.ErrNotFound},
-		{"fulfill bad result_type", spec.PathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "xml"}, nil, 400, spec.ErrInvalidResultType},
-		{"fulfill text not string", spec.PathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "text", "result": 5}, nil, 400, spec.ErrInvalidResult},
-		{"fail error number", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": 5}, nil, 400, spec.ErrInvalidError},
-		{"extend no seconds", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken}, nil, 400, spec.ErrInvalidSeconds},
-		{"extend 9 s", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 9}, nil, 400, spec.ErrInvalidSeconds},
-		{"extend 3601 s", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 3601}, nil, 400, spec.ErrInvalidSeconds},
-		{"extend unknown id", spec.PathExtendClaim + "nope", map[string]any{"claim_token": c.ClaimToken, "seconds": 60}, nil, 404, spec.ErrNotFound},
-		{"extend", spec.PathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 600}, nil, 200, ""},
-		{"fail", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": "boom"}, nil, 200, ""},
-		{"fail twice", spec.PathFail + id, map[string]any{"claim_token": c.ClaimToken}, nil, 404, spec.ErrNotFound},
+		{"fulfill without token", pathFulfill + id, nil, nil, 400, codeInvalidRequest},
+		{"fulfill token number", pathFulfill + id, `{"claim_token":5}`, nil, 400, codeInvalidClaimToken},
+		{"fulfill wrong token", pathFulfill + id, map[string]string{"claim_token": strings.Repeat("0", 32)}, nil, 404, codeNotFound},
+		{"fulfill other key", pathFulfill + id, map[string]string{"claim_token": c.ClaimToken}, []string{hdrAPIKey, tk}, 404, codeNotFound},
+		{"fulfill bad result_type", pathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "xml"}, nil, 400, codeInvalidResultType},
+		{"fulfill text not string", pathFulfill + id, map[string]any{"claim_token": c.ClaimToken, "result_type": "text", "result": 5}, nil, 400, codeInvalidResult},
+		{"fail error number", pathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": 5}, nil, 400, codeInvalidError},
+		{"extend no seconds", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken}, nil, 400, codeInvalidSeconds},
+		{"extend 9 s", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 9}, nil, 400, codeInvalidSeconds},
+		{"extend 3601 s", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 3601}, nil, 400, codeInvalidSeconds},
+		{"extend unknown id", pathExtendClaim + "nope", map[string]any{"claim_token": c.ClaimToken, "seconds": 60}, nil, 404, codeNotFound},
+		{"extend", pathExtendClaim + id, map[string]any{"claim_token": c.ClaimToken, "seconds": 600}, nil, 200, ""},
+		{"fail", pathFail + id, map[string]any{"claim_token": c.ClaimToken, "error": "boom"}, nil, 200, ""},
+		{"fail twice", pathFail + id, map[string]any{"claim_token": c.ClaimToken}, nil, 404, codeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.do("POST", tc.path, tc.body, tc.hdr...)
@@ -589,67 +712,82 @@ func TestFulfillFailExtend(t *testing.T) {
 			}
 		})
 	}
+	// The fail (at attempt 1) requeues with backoff_base*2^1 + [0, 2) s.
+	now := clk.unix()
 	v := b.statusOf(id)
-	if v.Status != spec.StatusOpen || v.Error == nil || *v.Error != "boom" || v.RunAt <= b.srv.nowF()-1 {
-		t.Fatalf("after fail %+v", v)
+	if v.Status != stateOpen || v.Error == nil || *v.Error != "boom" || v.RunAt < now+2 || v.RunAt >= now+4 {
+		t.Fatalf("after fail at %.3f: %+v; want run_at in [now+2, now+4)", now, v)
 	}
-	// Second attempt: fail again → dead with a dead letter.
-	waitUntil(t, func() bool { _, ok := b.claimPeek(); return ok }, 5*time.Second)
+	clk.AdvanceTo(v.RunAt - 0.001)
+	if _, ok := b.claim(""); ok {
+		t.Fatal("claimed 1 ms before the backoff ends")
+	}
+	// Second attempt, at the end of the backoff: fail again → dead with a dead letter.
+	clk.AdvanceTo(v.RunAt)
 	c2, ok := b.claim("")
 	if !ok || c2.ClaimAttempts != 2 {
 		t.Fatalf("second claim %+v", c2)
 	}
-	r := b.do("POST", spec.PathFail+id, map[string]any{"claim_token": c2.ClaimToken, "error": "again"})
-	var m spec.MutationResponse
+	r := b.do("POST", pathFail+id, map[string]any{"claim_token": c2.ClaimToken, "error": "again"})
+	var m mutationResponse
 	r.json(t, &m)
-	if m.Status != spec.StatusDead {
+	if m.Status != stateDead {
 		t.Fatalf("fail at max attempts: %s", r.body)
 	}
 	// Fulfil with the token in a header and no body.
 	id2 := b.publish(`{"goal":"h","payload":1,"namespace":"h"}`)
 	c3, _ := b.claim("?namespace=h")
-	if r := b.do("POST", spec.PathFulfill+id2, nil, spec.HeaderClaimToken, c3.ClaimToken); r.status != 200 {
+	if r := b.do("POST", pathFulfill+id2, nil, hdrClaimToken, c3.ClaimToken); r.status != 200 {
 		t.Fatalf("fulfil with header: %d %s", r.status, r.body)
 	}
-	r = b.do("GET", spec.PathResult+id2, nil)
-	var res spec.IntentView
+	r = b.do("GET", pathResult+id2, nil)
+	var res intentView
 	r.json(t, &res)
-	if res.Status != spec.StatusFulfilled || res.Result != nil || res.CompletedAt == nil {
+	if res.Status != stateFulfilled || res.Result != nil || res.CompletedAt == nil {
 		t.Fatalf("result %s", r.body)
 	}
-	// Extending an expired lease fails.
+	// An extension 1 ms before the lease ends renews it; at the end of the
+	// lease it fails (§7.4 "A lease extension MUST fail if the existing
+	// lease has already expired."), and so do fulfil and fail.
 	id3 := b.publish(`{"goal":"x","payload":1,"namespace":"x"}`)
 	c4, _ := b.claim("?namespace=x")
-	time.Sleep(150 * time.Millisecond)
-	if r := b.do("POST", spec.PathExtendClaim+id3, map[string]any{"claim_token": c4.ClaimToken, "seconds": 60}); r.status != 404 {
-		t.Fatalf("extend after expiry: %d %s", r.status, r.body)
+	clk.Advance(60*time.Second - ms)
+	r = b.do("POST", pathExtendClaim+id3, map[string]any{"claim_token": c4.ClaimToken, "seconds": 60})
+	var ext mutationResponse
+	r.json(t, &ext)
+	if r.status != 200 || ext.ClaimExpiresAt == nil || !near(*ext.ClaimExpiresAt, clk.unix()+60) {
+		t.Fatalf("extend 1 ms before expiry: %d %s", r.status, r.body)
+	}
+	clk.AdvanceTo(*ext.ClaimExpiresAt)
+	for _, path := range []string{pathExtendClaim, pathFulfill, pathFail} {
+		if r := b.do("POST", path+id3, map[string]any{"claim_token": c4.ClaimToken, "seconds": 60}); r.status != 404 || r.code(t) != codeNotFound {
+			t.Fatalf("%s at the end of the lease: %d %s", path, r.status, r.body)
+		}
 	}
 	// Result with a stored value, and access control.
 	id4 := b.publish(`{"goal":"y","payload":1,"namespace":"y"}`)
 	c5, _ := b.claim("?namespace=y")
-	b.do("POST", spec.PathFulfill+id4, map[string]any{"claim_token": c5.ClaimToken, "result": "done", "result_type": "text"})
-	r = b.do("GET", spec.PathResult+id4, nil)
+	b.do("POST", pathFulfill+id4, map[string]any{"claim_token": c5.ClaimToken, "result": "done", "result_type": "text"})
+	r = b.do("GET", pathResult+id4, nil)
 	r.json(t, &res)
 	if string(res.Result) != `"done"` || *res.ResultType != "text" {
 		t.Fatalf("result %s", r.body)
 	}
-	if r := b.do("GET", spec.PathResult+id4, nil, spec.HeaderAPIKey, tk); r.status != 403 {
+	if r := b.do("GET", pathResult+id4, nil, hdrAPIKey, tk); r.status != 403 {
 		t.Fatalf("foreign result: %d", r.status)
 	}
-	if r := b.do("GET", spec.PathResult+id4, nil, spec.HeaderAPIKey, "", spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("GET", pathResult+id4, nil, hdrAPIKey, "", hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("admin result: %d", r.status)
 	}
 }
 
 func TestHMAC(t *testing.T) {
-	b := newBus(t, func(c *Config) { c.RequireSignatures = true })
+	b, clk := clockBus(t, func(c *Config) { c.RequireSignatures = true })
 	sign := func(method, path, body, ts, nonce string) []string {
-		u, _ := http.NewRequest(method, b.ts.URL+path, nil)
-		cp, _ := spec.CanonicalPath(u.URL.EscapedPath(), u.URL.RawQuery)
-		sig := spec.Sign(testSecret, spec.SigningString(method, cp, ts, nonce, []byte(body)))
-		return []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, nonce, spec.HeaderSignature, sig}
+		return b.signed(method, path, body, ts, nonce, false)
 	}
-	now := strconv.FormatInt(time.Now().Unix(), 10)
+	at := func(d int64) string { return strconv.FormatInt(clk.Now().Unix()+d, 10) } // the clock stands on a whole second
+	now := at(0)
 	body := `{"goal":"g","payload":1}`
 	for _, tc := range []struct {
 		name   string
@@ -660,18 +798,22 @@ func TestHMAC(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"unsigned", "POST", "/intent", body, nil, 401, spec.ErrSignatureRequired},
+		{"unsigned", "POST", "/intent", body, nil, 401, codeSignatureRequired},
 		{"signed", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 201, ""},
-		{"nonce replay", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 401, spec.ErrNonceReused},
+		{"nonce replay", "POST", "/intent", body, sign("POST", "/intent", body, now, "n1"), 401, codeNonceReused},
 		{"query sorted", "POST", "/claim?namespace=x&goal=a", "", sign("POST", "/claim?namespace=x&goal=a", "", now, "n2"), 204, ""},
-		{"bad signature", "POST", "/intent", body, sign("POST", "/intent", body+" ", now, "n3"), 401, spec.ErrInvalidSignature},
-		{"skewed", "POST", "/intent", body, sign("POST", "/intent", body, strconv.FormatInt(time.Now().Unix()-301, 10), "n4"), 401, spec.ErrInvalidTimestamp},
-		{"bad timestamp", "POST", "/intent", body, sign("POST", "/intent", body, "yesterday", "n5"), 401, spec.ErrInvalidTimestamp},
+		{"bad signature", "POST", "/intent", body, sign("POST", "/intent", body+" ", now, "n3"), 401, codeInvalidSignature},
+		// §5.2 "Reject timestamps outside ±300 seconds of server time".
+		{"300 s behind", "POST", "/intent", body, sign("POST", "/intent", body, at(-300), "w1"), 201, ""},
+		{"300 s ahead", "POST", "/intent", body, sign("POST", "/intent", body, at(300), "w2"), 201, ""},
+		{"301 s behind", "POST", "/intent", body, sign("POST", "/intent", body, at(-301), "n4"), 401, codeInvalidTimestamp},
+		{"301 s ahead", "POST", "/intent", body, sign("POST", "/intent", body, at(301), "w3"), 401, codeInvalidTimestamp},
+		{"bad timestamp", "POST", "/intent", body, sign("POST", "/intent", body, "yesterday", "n5"), 401, codeInvalidTimestamp},
 		{"upper-case hex", "POST", "/intent", body, func() []string {
 			h := sign("POST", "/intent", body, now, "n6")
 			h[5] = strings.ToUpper(h[5])
 			return h
-		}(), 401, spec.ErrInvalidSignature},
+		}(), 401, codeInvalidSignature},
 		{"health needs none", "GET", "/health", "", nil, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -698,17 +840,17 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 		hdr                []string
 		status             int
 	}{
-		{"token", "POST", spec.PathCleanup, []string{spec.HeaderAdminToken, testAdmin}, 200},
-		{"basic", "POST", spec.PathCleanup, []string{"Authorization", basic("admin", testDash)}, 200},
-		{"basic wrong user", "POST", spec.PathCleanup, []string{"Authorization", basic("root", testDash)}, 401},
-		{"no fallback to BUS_SECRET", "POST", spec.PathCleanup, []string{spec.HeaderAdminToken, testSecret}, 401},
-		{"api key is not admin", "GET", spec.PathDead, nil, 401},
-		{"dashboard", "GET", spec.PathDashboard, []string{"Authorization", basic("admin", testDash)}, 200},
-		{"dashboard prompt", "GET", spec.PathDashboard, nil, 401},
-		{"metrics bearer", "GET", spec.PathMetrics, []string{"Authorization", "Bearer " + testMetric}, 200},
-		{"metrics admin", "GET", spec.PathMetrics, []string{spec.HeaderAdminToken, testAdmin}, 200},
-		{"metrics wrong bearer", "GET", spec.PathMetrics, []string{"Authorization", "Bearer x"}, 401},
-		{"metrics api key", "GET", spec.PathMetrics, nil, 401},
+		{"token", "POST", pathCleanup, []string{hdrAdminToken, testAdmin}, 200},
+		{"basic", "POST", pathCleanup, []string{"Authorization", basic("admin", testDash)}, 200},
+		{"basic wrong user", "POST", pathCleanup, []string{"Authorization", basic("root", testDash)}, 401},
+		{"no fallback to BUS_SECRET", "POST", pathCleanup, []string{hdrAdminToken, testSecret}, 401},
+		{"api key is not admin", "GET", pathDead, nil, 401},
+		{"dashboard", "GET", pathDashboard, []string{"Authorization", basic("admin", testDash)}, 200},
+		{"dashboard prompt", "GET", pathDashboard, nil, 401},
+		{"metrics bearer", "GET", pathMetrics, []string{"Authorization", "Bearer " + testMetric}, 200},
+		{"metrics admin", "GET", pathMetrics, []string{hdrAdminToken, testAdmin}, 200},
+		{"metrics wrong bearer", "GET", pathMetrics, []string{"Authorization", "Bearer x"}, 401},
+		{"metrics api key", "GET", pathMetrics, nil, 401},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := b.do(tc.method, tc.path, nil, tc.hdr...)
@@ -725,7 +867,7 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 	}
 	b.publish(`{"goal":"g","payload":1,"namespace":"m"}`)
 	b.generateKey("k")
-	r := b.do("GET", spec.PathMetrics, nil, "Authorization", "Bearer "+testMetric)
+	r := b.do("GET", pathMetrics, nil, "Authorization", "Bearer "+testMetric)
 	for _, want := range []string{`intent_bus_intents_total{status="open",namespace="m"} 1`, "intent_bus_dead_letters_total 0", "intent_bus_tester_keys_total 1", "# TYPE intent_bus_intents_total gauge"} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, r.body)
@@ -737,21 +879,21 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"generate no owner", spec.PathGenerateKey, `{}`, 400, spec.ErrInvalidRequest},
-		{"generate owner number", spec.PathGenerateKey, `{"owner":1}`, 400, spec.ErrInvalidOwner},
-		{"revoke unknown", spec.PathRevokeKey, `{"api_key":"tk_nope"}`, 404, spec.ErrNotFound},
-		{"revoke bad", spec.PathRevokeKey, `{"api_key":[]}`, 400, spec.ErrInvalidAPIKey},
-		{"purge unconfirmed", spec.PathPurge, `{"confirm":false}`, 400, spec.ErrInvalidConfirm},
-		{"purge bad namespace", spec.PathPurge, `{"confirm":true,"namespace":"a b"}`, 400, spec.ErrInvalidNamespace},
-		{"cancel unknown", spec.PathAdminIntents + "nope/cancel", ``, 404, spec.ErrNotFound},
-		{"detail unknown", spec.PathAdminIntents + "nope", ``, 404, spec.ErrNotFound},
+		{"generate no owner", pathGenerateKey, `{}`, 400, codeInvalidRequest},
+		{"generate owner number", pathGenerateKey, `{"owner":1}`, 400, codeInvalidOwner},
+		{"revoke unknown", pathRevokeKey, `{"api_key":"tk_nope"}`, 404, codeNotFound},
+		{"revoke bad", pathRevokeKey, `{"api_key":[]}`, 400, codeInvalidAPIKey},
+		{"purge unconfirmed", pathPurge, `{"confirm":false}`, 400, codeInvalidConfirm},
+		{"purge bad namespace", pathPurge, `{"confirm":true,"namespace":"a b"}`, 400, codeInvalidNamespace},
+		{"cancel unknown", pathAdminIntents + "nope/cancel", ``, 404, codeNotFound},
+		{"detail unknown", pathAdminIntents + "nope", ``, 404, codeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method := "POST"
 			if tc.name == "detail unknown" {
 				method = "GET"
 			}
-			r := b.do(method, tc.path, tc.body, spec.HeaderAdminToken, testAdmin)
+			r := b.do(method, tc.path, tc.body, hdrAdminToken, testAdmin)
 			if r.status != tc.status || r.code(t) != tc.code {
 				t.Fatalf("%d %s", r.status, r.body)
 			}
@@ -760,50 +902,60 @@ func TestAdminAuthAndMetrics(t *testing.T) {
 }
 
 func TestTesterKeysAndAdminOps(t *testing.T) {
-	b := newBus(t, func(c *Config) { c.TimeScale = 1 })
+	b, clk := clockBus(t, nil)
 	tk := b.generateKey("carol")
-	id := b.publish(`{"goal":"g","payload":{"x":1},"namespace":"t"}`, spec.HeaderAPIKey, tk)
-	var last resp
-	for i := 0; i < 60; i++ {
-		last = b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, tk)
-		if last.status == 429 {
-			break
+	// §15 "Rate limiting: 60 requests/minute per tester key": the publish
+	// and 59 reads fill the minute that starts with the publish; the 61st
+	// request waits for its end.
+	id := b.publish(`{"goal":"g","payload":{"x":1},"namespace":"t"}`, hdrAPIKey, tk)
+	for i := 2; i <= 60; i++ {
+		if r := b.do("GET", pathStatus+id, nil, hdrAPIKey, tk); r.status != 200 {
+			t.Fatalf("request %d of the minute: %d %s", i, r.status, r.body)
 		}
 	}
-	if last.status != 429 || last.code(t) != spec.ErrRateLimited || last.header.Get(spec.HeaderRetryAfter) == "" {
-		t.Fatalf("61st request: %d %s", last.status, last.body)
+	last := b.do("GET", pathStatus+id, nil, hdrAPIKey, tk)
+	if last.status != 429 || last.code(t) != codeRateLimited || last.header.Get(hdrRetryAfter) != "60" {
+		t.Fatalf("61st request: %d Retry-After %q %s", last.status, last.header.Get(hdrRetryAfter), last.body)
+	}
+	clk.Advance(59*time.Second + 500*ms)
+	if r := b.do("GET", pathStatus+id, nil, hdrAPIKey, tk); r.status != 429 || r.header.Get(hdrRetryAfter) != "1" {
+		t.Fatalf("0.5 s before the minute ends: %d Retry-After %q", r.status, r.header.Get(hdrRetryAfter))
+	}
+	clk.Advance(500 * ms) // the minute has ended: a new one starts
+	if r := b.do("GET", pathStatus+id, nil, hdrAPIKey, tk); r.status != 200 {
+		t.Fatalf("after the minute: %d %s", r.status, r.body)
 	}
 	// The main key is exempt.
-	if r := b.do("GET", spec.PathStatus+id, nil, spec.HeaderAPIKey, testSecret); r.status != 403 {
+	if r := b.do("GET", pathStatus+id, nil, hdrAPIKey, testSecret); r.status != 403 {
 		t.Fatalf("main key: %d", r.status)
 	}
-	r := b.do("GET", spec.PathAdminIntents+id, nil, spec.HeaderAdminToken, testAdmin)
-	var v spec.IntentView
+	r := b.do("GET", pathAdminIntents+id, nil, hdrAdminToken, testAdmin)
+	var v intentView
 	r.json(t, &v)
 	if string(v.Payload) != `{"x":1}` || v.Publisher != tk {
 		t.Fatalf("admin detail %s", r.body)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/cancel", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathAdminIntents+id+"/cancel", nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("cancel %d", r.status)
 	}
-	if r := b.do("GET", spec.PathDeadLetter+id, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("GET", pathDeadLetter+id, nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("dead letter after cancel %d", r.status)
 	}
-	if r := b.do("POST", spec.PathRevokeKey, map[string]string{"api_key": tk}, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathRevokeKey, map[string]string{"api_key": tk}, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("revoke %d %s", r.status, r.body)
 	}
-	if r := b.do("POST", spec.PathClaim, nil, spec.HeaderAPIKey, tk); r.status != 401 {
+	if r := b.do("POST", pathClaim, nil, hdrAPIKey, tk); r.status != 401 {
 		t.Fatalf("revoked key: %d", r.status)
 	}
 	b.publish(`{"goal":"g","payload":1,"namespace":"p1"}`)
 	b.publish(`{"goal":"g","payload":1,"namespace":"p2"}`)
-	r = b.do("POST", spec.PathPurge, `{"confirm":true,"namespace":"p1"}`, spec.HeaderAdminToken, testAdmin)
+	r = b.do("POST", pathPurge, `{"confirm":true,"namespace":"p1"}`, hdrAdminToken, testAdmin)
 	var pr map[string]any
 	r.json(t, &pr)
 	if pr["intents_deleted"] != float64(1) {
 		t.Fatalf("purge namespace %s", r.body)
 	}
-	r = b.do("POST", spec.PathPurge, `{"confirm":true}`, spec.HeaderAdminToken, testAdmin)
+	r = b.do("POST", pathPurge, `{"confirm":true}`, hdrAdminToken, testAdmin)
 	r.json(t, &pr)
 	if pr["intents_deleted"] != float64(2) || pr["dead_letters_deleted"] != float64(1) {
 		t.Fatalf("purge all %s", r.body)
@@ -811,7 +963,7 @@ func TestTesterKeysAndAdminOps(t *testing.T) {
 }
 
 func TestKVStore(t *testing.T) {
-	b := newBus(t, func(c *Config) { c.TimeScale = 600 })
+	b, clk := clockBus(t, nil)
 	tk := b.generateKey("dave")
 	for _, tc := range []struct {
 		name, method, path string
@@ -821,15 +973,15 @@ func TestKVStore(t *testing.T) {
 		code               string
 		value              string
 	}{
-		{"get missing", "GET", "/get/a", nil, nil, 404, spec.ErrNotFound, ""},
+		{"get missing", "GET", "/get/a", nil, nil, 404, codeNotFound, ""},
 		{"set", "POST", "/set/a", `{"value":"hello"}`, nil, 200, "", ""},
 		{"get", "GET", "/get/a", nil, nil, 200, "", `"hello"`},
-		{"isolated per key", "GET", "/get/a", nil, []string{spec.HeaderAPIKey, tk}, 404, spec.ErrNotFound, ""},
+		{"isolated per key", "GET", "/get/a", nil, []string{hdrAPIKey, tk}, 404, codeNotFound, ""},
 		{"set object", "POST", "/set/a", `{"value":{"n":1},"ttl":86400}`, nil, 200, "", ""},
 		{"get object", "GET", "/get/a", nil, nil, 200, "", `{"n":1}`},
-		{"no value", "POST", "/set/a", `{"ttl":5}`, nil, 400, spec.ErrInvalidRequest, ""},
-		{"ttl too long", "POST", "/set/a", `{"value":1,"ttl":86401}`, nil, 400, spec.ErrInvalidTTL, ""},
-		{"ttl zero", "POST", "/set/a", `{"value":1,"ttl":0}`, nil, 400, spec.ErrInvalidTTL, ""},
+		{"no value", "POST", "/set/a", `{"ttl":5}`, nil, 400, codeInvalidRequest, ""},
+		{"ttl too long", "POST", "/set/a", `{"value":1,"ttl":86401}`, nil, 400, codeInvalidTTL, ""},
+		{"ttl zero", "POST", "/set/a", `{"value":1,"ttl":0}`, nil, 400, codeInvalidTTL, ""},
 		{"short ttl", "POST", "/set/b", `{"value":1,"ttl":1}`, nil, 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -841,7 +993,7 @@ func TestKVStore(t *testing.T) {
 				t.Fatalf("code %s", r.body)
 			}
 			if tc.value != "" {
-				var g spec.GetResponse
+				var g getResponse
 				r.json(t, &g)
 				if string(g.Value) != tc.value {
 					t.Fatalf("value %s", g.Value)
@@ -849,59 +1001,207 @@ func TestKVStore(t *testing.T) {
 			}
 		})
 	}
-	waitUntil(t, func() bool { return b.do("GET", "/get/b", nil).status == 404 }, 5*time.Second)
+	// "b" was set with ttl 1 at the start: it lives until 1 s later, exactly;
+	// "a" with ttl 86400.
+	clk.Advance(time.Second - ms)
+	if r := b.do("GET", "/get/b", nil); r.status != 200 {
+		t.Fatalf("ttl 1, 1 ms before it ends: %d %s", r.status, r.body)
+	}
+	clk.Advance(ms)
+	if r := b.do("GET", "/get/b", nil); r.status != 404 || r.code(t) != codeNotFound {
+		t.Fatalf("ttl 1, at its end: %d %s", r.status, r.body)
+	}
+	clk.Advance(86400*time.Second - time.Second - ms)
+	if r := b.do("GET", "/get/a", nil); r.status != 200 {
+		t.Fatalf("ttl 86400, 1 ms before it ends: %d %s", r.status, r.body)
+	}
+	clk.Advance(ms)
+	if r := b.do("GET", "/get/a", nil); r.status != 404 {
+		t.Fatalf("ttl 86400, at its end: %d %s", r.status, r.body)
+	}
+	// Without a ttl a value lives 600 s (§7.9).
+	b.do("POST", "/set/c", `{"value":3}`)
+	clk.Advance(600*time.Second - ms)
+	if r := b.do("GET", "/get/c", nil); r.status != 200 {
+		t.Fatalf("default ttl, 1 ms before 600 s: %d", r.status)
+	}
+	clk.Advance(ms)
+	if r := b.do("GET", "/get/c", nil); r.status != 404 {
+		t.Fatalf("default ttl, at 600 s: %d", r.status)
+	}
 }
 
 func TestMaintenanceAndHTTPS(t *testing.T) {
 	b := newBus(t, func(c *Config) { c.Maintenance = true })
-	if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":1}`); r.status != 503 || r.code(t) != spec.ErrMaintenance {
+	if r := b.do("POST", pathIntent, `{"goal":"g","payload":1}`); r.status != 503 || r.code(t) != codeMaintenance {
 		t.Fatalf("maintenance: %d %s", r.status, r.body)
 	}
-	if r := b.do("GET", spec.PathHealth, nil); r.status != 200 {
+	if r := b.do("GET", pathHealth, nil); r.status != 200 {
 		t.Fatalf("health in maintenance: %d", r.status)
 	}
-	if r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathCleanup, nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("admin in maintenance: %d", r.status)
 	}
 	h := newBus(t, func(c *Config) { c.EnforceHTTPS = true; c.TrustProxy = true })
-	if r := h.do("GET", spec.PathHealth, nil); r.status != 403 || r.code(t) != spec.ErrHTTPSRequired {
+	if r := h.do("GET", pathHealth, nil); r.status != 403 || r.code(t) != codeHTTPSRequired {
 		t.Fatalf("plain HTTP: %d", r.status)
 	}
-	if r := h.do("GET", spec.PathHealth, nil, "X-Forwarded-Proto", "https"); r.status != 200 {
+	if r := h.do("GET", pathHealth, nil, "X-Forwarded-Proto", "https"); r.status != 200 {
 		t.Fatalf("behind TLS proxy: %d", r.status)
 	}
 }
 
-func TestCleanup(t *testing.T) {
-	b := newBus(t, func(c *Config) { c.TimeScale = 100000; c.CleanupInterval = 1e9 * time.Second })
-	b.publish(`{"goal":"g","payload":1}`) // TTL 24 h lasts 0.86 s
-	dead := b.publish(`{"goal":"g","payload":1,"max_attempts":1,"namespace":"d"}`)
-	b.claim("?namespace=d")
-	time.Sleep(1200 * time.Millisecond)
-	r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin)
-	var st spec.CleanupStats
-	r.json(t, &st)
-	if st.ExpiredOpenDeleted != 1 || st.ExpiredClaimsDead != 1 {
-		t.Fatalf("cleanup stats %s", r.body)
+// rows counts the rows of table straight from the database.
+func (b *testBus) rows(table string) int {
+	b.t.Helper()
+	var n int
+	if err := b.srv.rdb.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+		b.t.Fatal(err)
 	}
-	if v := b.statusOf(dead); v.Status != spec.StatusDead {
+	return n
+}
+
+// cleanupAt runs POST /admin/cleanup at the clock's instant.
+func (b *testBus) cleanupAt() cleanupStats {
+	b.t.Helper()
+	r := b.do("POST", pathCleanup, nil, hdrAdminToken, testAdmin)
+	if r.status != 200 {
+		b.t.Fatalf("cleanup: %d %s", r.status, r.body)
+	}
+	var st cleanupStats
+	r.json(b.t, &st)
+	return st
+}
+
+// TestCleanup: what one pass removes at each boundary (§8.4, §15), on the
+// fake clock.
+func TestCleanup(t *testing.T) {
+	b, clk := clockBus(t, nil)
+	t0 := clk.unix()
+	open := b.publish(`{"goal":"g","payload":1}`) // expires t0+86400 (§4.2: 24 h)
+	dead := b.publish(`{"goal":"g","payload":1,"max_attempts":1,"namespace":"d"}`)
+	b.claim("?namespace=d") // the lease ends t0+60 with the attempts spent
+	requeue := b.publish(`{"goal":"g","payload":1,"namespace":"r"}`)
+	b.claim("?namespace=r") // the lease ends t0+60 with attempts left
+	done := b.publish(`{"goal":"g","payload":1,"namespace":"f"}`)
+	cf, _ := b.claim("?namespace=f")
+	b.do("POST", pathFulfill+done, map[string]string{"claim_token": cf.ClaimToken}) // completed t0, kept 7 days
+	b.publish(`{"goal":"g","payload":1,"namespace":"i"}`, hdrIdempotencyKey, "k1")  // key kept 24 h
+	b.do("POST", "/set/k", `{"value":1,"ttl":30}`)                                  // expires t0+30
+
+	clk.Advance(30*time.Second - ms)
+	if st := b.cleanupAt(); st != (cleanupStats{}) {
+		t.Fatalf("at t0+29.999 the pass removed %+v", st)
+	}
+	clk.Advance(ms) // t0+30
+	if st := b.cleanupAt(); st != (cleanupStats{StoreDeleted: 1}) {
+		t.Fatalf("at t0+30: %+v, want the KV entry only", st)
+	}
+	clk.Advance(30 * time.Second) // t0+60: both leases have ended
+	if st := b.cleanupAt(); st != (cleanupStats{ExpiredClaimsDead: 1, ExpiredClaimsRequeued: 1}) {
+		t.Fatalf("at t0+60: %+v", st)
+	}
+	if v := b.statusOf(dead); v.Status != stateDead {
 		t.Fatalf("status %+v", v)
 	}
+	if v := b.statusOf(requeue); v.Status != stateOpen || v.Error == nil || *v.Error != "lease expired" {
+		t.Fatalf("requeued %+v", v)
+	}
+	if r := b.do("GET", pathDeadLetter+dead, nil, hdrAdminToken, testAdmin); r.status != 200 {
+		t.Fatalf("dead letter: %d", r.status)
+	}
+	clk.AdvanceTo(t0 + 86400 - 0.001)
+	if st := b.cleanupAt(); st != (cleanupStats{}) {
+		t.Fatalf("1 ms before 24 h: %+v", st)
+	}
+	clk.AdvanceTo(t0 + 86400)
+	// Both open intents expire (the requeued one too: its TTL runs from
+	// publication); the idempotency key of 24 h goes with them.
+	if st := b.cleanupAt(); st != (cleanupStats{ExpiredOpenDeleted: 3, IdempotencyDeleted: 1}) {
+		t.Fatalf("at 24 h: %+v", st)
+	}
+	if r := b.do("GET", pathStatus+open, nil); r.status != 404 {
+		t.Fatalf("expired open intent: %d", r.status)
+	}
+	// Fulfilled at t0, dead at t0+60 (and its dead letter): kept 7 days.
+	clk.AdvanceTo(t0 + retentionSeconds - 0.001)
+	if st := b.cleanupAt(); st != (cleanupStats{}) {
+		t.Fatalf("1 ms before 7 days: %+v", st)
+	}
+	clk.AdvanceTo(t0 + retentionSeconds)
+	if st := b.cleanupAt(); st != (cleanupStats{FulfilledDeleted: 1}) {
+		t.Fatalf("at 7 days: %+v", st)
+	}
+	clk.AdvanceTo(t0 + retentionSeconds + 60)
+	if st := b.cleanupAt(); st != (cleanupStats{DeadDeleted: 1, DeadLettersDeleted: 1}) {
+		t.Fatalf("at 7 days after the death: %+v", st)
+	}
+	if n := b.rows("intents") + b.rows("dead_letters") + b.rows("store") + b.rows("idempotency"); n != 0 {
+		t.Fatalf("%d rows left", n)
+	}
+}
 
-	// Lazy: with a 300 s interval (3 ms here) traffic alone runs the pass.
-	l := newBus(t, func(c *Config) { c.TimeScale = 100000; c.CleanupInterval = 300 * time.Second })
-	id := l.publish(`{"goal":"g","payload":1}`)
-	time.Sleep(1200 * time.Millisecond)
-	waitUntil(t, func() bool { return l.do("GET", spec.PathStatus+id, nil).status == 404 }, 5*time.Second)
-
-	// A failing pass (failpoint) is reported and leaves the rows alone.
-	f := newBus(t, func(c *Config) { c.CleanupInterval = 1e9 * time.Second })
+// TestCleanupLazy: traffic runs the pass once the interval has passed
+// (§16 "Cleanup is lazy: triggered by request traffic"); a failed pass
+// backs off 60 s (§16 "the server enforces a 60-second backoff before
+// retrying").
+func TestCleanupLazy(t *testing.T) {
+	b, clk := clockBus(t, func(c *Config) { c.CleanupInterval = 300 * time.Second })
+	// trafficAt sends one client request and waits for the pass it may start.
+	trafficAt := func() {
+		t.Helper()
+		if r := b.do("GET", "/get/none", nil); r.status != 404 {
+			t.Fatalf("traffic: %d %s", r.status, r.body)
+		}
+		b.srv.cleanWG.Wait()
+	}
+	b.do("POST", "/set/k", `{"value":1,"ttl":1}`) // expired from t0+1, deleted by a pass
+	clk.Advance(300*time.Second - ms)
+	trafficAt()
+	if n := b.rows("store"); n != 1 {
+		t.Fatalf("a pass ran 1 ms before the interval: %d store rows", n)
+	}
 	if err := failpoint.Enable(FailpointInsideCleanup, `return("error")`); err != nil {
 		t.Fatal(err)
 	}
-	r = f.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testAdmin)
+	clk.Advance(ms) // t0+300: the pass runs, and fails
+	trafficAt()
 	failpoint.Disable(FailpointInsideCleanup)
-	if r.status < 500 {
+	if n := b.rows("store"); n != 1 {
+		t.Fatalf("a failed pass deleted rows: %d store rows", n)
+	}
+	clk.Advance(60*time.Second - ms) // 1 ms before the back-off ends
+	trafficAt()
+	if n := b.rows("store"); n != 1 {
+		t.Fatalf("a pass ran during the 60 s back-off: %d store rows", n)
+	}
+	clk.Advance(ms)
+	trafficAt()
+	if n := b.rows("store"); n != 0 {
+		t.Fatalf("no pass 60 s after the failed one: %d store rows", n)
+	}
+	// The next pass is due a full interval later.
+	b.do("POST", "/set/k2", `{"value":1,"ttl":1}`)
+	clk.Advance(300*time.Second - ms)
+	trafficAt()
+	if n := b.rows("store"); n != 1 {
+		t.Fatalf("a pass ran before the interval: %d store rows", n)
+	}
+	clk.Advance(ms)
+	trafficAt()
+	if n := b.rows("store"); n != 0 {
+		t.Fatalf("no pass at the interval: %d store rows", n)
+	}
+
+	// A failing manual pass is reported and leaves the rows alone.
+	b.do("POST", "/set/k3", `{"value":1,"ttl":1}`)
+	clk.Advance(2 * time.Second)
+	if err := failpoint.Enable(FailpointInsideCleanup, `return("error")`); err != nil {
+		t.Fatal(err)
+	}
+	r := b.do("POST", pathCleanup, nil, hdrAdminToken, testAdmin)
+	failpoint.Disable(FailpointInsideCleanup)
+	if r.status < 500 || b.rows("store") != 1 {
 		t.Fatalf("cleanup with failpoint: %d %s", r.status, r.body)
 	}
 }
@@ -928,30 +1228,30 @@ func TestMutantsListed(t *testing.T) {
 // TestMutantsMisbehave shows that each mutant changes the behaviour the
 // clean server is tested for: the same probe passes clean and fails mutated.
 func TestMutantsMisbehave(t *testing.T) {
-	probes := map[string]func(b *testBus) error{
-		MutantIdemKeyIgnored: func(b *testBus) error {
-			a := b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k")
-			if c := b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k"); c != a {
+	probes := map[string]func(b *testBus, clk *fakeClock) error{
+		MutantIdemKeyIgnored: func(b *testBus, clk *fakeClock) error {
+			a := b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k")
+			if c := b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k"); c != a {
 				return fmt.Errorf("replay created %s, first %s", c, a)
 			}
 			return nil
 		},
-		MutantIdemConflictAccepted: func(b *testBus) error {
-			b.publish(`{"goal":"g","payload":1}`, spec.HeaderIdempotencyKey, "k")
-			if r := b.do("POST", spec.PathIntent, `{"goal":"g","payload":2}`, spec.HeaderIdempotencyKey, "k"); r.status != 422 {
+		MutantIdemConflictAccepted: func(b *testBus, clk *fakeClock) error {
+			b.publish(`{"goal":"g","payload":1}`, hdrIdempotencyKey, "k")
+			if r := b.do("POST", pathIntent, `{"goal":"g","payload":2}`, hdrIdempotencyKey, "k"); r.status != 422 {
 				return fmt.Errorf("conflict answered %d", r.status)
 			}
 			return nil
 		},
-		MutantStaleTokenAccepted: func(b *testBus) error {
+		MutantStaleTokenAccepted: func(b *testBus, clk *fakeClock) error {
 			id := b.publish(`{"goal":"g","payload":1}`)
 			b.claim("")
-			if r := b.do("POST", spec.PathFulfill+id, map[string]string{"claim_token": "x"}); r.status != 404 {
+			if r := b.do("POST", pathFulfill+id, map[string]string{"claim_token": "x"}); r.status != 404 {
 				return fmt.Errorf("wrong token answered %d", r.status)
 			}
 			return nil
 		},
-		MutantPriorityInverted: func(b *testBus) error {
+		MutantPriorityInverted: func(b *testBus, clk *fakeClock) error {
 			b.publish(`{"goal":"g","payload":1,"priority":1}`)
 			hi := b.publish(`{"goal":"g","payload":1,"priority":2}`)
 			if c, _ := b.claim(""); c.ID != hi {
@@ -959,99 +1259,94 @@ func TestMutantsMisbehave(t *testing.T) {
 			}
 			return nil
 		},
-		MutantNamespaceLeak: func(b *testBus) error {
+		MutantNamespaceLeak: func(b *testBus, clk *fakeClock) error {
 			b.publish(`{"goal":"g","payload":1,"namespace":"a"}`)
 			if _, ok := b.claim("?namespace=b"); ok {
 				return fmt.Errorf("claimed across namespaces")
 			}
 			return nil
 		},
-		MutantVisibilityLeak: func(b *testBus) error {
+		MutantVisibilityLeak: func(b *testBus, clk *fakeClock) error {
 			tk := b.generateKey("o")
 			b.publish(`{"goal":"g","payload":1}`)
-			if _, ok := b.claim("", spec.HeaderAPIKey, tk); ok {
+			if _, ok := b.claim("", hdrAPIKey, tk); ok {
 				return fmt.Errorf("another key claimed a private intent")
 			}
 			return nil
 		},
-		MutantNoRetryAfter: func(b *testBus) error {
-			if r := b.do("POST", spec.PathClaim, nil); r.header.Get(spec.HeaderRetryAfter) != "1" {
+		MutantNoRetryAfter: func(b *testBus, clk *fakeClock) error {
+			if r := b.do("POST", pathClaim, nil); r.header.Get(hdrRetryAfter) != "1" {
 				return fmt.Errorf("204 without Retry-After")
 			}
 			return nil
 		},
-		MutantNonJSON404: func(b *testBus) error {
-			var e spec.ErrorBody
+		MutantNonJSON404: func(b *testBus, clk *fakeClock) error {
+			var e errorBody
 			if json.Unmarshal(b.do("GET", "/nope", nil).body, &e) != nil {
 				return fmt.Errorf("404 is not JSON")
 			}
 			return nil
 		},
-		MutantMissingSecurityHeaders: func(b *testBus) error {
+		MutantMissingSecurityHeaders: func(b *testBus, clk *fakeClock) error {
 			if b.do("GET", "/health", nil).header.Get("X-Frame-Options") != "DENY" {
 				return fmt.Errorf("no X-Frame-Options")
 			}
 			return nil
 		},
-		MutantAdminSecretFallback: func(b *testBus) error {
-			if r := b.do("POST", spec.PathCleanup, nil, spec.HeaderAdminToken, testSecret); r.status != 401 {
+		MutantAdminSecretFallback: func(b *testBus, clk *fakeClock) error {
+			if r := b.do("POST", pathCleanup, nil, hdrAdminToken, testSecret); r.status != 401 {
 				return fmt.Errorf("BUS_SECRET accepted as admin token")
 			}
 			return nil
 		},
-		MutantNoBackoff: func(b *testBus) error {
+		MutantNoBackoff: func(b *testBus, clk *fakeClock) error {
 			id := b.publish(`{"goal":"g","payload":1,"backoff_base":3600}`)
 			c, _ := b.claim("")
-			b.do("POST", spec.PathFail+id, map[string]string{"claim_token": c.ClaimToken})
+			b.do("POST", pathFail+id, map[string]string{"claim_token": c.ClaimToken})
 			if _, ok := b.claim(""); ok {
 				return fmt.Errorf("reclaimed at once after fail")
 			}
 			return nil
 		},
-		MutantMaxAttemptsIgnored: func(b *testBus) error {
+		MutantMaxAttemptsIgnored: func(b *testBus, clk *fakeClock) error {
 			id := b.publish(`{"goal":"g","payload":1,"max_attempts":1}`)
 			c, _ := b.claim("")
-			b.do("POST", spec.PathFail+id, map[string]string{"claim_token": c.ClaimToken})
-			if st := b.statusOf(id).Status; st != spec.StatusDead {
+			b.do("POST", pathFail+id, map[string]string{"claim_token": c.ClaimToken})
+			if st := b.statusOf(id).Status; st != stateDead {
 				return fmt.Errorf("status %s after the last attempt failed", st)
 			}
 			return nil
 		},
-		MutantNonceReplayAccepted: func(b *testBus) error {
-			ts := strconv.FormatInt(time.Now().Unix(), 10)
-			sig := spec.Sign(testSecret, spec.SigningString("POST", "/claim", ts, "n", nil))
-			h := []string{spec.HeaderTimestamp, ts, spec.HeaderNonce, "n", spec.HeaderSignature, sig}
-			b.do("POST", spec.PathClaim, nil, h...)
-			if r := b.do("POST", spec.PathClaim, nil, h...); r.status != 401 {
+		MutantNonceReplayAccepted: func(b *testBus, clk *fakeClock) error {
+			ts := strconv.FormatInt(clk.Now().Unix(), 10)
+			h := b.signed("POST", "/claim", "", ts, "n", false)
+			b.do("POST", pathClaim, nil, h...)
+			if r := b.do("POST", pathClaim, nil, h...); r.status != 401 {
 				return fmt.Errorf("replayed nonce answered %d", r.status)
 			}
 			return nil
 		},
 	}
-	// Probes on a fast clock: a 60 s lease lasts 100 ms.
-	fast := map[string]bool{MutantLeaseNeverExpires: true, MutantExtendAfterExpiry: true}
-	probes[MutantLeaseNeverExpires] = func(b *testBus) error {
+	probes[MutantLeaseNeverExpires] = func(b *testBus, clk *fakeClock) error {
 		b.publish(`{"goal":"g","payload":1,"backoff_base":1}`)
 		b.claim("")
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, ok := b.claim(""); ok {
-				return nil
-			}
-			time.Sleep(20 * time.Millisecond)
+		// The lease ends at 60 s, the backoff 1*2^1 + [0, 2) s later.
+		clk.Advance(64 * time.Second)
+		if _, ok := b.claim(""); !ok {
+			return fmt.Errorf("an expired lease was not reclaimed after its backoff")
 		}
-		return fmt.Errorf("an expired lease was never reclaimed")
+		return nil
 	}
-	probes[MutantExtendAfterExpiry] = func(b *testBus) error {
+	probes[MutantExtendAfterExpiry] = func(b *testBus, clk *fakeClock) error {
 		id := b.publish(`{"goal":"g","payload":1,"backoff_base":3600}`)
 		c, _ := b.claim("")
-		time.Sleep(150 * time.Millisecond)
-		if r := b.do("POST", spec.PathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 60}); r.status != 404 {
+		clk.Advance(60 * time.Second) // the lease has ended
+		if r := b.do("POST", pathExtendClaim+id, map[string]any{"claim_token": c.ClaimToken, "seconds": 60}); r.status != 404 {
 			return fmt.Errorf("extend after expiry answered %d", r.status)
 		}
 		return nil
 	}
-	probes[MutantClaimNonAtomic] = func(b *testBus) error {
+	probes[MutantClaimNonAtomic] = func(b *testBus, clk *fakeClock) error {
 		for round := range 5 {
 			ns := fmt.Sprintf("race%d", round)
 			b.publish(`{"goal":"g","payload":1,"namespace":"` + ns + `"}`)
@@ -1062,8 +1357,8 @@ func TestMutantsMisbehave(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					req, _ := http.NewRequest("POST", b.ts.URL+spec.PathClaim+"?namespace="+ns, nil)
-					req.Header.Set(spec.HeaderAPIKey, testSecret)
+					req, _ := http.NewRequest("POST", b.ts.URL+pathClaim+"?namespace="+ns, nil)
+					req.Header.Set(hdrAPIKey, testSecret)
 					res, err := b.ts.Client().Do(req)
 					if err != nil {
 						return
@@ -1083,16 +1378,13 @@ func TestMutantsMisbehave(t *testing.T) {
 		}
 		return nil
 	}
+	// Every probe runs on a fake clock that only it moves.
 	for name, probe := range probes {
 		t.Run(name, func(t *testing.T) {
-			scale := 1.0
-			if fast[name] {
-				scale = 600
-			}
-			if err := probe(newBus(t, func(c *Config) { c.TimeScale = scale })); err != nil {
+			if err := probe(clockBus(t, nil)); err != nil {
 				t.Fatalf("clean server fails the probe: %v", err)
 			}
-			if err := probe(newBus(t, func(c *Config) { c.Mutant = name; c.TimeScale = scale })); err == nil {
+			if err := probe(clockBus(t, func(c *Config) { c.Mutant = name })); err == nil {
 				t.Fatalf("mutant %s passes the probe", name)
 			}
 		})
@@ -1100,20 +1392,51 @@ func TestMutantsMisbehave(t *testing.T) {
 }
 
 // TestOpenIntentCap: a tester key gets 429 limit_exceeded at 2,000 open
-// intents (the rate-limit window is shrunk by the time scale); the main key
-// is exempt; cancelling one frees a slot.
+// intents; the main key is exempt; cancelling one frees a slot.
 func TestOpenIntentCap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("publishes 2,000 intents")
 	}
-	b := newBus(t, func(c *Config) { c.TimeScale = 1e7; c.CleanupInterval = 1e9 * time.Second })
+	b, clk := clockBus(t, nil)
 	tk := b.generateKey("erin")
 	body := `{"goal":"g","payload":1,"namespace":"cap"}`
-	for i := 0; i < spec.TesterOpenCap; i++ {
-		b.publish(body, spec.HeaderAPIKey, tk)
+	// 60 concurrent publishes a minute of the fake clock, the most the rate
+	// limit allows (they share group commits); 34 minutes stay well inside
+	// the intents' 24 h.
+	for done := 0; done < testerOpenCap; {
+		n := min(testerRateLimit, testerOpenCap-done)
+		statuses := make(chan int, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("POST", b.ts.URL+pathIntent, strings.NewReader(body))
+				req.Header.Set(hdrAPIKey, tk)
+				res, err := b.ts.Client().Do(req)
+				if err != nil {
+					statuses <- 0
+					return
+				}
+				res.Body.Close()
+				statuses <- res.StatusCode
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		for st := range statuses {
+			if st != 201 {
+				t.Fatalf("publish %d–%d: a request answered %d", done+1, done+n, st)
+			}
+		}
+		done += n
+		clk.Advance(time.Minute)
 	}
-	r := b.do("POST", spec.PathIntent, body, spec.HeaderAPIKey, tk)
-	if r.status != 429 || r.code(t) != spec.ErrLimitExceeded || r.header.Get(spec.HeaderRetryAfter) == "" {
+	if n := b.rows("intents"); n != testerOpenCap {
+		t.Fatalf("%d intents", n)
+	}
+	r := b.do("POST", pathIntent, body, hdrAPIKey, tk)
+	if r.status != 429 || r.code(t) != codeLimitExceeded || r.header.Get(hdrRetryAfter) == "" {
 		t.Fatalf("2001st intent: %d %s", r.status, r.body)
 	}
 	b.publish(body) // the main key is exempt
@@ -1121,8 +1444,8 @@ func TestOpenIntentCap(t *testing.T) {
 	if err := b.srv.rdb.QueryRow(`SELECT id FROM intents WHERE publisher = ? LIMIT 1`, tk).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if r := b.do("POST", spec.PathAdminIntents+id+"/cancel", nil, spec.HeaderAdminToken, testAdmin); r.status != 200 {
+	if r := b.do("POST", pathAdminIntents+id+"/cancel", nil, hdrAdminToken, testAdmin); r.status != 200 {
 		t.Fatalf("cancel: %d", r.status)
 	}
-	b.publish(body, spec.HeaderAPIKey, tk)
+	b.publish(body, hdrAPIKey, tk)
 }

@@ -34,7 +34,7 @@ import (
 // "by-value" of decision query-repeated-order) or kept in the order they
 // were sent (reading "as-sent").
 
-// Reading names of decision query-repeated-order (spec.IntentDecisions).
+// Reading names of decision query-repeated-order (ReadingQueryRepeated).
 const (
 	queryByValue = "by-value"
 	queryAsSent  = "as-sent"
@@ -195,4 +195,12 @@ func signatureValid(key string, msg []byte, sig string) bool {
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write(msg)
 	return hmac.Equal(mac.Sum(nil), got)
+}
+
+// CanonicalPath is canonicalPath, exported for one test only: the fuzz test
+// in cmd/idscheck that holds the server's reading of §5.2 against the
+// harness's (spec.CanonicalPath), two implementations that share no code.
+// The server itself never calls it.
+func CanonicalPath(escapedPath, rawQuery string, asSent bool) (string, bool) {
+	return canonicalPath(escapedPath, rawQuery, asSent)
 }

@@ -10,16 +10,17 @@ import (
 const modulePath = "github.com/idscheck/idscheck/"
 
 // layoutAllowed is the agreed layout: verdict (the shared result types) and
-// spec are leaves; spec ← checker ← reports; sut and faults are leaves; only
-// features, chaos and cmd/idscheck wire them. features judges scenarios, not
-// histories: it does not import checker.
+// spec are leaves; spec ← checker ← reports; sut and faults are leaves (sut
+// imports nothing of the harness, not even spec, so harness and server never
+// share an oracle); only features, chaos and cmd/idscheck wire them. features
+// judges scenarios, not histories: it does not import checker.
 var layoutAllowed = map[string][]string{
 	"verdict":  {},
 	"spec":     {},
 	"checker":  {"spec", "verdict"},
 	"reports":  {"spec", "checker", "verdict"},
 	"faults":   {},
-	"sut":      {"spec", "sut"},
+	"sut":      {"sut"},
 	"client":   {"spec", "verdict"},
 	"chaos":    {"checker", "client", "faults", "spec", "verdict"},
 	"features": {"spec", "verdict", "faults", "client"},

@@ -25,9 +25,31 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/sut"
 )
+
+// The little of the wire (seed 004 §5.1, §7.2, §7.3, §7.5) the load needs,
+// written here: the bench is a client of the server, not of the harness.
+const (
+	hdrAPIKey   = "X-API-KEY"
+	pathIntent  = "/intent"
+	pathClaim   = "/claim"
+	pathFulfill = "/fulfill/" // + id
+)
+
+type createIntentResponse struct {
+	ID string `json:"id"`
+}
+
+type claimResponse struct {
+	ID         string `json:"id"`
+	ClaimToken string `json:"claim_token"`
+}
+
+type fulfillRequest struct {
+	ClaimToken string          `json:"claim_token"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
 
 func main() {
 	workers := flag.Int("workers", 40, "concurrent workers")
@@ -72,7 +94,7 @@ func run(ctx context.Context, workers, jobs int, cpuprofile string, out io.Write
 		if err != nil {
 			return 0, nil, 0, err
 		}
-		req.Header.Set(spec.HeaderAPIKey, key)
+		req.Header.Set(hdrAPIKey, key)
 		req.Header.Set("Content-Type", "application/json")
 		t0 := time.Now()
 		resp, err := hc.Do(req)
@@ -105,18 +127,18 @@ func run(ctx context.Context, workers, jobs int, cpuprofile string, out io.Write
 			payload := []byte(`{"goal":"bench","payload":{"n":0,"text":"hello"}}`)
 			for n := next.Add(1); n <= int64(jobs); n = next.Add(1) {
 				t0 := time.Now()
-				st, b, d, err := do("POST", spec.PathIntent, payload)
+				st, b, d, err := do("POST", pathIntent, payload)
 				if err != nil || st != 201 {
 					errs <- fmt.Errorf("publish: %d %s %v", st, b, err)
 					return
 				}
-				var cr spec.CreateIntentResponse
+				var cr createIntentResponse
 				json.Unmarshal(b, &cr)
 				published.Store(cr.ID, t0)
 				samples[w] = append(samples[w], sample{"publish", d})
-				var c spec.ClaimResponse
+				var c claimResponse
 				for try := 0; ; try++ {
-					st, b, d, err = do("POST", spec.PathClaim, nil)
+					st, b, d, err = do("POST", pathClaim, nil)
 					if err != nil || (st != 200 && st != 204) || try > 1000 {
 						errs <- fmt.Errorf("claim: %d %s %v", st, b, err)
 						return
@@ -128,8 +150,8 @@ func run(ctx context.Context, workers, jobs int, cpuprofile string, out io.Write
 					}
 					time.Sleep(time.Millisecond)
 				}
-				body, _ := json.Marshal(spec.FulfillRequest{ClaimToken: c.ClaimToken, Result: json.RawMessage(`{"ok":true}`)})
-				st, b, d, err = do("POST", spec.PathFulfill+c.ID, body)
+				body, _ := json.Marshal(fulfillRequest{ClaimToken: c.ClaimToken, Result: json.RawMessage(`{"ok":true}`)})
+				st, b, d, err = do("POST", pathFulfill+c.ID, body)
 				if err != nil || st != 200 {
 					errs <- fmt.Errorf("fulfill: %d %s %v", st, b, err)
 					return
