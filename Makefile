@@ -47,6 +47,8 @@ chaos-mutants: build
 
 fuzz:
 	$(GO) test ./sut -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
+	$(GO) test ./sut -run '^$$' -fuzz FuzzHandler -fuzztime 30s
+	$(GO) test ./cmd/idscheck -run '^$$' -fuzz FuzzCanonicalPathAgrees -fuzztime 30s
 	$(GO) test ./spec -run '^$$' -fuzz FuzzCanonicalPath -fuzztime 30s
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 

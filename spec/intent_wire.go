@@ -2,8 +2,9 @@ package spec
 
 import "encoding/json"
 
-// Wire types of the Intent Protocol v2.1 (seed 004 §7–§11), shared by the
-// bundled reference server (sut) and the harness. Standard library only.
+// Wire types of the Intent Protocol v2.1 (seed 004 §7–§11), as the harness
+// speaks them. The bundled reference server (sut) has its own, written from
+// the text apart, so the two never share an oracle. Standard library only.
 
 // IntentVersion is the value of the X-Intent-Version header (§10, §17).
 const IntentVersion = "2.1"

@@ -35,8 +35,8 @@ every key, --readings alternate the second; each --reading ID=NAME
 (repeatable) then sets one key. GET /health reports them ("readings").`
 
 // serveHelp is the synopsis with the list of reading keys and their names,
-// taken from the server (the decisions of spec.IntentDecisions with
-// readings, then the server's other allowed answers).
+// taken from the server (its decisions with readings, then its other
+// allowed answers).
 func serveHelp() string {
 	var b strings.Builder
 	b.WriteString(serveSynopsis)
