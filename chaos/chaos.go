@@ -217,7 +217,10 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 	cfg.Logger.Info("chaos: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"faults", len(list), "schedule", len(schedule), "namespace", cfg.Namespace)
 
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	// No fault starts after Duration; one that started before holds its
+	// planned time (at most MaxHold), and a crash's restart is bounded by
+	// its own timeout: faultCtx only guards against a hang.
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
 	defer stopFaults()
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
@@ -228,7 +231,7 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 	// The fault schedule: one fault at a time.
 	faultsDone := make(chan error, 1)
 	go func() {
-		faultsDone <- faults.Run(faultCtx, schedule, list, &tl)
+		faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl)
 	}()
 	// Progress.
 	progDone := make(chan struct{})

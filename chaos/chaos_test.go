@@ -65,8 +65,16 @@ func TestCleanServerUnderNetworkFaultsAndStormsHasNoAnomaly(t *testing.T) {
 		Lease: time.Minute / timeScale, Faults: usable, StormMax: 50,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 400 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 200 * time.Millisecond},
 	})
-	if len(res.Timeline) == 0 {
-		t.Fatal("no fault was injected")
+	// Every usable fault was injected, each at least once (the schedule
+	// starts with every one of them).
+	var requested []string
+	for _, f := range usable {
+		requested = append(requested, f.Name())
+	}
+	for _, c := range faults.Cover(requested, nil, res.Schedule, res.Timeline) {
+		if !c.OK() {
+			t.Errorf("%s not injected in a 4 s run: %s", c.Fault, c)
+		}
 	}
 	if rep.Queue.Acknowledged == 0 || rep.Queue.Fulfilled == 0 {
 		t.Fatalf("the workload did nothing: %+v", rep.Queue)

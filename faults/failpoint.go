@@ -81,13 +81,29 @@ func (f *Failpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration)
 // injection also ends as soon as the process exits (the failpoint fired and
 // the server os.Exit()ed: a crash at the dangerous point), and the process is
 // then restarted on the same data before Inject returns; Params "fired" says
-// whether it exited.
+// whether it exited. A failpoint armed for the whole hold that never fired
+// (Params "fired" = "false") took no effect: it is not an injection of the
+// fault (see Coverage).
+//
+// Trigger, when set, is called once half-way through the hold if the
+// failpoint has not fired by then, to drive the target to the armed point
+// (e.g. POST /admin/cleanup for a failpoint inside the cleanup pass, which
+// traffic alone reaches only every few minutes; a write for one after a
+// commit, when the workload happens to be idle). Params "triggered" says
+// whether it was called. Its error is expected when the failpoint ends the
+// process mid-request and is not the injection's: whether it fired is.
 type RemoteFailpoint struct {
 	Addr    string // 127.0.0.1:port of the child's GO_FAILPOINTS_HTTP
 	Path    string
 	Term    string
 	Process *Process // optional: the child, restarted if the failpoint ends it
+	Trigger func(ctx context.Context) error
 }
+
+// ParamFired is the Params key of an injection that arms a trap (a failpoint
+// that ends the process when reached): "true" if it sprang, "false" if the
+// hold ended first. An injection with ParamFired "false" took no effect.
+const ParamFired = "fired"
 
 var _ Fault = (*RemoteFailpoint)(nil)
 
@@ -133,6 +149,28 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 		return fail(fmt.Errorf("%s: enable: %w", f.Name(), err))
 	}
 	in.Start = time.Now()
+	trigDone := make(chan struct{})
+	tctx, stopTrigger := context.WithTimeout(ctx, max(d, time.Second))
+	defer stopTrigger()
+	if f.Trigger != nil {
+		in.Params["triggered"] = "false"
+		go func() {
+			defer close(trigDone)
+			half := time.NewTimer(d / 2)
+			defer half.Stop()
+			select {
+			case <-half.C:
+			case <-exited: // fired on its own
+				return
+			case <-tctx.Done():
+				return
+			}
+			in.Params["triggered"] = "true"
+			f.Trigger(tctx)
+		}()
+	} else {
+		close(trigDone)
+	}
 	t := time.NewTimer(max(d, 0))
 	var herr error
 	fired := false
@@ -144,6 +182,8 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 		herr = ctx.Err()
 	}
 	t.Stop()
+	stopTrigger()
+	<-trigDone // returns once its context is cancelled
 	if !fired && exited != nil {
 		select {
 		case <-exited:
@@ -151,7 +191,7 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 		default:
 		}
 	}
-	in.Params["fired"] = fmt.Sprint(fired)
+	in.Params[ParamFired] = fmt.Sprint(fired)
 	var errs []error
 	if !fired {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -242,5 +282,5 @@ func failpointName(p string) string {
 	if p == "" {
 		return "failpoint"
 	}
-	return "failpoint/" + path.Base(p)
+	return FailpointPrefix + path.Base(p)
 }

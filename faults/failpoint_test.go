@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -87,10 +88,12 @@ func TestRemoteFailpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		traffic   bool // send a request through the failpoint while it is armed
+		trigger   bool // the fault's Trigger sends one request through it
 		wantFired string
 	}{
-		{"fires, crashes, restarts", true, "true"},
-		{"armed then disarmed", false, "false"},
+		{"fires, crashes, restarts", true, false, "true"},
+		{"armed then disarmed", false, false, "false"},
+		{"its trigger fires it", false, true, "true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -101,6 +104,10 @@ func TestRemoteFailpoint(t *testing.T) {
 			p, url := startHelper(t, FailpointsHTTPEnv(fpAddr))
 			f := &RemoteFailpoint{Addr: fpAddr, Path: testExitFailpoint, Term: `return("exit")`, Process: p}
 			hold := 200 * time.Millisecond
+			if tc.trigger {
+				hold = 20 * time.Second // ended by the crash the trigger causes
+				f.Trigger = func(ctx context.Context) error { _, err := get(ctx, url+"/fp", 5*time.Second); return err }
+			}
 			if tc.traffic {
 				hold = 20 * time.Second // ended by the crash
 				exited := p.Exited()
@@ -129,7 +136,7 @@ func TestRemoteFailpoint(t *testing.T) {
 				t.Errorf("after the injection: %q, %v", b, err)
 			}
 			wantStarts := 1
-			if tc.traffic {
+			if tc.traffic || tc.trigger {
 				wantStarts = 2
 			}
 			if p.Starts() != wantStarts {

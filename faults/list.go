@@ -29,6 +29,9 @@ type Config struct {
 	// in this process.
 	Failpoints    map[string]string
 	FailpointAddr string
+	// FailpointTriggers, by failpoint path, drive the target to the armed
+	// point right after a RemoteFailpoint is armed (see RemoteFailpoint.Trigger).
+	FailpointTriggers map[string]func(ctx context.Context) error
 }
 
 // All returns the explicit list of faults, in a fixed order: the network
@@ -65,7 +68,8 @@ func All(c Config) []Fault {
 	slices.Sort(paths)
 	for _, p := range paths {
 		if c.FailpointAddr != "" {
-			list = append(list, &RemoteFailpoint{Addr: c.FailpointAddr, Path: p, Term: c.Failpoints[p], Process: c.Process})
+			list = append(list, &RemoteFailpoint{Addr: c.FailpointAddr, Path: p, Term: c.Failpoints[p], Process: c.Process,
+				Trigger: c.FailpointTriggers[p]})
 		} else {
 			list = append(list, &Failpoint{Path: p, Term: c.Failpoints[p]})
 		}
@@ -73,28 +77,62 @@ func All(c Config) []Fault {
 	return list
 }
 
-// faultNames are the names ParseKinds accepts besides the kinds and "all".
-var faultNames = []string{"latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition", "truncate", "storm", "crash"}
+// Names returns the name of every fault of the explicit list, in list order,
+// without the failpoints (those belong to the target: "failpoint/<name>").
+// It is the one list of fault names: the --faults flag's validation and help,
+// the schedule and the report all come from it, through All.
+func Names() []string {
+	list := All(Config{})
+	out := make([]string, len(list))
+	for i, f := range list {
+		out[i] = f.Name()
+	}
+	return out
+}
+
+// KindOf returns the Kind of the fault called name ("failpoint/<x>" is
+// KindFailpoint), and false for a name that is not on the list.
+func KindOf(name string) (Kind, bool) {
+	if strings.HasPrefix(name, FailpointPrefix) && len(name) > len(FailpointPrefix) {
+		return KindFailpoint, true
+	}
+	for _, f := range All(Config{}) {
+		if f.Name() == name {
+			return f.Kind(), true
+		}
+	}
+	return "", false
+}
+
+// FailpointPrefix starts the name of every failpoint fault.
+const FailpointPrefix = "failpoint/"
+
+// FlagHelp describes what the --faults flag accepts, from the list itself.
+func FlagHelp() string {
+	return "comma-separated: all, " + joinKinds() + " (every fault of that kind), or fault names: " +
+		strings.Join(Names(), ", ") + ", failpoint/<name>"
+}
 
 // ParseKinds parses the chaos command's --faults flag: a comma-separated list
-// of kinds (net, storm, crash, failpoint), fault names (latency, partition,
-// …, failpoint/<name>) or "all". It returns the tokens, trimmed, without
+// of kinds (net, storm, crash, failpoint), fault names (Names, or
+// failpoint/<name>) or "all". It returns the tokens, trimmed, without
 // duplicates, in the order given; an unknown token is an error naming the
 // accepted ones.
 func ParseKinds(s string) ([]string, error) {
 	var out []string
+	names := Names()
 	for _, tok := range strings.Split(s, ",") {
 		tok = strings.TrimSpace(tok)
 		if tok == "" {
 			continue
 		}
-		known := tok == "all" || slices.Contains(faultNames, tok) || strings.HasPrefix(tok, "failpoint/")
+		known := tok == "all" || slices.Contains(names, tok) || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
 		for _, k := range Kinds {
 			known = known || tok == string(k)
 		}
 		if !known {
-			return nil, fmt.Errorf("faults: unknown fault %q; want all, %s, or one of %s",
-				tok, joinKinds(), strings.Join(faultNames, ", "))
+			return nil, fmt.Errorf("faults: unknown fault %q; want all, %s, or one of %s, failpoint/<name>",
+				tok, joinKinds(), strings.Join(names, ", "))
 		}
 		if !slices.Contains(out, tok) {
 			out = append(out, tok)
@@ -116,6 +154,23 @@ func Select(list []Fault, tokens []string) []Fault {
 		}
 	}
 	return out
+}
+
+// Requested returns what tokens ask for, fault by fault: the name of every
+// fault of list they select (in list order), then each token that selects
+// no fault of list at all (e.g. "failpoint" against a target with no known
+// failpoints, or "failpoint/x" that it does not have), which a run must
+// report as requested and not available rather than drop.
+func Requested(list []Fault, tokens []string) (names, unmatched []string) {
+	for _, f := range Select(list, tokens) {
+		names = append(names, f.Name())
+	}
+	for _, tok := range tokens {
+		if len(Select(list, []string{tok})) == 0 {
+			unmatched = append(unmatched, tok)
+		}
+	}
+	return names, unmatched
 }
 
 // Usable splits list into the faults that can run and, by name, the reasons

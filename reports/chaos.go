@@ -22,8 +22,29 @@ var localName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A
 // (result.json keeps what the checker kept).
 const maxAnomalyOps = 12
 
+// FaultCoverage is one requested fault of a chaos run and what became of it:
+// Status "injected" (at least one injection took effect without error), or
+// "unavailable", "not-drawn", "not-run", "no-effect", "failed" with Reason.
+// Plain fields: the chaos command maps faults.Coverage into them.
+type FaultCoverage struct {
+	Fault     string `json:"fault"`
+	Kind      string `json:"kind,omitempty"`
+	Status    string `json:"status"`
+	Scheduled int    `json:"scheduled"`
+	Injected  int    `json:"injected"`
+	Errors    int    `json:"errors"`
+	NoEffect  int    `json:"no_effect,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// OK reports whether the run went through the fault.
+func (f FaultCoverage) OK() bool { return f.Status == "injected" }
+
 type chaosView struct {
-	C         *Chaos
+	C *Chaos
+	// Missing are the requested faults never injected: the reason the
+	// verdict is UNKNOWN when the histories alone would pass.
+	Missing   []FaultCoverage
 	Counts    []anomalyCount
 	Anomalies []anomalyView
 	Timeline  []faultRow
@@ -48,6 +69,11 @@ type faultRow struct {
 
 func newChaosView(c *Chaos) *chaosView {
 	v := &chaosView{C: c, Counts: sortedCounts(c.Counts)}
+	for _, f := range c.Coverage {
+		if !f.OK() {
+			v.Missing = append(v.Missing, f)
+		}
+	}
 	// Violations first, then the rest (recovered), each in the checker's order.
 	anomalies := append([]checker.Anomaly(nil), c.Anomalies...)
 	sort.SliceStable(anomalies, func(i, j int) bool { return anomalies[i].Kind.Violation() && !anomalies[j].Kind.Violation() })

@@ -188,6 +188,9 @@ type Chaos struct {
 	Namespace string        `json:"namespace"` // namespace the workload used on the target
 	// Unavailable maps a requested fault kind that could not run to why.
 	Unavailable map[string]string `json:"unavailable,omitempty"`
+	// Coverage lists every requested fault with what became of it (see
+	// FaultCoverage); a run in which one was never injected is UNKNOWN.
+	Coverage []FaultCoverage `json:"coverage,omitempty"`
 	// Verdict is the checker's verdict over the histories (Report.Verdict).
 	Verdict verdict.Verdict `json:"verdict"`
 	// Ops and Effects count recorded operations and observed effects.

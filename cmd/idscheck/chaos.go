@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +22,10 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/sut"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // chaosConfig is what `idscheck chaos` was asked to do.
@@ -49,11 +55,19 @@ linearizability of the idempotency record and of each intent's lease.
 
 With no --target it starts the bundled reference server as a child process it owns
 (so crash and failpoint faults are available). With --target alone crash faults are
-N/A; add --target-cmd (a shell command that starts the target on the --target
-address, on the same data each time) to let idscheck kill and restart it.
+not available; add --target-cmd (a shell command that starts the target on the
+--target address, on the same data each time) to let idscheck kill and restart it.
+Failpoints exist in the bundled server only.
 
-Exit codes: 0 no anomaly, 1 anomalies found, 2 usage, 3 target unreachable,
-4 the checker could not decide.
+Every requested fault is injected at least once when the run is long enough (the
+schedule starts with each of them, in an order drawn from the seed). A run in which
+a requested fault was never injected (not available against this target, no room
+in the schedule, or every injection failed) ends UNKNOWN (exit 4), never PASS, and
+says which and why.
+
+Exit codes: 0 no anomaly and every requested fault injected, 1 anomalies found,
+2 usage, 3 target unreachable, 4 undecided (the checker could not decide, or a
+requested fault was never injected).
 
 Flags:`
 
@@ -67,7 +81,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
-	fs.StringVar(&c.faults, "faults", "net,storm,crash", "faults to draw from: all, net, storm, crash, failpoint, or fault names (latency, partition, …)")
+	fs.StringVar(&c.faults, "faults", "net,storm,crash", "faults to inject, "+faults.FlagHelp())
 	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000)")
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
@@ -123,8 +137,23 @@ func (c *chaosConfig) validate() error {
 			return errors.New("--target needs --api-key: the key the workload publishes and claims with")
 		}
 	}
-	if _, err := faults.ParseKinds(c.faults); err != nil {
+	tokens, err := faults.ParseKinds(c.faults)
+	if err != nil {
 		return fmt.Errorf("--faults: %w", err)
+	}
+	if c.target == "" {
+		// The bundled server's failpoints are known: a name it lacks is a typo.
+		var known []string
+		for _, f := range faults.All(faults.Config{Failpoints: bundledFailpoints()}) {
+			if f.Kind() == faults.KindFailpoint {
+				known = append(known, f.Name())
+			}
+		}
+		for _, tok := range tokens {
+			if strings.HasPrefix(tok, faults.FailpointPrefix) && !slices.Contains(known, tok) {
+				return fmt.Errorf("--faults: the bundled server has no %s; its failpoints: %s", tok, strings.Join(known, ", "))
+			}
+		}
 	}
 	return nil
 }
@@ -149,6 +178,9 @@ type chaosRun struct {
 	Timeline    []faults.Injection `json:"timeline"`
 	Series      []chaos.Bucket     `json:"series"`
 	Options     checker.Options    `json:"check_options"`
+	// Coverage is every requested fault and what became of it: scheduled,
+	// injected, failed. One never injected makes the run UNKNOWN.
+	Coverage []faults.Coverage `json:"coverage"`
 }
 
 func (c chaosConfig) command() string {
@@ -188,8 +220,15 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	defer tgt.close()
 
 	tokens, _ := faults.ParseKinds(c.faults)
+	// What was asked for, fault by fault, from the one list: the network
+	// proxy is needed as soon as one network fault is.
+	fpCfg := faults.Config{}
+	if tgt.bundled && tgt.process != nil {
+		fpCfg.Failpoints = bundledFailpoints()
+	}
+	requested, unmatched := faults.Requested(faults.All(fpCfg), tokens)
 	var network *faults.Network
-	if wantsNet(tokens) {
+	if slices.ContainsFunc(requested, func(n string) bool { k, _ := faults.KindOf(n); return k == faults.KindNet }) {
 		u, _ := url.Parse(tgt.url)
 		network, err = faults.NewNetwork(u.Host, logger)
 		if err != nil {
@@ -203,20 +242,29 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	if tgt.bundled && tgt.process != nil {
 		fcfg.Failpoints = bundledFailpoints()
 		fcfg.FailpointAddr = tgt.failpointAddr
+		fcfg.FailpointTriggers = bundledFailpointTriggers(tgt)
 	}
 	selected := faults.Select(faults.All(fcfg), tokens)
 	usable, unavailable := faults.Usable(selected)
 	why := map[string]string{}
 	for name, err := range unavailable {
 		why[name] = err.Error()
-		fmt.Fprintf(stderr, "fault %s: N/A: %v\n", name, err)
+	}
+	for _, tok := range unmatched {
+		why[tok] = unmatchedReason(tok, tgt)
+	}
+	for _, name := range append(requested, unmatched...) {
+		if w, ok := why[name]; ok {
+			fmt.Fprintf(stderr, "fault %s: not available: %s\n", name, w)
+		}
 	}
 	base := tgt.url
 	if network != nil {
 		base = network.URL()
 	}
 	lease := time.Duration(float64(60*time.Second) / c.timeScale)
-	fmt.Fprintf(stderr, "chaos: seed %d, %s, %d workers, %d faults, target %s\n", c.seed, c.duration, c.workers, len(usable), tgt.describe())
+	fmt.Fprintf(stderr, "chaos: seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.seed, c.duration, c.workers,
+		len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr)
 	res, runErr := chaos.Run(ctx, chaos.Config{
 		BaseURL: base, APIKey: tgt.apiKey, Seed: c.seed, Duration: c.duration, Workers: c.workers,
@@ -243,23 +291,149 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	}
 	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
 		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
+		Coverage:  faults.Cover(append(requested, unmatched...), why, res.Schedule, res.Timeline),
 		Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
 		Series: res.Series, Options: opts}
 	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
-	return checkChaosDir(c.out, stdout, stderr)
+	return finishChaos(c.out, run, res.History, res.Ledger, stdout, stderr)
 }
 
-func wantsNet(tokens []string) bool {
-	for _, t := range tokens {
-		switch t {
-		case "all", "net", "latency", "bandwidth", "slicer", "reset_peer", "blackhole", "lost_response", "partition":
-			return true
+// unmatchedReason says why a requested token selects no fault here.
+func unmatchedReason(tok string, tgt *chaosTarget) string {
+	if tok == string(faults.KindFailpoint) || strings.HasPrefix(tok, faults.FailpointPrefix) {
+		if !tgt.bundled {
+			return "failpoints exist only in the bundled reference server; this target is not it"
+		}
+		return "the bundled server has no such failpoint"
+	}
+	return "no fault of that name or kind against this target"
+}
+
+// bundledFailpointTriggers drive the bundled server to each failpoint when
+// the workload has not reached it half-way through its hold (see
+// faults.RemoteFailpoint.Trigger): the cleanup pass runs every few minutes,
+// so its failpoint is reached by asking for a cleanup (POST /admin/cleanup
+// with the admin token the harness gave the server); the failpoints after a
+// commit and after a claim by a publish, and a publish then a claim, in a
+// namespace of their own that the workload never claims from and the checker
+// never sees. An error is expected: the failpoint ends the server
+// mid-request.
+func bundledFailpointTriggers(tgt *chaosTarget) map[string]func(context.Context) error {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	send := func(ctx context.Context, path string, header http.Header, body string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, tgt.url+path, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header = header
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			return fmt.Errorf("POST %s: %s", path, resp.Status)
+		}
+		return nil
+	}
+	const ns = "chaos-failpoint-trigger"
+	publish := func(ctx context.Context) error {
+		return send(ctx, spec.PathIntent, http.Header{spec.HeaderAPIKey: {tgt.apiKey}},
+			`{"goal":"failpoint-trigger","payload":{},"namespace":"`+ns+`"}`)
+	}
+	return map[string]func(context.Context) error{
+		sut.FailpointInsideCleanup: func(ctx context.Context) error {
+			return send(ctx, spec.PathCleanup, http.Header{spec.HeaderAdminToken: {tgt.adminToken}}, "")
+		},
+		sut.FailpointAfterCommitBeforeReply: publish,
+		sut.FailpointAfterClaimBeforeResponse: func(ctx context.Context) error {
+			if err := publish(ctx); err != nil {
+				return err
+			}
+			return send(ctx, spec.PathClaim+"?namespace="+ns, http.Header{spec.HeaderAPIKey: {tgt.apiKey}, spec.HeaderWorkerID: {"failpoint-trigger"}}, "")
+		},
+	}
+}
+
+// finishChaos checks the recorded run, writes check.json, the linearization
+// view of failing partitions and the reports, prints the summary with every
+// requested fault, and returns the exit code. It is checkChaosDir with the
+// run's fault coverage in the verdict: a requested fault never injected
+// makes a run whose histories pass UNKNOWN (exit 4), never PASS.
+func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, stdout, stderr io.Writer) int {
+	rep := checker.Check(h, l, run.Options)
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
+	}
+	viz := filepath.Join(dir, "linearization.html")
+	os.Remove(viz)
+	if len(rep.FailingPartitions) > 0 {
+		if err := writeFileWith(viz, rep.Visualize); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		}
 	}
-	return false
+	missing := faults.Missing(run.Coverage)
+	var sum bytes.Buffer
+	printChaosReport(&sum, run, rep, dir)
+	text := sum.String()
+	if len(missing) > 0 {
+		// The histories passing is not the run passing.
+		text = strings.Replace(text, "no anomaly: "+string(verdict.Pass)+"\n",
+			"no anomaly in the histories, but not every requested fault was injected: "+string(verdict.Unknown)+"\n", 1)
+	}
+	fmt.Fprint(stdout, text)
+	printChaosCoverage(stdout, run.Coverage)
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, m := range missing {
+			names[i] = m.Fault + " (" + string(m.Status) + ")"
+		}
+		fmt.Fprintf(stdout, "%s: %d of %d requested faults never injected: %s\n", verdict.Unknown, len(missing), len(run.Coverage), strings.Join(names, ", "))
+		if !strings.Contains(text, "replay: ") {
+			fmt.Fprintf(stdout, "replay: %s\n", run.Command)
+		}
+	}
+	r := chaosResult(run, rep, chaosViews(dir))
+	if err := reports.WriteAll(dir, r); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+	} else {
+		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
+	}
+	return r.ExitCode
+}
+
+// printChaosCoverage prints every requested fault with its injections.
+func printChaosCoverage(w io.Writer, cov []faults.Coverage) {
+	if len(cov) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "faults requested:")
+	for _, c := range cov {
+		fmt.Fprintf(w, "  %-38s %s\n", c.Fault, c.String())
+	}
+}
+
+// applyChaosCoverage puts the run's fault coverage into its report section
+// and returns the exit code: a run whose histories pass but in which a
+// requested fault was never injected is UNKNOWN (exit 4). Runs written
+// before coverage was recorded have none and keep their verdict.
+func applyChaosCoverage(c *reports.Chaos, run chaosRun, code int) int {
+	for _, f := range run.Coverage {
+		c.Coverage = append(c.Coverage, reports.FaultCoverage{Fault: f.Fault, Kind: string(f.Kind), Status: string(f.Status),
+			Scheduled: f.Scheduled, Injected: f.Injected, Errors: f.Errors, NoEffect: f.NoEffect, Reason: f.Reason})
+	}
+	if len(faults.Missing(run.Coverage)) > 0 && c.Verdict == verdict.Pass {
+		c.Verdict = verdict.Unknown
+		return exitUndecided
+	}
+	return code
 }
 
 // chaosCheckOptions are the promises of the chaos workload: workers execute
@@ -304,6 +478,7 @@ var errUnreachable = errors.New("target unreachable")
 type chaosTarget struct {
 	url           string
 	apiKey        string
+	adminToken    string // the bundled server's BUS_ADMIN_SECRET
 	bundled       bool
 	process       *faults.Process
 	failpointAddr string
@@ -360,13 +535,14 @@ func startChaosTarget(ctx context.Context, c chaosConfig, logger *slog.Logger) (
 	if c.mutant != "" {
 		cmd += " --mutant " + chaosShellQuote(c.mutant)
 	}
-	env := []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + chaosRandomHex(16), faults.FailpointsHTTPEnv(fpAddr)}
+	admin := chaosRandomHex(16)
+	env := []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin, faults.FailpointsHTTPEnv(fpAddr)}
 	url := "http://" + addr
 	p, err := faults.StartProcess(ctx, cmd, env, url+"/health", logger)
 	if err != nil {
 		return nil, fmt.Errorf("bundled server did not start: %w", err)
 	}
-	return &chaosTarget{url: url, apiKey: key, bundled: true, process: p, failpointAddr: fpAddr}, nil
+	return &chaosTarget{url: url, apiKey: key, adminToken: admin, bundled: true, process: p, failpointAddr: fpAddr}, nil
 }
 
 func chaosRandomHex(n int) string {

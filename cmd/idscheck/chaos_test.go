@@ -8,9 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // buildIDSCheck builds this command into a temporary directory: chaos owns
@@ -78,6 +83,15 @@ func TestChaosCrashesTheBundledServer(t *testing.T) {
 	if crashes == 0 {
 		t.Fatalf("no crash was injected: timeline %+v", run.Timeline)
 	}
+	// Every requested fault, each failpoint too, was injected with effect.
+	if len(run.Coverage) != 4 {
+		t.Errorf("coverage of %d faults, want crash and the 3 failpoints: %+v", len(run.Coverage), run.Coverage)
+	}
+	for _, c := range run.Coverage {
+		if !c.OK() {
+			t.Errorf("%s was not injected: %s", c.Fault, c)
+		}
+	}
 	for _, f := range []string{"history.jsonl", "ledger.jsonl", "check.json", "index.html", "result.json", "junit.xml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("run directory lacks %s: %v", f, err)
@@ -105,5 +119,224 @@ func TestChaosCatchesLostOnCrash(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "replay: idscheck chaos --seed 5") {
 		t.Fatalf("a failure must print the command that replays it:\n%s", stdout)
+	}
+}
+
+// runChaosCLI runs this test binary as idscheck (testBinaryIsCLI) with args and
+// extra environment entries, bounded in time, and returns its exit code and
+// output. A chaos run started so owns real child processes, as the built
+// command does.
+func runChaosCLI(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(append(os.Environ(), testBinaryIsCLI+"=1"), env...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("idscheck %v: %v\nstderr:\n%s", args, err, errOut.String())
+	}
+	return code, out.String(), errOut.String()
+}
+
+// readChaosRun reads chaos.json of a run directory.
+func readChaosRun(t *testing.T, dir string) chaosRun {
+	t.Helper()
+	var run chaosRun
+	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &run); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// coverageOf returns the coverage entry of fault in run.
+func coverageOf(t *testing.T, run chaosRun, fault string) faults.Coverage {
+	t.Helper()
+	for _, c := range run.Coverage {
+		if c.Fault == fault {
+			return c
+		}
+	}
+	t.Fatalf("chaos.json has no coverage of %s: %+v", fault, run.Coverage)
+	return faults.Coverage{}
+}
+
+// startServeTarget starts `idscheck serve` (this test binary) as a target
+// the harness does not own, and returns its URL and API key.
+func startServeTarget(t *testing.T) (string, string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := faults.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "serve-target-key"
+	cmd := exec.Command(exe, "serve", "--addr", addr, "--db", filepath.Join(t.TempDir(), "bus.db"), "--time-scale", "60")
+	cmd.Env = append(os.Environ(), testBinaryIsCLI+"=1", "BUS_SECRET="+key, "BUS_ADMIN_SECRET=serve-target-admin")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	url := "http://" + addr
+	if err := chaosWaitHealthy(t.Context(), url, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return url, key
+}
+
+// TestChaosInjectsTheFaultAskedFor: `--faults truncate` used to inject
+// nothing (no proxy was started for it) and exit 0. Every requested fault is
+// now injected and chaos.json, the terminal and the report say how often.
+func TestChaosInjectsTheFaultAskedFor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real chaos run: skipped in -short")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--duration", "3s", "--workers", "8", "--seed", "3",
+		"--faults", "truncate", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	run := readChaosRun(t, dir)
+	c := coverageOf(t, run, "truncate")
+	if c.Status != faults.StatusInjected || c.Injected == 0 || len(run.Coverage) != 1 {
+		t.Fatalf("coverage %+v, want truncate injected and nothing else", run.Coverage)
+	}
+	n := 0
+	for _, in := range run.Timeline {
+		if in.Fault == "truncate" && in.Err == "" {
+			n++
+		}
+	}
+	if n != c.Injected {
+		t.Errorf("timeline holds %d truncate injections, coverage says %d", n, c.Injected)
+	}
+	if !regexp.MustCompile(`(?m)^  truncate +\d+ injected$`).MatchString(stdout) {
+		t.Errorf("the terminal does not list truncate with its count:\n%s", stdout)
+	}
+}
+
+// TestChaosFaultNeverInjectedIsUnknown: a run in which a requested fault
+// could not be injected (crash without a managed process, failpoints
+// against a target that is not the bundled server) ends UNKNOWN, exit 4,
+// never PASS, and every output says which fault and why.
+func TestChaosFaultNeverInjectedIsUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real chaos run: skipped in -short")
+	}
+	url, key := startServeTarget(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--target", url, "--api-key", key, "--duration", "3s", "--workers", "8",
+		"--seed", "4", "--faults", "latency,crash,failpoint", "--out", dir)
+	if code != exitUndecided {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUndecided, stdout, stderr)
+	}
+	if strings.Contains(stdout, "PASS") {
+		t.Errorf("the terminal says PASS of a run that did not inject what it was asked:\n%s", stdout)
+	}
+	for _, want := range []string{"crash: fault not available", "failpoints exist only in the bundled reference server",
+		"UNKNOWN: 2 of 3 requested faults never injected: crash (unavailable), failpoint (unavailable)", "replay: idscheck chaos"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	run := readChaosRun(t, dir)
+	if c := coverageOf(t, run, "latency"); c.Status != faults.StatusInjected {
+		t.Errorf("latency: %+v", c)
+	}
+	for _, f := range []string{"crash", "failpoint"} {
+		if c := coverageOf(t, run, f); c.Status != faults.StatusUnavailable || c.Reason == "" || c.Injected != 0 {
+			t.Errorf("%s: %+v, want unavailable with a reason", f, c)
+		}
+	}
+	res, err := reports.ReadResult(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != exitUndecided || res.Chaos.Verdict != verdict.Unknown || len(res.Chaos.Coverage) != 3 {
+		t.Errorf("result.json: exit %d, verdict %s, coverage %+v", res.ExitCode, res.Chaos.Verdict, res.Chaos.Coverage)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"UNKNOWN: 2 requested faults were never injected", "Requested faults", ">crash<", ">latency<"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	junit, err := os.ReadFile(filepath.Join(dir, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(junit), `name="chaos_verdict" value="UNKNOWN"`) {
+		t.Errorf("junit.xml does not carry the UNKNOWN verdict:\n%s", junit)
+	}
+}
+
+// TestChaosTooShortForEveryFaultIsUnknown: a run too short to hold every
+// requested fault says which were not drawn, and is UNKNOWN.
+func TestChaosTooShortForEveryFaultIsUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real chaos run: skipped in -short")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--duration", "1s", "--workers", "4", "--seed", "5",
+		"--faults", "net,storm", "--out", dir)
+	if code != exitUndecided {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUndecided, stdout, stderr)
+	}
+	run := readChaosRun(t, dir)
+	notDrawn := 0
+	for _, c := range run.Coverage {
+		if c.Status == faults.StatusNotDrawn {
+			notDrawn++
+		}
+	}
+	if notDrawn == 0 || !strings.Contains(stdout, "NOT-DRAWN") || !strings.Contains(stdout, "raise --duration") {
+		t.Errorf("want faults reported not drawn, with what to do; coverage %+v\nstdout:\n%s", run.Coverage, stdout)
+	}
+}
+
+// TestChaosFaultsFlag: --faults accepts the names of the one list and the
+// bundled server's failpoints, and refuses anything else as a usage error.
+func TestChaosFaultsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flag, want string
+	}{
+		{"quake", `unknown fault "quake"`},
+		{"failpoint/nope", "the bundled server has no failpoint/nope; its failpoints: failpoint/after-claim-before-response"},
+		{" , ", "empty list"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli(t.Context(), []string{"chaos", "--faults", tc.flag, "--out", t.TempDir()}, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("--faults %q: exit %d, stderr %q; want %d and %q", tc.flag, code, stderr.String(), exitUsage, tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cli(t.Context(), []string{"chaos", "-h"}, &stdout, &stderr)
+	for _, name := range faults.Names() {
+		if !strings.Contains(stderr.String(), name) {
+			t.Errorf("chaos -h does not name the fault %s", name)
+		}
 	}
 }

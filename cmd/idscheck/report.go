@@ -260,6 +260,7 @@ func chaosResult(run chaosRun, rep checker.Report, viz []string) *reports.Result
 	case verdict.Unknown:
 		code = exitUndecided
 	}
+	code = applyChaosCoverage(c, run, code) // a requested fault never injected: UNKNOWN, never PASS (chaos.go)
 	return &reports.Result{
 		Tool:     reports.CurrentTool(),
 		Profile:  spec.ProfileIntent,
