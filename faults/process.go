@@ -41,6 +41,11 @@ var ErrProcessExited = errors.New("process exited")
 // discarded except for a tail kept for error messages. A Process is safe for
 // concurrent use; Kill, Restart and Stop are serialised.
 //
+// No secret in what it prints: the command line shown in logs and errors is
+// redacted (Redactor.Command) of the secrets it carries (CommandSecrets of
+// the command, of env and of this process's environment) and of those given
+// WithSecrets; so is the tail of its output quoted in errors.
+//
 // Failpoints of the reference server: put "GO_FAILPOINTS=<path>=<term>[;…]"
 // (see FailpointsEnv) in env to arm failpoints from the process's start, and
 // "GO_FAILPOINTS_HTTP=127.0.0.1:<port>" (see FailpointsHTTPEnv) to arm and
@@ -48,6 +53,9 @@ var ErrProcessExited = errors.New("process exited")
 // in its init, so the child must import github.com/pingcap/failpoint.
 type Process struct {
 	cmdline   string
+	display   string    // cmdline redacted, for logs and errors
+	redact    *Redactor // the secrets of the command, its environment and WithSecrets
+	secrets   []string
 	env       []string
 	healthURL string
 	logger    *slog.Logger
@@ -94,6 +102,15 @@ func WithOutput(w io.Writer) ProcessOption { return func(p *Process) { p.output 
 // WithDir runs the command in dir.
 func WithDir(dir string) ProcessOption { return func(p *Process) { p.dir = dir } }
 
+// WithSecrets adds secret values (an API key given to the harness) that the
+// Process redacts from its logs and errors, besides those it finds itself.
+func WithSecrets(secrets ...string) ProcessOption {
+	return func(p *Process) { p.secrets = append(p.secrets, secrets...) }
+}
+
+// Display is the command line as the Process shows it: secrets redacted.
+func (p *Process) Display() string { return p.display }
+
 // StartProcess starts `sh -c cmdline` with env appended to this process's
 // environment and waits until healthURL answers: an http(s) URL must return a
 // status below 500 to a GET; a bare host:port must accept a TCP connection;
@@ -116,6 +133,9 @@ func StartProcess(ctx context.Context, cmdline string, env []string, healthURL s
 	for _, o := range opts {
 		o(p)
 	}
+	secrets := append(CommandSecrets(cmdline, append(os.Environ(), env...)), p.secrets...)
+	p.redact = NewRedactor(secrets...)
+	p.display = p.redact.Command(cmdline)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.start(ctx); err != nil {
@@ -139,7 +159,7 @@ func (p *Process) start(ctx context.Context) error {
 	cmd.Stderr = out
 	cmd.WaitDelay = time.Second // do not hang on grandchildren holding the pipes
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("process: start %q: %w", p.cmdline, err)
+		return fmt.Errorf("process: start %q: %w", p.display, p.redactErr(err))
 	}
 	exited, status := make(chan struct{}), &exitStatus{}
 	p.cmd, p.exited, p.status, p.tail = cmd, exited, status, tail
@@ -161,12 +181,23 @@ func (p *Process) start(ctx context.Context) error {
 		}
 		close(exited)
 	}()
-	p.logger.Info("process started", "pid", cmd.Process.Pid, "cmd", p.cmdline, "start", p.starts)
+	p.logger.Info("process started", "pid", cmd.Process.Pid, "cmd", p.display, "start", p.starts)
 	if err := p.waitHealthy(ctx, exited); err != nil {
 		p.killLocked()
 		return err
 	}
 	return nil
+}
+
+// redactErr returns err with the Process's secrets redacted from its text.
+func (p *Process) redactErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s := p.redact.String(err.Error()); s != err.Error() {
+		return errors.New(s)
+	}
+	return err
 }
 
 // waitHealthy polls the health check until it passes, the process exits, or
@@ -193,9 +224,9 @@ func (p *Process) waitHealthy(ctx context.Context, exited <-chan struct{}) error
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("process: %q: %w before it was healthy; output: %s", p.cmdline, ErrProcessExited, p.tail.String())
+			return fmt.Errorf("process: %q: %w before it was healthy; output: %s", p.display, ErrProcessExited, p.redact.String(p.tail.String()))
 		case <-ctx.Done():
-			return fmt.Errorf("process: %q not healthy at %s (last: %v): %w; output: %s", p.cmdline, p.healthURL, err, ctx.Err(), p.tail.String())
+			return fmt.Errorf("process: %q not healthy at %s (last: %v): %w; output: %s", p.display, p.healthURL, p.redactErr(err), ctx.Err(), p.redact.String(p.tail.String()))
 		case <-tick.C:
 		}
 	}
@@ -295,14 +326,15 @@ func (p *Process) ExitErr() error {
 	}
 }
 
-// Output is the tail of the current process's stdout and stderr.
+// Output is the tail of the current process's stdout and stderr, secrets
+// redacted.
 func (p *Process) Output() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tail == nil {
 		return ""
 	}
-	return p.tail.String()
+	return p.redact.String(p.tail.String())
 }
 
 // Kill sends SIGKILL to the process group and waits (bounded) until the

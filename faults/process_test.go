@@ -150,3 +150,27 @@ func TestCrashKillsAndRestarts(t *testing.T) {
 		t.Errorf("Crash without a process: Available() = %v, want ErrNotAvailable", err)
 	}
 }
+
+// TestProcessErrorsCarryNoSecret: the command line and the output quoted in
+// a start error have the secrets of the command, of its environment and of
+// the harness's environment redacted.
+func TestProcessErrorsCarryNoSecret(t *testing.T) {
+	t.Setenv("FAULTS_TEST_TOKEN", "harness-env-tok")
+	cmd := `FOO_SECRET=cmd-s3cr3t sh -c 'echo leaked $FOO_SECRET $BAR_PASSWORD $FAULTS_TEST_TOKEN given-key >&2; exit 3'`
+	addr, err := FreeAddr() // nothing listens: the command exits first
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = StartProcess(testCtx(t), cmd, []string{"BAR_PASSWORD=env-pw-123"}, addr, nil, WithSecrets("given-key"))
+	if err == nil || !strings.Contains(err.Error(), "leaked") {
+		t.Fatalf("error = %v, want the output tail", err)
+	}
+	for _, s := range []string{"cmd-s3cr3t", "env-pw-123", "harness-env-tok", "given-key"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error holds the secret %q: %v", s, err)
+		}
+	}
+	if !strings.Contains(err.Error(), `FOO_SECRET=\"$FOO_SECRET\"`) {
+		t.Errorf("the error does not show the redacted command: %v", err)
+	}
+}

@@ -63,7 +63,10 @@ Every requested fault is injected at least once when the run is long enough (the
 schedule starts with each of them, in an order drawn from the seed). A run in which
 a requested fault was never injected (not available against this target, no room
 in the schedule, or every injection failed) ends UNKNOWN (exit 4), never PASS, and
-says which and why.
+says which and why. Secrets (the API key, VAR=value assignments and flags of
+--target-cmd whose names hold SECRET, TOKEN, KEY or PASSWORD, such variables of the
+environment) appear in no output. The target process dies with idscheck, even
+when idscheck is SIGKILLed.
 
 Exit codes: 0 no anomaly and every requested fault injected, 1 anomalies found,
 2 usage, 3 target unreachable, 4 undecided (the checker could not decide, or a
@@ -94,9 +97,6 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	logger := slog.New(slog.DiscardHandler)
-	if c.verbose {
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	return runChaos(ctx, c, stdout, stderr, logger)
 }
 
@@ -158,8 +158,25 @@ func (c *chaosConfig) validate() error {
 	return nil
 }
 
+// secrets returns every secret value the run was given: the API key, the
+// password of --target's URL, and what --target-cmd and the environment
+// carry (faults.CommandSecrets).
+func (c chaosConfig) secrets() []string {
+	out := faults.CommandSecrets(c.targetCmd, os.Environ())
+	if c.apiKey != "" {
+		out = append(out, c.apiKey)
+	}
+	if u, err := url.Parse(c.target); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		}
+	}
+	return out
+}
+
 // chaosRun is what a chaos run writes to chaos.json in its directory: enough
-// to re-check it offline and to replay it.
+// to re-check it offline and to replay it. It holds no secret: Command and
+// every text from the target process are redacted before it is written.
 type chaosRun struct {
 	Seed        uint64             `json:"seed"`
 	Command     string             `json:"command"`
@@ -183,17 +200,20 @@ type chaosRun struct {
 	Coverage []faults.Coverage `json:"coverage"`
 }
 
+// command is the line that replays the run, with no secret: the API key is
+// $API_KEY, and --target-cmd is redacted (faults.Redactor.Command).
 func (c chaosConfig) command() string {
 	parts := []string{"idscheck chaos", "--seed", fmt.Sprint(c.seed), "--duration", c.duration.String(),
 		"--workers", fmt.Sprint(c.workers), "--faults", c.faults, "--time-scale", fmt.Sprint(c.timeScale)}
 	if c.stormMax != 100 {
 		parts = append(parts, "--storm-max", fmt.Sprint(c.stormMax))
 	}
+	red := faults.NewRedactor(c.secrets()...)
 	if c.target != "" {
-		parts = append(parts, "--target", c.target, "--api-key", "$API_KEY")
+		parts = append(parts, "--target", red.String(c.target), "--api-key", "$API_KEY")
 	}
 	if c.targetCmd != "" {
-		parts = append(parts, "--target-cmd", chaosShellQuote(c.targetCmd))
+		parts = append(parts, "--target-cmd", chaosShellQuote(red.Command(c.targetCmd)))
 	}
 	if c.mutant != "" {
 		parts = append(parts, "--mutant", c.mutant)
@@ -204,12 +224,20 @@ func (c chaosConfig) command() string {
 func chaosShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logger *slog.Logger) int {
+	// Nothing the run prints carries a secret: the terminal gets the same
+	// redaction as the files.
+	red := faults.NewRedactor(c.secrets()...)
+	secrets := newSecretList(red.Secrets())
+	stdout, stderr = redactingWriter(stdout, secrets), redactingWriter(stderr, secrets)
+	if c.verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	faults.SilenceToxiproxy()
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: run directory: %v\n", err)
 		return exitUsage
 	}
-	tgt, err := startChaosTarget(ctx, c, logger)
+	tgt, err := startChaosTarget(ctx, c, red, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		if errors.Is(err, errUnreachable) {
@@ -248,7 +276,7 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	usable, unavailable := faults.Usable(selected)
 	why := map[string]string{}
 	for name, err := range unavailable {
-		why[name] = err.Error()
+		why[name] = red.String(err.Error())
 	}
 	for _, tok := range unmatched {
 		why[tok] = unmatchedReason(tok, tgt)
@@ -294,11 +322,12 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 		Coverage:  faults.Cover(append(requested, unmatched...), why, res.Schedule, res.Timeline),
 		Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
 		Series: res.Series, Options: opts}
+	redactChaosRun(&run, red)
 	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
-	return finishChaos(c.out, run, res.History, res.Ledger, stdout, stderr)
+	return finishChaos(c.out, run, res.History, res.Ledger, red, stdout, stderr)
 }
 
 // unmatchedReason says why a requested token selects no fault here.
@@ -360,12 +389,38 @@ func bundledFailpointTriggers(tgt *chaosTarget) map[string]func(context.Context)
 	}
 }
 
+// redactChaosRun removes every secret from what chaos.json holds: the
+// target's description, the reasons a fault was not available, the errors
+// and parameters of injections (a restart error quotes the command and the
+// target's output).
+func redactChaosRun(run *chaosRun, red *faults.Redactor) {
+	run.Target = red.String(run.Target)
+	run.Command = red.String(run.Command)
+	for k, v := range run.Unavailable {
+		run.Unavailable[k] = red.String(v)
+	}
+	for i := range run.Coverage {
+		run.Coverage[i].Reason = red.String(run.Coverage[i].Reason)
+	}
+	for i := range run.Timeline {
+		in := &run.Timeline[i]
+		in.Err = red.String(in.Err)
+		if in.Params != nil {
+			p := make(map[string]string, len(in.Params))
+			for k, v := range in.Params {
+				p[k] = red.String(v)
+			}
+			in.Params = p
+		}
+	}
+}
+
 // finishChaos checks the recorded run, writes check.json, the linearization
 // view of failing partitions and the reports, prints the summary with every
 // requested fault, and returns the exit code. It is checkChaosDir with the
 // run's fault coverage in the verdict: a requested fault never injected
 // makes a run whose histories pass UNKNOWN (exit 4), never PASS.
-func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, stdout, stderr io.Writer) int {
+func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, red *faults.Redactor, stdout, stderr io.Writer) int {
 	rep := checker.Check(h, l, run.Options)
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
@@ -401,6 +456,7 @@ func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, 
 		}
 	}
 	r := chaosResult(run, rep, chaosViews(dir))
+	r.Redact = red.Secrets()
 	if err := reports.WriteAll(dir, r); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 	} else {
@@ -497,12 +553,13 @@ func (t *chaosTarget) close() {
 	}
 }
 
-func startChaosTarget(ctx context.Context, c chaosConfig, logger *slog.Logger) (*chaosTarget, error) {
+func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	switch {
 	case c.target != "" && c.targetCmd != "":
-		p, err := faults.StartProcess(ctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger)
+		p, err := faults.StartProcess(ctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
+			faults.WithSecrets(red.Secrets()...))
 		if err != nil {
-			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s: %v", errUnreachable, c.target, err)
+			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s: %v", errUnreachable, red.String(c.target), err)
 		}
 		return &chaosTarget{url: c.target, apiKey: c.apiKey, process: p}, nil
 	case c.target != "":
@@ -538,7 +595,7 @@ func startChaosTarget(ctx context.Context, c chaosConfig, logger *slog.Logger) (
 	admin := chaosRandomHex(16)
 	env := []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin, faults.FailpointsHTTPEnv(fpAddr)}
 	url := "http://" + addr
-	p, err := faults.StartProcess(ctx, cmd, env, url+"/health", logger)
+	p, err := faults.StartProcess(ctx, cmd, env, url+"/health", logger, faults.WithSecrets(red.Secrets()...))
 	if err != nil {
 		return nil, fmt.Errorf("bundled server did not start: %w", err)
 	}

@@ -1,0 +1,41 @@
+package faults
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestCommandSecretsAndRedaction(t *testing.T) {
+	cmd := `BUS_SECRET=s3cr3t-value BUS_ADMIN_SECRET='adm in-pw' PORT=8080 DB_PASSWORD="p@ss word" ./server --api-key=k3yk3y --token tok-tok-1 --addr 127.0.0.1:8080 --key $API_KEY`
+	got := CommandSecrets(cmd, []string{"HOME=/home/x", "MY_TOKEN=envtok-123", "SHORT_KEY=abc"})
+	want := []string{"s3cr3t-value", "adm in-pw", "p@ss word", "k3yk3y", "tok-tok-1", "envtok-123"}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("CommandSecrets lacks %q: %q", w, got)
+		}
+	}
+	if slices.Contains(got, "8080") || slices.Contains(got, "abc") || slices.Contains(got, "/home/x") || slices.Contains(got, "$API_KEY") {
+		t.Errorf("CommandSecrets holds a non-secret: %q", got)
+	}
+	r := NewRedactor(append(got, "the-api-key")...)
+	shown := r.Command(cmd + " --verbose the-api-key")
+	for _, s := range []string{"s3cr3t-value", "adm in-pw", "p@ss word", "k3yk3y", "tok-tok-1", "the-api-key"} {
+		if strings.Contains(shown, s) {
+			t.Errorf("redacted command still holds %q: %s", s, shown)
+		}
+	}
+	for _, keep := range []string{`BUS_SECRET="$BUS_SECRET"`, `DB_PASSWORD="$DB_PASSWORD"`, "PORT=8080", "--addr 127.0.0.1:8080", "./server", "--api-key=REDACTED", "--key $API_KEY"} {
+		if !strings.Contains(shown, keep) {
+			t.Errorf("redacted command lacks %q: %s", keep, shown)
+		}
+	}
+	t.Logf("shown: %s", shown)
+	if s := r.String("log: tok-tok-1 and envtok-123"); s != "log: REDACTED and REDACTED" {
+		t.Errorf("String = %q", s)
+	}
+	var nilR *Redactor
+	if nilR.String("x") != "x" || nilR.Secrets() != nil {
+		t.Error("a nil Redactor must replace nothing")
+	}
+}
