@@ -28,8 +28,12 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "serve" {
+	switch os.Getenv(helperEnv) {
+	case "serve":
 		helperServe(os.Getenv(helperAddrEnv))
+		return
+	case "harness":
+		helperHarness()
 		return
 	}
 	SilenceToxiproxy()
@@ -58,6 +62,32 @@ func helperServe(addr string) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(2)
 	}
+}
+
+// Environment of the harness helper: the command it starts and the health
+// URL it waits for.
+const (
+	helperCmdEnv    = "FAULTS_TEST_CMD"
+	helperHealthEnv = "FAULTS_TEST_HEALTH"
+)
+
+// helperHarness is a harness as a child process: it starts the command of
+// helperCmdEnv as a managed Process (the command's own environment makes it
+// a helper server), prints "started PID", and waits to be killed (bounded:
+// it exits by itself after a minute).
+func helperHarness() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env := []string{helperEnv + "=serve", helperAddrEnv + "=" + os.Getenv(helperAddrEnv)}
+	p, err := StartProcess(ctx, os.Getenv(helperCmdEnv), env, os.Getenv(helperHealthEnv), nil)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(3)
+	}
+	fmt.Println("started", p.PID())
+	<-ctx.Done()
+	p.Stop()
+	os.Exit(4)
 }
 
 // shellQuote quotes s for sh -c.

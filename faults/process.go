@@ -41,6 +41,16 @@ var ErrProcessExited = errors.New("process exited")
 // discarded except for a tail kept for error messages. A Process is safe for
 // concurrent use; Kill, Restart and Stop are serialised.
 //
+// No orphan: the group dies with the harness, however the harness ends
+// (SIGKILL included). The shell gets Pdeathsig=SIGKILL, and beside the
+// command the group holds a lifeline, a shell blocked reading a pipe whose
+// other end only the harness holds: when the harness dies the kernel closes
+// that end, the read returns and the lifeline SIGKILLs its whole group: the
+// command's own children too, which Pdeathsig alone would leave behind (sh
+// does not exec the last command of `a; b` or `a & wait`). The harness also
+// closes its end once the shell is reaped, so a command that exits and leaves
+// children behind in its group does not leave them running.
+//
 // No secret in what it prints: the command line shown in logs and errors is
 // redacted (Redactor.Command) of the secrets it carries (CommandSecrets of
 // the command, of env and of this process's environment) and of those given
@@ -144,11 +154,29 @@ func StartProcess(ctx context.Context, cmdline string, env []string, healthURL s
 	return p, nil
 }
 
+// lifelineScript runs as `sh -c lifelineScript sh CMDLINE` with the read end
+// of the lifeline pipe as fd 3: it forks the lifeline (blocked reading fd 3,
+// its output and input away from the command's, deaf to the SIGTERM of Stop
+// so that it outlives the command), then replaces itself with `sh -c
+// CMDLINE` without fd 3, so the command runs as the group leader under the
+// pid the harness knows. When the read returns (the harness's end of the pipe
+// closed: the harness died, or reaped the command), `kill -9 0` ends the
+// whole group, the lifeline last.
+const lifelineScript = `{ trap '' TERM INT HUP; read x <&3; kill -9 0; } </dev/null >/dev/null 2>&1 & exec /bin/sh -c "$1" 3<&-`
+
 // start starts the process and waits for health; p.mu is held.
 func (p *Process) start(ctx context.Context) error {
-	cmd := exec.Command("/bin/sh", "-c", p.cmdline)
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("process: lifeline: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", lifelineScript, "sh", p.cmdline)
 	cmd.Env = append(os.Environ(), p.env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.ExtraFiles = []*os.File{lifeR} // fd 3 in the child
+	// Its own group (the harness kills the group), and SIGKILL when the
+	// harness dies (Linux: when the thread that started it ends; Go does not
+	// end threads it did not lock).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Dir = p.dir
 	tail := &tailBuffer{max: tailSize}
 	var out io.Writer = tail
@@ -158,7 +186,10 @@ func (p *Process) start(ctx context.Context) error {
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.WaitDelay = time.Second // do not hang on grandchildren holding the pipes
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	lifeR.Close() // the child holds it now
+	if err != nil {
+		lifeW.Close()
 		return fmt.Errorf("process: start %q: %w", p.display, p.redactErr(err))
 	}
 	exited, status := make(chan struct{}), &exitStatus{}
@@ -168,6 +199,8 @@ func (p *Process) start(ctx context.Context) error {
 	go func() {
 		// Takes only exitMu: Kill and start wait on exited while holding p.mu.
 		err := cmd.Wait()
+		// The shell is gone: the lifeline ends whatever it left in its group.
+		lifeW.Close()
 		p.exitMu.Lock()
 		status.err = err
 		cause := status.cause

@@ -1,10 +1,14 @@
 package faults
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,6 +152,111 @@ func TestCrashKillsAndRestarts(t *testing.T) {
 	}
 	if err := (&Crash{}).Available(); !errors.Is(err, ErrNotAvailable) {
 		t.Errorf("Crash without a process: Available() = %v, want ErrNotAvailable", err)
+	}
+}
+
+// gone reports whether pid has ended: no such process, or a zombie waiting
+// for a parent that is not this test to reap it.
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// waitGone polls, up to d, until every pid has ended; it returns those still
+// running.
+func waitGone(d time.Duration, pids ...int) []int {
+	deadline := time.Now().Add(d)
+	for {
+		var alive []int
+		for _, pid := range pids {
+			if !gone(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		if len(alive) == 0 || time.Now().After(deadline) {
+			return alive
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestProcessDiesWithItsHarness: a harness (a real child process) that
+// starts a target and is then SIGKILLed leaves nothing of the target behind,
+// not even a grandchild that sh forked (`server & wait` does not exec it).
+func TestProcessDiesWithItsHarness(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "server.pid")
+	target := helperCmd(t) + " & echo $! > " + shellQuote(pidFile) + "; wait"
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	harness := exec.CommandContext(ctx, exe)
+	harness.Env = append(os.Environ(), helperEnv+"=harness", helperCmdEnv+"="+target,
+		helperHealthEnv+"=http://"+addr+"/", helperAddrEnv+"="+addr)
+	out, err := harness.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Stderr = os.Stderr
+	if err := harness.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var shPID, serverPID int
+	t.Cleanup(func() {
+		// Whatever the outcome, leave nothing running.
+		harness.Process.Kill()
+		for _, pid := range []int{shPID, serverPID} {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		b, _ := bufio.NewReader(out).ReadString('\n')
+		line <- strings.TrimSpace(b)
+	}()
+	select {
+	case l := <-line:
+		if _, err := fmt.Sscanf(l, "started %d", &shPID); err != nil {
+			t.Fatalf("harness said %q", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the harness did not start its target within 20 s")
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serverPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+		t.Fatal(err)
+	}
+	if gone(shPID) || gone(serverPID) {
+		t.Fatalf("target not running before the kill: sh %d, server %d", shPID, serverPID)
+	}
+	if err := harness.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	harness.Wait()
+	if alive := waitGone(10*time.Second, shPID, serverPID); len(alive) > 0 {
+		t.Fatalf("10 s after the harness was SIGKILLed, still running: %v (sh %d, server %d)", alive, shPID, serverPID)
+	}
+	if _, err := get(ctx, "http://"+addr+"/", time.Second); err == nil {
+		t.Error("the target still answers")
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -400,6 +402,83 @@ func TestChaosKeepsSecretsOut(t *testing.T) {
 		t.Errorf("-v logged no process start (the check above would prove nothing):\n%s", stderr)
 	}
 	t.Logf("%d files and the terminal checked; replay: %s", files, run.Command)
+}
+
+// TestChaosSIGKILLedLeavesNoTarget: a chaos harness (a real child process)
+// SIGKILLed in the middle of a run leaves no process of --target-cmd behind,
+// not even the server that the command's shell forked.
+func TestChaosSIGKILLedLeavesNoTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real chaos run: skipped in -short")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := faults.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	pidFile := filepath.Join(tmp, "server.pid")
+	// sh forks the server and waits: Pdeathsig on sh alone would orphan it.
+	targetCmd := "BUS_SECRET=sigkill-test-key BUS_ADMIN_SECRET=sigkill-test-admin " + chaosShellQuote(exe) + " serve --addr " + addr +
+		" --db " + chaosShellQuote(filepath.Join(tmp, "target.db")) + " --time-scale 60 & echo $! > " + chaosShellQuote(pidFile) + "; wait"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	harness := exec.CommandContext(ctx, exe, "chaos", "--target", "http://"+addr, "--target-cmd", targetCmd,
+		"--api-key", "sigkill-test-key", "--duration", "60s", "--workers", "4", "--faults", "latency", "--out", filepath.Join(tmp, "run"))
+	harness.Env = append(os.Environ(), testBinaryIsCLI+"=1")
+	if err := harness.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serverPID := 0
+	t.Cleanup(func() {
+		harness.Process.Kill()
+		if serverPID > 0 {
+			syscall.Kill(serverPID, syscall.SIGKILL) // whatever the outcome, nothing left running
+		}
+	})
+	// Bounded: the target is up and has written its pid.
+	deadline := time.Now().Add(30 * time.Second)
+	for serverPID == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the target did not start within 30 s")
+		}
+		if b, err := os.ReadFile(pidFile); err == nil {
+			serverPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := chaosWaitHealthy(ctx, "http://"+addr, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	harness.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for !processGone(serverPID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the harness was SIGKILLed its target (pid %d) still runs", serverPID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processGone reports whether pid has ended: no such process, or a zombie
+// (its reaping is up to its new parent, not to this test).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
 // TestChaosFaultsFlag: --faults accepts the names of the one list and the
