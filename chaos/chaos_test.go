@@ -2,13 +2,19 @@ package chaos_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/pingcap/failpoint"
 
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
@@ -111,6 +117,13 @@ func TestMutantsAreCaught(t *testing.T) {
 				BaseURL: url, APIKey: key, Seed: 7, Duration: 3 * time.Second, Workers: 12,
 				Lease: time.Minute / timeScale,
 			}
+			if tc.mutant == sut.MutantIdemCheckRacy {
+				// Its race shows only when two duplicates interleave between
+				// the lookup and the write; the failpoint holds the first
+				// until the second has looked up too: every storm gets
+				// through, at every run, whatever the machine's load.
+				enableFailpoint(t, sut.FailpointIdemRacyWindow, `return("barrier")`)
+			}
 			if tc.storms {
 				// The workload replaces the storm with its own publish storms.
 				cfg.Faults = []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 50, Do: func(context.Context, int) {}}}
@@ -120,6 +133,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			_, rep := run(t, cfg)
 			for _, k := range tc.want {
 				if rep.Counts[k] > 0 {
+					t.Logf("caught: %v", rep.Counts)
 					return
 				}
 			}
@@ -139,6 +153,65 @@ func TestSameSeedSameSchedule(t *testing.T) {
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("step %d differs: %v vs %v", i, a[i], b[i])
+		}
+	}
+}
+
+// enableFailpoint arms a failpoint of the in-process server for the test.
+func enableFailpoint(t *testing.T, path, term string) {
+	t.Helper()
+	if err := failpoint.Enable(path, term); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Disable(path) })
+}
+
+// TestIdemRacyWindowLetsEveryDuplicateThrough: with the failpoint, two
+// concurrent publishes of one key to the idem-check-racy mutant always create
+// two intents (the mutant's bug, shown deterministically), and the clean
+// server, which has no such window, still creates one.
+func TestIdemRacyWindowLetsEveryDuplicateThrough(t *testing.T) {
+	enableFailpoint(t, sut.FailpointIdemRacyWindow, `return("barrier")`)
+	for _, tc := range []struct {
+		mutant string
+		want   int // distinct intent ids answered
+	}{{sut.MutantIdemCheckRacy, 2}, {"", 1}} {
+		url, key := bundled(t, tc.mutant)
+		for round := range 5 {
+			ids := make([]string, 2)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range ids {
+				wg.Go(func() {
+					<-start
+					body := fmt.Sprintf(`{"goal":"racy","payload":{"round":%d}}`, round)
+					req, _ := http.NewRequest(http.MethodPost, url+"/intent", strings.NewReader(body))
+					req.Header.Set("X-API-KEY", key)
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("racy-%s-%d", tc.mutant, round))
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer resp.Body.Close()
+					var r struct{ ID string }
+					json.NewDecoder(resp.Body).Decode(&r)
+					ids[i] = r.ID
+				})
+			}
+			close(start)
+			wg.Wait()
+			distinct := map[string]bool{}
+			for _, id := range ids {
+				if id == "" {
+					t.Fatalf("mutant %q round %d: a publish got no id: %v", tc.mutant, round, ids)
+				}
+				distinct[id] = true
+			}
+			if len(distinct) != tc.want {
+				t.Fatalf("mutant %q round %d: %d intents for one key %v, want %d", tc.mutant, round, len(distinct), ids, tc.want)
+			}
 		}
 	}
 }

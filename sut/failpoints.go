@@ -1,8 +1,11 @@
 package sut
 
 import (
+	"context"
 	"errors"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/pingcap/failpoint"
 )
@@ -26,7 +29,61 @@ const (
 	FailpointInsideCleanup = "github.com/idscheck/idscheck/sut/inside-cleanup"
 )
 
-// Failpoints lists the names above.
+// FailpointIdemRacyWindow widens the race of the idem-check-racy mutant, and
+// is evaluated nowhere else: after that mutant's idempotency lookup found
+// nothing, before its write. Enabled with `return("barrier")`, a request
+// waits there (at most idemBarrierWait) for a second request with the same
+// API key and Idempotency-Key to have found nothing too, then both go on
+// and both write: a concurrent duplicate always gets through, where without
+// it the race shows only when the scheduler happens to interleave the two.
+// Tests enable it so that the mutant is caught at every run. It crashes
+// nothing, so it is not one of Failpoints (the chaos command's crash points).
+const FailpointIdemRacyWindow = "github.com/idscheck/idscheck/sut/idem-racy-window"
+
+// idemBarrierWait bounds the wait at FailpointIdemRacyWindow for a second
+// duplicate: a publish with no concurrent duplicate is delayed this much.
+const idemBarrierWait = 300 * time.Millisecond
+
+// idemBarrier pairs the requests waiting at FailpointIdemRacyWindow, by API
+// key and Idempotency-Key.
+var idemBarrier = struct {
+	sync.Mutex
+	waiting map[string]chan struct{}
+}{waiting: map[string]chan struct{}{}}
+
+// failpointIdemRacyWindow is FailpointIdemRacyWindow: when enabled, the first
+// request of a key waits (bounded by idemBarrierWait and ctx) until a second
+// one arrives; the second releases it and goes on at once.
+func failpointIdemRacyWindow(ctx context.Context, apiKey, idemKey string) {
+	if evalFailpoint(FailpointIdemRacyWindow) != "barrier" {
+		return
+	}
+	k := apiKey + "\x00" + idemKey
+	idemBarrier.Lock()
+	if first, ok := idemBarrier.waiting[k]; ok {
+		delete(idemBarrier.waiting, k)
+		idemBarrier.Unlock()
+		close(first)
+		return
+	}
+	me := make(chan struct{})
+	idemBarrier.waiting[k] = me
+	idemBarrier.Unlock()
+	t := time.NewTimer(idemBarrierWait)
+	defer t.Stop()
+	select {
+	case <-me:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	idemBarrier.Lock()
+	if idemBarrier.waiting[k] == me {
+		delete(idemBarrier.waiting, k)
+	}
+	idemBarrier.Unlock()
+}
+
+// Failpoints lists the crash points above (not FailpointIdemRacyWindow).
 func Failpoints() []string {
 	return []string{FailpointAfterCommitBeforeReply, FailpointAfterClaimBeforeResponse, FailpointInsideCleanup}
 }

@@ -454,6 +454,9 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 		if err := s.st.rGetIdem.QueryRowContext(q.r.Context(), q.apiKey, idemKey).Scan(&h, &st, &resp); err == nil {
 			return s.answerIdem(w, hash, h, st, resp)
 		}
+		if s.mutant == MutantIdemCheckRacy {
+			failpointIdemRacyWindow(q.r.Context(), q.apiKey, idemKey) // the mutant's window, widened in tests
+		}
 	}
 	id := newIntentID()
 	now := s.nowF()
