@@ -146,6 +146,7 @@ type workload struct {
 	effects  []checker.Effect
 	acked    map[string]string // idempotency key → intent id of an acknowledged publish
 	dropped  int               // operations not recorded past MaxOps
+	recorded atomic.Int64      // operations recorded or dropped: the load stops at MaxOps
 	unknown  atomic.Int64
 	executed atomic.Int64
 	finished atomic.Int64 // fulfils and fails answered 200: the backlog shrinks by them
@@ -179,6 +180,7 @@ func (w *workload) now() int64 { return int64(time.Since(w.start)) }
 
 // record appends op to the history, up to MaxOps.
 func (w *workload) record(op checker.Operation) {
+	w.recorded.Add(1)
 	if op.Outcome == verdict.OutcomeUnknown {
 		w.unknown.Add(1)
 	}
@@ -190,6 +192,10 @@ func (w *workload) record(op checker.Operation) {
 	}
 	w.mu.Unlock()
 }
+
+// full reports that MaxOps operations were recorded: every load loop stops
+// there, so a run is bounded in count as well as in time (its contexts).
+func (w *workload) full() bool { return w.recorded.Load() >= int64(w.cfg.MaxOps) }
 
 func (w *workload) effect(e checker.Effect) {
 	w.executed.Add(1)

@@ -215,3 +215,32 @@ func TestIdemRacyWindowLetsEveryDuplicateThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadIsBoundedInCount: the workload stops at MaxOps operations, before
+// its time is up, and the run says it did not drain (what is still open is
+// pending, not lost).
+func TestLoadIsBoundedInCount(t *testing.T) {
+	url, key := bundled(t, "")
+	const maxOps = 300
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := chaos.Run(ctx, chaos.Config{BaseURL: url, APIKey: key, Seed: 3, Duration: 2 * time.Second, Workers: 8,
+		Lease: time.Minute / timeScale, MaxOps: maxOps})
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the run took %s", took)
+	}
+	// The loops stop at the bound; operations in flight then, and the final
+	// status reads, are the only ones past it (recorded up to MaxOps, the
+	// rest dropped and reported).
+	if n := len(res.History.Ops); n > maxOps {
+		t.Errorf("%d operations recorded, bound %d", n, maxOps)
+	}
+	if res.Drained {
+		t.Error("a run cut by its bound says it drained")
+	}
+	if err != nil && !strings.Contains(err.Error(), "not recorded past the bound") {
+		t.Errorf("chaos.Run: %v", err)
+	}
+	t.Logf("%d operations recorded; %v", len(res.History.Ops), err)
+}

@@ -103,7 +103,7 @@ func (w *workload) publish(ctx context.Context, clientID int, key string, body [
 // client's side), and now and then reusing a key with another body, which
 // the target must refuse.
 func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
-	for n := 0; ctx.Err() == nil; n++ {
+	for n := 0; ctx.Err() == nil && !w.full(); n++ {
 		// Publish no faster than the workers finish: a backlog that the
 		// drain cannot clear would leave work unjudged.
 		for ctx.Err() == nil && w.backlog() > int64(backlogPerWorker*w.cfg.Workers) {
@@ -151,16 +151,18 @@ type claimed struct {
 // worker claims and works intents until the drain ends: during the fault
 // phase (loadCtx) it fulfils most, fails some, extends some and stalls past
 // its lease on some; after it, it only fulfils, and stops once it has found
-// nothing to claim for a while.
+// nothing to claim for a while (then it counts in idle: the run drained).
+// It also stops, not idle, at the drain's end and at the bound of MaxOps.
 func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.Rand, idle *atomic.Int64) {
+	ranOut := false
 	defer func() {
-		if drainCtx.Err() == nil {
+		if ranOut && drainCtx.Err() == nil {
 			idle.Add(1)
 		}
 	}()
 	name := fmt.Sprintf("w%d", id)
 	var emptySince time.Time
-	for drainCtx.Err() == nil {
+	for drainCtx.Err() == nil && !w.full() {
 		draining := loadCtx.Err() != nil
 		c, status := w.claim(drainCtx, id, name)
 		if c == nil {
@@ -170,6 +172,7 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 				}
 				// Nothing left: wait out leases and backoffs once, then stop.
 				if time.Since(emptySince) > w.idleWait() {
+					ranOut = true
 					return
 				}
 			}
