@@ -434,12 +434,26 @@ func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, 
 			fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		}
 	}
+	printChaosOutcome(stdout, run, rep, dir)
+	r := chaosResult(run, rep, chaosViews(dir))
+	r.Redact = red.Secrets()
+	if err := reports.WriteAll(dir, r); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+	} else {
+		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
+	}
+	return r.ExitCode
+}
+
+// printChaosOutcome prints what the checker found and, for every requested
+// fault, its injections: histories that pass are not a run that passes
+// when a requested fault was never injected (UNKNOWN).
+func printChaosOutcome(stdout io.Writer, run chaosRun, rep checker.Report, dir string) {
 	missing := faults.Missing(run.Coverage)
 	var sum bytes.Buffer
 	printChaosReport(&sum, run, rep, dir)
 	text := sum.String()
 	if len(missing) > 0 {
-		// The histories passing is not the run passing.
 		text = strings.Replace(text, "no anomaly: "+string(verdict.Pass)+"\n",
 			"no anomaly in the histories, but not every requested fault was injected: "+string(verdict.Unknown)+"\n", 1)
 	}
@@ -455,14 +469,6 @@ func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, 
 			fmt.Fprintf(stdout, "replay: %s\n", run.Command)
 		}
 	}
-	r := chaosResult(run, rep, chaosViews(dir))
-	r.Redact = red.Secrets()
-	if err := reports.WriteAll(dir, r); err != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
-	} else {
-		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
-	}
-	return r.ExitCode
 }
 
 // printChaosCoverage prints every requested fault with its injections.

@@ -292,6 +292,12 @@ func TestChaosFaultNeverInjectedIsUnknown(t *testing.T) {
 	if !strings.Contains(string(junit), `name="chaos_verdict" value="UNKNOWN"`) {
 		t.Errorf("junit.xml does not carry the UNKNOWN verdict:\n%s", junit)
 	}
+	// Re-checked offline, the run is still undecided, never PASS.
+	var out, errb bytes.Buffer
+	if code := cli(t.Context(), []string{"check", dir}, &out, &errb); code != exitUndecided || strings.Contains(out.String(), "no anomaly: PASS") ||
+		!strings.Contains(out.String(), "requested faults never injected") {
+		t.Errorf("idscheck check: exit %d, want %d and the missing faults\n%s%s", code, exitUndecided, out.String(), errb.String())
+	}
 }
 
 // TestChaosTooShortForEveryFaultIsUnknown: a run too short to hold every

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"io/fs"
 	"os"
@@ -142,7 +141,7 @@ func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "idscheck check: %s: %v\n", viz, err)
 		}
 	}
-	printChaosReport(stdout, run, rep, dir)
+	printChaosOutcome(stdout, run, rep, dir)
 	doc := chaosResult(run, rep, chaosViews(dir)) // index.html with the chaos section (see report.go)
 	doc.Redact = o.Secrets
 	if err := reports.WriteAll(dir, doc); err != nil {
@@ -150,13 +149,9 @@ func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int
 	} else {
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
 	}
-	switch rep.Verdict() {
-	case verdict.Pass:
-		return exitOK
-	case verdict.Unknown:
-		return exitUndecided
-	}
-	return exitFailed
+	// The same exit as the run's: a requested fault never injected is
+	// UNKNOWN however clean the histories.
+	return doc.ExitCode
 }
 
 func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string) {
