@@ -30,21 +30,23 @@ import (
 
 // chaosConfig is what `idscheck chaos` was asked to do.
 type chaosConfig struct {
-	target    string
-	targetCmd string
-	apiKey    string
-	timeScale float64
-	duration  time.Duration
-	seed      uint64
-	workers   int
-	faults    string
-	stormMax  int
-	out       string
-	mutant    string
-	verbose   bool
+	tgt        targetFlags // the target description shared with run and check
+	targetArgs []string    // its part of the replay line
+	target     string
+	targetCmd  string
+	apiKey     string
+	timeScale  float64
+	duration   time.Duration
+	seed       uint64
+	workers    int
+	faults     string
+	stormMax   int
+	out        string
+	mutant     string
+	verbose    bool
 }
 
-const chaosSynopsis = `chaos [--target URL [--target-cmd CMD] --api-key K] [--duration 60s] [--seed N]
+const chaosSynopsis = `chaos [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s] [--seed N]
                 [--workers 40] [--faults net,storm,crash,failpoint] [--out DIR]
 
 Drives a seeded random Intent Protocol workload (publishers with idempotency keys,
@@ -77,10 +79,7 @@ Flags:`
 func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c chaosConfig
 	fs := newFlagSet("chaos", chaosSynopsis, stderr)
-	fs.StringVar(&c.target, "target", "", "base URL of the target; empty: the bundled reference server")
-	fs.StringVar(&c.targetCmd, "target-cmd", "", "shell command that starts the target (lets idscheck crash and restart it)")
-	fs.StringVar(&c.apiKey, "api-key", "", "API key (X-API-KEY) of the target; the bundled server gets its own")
-	fs.Float64Var(&c.timeScale, "time-scale", 60, "the target divides every protocol duration by this (the bundled server is started with it)")
+	c.tgt.register(fs) // --target-file, --target, --target-cmd, credentials, --time-scale (default 60 here)
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
@@ -91,6 +90,21 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
+	}
+	if err := c.tgt.load(fs, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
+	}
+	if err := c.tgt.validate(spec.ProfileIntent, true); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
+	}
+	c.target, c.targetCmd, c.apiKey = c.tgt.URL, c.tgt.TargetCmd, c.tgt.APIKey
+	c.timeScale = c.tgt.withDefaultTimeScale(60)
+	for _, a := range c.tgt.reproduceArgs(fs) {
+		if !strings.HasPrefix(a, "--target-cmd=") && !strings.HasPrefix(a, "--time-scale=") {
+			c.targetArgs = append(c.targetArgs, a) // the command and the time scale are written apart
+		}
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -163,6 +177,7 @@ func (c *chaosConfig) validate() error {
 // carry (faults.CommandSecrets).
 func (c chaosConfig) secrets() []string {
 	out := faults.CommandSecrets(c.targetCmd, os.Environ())
+	out = append(out, c.tgt.Secrets()...)
 	if c.apiKey != "" {
 		out = append(out, c.apiKey)
 	}
@@ -209,8 +224,10 @@ func (c chaosConfig) command() string {
 		parts = append(parts, "--storm-max", fmt.Sprint(c.stormMax))
 	}
 	red := faults.NewRedactor(c.secrets()...)
-	if c.target != "" {
-		parts = append(parts, "--target", red.String(c.target), "--api-key", "$API_KEY")
+	if len(c.targetArgs) > 0 {
+		parts = append(parts, c.targetArgs...)
+	} else if c.target != "" {
+		parts = append(parts, "--target", red.String(c.target), "--api-key", `"$IDSCHECK_API_KEY"`)
 	}
 	if c.targetCmd != "" {
 		parts = append(parts, "--target-cmd", chaosShellQuote(red.Command(c.targetCmd)))

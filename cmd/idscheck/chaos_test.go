@@ -396,7 +396,7 @@ func TestChaosKeepsSecretsOut(t *testing.T) {
 		}
 	}
 	// The command is kept, runnable where the variables are set.
-	for _, want := range []string{`BUS_SECRET="$BUS_SECRET"`, `BUS_ADMIN_SECRET="$BUS_ADMIN_SECRET"`, `DASHBOARD_PASSWORD="$DASHBOARD_PASSWORD"`, "--api-key $API_KEY"} {
+	for _, want := range []string{`BUS_SECRET="$BUS_SECRET"`, `BUS_ADMIN_SECRET="$BUS_ADMIN_SECRET"`, `DASHBOARD_PASSWORD="$DASHBOARD_PASSWORD"`, `--api-key="$IDSCHECK_API_KEY"`} {
 		if !strings.Contains(run.Command, want) {
 			t.Errorf("chaos.json command lacks %q: %s", want, run.Command)
 		}
@@ -509,5 +509,41 @@ func TestChaosFaultsFlag(t *testing.T) {
 		if !strings.Contains(stderr.String(), name) {
 			t.Errorf("chaos -h does not name the fault %s", name)
 		}
+	}
+}
+
+// TestChaosTakesTheTargetDescription: chaos takes the same target
+// description as run and check: every credential flag, and one target file
+// that all three accept.
+func TestChaosTakesTheTargetDescription(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real runs: skipped in -short")
+	}
+	url, key := startServeTarget(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--target", url, "--api-key", key, "--admin-token", "serve-target-admin",
+		"--metrics-token", "metrics-tok", "--duration", "2s", "--workers", "4", "--seed", "3", "--faults", "latency", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("every credential flag: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	t.Setenv("CHAOS_FILE_KEY", key)
+	file := writeFile(t, "target.json", `{"url": "`+url+`", "api_key_env": "CHAOS_FILE_KEY", "admin_token": "serve-target-admin", "time_scale": 60}`)
+	dir2 := filepath.Join(t.TempDir(), "run")
+	// Another seed: the workload's namespace comes from the seed, and this
+	// target still holds the first run's intents.
+	code, stdout, stderr = runChaosCLI(t, nil, "chaos", "--target-file", file, "--duration", "2s", "--workers", "4", "--seed", "4", "--faults", "latency", "--out", dir2)
+	if code != exitOK || strings.Contains(stdout+stderr, key) {
+		t.Fatalf("chaos --target-file: exit %d (want 0, and no key in the output)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if run := readChaosRun(t, dir2); !strings.Contains(run.Command, "--target-file=") || strings.Contains(run.Command, key) {
+		t.Errorf("the replay line does not name the target file, or carries the key: %s", run.Command)
+	}
+	var out, errb bytes.Buffer
+	if code := cli(t.Context(), []string{"check", dir2, "--target-file", file}, &out, &errb); code != exitOK {
+		t.Errorf("check --target-file: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	res := filepath.Join(t.TempDir(), "report")
+	if code, rout, rerr := runCLI(t, "--target-file", file, "--rules", "INTENT-7.1-*", "--out", res); code != exitOK {
+		t.Errorf("run --target-file: exit %d\n%s%s", code, rout, rerr)
 	}
 }
