@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pingcap/failpoint"
+
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/sut"
 )
@@ -103,6 +105,13 @@ func TestIntentProfileKillsMutants(t *testing.T) {
 			continue
 		}
 		t.Run(m.Name, func(t *testing.T) {
+			if m.Name == sut.MutantIdemCheckRacy {
+				// The race shows at every storm, not only under lucky timing.
+				if err := failpoint.Enable(sut.FailpointIdemRacyWindow, `return("barrier")`); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { failpoint.Disable(sut.FailpointIdemRacyWindow) })
+			}
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
 			cfg := sut.Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: "main-key", AdminSecret: "admin-secret",
