@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // MaxBody is the most of a response body the client reads; a hostile target
@@ -165,17 +165,17 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if len(req.Body) > 0 && hreq.Header.Get("Content-Type") == "" {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
-	if c.opt.APIKey != "" && !req.NoAPIKey && hreq.Header.Get(spec.HeaderAPIKey) == "" {
-		hreq.Header.Set(spec.HeaderAPIKey, c.opt.APIKey)
+	if c.opt.APIKey != "" && !req.NoAPIKey && hreq.Header.Get(intent.HeaderAPIKey) == "" {
+		hreq.Header.Set(intent.HeaderAPIKey, c.opt.APIKey)
 	}
 	if c.opt.Sign {
-		key := hreq.Header.Get(spec.HeaderAPIKey)
+		key := hreq.Header.Get(intent.HeaderAPIKey)
 		ts := strconv.FormatInt(c.opt.Now().Unix(), 10)
 		nonce := NewNonce()
-		cp, _ := spec.CanonicalPath(hreq.URL.EscapedPath(), hreq.URL.RawQuery)
-		hreq.Header.Set(spec.HeaderTimestamp, ts)
-		hreq.Header.Set(spec.HeaderNonce, nonce)
-		hreq.Header.Set(spec.HeaderSignature, spec.Sign(key, spec.SigningString(req.Method, cp, ts, nonce, req.Body)))
+		cp, _ := intent.CanonicalPath(hreq.URL.EscapedPath(), hreq.URL.RawQuery)
+		hreq.Header.Set(intent.HeaderTimestamp, ts)
+		hreq.Header.Set(intent.HeaderNonce, nonce)
+		hreq.Header.Set(intent.HeaderSignature, intent.Sign(key, intent.SigningString(req.Method, cp, ts, nonce, req.Body)))
 	}
 	ex := verdict.Exchange{
 		Client:     c.opt.Name,

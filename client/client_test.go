@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func newClient(t *testing.T, url string, rec *Recorder, f ...func(*Options)) *Client {
@@ -31,7 +31,7 @@ func newClient(t *testing.T, url string, rec *Recorder, f ...func(*Options)) *Cl
 func TestDoRecordsAnAnsweredExchange(t *testing.T) {
 	var gotKey, gotCT, gotBody, gotPath string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotKey, gotCT, gotPath = r.Header.Get(spec.HeaderAPIKey), r.Header.Get("Content-Type"), r.URL.RequestURI()
+		gotKey, gotCT, gotPath = r.Header.Get(intent.HeaderAPIKey), r.Header.Get("Content-Type"), r.URL.RequestURI()
 		b, _ := io.ReadAll(r.Body)
 		gotBody = string(b)
 		w.Header().Set("X-Intent-Version", "2.1")
@@ -169,20 +169,20 @@ func TestDoSignsAndOmitsTheKey(t *testing.T) {
 	if _, err := c.Do(t.Context(), Request{Method: "POST", Path: "/claim?namespace=a&goal=b", Body: []byte(`{"a": 1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if seen.Get(spec.HeaderTimestamp) != "1700000000" || len(seen.Get(spec.HeaderNonce)) != 32 {
-		t.Errorf("timestamp %q nonce %q", seen.Get(spec.HeaderTimestamp), seen.Get(spec.HeaderNonce))
+	if seen.Get(intent.HeaderTimestamp) != "1700000000" || len(seen.Get(intent.HeaderNonce)) != 32 {
+		t.Errorf("timestamp %q nonce %q", seen.Get(intent.HeaderTimestamp), seen.Get(intent.HeaderNonce))
 	}
-	cp, _ := spec.CanonicalPath("/claim", "namespace=a&goal=b")
-	msg := spec.SigningString("POST", cp, "1700000000", seen.Get(spec.HeaderNonce), seenBody)
-	if !spec.VerifySignature("key-1", msg, seen.Get(spec.HeaderSignature)) {
-		t.Errorf("signature %q does not verify", seen.Get(spec.HeaderSignature))
+	cp, _ := intent.CanonicalPath("/claim", "namespace=a&goal=b")
+	msg := intent.SigningString("POST", cp, "1700000000", seen.Get(intent.HeaderNonce), seenBody)
+	if !intent.VerifySignature("key-1", msg, seen.Get(intent.HeaderSignature)) {
+		t.Errorf("signature %q does not verify", seen.Get(intent.HeaderSignature))
 	}
 
 	if _, err := c.Do(t.Context(), Request{Method: "GET", Path: "/health", NoAPIKey: true}); err != nil {
 		t.Fatal(err)
 	}
-	if seen.Get(spec.HeaderAPIKey) != "" {
-		t.Errorf("NoAPIKey request sent key %q", seen.Get(spec.HeaderAPIKey))
+	if seen.Get(intent.HeaderAPIKey) != "" {
+		t.Errorf("NoAPIKey request sent key %q", seen.Get(intent.HeaderAPIKey))
 	}
 }
 
@@ -206,7 +206,7 @@ func TestNewAndDoRejectBadAddresses(t *testing.T) {
 
 func TestRecorderSinceAndWith(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, r.Header.Get(spec.HeaderAPIKey))
+		io.WriteString(w, r.Header.Get(intent.HeaderAPIKey))
 	}))
 	defer srv.Close()
 	rec := &Recorder{}

@@ -14,6 +14,7 @@ import (
 	messages "github.com/cucumber/messages/go/v21"
 
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // pickles parses a feature file into its scenarios, outlines expanded.
@@ -193,7 +194,7 @@ func TestIntentFeatureCoversTheCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, msg := range coverageProblems(pickles(t, src), spec.RulesFor(spec.ProfileIntent), "INTENT-", spec.IntentDecision) {
+	for _, msg := range coverageProblems(pickles(t, src), spec.RulesFor(spec.ProfileIntent), "INTENT-", intent.DecisionByID) {
 		t.Error(msg)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // ----------------------------------------------------------------- signing
@@ -33,7 +33,7 @@ var signFlaws = []string{
 }
 
 // signed sends a request signed by hand (§5.2) with the main key, with one
-// flaw or a given nonce. The canonical path is spec.CanonicalPath's binding.
+// flaw or a given nonce. The canonical path is intent.CanonicalPath's binding.
 func (w *intentWorld) signed(ctx context.Context, method, path string, doc *godog.DocString, flaw, nonce string) error {
 	p, err := w.expand(path)
 	if err != nil {
@@ -62,7 +62,7 @@ func (w *intentWorld) signed(ctx context.Context, method, path string, doc *godo
 	if flaw == "a signature over another path" {
 		signPath += "x"
 	}
-	cp, ok := spec.CanonicalPath(signPath, u.RawQuery)
+	cp, ok := intent.CanonicalPath(signPath, u.RawQuery)
 	if !ok {
 		return fmt.Errorf("signed request: no canonical path for %q", p)
 	}
@@ -75,7 +75,7 @@ func (w *intentWorld) signed(ctx context.Context, method, path string, doc *godo
 		now = now.Add(301 * time.Second)
 	}
 	ts := strconv.FormatInt(now.Unix(), 10)
-	msg := spec.SigningString(method, cp, ts, nonce, body)
+	msg := intent.SigningString(method, cp, ts, nonce, body)
 	if flaw == "the method signed in lower case" {
 		msg = []byte(strings.ToLower(method) + string(msg[len(method):]))
 	}
@@ -83,21 +83,21 @@ func (w *intentWorld) signed(ctx context.Context, method, path string, doc *godo
 	if flaw == "the signature of another key" {
 		signKey = key + "-other"
 	}
-	sig := spec.Sign(signKey, msg)
+	sig := intent.Sign(signKey, msg)
 	switch flaw {
 	case "a wrong signature":
-		sig = spec.Sign(signKey, append(msg, '!'))
+		sig = intent.Sign(signKey, append(msg, '!'))
 	case "an upper-case digest":
 		sig = strings.ToUpper(sig)
 	}
 	h := http.Header{}
-	h.Set(spec.HeaderAPIKey, key)
-	h.Set(spec.HeaderSignature, sig)
+	h.Set(intent.HeaderAPIKey, key)
+	h.Set(intent.HeaderSignature, sig)
 	if flaw != "no nonce" {
-		h.Set(spec.HeaderNonce, nonce)
+		h.Set(intent.HeaderNonce, nonce)
 	}
 	if flaw != "no timestamp" {
-		h.Set(spec.HeaderTimestamp, ts)
+		h.Set(intent.HeaderTimestamp, ts)
 	}
 	c, err := w.clientFor("I/hand-signed", key, false)
 	if err != nil {
@@ -188,10 +188,10 @@ func (w *intentWorld) securityHeaders() error {
 		return Mismatch("a response", "none")
 	}
 	var bad, want []string
-	for _, h := range spec.SecurityHeaders {
+	for _, h := range intent.SecurityHeaders {
 		want = append(want, h[0]+": "+h[1])
 	}
-	for _, h := range spec.SecurityHeaders {
+	for _, h := range intent.SecurityHeaders {
 		if got := w.last.Header.Get(h[0]); got != h[1] {
 			bad = append(bad, fmt.Sprintf("%s: %q", h[0], got))
 		}

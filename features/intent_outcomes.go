@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // statusOneOf checks the last status against a list such as "200, 201, 4xx":
@@ -188,7 +188,7 @@ func (w *intentWorld) signedBothWays(ctx context.Context, method, path string) e
 	if err != nil {
 		return fmt.Errorf("signed request: %w", err)
 	}
-	byValue, ok := spec.CanonicalPath(u.EscapedPath(), u.RawQuery)
+	byValue, ok := intent.CanonicalPath(u.EscapedPath(), u.RawQuery)
 	asSent, ok2 := canonicalAsSent(u.EscapedPath(), u.RawQuery)
 	if !ok || !ok2 {
 		return fmt.Errorf("signed request: no canonical path for %q", p)
@@ -223,10 +223,10 @@ func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical strin
 	nonce := client.NewNonce()
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	h := http.Header{}
-	h.Set(spec.HeaderAPIKey, key)
-	h.Set(spec.HeaderSignature, spec.Sign(key, spec.SigningString(method, canonical, ts, nonce, body)))
-	h.Set(spec.HeaderNonce, nonce)
-	h.Set(spec.HeaderTimestamp, ts)
+	h.Set(intent.HeaderAPIKey, key)
+	h.Set(intent.HeaderSignature, intent.Sign(key, intent.SigningString(method, canonical, ts, nonce, body)))
+	h.Set(intent.HeaderNonce, nonce)
+	h.Set(intent.HeaderTimestamp, ts)
 	c, err := w.clientFor("I/hand-signed", key, false)
 	if err != nil {
 		return nil, err
@@ -237,9 +237,9 @@ func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical strin
 // canonicalAsSent is CANONICAL_PATH under the as-sent reading of §5.2:
 // parameters sorted by key with a stable sort, so repeated ones keep the
 // order in which they were sent. The path and every key and value are
-// encoded as spec.CanonicalPath encodes them.
+// encoded as intent.CanonicalPath encodes them.
 func canonicalAsSent(escapedPath, rawQuery string) (string, bool) {
-	p, ok := spec.CanonicalPath(escapedPath, "")
+	p, ok := intent.CanonicalPath(escapedPath, "")
 	if !ok || rawQuery == "" {
 		return p, ok
 	}
@@ -262,7 +262,7 @@ func canonicalAsSent(escapedPath, rawQuery string) (string, bool) {
 	b.WriteString(p)
 	for i, x := range params {
 		b.WriteByte("?&"[min(i, 1)])
-		b.WriteString(spec.Escape(x.k) + "=" + spec.Escape(x.v))
+		b.WriteString(intent.Escape(x.k) + "=" + intent.Escape(x.v))
 	}
 	return b.String(), true
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cucumber/godog"
 
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // intentSteps registers the step definitions of features/intent.feature.
@@ -257,15 +257,15 @@ func (w *intentWorld) sendAdminCredential(ctx context.Context, actor, method, pa
 	key := w.env.Target.APIKey
 	switch {
 	case cred == "the API key as X-Admin-Token":
-		h.Set(spec.HeaderAdminToken, key)
+		h.Set(intent.HeaderAdminToken, key)
 	case cred == "the API key as Basic password":
 		h.Set("Authorization", basicAuth("admin", key))
-	case strings.HasPrefix(cred, spec.HeaderAdminToken):
+	case strings.HasPrefix(cred, intent.HeaderAdminToken):
 		v, err := w.expand(args[0][1])
 		if err != nil {
 			return err
 		}
-		h.Set(spec.HeaderAdminToken, v)
+		h.Set(intent.HeaderAdminToken, v)
 	default:
 		u, err1 := w.expand(args[0][1])
 		pw, err2 := w.expand(args[1][1])

@@ -17,6 +17,7 @@ import (
 	"github.com/pingcap/failpoint"
 
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
 )
 
@@ -79,7 +80,7 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 					t.Errorf("rule %s: %s: %s", r.RuleID, r.Verdict, r.Reason)
 				case r.Verdict == verdict.Reading:
 					// The bundled server follows every decision's first reading.
-					d, ok := spec.IntentDecision(r.Reading.Decision)
+					d, ok := intent.DecisionByID(r.Reading.Decision)
 					if !ok || r.Reading.Follows != d.Readings[0].Name {
 						t.Errorf("rule %s follows %+v, want the first reading of its decision", r.RuleID, r.Reading)
 					}

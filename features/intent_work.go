@@ -16,7 +16,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // ------------------------------------------------------------- publishing
@@ -108,7 +108,7 @@ func (w *intentWorld) publishIdem(ctx context.Context, actor, key string, doc *g
 	if err != nil {
 		return err
 	}
-	h := http.Header{spec.HeaderIdempotencyKey: {w.idemKey(key)}}
+	h := http.Header{intent.HeaderIdempotencyKey: {w.idemKey(key)}}
 	_, err = w.send(ctx, actor, http.MethodPost, "/intent", []byte(b), h)
 	return err
 }
@@ -124,7 +124,7 @@ func (w *intentWorld) publishIdemStorm(ctx context.Context, n int, key string, d
 		return err
 	}
 	h = h.Clone()
-	h.Set(spec.HeaderIdempotencyKey, w.idemKey(key))
+	h.Set(intent.HeaderIdempotencyKey, w.idemKey(key))
 	w.batch = make([]*client.Response, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -477,7 +477,7 @@ func (w *intentWorld) claimStorm(ctx context.Context, n int) error {
 		go func(i int) {
 			defer wg.Done()
 			hh := h.Clone()
-			hh.Set(spec.HeaderWorkerID, fmt.Sprintf("w%d-%s", i, w.ns))
+			hh.Set(intent.HeaderWorkerID, fmt.Sprintf("w%d-%s", i, w.ns))
 			<-start
 			r, err := c.Do(ctx, client.Request{Method: http.MethodPost, Path: "/claim?namespace=" + url.QueryEscape(w.ns), Header: hh})
 			if err != nil {

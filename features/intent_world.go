@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // intentWorld is the state of one scenario of features/intent.feature. A new
@@ -159,7 +159,7 @@ func (w *intentWorld) actor(name string) (*client.Client, http.Header, error) {
 		if w.env.Target.AdminToken == "" {
 			return nil, nil, NotApplicable("the target declares no admin token")
 		}
-		h.Set(spec.HeaderAdminToken, w.env.Target.AdminToken)
+		h.Set(intent.HeaderAdminToken, w.env.Target.AdminToken)
 		c, err := w.clientFor(actorAdmin, "", false)
 		return c, h, err
 	case actorDashboard:
@@ -174,7 +174,7 @@ func (w *intentWorld) actor(name string) (*client.Client, http.Header, error) {
 		case w.env.Target.MetricsToken != "":
 			h.Set("Authorization", "Bearer "+w.env.Target.MetricsToken)
 		case w.env.Target.AdminToken != "":
-			h.Set(spec.HeaderAdminToken, w.env.Target.AdminToken)
+			h.Set(intent.HeaderAdminToken, w.env.Target.AdminToken)
 		default:
 			return nil, nil, NotApplicable("the target declares neither a metrics token nor an admin token")
 		}

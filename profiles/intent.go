@@ -8,6 +8,7 @@ import (
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
 )
 
@@ -22,7 +23,7 @@ func Intent() Profile {
 		Name:              spec.ProfileIntent,
 		Title:             "Intent Protocol v2.1 (a leased job bus)",
 		Rules:             func() []spec.Rule { return spec.RulesFor(spec.ProfileIntent) },
-		Decisions:         spec.IntentDecisions,
+		Decisions:         intent.Decisions,
 		Suite:             &suite,
 		Bundled:           intentBundled,
 		AlternateReadings: sut.AlternateReadings,

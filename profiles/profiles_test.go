@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func TestRegistry(t *testing.T) {
@@ -11,7 +12,7 @@ func TestRegistry(t *testing.T) {
 	if !ok || p.Suite == nil || p.Bundled == nil || len(p.Rules()) == 0 || len(p.Mutants) == 0 {
 		t.Fatalf("intent profile incomplete: %+v", p)
 	}
-	if _, ok := p.Decision(spec.DecisionLeaseExpiry); !ok {
+	if _, ok := p.Decision(intent.DecisionLeaseExpiry); !ok {
 		t.Error("intent decisions missing")
 	}
 	for _, m := range p.Mutants {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
@@ -20,7 +21,7 @@ func fixtureRule(id, section string, level spec.Level) spec.Rule {
 // readingRule is a fixture rule whose check rests on a decision of the text.
 func readingRule(id, section string) spec.Rule {
 	r := fixtureRule(id, section, spec.Must)
-	r.Readings = []string{spec.DecisionLeaseExpiry}
+	r.Readings = []string{intent.DecisionLeaseExpiry}
 	return r
 }
 
@@ -71,7 +72,7 @@ func sampleResult() *Result {
 			{Rule: readingRule("INTENT-6.5-lease-expiry", "6.5"), Result: verdict.RuleResult{
 				RuleID: "INTENT-6.5-lease-expiry", Verdict: verdict.Reading, Reason: "claimable again 0.1s after its lease ended, with no backoff",
 				Scenarios: []string{"lease expiry"}, Duration: 2100 * time.Millisecond,
-				Reading:  &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"},
+				Reading:  &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate"},
 				Evidence: []verdict.Evidence{{Expected: "backoff: claimable 2s-4s after the lease ended; immediate: claimable at once", Observed: "claimed again 0.1s after the lease ended"}},
 			}},
 			{Rule: fixtureRule("INTENT-6.6-claim-order", "6.6", spec.Must), Result: verdict.RuleResult{

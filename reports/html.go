@@ -14,6 +14,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 //go:embed report.html.tmpl
@@ -119,7 +120,7 @@ type readingRow struct {
 // variable so that a profile whose decisions live elsewhere can supply
 // them; a decision it does not find is shown by its ID and reading names
 // alone.
-var LookupDecision func(id string) (spec.Decision, bool) = spec.IntentDecision
+var LookupDecision func(id string) (spec.Decision, bool) = intent.DecisionByID
 
 // verdictLabel is the verdict of rr as shown in a report cell: the verdict,
 // and for a READING the reading(s) the target follows.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -707,9 +708,9 @@ func ruleSection(t *testing.T, page, id string) string {
 // reading with its section and quote, the one the target follows marked, in
 // its section and in the summary table; a declared reading is marked too.
 func TestHTMLReading(t *testing.T) {
-	d, ok := spec.IntentDecision(spec.DecisionLeaseExpiry)
+	d, ok := intent.DecisionByID(intent.DecisionLeaseExpiry)
 	if !ok || len(d.Readings) < 2 {
-		t.Fatalf("decision %s with two readings is gone from the catalog", spec.DecisionLeaseExpiry)
+		t.Fatalf("decision %s with two readings is gone from the catalog", intent.DecisionLeaseExpiry)
 	}
 	const id = "INTENT-6.5-lease-expiry"
 	render := func(rr verdict.RuleResult) (page, section string) {

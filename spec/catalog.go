@@ -3,6 +3,7 @@ package spec
 import (
 	"embed"
 	"strings"
+	"sync"
 )
 
 // Seeds holds the five protocol texts, byte for byte as /work/shared/seeds
@@ -31,18 +32,31 @@ func NormalizeSpace(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// profileRules lists, in catalog order, the rule tables of every profile.
-// A profile's table is added here when its rules are written.
-var profileRules = []func() []Rule{
-	intentRules,
+// profileRules lists, in registration order, the rule tables of every
+// profile: each profile's package (spec/<profile>) registers its own when it
+// is imported, so the catalog holds the rules of every profile linked in.
+var (
+	profileRulesMu sync.Mutex
+	profileRules   []func() []Rule
+)
+
+// RegisterRules adds a profile's rule table to the catalog (from the init
+// of its spec/<profile> package).
+func RegisterRules(f func() []Rule) {
+	profileRulesMu.Lock()
+	defer profileRulesMu.Unlock()
+	profileRules = append(profileRules, f)
 }
 
 // Rules returns every rule of every profile in a stable order: by profile in
 // the order of profileRules, then in the order of the text. The slice is a
 // fresh copy; callers may change it.
 func Rules() []Rule {
+	profileRulesMu.Lock()
+	fs := profileRules
+	profileRulesMu.Unlock()
 	var all []Rule
-	for _, f := range profileRules {
+	for _, f := range fs {
 		all = append(all, f()...)
 	}
 	return all

@@ -24,6 +24,7 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -389,19 +390,19 @@ func bundledFailpointTriggers(tgt *chaosTarget) map[string]func(context.Context)
 	}
 	const ns = "chaos-failpoint-trigger"
 	publish := func(ctx context.Context) error {
-		return send(ctx, spec.PathIntent, http.Header{spec.HeaderAPIKey: {tgt.apiKey}},
+		return send(ctx, intent.PathIntent, http.Header{intent.HeaderAPIKey: {tgt.apiKey}},
 			`{"goal":"failpoint-trigger","payload":{},"namespace":"`+ns+`"}`)
 	}
 	return map[string]func(context.Context) error{
 		sut.FailpointInsideCleanup: func(ctx context.Context) error {
-			return send(ctx, spec.PathCleanup, http.Header{spec.HeaderAdminToken: {tgt.adminToken}}, "")
+			return send(ctx, intent.PathCleanup, http.Header{intent.HeaderAdminToken: {tgt.adminToken}}, "")
 		},
 		sut.FailpointAfterCommitBeforeReply: publish,
 		sut.FailpointAfterClaimBeforeResponse: func(ctx context.Context) error {
 			if err := publish(ctx); err != nil {
 				return err
 			}
-			return send(ctx, spec.PathClaim+"?namespace="+ns, http.Header{spec.HeaderAPIKey: {tgt.apiKey}, spec.HeaderWorkerID: {"failpoint-trigger"}}, "")
+			return send(ctx, intent.PathClaim+"?namespace="+ns, http.Header{intent.HeaderAPIKey: {tgt.apiKey}, intent.HeaderWorkerID: {"failpoint-trigger"}}, "")
 		},
 	}
 }

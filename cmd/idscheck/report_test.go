@@ -17,6 +17,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func runReportCmd(t *testing.T, args ...string) (int, string, string) {
@@ -245,9 +246,9 @@ func TestReportSummaryBlockedAndReading(t *testing.T) {
 		{RuleID: "R-PASS", Verdict: verdict.Pass},
 		{RuleID: "R-BLOCKED", Verdict: verdict.Blocked, BlockedBy: "R-FAIL", Reason: "no intent to claim"},
 		{RuleID: "R-READING", Verdict: verdict.Reading, Reason: "claimed at once",
-			Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}},
+			Reading: &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate"}},
 		{RuleID: "R-FAIL", Verdict: verdict.Fail, Reason: "requeued at once",
-			Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}},
+			Reading: &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}},
 	}
 	var rules []spec.Rule
 	for _, rr := range results {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func runRules(t *testing.T, args ...string) (int, string, string) {
@@ -104,9 +105,9 @@ func TestRulesJSON(t *testing.T) {
 // the table, and the decision follows with its rules and its readings' names
 // and quotes; --json carries the field and the readings.
 func TestRulesShowsReadings(t *testing.T) {
-	lease, ok := spec.IntentDecision(spec.DecisionLeaseExpiry)
+	lease, ok := intent.DecisionByID(intent.DecisionLeaseExpiry)
 	if !ok || len(lease.Readings) < 2 {
-		t.Fatalf("decision %s: %+v", spec.DecisionLeaseExpiry, lease)
+		t.Fatalf("decision %s: %+v", intent.DecisionLeaseExpiry, lease)
 	}
 	code, out, errs := runRules(t, "--profile", "intent", "--width", "0")
 	if code != exitOK {
@@ -181,13 +182,13 @@ func TestRulesShowsReadings(t *testing.T) {
 			continue
 		}
 		for i, d := range r.Decisions {
-			want, _ := spec.IntentDecision(r.Readings[i])
+			want, _ := intent.DecisionByID(r.Readings[i])
 			if d.ID != want.ID || d.Question != want.Question || !reflect.DeepEqual(d.Readings, want.Readings) {
 				t.Errorf("%s: decision %+v, want %+v", r.ID, d, want)
 			}
 		}
 		if r.ID == "INTENT-3.3-expiry-backoff" {
-			seen = len(r.Decisions) == 1 && r.Decisions[0].ID == spec.DecisionLeaseExpiry
+			seen = len(r.Decisions) == 1 && r.Decisions[0].ID == intent.DecisionLeaseExpiry
 		}
 	}
 	if !seen {

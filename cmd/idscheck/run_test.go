@@ -19,6 +19,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -312,7 +313,7 @@ func TestRunBundledServer(t *testing.T) {
 				case verdict.Pass:
 				case verdict.Reading:
 					// The bundled server follows the first reading of every decision.
-					d, ok := spec.IntentDecision(e.Result.Reading.Decision)
+					d, ok := intent.DecisionByID(e.Result.Reading.Decision)
 					if !ok || e.Result.Reading.Follows != d.Readings[0].Name {
 						t.Errorf("%s follows %+v, want the first reading", e.Rule.ID, e.Result.Reading)
 					}
@@ -448,9 +449,9 @@ func TestGateBlockedAndReading(t *testing.T) {
 	rules := []spec.Rule{{ID: "M", Level: spec.Must}, {ID: "M2", Level: spec.Must}, {ID: "M3", Level: spec.Must}, {ID: "S", Level: spec.Should}}
 	blocked := verdict.RuleResult{RuleID: "M2", Verdict: verdict.Blocked, BlockedBy: "M", Reason: "publish failed"}
 	reading := verdict.RuleResult{RuleID: "M3", Verdict: verdict.Reading,
-		Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate"}}
+		Reading: &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate"}}
 	declaredFail := verdict.RuleResult{RuleID: "M3", Verdict: verdict.Fail,
-		Reading: &verdict.ReadingChoice{Decision: spec.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}
+		Reading: &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}
 	rr := func(v ...verdict.RuleResult) []verdict.RuleResult { return v }
 	for _, tc := range []struct {
 		name     string

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
 )
 
@@ -24,11 +24,11 @@ func TestServeReadingsUsage(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unknown decision", []string{"--reading", "nope=x"}, []string{`unknown reading "nope"`, spec.DecisionLeaseExpiry, sut.ReadingBounds}},
-		{"unknown name", []string{"--reading", spec.DecisionExtend + "=later"}, []string{`unknown name "later"`, "from-now, added"}},
+		{"unknown decision", []string{"--reading", "nope=x"}, []string{`unknown reading "nope"`, intent.DecisionLeaseExpiry, sut.ReadingBounds}},
+		{"unknown name", []string{"--reading", intent.DecisionExtend + "=later"}, []string{`unknown name "later"`, "from-now, added"}},
 		{"unknown name after alternate", []string{"--readings", "alternate", "--reading", sut.ReadingAccess + "=410"}, []string{"403, 404"}},
-		{"decision without readings", []string{"--reading", spec.DecisionMaintenance + "=x"}, []string{"unknown reading"}},
-		{"no equals sign", []string{"--reading", spec.DecisionExtend}, []string{"want ID=NAME"}},
+		{"decision without readings", []string{"--reading", intent.DecisionMaintenance + "=x"}, []string{"unknown reading"}},
+		{"no equals sign", []string{"--reading", intent.DecisionExtend}, []string{"want ID=NAME"}},
 		{"bad base", []string{"--readings", "other"}, []string{"default or alternate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,12 +67,12 @@ func TestServeHelpListsReadings(t *testing.T) {
 }
 
 func TestChooseReadings(t *testing.T) {
-	got, err := chooseReadings("alternate", map[string]string{spec.DecisionExtend: "from-now"})
+	got, err := chooseReadings("alternate", map[string]string{intent.DecisionExtend: "from-now"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := sut.AlternateReadings()
-	want[spec.DecisionExtend] = "from-now"
+	want[intent.DecisionExtend] = "from-now"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("alternate with one override: %v, want %v", got, want)
 	}
@@ -93,9 +93,9 @@ func TestServeReadingsInHealth(t *testing.T) {
 	}{
 		{"default", nil, sut.DefaultReadings()},
 		{"alternate", []string{"--readings", "alternate"}, sut.AlternateReadings()},
-		{"default plus one", []string{"--reading", spec.DecisionLeaseExpiry + "=immediate"}, func() map[string]string {
+		{"default plus one", []string{"--reading", intent.DecisionLeaseExpiry + "=immediate"}, func() map[string]string {
 			m := sut.DefaultReadings()
-			m[spec.DecisionLeaseExpiry] = "immediate"
+			m[intent.DecisionLeaseExpiry] = "immediate"
 			return m
 		}()},
 	} {
@@ -119,7 +119,7 @@ func TestServeReadingsInHealth(t *testing.T) {
 			go io.Copy(io.Discard, pr)
 			base := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
 			hc := &http.Client{Timeout: 10 * time.Second}
-			res, err := hc.Get(base + spec.PathHealth)
+			res, err := hc.Get(base + intent.PathHealth)
 			if err != nil {
 				t.Fatal(err)
 			}

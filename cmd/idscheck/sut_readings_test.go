@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
 )
 
 // The reference server is a leaf: it writes its reading keys, names and
 // quotes down itself (sut/readings.go), and the harness writes its decisions
-// down in spec (intent_decisions.go). This package imports both, so the two
+// down in spec (decisions.go). This package imports both, so the two
 // lists are held together here: the same decisions with readings, in the
 // same order, with the same names, sections and quotes. Without it a reading
 // renamed on one side would make `--readings alternate` certify the server
@@ -25,7 +26,7 @@ func TestSutReadingKeysMatchSpecDecisions(t *testing.T) {
 	keys := sut.ReadingKeys()
 	byID := map[string]spec.Decision{}
 	var want []string
-	for _, d := range spec.IntentDecisions() {
+	for _, d := range intent.Decisions() {
 		byID[d.ID] = d
 		if len(d.Readings) >= 2 {
 			want = append(want, d.ID)
@@ -75,7 +76,7 @@ func readingNames(d spec.Decision) []string {
 }
 
 // FuzzCanonicalPathAgrees: the server's CANONICAL_PATH (sut, written from
-// §5.2) and the harness's (spec.CanonicalPath, spec.CanonicalPathAsSent)
+// §5.2) and the harness's (intent.CanonicalPath, intent.CanonicalPathAsSent)
 // agree on every input under both readings of query-repeated-order, and
 // neither panics. They share no code; a disagreement is a bug in one of them.
 func FuzzCanonicalPathAgrees(f *testing.F) {
@@ -87,9 +88,9 @@ func FuzzCanonicalPathAgrees(f *testing.F) {
 	f.Fuzz(func(t *testing.T, path, query string) {
 		for _, asSent := range []bool{false, true} {
 			got, ok := sut.CanonicalPath(path, query, asSent)
-			harness := spec.CanonicalPath
+			harness := intent.CanonicalPath
 			if asSent {
-				harness = spec.CanonicalPathAsSent
+				harness = intent.CanonicalPathAsSent
 			}
 			want, wantOK := harness(path, query)
 			if ok != wantOK || got != want {

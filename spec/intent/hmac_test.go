@@ -1,4 +1,4 @@
-package spec
+package intent
 
 import (
 	"encoding/json"
@@ -89,7 +89,7 @@ func FuzzCanonicalPath(f *testing.F) {
 	})
 }
 
-// katFile is spec/testdata/hmac_kat.json: known answers of §5.2 signing
+// katFile is spec/intent/testdata/hmac_kat.json: known answers of §5.2 signing
 // worked out by hmac_kat.py (hand-worked canonical paths checked against
 // urllib, digests by python3 hmac and openssl), not by this package.
 type katFile struct {
@@ -111,7 +111,7 @@ func TestHMACKnownAnswers(t *testing.T) {
 	if err := json.Unmarshal(raw, &kat); err != nil {
 		t.Fatal(err)
 	}
-	d, ok := IntentDecision(DecisionQueryRepeated)
+	d, ok := DecisionByID(DecisionQueryRepeated)
 	if !ok || len(d.Readings) != 2 {
 		t.Fatalf("decision %s has no two readings", DecisionQueryRepeated)
 	}

@@ -1,4 +1,4 @@
-package spec
+package intent
 
 import "encoding/json"
 
@@ -6,8 +6,8 @@ import "encoding/json"
 // speaks them. The bundled reference server (sut) has its own, written from
 // the text apart, so the two never share an oracle. Standard library only.
 
-// IntentVersion is the value of the X-Intent-Version header (§10, §17).
-const IntentVersion = "2.1"
+// Version is the value of the X-Intent-Version header (§10, §17).
+const Version = "2.1"
 
 // ServerVersion is the "version" field of GET /health (§7.1).
 const ServerVersion = "7.61"
@@ -22,7 +22,7 @@ const (
 	HeaderRetryAfter         = "Retry-After"
 	// HeaderClaimToken is an extension of the reference server: the claim
 	// token of /fulfill, /fail and /extend_claim may come in this header
-	// instead of the body (see intent_decisions.go, DecisionFulfillBody).
+	// instead of the body (see decisions.go, DecisionFulfillBody).
 	HeaderClaimToken = "X-Claim-Token"
 	// HeaderIdempotentReplay is set to "true" on a replayed POST /intent response.
 	HeaderIdempotentReplay = "Idempotent-Replayed"
@@ -34,7 +34,7 @@ var SecurityHeaders = [][2]string{
 	{"X-Content-Type-Options", "nosniff"},
 	{"Referrer-Policy", "no-referrer"},
 	{"Cache-Control", "no-store"},
-	{HeaderIntentVersion, IntentVersion},
+	{HeaderIntentVersion, Version},
 }
 
 // Endpoint paths (§7, §8, §9). A trailing "/" takes one path parameter.

@@ -1,4 +1,6 @@
-package spec
+package intent
+
+import "github.com/idscheck/idscheck/spec"
 
 // Decision IDs of the Intent Protocol that checks rest on (--reading ID=NAME).
 const (
@@ -18,18 +20,18 @@ const (
 	DecisionSignatureStatus = "signature-status"
 )
 
-// IntentDecisions lists the places where seed 004 (Intent Protocol v2.1)
+// Decisions lists the places where seed 004 (Intent Protocol v2.1)
 // contradicts itself or is silent where a check needs an answer. Those with
 // readings are judged under each; the bundled reference server follows
 // Readings[0] by default and Readings[1] with --readings alternate.
-func IntentDecisions() []Decision {
-	return []Decision{
+func Decisions() []spec.Decision {
+	return []spec.Decision{
 		{
 			ID:       DecisionLeaseExpiry,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "3.3, 7.3",
 			Question: "When a lease expires with attempts left, is the intent requeued with a backoff delay, or claimable at once?",
-			Readings: []Reading{
+			Readings: []spec.Reading{
 				{Name: "backoff", Section: "3.3",
 					Quote: "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay: next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter",
 					Means: "an expired intent becomes claimable again backoff_base*2^claim_attempts + [0,2) s after its lease ended"},
@@ -46,10 +48,10 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionExtend,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "7.4",
 			Question: "Does an extension set the lease to end `seconds` from now, or add `seconds` to the current end?",
-			Readings: []Reading{
+			Readings: []spec.Reading{
 				{Name: "from-now", Section: "7.4",
 					Quote: "Workers performing long-running tasks SHOULD call this periodically to avoid the job being requeued.",
 					Means: "a renewal: the lease ends seconds after the extension (a heartbeat may shorten it)"},
@@ -62,10 +64,10 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionQueryRepeated,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "5.2",
 			Question: "In CANONICAL_PATH, do repeated query parameters keep the order in which they were sent, or are they sorted by value too?",
-			Readings: []Reading{
+			Readings: []spec.Reading{
 				{Name: "by-value", Section: "5.2",
 					Quote: "be sorted lexicographically by key - preserve repeated parameters",
 					Means: "parameters sorted by key, then repeated ones by value"},
@@ -78,10 +80,10 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionAdminResult,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "7, 7.7",
 			Question: "May an admin read /result and /status with admin credentials alone, or must it present an X-API-KEY too?",
-			Readings: []Reading{
+			Readings: []spec.Reading{
 				{Name: "admin-alone", Section: "7.7",
 					Quote: "Accessible by the publisher, the current claimer, or an admin.",
 					Means: "admin credentials alone open /result and /status"},
@@ -93,10 +95,10 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionNullPayload,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "4.1, 7.2",
 			Question: "Is an explicit JSON null payload a payload, or a missing one?",
-			Readings: []Reading{
+			Readings: []spec.Reading{
 				{Name: "a-payload", Section: "4.1",
 					Quote: "Arbitrary JSON value passed to the worker.",
 					Means: "null is a JSON value: the intent is published (201)"},
@@ -108,7 +110,7 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionSignatureStatus,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "5.2, 11",
 			Question: "Which status answers a request whose signature, timestamp or nonce is refused?",
 			Choice: "401 unauthorized. The text gives no status, so every check accepts any 4xx with the §11 error shape " +
@@ -116,7 +118,7 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionFulfillBody,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "7.5",
 			Question: "§7.5 requires the claim token and also lets /fulfill be called with no body: where does the token come from?",
 			Choice: "The claim token is always required (400 invalid_request without it; a token that does not match the current lease: 404). " +
@@ -126,7 +128,7 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionTimeScale,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "3.3, 4, 7, 14, 15",
 			Question: "How can a harness see lease expiry and dead-lettering in seconds?",
 			Choice: "With --time-scale F (an extension, default 1, reported as time_scale in GET /health) every protocol duration is divided " +
@@ -136,21 +138,21 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionMaintenance,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "14",
 			Question: "Which endpoints does BUS_MAINTENANCE_MODE block?",
 			Choice:   "Every non-admin endpoint answers 503 maintenance, except GET /health (unauthenticated, reports maintenance: true) and GET /metrics.",
 		},
 		{
 			ID:       DecisionOpenCap,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "15",
 			Question: "Which intents count towards the open-intent cap of a tester key?",
 			Choice:   "Non-terminal intents (open and claimed) published by the tester key; the 2001st POST /intent answers 429 limit_exceeded with Retry-After.",
 		},
 		{
 			ID:       DecisionAccess,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "7.7, 7.8, 11",
 			Question: "What does another valid key get from /result and /status of an intent it may not read?",
 			Choice: "403 forbidden; an unknown id 404. Checks accept 403 or 404 (an implementation may hide that the intent exists). " +
@@ -158,7 +160,7 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionValidation,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "4.1, 7.2, 11",
 			Question: "How are malformed publishes refused?",
 			Choice: "A body that is not a JSON object: 400 invalid_payload. A missing goal or payload: 400 invalid_request. Each malformed field: " +
@@ -168,7 +170,7 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionIdempotency,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "7.2",
 			Question: "How long is an Idempotency-Key kept, and what does a rejected request do to it?",
 			Choice: "The body is canonicalised (objects with sorted keys, no whitespace, numbers as written) and hashed; the key is scoped to the " +
@@ -178,7 +180,7 @@ func IntentDecisions() []Decision {
 		},
 		{
 			ID:       DecisionAdminRetry,
-			Profile:  ProfileIntent,
+			Profile:  spec.ProfileIntent,
 			Section:  "3.2, 8.5",
 			Question: "Which states may an admin retry or cancel?",
 			Choice:   "Retry applies to dead intents only (409 invalid_state otherwise); cancel applies to any state, fulfilled included.",
@@ -187,12 +189,12 @@ func IntentDecisions() []Decision {
 	}
 }
 
-// IntentDecision returns the decision of the Intent Protocol with the given ID.
-func IntentDecision(id string) (Decision, bool) {
-	for _, d := range IntentDecisions() {
+// DecisionByID returns the decision of the Intent Protocol with the given ID.
+func DecisionByID(id string) (spec.Decision, bool) {
+	for _, d := range Decisions() {
 		if d.ID == id {
 			return d, true
 		}
 	}
-	return Decision{}, false
+	return spec.Decision{}, false
 }

@@ -1,6 +1,7 @@
-package spec
+package intent
 
 import (
+	"github.com/idscheck/idscheck/spec"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ var clientSubject = regexp.MustCompile(`^(Clients?|Workers?|Publishers?|The (cli
 // its quote or binding, and neither starts with a client subject ("Clients
 // MUST include…" binds the client): a FAIL must mean the server broke a rule
 // the text binds it to.
-func checkCatalog(rules []Rule) []string {
+func checkCatalog(rules []spec.Rule) []string {
 	var bad []string
 	seen := map[string]bool{}
 	for _, r := range rules {
@@ -41,39 +42,39 @@ func checkCatalog(rules []Rule) []string {
 			bad = append(bad, r.ID+": section "+r.Section+" is not the one in the ID")
 		}
 		switch r.Level {
-		case Must, Should, May:
+		case spec.Must, spec.Should, spec.May:
 		default:
 			bad = append(bad, r.ID+": level "+string(r.Level)+" is not MUST, SHOULD or MAY")
 		}
 		switch r.Profile {
-		case ProfileIntent, ProfileIDS, ProfileATP, ProfileT0, ProfileA2A:
+		case spec.ProfileIntent, spec.ProfileIDS, spec.ProfileATP, spec.ProfileT0, spec.ProfileA2A:
 		default:
 			bad = append(bad, r.ID+": unknown profile "+string(r.Profile))
 		}
 		if strings.TrimSpace(r.Explanation) == "" {
 			bad = append(bad, r.ID+": empty explanation")
 		}
-		if r.Level == Must && r.Untestable == "" {
+		if r.Level == spec.Must && r.Untestable == "" {
 			if !mustKeyword.MatchString(r.Quote) && !mustKeyword.MatchString(r.Binding) {
 				bad = append(bad, r.ID+": a testable MUST whose quote and binding carry no uppercase MUST, REQUIRED or SHALL")
 			}
 			for _, s := range []string{r.Quote, r.Binding} {
-				if clientSubject.MatchString(NormalizeSpace(s)) {
+				if clientSubject.MatchString(spec.NormalizeSpace(s)) {
 					bad = append(bad, r.ID+": a testable MUST whose keyword binds a client: "+s)
 				}
 			}
 		}
-		text, ok := SeedText(r.Source)
+		text, ok := spec.SeedText(r.Source)
 		if !ok {
 			bad = append(bad, r.ID+": seed "+r.Source+" is not embedded")
 			continue
 		}
-		norm := NormalizeSpace(text)
-		q := NormalizeSpace(r.Quote)
+		norm := spec.NormalizeSpace(text)
+		q := spec.NormalizeSpace(r.Quote)
 		if q == "" || !strings.Contains(norm, q) {
 			bad = append(bad, r.ID+": quote is not in "+r.Source+": "+r.Quote)
 		}
-		if b := NormalizeSpace(r.Binding); r.Binding != "" && (b == "" || !strings.Contains(norm, b)) {
+		if b := spec.NormalizeSpace(r.Binding); r.Binding != "" && (b == "" || !strings.Contains(norm, b)) {
 			bad = append(bad, r.ID+": binding is not in "+r.Source+": "+r.Binding)
 		}
 	}
@@ -81,55 +82,57 @@ func checkCatalog(rules []Rule) []string {
 }
 
 func TestCatalogInvariants(t *testing.T) {
-	for _, msg := range checkCatalog(Rules()) {
+	for _, msg := range checkCatalog(spec.Rules()) {
 		t.Error(msg)
 	}
 }
 
 // TestCatalogCheckFails proves each invariant of checkCatalog can fail.
 func TestCatalogCheckFails(t *testing.T) {
-	good := Rule{ID: "INTENT-7.2-x", Profile: ProfileIntent, Source: IntentSource, Section: "7.2", Level: Must,
+	good := spec.Rule{ID: "INTENT-7.2-x", Profile: spec.ProfileIntent, Source: Source, Section: "7.2", Level: spec.Must,
 		Quote: "The 204 response MUST include Retry-After: 1.", Explanation: "e"}
-	if bad := checkCatalog([]Rule{good}); len(bad) != 0 {
+	if bad := checkCatalog([]spec.Rule{good}); len(bad) != 0 {
 		t.Fatalf("a good rule is refused: %v", bad)
 	}
 	// Good too: a keyword in the binding, a glued keyword, a keyword-less
 	// SHOULD, an untestable client obligation.
-	for _, r := range []Rule{
-		with(good, func(r *Rule) { r.Binding, r.Quote = "All responses MUST include:", "X-Frame-Options | DENY" }),
-		with(good, func(r *Rule) { r.Quote = "METHODMUST be uppercase" }),
-		with(good, func(r *Rule) { r.Quote = "SQLite version 3.35.0 or higher is STRICTLY REQUIRED" }),
-		with(good, func(r *Rule) { r.Level, r.Quote = Should, "Default max_attempts: 3" }),
-		with(good, func(r *Rule) { r.Quote, r.Untestable = "Clients MUST include: X-API-KEY: <key>", "a client obligation" }),
+	for _, r := range []spec.Rule{
+		with(good, func(r *spec.Rule) { r.Binding, r.Quote = "All responses MUST include:", "X-Frame-Options | DENY" }),
+		with(good, func(r *spec.Rule) { r.Quote = "METHODMUST be uppercase" }),
+		with(good, func(r *spec.Rule) { r.Quote = "SQLite version 3.35.0 or higher is STRICTLY REQUIRED" }),
+		with(good, func(r *spec.Rule) { r.Level, r.Quote = spec.Should, "Default max_attempts: 3" }),
+		with(good, func(r *spec.Rule) {
+			r.Quote, r.Untestable = "Clients MUST include: X-API-KEY: <key>", "a client obligation"
+		}),
 	} {
-		if bad := checkCatalog([]Rule{r}); len(bad) != 0 {
+		if bad := checkCatalog([]spec.Rule{r}); len(bad) != 0 {
 			t.Errorf("a good rule is refused: %v", bad)
 		}
 	}
 	cases := []struct {
 		name   string
-		rules  []Rule
+		rules  []spec.Rule
 		substr string
 	}{
-		{"duplicate", []Rule{good, good}, "duplicate"},
-		{"bad id", []Rule{with(good, func(r *Rule) { r.ID = "intent_7.2_x" })}, "does not match"},
-		{"section", []Rule{with(good, func(r *Rule) { r.Section = "7.3" })}, "section"},
-		{"level", []Rule{with(good, func(r *Rule) { r.Level = "REQUIRED" })}, "level"},
-		{"profile", []Rule{with(good, func(r *Rule) { r.Profile = "x" })}, "profile"},
-		{"explanation", []Rule{with(good, func(r *Rule) { r.Explanation = " " })}, "explanation"},
-		{"seed", []Rule{with(good, func(r *Rule) { r.Source = "nope.txt" })}, "not embedded"},
-		{"quote", []Rule{with(good, func(r *Rule) { r.Quote = "The 204 response MUST include Retry-After: 2." })}, "quote"},
-		{"empty quote", []Rule{with(good, func(r *Rule) { r.Quote = "  " })}, "quote"},
-		{"binding", []Rule{with(good, func(r *Rule) { r.Binding = "Implementations MUST provide everything:" })}, "binding is not in"},
-		{"blank binding", []Rule{with(good, func(r *Rule) { r.Binding = " " })}, "binding is not in"},
-		{"must without keyword", []Rule{with(good, func(r *Rule) { r.Quote = "Default max_attempts: 3" })}, "carry no uppercase"},
-		{"lowercase keyword", []Rule{with(good, func(r *Rule) { r.Quote = "SQLite WAL mode is required; journal_modemust be set toWAL" })}, "carry no uppercase"},
-		{"should binding", []Rule{with(good, func(r *Rule) {
+		{"duplicate", []spec.Rule{good, good}, "duplicate"},
+		{"bad id", []spec.Rule{with(good, func(r *spec.Rule) { r.ID = "intent_7.2_x" })}, "does not match"},
+		{"section", []spec.Rule{with(good, func(r *spec.Rule) { r.Section = "7.3" })}, "section"},
+		{"level", []spec.Rule{with(good, func(r *spec.Rule) { r.Level = "REQUIRED" })}, "level"},
+		{"profile", []spec.Rule{with(good, func(r *spec.Rule) { r.Profile = "x" })}, "profile"},
+		{"explanation", []spec.Rule{with(good, func(r *spec.Rule) { r.Explanation = " " })}, "explanation"},
+		{"seed", []spec.Rule{with(good, func(r *spec.Rule) { r.Source = "nope.txt" })}, "not embedded"},
+		{"quote", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "The 204 response MUST include Retry-After: 2." })}, "quote"},
+		{"empty quote", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "  " })}, "quote"},
+		{"binding", []spec.Rule{with(good, func(r *spec.Rule) { r.Binding = "Implementations MUST provide everything:" })}, "binding is not in"},
+		{"blank binding", []spec.Rule{with(good, func(r *spec.Rule) { r.Binding = " " })}, "binding is not in"},
+		{"must without keyword", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "Default max_attempts: 3" })}, "carry no uppercase"},
+		{"lowercase keyword", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "SQLite WAL mode is required; journal_modemust be set toWAL" })}, "carry no uppercase"},
+		{"should binding", []spec.Rule{with(good, func(r *spec.Rule) {
 			r.Binding, r.Quote = "Implementations SHOULD:", "Support multi-threaded concurrent request handling"
 		})}, "carry no uppercase"},
-		{"clients", []Rule{with(good, func(r *Rule) { r.Quote = "Clients MUST include: X-API-KEY: <key>" })}, "binds a client"},
-		{"workers", []Rule{with(good, func(r *Rule) { r.Quote = "Workers MUST specify a namespace when claiming, defaulting to default." })}, "binds a client"},
-		{"client binding", []Rule{with(good, func(r *Rule) { r.Binding, r.Quote = "Clients MUST include:", "X-API-KEY: <key>" })}, "binds a client"},
+		{"clients", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "Clients MUST include: X-API-KEY: <key>" })}, "binds a client"},
+		{"workers", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "Workers MUST specify a namespace when claiming, defaulting to default." })}, "binds a client"},
+		{"client binding", []spec.Rule{with(good, func(r *spec.Rule) { r.Binding, r.Quote = "Clients MUST include:", "X-API-KEY: <key>" })}, "binds a client"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,48 +144,48 @@ func TestCatalogCheckFails(t *testing.T) {
 	}
 }
 
-func with(r Rule, f func(*Rule)) Rule { f(&r); return r }
+func with(r spec.Rule, f func(*spec.Rule)) spec.Rule { f(&r); return r }
 
 func TestLookupAndRulesFor(t *testing.T) {
-	r, ok := Lookup("INTENT-7.2-idem-replay")
-	if !ok || r.Level != Must || r.Section != "7.2" {
+	r, ok := spec.Lookup("INTENT-7.2-idem-replay")
+	if !ok || r.Level != spec.Must || r.Section != "7.2" {
 		t.Fatalf("Lookup(INTENT-7.2-idem-replay) = %+v, %v", r, ok)
 	}
-	if _, ok := Lookup("INTENT-99-nope"); ok {
+	if _, ok := spec.Lookup("INTENT-99-nope"); ok {
 		t.Fatal("Lookup found a rule that does not exist")
 	}
-	intent := RulesFor(ProfileIntent)
+	intent := spec.RulesFor(spec.ProfileIntent)
 	if n := len(intent); n < 70 || n > 200 {
 		t.Fatalf("intent has %d rules, want a complete catalog", n)
 	}
 	for _, r := range intent {
-		if r.Profile != ProfileIntent {
+		if r.Profile != spec.ProfileIntent {
 			t.Fatalf("RulesFor(intent) returned %s of profile %s", r.ID, r.Profile)
 		}
 	}
-	if len(RulesFor("nope")) != 0 {
+	if len(spec.RulesFor("nope")) != 0 {
 		t.Fatal("RulesFor of an unknown profile is not empty")
 	}
-	a, b := Rules(), Rules()
+	a, b := spec.Rules(), spec.Rules()
 	for i := range a {
 		if a[i].ID != b[i].ID {
 			t.Fatalf("Rules() order is not stable at %d: %s vs %s", i, a[i].ID, b[i].ID)
 		}
 	}
 	a[0].ID = "changed"
-	if Rules()[0].ID == "changed" {
+	if spec.Rules()[0].ID == "changed" {
 		t.Fatal("Rules() returns shared storage")
 	}
 }
 
 func TestSeedText(t *testing.T) {
-	for _, name := range []string{"000_10301691a56e9f75.txt", "001_cde8541928f420cc.txt", "002_58f6d1c48bb6cfb8.txt", "003_2a6a959a8422d25a.txt", IntentSource} {
-		if s, ok := SeedText(name); !ok || len(s) < 1000 {
+	for _, name := range []string{"000_10301691a56e9f75.txt", "001_cde8541928f420cc.txt", "002_58f6d1c48bb6cfb8.txt", "003_2a6a959a8422d25a.txt", Source} {
+		if s, ok := spec.SeedText(name); !ok || len(s) < 1000 {
 			t.Errorf("SeedText(%s): %d bytes, %v", name, len(s), ok)
 		}
 	}
 	for _, name := range []string{"", "../catalog.go", "README.md", "nope.txt"} {
-		if _, ok := SeedText(name); ok {
+		if _, ok := spec.SeedText(name); ok {
 			t.Errorf("SeedText(%q) found something", name)
 		}
 	}
@@ -191,7 +194,7 @@ func TestSeedText(t *testing.T) {
 // TestUntestableIsShort keeps the list of untestable rules honest: each has
 // a reason, and they stay a small part of the catalog.
 func TestUntestableIsShort(t *testing.T) {
-	all := RulesFor(ProfileIntent)
+	all := spec.RulesFor(spec.ProfileIntent)
 	n := 0
 	for _, r := range all {
 		if r.Untestable != "" {
@@ -205,12 +208,12 @@ func TestUntestableIsShort(t *testing.T) {
 
 // checkDecisions returns one message per decision that breaks an invariant:
 // unique IDs, none or at least two readings with unique names, every reading
-// quote verbatim in the profile's seed, and every Rule.Readings entry naming
+// quote verbatim in the profile's seed, and every spec.Rule.Readings entry naming
 // a decision with two or more readings.
-func checkDecisions(ds []Decision, rules []Rule, source string) []string {
+func checkDecisions(ds []spec.Decision, rules []spec.Rule, source string) []string {
 	var bad []string
-	text, _ := SeedText(source)
-	norm := NormalizeSpace(text)
+	text, _ := spec.SeedText(source)
+	norm := spec.NormalizeSpace(text)
 	withReadings := map[string]bool{}
 	seen := map[string]bool{}
 	for _, d := range ds {
@@ -230,7 +233,7 @@ func checkDecisions(ds []Decision, rules []Rule, source string) []string {
 				bad = append(bad, d.ID+": reading name "+r.Name+" empty or repeated")
 			}
 			names[r.Name] = true
-			if q := NormalizeSpace(r.Quote); q == "" || !strings.Contains(norm, q) {
+			if q := spec.NormalizeSpace(r.Quote); q == "" || !strings.Contains(norm, q) {
 				bad = append(bad, d.ID+"="+r.Name+": quote is not in "+source+": "+r.Quote)
 			}
 			if r.Means == "" {
@@ -252,38 +255,38 @@ func checkDecisions(ds []Decision, rules []Rule, source string) []string {
 }
 
 func TestIntentDecisions(t *testing.T) {
-	for _, msg := range checkDecisions(IntentDecisions(), RulesFor(ProfileIntent), IntentSource) {
+	for _, msg := range checkDecisions(Decisions(), spec.RulesFor(spec.ProfileIntent), Source) {
 		t.Error(msg)
 	}
 }
 
 func TestDecisionCheckFails(t *testing.T) {
-	good := Decision{ID: "d", Question: "q", Choice: "c", Readings: []Reading{
+	good := spec.Decision{ID: "d", Question: "q", Choice: "c", Readings: []spec.Reading{
 		{Name: "a", Quote: "Default max_attempts: 3", Means: "m"}, {Name: "b", Quote: "Default backoff_base: 5.0 seconds", Means: "m"}}}
-	if bad := checkDecisions([]Decision{good}, nil, IntentSource); len(bad) != 0 {
+	if bad := checkDecisions([]spec.Decision{good}, nil, Source); len(bad) != 0 {
 		t.Fatalf("a good decision is refused: %v", bad)
 	}
 	one := good
 	one.Readings = good.Readings[:1]
 	misquoted := good
-	plain := Decision{ID: "plain", Question: "q", Choice: "c"}
-	misquoted.Readings = []Reading{good.Readings[0], {Name: "b", Quote: "Default backoff_base: 6.0 seconds", Means: "m"}}
+	plain := spec.Decision{ID: "plain", Question: "q", Choice: "c"}
+	misquoted.Readings = []spec.Reading{good.Readings[0], {Name: "b", Quote: "Default backoff_base: 6.0 seconds", Means: "m"}}
 	cases := []struct {
 		name  string
-		ds    []Decision
-		rules []Rule
+		ds    []spec.Decision
+		rules []spec.Rule
 		want  string
 	}{
-		{"duplicate", []Decision{good, good}, nil, "duplicate"},
-		{"one reading", []Decision{one}, nil, "single reading"},
-		{"misquoted", []Decision{misquoted}, nil, "quote is not in"},
-		{"unknown reading", []Decision{good}, []Rule{{ID: "R", Readings: []string{"nope"}}}, "names no decision"},
-		{"reading of a decision without readings", []Decision{good, plain}, []Rule{{ID: "R", Readings: []string{"plain"}}}, "R: reading plain names no decision"},
-		{"reading of a one-reading decision", []Decision{one}, []Rule{{ID: "R", Readings: []string{"d"}}}, "R: reading d names no decision"},
+		{"duplicate", []spec.Decision{good, good}, nil, "duplicate"},
+		{"one reading", []spec.Decision{one}, nil, "single reading"},
+		{"misquoted", []spec.Decision{misquoted}, nil, "quote is not in"},
+		{"unknown reading", []spec.Decision{good}, []spec.Rule{{ID: "R", Readings: []string{"nope"}}}, "names no decision"},
+		{"reading of a decision without readings", []spec.Decision{good, plain}, []spec.Rule{{ID: "R", Readings: []string{"plain"}}}, "R: reading plain names no decision"},
+		{"reading of a one-reading decision", []spec.Decision{one}, []spec.Rule{{ID: "R", Readings: []string{"d"}}}, "R: reading d names no decision"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			bad := checkDecisions(c.ds, c.rules, IntentSource)
+			bad := checkDecisions(c.ds, c.rules, Source)
 			if !strings.Contains(strings.Join(bad, "\n"), c.want) {
 				t.Fatalf("want a complaint about %q, got %v", c.want, bad)
 			}
