@@ -22,6 +22,7 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/intent"
@@ -80,6 +81,7 @@ Flags:`
 func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c chaosConfig
 	fs := newFlagSet("chaos", chaosSynopsis, stderr)
+	profile := fs.String("profile", string(spec.ProfileIntent), "profile whose chaos workload to run")
 	c.tgt.register(fs) // --target-file, --target, --target-cmd, credentials, --time-scale (default 60 here)
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
@@ -91,6 +93,12 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
+	}
+	// The chaos workload is the Intent Protocol's (a leased job bus); a
+	// profile brings its own when it has one.
+	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Name == spec.ProfileIntent }); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
 	}
 	if err := c.tgt.load(fs, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)

@@ -78,3 +78,15 @@ func TestTopLevelUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestEverySubcommandTakesAProfile: rules, run, chaos, mutants and serve
+// take --profile from the registry and refuse an unknown one clearly.
+func TestEverySubcommandTakesAProfile(t *testing.T) {
+	for _, cmd := range []string{"rules", "run", "chaos", "mutants", "serve"} {
+		var out, errb bytes.Buffer
+		code := cli(t.Context(), []string{cmd, "--profile", "no-such-profile"}, &out, &errb)
+		if code != exitUsage || !strings.Contains(out.String()+errb.String(), "no-such-profile") {
+			t.Errorf("%s --profile no-such-profile: exit %d, %q", cmd, code, out.String()+errb.String())
+		}
+	}
+}

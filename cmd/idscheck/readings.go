@@ -90,3 +90,22 @@ func readingChoices(ds []spec.Decision) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// profileHas checks that a profile is registered and has what a command
+// needs; the error lists the profiles that do.
+func profileHas(name, what string, has func(profiles.Profile) bool) error {
+	var ok []string
+	for _, n := range profiles.Names() {
+		if p, _ := profiles.Lookup(n); has(p) {
+			ok = append(ok, string(n))
+		}
+	}
+	p, found := profiles.Lookup(spec.Profile(name))
+	switch {
+	case !found:
+		return fmt.Errorf("unknown profile %q (profiles: %v)", name, profiles.Names())
+	case !has(p):
+		return fmt.Errorf("profile %s has no %s (profiles that have one: %s)", name, what, strings.Join(ok, ", "))
+	}
+	return nil
+}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/sut"
 )
 
@@ -96,6 +98,7 @@ func chooseReadings(base string, set map[string]string) (map[string]string, erro
 // cmdServe runs the reference server until ctx ends.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", serveHelp(), stderr)
+	profile := fs.String("profile", string(spec.ProfileIntent), "profile whose bundled reference server to run")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	db := fs.String("db", "", "SQLite database file (default BUS_DB_PATH or infrastructure.db)")
 	scale := fs.Float64("time-scale", 0, "divide every protocol duration by this factor (default IDSCHECK_TIME_SCALE or 1)")
@@ -106,6 +109,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(set, "reading", "ID=NAME: follow reading NAME for key ID (repeatable; overrides --readings)")
 	if code, done := parseFlags(fs, args, false); done {
 		return code
+	}
+	if err := profileHas(*profile, "a bundled reference server", func(p profiles.Profile) bool { return p.Bundled != nil }); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	if *profile != string(spec.ProfileIntent) {
+		fmt.Fprintf(stderr, "idscheck serve: the %s server is started by idscheck run; serve runs the intent server with its environment (BUS_*)\n", *profile)
+		return exitUsage
 	}
 	readings, err := chooseReadings(*base, set)
 	if err != nil {
