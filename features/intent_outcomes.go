@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -189,7 +188,7 @@ func (w *intentWorld) signedBothWays(ctx context.Context, method, path string) e
 		return fmt.Errorf("signed request: %w", err)
 	}
 	byValue, ok := intent.CanonicalPath(u.EscapedPath(), u.RawQuery)
-	asSent, ok2 := canonicalAsSent(u.EscapedPath(), u.RawQuery)
+	asSent, ok2 := intent.CanonicalPathAsSent(u.EscapedPath(), u.RawQuery)
 	if !ok || !ok2 {
 		return fmt.Errorf("signed request: no canonical path for %q", p)
 	}
@@ -234,38 +233,6 @@ func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical strin
 	return w.sendWith(ctx, c, nil, method, p, body, h)
 }
 
-// canonicalAsSent is CANONICAL_PATH under the as-sent reading of §5.2:
-// parameters sorted by key with a stable sort, so repeated ones keep the
-// order in which they were sent. The path and every key and value are
-// encoded as intent.CanonicalPath encodes them.
-func canonicalAsSent(escapedPath, rawQuery string) (string, bool) {
-	p, ok := intent.CanonicalPath(escapedPath, "")
-	if !ok || rawQuery == "" {
-		return p, ok
-	}
-	type kv struct{ k, v string }
-	var params []kv
-	for _, part := range strings.Split(rawQuery, "&") {
-		if part == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(part, "=")
-		dk, err1 := url.QueryUnescape(k)
-		dv, err2 := url.QueryUnescape(v)
-		if err1 != nil || err2 != nil {
-			return "", false
-		}
-		params = append(params, kv{dk, dv})
-	}
-	sort.SliceStable(params, func(i, j int) bool { return params[i].k < params[j].k })
-	var b strings.Builder
-	b.WriteString(p)
-	for i, x := range params {
-		b.WriteByte("?&"[min(i, 1)])
-		b.WriteString(intent.Escape(x.k) + "=" + intent.Escape(x.v))
-	}
-	return b.String(), true
-}
 
 // fieldAbsentOrOneOf checks a string field that may be absent (or null), or
 // else one of a comma-separated list of values.
