@@ -125,6 +125,10 @@ func TestMutantsAreCaught(t *testing.T) {
 				// through, at every run, whatever the machine's load.
 				enableFailpoint(t, sut.FailpointIdemRacyWindow, `return("barrier")`)
 			}
+			if tc.mutant == sut.MutantClaimNonAtomic {
+				// Likewise for two claims that read the same open intent.
+				enableFailpoint(t, sut.FailpointClaimRacyWindow, `return("barrier")`)
+			}
 			if tc.storms {
 				// The workload replaces the storm with its own publish storms.
 				cfg.Faults = []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 50, Do: func(context.Context, int) {}}}

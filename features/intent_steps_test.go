@@ -106,12 +106,13 @@ func TestIntentProfileKillsMutants(t *testing.T) {
 			continue
 		}
 		t.Run(m.Name, func(t *testing.T) {
-			if m.Name == sut.MutantIdemCheckRacy {
-				// The race shows at every storm, not only under lucky timing.
-				if err := failpoint.Enable(sut.FailpointIdemRacyWindow, `return("barrier")`); err != nil {
+			// The racy mutants' races show at every storm, not only under
+			// lucky timing (their failpoints act in those mutants' branches only).
+			for _, fp := range []string{sut.FailpointIdemRacyWindow, sut.FailpointClaimRacyWindow} {
+				if err := failpoint.Enable(fp, `return("barrier")`); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { failpoint.Disable(sut.FailpointIdemRacyWindow) })
+				t.Cleanup(func() { failpoint.Disable(fp) })
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()

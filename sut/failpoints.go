@@ -40,8 +40,15 @@ const (
 // nothing, so it is not one of Failpoints (the chaos command's crash points).
 const FailpointIdemRacyWindow = "github.com/idscheck/idscheck/sut/idem-racy-window"
 
-// idemBarrierWait bounds the wait at FailpointIdemRacyWindow for a second
-// duplicate: a publish with no concurrent duplicate is delayed this much.
+// FailpointClaimRacyWindow does for the claim-non-atomic mutant what
+// FailpointIdemRacyWindow does for idem-check-racy: after that mutant's read
+// picked an intent, before its write, a claim waits (at most
+// idemBarrierWait) for a second claim that picked the same intent; then
+// both write, and two workers hold one intent at every run.
+const FailpointClaimRacyWindow = "github.com/idscheck/idscheck/sut/claim-racy-window"
+
+// idemBarrierWait bounds the wait at a racy-window failpoint for a second
+// request: a request with no concurrent twin is delayed this much.
 const idemBarrierWait = 300 * time.Millisecond
 
 // idemBarrier pairs the requests waiting at FailpointIdemRacyWindow, by API
@@ -55,10 +62,22 @@ var idemBarrier = struct {
 // request of a key waits (bounded by idemBarrierWait and ctx) until a second
 // one arrives; the second releases it and goes on at once.
 func failpointIdemRacyWindow(ctx context.Context, apiKey, idemKey string) {
-	if evalFailpoint(FailpointIdemRacyWindow) != "barrier" {
+	racyWindow(ctx, FailpointIdemRacyWindow, "idem\x00"+apiKey+"\x00"+idemKey)
+}
+
+// failpointClaimRacyWindow is FailpointClaimRacyWindow for a claim that
+// picked intent id.
+func failpointClaimRacyWindow(ctx context.Context, id string) {
+	racyWindow(ctx, FailpointClaimRacyWindow, "claim\x00"+id)
+}
+
+// racyWindow: when failpoint name is enabled with return("barrier"), the
+// first request of key waits (bounded by idemBarrierWait and ctx) until a
+// second one arrives; the second releases it and goes on at once.
+func racyWindow(ctx context.Context, name, k string) {
+	if evalFailpoint(name) != "barrier" {
 		return
 	}
-	k := apiKey + "\x00" + idemKey
 	idemBarrier.Lock()
 	if first, ok := idemBarrier.waiting[k]; ok {
 		delete(idemBarrier.waiting, k)

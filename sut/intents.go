@@ -607,6 +607,7 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 		if err != nil {
 			return err
 		}
+		failpointClaimRacyWindow(q.r.Context(), pick)
 	}
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
 		jitter := s.rnd.Float64() * 2

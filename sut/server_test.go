@@ -1378,6 +1378,14 @@ func TestMutantsMisbehave(t *testing.T) {
 		}
 		return nil
 	}
+	// The racy mutants' windows are widened, so their races show at every
+	// run (the failpoints are evaluated in those mutants' branches only).
+	for _, fp := range []string{FailpointIdemRacyWindow, FailpointClaimRacyWindow} {
+		if err := failpoint.Enable(fp, `return("barrier")`); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { failpoint.Disable(fp) })
+	}
 	// Every probe runs on a fake clock that only it moves.
 	for name, probe := range probes {
 		t.Run(name, func(t *testing.T) {
