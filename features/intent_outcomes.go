@@ -233,7 +233,6 @@ func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical strin
 	return w.sendWith(ctx, c, nil, method, p, body, h)
 }
 
-
 // fieldAbsentOrOneOf checks a string field that may be absent (or null), or
 // else one of a comma-separated list of values.
 func (w *intentWorld) fieldAbsentOrOneOf(path, list string) error {
