@@ -22,6 +22,13 @@ func pub(client int, key, body string, call, ret int64, out verdict.Outcome, sta
 		Output: Output{Status: status, ID: id, Body: "resp-" + id}, Call: ms0(call), Return: ms0(ret), Outcome: out}
 }
 
+// pubMax is an acknowledged publish with max_attempts m.
+func pubMax(client int, key, body string, call, ret int64, m int, id string) Operation {
+	op := pub(client, key, body, call, ret, verdict.OutcomeOK, 201, id)
+	op.Input.MaxAttempts = m
+	return op
+}
+
 func claim(client int, id, token string, attempts int, leaseMs, call, ret int64) Operation {
 	return Operation{ClientID: client, Kind: OpClaim, Key: id,
 		Output: Output{Status: 200, ID: id, Token: token, Attempts: attempts, LeaseNs: ms0(leaseMs)},
@@ -152,8 +159,9 @@ var checkCases = []checkCase{
 		status(0, "i1", StateClaimed, 5000, 5010),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}},
 	{name: "pass/dead is not lost by default", verdict: verdict.Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
-		status(0, "i1", StateDead, 20, 30),
+		pubMax(0, "k1", "b1", 0, 10, 1, "i1"),
+		claim(1, "i1", "t1", 1, 100, 12, 15), // the worker died before running it
+		status(0, "i1", StateDead, 500, 510),
 	}},
 
 	// --- realistic chaos patterns that must pass (no false alarms)
@@ -278,7 +286,7 @@ var checkCases = []checkCase{
 		mut(0, OpFulfill, "i1", "t1", 40, 50, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
 
-	{name: "fail/claimed beyond max attempts", verdict: verdict.Fail, ops: []Operation{
+	{name: "fail/claimed beyond max attempts", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 1}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: verdict.OutcomeOK},
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		claim(2, "i1", "t2", 2, 100, 500, 510),
@@ -297,8 +305,9 @@ var checkCases = []checkCase{
 		status(0, "i1", StateOpen, 20, 30),
 	}, want: map[AnomalyKind]int{Lost: 1}},
 	{name: "fail/dead counts as lost when promised", verdict: verdict.Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
-		status(0, "i1", StateDead, 20, 30),
+		pubMax(0, "k1", "b1", 0, 10, 1, "i1"),
+		claim(1, "i1", "t1", 1, 100, 12, 15),
+		status(0, "i1", StateDead, 500, 510),
 	}, opts: Options{DeadIsLost: true}, want: map[AnomalyKind]int{Lost: 1}},
 	{name: "fail/expired counts as lost when promised", verdict: verdict.Fail, ops: []Operation{
 		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),

@@ -2,10 +2,10 @@ package checker
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // check holds the state of one Check call.
@@ -14,6 +14,13 @@ type check struct {
 	l      Ledger
 	opts   Options
 	report Report
+	// held, when set, collects what add is given instead of reporting it:
+	// a named check's findings wait for its model's word.
+	held *[]Anomaly
+	// contradicted counts named findings dropped because their model
+	// accepted the partition: a named check must never contradict its
+	// model, so the tests hold this at zero.
+	contradicted int
 }
 
 func newCheck(h History, l Ledger, opts Options) *check {
@@ -29,6 +36,10 @@ const maxEvidenceOps = 24
 // add counts a and keeps it, with its evidence, while fewer than
 // Options.MaxExamples of its kind are kept.
 func (c *check) add(a Anomaly) {
+	if c.held != nil {
+		*c.held = append(*c.held, a)
+		return
+	}
 	c.report.Counts[a.Kind]++
 	if c.report.Counts[a.Kind] > c.opts.MaxExamples {
 		return
@@ -39,55 +50,215 @@ func (c *check) add(a Anomaly) {
 	c.report.Anomalies = append(c.report.Anomalies, a)
 }
 
+// newModelEnv gathers what the lease model needs beyond one partition: the
+// claims whose intent nobody learned, and for each intent when a publish can
+// have created it and its max_attempts.
+func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
+	slack := int64(opts.ClockSlack)
+	if slack < 0 {
+		slack = 0
+	}
+	env := &modelEnv{slack: slack, conflictStatus: opts.ConflictStatus, hidden: sortedHidden(h.Ops)}
+	ops := h.Ops
+	published := false
+	for i := range ops {
+		if ops[i].Kind == OpPublish {
+			published = true
+			break
+		}
+	}
+	if !published {
+		return env // a lease-only history: every intent exists from the start
+	}
+	// loose creators: publishes that may have created an intent whose id
+	// nobody learned (outcome unknown, or acknowledged without an id), per
+	// key and in all
+	type creators struct {
+		call         int64
+		maxLo, maxHi int
+	}
+	none := creators{call: math.MaxInt64, maxLo: math.MaxInt, maxHi: 0}
+	addTo := func(c *creators, op *Operation) {
+		c.call = min(c.call, op.Call)
+		m := op.Input.MaxAttempts
+		if m <= 0 {
+			c.maxLo, c.maxHi = 1, maxMaxAttempts
+			return
+		}
+		c.maxLo, c.maxHi = min(c.maxLo, m), max(c.maxHi, m)
+	}
+	loose := map[string]*creators{}
+	all := none
+	acked := map[string][]int{}
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != OpPublish {
+			continue
+		}
+		switch out := op.Effective(); {
+		case out == verdict.OutcomeOK && op.Output.ID != "":
+			acked[op.Output.ID] = append(acked[op.Output.ID], i)
+		case out == verdict.OutcomeOK, out == verdict.OutcomeUnknown:
+			c := loose[op.Key]
+			if c == nil {
+				c = &creators{}
+				*c = none
+				loose[op.Key] = c
+			}
+			addTo(c, op)
+			addTo(&all, op)
+		}
+	}
+	effKey := map[string]string{}
+	for _, e := range l.Effects {
+		if _, ok := effKey[e.Intent]; e.Intent != "" && !ok {
+			effKey[e.Intent] = e.Key
+		}
+	}
+	env.intents = make(map[string]*IntentBounds, len(parts)/2)
+	for _, p := range parts {
+		if p.model != ModelLease {
+			continue
+		}
+		b := &IntentBounds{BornAfter: math.MaxInt64, BornBy: math.MaxInt64}
+		c := none
+		if idx := acked[p.key]; len(idx) > 0 {
+			// created by one of the publishes acknowledged with its id, or
+			// by an earlier one of the same key whose answer was lost
+			for _, i := range idx {
+				op := &ops[i]
+				b.BornBy = min(b.BornBy, op.Return)
+				addTo(&c, op)
+				if lc := loose[op.Key]; lc != nil {
+					c.call = min(c.call, lc.call)
+				}
+			}
+		} else if k, ok := effKey[p.key]; ok {
+			if lc := loose[k]; lc != nil {
+				c = *lc
+			}
+		} else {
+			c = all
+		}
+		b.BornAfter = c.call
+		b.MaxLo, b.MaxHi = 1, maxMaxAttempts
+		if c.maxHi > 0 {
+			b.MaxLo, b.MaxHi = c.maxLo, c.maxHi
+		}
+		env.intents[p.key] = b
+	}
+	return env
+}
+
+// bounds returns what env knows of intent id.
+func (e *modelEnv) bounds(id string) *IntentBounds {
+	if b := e.intents[id]; b != nil {
+		return b
+	}
+	return &anyIntent
+}
+
 func (c *check) run() {
 	parts := partitions(c.h.Ops)
-	env := &modelEnv{slack: int64(c.opts.ClockSlack), conflictStatus: c.opts.ConflictStatus, firstHiddenClaim: math.MaxInt64}
-	for i := range c.h.Ops {
-		op := &c.h.Ops[i]
-		if op.Kind == OpClaim && op.Effective() == verdict.OutcomeUnknown && op.Key == "" && op.Call < env.firstHiddenClaim {
-			env.firstHiddenClaim = op.Call
-		}
-	}
-
+	env := newModelEnv(c.h, c.l, c.opts, parts)
 	c.report.Options = c.opts
-	c.report.FirstHiddenClaim = env.firstHiddenClaim
-
-	// max_attempts of each intent, from the publishes that created it
-	maxAttempts := map[string]int{}
-	for i := range c.h.Ops {
-		op := &c.h.Ops[i]
-		if op.Kind == OpPublish && op.Input.MaxAttempts > 0 && op.Output.ID != "" && op.Effective() == verdict.OutcomeOK {
-			maxAttempts[op.Output.ID] = op.Input.MaxAttempts
-		}
+	c.report.FirstHiddenClaim = math.MaxInt64
+	if len(env.hidden) > 0 {
+		c.report.FirstHiddenClaim = env.hidden[0]
 	}
+	c.report.HiddenClaims = env.hidden
 
-	// named checks, per partition
-	named := make([]bool, len(parts))
+	// named checks, per partition, held until the model has spoken
+	held := make([][]Anomaly, len(parts))
+	suspect := make([]bool, len(parts))
 	count := map[string]int{}
 	for i, p := range parts {
 		count[p.model]++
+		var buf []Anomaly
+		c.held = &buf
 		switch p.model {
 		case ModelIdempotency:
-			named[i] = c.checkIdempotency(p.key, p.ops)
+			c.checkIdempotency(p.key, p.ops)
 		case ModelLease:
-			named[i] = c.checkLease(p.key, p.ops)
-			if m := maxAttempts[p.key]; m > 0 && c.attemptsExceeded(p.key, p.ops, m) {
-				named[i] = true
+			c.checkLease(p.key, p.ops, env.bounds(p.key), env.hidden)
+		}
+		c.held = nil
+		held[i], suspect[i] = buf, len(buf) > 0
+	}
+
+	// the models, under one reading of extend for the whole history: from
+	// now first; if that leaves an intent illegal, the intents that were
+	// extended again under "added", and the reading that explains more
+	envs := [2]*modelEnv{env, env}
+	envs[0].reading = readingFromNow
+	added := *env
+	added.reading = readingAdded
+	envs[1] = &added
+	todo := make([]bool, len(parts))
+	for i := range todo {
+		todo[i] = true
+	}
+	status := c.decideParts(parts, todo, suspect, envs[0])
+	reading := 0
+	var other []uint8 // what the other reading says of each partition
+	if n := countIllegal(parts, status); n > 0 {
+		extended := false
+		for i, p := range parts {
+			todo[i] = p.model == ModelLease && c.extended(p)
+			extended = extended || todo[i]
+		}
+		if extended {
+			alt := c.decideParts(parts, todo, suspect, envs[1])
+			for i := range alt {
+				if !todo[i] {
+					alt[i] = status[i]
+				}
+			}
+			if countIllegal(parts, alt) < n {
+				status, other, reading = alt, status, 1
+			} else {
+				other = alt
 			}
 		}
 	}
+	env = envs[reading]
+	c.report.ExtendReading = [2]string{"from-now", "added"}[reading]
 
-	// porcupine
-	results, failing := c.linearizability(parts, named, env)
-	failingKeys := map[string][]string{}
-	failingTotal := map[string]int{}
-	isNamed := map[[2]string]bool{}
+	results := map[string]LinResult{ModelIdempotency: LinOk, ModelLease: LinOk}
 	for i, p := range parts {
-		if named[i] {
-			isNamed[[2]string{p.model, p.key}] = true
+		switch status[i] {
+		case partIllegal:
+			results[p.model] = LinIllegal
+		case partUndecided:
+			results[p.model] = worse(results[p.model], LinUnknown)
 		}
 	}
-	for _, p := range failing {
+	// the named findings stand where their model found the partition
+	// illegal (or could not decide it); where it accepted it, they are
+	// dropped (and counted: that would be a defect of the named check)
+	for i := range parts {
+		if !suspect[i] {
+			continue
+		}
+		if status[i] == partLegal {
+			c.contradicted += len(held[i])
+			suspect[i] = false
+			continue
+		}
+		for _, a := range held[i] {
+			if a.Kind == Unexpected {
+				c.report.Queue.Unexpected++
+			}
+			c.add(a)
+		}
+	}
+
+	failingKeys := map[string][]string{}
+	failingTotal := map[string]int{}
+	for i, p := range parts {
+		if status[i] != partIllegal {
+			continue
+		}
 		failingTotal[p.model]++
 		if len(failingKeys[p.model]) < maxFailingKeys {
 			failingKeys[p.model] = append(failingKeys[p.model], p.key)
@@ -97,13 +268,20 @@ func (c *check) run() {
 			for _, i := range p.ops {
 				fp.Ops = append(fp.Ops, c.h.Ops[i])
 			}
+			if p.model == ModelLease {
+				fp.Bounds = env.bounds(p.key)
+			}
 			c.report.FailingPartitions = append(c.report.FailingPartitions, fp)
 		}
-		if !isNamed[[2]string{p.model, p.key}] {
+		if !suspect[i] {
+			note := ""
+			if other != nil && other[i] == partLegal {
+				note = fmt.Sprintf(" under the reading of extend the rest of the history needs (%s; the other would allow this intent)", c.report.ExtendReading)
+			}
 			c.add(Anomaly{
 				Kind: NotLinearizable, Key: p.key,
-				Explanation: fmt.Sprintf("no order of the %d operations on %s %s is allowed by the %s model (%s)%s",
-					len(p.ops), keyNoun(p.model), p.key, p.model, modelPromise(p.model), c.stuck(p, env)),
+				Explanation: fmt.Sprintf("no order of the %d operations on %s %s is allowed by the %s model (%s)%s%s",
+					len(p.ops), keyNoun(p.model), p.key, p.model, modelPromise(p.model), note, c.stuck(p, env)),
 				Ops: firstOps(c.h.Ops, p.ops, maxEvidenceOps),
 			})
 		}
@@ -121,6 +299,28 @@ func (c *check) run() {
 	}
 }
 
+// countIllegal counts the lease partitions found illegal.
+func countIllegal(parts []part, status []uint8) int {
+	n := 0
+	for i, p := range parts {
+		if p.model == ModelLease && status[i] == partIllegal {
+			n++
+		}
+	}
+	return n
+}
+
+// extended reports whether an extension may have taken effect in p.
+func (c *check) extended(p part) bool {
+	for _, i := range p.ops {
+		op := &c.h.Ops[i]
+		if op.Kind == OpExtend && op.Effective() != verdict.OutcomeFailed {
+			return true
+		}
+	}
+	return false
+}
+
 func keyNoun(model string) string {
 	if model == ModelIdempotency {
 		return "idempotency key"
@@ -132,7 +332,7 @@ func modelPromise(model string) string {
 	if model == ModelIdempotency {
 		return "the first accepted body fixes the response, the same body replays it, another body is refused"
 	}
-	return "one live lease at a time, a superseded or expired token never succeeds, a fulfilled intent stays fulfilled, claim_attempts grows with every claim"
+	return "one live lease at a time, a superseded or expired token never succeeds, a fulfilled intent stays fulfilled, claim_attempts grows by one with every claim, dead only at max_attempts"
 }
 
 // stuck says where the longest order the model accepts for p ends: the
