@@ -68,21 +68,40 @@ const unknownToken = "\x00unknown"
 const maxMaxAttempts = 20
 
 // IntentBounds is what a history says about one intent outside its lease
-// operations: when a publish can have created it, and its max_attempts.
+// operations: which publishes can have created it, when, and its
+// max_attempts.
 type IntentBounds struct {
 	// BornAfter is the earliest call of a publish that could have created
 	// the intent (math.MaxInt64: none could; math.MinInt64: the history
 	// records no publish at all, and every intent exists from the start).
 	BornAfter int64 `json:"born_after"`
-	// BornBy is the earliest return of a publish acknowledged with the
-	// intent's id (math.MaxInt64: none).
+	// BornBy is the latest it can have been created by: the earliest
+	// return of a publish answered with its id, or of a 422 of the scope
+	// that created it (math.MaxInt64: nothing says).
 	BornBy int64 `json:"born_by"`
 	// MaxLo and MaxHi bound its max_attempts (1 and 20 when unknown).
 	MaxLo int `json:"max_lo"`
 	MaxHi int `json:"max_hi"`
+	// Keys are the publish keys whose work it may carry (nil: any).
+	Keys []string `json:"keys,omitempty"`
+	// Creators are the alternatives: each publish group (scope and body)
+	// that may have created it, with its own bounds; the ones above are
+	// their hull.
+	Creators []Creator `json:"creators,omitempty"`
 }
 
-var anyIntent = IntentBounds{BornAfter: math.MinInt64, BornBy: math.MaxInt64, MaxLo: 1, MaxHi: maxMaxAttempts}
+// Creator is one way an intent may have come to exist.
+type Creator struct {
+	After int64 `json:"after"` // created no earlier (math.MinInt64: from the start)
+	By    int64 `json:"by"`    // created no later
+	MaxLo int   `json:"max_lo"`
+	MaxHi int   `json:"max_hi"`
+}
+
+var anyIntent = IntentBounds{BornAfter: math.MinInt64, BornBy: math.MaxInt64, MaxLo: 1, MaxHi: maxMaxAttempts,
+	Creators: []Creator{{After: math.MinInt64, By: math.MaxInt64, MaxLo: 1, MaxHi: maxMaxAttempts}}}
+
+var noCreator = Creator{After: math.MaxInt64, By: math.MaxInt64, MaxLo: 1, MaxHi: maxMaxAttempts}
 
 // modelEnv is what the models know beyond one partition.
 type modelEnv struct {
@@ -99,11 +118,13 @@ type modelEnv struct {
 	intents map[string]*IntentBounds
 	// reading, when not readingAny, is the only reading of extend allowed.
 	reading uint8
+	// unexplained is an intent no publish can have created (see creation.go).
+	unexplained *creation
 }
 
 // leaseState is one possible state of one intent.
 type leaseState struct {
-	b        *IntentBounds
+	cr       *Creator // how it came to exist
 	phase    uint8
 	reading  uint8
 	maxLo    uint8 // max_attempts, as far as the history so far allows
@@ -114,21 +135,27 @@ type leaseState struct {
 	z        zone
 }
 
-// initial is the state of op's intent before its first operation.
-func (e *modelEnv) initial(op *Operation) leaseState {
+// initial returns the states of op's intent before its first operation: one
+// per way it may have come to exist.
+func (e *modelEnv) initial(op *Operation) []leaseState {
 	key := op.Key
 	if key == "" {
 		key = op.Output.ID
 	}
-	b := e.intents[key]
-	if b == nil {
-		b = &anyIntent
+	b := e.bounds(key)
+	var out []leaseState
+	for i := range b.Creators {
+		cr := &b.Creators[i]
+		st := leaseState{cr: cr, phase: phaseUnborn, maxLo: uint8(max(cr.MaxLo, 1)), maxHi: uint8(min(max(cr.MaxHi, 1), maxMaxAttempts)), z: zoneAny()}
+		if cr.After == math.MinInt64 {
+			st.phase = phaseOpen
+		}
+		out = append(out, st)
 	}
-	st := leaseState{b: b, phase: phaseUnborn, maxLo: uint8(max(b.MaxLo, 1)), maxHi: uint8(min(max(b.MaxHi, 1), maxMaxAttempts)), z: zoneAny()}
-	if b.BornAfter == math.MinInt64 {
-		st.phase = phaseOpen
+	if len(out) == 0 {
+		out = append(out, leaseState{cr: &noCreator, phase: phaseUnborn, maxLo: 1, maxHi: maxMaxAttempts, z: zoneAny()})
 	}
-	return st
+	return out
 }
 
 // addLease adds s to set unless a state of the set holds it (same state,
@@ -164,19 +191,19 @@ func window(op *Operation) (int64, int64) {
 func clampTime(t int64) int64 { return max(min(t, zinf-1), -zinf+1) }
 
 // born makes the intent exist at the current instant: created by then, by
-// a publish called no earlier than BornAfter.
+// a publish called no earlier than its creator's After.
 func (st *leaseState) born() bool {
 	if st.phase != phaseUnborn {
 		return true
 	}
 	st.phase = phaseOpen
-	return st.z.bound(z0, zl, -clampTime(st.b.BornAfter))
+	return st.z.bound(z0, zl, -clampTime(st.cr.After))
 }
 
 // unborn keeps the intent not created at the current instant: no later
-// than BornBy, when an acknowledged publish proved it exists.
+// than its creator's By, when an answer proved it exists.
 func (st *leaseState) unborn() bool {
-	return st.phase == phaseUnborn && st.z.bound(zl, z0, clampTime(st.b.BornBy))
+	return st.phase == phaseUnborn && st.z.bound(zl, z0, clampTime(st.cr.By))
 }
 
 // live: the current instant is before the expiry.

@@ -56,7 +56,7 @@ func (e *modelEnv) porcupineModel() porcupine.Model {
 			}
 			cur := s.lease
 			if cur == nil {
-				cur = []leaseState{e.initial(op)}
+				cur = e.initial(op)
 			}
 			var next []leaseState
 			for _, st := range cur {

@@ -146,10 +146,14 @@ func (c *check) queue(parts []part) {
 		return ackedFor[id][0]
 	}
 
+	named := c.unexpectedIntents // intents an anomaly already names
 	for _, u := range units {
-		c.judgeUnit(u, facts, ackedFor, owner)
+		c.judgeUnit(u, facts, ackedFor, owner, named)
 	}
 	for _, k := range strays {
+		for _, i := range strayEffects[k] {
+			named[effects[i].Intent] = true
+		}
 		c.report.Queue.Unexpected++
 		c.add(Anomaly{
 			Kind: Unexpected, Key: k,
@@ -157,10 +161,26 @@ func (c *check) queue(parts []part) {
 			Effects:     pick(effects, strayEffects[k], 2),
 		})
 	}
+	if x := c.env.unexplained; x != nil && !named[x.id] {
+		a := Anomaly{Kind: Unexpected, Key: x.id,
+			Explanation: fmt.Sprintf("intent %s existed at %s, yet no publish can have created it: none was answered with it, and no publish whose answer named no intent can have made it (each makes one intent at most, of its own key, before it is seen)",
+				x.id, ms(x.seen))}
+		if x.op != nil {
+			a.Ops = []Operation{*x.op}
+		}
+		for _, e := range effects {
+			if e.Intent == x.id {
+				a.Effects = append(a.Effects, e)
+				break
+			}
+		}
+		c.report.Queue.Unexpected++
+		c.add(a)
+	}
 }
 
 // judgeUnit runs the queue checks of one unit of work.
-func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[string][]string, owner func(string) string) {
+func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[string][]string, owner func(string) string, named map[string]bool) {
 	ops := c.h.Ops
 	effects := c.l.Effects
 	q := &c.report.Queue
@@ -218,6 +238,9 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 	switch {
 	case len(intents) > max(len(scopes), 1):
 		q.Duplicated++
+		for _, id := range intents {
+			named[id] = true
+		}
 		c.add(Anomaly{
 			Kind: Duplicated, Key: u.key,
 			Explanation: fmt.Sprintf("key %s was given %d different intents (%s): one idempotency key yields one intent (per API key), so its work was queued more than once",
@@ -238,8 +261,11 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 	// unexpected: an effect no publish of this key could have asked for,
 	// or before the first that could was called
 	if len(u.effects) > 0 {
-		if c.unexpected(u, ackedFor, creators, len(intents) > max(len(scopes), 1)) {
+		if c.unexpected(u, creators, len(intents) > max(len(scopes), 1)) {
 			q.Unexpected++
+			for _, i := range u.effects {
+				named[effects[i].Intent] = true
+			}
 		} else if acked == nil && unknown != nil {
 			q.Recovered++
 			c.add(Anomaly{
@@ -279,6 +305,30 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 		}
 		return
 	}
+	// one intent for two API keys' records of this key: each makes its own
+	scopes2 := map[string][]string{}
+	for _, i := range u.ops {
+		op := &ops[i]
+		name := op.KeyID
+		if name == "" {
+			name = "the run's key"
+		}
+		if id := op.Output.ID; id != "" && op.Effective() == verdict.OutcomeOK && !slices.Contains(scopes2[id], name) {
+			scopes2[id] = append(scopes2[id], name)
+		}
+	}
+	for _, id := range ackedIDs {
+		if len(scopes2[id]) > 1 {
+			q.Lost++
+			c.add(Anomaly{
+				Kind: Lost, Key: u.key,
+				Explanation: fmt.Sprintf("publishes with key %s under %d API keys (%s) were all acknowledged with intent %s: the record is kept per API key, each makes its own intent, so the work of all but one is lost",
+					u.key, len(scopes2[id]), strings.Join(scopes2[id], ", "), id),
+				Ops: firstOps(ops, u.ops, 4),
+			})
+			return
+		}
+	}
 	for _, id := range ackedIDs {
 		if o := owner(id); o != u.key && len(ackedFor[id]) > 1 {
 			q.Lost++
@@ -310,10 +360,11 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 }
 
 // unexpected reports (and adds) the first effect of u that no publish of
-// its key could have asked for when it landed. An intent no publish of the
-// key answered and none left unanswered could have created is already the
-// key's duplicate when dup says so, and not told twice.
-func (c *check) unexpected(u *unit, ackedFor map[string][]string, creators int64, dup bool) bool {
+// its key could have asked for when it landed: its intent carries another
+// key's work, or was created later (see creation.go); with no intent named,
+// it landed before any publish of the key was called. An intent no publish
+// can have made is the key's duplicate when dup says so, not told twice.
+func (c *check) unexpected(u *unit, creators int64, dup bool) bool {
 	ops := c.h.Ops
 	effects := c.l.Effects
 	if creators == math.MaxInt64 {
@@ -327,35 +378,26 @@ func (c *check) unexpected(u *unit, ackedFor map[string][]string, creators int64
 	}
 	for _, i := range u.effects {
 		e := effects[i]
-		// the publishes of this key that could have created e's intent:
-		// one answered with it (or with no id), or one whose answer was lost
-		// (an intent answered to other keys only was created by one of
-		// theirs, and carries their work)
-		from := int64(math.MaxInt64)
-		if mine := ackedFor[e.Intent]; e.Intent == "" || len(mine) == 0 || slices.Contains(mine, u.key) {
-			for _, j := range u.ops {
-				op := &ops[j]
-				switch op.Effective() {
-				case verdict.OutcomeOK:
-					if e.Intent == "" || op.Output.ID == "" || op.Output.ID == e.Intent {
-						from = min(from, op.Call)
-					}
-				case verdict.OutcomeUnknown:
-					from = min(from, op.Call)
-				}
+		var why string
+		if e.Intent == "" {
+			if e.At < creators {
+				why = fmt.Sprintf("it landed at %s, before any publish of the key was called (the first at %s)", ms(e.At), ms(creators))
+			}
+		} else if b := c.env.bounds(e.Intent); len(b.Keys) > 0 && !slices.Contains(b.Keys, u.key) {
+			if dup && b.BornAfter == math.MaxInt64 {
+				continue
+			}
+			why = fmt.Sprintf("it ran intent %s, which carries the work of key %s", e.Intent, strings.Join(b.Keys, ", "))
+		} else if e.At < b.BornAfter {
+			if dup && b.BornAfter == math.MaxInt64 {
+				continue
+			}
+			why = fmt.Sprintf("it ran intent %s at %s, before any publish that could have created it was called (the first at %s)", e.Intent, ms(e.At), ms(b.BornAfter))
+			if b.BornAfter == math.MaxInt64 {
+				why = fmt.Sprintf("it ran intent %s, which no publish of this key can have created", e.Intent)
 			}
 		}
-		var why string
-		switch {
-		case from == math.MaxInt64 && len(ackedFor[e.Intent]) > 0:
-			why = fmt.Sprintf("it ran intent %s, which no publish of this key created: it was created for key %s and carries its work", e.Intent, strings.Join(ackedFor[e.Intent], ", "))
-		case from == math.MaxInt64 && dup:
-			continue
-		case from == math.MaxInt64:
-			why = fmt.Sprintf("it ran intent %s, which no publish of this key can have created (they were answered with another intent, and none was left without an answer)", e.Intent)
-		case e.At < from:
-			why = fmt.Sprintf("it landed at %s, before any publish that could have asked for it was called (the first at %s)", ms(e.At), ms(from))
-		default:
+		if why == "" {
 			continue
 		}
 		c.add(Anomaly{

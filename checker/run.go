@@ -21,10 +21,13 @@ type check struct {
 	// accepted the partition: a named check must never contradict its
 	// model, so the tests hold this at zero.
 	contradicted int
+	env          *modelEnv
+	// unexpectedIntents are the intents the lease checks found unexpected.
+	unexpectedIntents map[string]bool
 }
 
 func newCheck(h History, l Ledger, opts Options) *check {
-	return &check{h: h, l: l, opts: opts, report: Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}}
+	return &check{h: h, l: l, opts: opts, unexpectedIntents: map[string]bool{}, report: Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}}
 }
 
 // maxFailingKeys bounds the failing keys listed per model.
@@ -50,106 +53,6 @@ func (c *check) add(a Anomaly) {
 	c.report.Anomalies = append(c.report.Anomalies, a)
 }
 
-// newModelEnv gathers what the lease model needs beyond one partition: the
-// claims whose intent nobody learned, and for each intent when a publish can
-// have created it and its max_attempts.
-func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
-	slack := int64(opts.ClockSlack)
-	if slack < 0 {
-		slack = 0
-	}
-	env := &modelEnv{slack: slack, conflictStatus: opts.ConflictStatus, hidden: sortedHidden(h.Ops)}
-	ops := h.Ops
-	published := false
-	for i := range ops {
-		if ops[i].Kind == OpPublish {
-			published = true
-			break
-		}
-	}
-	if !published {
-		return env // a lease-only history: every intent exists from the start
-	}
-	// loose creators: publishes that may have created an intent whose id
-	// nobody learned (outcome unknown, or acknowledged without an id), per
-	// key and in all
-	type creators struct {
-		call         int64
-		maxLo, maxHi int
-	}
-	none := creators{call: math.MaxInt64, maxLo: math.MaxInt, maxHi: 0}
-	addTo := func(c *creators, op *Operation) {
-		c.call = min(c.call, op.Call)
-		m := op.Input.MaxAttempts
-		if m <= 0 {
-			c.maxLo, c.maxHi = 1, maxMaxAttempts
-			return
-		}
-		c.maxLo, c.maxHi = min(c.maxLo, m), max(c.maxHi, m)
-	}
-	loose := map[string]*creators{}
-	all := none
-	acked := map[string][]int{}
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind != OpPublish {
-			continue
-		}
-		switch out := op.Effective(); {
-		case out == verdict.OutcomeOK && op.Output.ID != "":
-			acked[op.Output.ID] = append(acked[op.Output.ID], i)
-		case out == verdict.OutcomeOK, out == verdict.OutcomeUnknown:
-			c := loose[op.Key]
-			if c == nil {
-				c = &creators{}
-				*c = none
-				loose[op.Key] = c
-			}
-			addTo(c, op)
-			addTo(&all, op)
-		}
-	}
-	effKey := map[string]string{}
-	for _, e := range l.Effects {
-		if _, ok := effKey[e.Intent]; e.Intent != "" && !ok {
-			effKey[e.Intent] = e.Key
-		}
-	}
-	env.intents = make(map[string]*IntentBounds, len(parts)/2)
-	for _, p := range parts {
-		if p.model != ModelLease {
-			continue
-		}
-		b := &IntentBounds{BornAfter: math.MaxInt64, BornBy: math.MaxInt64}
-		c := none
-		if idx := acked[p.key]; len(idx) > 0 {
-			// created by one of the publishes acknowledged with its id, or
-			// by an earlier one of the same key whose answer was lost
-			for _, i := range idx {
-				op := &ops[i]
-				b.BornBy = min(b.BornBy, op.Return)
-				addTo(&c, op)
-				if lc := loose[op.Key]; lc != nil {
-					c.call = min(c.call, lc.call)
-				}
-			}
-		} else if k, ok := effKey[p.key]; ok {
-			if lc := loose[k]; lc != nil {
-				c = *lc
-			}
-		} else {
-			c = all
-		}
-		b.BornAfter = c.call
-		b.MaxLo, b.MaxHi = 1, maxMaxAttempts
-		if c.maxHi > 0 {
-			b.MaxLo, b.MaxHi = c.maxLo, c.maxHi
-		}
-		env.intents[p.key] = b
-	}
-	return env
-}
-
 // bounds returns what env knows of intent id.
 func (e *modelEnv) bounds(id string) *IntentBounds {
 	if b := e.intents[id]; b != nil {
@@ -161,6 +64,7 @@ func (e *modelEnv) bounds(id string) *IntentBounds {
 func (c *check) run() {
 	parts := partitions(c.h.Ops)
 	env := newModelEnv(c.h, c.l, c.opts, parts)
+	c.env = env
 	c.report.Options = c.opts
 	c.report.FirstHiddenClaim = math.MaxInt64
 	if len(env.hidden) > 0 {
@@ -223,6 +127,7 @@ func (c *check) run() {
 	}
 	env = envs[reading]
 	c.report.ExtendReading = [2]string{"from-now", "added"}[reading]
+	notes := c.hiddenBudget(parts, status, env)
 
 	results := map[string]LinResult{ModelIdempotency: LinOk, ModelLease: LinOk}
 	for i, p := range parts {
@@ -248,6 +153,7 @@ func (c *check) run() {
 		for _, a := range held[i] {
 			if a.Kind == Unexpected {
 				c.report.Queue.Unexpected++
+				c.unexpectedIntents[a.Key] = true
 			}
 			c.add(a)
 		}
@@ -274,7 +180,7 @@ func (c *check) run() {
 			c.report.FailingPartitions = append(c.report.FailingPartitions, fp)
 		}
 		if !suspect[i] {
-			note := ""
+			note := notes[i]
 			if other != nil && other[i] == partLegal {
 				note = fmt.Sprintf(" under the reading of extend the rest of the history needs (%s; the other would allow this intent)", c.report.ExtendReading)
 			}
@@ -297,6 +203,82 @@ func (c *check) run() {
 	if !c.opts.SkipQueue {
 		c.queue(parts)
 	}
+}
+
+// hiddenBudget holds the intents to the claims whose answer was lost: each
+// took one intent at most, but a partition may use any of them. It finds
+// how many each legal partition that can use them needs (the fewest with
+// which it is still legal, earliest first); if they need more than were
+// made, the partitions past the budget are illegal, with a note saying why.
+func (c *check) hiddenBudget(parts []part, status []uint8, env *modelEnv) map[int]string {
+	h := len(env.hidden)
+	if h == 0 {
+		return nil
+	}
+	todo := make([]bool, len(parts))
+	var remaining []int
+	for i, p := range parts {
+		if p.model == ModelLease && status[i] == partLegal && c.mayUseHidden(p) {
+			todo[i] = true
+			remaining = append(remaining, i)
+		}
+	}
+	need := map[int]int{}
+	none := make([]bool, len(parts))
+	for k := 0; k < h && len(remaining) > 0; k++ {
+		ek := *env
+		ek.hidden = env.hidden[:k]
+		st := c.decideParts(parts, todo, none, &ek)
+		var still []int
+		for _, i := range remaining {
+			if st[i] == partIllegal {
+				still = append(still, i)
+				continue
+			}
+			need[i], todo[i] = k, false
+		}
+		remaining = still
+	}
+	for _, i := range remaining {
+		need[i] = h
+	}
+	total := 0
+	for _, n := range need {
+		total += n
+	}
+	if total <= h {
+		return nil
+	}
+	notes := map[int]string{}
+	used := 0
+	for i := range parts {
+		n, ok := need[i]
+		if !ok || n == 0 {
+			continue
+		}
+		if used+n <= h {
+			used += n
+			continue
+		}
+		status[i] = partIllegal
+		notes[i] = fmt.Sprintf(" once the other intents have had theirs: alone it needs %d of the %d claims whose answer was lost (no claim recorded explains it), and each of those took one intent at most", n, h)
+	}
+	return notes
+}
+
+// mayUseHidden reports whether a claim whose answer was lost can explain
+// anything in p: a claim at attempt 2 or more, or a read of claimed or dead.
+func (c *check) mayUseHidden(p part) bool {
+	for _, i := range p.ops {
+		op := &c.h.Ops[i]
+		if op.Effective() != verdict.OutcomeOK {
+			continue
+		}
+		if op.Kind == OpClaim && op.Output.Attempts >= 2 || op.Kind == OpStatus && (op.Output.State == StateClaimed || op.Output.State == StateDead) {
+			return true
+		}
+	}
+	return false
 }
 
 // countIllegal counts the lease partitions found illegal.
