@@ -48,7 +48,9 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 	}
 	type scope = [2]string
 	type scopeBody = [3]string
-	acked := map[string][]int{}   // intent → publishes answered with it
+	// intent → publishes answered with it: the first, then a chain
+	acked := make(map[string]int32, len(parts)/2)
+	nextAck := make([]int32, len(ops))
 	answered := map[scope]bool{}  // scopes answered with an intent
 	lost := map[scopeBody][]int{} // publishes whose answer was lost, per scope and body
 	// a 422 proves its scope's record, and so the intent it made, existed
@@ -73,7 +75,11 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 			}
 		case verdict.OutcomeOK:
 			if op.Output.ID != "" {
-				acked[op.Output.ID] = append(acked[op.Output.ID], i)
+				nextAck[i] = -1
+				if j, ok := acked[op.Output.ID]; ok {
+					nextAck[i] = j
+				}
+				acked[op.Output.ID] = int32(i)
 				answered[scope{op.KeyID, op.Key}] = true
 			}
 		case verdict.OutcomeUnknown:
@@ -128,8 +134,9 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 		cr.After = min(cr.After, op.Call)
 		cr.MaxLo, cr.MaxHi = min(cr.MaxLo, lo), max(cr.MaxHi, hi)
 	}
-	// every intent the history names, when it was first seen to exist and
-	// the key its effects name
+	// every intent the history names: one answered to a publish gets its
+	// bounds from those publishes; for the others, when each was first seen
+	// to exist and the key its effects name
 	type intent struct {
 		seen int64
 		op   *Operation
@@ -151,8 +158,49 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 			in.keys = append(in.keys, key)
 		}
 	}
+	env.intents = make(map[string]*IntentBounds, len(parts)/2)
+	bounds := make([]IntentBounds, 0, len(parts)/2)
+	creators := make([]Creator, 0, len(parts)/2)
+	var keys []string
+	answeredTo := func(id string) {
+		if _, done := env.intents[id]; done {
+			return
+		}
+		if len(bounds) == cap(bounds) {
+			bounds = make([]IntentBounds, 0, 64)
+		}
+		bounds = append(bounds, IntentBounds{BornAfter: math.MaxInt64, BornBy: math.MaxInt64, MaxLo: math.MaxInt, MaxHi: 0})
+		b := &bounds[len(bounds)-1]
+		env.intents[id] = b
+		from := len(keys)
+		for i := acked[id]; i >= 0; i = nextAck[i] {
+			op := &ops[i]
+			b.BornBy = min(b.BornBy, op.Return)
+			if t, ok := conflictBy[scope{op.KeyID, op.Key}]; ok {
+				b.BornBy = min(b.BornBy, t)
+			}
+			b.addOp(op)
+			for _, j := range lost[scopeBody{op.KeyID, op.Key, op.Input.Body}] {
+				b.addOp(&ops[j])
+			}
+			if !slices.Contains(keys[from:], op.Key) {
+				keys = append(keys, op.Key)
+			}
+		}
+		b.Keys = keys[from:len(keys):len(keys)]
+		// one way: the bodies of an answered scope share max_attempts
+		if len(creators) == cap(creators) {
+			creators = make([]Creator, 0, 64)
+		}
+		creators = append(creators, Creator{After: b.BornAfter, By: b.BornBy, MaxLo: b.MaxLo, MaxHi: b.MaxHi})
+		b.Creators = creators[len(creators)-1 : len(creators) : len(creators)]
+	}
 	for _, p := range parts {
 		if p.model != ModelLease {
+			continue
+		}
+		if _, ok := acked[p.key]; ok {
+			answeredTo(p.key)
 			continue
 		}
 		see(p.key, math.MaxInt64, nil, "")
@@ -163,35 +211,21 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 		}
 	}
 	for _, e := range l.Effects {
-		if e.Intent != "" {
-			see(e.Intent, e.At, nil, e.Key)
-		}
-	}
-	env.intents = make(map[string]*IntentBounds, len(order))
-	var needs []string // intents no answer names, seen to exist
-	for _, id := range order {
-		b := &IntentBounds{BornAfter: math.MaxInt64, BornBy: math.MaxInt64, MaxLo: math.MaxInt, MaxHi: 0}
-		env.intents[id] = b
-		idx := acked[id]
-		if len(idx) == 0 {
-			if intents[id].seen < math.MaxInt64 {
-				needs = append(needs, id)
-			}
+		if e.Intent == "" {
 			continue
 		}
-		for _, i := range idx {
-			op := &ops[i]
-			b.BornBy = min(b.BornBy, op.Return)
-			if t, ok := conflictBy[scope{op.KeyID, op.Key}]; ok {
-				b.BornBy = min(b.BornBy, t)
-			}
-			b.addOp(op)
-			for _, j := range lost[scopeBody{op.KeyID, op.Key, op.Input.Body}] {
-				b.addOp(&ops[j])
-			}
+		if _, ok := acked[e.Intent]; ok {
+			answeredTo(e.Intent)
+			continue
 		}
-		// one way: the bodies of an answered scope share max_attempts
-		b.Creators = []Creator{{After: b.BornAfter, By: b.BornBy, MaxLo: b.MaxLo, MaxHi: b.MaxHi}}
+		see(e.Intent, e.At, nil, e.Key)
+	}
+	var needs []string // intents no answer names, seen to exist
+	for _, id := range order {
+		env.intents[id] = &IntentBounds{BornAfter: math.MaxInt64, BornBy: math.MaxInt64, MaxLo: math.MaxInt, MaxHi: 0}
+		if intents[id].seen < math.MaxInt64 {
+			needs = append(needs, id)
+		}
 	}
 	fits := func(id string, s slot) bool {
 		in := intents[id]
@@ -286,10 +320,12 @@ func (b *IntentBounds) add(call int64, key string, lo, hi int) {
 	}
 }
 
-// addOp counts publish op as one that may have created the intent.
+// addOp counts publish op, answered with the intent (or of the same scope
+// and body), as one that may have created it; its key is counted apart.
 func (b *IntentBounds) addOp(op *Operation) {
 	lo, hi := widen(op.Input.MaxAttempts)
-	b.add(op.Call, op.Key, lo, hi)
+	b.BornAfter = min(b.BornAfter, op.Call)
+	b.MaxLo, b.MaxHi = min(b.MaxLo, lo), max(b.MaxHi, hi)
 }
 
 // widen is the range of max_attempts m allows (0: not recorded, any of 1–20).

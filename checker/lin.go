@@ -251,31 +251,36 @@ func (c *check) decideParts(parts []part, todo, suspect []bool, env *modelEnv) [
 	return status
 }
 
-// sequentialDecide decides a partition whose operations idx are totally
-// ordered in time (each called after the previous returned) and all have a
-// known outcome, by stepping the model along that one order; decided is
-// false for any other partition. It sorts idx by call time.
+// sequentialDecide steps the model along the operations idx in the order of
+// their calls (it sorts idx so). That order is one porcupine would try (it
+// keeps every "a returned before b was called"), and the model places each
+// operation at an instant of its own window, so if the model accepts it
+// the partition is legal. If it does not, and the operations are totally
+// ordered in time (each called after the previous returned) with known
+// outcomes, that order was the only one: the partition is illegal. decided
+// is false otherwise (porcupine must search).
 func sequentialDecide(ops []Operation, idx []int, model porcupine.Model) (decided, ok bool) {
-	for _, i := range idx {
-		if ops[i].Effective() == verdict.OutcomeUnknown {
-			return false, false
-		}
-	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt64(ops[a].Call, ops[b].Call) })
-	for k := 1; k < len(idx); k++ {
-		if ops[idx[k]].Call <= ops[idx[k-1]].Return {
-			return false, false
-		}
-	}
 	state := model.Init()
 	for _, i := range idx {
 		ok, next := model.Step(state, &ops[i], nil)
 		if !ok {
-			return true, false
+			return totallyOrdered(ops, idx), false
 		}
 		state = next
 	}
 	return true, true
+}
+
+// totallyOrdered reports whether the operations idx (sorted by call) each
+// were called after the previous returned, all with a known outcome.
+func totallyOrdered(ops []Operation, idx []int) bool {
+	for k, i := range idx {
+		if ops[i].Effective() == verdict.OutcomeUnknown || (k > 0 && ops[i].Call <= ops[idx[k-1]].Return) {
+			return false
+		}
+	}
+	return true
 }
 
 // maxRechecks bounds how many partitions are re-checked alone after an
