@@ -34,7 +34,8 @@ const maxMatched = 64
 // claims whose intent nobody learned, and for each intent when a publish can
 // have created it, for which key, and its max_attempts.
 func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
-	env := &modelEnv{slack: max(int64(opts.ClockSlack), 0), conflictStatus: opts.ConflictStatus, hidden: sortedHidden(h.Ops)}
+	env := &modelEnv{slack: max(int64(opts.ClockSlack), 0), conflictStatus: opts.ConflictStatus}
+	env.hidden, env.hiddenTotal = sortedHidden(h.Ops)
 	ops := h.Ops
 	published := false
 	for i := range ops {

@@ -112,7 +112,8 @@ type modelEnv struct {
 	// learned: each may have taken any intent. A partition uses them
 	// earliest first, which is exact for one intent; that two intents
 	// cannot both have been taken by one such claim is not seen.
-	hidden []int64
+	hidden      []int64
+	hiddenTotal int // how many there are in all
 	// intents holds the bounds of each intent id; an id not in it has
 	// anyIntent's.
 	intents map[string]*IntentBounds
@@ -500,8 +501,9 @@ func leaseReadings(states []leaseState) (fromNow, added bool) {
 }
 
 // sortedHidden returns the calls of the hidden claims of ops, earliest first,
-// at most maxMaxAttempts of them.
-func sortedHidden(ops []Operation) []int64 {
+// at most maxMaxAttempts of them (the most one intent can use; the earliest
+// serve any intent best), and how many there are.
+func sortedHidden(ops []Operation) ([]int64, int) {
 	var calls []int64
 	for i := range ops {
 		op := &ops[i]
@@ -510,8 +512,9 @@ func sortedHidden(ops []Operation) []int64 {
 		}
 	}
 	slices.Sort(calls)
-	if len(calls) > maxMaxAttempts {
-		calls = calls[:maxMaxAttempts]
+	n := len(calls)
+	if n > maxMaxAttempts {
+		calls = calls[:maxMaxAttempts:maxMaxAttempts]
 	}
-	return calls
+	return calls, n
 }

@@ -211,7 +211,7 @@ func (c *check) run() {
 // which it is still legal, earliest first); if they need more than were
 // made, the partitions past the budget are illegal, with a note saying why.
 func (c *check) hiddenBudget(parts []part, status []uint8, env *modelEnv) map[int]string {
-	h := len(env.hidden)
+	h := len(env.hidden) // the most one partition can use
 	if h == 0 {
 		return nil
 	}
@@ -246,7 +246,7 @@ func (c *check) hiddenBudget(parts []part, status []uint8, env *modelEnv) map[in
 	for _, n := range need {
 		total += n
 	}
-	if total <= h {
+	if total <= env.hiddenTotal {
 		return nil
 	}
 	notes := map[int]string{}
@@ -256,12 +256,12 @@ func (c *check) hiddenBudget(parts []part, status []uint8, env *modelEnv) map[in
 		if !ok || n == 0 {
 			continue
 		}
-		if used+n <= h {
+		if used+n <= env.hiddenTotal {
 			used += n
 			continue
 		}
 		status[i] = partIllegal
-		notes[i] = fmt.Sprintf(" once the other intents have had theirs: alone it needs %d of the %d claims whose answer was lost (no claim recorded explains it), and each of those took one intent at most", n, h)
+		notes[i] = fmt.Sprintf(" once the other intents have taken their share of the %d claims whose answer was lost: alone it needs %d of them (no claim recorded explains what it shows), and each took one intent at most", env.hiddenTotal, n)
 	}
 	return notes
 }
