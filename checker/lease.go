@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -253,68 +254,102 @@ func (c *check) doubleLease(key string, l *leaseOps) {
 }
 
 // staleToken finds a mutation that succeeded with a token that was certainly
-// no longer valid: never granted, superseded by a later claim, or expired.
+// no longer valid: never granted, superseded by a later claim, or expired;
+// or a read of fulfilled when every fulfill that may have done it was sent
+// with such a token.
 func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 	for _, m := range l.mutations {
-		ai := -1 // the claim that granted m's token
-		for i, cl := range l.claims {
-			if cl.Output.Token == m.Input.Token {
-				ai = i
-				break
-			}
-		}
-		if ai < 0 {
+		if why, ev := l.stale(m); why != "" {
 			c.add(Anomaly{
 				Kind: StaleTokenAccepted, Key: key,
-				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, which no recorded claim of this intent granted", m.Kind, key, short(m.Input.Token)),
-				Ops:         []Operation{*m},
-			})
-			return
-		}
-		a := l.claims[ai]
-		for bi, b := range l.claims {
-			if bi != ai && b.Output.Token != a.Output.Token && l.before(ai, bi) && b.Return < m.Call {
-				c.add(Anomaly{
-					Kind: StaleTokenAccepted, Key: key,
-					Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, but a later claim had already replaced it with token %s "+
-						"(that claim returned at %s, the %s was called at %s): a superseded token must get 404",
-						m.Kind, key, short(m.Input.Token), short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)),
-					Ops: []Operation{*a, *b, *m},
-				})
-				return
-			}
-		}
-		if a.Output.LeaseNs <= 0 {
-			continue
-		}
-		// the latest the lease can have lasted, through every extension
-		// that may have found it live before m
-		until := satAdd(l.tHi[ai], a.Output.LeaseNs+l.slack)
-		evidence := []Operation{*a}
-		for _, e := range l.extends {
-			if e.Input.Token != m.Input.Token || e.Call >= until || e.Call > m.Return {
-				continue
-			}
-			if e.Input.ExtendNs <= 0 {
-				until = math.MaxInt64
-				break
-			}
-			until = satAdd(until, e.Input.ExtendNs+l.slack)
-			evidence = append(evidence, *e)
-		}
-		if m.Call >= until {
-			if l.tHi[ai] < a.Return {
-				evidence = append(evidence, l.boundingOp(ai)...)
-			}
-			c.add(Anomaly{
-				Kind: StaleTokenAccepted, Key: key,
-				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s at %s, after its lease had certainly expired (the claim took effect by %s, the lease ended by %s at the latest): an expired token must get 404",
-					m.Kind, key, short(m.Input.Token), ms(m.Call), ms(l.tHi[ai]), ms(until)),
-				Ops: append(evidence, *m),
+				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, %s", m.Kind, key, short(m.Input.Token), why),
+				Ops:         append(ev, *m),
 			})
 			return
 		}
 	}
+	for _, r := range l.reads {
+		if r.Output.State != StateFulfilled {
+			continue
+		}
+		var sent []*Operation // fulfills that may have taken effect before r
+		for _, f := range l.releases {
+			if f.Kind == OpFulfill && f.Call <= r.Return {
+				sent = append(sent, f)
+			}
+		}
+		if len(sent) == 0 {
+			continue // fulfilled with no fulfill at all: the model says so
+		}
+		var whys []string
+		var ev []Operation
+		for _, f := range sent {
+			why, e := l.stale(f)
+			if why == "" {
+				whys = nil
+				break
+			}
+			whys = append(whys, fmt.Sprintf("the fulfill with token %s (%s) %s", short(f.Input.Token), f.Effective(), why))
+			ev = append(append(ev, e...), *f)
+		}
+		if whys == nil {
+			continue
+		}
+		c.add(Anomaly{
+			Kind: StaleTokenAccepted, Key: key,
+			Explanation: fmt.Sprintf("intent %s read fulfilled at %s, but every fulfill that may have done it was refusable: %s; so one was accepted with a token that must have got 404",
+				key, ms(r.Return), strings.Join(whys, "; ")),
+			Ops: append(ev, *r),
+		})
+		return
+	}
+}
+
+// stale says why m's token was certainly not valid when m took effect, with
+// the operations that show it ("" when it may have been valid).
+func (l *leaseOps) stale(m *Operation) (string, []Operation) {
+	ai := -1 // the claim that granted m's token
+	for i, cl := range l.claims {
+		if cl.Output.Token == m.Input.Token {
+			ai = i
+			break
+		}
+	}
+	if ai < 0 {
+		return "which no recorded claim of this intent granted", nil
+	}
+	a := l.claims[ai]
+	for bi, b := range l.claims {
+		if bi != ai && b.Output.Token != a.Output.Token && l.before(ai, bi) && b.Return < m.Call {
+			return fmt.Sprintf("but a later claim had already replaced it with token %s (that claim returned at %s, the %s was called at %s): a superseded token must get 404",
+				short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)), []Operation{*a, *b}
+		}
+	}
+	if a.Output.LeaseNs <= 0 {
+		return "", nil
+	}
+	// the latest the lease can have lasted, through every extension that
+	// may have found it live before m
+	until := satAdd(l.tHi[ai], a.Output.LeaseNs+l.slack)
+	evidence := []Operation{*a}
+	for _, e := range l.extends {
+		if e.Input.Token != m.Input.Token || e.Call >= until || e.Call > m.Return {
+			continue
+		}
+		if e.Input.ExtendNs <= 0 {
+			return "", nil
+		}
+		until = satAdd(until, e.Input.ExtendNs+l.slack)
+		evidence = append(evidence, *e)
+	}
+	if m.Call < until {
+		return "", nil
+	}
+	if l.tHi[ai] < a.Return {
+		evidence = append(evidence, l.boundingOp(ai)...)
+	}
+	return fmt.Sprintf("sent at %s, after its lease had certainly expired (the claim took effect by %s, the lease ended by %s at the latest): an expired token must get 404",
+		ms(m.Call), ms(l.tHi[ai]), ms(until)), evidence
 }
 
 // boundingOp is the operation that bounds claim i's instant from above.
