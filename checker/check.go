@@ -34,6 +34,10 @@ const (
 	// AttemptsExceeded: an intent was claimed more often than the
 	// max_attempts its publisher set; it should have been dead.
 	AttemptsExceeded AnomalyKind = "attempts-exceeded"
+	// DeadTooEarly: an intent was read dead before max_attempts claims of
+	// it could have been made: dead-lettered early (or cancelled by an
+	// admin, which the history does not hold).
+	DeadTooEarly AnomalyKind = "dead-too-early"
 	// IdempotencyViolation: the idempotency record broke: the same body under
 	// the same key got a different response, a different body was accepted
 	// instead of rejected, or a conflict was reported with no different body.
@@ -90,6 +94,9 @@ type Partition struct {
 	Model string      `json:"model"`
 	Key   string      `json:"key"`
 	Ops   []Operation `json:"ops"`
+	// Bounds (lease partitions) is what the rest of the history says of the
+	// intent: when a publish can have created it, its max_attempts.
+	Bounds *IntentBounds `json:"bounds,omitempty"`
 }
 
 // QueueStats counts units of work in the manner of Jepsen's total-queue.
@@ -131,9 +138,10 @@ type Options struct {
 	// Undrained says the workload stopped without waiting for every unit to
 	// finish: units still open or claimed at the end are Pending, not Lost.
 	Undrained bool `json:"undrained,omitempty"`
-	// ClockSlack is how much faster the server's clock may run than the
-	// harness's over one lease, when judging that a lease had certainly
-	// expired or was certainly still live (default 50 ms).
+	// ClockSlack is how far a duration the server measures (a lease, an
+	// extension) may differ from its length on the harness's clock, when
+	// judging that a lease had certainly expired or was certainly still
+	// live (default 50 ms; negative: none, the two clocks agree).
 	ClockSlack time.Duration `json:"clock_slack_ns,omitempty"`
 	// ConflictStatus is the status that reports an idempotency key reused
 	// with a different body (default 422, seed 004 §7.2).
@@ -160,9 +168,20 @@ type Report struct {
 	// and intent are unknown (math.MaxInt64 if none): the models need it to
 	// re-check FailingPartitions alone.
 	FirstHiddenClaim int64 `json:"first_hidden_claim"`
+	// HiddenClaims are the call times of the earliest such claims (at most
+	// 20, the most any intent can use): the lease model needs them to
+	// re-check FailingPartitions alone.
+	HiddenClaims []int64 `json:"hidden_claims,omitempty"`
+	// ExtendReading is the reading of extend the lease model judged the
+	// history under ("from-now" or "added", spec.DecisionExtend): one for
+	// the whole history, the one that leaves fewer intents illegal.
+	ExtendReading string `json:"extend_reading,omitempty"`
 	// FailingPartitions holds, for each partition porcupine found illegal,
 	// its operations: Visualize renders these and nothing else.
 	FailingPartitions []Partition `json:"failing_partitions,omitempty"`
+	// contradicted counts named findings dropped because their model
+	// accepted the partition (never, the tests say).
+	contradicted int
 }
 
 // Verdict is Fail when any violation was found, Unknown when none was found
@@ -192,6 +211,7 @@ func Check(h History, l Ledger, opts Options) Report {
 	opts = opts.withDefaults()
 	c := newCheck(h, l, opts)
 	c.run()
+	c.report.contradicted = c.contradicted
 	return c.report
 }
 

@@ -22,6 +22,13 @@ func pub(client int, key, body string, call, ret int64, out verdict.Outcome, sta
 		Output: Output{Status: status, ID: id, Body: "resp-" + id}, Call: ms0(call), Return: ms0(ret), Outcome: out}
 }
 
+// pubMax is an acknowledged publish with max_attempts m.
+func pubMax(client int, key, body string, call, ret int64, m int, id string) Operation {
+	op := pub(client, key, body, call, ret, verdict.OutcomeOK, 201, id)
+	op.Input.MaxAttempts = m
+	return op
+}
+
 func claim(client int, id, token string, attempts int, leaseMs, call, ret int64) Operation {
 	return Operation{ClientID: client, Kind: OpClaim, Key: id,
 		Output: Output{Status: 200, ID: id, Token: token, Attempts: attempts, LeaseNs: ms0(leaseMs)},
@@ -69,6 +76,20 @@ func happy(key, id string) []Operation {
 		mut(2, OpFulfill, id, "t1", 40, 50, verdict.OutcomeOK, 200),
 		status(0, id, StateFulfilled, 60, 70),
 	}
+}
+
+// manyHidden is h claims whose answer (and intent) was lost, and n intents
+// published and then read claimed, which only those claims explain.
+func manyHidden(h, n int) []Operation {
+	var ops []Operation
+	for i := range h {
+		ops = append(ops, Operation{ClientID: 100 + i, Kind: OpClaim, Call: ms0(int64(20 + i)), Return: ms0(5000), Outcome: verdict.OutcomeUnknown})
+	}
+	for i := range n {
+		k, id := "k"+itoa(i), "i"+itoa(i)
+		ops = append(ops, pub(i, k, "b", 0, 10, verdict.OutcomeOK, 201, id), status(i, id, StateClaimed, 100, 110))
+	}
+	return ops
 }
 
 // storm is n identical concurrent publishes of key released at once; every
@@ -152,8 +173,9 @@ var checkCases = []checkCase{
 		status(0, "i1", StateClaimed, 5000, 5010),
 	}, effects: []Effect{eff("k1", "i1", "t1", 35)}},
 	{name: "pass/dead is not lost by default", verdict: verdict.Pass, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
-		status(0, "i1", StateDead, 20, 30),
+		pubMax(0, "k1", "b1", 0, 10, 1, "i1"),
+		claim(1, "i1", "t1", 1, 100, 12, 15), // the worker died before running it
+		status(0, "i1", StateDead, 500, 510),
 	}},
 
 	// --- realistic chaos patterns that must pass (no false alarms)
@@ -175,6 +197,9 @@ var checkCases = []checkCase{
 		claim(0, "i1", "t2", 2, 1000, 1500, 1510),
 		mut(0, OpFulfill, "i1", "t2", 1600, 1610, verdict.OutcomeOK, 200),
 	}},
+	{name: "pass/many claims whose answer was lost", verdict: verdict.Pass, opts: Options{Undrained: true}, ops: manyHidden(25, 21)},
+	{name: "fail/more intents claimed than claims made", verdict: verdict.Fail, opts: Options{Undrained: true}, illegal: []string{ModelLease},
+		ops: manyHidden(2, 3), want: map[AnomalyKind]int{NotLinearizable: 1}},
 	{name: "pass/attempts exhausted ends dead", verdict: verdict.Pass, ops: []Operation{
 		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
 		claim(1, "i1", "t1", 1, 1000, 20, 30),
@@ -278,7 +303,7 @@ var checkCases = []checkCase{
 		mut(0, OpFulfill, "i1", "t1", 40, 50, verdict.OutcomeOK, 200),
 	}, opts: Options{SkipQueue: true}, want: map[AnomalyKind]int{NotLinearizable: 1}},
 
-	{name: "fail/claimed beyond max attempts", verdict: verdict.Fail, ops: []Operation{
+	{name: "fail/claimed beyond max attempts", verdict: verdict.Fail, illegal: []string{ModelLease}, ops: []Operation{
 		{ClientID: 0, Kind: OpPublish, Key: "k1", Input: Input{Body: "b1", MaxAttempts: 1}, Output: Output{Status: 201, ID: "i1"}, Call: ms0(0), Return: ms0(10), Outcome: verdict.OutcomeOK},
 		claim(1, "i1", "t1", 1, 100, 20, 30),
 		claim(2, "i1", "t2", 2, 100, 500, 510),
@@ -297,8 +322,9 @@ var checkCases = []checkCase{
 		status(0, "i1", StateOpen, 20, 30),
 	}, want: map[AnomalyKind]int{Lost: 1}},
 	{name: "fail/dead counts as lost when promised", verdict: verdict.Fail, ops: []Operation{
-		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
-		status(0, "i1", StateDead, 20, 30),
+		pubMax(0, "k1", "b1", 0, 10, 1, "i1"),
+		claim(1, "i1", "t1", 1, 100, 12, 15),
+		status(0, "i1", StateDead, 500, 510),
 	}, opts: Options{DeadIsLost: true}, want: map[AnomalyKind]int{Lost: 1}},
 	{name: "fail/expired counts as lost when promised", verdict: verdict.Fail, ops: []Operation{
 		pub(0, "k1", "b1", 0, 10, verdict.OutcomeOK, 201, "i1"),
@@ -373,7 +399,7 @@ func assertReport(t *testing.T, r Report, tc checkCase) {
 		t.Errorf("illegal models = %v, want %v; anomalies: %s", illegal, tc.illegal, explain(r))
 	}
 	for _, a := range r.Anomalies {
-		if a.Kind == NotLinearizable && !strings.Contains(a.Explanation, "cannot place") {
+		if a.Kind == NotLinearizable && !strings.Contains(a.Explanation, "cannot place") && !strings.Contains(a.Explanation, "claims whose answer was lost") {
 			t.Errorf("not-linearizable without the operation it cannot place: %s", a.Explanation)
 		}
 		if a.Explanation == "" || a.Key == "" || (len(a.Ops) == 0 && len(a.Effects) == 0) {

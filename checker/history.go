@@ -77,14 +77,21 @@ type Output struct {
 // not a bound). Times are nanoseconds on the harness's monotonic clock since
 // the run started.
 type Operation struct {
-	ClientID int             `json:"client"`
-	Kind     OpKind          `json:"kind"`
-	Key      string          `json:"key,omitempty"` // idempotency key (publish) or intent id (lease ops, status)
-	Input    Input           `json:"in,omitzero"`
-	Output   Output          `json:"out,omitzero"`
-	Call     int64           `json:"call"`
-	Return   int64           `json:"ret"`
-	Outcome  verdict.Outcome `json:"outcome"`
+	ClientID int    `json:"client"`
+	Kind     OpKind `json:"kind"`
+	Key      string `json:"key,omitempty"` // idempotency key (publish) or intent id (lease ops, status)
+	// KeyID names the API key (X-API-KEY) the request was sent with: a
+	// label or a digest, never the key itself. Idempotency records are
+	// scoped per API key (seed 004 §7.2: "the same response for the same
+	// API key and semantically identical JSON request body"), so publishes
+	// meet on (KeyID, Key). Empty: the run's one key (histories recorded
+	// before the field existed).
+	KeyID   string          `json:"key_id,omitempty"`
+	Input   Input           `json:"in,omitzero"`
+	Output  Output          `json:"out,omitzero"`
+	Call    int64           `json:"call"`
+	Return  int64           `json:"ret"`
+	Outcome verdict.Outcome `json:"outcome"`
 }
 
 // Effective is the outcome the checks use. Recorders may mark every

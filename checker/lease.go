@@ -1,210 +1,385 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math"
 	"slices"
+	"strings"
+
+	"github.com/idscheck/idscheck/verdict"
 )
 
-// The named lease checks of one intent (seed 004 §3.3, §7.3–7.6): they say
-// in plain words what porcupine's lease model can only call illegal. All
-// judge time conservatively: a server instant is only known to lie within
-// the [Call, Return] of the operation that observed it, and leases are
-// shortened (for "certainly live") or lengthened (for "certainly expired")
-// by Options.ClockSlack.
+// The named lease checks of one intent (seed 004 §3.2, §3.3, §7.3–7.6): they
+// say in plain words what the lease model can only call illegal. Each is
+// proven with the model's own semantics: it fires only on a pattern that no
+// order of the operations explains, whatever instant within its [Call,
+// Return] each took effect at (an unknown outcome: from its Call on), under
+// either reading of extend, with server durations within Options.ClockSlack.
+// And each stands only where the model found the partition illegal (or
+// could not decide it): a named finding never contradicts its model.
+//
+// Bounds on instants: a claim's instant is no earlier than its call, nor
+// than the end of every lease its attempt number puts before it; no later
+// than its return, nor than the return of an operation that needs it
+// first (a mutation with its token, a read of claimed it alone explains).
+// A lease lasts its length less the slack at the least, through every
+// extension at the most.
 
 // checkLease runs the named lease checks over the operations of one intent.
-// It reports whether it found anything.
-func (c *check) checkLease(key string, idx []int) bool {
-	ops := c.h.Ops
-	var claims, releases, extends, fulfills, mutations []*Operation
+func (c *check) checkLease(key string, idx []int, b *IntentBounds, hidden []int64) {
+	l := c.leaseOps(key, idx, hidden)
+	c.beforeCreation(key, l, b)
+	c.doubleLease(key, l)
+	c.staleToken(key, l, hidden)
+	c.fulfilledTwice(key, l)
+	c.attemptsExceeded(key, l, b)
+	c.deadTooEarly(key, l, b, hidden)
+}
+
+// leaseOps is one intent's operations, sorted for the named checks.
+type leaseOps struct {
+	claims    []*Operation // answered with a token, by call
+	lost      []*Operation // claims of this intent whose outcome is unknown
+	extends   []*Operation // may have taken effect, by call
+	releases  []*Operation // fail or fulfill that may have taken effect
+	mutations []*Operation // extend, fulfill or fail answered 200
+	fulfills  []*Operation // fulfill answered 200
+	reads     []*Operation // status reads answered
+	// tLo and tHi bound the instant of each claim (by index in claims).
+	tLo, tHi []int64
+	slack    int64
+	hidden   []int64 // calls of the claims whose intent nobody learned
+}
+
+func (c *check) leaseOps(key string, idx []int, hidden []int64) *leaseOps {
+	l := &leaseOps{slack: max(int64(c.opts.ClockSlack), 0), hidden: hidden}
 	for _, i := range idx {
-		op := &ops[i]
+		op := &c.h.Ops[i]
+		out := op.Effective()
 		switch op.Kind {
 		case OpClaim:
-			if op.Effective() == verdict.OutcomeOK && op.Output.Token != "" {
-				claims = append(claims, op)
+			if out == verdict.OutcomeOK && op.Output.Token != "" {
+				l.claims = append(l.claims, op)
+			} else if out == verdict.OutcomeUnknown {
+				l.lost = append(l.lost, op)
 			}
 		case OpExtend, OpFulfill, OpFail:
-			if op.Effective() == verdict.OutcomeOK {
-				mutations = append(mutations, op)
+			if out == verdict.OutcomeOK {
+				l.mutations = append(l.mutations, op)
 			}
-			if op.Kind == OpExtend && op.Effective() != verdict.OutcomeFailed {
-				extends = append(extends, op)
+			if out != verdict.OutcomeFailed {
+				if op.Kind == OpExtend {
+					l.extends = append(l.extends, op)
+				} else {
+					l.releases = append(l.releases, op)
+				}
 			}
-			if op.Kind != OpExtend && op.Effective() != verdict.OutcomeFailed {
-				releases = append(releases, op)
+			if op.Kind == OpFulfill && out == verdict.OutcomeOK {
+				l.fulfills = append(l.fulfills, op)
 			}
-			if op.Kind == OpFulfill && op.Effective() == verdict.OutcomeOK {
-				fulfills = append(fulfills, op)
+		case OpStatus:
+			if out == verdict.OutcomeOK {
+				l.reads = append(l.reads, op)
 			}
 		}
 	}
-	byCall := func(a, b *Operation) int { return cmpInt64(a.Call, b.Call) }
-	slices.SortStableFunc(claims, byCall)
-	slices.SortStableFunc(extends, byCall)
-	found := false
-	if c.doubleLease(key, claims, releases, extends) {
-		found = true
-	}
-	if c.staleToken(key, claims, extends, mutations) {
-		found = true
-	}
-	if c.fulfilledTwice(key, claims, fulfills) {
-		found = true
-	}
-	return found
+	byCall := func(a, b *Operation) int { return cmp.Compare(a.Call, b.Call) }
+	slices.SortStableFunc(l.claims, byCall)
+	slices.SortStableFunc(l.extends, byCall)
+	l.bounds()
+	return l
 }
 
-// releasedBefore reports whether a fulfill or fail with token may have
-// released the lease before instant t.
-func releasedBefore(releases []*Operation, token string, t int64) bool {
-	for _, r := range releases {
-		if r.Input.Token == token && r.Call < t {
-			return true
+// before reports whether claim i certainly took effect before claim j: its
+// attempt number is lower, or it returned before j was called.
+func (l *leaseOps) before(i, j int) bool {
+	a, b := l.claims[i], l.claims[j]
+	if a.Output.Attempts > 0 && b.Output.Attempts > 0 {
+		return a.Output.Attempts < b.Output.Attempts
+	}
+	return a.Return < b.Call
+}
+
+// bounds fills tLo and tHi.
+func (l *leaseOps) bounds() {
+	n := len(l.claims)
+	l.tLo, l.tHi = make([]int64, n), make([]int64, n)
+	order := make([]int, n)
+	for i, cl := range l.claims {
+		order[i] = i
+		l.tLo[i], l.tHi[i] = cl.Call, cl.Return
+	}
+	// a claim follows the end of every lease before it: lower bounds in
+	// attempt order
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(l.claims[a].Output.Attempts, l.claims[b].Output.Attempts)
+	})
+	for _, k := range order {
+		for _, j := range order {
+			if j != k && l.claims[j].Output.Attempts > 0 && l.claims[k].Output.Attempts > l.claims[j].Output.Attempts {
+				l.tLo[k] = max(l.tLo[k], l.endsFrom(j))
+			}
 		}
 	}
-	return false
-}
-
-// doubleLease finds two claims of one intent whose leases certainly overlap:
-// whichever took effect first, the second took effect before the first
-// lease could have expired, and the first was not released in between.
-func (c *check) doubleLease(key string, claims, releases, extends []*Operation) bool {
-	slack := int64(c.opts.ClockSlack)
-	for i, a := range claims {
-		la := a.Output.LeaseNs
-		if la <= 0 {
+	// a mutation answered 200 with a claim's token follows that claim
+	for _, m := range l.mutations {
+		for i, cl := range l.claims {
+			if cl.Output.Token == m.Input.Token {
+				l.tHi[i] = min(l.tHi[i], m.Return)
+			}
+		}
+	}
+	// a read of claimed that this claim alone can explain follows it
+	for _, r := range l.reads {
+		if r.Output.State != StateClaimed || len(l.lost) > 0 || (len(l.hidden) > 0 && l.hidden[0] <= r.Return) {
 			continue
 		}
-		for _, b := range claims[i+1:] {
-			if b.Call-a.Call >= la-slack {
-				break // sorted by call: no later claim can certainly overlap a
+		only := -1
+		for i, cl := range l.claims {
+			if cl.Call <= r.Return {
+				if only >= 0 {
+					only = -2
+					break
+				}
+				only = i
 			}
-			if b.Output.Token == a.Output.Token {
+		}
+		if only >= 0 {
+			l.tHi[only] = min(l.tHi[only], r.Return)
+		}
+	}
+}
+
+// endsFrom is the earliest instant the lease of claim i can have ended: its
+// expiry at the soonest (whichever of its claim and extensions came last),
+// or a release with its token.
+func (l *leaseOps) endsFrom(i int) int64 {
+	cl := l.claims[i]
+	end := int64(math.MaxInt64)
+	if cl.Output.LeaseNs <= 0 {
+		end = l.tLo[i] // unknown length: it may end at once
+	}
+	okExtend := false
+	for _, e := range l.extends {
+		if e.Input.Token == cl.Output.Token && e.Effective() == verdict.OutcomeOK {
+			okExtend = true
+		}
+	}
+	if !okExtend {
+		end = min(end, l.tLo[i]+cl.Output.LeaseNs-l.slack)
+	}
+	for _, e := range l.extends {
+		if e.Input.Token == cl.Output.Token {
+			end = min(end, e.Call+max(e.Input.ExtendNs-l.slack, 0))
+		}
+	}
+	for _, r := range l.releases {
+		if r.Input.Token == cl.Output.Token {
+			end = min(end, r.Call)
+		}
+	}
+	return end
+}
+
+// beforeCreation finds an operation that saw the intent before any publish
+// that could have created it was called (or when none could).
+func (c *check) beforeCreation(key string, l *leaseOps, b *IntentBounds) {
+	if b.BornAfter == math.MinInt64 {
+		return
+	}
+	var first *Operation
+	see := func(op *Operation) {
+		if op.Return < b.BornAfter && (first == nil || op.Return < first.Return) {
+			first = op
+		}
+	}
+	for _, op := range l.claims {
+		see(op)
+	}
+	for _, op := range l.mutations {
+		see(op)
+	}
+	for _, op := range l.reads {
+		switch op.Output.State {
+		case StateOpen, StateClaimed, StateFulfilled, StateDead:
+			see(op)
+		}
+	}
+	if first == nil {
+		return
+	}
+	why := fmt.Sprintf("before any publish that could have created it was called (the earliest at %s)", ms(b.BornAfter))
+	if b.BornAfter == math.MaxInt64 {
+		why = "yet no publish of the history could have created it (none answered its id, none of its key was left without an answer)"
+	}
+	c.add(Anomaly{
+		Kind: Unexpected, Key: key,
+		Explanation: fmt.Sprintf("intent %s existed at %s (%s), %s: an intent exists only once a publish created it",
+			key, ms(first.Return), describeOp(first), why),
+		Ops: []Operation{*first},
+	})
+}
+
+// doubleLease finds two claims of one intent whose leases certainly
+// overlap: one took effect before the other's lease could have ended.
+func (c *check) doubleLease(key string, l *leaseOps) {
+	for i := range l.claims {
+		for j := range l.claims {
+			a, b := l.claims[i], l.claims[j]
+			if i == j || a.Output.Token == b.Output.Token {
 				continue
 			}
-			// a took effect first: b did so before a's lease could end.
-			aFirst := b.Return < liveUntil(a, extends, b.Return, slack) && !releasedBefore(releases, a.Output.Token, b.Return)
-			// b first (possible only if b was called before a returned).
-			bFirstPossible := b.Call < a.Return
-			bFirst := a.Return < liveUntil(b, extends, a.Return, slack) && !releasedBefore(releases, b.Output.Token, a.Return)
-			if aFirst && (!bFirstPossible || bFirst) {
-				c.add(Anomaly{
-					Kind: DoubleLease, Key: key,
-					Explanation: fmt.Sprintf("intent %s was claimed twice with leases that certainly overlap: the first claim (token %s, lease %s) was called at %s, "+
-						"the second (token %s) returned at %s, before the first lease could have expired, and nobody released the first lease: two workers held it at once",
-						key, short(a.Output.Token), ms(la), ms(a.Call), short(b.Output.Token), ms(b.Return)),
-					Ops: []Operation{*a, *b},
-				})
-				return true
+			// a first: certainly (by attempts or time), or possibly, in
+			// which case b first must be a double lease too
+			if !l.before(i, j) && (l.before(j, i) || j < i) {
+				continue
 			}
+			if end := l.endsFrom(i); b.Return >= end {
+				continue
+			}
+			if !l.before(i, j) && a.Return >= l.endsFrom(j) {
+				continue
+			}
+			c.add(Anomaly{
+				Kind: DoubleLease, Key: key,
+				Explanation: fmt.Sprintf("intent %s was claimed twice with leases that certainly overlap: the claim of token %s (lease %s) took effect no earlier than %s, "+
+					"so its lease could not end before %s, yet the claim of token %s took effect by %s: two workers held it at once",
+					key, short(a.Output.Token), ms(a.Output.LeaseNs), ms(l.tLo[i]), ms(l.endsFrom(i)), short(b.Output.Token), ms(b.Return)),
+				Ops: []Operation{*a, *b},
+			})
+			return
 		}
 	}
-	return false
-}
-
-// liveUntil is the instant until which the lease granted by claim cl was
-// certainly live, judged at instant `by`: every extend with its token that
-// may have run before `by` may also have shortened it (an extend may set the
-// expiry to now + seconds).
-func liveUntil(cl *Operation, extends []*Operation, by, slack int64) int64 {
-	if cl.Output.LeaseNs <= 0 {
-		return math.MinInt64
-	}
-	live := cl.Call + cl.Output.LeaseNs - slack
-	for _, e := range extends {
-		if e.Input.Token != cl.Output.Token || e.Call >= by {
-			continue
-		}
-		ext := max(e.Input.ExtendNs, 0)
-		extended := min(e.Call, live) + ext - slack
-		if e.Effective() == verdict.OutcomeOK && ext > 0 {
-			live = extended
-		} else {
-			live = min(live, extended)
-		}
-	}
-	return live
 }
 
 // staleToken finds a mutation that succeeded with a token that was certainly
-// no longer valid: never granted, superseded by a later claim, or expired.
-func (c *check) staleToken(key string, claims, extends, mutations []*Operation) bool {
-	slack := int64(c.opts.ClockSlack)
-	for _, m := range mutations {
-		var a *Operation // the claim that granted m's token
-		for _, cl := range claims {
-			if cl.Output.Token == m.Input.Token {
-				a = cl
-				break
-			}
-		}
-		if a == nil {
+// no longer valid: never granted, superseded by a later claim, or expired;
+// or a read of fulfilled when every fulfill that may have done it was sent
+// with such a token.
+func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
+	for _, m := range l.mutations {
+		if why, ev := l.stale(m); why != "" {
 			c.add(Anomaly{
 				Kind: StaleTokenAccepted, Key: key,
-				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, which no recorded claim of this intent granted", m.Kind, key, short(m.Input.Token)),
-				Ops:         []Operation{*m},
+				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, %s", m.Kind, key, short(m.Input.Token), why),
+				Ops:         append(ev, *m),
 			})
-			return true
-		}
-		for _, b := range claims {
-			if b.Output.Token != m.Input.Token && a.Return < b.Call && b.Return < m.Call {
-				c.add(Anomaly{
-					Kind: StaleTokenAccepted, Key: key,
-					Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, but a later claim had already replaced it with token %s "+
-						"(that claim returned at %s, the %s was called at %s): a superseded token must get 404",
-						m.Kind, key, short(m.Input.Token), short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)),
-					Ops: []Operation{*a, *b, *m},
-				})
-				return true
-			}
-		}
-		if a.Output.LeaseNs <= 0 {
-			continue
-		}
-		// the latest instant the lease could have lasted until, through
-		// every extension that may have happened before it ran out
-		expiresBy := satAdd(a.Return, a.Output.LeaseNs+slack)
-		evidence := []Operation{*a}
-		for _, e := range extends {
-			if e.Input.Token != m.Input.Token || e.Call > expiresBy || e.Call >= m.Call {
-				continue
-			}
-			if e.Input.ExtendNs <= 0 {
-				expiresBy = math.MaxInt64
-				break
-			}
-			expiresBy = satAdd(max(e.Return, expiresBy), e.Input.ExtendNs+slack)
-			evidence = append(evidence, *e)
-		}
-		if m.Call > expiresBy {
-			c.add(Anomaly{
-				Kind: StaleTokenAccepted, Key: key,
-				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s at %s, after its lease had certainly expired (at %s at the latest): an expired token must get 404",
-					m.Kind, key, short(m.Input.Token), ms(m.Call), ms(expiresBy)),
-				Ops: append(evidence, *m),
-			})
-			return true
+			return
 		}
 	}
-	return false
+	for _, r := range l.reads {
+		if r.Output.State != StateFulfilled {
+			continue
+		}
+		var sent []*Operation // fulfills that may have taken effect before r
+		for _, f := range l.releases {
+			if f.Kind == OpFulfill && f.Call <= r.Return {
+				sent = append(sent, f)
+			}
+		}
+		if len(sent) == 0 {
+			continue // fulfilled with no fulfill at all: the model says so
+		}
+		var whys []string
+		var ev []Operation
+		for _, f := range sent {
+			why, e := l.stale(f)
+			if why == "" {
+				whys = nil
+				break
+			}
+			whys = append(whys, fmt.Sprintf("the fulfill with token %s (%s) %s", short(f.Input.Token), f.Effective(), why))
+			ev = append(append(ev, e...), *f)
+		}
+		if whys == nil {
+			continue
+		}
+		c.add(Anomaly{
+			Kind: StaleTokenAccepted, Key: key,
+			Explanation: fmt.Sprintf("intent %s read fulfilled at %s, but every fulfill that may have done it was refusable: %s; so one was accepted with a token that must have got 404",
+				key, ms(r.Return), strings.Join(whys, "; ")),
+			Ops: append(ev, *r),
+		})
+		return
+	}
+}
+
+// stale says why m's token was certainly not valid when m took effect, with
+// the operations that show it ("" when it may have been valid).
+func (l *leaseOps) stale(m *Operation) (string, []Operation) {
+	ai := -1 // the claim that granted m's token
+	for i, cl := range l.claims {
+		if cl.Output.Token == m.Input.Token {
+			ai = i
+			break
+		}
+	}
+	if ai < 0 {
+		return "which no recorded claim of this intent granted", nil
+	}
+	a := l.claims[ai]
+	for bi, b := range l.claims {
+		if bi != ai && b.Output.Token != a.Output.Token && l.before(ai, bi) && b.Return < m.Call {
+			return fmt.Sprintf("but a later claim had already replaced it with token %s (that claim returned at %s, the %s was called at %s): a superseded token must get 404",
+				short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)), []Operation{*a, *b}
+		}
+	}
+	if a.Output.LeaseNs <= 0 {
+		return "", nil
+	}
+	// the latest the lease can have lasted, through every extension that
+	// may have found it live before m
+	until := satAdd(l.tHi[ai], a.Output.LeaseNs+l.slack)
+	evidence := []Operation{*a}
+	for _, e := range l.extends {
+		if e.Input.Token != m.Input.Token || e.Call >= until || e.Call > m.Return {
+			continue
+		}
+		if e.Input.ExtendNs <= 0 {
+			return "", nil
+		}
+		until = satAdd(until, e.Input.ExtendNs+l.slack)
+		evidence = append(evidence, *e)
+	}
+	if m.Call < until {
+		return "", nil
+	}
+	if l.tHi[ai] < a.Return {
+		evidence = append(evidence, l.boundingOp(ai)...)
+	}
+	return fmt.Sprintf("sent at %s, after its lease had certainly expired (the claim took effect by %s, the lease ended by %s at the latest): an expired token must get 404",
+		ms(m.Call), ms(l.tHi[ai]), ms(until)), evidence
+}
+
+// boundingOp is the operation that bounds claim i's instant from above.
+func (l *leaseOps) boundingOp(i int) []Operation {
+	for _, op := range l.mutations {
+		if op.Input.Token == l.claims[i].Output.Token && op.Return == l.tHi[i] {
+			return []Operation{*op}
+		}
+	}
+	for _, op := range l.reads {
+		if op.Return == l.tHi[i] {
+			return []Operation{*op}
+		}
+	}
+	return nil
 }
 
 // fulfilledTwice finds a second successful fulfill, or a successful claim
 // made after a fulfill had succeeded.
-func (c *check) fulfilledTwice(key string, claims, fulfills []*Operation) bool {
-	if len(fulfills) >= 2 {
+func (c *check) fulfilledTwice(key string, l *leaseOps) {
+	if len(l.fulfills) >= 2 {
 		c.add(Anomaly{
 			Kind: FulfilledTwice, Key: key,
-			Explanation: fmt.Sprintf("intent %s was fulfilled %d times: after the first fulfill succeeds, the intent is terminal and every other fulfill must get 404", key, len(fulfills)),
-			Ops:         []Operation{*fulfills[0], *fulfills[1]},
+			Explanation: fmt.Sprintf("intent %s was fulfilled %d times: after the first fulfill succeeds, the intent is terminal and every other fulfill must get 404", key, len(l.fulfills)),
+			Ops:         []Operation{*l.fulfills[0], *l.fulfills[1]},
 		})
-		return true
+		return
 	}
-	for _, f := range fulfills {
-		for _, cl := range claims {
+	for _, f := range l.fulfills {
+		for _, cl := range l.claims {
 			if cl.Call > f.Return {
 				c.add(Anomaly{
 					Kind: FulfilledTwice, Key: key,
@@ -212,46 +387,88 @@ func (c *check) fulfilledTwice(key string, claims, fulfills []*Operation) bool {
 						key, ms(cl.Call), ms(f.Return)),
 					Ops: []Operation{*f, *cl},
 				})
-				return true
+				return
 			}
 		}
 	}
-	return false
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// ms renders nanoseconds of the run's clock as milliseconds.
-func ms(ns int64) string {
-	if ns == math.MaxInt64 {
-		return "never"
-	}
-	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 }
 
 // attemptsExceeded finds a claim of an intent beyond the max_attempts its
 // publisher set (seed 004 §3.3: at claim_attempts >= max_attempts the intent
 // is dead, and a dead intent is not claimable).
-func (c *check) attemptsExceeded(key string, idx []int, max int) bool {
-	for _, i := range idx {
-		op := &c.h.Ops[i]
-		if op.Kind == OpClaim && op.Effective() == verdict.OutcomeOK && op.Output.Attempts > max {
+func (c *check) attemptsExceeded(key string, l *leaseOps, b *IntentBounds) {
+	for _, op := range l.claims {
+		if op.Output.Attempts > b.MaxHi {
 			c.add(Anomaly{
 				Kind: AttemptsExceeded, Key: key,
 				Explanation: fmt.Sprintf("intent %s was claimed for attempt %d although its publisher allowed %d: after the last attempt it must be dead, not handed out again",
-					key, op.Output.Attempts, max),
+					key, op.Output.Attempts, b.MaxHi),
 				Ops: []Operation{*op},
 			})
-			return true
+			return
 		}
 	}
-	return false
+}
+
+// deadTooEarly finds a read of dead before max_attempts claims could have
+// been made (seed 004 §3.2, §3.3: only a fail or a lease expiry at
+// claim_attempts >= max_attempts makes an intent dead, or an admin cancel,
+// which the history does not hold).
+func (c *check) deadTooEarly(key string, l *leaseOps, b *IntentBounds, hidden []int64) {
+	for _, r := range l.reads {
+		if r.Output.State != StateDead {
+			continue
+		}
+		n := 0 // claims that may have taken effect before r
+		for _, cl := range l.claims {
+			if cl.Call <= r.Return {
+				n++
+			}
+		}
+		for _, cl := range l.lost {
+			if cl.Call <= r.Return {
+				n++
+			}
+		}
+		for _, h := range hidden {
+			if h <= r.Return {
+				n++
+			}
+		}
+		if n >= b.MaxLo {
+			continue
+		}
+		why := fmt.Sprintf("only %d claim(s) could have been made by then", n)
+		if n == 0 {
+			why = "it was never claimed"
+		}
+		c.add(Anomaly{
+			Kind: DeadTooEarly, Key: key,
+			Explanation: fmt.Sprintf("intent %s read dead at %s with max_attempts %d, but %s: an intent is dead-lettered only when a fail or a lease expiry finds claim_attempts >= max_attempts (an admin cancel would do it, and the history holds none)",
+				key, ms(r.Return), b.MaxLo, why),
+			Ops: append(derefOps(l.claims), *r),
+		})
+		return
+	}
+}
+
+func derefOps(ops []*Operation) []Operation {
+	out := make([]Operation, 0, len(ops)+1)
+	for _, op := range ops {
+		out = append(out, *op)
+	}
+	return out
+}
+
+func cmpInt64(a, b int64) int { return cmp.Compare(a, b) }
+
+// ms renders nanoseconds of the run's clock as milliseconds.
+func ms(ns int64) string {
+	if ns >= zinf {
+		return "never"
+	}
+	if ns <= math.MinInt64/2 {
+		return "the start"
+	}
+	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 }

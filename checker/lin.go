@@ -13,33 +13,48 @@ import (
 // under one model.
 type part struct {
 	model string
-	key   string
+	key   string // the intent id; the idempotency key, with its API key's identity when the history names one
+	unit  string // idempotency partitions: the publish Key alone
 	ops   []int
 }
 
 // partitions groups the history by model and key, in order of first
-// appearance. Claims whose intent nobody learned belong to no partition.
+// appearance. Publishes are grouped by (KeyID, Key): an idempotency record
+// is scoped per API key. Claims whose intent nobody learned belong to no
+// partition.
 func partitions(ops []Operation) []part {
 	var parts []part
-	idem, lease := make(map[string]int32, len(ops)/8), make(map[string]int32, len(ops)/8)
+	idem, lease := make(map[[2]string]int32, len(ops)/8), make(map[string]int32, len(ops)/8)
 	which := make([]int32, len(ops)) // partition of each op, -1 for none
 	for i := range ops {
 		op := &ops[i]
-		m, model, key := lease, ModelLease, op.Key
+		var j int32
+		var ok bool
 		if op.Kind == OpPublish {
-			m, model = idem, ModelIdempotency
-		} else if op.Kind == OpClaim && key == "" {
-			key = op.Output.ID
-		}
-		if key == "" {
-			which[i] = -1
-			continue
-		}
-		j, ok := m[key]
-		if !ok {
-			j = int32(len(parts))
-			m[key] = j
-			parts = append(parts, part{model: model, key: key})
+			k := [2]string{op.KeyID, op.Key}
+			if j, ok = idem[k]; !ok {
+				j = int32(len(parts))
+				idem[k] = j
+				key := op.Key
+				if op.KeyID != "" {
+					key = op.Key + " (API key " + op.KeyID + ")"
+				}
+				parts = append(parts, part{model: ModelIdempotency, key: key, unit: op.Key})
+			}
+		} else {
+			key := op.Key
+			if op.Kind == OpClaim && key == "" {
+				key = op.Output.ID
+			}
+			if key == "" {
+				which[i] = -1
+				continue
+			}
+			if j, ok = lease[key]; !ok {
+				j = int32(len(parts))
+				lease[key] = j
+				parts = append(parts, part{model: ModelLease, key: key})
+			}
 		}
 		which[i] = j
 	}
@@ -97,53 +112,61 @@ func describeMeta(op *Operation) string {
 	return s
 }
 
-// linearizability runs the models over every partition. It returns the result
-// of each model and the partitions porcupine found illegal (confirmed one by
-// one, so a partition cut short by the timeout is never called illegal).
-// suspect marks the partitions a named check flagged: they are decided alone
-// first, which spares a verbose run over the whole history.
-func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (map[string]LinResult, []part) {
+// What the models say of one partition.
+const (
+	partLegal     uint8 = iota
+	partIllegal         // confirmed alone: no order of its operations is allowed
+	partUndecided       // porcupine ran out of time
+	partSkipped         // not asked
+)
+
+// decideParts runs the models over the partitions marked in todo and says
+// what each found (confirmed one by one, so a partition cut short by the
+// timeout is never called illegal). suspect marks the partitions a named
+// check flagged: they are decided alone first, which spares a verbose run
+// over the whole history.
+func (c *check) decideParts(parts []part, todo, suspect []bool, env *modelEnv) []uint8 {
 	model := env.porcupineModel()
-	results := map[string]LinResult{ModelIdempotency: LinOk, ModelLease: LinOk}
-	if len(parts) == 0 {
-		return results, nil
-	}
+	status := make([]uint8, len(parts))
 	ops := c.h.Ops
-	// A partition whose operations do not overlap in time and all have a
-	// known outcome has one possible order: stepping the model along it
-	// decides it exactly, without porcupine.
 	// An idempotency partition is decided exactly by idemDecide, in linear
 	// time, whatever its size (porcupine's search is exponential in a storm
-	// of concurrent identical requests that cannot linearize).
-	decided := make([]bool, len(parts))
-	illegal := make([]bool, len(parts))
+	// of concurrent identical requests that cannot linearize). A lease
+	// partition whose operations do not overlap in time and all have a
+	// known outcome has one possible order: stepping the model along it
+	// decides it exactly, without porcupine.
+	pending := make([]bool, len(parts))
 	n := 0
 	for i, p := range parts {
-		if p.model == ModelIdempotency {
-			decided[i] = true
+		switch {
+		case !todo[i]:
+			status[i] = partSkipped
+		case p.model == ModelIdempotency:
 			if ok, _ := env.idemDecide(ops, p.ops); !ok {
-				illegal[i] = true
-				results[p.model] = LinIllegal
+				status[i] = partIllegal
 			}
-			continue
+		default:
+			if decided, ok := sequentialDecide(ops, p.ops, model); decided {
+				if !ok {
+					status[i] = partIllegal
+				}
+				continue
+			}
+			pending[i] = true
+			n += len(p.ops)
 		}
-		if !suspect[i] && sequentialOK(ops, p.ops, model) {
-			decided[i] = true
-			continue
-		}
-		n += len(p.ops)
 	}
 	backing := make([]porcupine.Operation, n)
 	all := make([][]porcupine.Operation, len(parts))
 	for i, p := range parts {
-		if decided[i] {
+		if !pending[i] {
 			continue
 		}
 		all[i] = porcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
 		backing = backing[len(p.ops):]
 	}
 	// porcupine's Partition ignores the (empty) flat history it is given:
-	// the partitions are made here. The work is bounded: at most four
+	// the partitions are made here. The work is bounded: at most three
 	// porcupine runs of Options.Timeout each, plus the candidates decided
 	// alone, which share one more Timeout between them.
 	//  1. the suspects (partitions a named check already flagged), verbose;
@@ -181,7 +204,7 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 	var suspects, rest, candidates []int
 	for i := range parts {
 		switch {
-		case decided[i]:
+		case !pending[i]:
 		case suspect[i]:
 			suspects = append(suspects, i)
 		default:
@@ -196,7 +219,7 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 		switch res, _ := run(rest, false); res {
 		case porcupine.Unknown:
 			for _, i := range rest {
-				results[parts[i].model] = worse(results[parts[i].model], LinUnknown)
+				status[i] = partUndecided
 			}
 		case porcupine.Illegal:
 			_, inc := run(rest, true)
@@ -214,51 +237,48 @@ func (c *check) linearizability(parts []part, suspect []bool, env *modelEnv) (ma
 	single := model
 	single.Partition = nil
 	for n, i := range candidates {
-		p := parts[i]
 		if n >= maxRechecks {
-			// undecided: not confirmed illegal, so never reported as such
-			results[p.model] = worse(results[p.model], LinUnknown)
+			status[i] = partUndecided // not confirmed illegal, so never reported as such
 			continue
 		}
 		switch porcupine.CheckOperationsTimeout(single, all[i], each) {
 		case porcupine.Illegal:
-			results[p.model] = LinIllegal
-			illegal[i] = true
+			status[i] = partIllegal
 		case porcupine.Unknown:
-			results[p.model] = worse(results[p.model], LinUnknown)
+			status[i] = partUndecided
 		}
 	}
-	var failing []part
-	for i, p := range parts {
-		if illegal[i] {
-			failing = append(failing, p)
-		}
-	}
-	return results, failing
+	return status
 }
 
-// sequentialOK reports whether the operations idx are totally ordered in
-// time (each called after the previous returned), all with a known outcome,
-// and the model accepts them in that order. It sorts idx by call time.
-func sequentialOK(ops []Operation, idx []int, model porcupine.Model) bool {
-	for _, i := range idx {
-		if ops[i].Effective() == verdict.OutcomeUnknown {
-			return false
-		}
-	}
+// sequentialDecide steps the model along the operations idx in the order of
+// their calls (it sorts idx so). That order is one porcupine would try (it
+// keeps every "a returned before b was called"), and the model places each
+// operation at an instant of its own window, so if the model accepts it
+// the partition is legal. If it does not, and the operations are totally
+// ordered in time (each called after the previous returned) with known
+// outcomes, that order was the only one: the partition is illegal. decided
+// is false otherwise (porcupine must search).
+func sequentialDecide(ops []Operation, idx []int, model porcupine.Model) (decided, ok bool) {
 	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt64(ops[a].Call, ops[b].Call) })
-	for k := 1; k < len(idx); k++ {
-		if ops[idx[k]].Call <= ops[idx[k-1]].Return {
-			return false
-		}
-	}
 	state := model.Init()
 	for _, i := range idx {
 		ok, next := model.Step(state, &ops[i], nil)
 		if !ok {
-			return false
+			return totallyOrdered(ops, idx), false
 		}
 		state = next
+	}
+	return true, true
+}
+
+// totallyOrdered reports whether the operations idx (sorted by call) each
+// were called after the previous returned, all with a known outcome.
+func totallyOrdered(ops []Operation, idx []int) bool {
+	for k, i := range idx {
+		if ops[i].Effective() == verdict.OutcomeUnknown || (k > 0 && ops[i].Call <= ops[idx[k-1]].Return) {
+			return false
+		}
 	}
 	return true
 }

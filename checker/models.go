@@ -30,45 +30,6 @@ type idemState struct {
 	rbody     string
 }
 
-// Lease phases of one intent (seed 004 §3.1).
-const (
-	phaseOpen uint8 = iota
-	phaseClaimed
-	phaseFulfilled
-	phaseDead
-)
-
-var phaseNames = [...]string{"open", "claimed", "fulfilled", "dead"}
-
-// unknownToken is the token of a claim whose response was lost: nobody holds
-// it, so no operation can present it.
-const unknownToken = "\x00unknown"
-
-// leaseState is one possible state of one intent. liveUntil and expiresBy are
-// on the harness's clock: the lease was certainly live before liveUntil and
-// had certainly expired after expiresBy.
-type leaseState struct {
-	// now is the earliest instant the last operation linearized can have
-	// taken effect: the order is also an order in time, so an operation
-	// placed after it took effect no earlier.
-	now       int64
-	phase     uint8
-	token     string
-	attempts  int
-	liveUntil int64
-	expiresBy int64
-}
-
-// modelEnv is what the models know beyond one partition.
-type modelEnv struct {
-	slack          int64 // Options.ClockSlack in ns
-	conflictStatus int
-	// firstHiddenClaim is the call time of the earliest claim whose outcome
-	// is unknown and whose intent nobody learned (math.MaxInt64 if none): it
-	// may have claimed any intent.
-	firstHiddenClaim int64
-}
-
 // lmState is the porcupine state of a partition: the set of possible states
 // of the one model the partition belongs to (exactly one slice is used).
 type lmState struct {
@@ -95,7 +56,7 @@ func (e *modelEnv) porcupineModel() porcupine.Model {
 			}
 			cur := s.lease
 			if cur == nil {
-				cur = []leaseState{{phase: phaseOpen, expiresBy: math.MaxInt64}}
+				cur = e.initial(op)
 			}
 			var next []leaseState
 			for _, st := range cur {
@@ -179,156 +140,6 @@ func (e *modelEnv) idemStep(next []idemState, st idemState, op *Operation) []ide
 	return next
 }
 
-// leaseStep appends to next the states st can move to under op.
-func (e *modelEnv) leaseStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	switch op.Kind {
-	case OpClaim:
-		return e.claimStep(next, st, op)
-	case OpExtend, OpFulfill, OpFail:
-		return e.mutateStep(next, st, op)
-	case OpStatus:
-		return e.statusStep(next, st, op)
-	}
-	return next
-}
-
-// at returns st as of instant t.
-func (st leaseState) at(t int64) leaseState {
-	st.now = t
-	return st
-}
-
-// claimable reports whether a claim that took effect at some instant no later
-// than by may have found st claimable.
-func (st leaseState) claimable(by int64) bool {
-	switch st.phase {
-	case phaseOpen:
-		return true
-	case phaseClaimed:
-		return by >= st.liveUntil
-	}
-	return false
-}
-
-func (e *modelEnv) claimStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	tl := max(st.now, op.Call)
-	switch op.Effective() {
-	case verdict.OutcomeFailed:
-		return addState(next, st.at(tl))
-	case verdict.OutcomeUnknown:
-		next = addState(next, st) // it never happened
-		if st.phase == phaseOpen || st.phase == phaseClaimed {
-			next = addState(next, leaseState{now: tl, phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: tl, expiresBy: math.MaxInt64})
-		}
-		return next
-	}
-	if !st.claimable(op.Return) {
-		return next
-	}
-	if op.Output.Attempts != 0 && op.Output.Attempts <= st.attempts {
-		return next // claim_attempts must grow with every claim
-	}
-	n := leaseState{now: tl, phase: phaseClaimed, token: op.Output.Token, attempts: op.Output.Attempts, liveUntil: tl, expiresBy: math.MaxInt64}
-	if op.Output.Attempts == 0 {
-		n.attempts = st.attempts + 1
-	}
-	if l := op.Output.LeaseNs; l > 0 {
-		n.liveUntil = tl + l - e.slack
-		n.expiresBy = satAdd(op.Return, l+e.slack)
-	}
-	return addState(next, n)
-}
-
-// holds reports whether op presents the current token of a claimed intent.
-func (st leaseState) holds(op *Operation) bool {
-	return st.phase == phaseClaimed && st.token == op.Input.Token
-}
-
-func (e *modelEnv) mutateStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	// may: the mutation may have found the lease valid at some instant.
-	tl := max(st.now, op.Call)
-	may := st.holds(op) && tl <= st.expiresBy
-	var after []leaseState
-	if may {
-		switch op.Kind {
-		case OpExtend:
-			n := st.at(tl)
-			if ext := op.Input.ExtendNs; ext > 0 {
-				n.liveUntil = min(tl, st.liveUntil) + ext - e.slack
-				n.expiresBy = satAdd(max(op.Return, st.expiresBy), ext+e.slack)
-			}
-			after = append(after, n)
-		case OpFulfill:
-			after = append(after, leaseState{now: tl, phase: phaseFulfilled, attempts: st.attempts, expiresBy: math.MaxInt64})
-		case OpFail:
-			after = append(after,
-				leaseState{now: tl, phase: phaseOpen, attempts: st.attempts, expiresBy: math.MaxInt64},
-				leaseState{now: tl, phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
-		}
-	}
-	switch op.Effective() {
-	case verdict.OutcomeOK:
-		for _, n := range after {
-			next = addState(next, n)
-		}
-	case verdict.OutcomeUnknown:
-		next = addState(next, st)
-		for _, n := range after {
-			next = addState(next, n)
-		}
-	case verdict.OutcomeFailed:
-		if op.Output.Status != 404 {
-			return addState(next, st.at(tl)) // busy, rate limited, invalid: no effect
-		}
-		// 404: lease lost. Wrong only when the token was current and the
-		// lease certainly live for the whole call.
-		if !(st.holds(op) && op.Return < st.liveUntil) {
-			next = addState(next, st.at(tl))
-		}
-	}
-	return next
-}
-
-func (e *modelEnv) statusStep(next []leaseState, st leaseState, op *Operation) []leaseState {
-	tl := max(st.now, op.Call)
-	switch op.Effective() {
-	case verdict.OutcomeUnknown:
-		return addState(next, st)
-	case verdict.OutcomeFailed:
-		return addState(next, st.at(tl))
-	}
-	mayExpire := st.phase == phaseClaimed && op.Return >= st.liveUntil
-	switch op.Output.State {
-	case StateFulfilled:
-		if st.phase == phaseFulfilled {
-			next = addState(next, st.at(tl))
-		}
-	case StateClaimed:
-		if st.phase == phaseClaimed {
-			next = addState(next, st.at(tl))
-		} else if st.phase == phaseOpen && op.Return >= e.firstHiddenClaim {
-			// a claim whose answer was lost may hold it, since some time
-			next = addState(next, leaseState{now: tl, phase: phaseClaimed, token: unknownToken, attempts: st.attempts + 1, liveUntil: math.MinInt64, expiresBy: math.MaxInt64})
-		}
-	case StateOpen:
-		if st.phase == phaseOpen {
-			next = addState(next, st.at(tl))
-		} else if mayExpire {
-			next = addState(next, leaseState{now: tl, phase: phaseOpen, attempts: st.attempts, expiresBy: math.MaxInt64})
-		}
-	case StateDead:
-		if st.phase == phaseDead {
-			next = addState(next, st.at(tl))
-		} else if mayExpire || st.phase == phaseOpen {
-			// expiry with attempts exhausted, or an admin cancel
-			next = addState(next, leaseState{now: tl, phase: phaseDead, attempts: st.attempts, expiresBy: math.MaxInt64})
-		}
-	default: // gone or anything else: purged or expired; says nothing about the lease
-		next = addState(next, st.at(tl))
-	}
-	return next
-}
-
 func satAdd(a, b int64) int64 {
 	if a > math.MaxInt64-b {
 		return math.MaxInt64
@@ -402,6 +213,16 @@ func describeState(s lmState) string {
 				tok = "(lost answer)"
 			}
 			p += fmt.Sprintf(" tok %s attempt %d", tok, st.attempts)
+			if lo, hi := st.z.expiry(); hi < zinf {
+				p += fmt.Sprintf(" expiring in [%s, %s]", ms(lo), ms(hi))
+			} else if lo > -zinf {
+				p += fmt.Sprintf(" expiring from %s", ms(lo))
+			}
+		} else if st.attempts > 0 {
+			p += fmt.Sprintf(" after %d attempts", st.attempts)
+		}
+		if st.phase != phaseUnborn {
+			p += fmt.Sprintf(", last step at [%s, %s]", ms(st.z.earliest()), ms(st.z.latest()))
 		}
 		parts = append(parts, p)
 	}

@@ -18,6 +18,7 @@ var update = flag.Bool("update", false, "rewrite checker/testdata from the faili
 // savedExpect is what a saved run must keep producing.
 type savedExpect struct {
 	Name    string              `json:"name"`
+	Why     string              `json:"why,omitempty"`
 	Options Options             `json:"options"`
 	Verdict verdict.Verdict     `json:"verdict"`
 	Counts  map[AnomalyKind]int `json:"counts"`
@@ -160,5 +161,46 @@ func writeSavedRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestIssue12 re-checks the eight cases of issue 12 (testdata/issue12: the
+// histories the checker used to get wrong), each against the verdict the
+// protocol gives it, with the anomalies that name the cause.
+func TestIssue12(t *testing.T) {
+	names := map[string][]AnomalyKind{ // what must name each failing case
+		"1-slow-claim-reply-hides-a-double-lease": {DoubleLease},
+		"2-extend-bound-too-weak":                 {DoubleLease},
+		"3-claim-instant-bounded-by-a-later-read": {StaleTokenAccepted},
+		"4a-loss-per-acknowledged-intent":         {Duplicated, Lost},
+		"4b-one-intent-for-two-keys":              {Lost},
+		"5a-dead-after-the-first-fail":            {DeadTooEarly},
+		"5b-dead-after-the-first-expiry":          {DeadTooEarly},
+		"5c-dead-without-any-claim":               {DeadTooEarly},
+		"6a-effect-before-the-publish":            {Unexpected},
+		"6b-claim-and-fulfil-before-the-publish":  {Unexpected},
+	}
+	cases := loadIssue12(t)
+	if len(cases) != 12 {
+		t.Fatalf("%d saved runs under testdata/issue12, want 12", len(cases))
+	}
+	for _, c := range cases {
+		name := filepath.Base(c.dir)
+		t.Run(name, func(t *testing.T) {
+			r := Check(c.h, c.l, c.want.Options)
+			if v := r.Verdict(); v != c.want.Verdict {
+				t.Fatalf("verdict %s, want %s (%s); anomalies:%s", v, c.want.Verdict, c.want.Why, explain(r))
+			}
+			for _, k := range names[name] {
+				if r.Counts[k] == 0 {
+					t.Errorf("no %s anomaly; anomalies:%s", k, explain(r))
+				}
+			}
+			if r.Counts[Recovered] > 0 && c.want.Verdict == verdict.Fail {
+				t.Errorf("recovered in a failing case:%s", explain(r))
+			}
+			assertNamedAgreeWithModels(t, r)
+			t.Logf("%s: %v%s", r.Verdict(), r.Counts, explain(r))
+		})
 	}
 }

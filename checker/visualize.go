@@ -18,7 +18,17 @@ func (r Report) Visualize(w io.Writer) error {
 		return nil
 	}
 	opts := r.Options.withDefaults()
-	env := &modelEnv{slack: int64(opts.ClockSlack), conflictStatus: opts.ConflictStatus, firstHiddenClaim: r.FirstHiddenClaim}
+	env := &modelEnv{slack: max(int64(opts.ClockSlack), 0), conflictStatus: opts.ConflictStatus, hidden: r.HiddenClaims, intents: map[string]*IntentBounds{}}
+	if r.ExtendReading == "added" {
+		env.reading = readingAdded
+	} else {
+		env.reading = readingFromNow
+	}
+	for _, p := range r.FailingPartitions {
+		if p.Bounds != nil {
+			env.intents[p.Key] = p.Bounds
+		}
+	}
 	model := env.porcupineModel()
 
 	var all [][]porcupine.Operation
