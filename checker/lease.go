@@ -272,18 +272,26 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 		if r.Output.State != StateFulfilled {
 			continue
 		}
-		var sent []*Operation // fulfills that may have taken effect before r
+		sent := func(f *Operation) bool { return f.Kind == OpFulfill && f.Call <= r.Return } // may have done it
+		some, fresh := false, false
 		for _, f := range l.releases {
-			if f.Kind == OpFulfill && f.Call <= r.Return {
-				sent = append(sent, f)
+			if sent(f) {
+				some = true
+				if why, _ := l.stale(f); why == "" {
+					fresh = true
+					break
+				}
 			}
 		}
-		if len(sent) == 0 {
-			continue // fulfilled with no fulfill at all: the model says so
+		if !some || fresh {
+			continue // no fulfill at all (the model says so), or one may have been valid
 		}
 		var whys []string
 		var ev []Operation
-		for _, f := range sent {
+		for _, f := range l.releases {
+			if !sent(f) {
+				continue
+			}
 			why, e := l.stale(f)
 			if why == "" {
 				whys = nil
@@ -330,21 +338,26 @@ func (l *leaseOps) stale(m *Operation) (string, []Operation) {
 	}
 	// the latest the lease can have lasted, through every extension that
 	// may have found it live before m
-	until := satAdd(l.tHi[ai], a.Output.LeaseNs+l.slack)
-	evidence := []Operation{*a}
-	for _, e := range l.extends {
-		if e.Input.Token != m.Input.Token || e.Call >= until || e.Call > m.Return {
-			continue
+	extended := func(see func(*Operation)) int64 {
+		until := satAdd(l.tHi[ai], a.Output.LeaseNs+l.slack)
+		for _, e := range l.extends {
+			if e.Input.Token != m.Input.Token || e.Call >= until || e.Call > m.Return {
+				continue
+			}
+			if e.Input.ExtendNs <= 0 {
+				return math.MaxInt64
+			}
+			until = satAdd(until, e.Input.ExtendNs+l.slack)
+			see(e)
 		}
-		if e.Input.ExtendNs <= 0 {
-			return "", nil
-		}
-		until = satAdd(until, e.Input.ExtendNs+l.slack)
-		evidence = append(evidence, *e)
+		return until
 	}
+	until := extended(func(*Operation) {})
 	if m.Call < until {
 		return "", nil
 	}
+	evidence := []Operation{*a}
+	extended(func(e *Operation) { evidence = append(evidence, *e) })
 	if l.tHi[ai] < a.Return {
 		evidence = append(evidence, l.boundingOp(ai)...)
 	}
