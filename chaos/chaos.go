@@ -8,6 +8,8 @@ package chaos
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/idscheck/idscheck/verdict"
@@ -140,6 +142,7 @@ type workload struct {
 	cfg   Config
 	start time.Time
 	http  *client.Client
+	keyID string // the API key's identity in the history (a digest, never the key)
 
 	mu       sync.Mutex
 	ops      []checker.Operation
@@ -169,7 +172,7 @@ func newWorkload(cfg Config) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	w := &workload{cfg: cfg, http: c, acked: map[string]string{}}
+	w := &workload{cfg: cfg, http: c, acked: map[string]string{}, keyID: keyID(cfg.APIKey)}
 	w.nextID.Store(100000)
 	w.phase.Store("faults")
 	w.fault.Store("")
@@ -180,6 +183,7 @@ func (w *workload) now() int64 { return int64(time.Since(w.start)) }
 
 // record appends op to the history, up to MaxOps.
 func (w *workload) record(op checker.Operation) {
+	op.KeyID = w.keyID
 	w.recorded.Add(1)
 	if op.Outcome == verdict.OutcomeUnknown {
 		w.unknown.Add(1)
@@ -364,4 +368,12 @@ func (t tracked) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (f
 	t.w.fault.Store(t.Name())
 	defer t.w.fault.Store("")
 	return t.Fault.Inject(ctx, rnd, d)
+}
+
+// keyID is the identity of an API key in a history: the first 16 hex digits
+// of its SHA-256, so idempotency records are scoped per key (§7.2) and the
+// key itself is never written.
+func keyID(apiKey string) string {
+	sum := sha256.Sum256([]byte(apiKey))
+	return hex.EncodeToString(sum[:8])
 }

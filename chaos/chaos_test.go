@@ -285,3 +285,19 @@ func TestSameSeedSameWorkload(t *testing.T) {
 		t.Errorf("seeds 21 and 22 drew the same schedule: %v", sa)
 	}
 }
+
+// TestHistoryCarriesTheKeyIdentityNotTheKey: every operation names the API
+// key it was sent with by a digest, never the key.
+func TestHistoryCarriesTheKeyIdentityNotTheKey(t *testing.T) {
+	url, key := bundled(t, "")
+	res, _ := run(t, chaos.Config{BaseURL: url, APIKey: key, Seed: 5, Duration: time.Second, Workers: 2, Lease: time.Second, Namespace: "key-id"})
+	if len(res.History.Ops) == 0 {
+		t.Fatal("no operation recorded")
+	}
+	id := res.History.Ops[0].KeyID
+	for _, op := range res.History.Ops {
+		if op.KeyID == "" || op.KeyID != id || strings.Contains(op.KeyID, key) {
+			t.Fatalf("operation %+v: key id %q, want one digest for the run's key", op, op.KeyID)
+		}
+	}
+}
