@@ -626,6 +626,14 @@ func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 	}
 	admin := chaosRandomHex(16)
 	env := []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin, faults.FailpointsHTTPEnv(fpAddr)}
+	// The racy mutants' windows are widened, so chaos-mutants catches them
+	// whatever the machine's load (the failpoints act in their branches only).
+	switch c.mutant {
+	case sut.MutantIdemCheckRacy:
+		env = append(env, "GO_FAILPOINTS="+sut.FailpointIdemRacyWindow+`=return("barrier")`)
+	case sut.MutantClaimNonAtomic:
+		env = append(env, "GO_FAILPOINTS="+sut.FailpointClaimRacyWindow+`=return("barrier")`)
+	}
 	url := "http://" + addr
 	p, err := faults.StartProcess(ctx, cmd, env, url+"/health", logger, faults.WithSecrets(red.Secrets()...))
 	if err != nil {
