@@ -135,20 +135,6 @@ func (w *intentWorld) statusCode(want int) error {
 	return nil
 }
 
-func (w *intentWorld) statusEither(a, b int) error {
-	if w.last == nil || (w.last.Status != a && w.last.Status != b) {
-		return Mismatch(fmt.Sprintf("status %d or %d", a, b), describe(w.last))
-	}
-	return nil
-}
-
-func (w *intentWorld) statusNot(not int) error {
-	if w.last == nil || w.last.Status == not {
-		return Mismatch(fmt.Sprintf("a status other than %d", not), describe(w.last))
-	}
-	return nil
-}
-
 func (w *intentWorld) errorWith(status int, code string) error {
 	if err := w.statusCode(status); err != nil {
 		return err
