@@ -1,8 +1,6 @@
 package checker
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -25,20 +23,8 @@ func loadIssue12(t *testing.T) []issue12Case {
 	}
 	var out []issue12Case
 	for _, ef := range dirs {
-		dir := filepath.Dir(ef)
-		raw, err := os.ReadFile(ef)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want savedExpect
-		if err := json.Unmarshal(raw, &want); err != nil {
-			t.Fatalf("%s: %v", ef, err)
-		}
-		h, l, err := Load(os.DirFS(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, issue12Case{dir, want, h, l})
+		want, h, l := loadSaved(t, ef)
+		out = append(out, issue12Case{filepath.Dir(ef), want, h, l})
 	}
 	return out
 }

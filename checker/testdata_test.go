@@ -56,18 +56,7 @@ func TestSavedRuns(t *testing.T) {
 	for _, ef := range dirs {
 		dir := filepath.Dir(ef)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			raw, err := os.ReadFile(ef)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want savedExpect
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatalf("%s: %v", ef, err)
-			}
-			h, l, err := Load(os.DirFS(dir))
-			if err != nil {
-				t.Fatal(err)
-			}
+			want, h, l := loadSaved(t, ef)
 			got := expectOf(want.Name, want.Options, Check(h, l, want.Options))
 			if got.Verdict != want.Verdict || !maps.Equal(got.Counts, want.Counts) || strings.Join(got.Failing, ",") != strings.Join(want.Failing, ",") {
 				t.Errorf("re-check of %s:\n got  %+v\n want %+v", dir, got, want)
@@ -203,4 +192,23 @@ func TestIssue12(t *testing.T) {
 			t.Logf("%s: %v%s", r.Verdict(), r.Counts, explain(r))
 		})
 	}
+}
+
+// loadSaved reads one saved run: its expected verdict (expectFile) and the
+// history and ledger beside it.
+func loadSaved(t *testing.T, expectPath string) (savedExpect, History, Ledger) {
+	t.Helper()
+	raw, err := os.ReadFile(expectPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want savedExpect
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("%s: %v", expectPath, err)
+	}
+	h, l, err := Load(os.DirFS(filepath.Dir(expectPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want, h, l
 }
