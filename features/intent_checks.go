@@ -168,27 +168,6 @@ func (w *intentWorld) jsonError() error {
 	return err
 }
 
-// securityHeaders checks §10 on the last response.
-func (w *intentWorld) securityHeaders() error {
-	if w.last == nil {
-		return Mismatch("a response", "none")
-	}
-	var bad, want []string
-	for _, h := range intent.SecurityHeaders {
-		want = append(want, h[0]+": "+h[1])
-	}
-	for _, h := range intent.SecurityHeaders {
-		if got := w.last.Header.Get(h[0]); got != h[1] {
-			bad = append(bad, fmt.Sprintf("%s: %q", h[0], got))
-		}
-	}
-	if len(bad) > 0 {
-		return Mismatch(strings.Join(want, ", "),
-			strings.Join(bad, ", ")+" on "+describe(w.last))
-	}
-	return nil
-}
-
 func (w *intentWorld) headerIs(name, value string) error {
 	if w.last == nil || w.last.Header.Get(name) != value {
 		got := ""
