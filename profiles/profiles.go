@@ -57,6 +57,10 @@ type BundledConfig struct {
 	Mutant    string            // "" for the correct handler
 	Readings  map[string]string // the readings it follows; nil: its defaults
 	Logger    *slog.Logger
+	// SinkURL is the base URL of the harness's effect sink, for profiles
+	// whose commands have external effects (IDS, ATP): the handler sends
+	// every external effect there (docs/ids-binding.md). Empty: none.
+	SinkURL string
 }
 
 // Bundled is a started reference handler and what the harness needs to

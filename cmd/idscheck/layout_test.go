@@ -20,13 +20,14 @@ var layoutAllowed = map[string][]string{
 	"checker":  {"spec", "verdict"},
 	"reports":  {"spec", "checker", "verdict"},
 	"faults":   {},
+	"sink":     {},
 	"sut":      {"sut"},
 	"client":   {"spec", "verdict"},
-	"chaos":    {"checker", "client", "faults", "spec", "verdict"},
-	"features": {"spec", "verdict", "faults", "client"},
+	"chaos":    {"checker", "client", "faults", "spec", "verdict", "sink"},
+	"features": {"spec", "verdict", "faults", "client", "sink"},
 	// profiles is the registry (read by cmd alone): it assembles each
 	// profile from the packages above.
-	"profiles": {"spec", "verdict", "features", "checker", "client", "sut", "chaos", "faults"},
+	"profiles": {"spec", "verdict", "features", "checker", "client", "sut", "chaos", "faults", "sink"},
 }
 
 // layoutViolations reads `go list -f '{{.ImportPath}} {{join .Imports " "}}'`

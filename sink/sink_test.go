@@ -1,0 +1,117 @@
+package sink_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/sink"
+)
+
+func post(t *testing.T, s *sink.Sink, key, command string, header bool) (int, string, error) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"tenant_id": "t", "idempotency_key": key, "command_id": "c", "command": command, "args": map[string]any{}})
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+sink.PathEffects, bytes.NewReader(body))
+	if header {
+		req.Header.Set(sink.HeaderKey, key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		EffectID string `json:"effect_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out.EffectID, nil
+}
+
+func start(t *testing.T) *sink.Sink {
+	t.Helper()
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestS1CommandsAreDedupedByKeyOthersActOnEveryCall(t *testing.T) {
+	s := start(t)
+	s.HonourKeys("payment.capture")
+	st1, id1, _ := post(t, s, "k1", "payment.capture", true)
+	st2, id2, _ := post(t, s, "k1", "payment.capture", true)
+	if st1 != 201 || st2 != 200 || id1 != id2 || s.Effects("k1") != 1 || s.Calls("k1") != 2 {
+		t.Fatalf("S1: statuses %d %d, ids %s %s, effects %d calls %d", st1, st2, id1, id2, s.Effects("k1"), s.Calls("k1"))
+	}
+	// Without the header, or for a command not shielded by S1, every call acts.
+	post(t, s, "k2", "payment.capture", false)
+	post(t, s, "k2", "payment.capture", false)
+	post(t, s, "k3", "refund.issue", true)
+	post(t, s, "k3", "refund.issue", true)
+	if s.Effects("k2") != 2 || s.Effects("k3") != 2 {
+		t.Fatalf("non-S1 calls: effects k2=%d k3=%d, want 2 each", s.Effects("k2"), s.Effects("k3"))
+	}
+	resp, err := http.Get(s.URL() + sink.PathEffects + "/k3")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET effects/k3: %v %v", resp, err)
+	}
+	resp, _ = http.Get(s.URL() + sink.PathEffects + "/nope")
+	if resp.StatusCode != 404 {
+		t.Fatalf("GET of an unknown key: %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestALostReplyActsAndAnswersNothing(t *testing.T) {
+	s := start(t)
+	s.LoseReplies(1)
+	if _, _, err := post(t, s, "k", "refund.issue", false); err == nil {
+		t.Fatal("the first call got an answer; its reply should have been lost")
+	}
+	if s.Effects("k") != 1 {
+		t.Fatalf("effects %d, want 1: the sink acts before it loses the reply", s.Effects("k"))
+	}
+	if st, _, err := post(t, s, "k", "refund.issue", false); err != nil || st != 201 {
+		t.Fatalf("the second call: %d %v", st, err)
+	}
+}
+
+func TestHoldKeepsACallUntilReleased(t *testing.T) {
+	s := start(t)
+	release := s.Hold("k")
+	done := make(chan int, 1)
+	go func() { st, _, _ := post(t, s, "k", "x", false); done <- st }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.WaitCalls(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		t.Fatal("a held call was answered before its release")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if s.Effects("k") != 0 {
+		t.Fatal("a held call acted before its release")
+	}
+	release()
+	release()
+	if st := <-done; st != 201 || s.Effects("k") != 1 {
+		t.Fatalf("after release: %d, effects %d", st, s.Effects("k"))
+	}
+}
+
+func TestMalformedCallsAreRefusedWithoutEffect(t *testing.T) {
+	s := start(t)
+	resp, err := http.Post(s.URL()+sink.PathEffects, "application/json", bytes.NewReader([]byte(`{"command":"x"}`)))
+	if err != nil || resp.StatusCode != 400 {
+		t.Fatalf("a call without idempotency_key: %v %v", resp, err)
+	}
+	if len(s.AllEffects()) != 0 || len(s.AllCalls()) != 1 || s.AllCalls()[0].Refused == "" {
+		t.Fatalf("effects %v calls %v", s.AllEffects(), s.AllCalls())
+	}
+}
