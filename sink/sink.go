@@ -56,10 +56,12 @@ type Call struct {
 
 // Effect is one effect the sink performed.
 type Effect struct {
-	Key      string    `json:"key"`
-	Command  string    `json:"command"`
-	EffectID string    `json:"effect_id"`
-	At       time.Time `json:"at"`
+	Key       string    `json:"key"`
+	Command   string    `json:"command"`
+	EffectID  string    `json:"effect_id"`
+	At        time.Time `json:"at"`
+	Tenant    string    `json:"tenant_id,omitempty"`  // the body's tenant_id
+	CommandID string    `json:"command_id,omitempty"` // the body's command_id
 }
 
 // Sink is a running effect sink. Its methods are safe for concurrent use.
@@ -73,6 +75,7 @@ type Sink struct {
 	calls    []Call
 	effects  []Effect
 	lose     int           // the next lose POSTs act and drop their reply
+	lost     int           // replies dropped so far
 	delay    time.Duration // every POST waits this long before answering
 	holds    map[string]chan struct{}
 	inflight map[string]int // POSTs per key that arrived and are not recorded yet
@@ -142,6 +145,14 @@ func (s *Sink) LoseReplies(n int) {
 	s.mu.Lock()
 	s.lose = n
 	s.mu.Unlock()
+}
+
+// LostReplies returns how many replies the sink has dropped so far (calls
+// that acted and answered nothing, LoseReplies).
+func (s *Sink) LostReplies() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
 }
 
 // SetDelay makes every POST wait d before it acts and answers (0: none).
@@ -319,10 +330,11 @@ func (s *Sink) post(w http.ResponseWriter, r *http.Request) {
 		} else {
 			c.EffectID, c.New = newID(), true
 			s.byKey[c.Key] = append(ids, c.EffectID)
-			s.effects = append(s.effects, Effect{Key: c.Key, Command: c.Command, EffectID: c.EffectID, At: c.At})
+			s.effects = append(s.effects, Effect{Key: c.Key, Command: c.Command, EffectID: c.EffectID, At: c.At, Tenant: c.Tenant, CommandID: c.CommandID})
 		}
 		if s.lose > 0 {
 			s.lose--
+			s.lost++
 			c.Lost = true
 		}
 	}

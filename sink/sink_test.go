@@ -78,6 +78,15 @@ func TestALostReplyActsAndAnswersNothing(t *testing.T) {
 	if st, _, err := post(t, s, "k", "refund.issue", false); err != nil || st != 201 {
 		t.Fatalf("the second call: %d %v", st, err)
 	}
+	if n := s.LostReplies(); n != 1 {
+		t.Fatalf("LostReplies %d, want 1", n)
+	}
+	// Every effect names the tenant and the command that asked for it.
+	for _, e := range s.AllEffects() {
+		if e.Tenant != "t" || e.CommandID != "c" || e.Command != "refund.issue" {
+			t.Fatalf("effect %+v: want tenant t, command_id c, command refund.issue", e)
+		}
+	}
 }
 
 func TestHoldKeepsACallUntilReleased(t *testing.T) {
