@@ -1,0 +1,1070 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gowebpki/jcs"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// The IDS chaos workload (RFC-WF-0010 over docs/ids-binding.md): a seeded
+// pool of logical commands over several tenants and actors, each delivered
+// at least once and often more (a resend with a new command_id or new
+// ephemeral fields, a concurrent duplicate from another worker, a resend
+// after success), storms of hundreds of identical envelopes released by one
+// barrier, and every unknown outcome (a timeout, a reset, a 5xx, a 202
+// processing) retried with the same envelope until a terminal answer or the
+// drain's end. It records every request into a checker.History, every
+// effect the harness's sink performed into a checker.Ledger, and, after the
+// drain, GET /evidence of every key (checker.IDSKey). It judges nothing:
+// checker.CheckIDS does.
+
+// IDSConfig is one IDS chaos run.
+type IDSConfig struct {
+	BaseURL string // the target, through the network proxy when network faults run
+	APIKey  string // sent as X-API-Key ("" for a target that wants none)
+	// Sink is the harness's effect sink the target sends its effects to
+	// (directly or through a proxy): the workload tells it which commands
+	// are S1 (HonourKeys) and reads its effects after the drain.
+	Sink *sink.Sink
+	Seed uint64
+	// RunID goes into every command's target and command_id, so two runs
+	// with one seed against one target's data name different commands
+	// (default: random).
+	RunID     string
+	Duration  time.Duration // how long the workload and the faults run
+	Workers   int           // concurrent submitters (default 16)
+	TimeScale float64       // the target's time scale: a declared window of W s lasts W/TimeScale (default 1)
+	// Faults are the usable faults the schedule draws from. One named
+	// "storm" is replaced by the workload's own storm of identical
+	// envelopes; a faults.RemoteFailpoint without a Trigger gets one (a
+	// fresh command, recorded like any other).
+	Faults          []faults.Fault
+	ScheduleOptions faults.ScheduleOptions
+	// StormMin..StormMax bound a storm (defaults 200..300, at most faults.MaxStorm).
+	StormMin, StormMax int
+	RequestTimeout     time.Duration // per request (default 2 s)
+	DrainTimeout       time.Duration // after Duration: how long deliveries and the outbox may go on (default 15 s)
+	MaxOps             int           // bound on recorded operations (default 2,000,000)
+	// Recorder receives every operation (nil: one of MaxOps is made).
+	Recorder *Recorder
+	Logger   *slog.Logger
+	// Progress, when set, is called about once a second.
+	Progress func(Progress)
+}
+
+// IDSResult is everything an IDS chaos run recorded.
+type IDSResult struct {
+	Start    time.Time          `json:"start"`
+	End      time.Time          `json:"end"`
+	Schedule []faults.Planned   `json:"schedule"`
+	Timeline []faults.Injection `json:"timeline"`
+	History  checker.History    `json:"-"`
+	Ledger   checker.Ledger     `json:"-"`
+	Keys     []checker.IDSKey   `json:"-"`
+	Series   []Bucket           `json:"series"`
+	// Drained is true when every logical command reached a terminal answer
+	// (or was given up on its window) and every executed I3 command's
+	// effect reached the sink before the drain timeout.
+	Drained bool `json:"drained"`
+	// Commands are the registry's commands the workload sent.
+	Commands []string `json:"commands"`
+}
+
+func (c *IDSConfig) defaults() error {
+	if c.BaseURL == "" {
+		return errors.New("chaos ids: no target URL")
+	}
+	if c.Sink == nil {
+		return errors.New("chaos ids: no effect sink")
+	}
+	if c.Duration <= 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.Workers <= 0 {
+		c.Workers = 16
+	}
+	if c.TimeScale <= 0 {
+		c.TimeScale = 1
+	}
+	if c.StormMin <= 0 {
+		c.StormMin = 200
+	}
+	if c.StormMax < c.StormMin {
+		c.StormMax = max(c.StormMin, 300)
+	}
+	c.StormMax = min(c.StormMax, faults.MaxStorm)
+	c.StormMin = min(c.StormMin, c.StormMax)
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 2 * time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 15 * time.Second
+	}
+	if c.MaxOps <= 0 {
+		c.MaxOps = 2_000_000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RunID == "" {
+		c.RunID = randomHex(3)
+	}
+	return nil
+}
+
+// Recorder collects the operations of a run, bounded in count: past its
+// bound it drops them (and says how many), so a run is bounded in memory
+// whatever the load.
+type Recorder struct {
+	start    time.Time
+	max      int
+	mu       sync.Mutex
+	ops      []checker.Operation
+	dropped  int
+	recorded atomic.Int64
+	unknown  atomic.Int64
+}
+
+// NewRecorder returns a recorder of at most max operations whose times
+// count from start.
+func NewRecorder(start time.Time, max int) *Recorder {
+	return &Recorder{start: start, max: max}
+}
+
+// Now is the time of the run's clock: ns since its start.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Op records one operation.
+func (r *Recorder) Op(op checker.Operation) {
+	r.recorded.Add(1)
+	if op.Outcome == verdict.OutcomeUnknown {
+		r.unknown.Add(1)
+	}
+	r.mu.Lock()
+	if len(r.ops) < r.max {
+		r.ops = append(r.ops, op)
+	} else {
+		r.dropped++
+	}
+	r.mu.Unlock()
+}
+
+// Full reports that the bound is reached: every load loop stops there.
+func (r *Recorder) Full() bool { return r.recorded.Load() >= int64(r.max) }
+
+// Len is how many operations were recorded or dropped.
+func (r *Recorder) Len() int { return int(r.recorded.Load()) }
+
+// Unknown is how many had an unknown outcome.
+func (r *Recorder) Unknown() int { return int(r.unknown.Load()) }
+
+// History returns the recorded operations in call order, and how many were
+// dropped past the bound.
+func (r *Recorder) History() (checker.History, int) {
+	r.mu.Lock()
+	ops := append([]checker.Operation(nil), r.ops...)
+	dropped := r.dropped
+	r.mu.Unlock()
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	return checker.History{Ops: ops}, dropped
+}
+
+// The IDS binding's paths and headers (docs/ids-binding.md).
+const (
+	idsPathCommands = "/commands"
+	idsPathRegistry = "/registry"
+	idsPathEvidence = "/evidence"
+	idsHeaderAPIKey = "X-API-Key"
+)
+
+// idsRegistry is GET /registry, as much as the workload needs.
+type idsRegistry struct {
+	Binding  string `json:"binding"`
+	Commands []struct {
+		Command              string `json:"command"`
+		Class                string `json:"class"`
+		TTLSeconds           *int64 `json:"ttl_seconds"`
+		Shielding            string `json:"shielding"`
+		Financial            bool   `json:"financial"`
+		RequiresConfirmation bool   `json:"requires_confirmation"`
+	} `json:"commands"`
+}
+
+// idsCommandType is one command of the registry the workload sends.
+type idsCommandType struct {
+	Name      string // entity.action
+	Entity    string
+	Action    string
+	Class     string
+	Shielding string
+	Financial bool
+	Window    time.Duration // the dedupe window on the harness's clock; 0: none declared (never expires)
+}
+
+// External reports whether its effects land at the effect sink: an I3
+// command, shielded.
+func (t idsCommandType) External() bool { return t.Class == "I3" }
+
+// idsLogical is one logical command: one envelope, one key.
+type idsLogical struct {
+	n        int
+	typ      idsCommandType
+	tenant   string
+	actor    string
+	effActor string // "" unless sent on behalf of someone
+	target   string
+	args     map[string]any
+	kind     string // command_kind, "" when left out
+	key      string // the idempotency key (hex)
+	recKey   string // tenant + "/" + key: the history's Key
+	fp       string // the envelope's fingerprint digest (Input.Body)
+	first    time.Time
+
+	mu         sync.Mutex
+	terminal   bool   // some delivery got a terminal answer
+	executed   bool   // ... or a status read said executed
+	origID     string // the original command_id, once an answer named it
+	commandIDs int    // how many command_ids were drawn for it
+}
+
+// envelope renders one delivery: the logical command with a command_id and,
+// when fresh, new ephemeral fields; withKey adds the client-computed key.
+func (c *idsLogical) envelope(commandID string, rnd *mrand.Rand, withKey bool) []byte {
+	env := map[string]any{
+		"command_id": commandID,
+		"tenant_id":  c.tenant,
+		"actor_id":   c.actor,
+		"intent":     c.intentObj(),
+		"args":       c.args,
+		"timestamp":  time.Now().UTC().Format(time.RFC3339Nano),
+		"message_id": fmt.Sprintf("wamid.%016x", rnd.Uint64()),
+		"trace_id":   fmt.Sprintf("%016x", rnd.Uint64()),
+	}
+	if c.effActor != "" {
+		env["effective_actor_id"] = c.effActor
+	}
+	if c.kind != "" {
+		env["command_kind"] = c.kind
+	}
+	if withKey {
+		env["idempotency_key"] = c.key
+	}
+	b, _ := json.Marshal(env)
+	return b
+}
+
+func (c *idsLogical) intentObj() map[string]any {
+	in := map[string]any{"entity": c.typ.Entity, "action": c.typ.Action}
+	if c.target != "" {
+		in["target"] = c.target
+	}
+	return in
+}
+
+// IDSKey computes the idempotency key of the binding: lowercase hex of
+// SHA-256 of JCS(key_inputs).
+func IDSKey(tenant, principal string, intent map[string]any, args map[string]any, kind string) (string, error) {
+	in := map[string]any{"tenant_id": tenant, "principal": principal, "intent": intent, "args": args}
+	if kind != "" {
+		in["command_kind"] = kind
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", err
+	}
+	c, err := jcs.Transform(b)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// fingerprint is the digest of the envelope without command_id,
+// idempotency_key, confirmation_token and the ephemeral fields.
+func (c *idsLogical) fingerprint() string {
+	env := map[string]any{"tenant_id": c.tenant, "actor_id": c.actor, "intent": c.intentObj(), "args": c.args}
+	if c.effActor != "" {
+		env["effective_actor_id"] = c.effActor
+	}
+	if c.kind != "" {
+		env["command_kind"] = c.kind
+	}
+	b, _ := json.Marshal(env)
+	return digest(b)
+}
+
+// idsWorkload is the state of one IDS run shared by its goroutines.
+type idsWorkload struct {
+	cfg   IDSConfig
+	start time.Time
+	http  *client.Client
+	rec   *Recorder
+	types []idsCommandType
+
+	mu       sync.Mutex
+	logical  []*idsLogical // every logical command, in creation order
+	recent   []*idsLogical // the latest ones, for duplicates from other workers
+	nextCmd  atomic.Int64
+	clientID atomic.Int64
+	refused  atomic.Int64 // deliveries refused for a reason the workload did not mean (400, 401, 403, 404, 409, problem 422)
+	open     atomic.Int64 // deliveries under way
+	phase    atomic.Value
+	fault    atomic.Value
+	minted   atomic.Int64 // logical commands created
+}
+
+// The tenants and actors of the pool.
+var (
+	idsTenants = []string{"acme", "globex", "initech"}
+	idsActors  = []string{"alice", "bob", "carol"}
+)
+
+// idsRecent bounds the pool that duplicates are drawn from.
+const idsRecent = 256
+
+// idsMaxDeliveries bounds the deliveries of one logical command by one
+// driver; idsMaxPolls the status reads between two of them.
+const (
+	idsMaxDeliveries = 40
+	idsMaxPolls      = 40
+)
+
+// RunIDS carries out one IDS chaos run. It returns what was recorded even
+// when ctx ends early (then with ctx's error).
+func RunIDS(ctx context.Context, cfg IDSConfig) (*IDSResult, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	tr := client.NewTransport()
+	tr.MaxConnsPerHost = 0
+	tr.ResponseHeaderTimeout = cfg.RequestTimeout
+	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-ids", Timeout: cfg.RequestTimeout,
+		HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
+	if err != nil {
+		return nil, fmt.Errorf("chaos ids: %w", err)
+	}
+	w := &idsWorkload{cfg: cfg, http: c}
+	w.phase.Store("registry")
+	w.fault.Store("")
+	w.clientID.Store(0)
+	types, err := w.readRegistry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.types = types
+	var s1 []string
+	for _, t := range types {
+		if t.Shielding == "S1" {
+			s1 = append(s1, t.Name)
+		}
+	}
+	cfg.Sink.HonourKeys(s1...)
+	return w.run(ctx)
+}
+
+// get sends one unrecorded GET (registry, evidence) and decodes a 200.
+func (w *idsWorkload) get(ctx context.Context, path string, into any) (int, error) {
+	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: w.header()})
+	if err != nil {
+		return 0, err
+	}
+	if resp.Exchange.Err != "" {
+		return 0, errors.New(resp.Exchange.Err)
+	}
+	if resp.Status != http.StatusOK {
+		return resp.Status, fmt.Errorf("GET %s: %d", path, resp.Status)
+	}
+	if err := json.Unmarshal(resp.Body, into); err != nil {
+		return resp.Status, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return resp.Status, nil
+}
+
+func (w *idsWorkload) header() http.Header {
+	h := http.Header{}
+	if w.cfg.APIKey != "" {
+		h.Set(idsHeaderAPIKey, w.cfg.APIKey)
+	}
+	return h
+}
+
+// readRegistry reads GET /registry (a few tries) and keeps the commands the
+// workload can send: mutations (I1-I3) that need no confirmation.
+func (w *idsWorkload) readRegistry(ctx context.Context) ([]idsCommandType, error) {
+	var reg idsRegistry
+	var err error
+	for try := 0; try < 5; try++ {
+		if _, err = w.get(ctx, idsPathRegistry, &reg); err == nil {
+			break
+		}
+		sleep(ctx, 200*time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chaos ids: the registry: %w", err)
+	}
+	var out []idsCommandType
+	for _, c := range reg.Commands {
+		entity, action, ok := strings.Cut(c.Command, ".")
+		if !ok || c.RequiresConfirmation || !slices.Contains([]string{"I1", "I2", "I3"}, c.Class) {
+			continue
+		}
+		t := idsCommandType{Name: c.Command, Entity: entity, Action: action, Class: c.Class, Shielding: c.Shielding, Financial: c.Financial}
+		if c.TTLSeconds != nil {
+			t.Window = time.Duration(float64(*c.TTLSeconds) * float64(time.Second) / w.cfg.TimeScale)
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("chaos ids: the registry declares no mutation that needs no confirmation: nothing to send")
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
+	cfg := w.cfg
+	master := mrand.New(mrand.NewPCG(cfg.Seed, 0x1d5c1d5))
+	schedRnd := mrand.New(mrand.NewPCG(master.Uint64(), master.Uint64()))
+	list := make([]faults.Fault, 0, len(cfg.Faults))
+	for _, f := range cfg.Faults {
+		switch ff := f.(type) {
+		case *faults.RemoteFailpoint:
+			if ff.Trigger == nil {
+				cp := *ff
+				trnd := mrand.New(mrand.NewPCG(master.Uint64(), 77))
+				var tmu sync.Mutex
+				cp.Trigger = func(ctx context.Context) error {
+					tmu.Lock()
+					c := w.mint(trnd)
+					tmu.Unlock()
+					w.deliverOnce(ctx, c, mrand.New(mrand.NewPCG(uint64(c.n), 78)))
+					return nil
+				}
+				f = &cp
+			}
+		}
+		if f.Name() == "storm" {
+			f = &idsStorm{w: w}
+		}
+		list = append(list, idsTracked{f, w})
+	}
+	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
+	var tl faults.Timeline
+
+	w.start = time.Now()
+	w.rec = cfg.Recorder
+	if w.rec == nil {
+		w.rec = NewRecorder(w.start, cfg.MaxOps)
+	}
+	w.start = w.rec.start
+	res := &IDSResult{Start: w.start, Schedule: schedule}
+	for _, t := range w.types {
+		res.Commands = append(res.Commands, t.Name)
+	}
+	w.phase.Store("faults")
+	cfg.Logger.Info("chaos ids: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
+		"faults", len(list), "schedule", len(schedule), "commands", res.Commands)
+
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
+	defer stopFaults()
+	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	defer stopLoad()
+	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+cfg.DrainTimeout)
+	defer stopDrain()
+
+	faultsDone := make(chan error, 1)
+	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
+	progDone := make(chan struct{})
+	if cfg.Progress != nil {
+		go w.progress(drainCtx, progDone)
+	} else {
+		close(progDone)
+	}
+	var wg sync.WaitGroup
+	for i := range cfg.Workers {
+		rnd := mrand.New(mrand.NewPCG(master.Uint64(), uint64(i)))
+		wg.Go(func() { w.submitter(loadCtx, drainCtx, rnd) })
+	}
+	<-loadCtx.Done()
+	faultErr := <-faultsDone
+	w.phase.Store("drain")
+	w.fault.Store("")
+	// Every logical command not yet answered terminally is driven again
+	// (a storm's key, one whose driver gave up): the same envelope.
+	wg.Wait()
+	finishRnd := mrand.New(mrand.NewPCG(master.Uint64(), 99))
+	w.finishAll(drainCtx, finishRnd)
+	drained := w.waitOutbox(drainCtx) && w.allSettled()
+	res.Drained = drained && drainCtx.Err() == nil
+
+	// Evidence of every key, then the sink's effects.
+	w.phase.Store("evidence")
+	evCtx, stopEv := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	res.Keys = w.readEvidence(evCtx)
+	stopEv()
+	stopDrain()
+	<-progDone
+
+	res.End = time.Now()
+	res.Timeline = tl.Injections()
+	var dropped int
+	res.History, dropped = w.rec.History()
+	res.Ledger = w.ledger()
+	res.Series = series(res.History, time.Second)
+	var errs []error
+	if dropped > 0 {
+		errs = append(errs, fmt.Errorf("chaos ids: %d operations not recorded past the bound of %d", dropped, cfg.MaxOps))
+	}
+	if n := w.refused.Load(); n > 0 {
+		cfg.Logger.Warn("chaos ids: deliveries refused for a reason the workload did not mean", "n", n)
+	}
+	if faultErr != nil {
+		cfg.Logger.Warn("chaos ids: some injections failed", "err", faultErr)
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, fmt.Errorf("chaos ids: %w", ctx.Err()))
+	}
+	return res, errors.Join(errs...)
+}
+
+func (w *idsWorkload) progress(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
+			Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
+		p.Phase, _ = w.phase.Load().(string)
+		p.Fault, _ = w.fault.Load().(string)
+		w.cfg.Progress(p)
+	}
+}
+
+// mint creates a new logical command from rnd.
+func (w *idsWorkload) mint(rnd *mrand.Rand) *idsLogical {
+	n := int(w.nextCmd.Add(1))
+	typ := w.types[rnd.IntN(len(w.types))]
+	c := &idsLogical{n: n, typ: typ, tenant: idsTenants[rnd.IntN(len(idsTenants))], first: time.Now()}
+	c.actor = idsActors[rnd.IntN(len(idsActors))]
+	if rnd.IntN(100) < 20 {
+		// A system retry on behalf of a user (IDS §VII.E).
+		c.effActor, c.actor = c.actor, "retry-bot"
+	}
+	c.target = fmt.Sprintf("%s-%s-%d", typ.Entity, w.cfg.RunID, n)
+	if typ.Financial || typ.Class == "I3" {
+		amount := 100 + rnd.IntN(99900)
+		if rnd.IntN(100) < 4 {
+			amount = 0 // the command refuses it: a terminal rejected outcome, replayed like any
+		}
+		c.args = map[string]any{"amount_minor": amount, "currency": []string{"EUR", "USD", "BRL"}[rnd.IntN(3)]}
+	} else {
+		c.args = map[string]any{"text": fmt.Sprintf("chaos note %d", n), "seq": n}
+	}
+	if rnd.IntN(2) == 0 {
+		c.kind = typ.Class
+	}
+	principal := c.actor
+	if c.effActor != "" {
+		principal = c.effActor
+	}
+	c.key, _ = IDSKey(c.tenant, principal, c.intentObj(), c.args, c.kind)
+	c.recKey = c.tenant + "/" + c.key
+	c.fp = c.fingerprint()
+	w.minted.Add(1)
+	w.mu.Lock()
+	w.logical = append(w.logical, c)
+	w.recent = append(w.recent, c)
+	if len(w.recent) > idsRecent {
+		w.recent = w.recent[len(w.recent)-idsRecent:]
+	}
+	w.mu.Unlock()
+	return c
+}
+
+// pick returns a recent logical command whose window leaves room for
+// another delivery, or nil.
+func (w *idsWorkload) pick(rnd *mrand.Rand) *idsLogical {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.recent) == 0 {
+		return nil
+	}
+	c := w.recent[rnd.IntN(len(w.recent))]
+	if !c.inWindow() {
+		return nil
+	}
+	return c
+}
+
+// inWindow reports whether a delivery now is well within the command's
+// dedupe window (half of it): past the window it MAY execute again
+// (IDS §VIII.C), which the effect check would call a duplicate.
+func (c *idsLogical) inWindow() bool {
+	return c.typ.Window == 0 || time.Since(c.first) < c.typ.Window/2
+}
+
+// submitter creates and delivers logical commands until loadCtx ends:
+// mostly new ones, driven to a terminal answer; some recent ones again
+// (a duplicate, possibly concurrent with their own driver); some in a
+// small burst of concurrent identical deliveries.
+func (w *idsWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Rand) {
+	for loadCtx.Err() == nil && !w.rec.Full() {
+		p := rnd.IntN(100)
+		switch {
+		case p < 60:
+			c := w.mint(rnd)
+			w.drive(loadCtx, drainCtx, c, rnd)
+			if rnd.IntN(100) < 30 && c.inWindow() {
+				// A duplicate after success: must replay.
+				w.deliverOnce(drainCtx, c, rnd)
+			}
+		case p < 85:
+			if c := w.pick(rnd); c != nil {
+				w.drive(loadCtx, drainCtx, c, rnd)
+			}
+		default:
+			c := w.pick(rnd)
+			if c == nil {
+				c = w.mint(rnd)
+			}
+			n := 2 + rnd.IntN(4)
+			seeds := make([]uint64, n)
+			for i := range seeds {
+				seeds[i] = rnd.Uint64()
+			}
+			var bg sync.WaitGroup
+			barrier := make(chan struct{})
+			for i := range n {
+				bg.Go(func() {
+					<-barrier
+					w.drive(loadCtx, drainCtx, c, mrand.New(mrand.NewPCG(seeds[i], 3)))
+				})
+			}
+			close(barrier)
+			bg.Wait()
+		}
+	}
+}
+
+// delivery is what one POST /commands answered.
+type idsAnswer struct {
+	op        checker.Operation
+	statusURL string
+	retryIn   time.Duration
+}
+
+// idsBody is the part of an answer's body the workload reads.
+type idsBody struct {
+	CommandID      string `json:"command_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Status         string `json:"status"`
+	StatusURL      string `json:"status_url"`
+	Code           string `json:"code"`
+}
+
+// commandID draws the command_id of a delivery: the command's first one,
+// or (now and then) a new one, as a client that lost track of it sends.
+func (w *idsWorkload) commandID(c *idsLogical, rnd *mrand.Rand) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := 0
+	if c.commandIDs == 0 || rnd.IntN(100) < 30 {
+		i = c.commandIDs
+		c.commandIDs++
+	}
+	return fmt.Sprintf("cmd-%s-%d-%d", w.cfg.RunID, c.n, i)
+}
+
+// post sends one delivery of c and records it.
+func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsAnswer {
+	id := int(w.clientID.Add(1))
+	op := checker.Operation{ClientID: id, Kind: checker.OpPublish, Key: c.recKey, KeyID: c.tenant,
+		Input: checker.Input{Body: c.fp}, Call: w.rec.Now()}
+	w.open.Add(1)
+	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: idsPathCommands, Header: w.header(), Body: body})
+	w.open.Add(-1)
+	op.Return = w.rec.Now()
+	op.Outcome = client.TransportOutcome(err)
+	a := idsAnswer{}
+	if err == nil {
+		op.Output.Status = resp.Status
+		op.Output.Body = digest(resp.Body)
+		var b idsBody
+		json.Unmarshal(resp.Body, &b)
+		op.Output.ID = b.CommandID
+		op.Output.State = b.Status
+		a.statusURL = b.StatusURL
+		switch {
+		case resp.Exchange.Err != "" || resp.Status >= 500:
+			// A body cut short, or a server error: it may have happened.
+			op.Outcome = verdict.OutcomeUnknown
+		case resp.Status == http.StatusTooManyRequests:
+			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			a.retryIn = time.Duration(max(secs, 1)) * time.Second / time.Duration(max(1, int(w.cfg.TimeScale)))
+		case b.IdempotencyKey != "" && b.IdempotencyKey != c.key:
+			w.cfg.Logger.Warn("chaos ids: the target answered another key than the binding's", "tenant", c.tenant,
+				"want", c.key, "got", b.IdempotencyKey)
+		}
+		if resp.Status >= 400 && resp.Status < 500 && resp.Status != http.StatusTooManyRequests && b.Status == "" {
+			w.refused.Add(1)
+			w.cfg.Logger.Debug("chaos ids: delivery refused", "status", resp.Status, "code", b.Code, "body", string(resp.Body))
+		}
+	}
+	w.rec.Op(op)
+	a.op = op
+	if idsIsTerminal(&op) {
+		c.mu.Lock()
+		c.terminal = true
+		if op.Output.State == "executed" {
+			c.executed = true
+		}
+		if c.origID == "" {
+			c.origID = op.Output.ID
+		}
+		c.mu.Unlock()
+	}
+	if op.Output.State == "processing" && op.Output.ID != "" {
+		c.mu.Lock()
+		if c.origID == "" {
+			c.origID = op.Output.ID
+		}
+		c.mu.Unlock()
+	}
+	return a
+}
+
+func idsIsTerminal(op *checker.Operation) bool {
+	if op.Outcome != verdict.OutcomeOK || op.Output.Status >= 500 {
+		return false
+	}
+	switch op.Output.State {
+	case "executed", "rejected", "failed", "compensated":
+		return true
+	}
+	return false
+}
+
+// deliverOnce sends one delivery of c (a new command_id or new ephemeral
+// fields now and then), recorded; it drives nothing.
+func (w *idsWorkload) deliverOnce(ctx context.Context, c *idsLogical, rnd *mrand.Rand) idsAnswer {
+	return w.post(ctx, c, c.envelope(w.commandID(c, rnd), rnd, rnd.IntN(100) < 30))
+}
+
+// drive delivers c until a terminal answer: an unknown outcome (no answer,
+// a body cut short, a 5xx) is resent with the same envelope; a 202
+// processing is followed by status reads until the command is no longer
+// in progress, then resent to get the outcome; a 429 waits as told. It
+// gives up at the drain's end, past half the command's window, when the
+// target refuses the delivery outright, or after idsMaxDeliveries. New
+// logical commands start only until loadCtx ends; driving goes on in the
+// drain.
+func (w *idsWorkload) drive(loadCtx, drainCtx context.Context, c *idsLogical, rnd *mrand.Rand) {
+	// One envelope for the whole drive, now and then a fresh command_id or
+	// fresh ephemeral fields on a resend: the same logical command.
+	cmdID := w.commandID(c, rnd)
+	body := c.envelope(cmdID, rnd, rnd.IntN(100) < 30)
+	backoff := 10 * time.Millisecond
+	for try := 0; try < idsMaxDeliveries && drainCtx.Err() == nil && !w.rec.Full() && c.inWindow(); try++ {
+		if try > 0 && rnd.IntN(100) < 25 {
+			body = c.envelope(w.commandID(c, rnd), rnd, rnd.IntN(100) < 30)
+		}
+		a := w.post(drainCtx, c, body)
+		op := a.op
+		switch {
+		case idsIsTerminal(&op):
+			return
+		case op.Outcome == verdict.OutcomeOK && op.Output.Status == http.StatusAccepted:
+			if w.poll(drainCtx, c, a.statusURL, rnd) {
+				backoff = 10 * time.Millisecond
+				continue // resend to get the outcome
+			}
+		case op.Outcome == verdict.OutcomeOK && op.Output.Status == http.StatusTooManyRequests:
+			sleep(drainCtx, min(a.retryIn, 2*time.Second)+time.Duration(rnd.IntN(50))*time.Millisecond)
+			continue
+		case op.Outcome == verdict.OutcomeOK && op.Output.Status < 500:
+			return // refused outright (400, 401, 403, 409, 422 problem): resending changes nothing
+		}
+		sleep(drainCtx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// poll reads GET /commands/{original} until the command is no longer in
+// progress (true), or a bound is reached (false).
+func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string, rnd *mrand.Rand) bool {
+	path := statusURL
+	if u, err := url.Parse(statusURL); err != nil || !strings.HasPrefix(u.Path, idsPathCommands+"/") || u.Host != "" {
+		c.mu.Lock()
+		id := c.origID
+		c.mu.Unlock()
+		if id == "" {
+			return false
+		}
+		path = idsPathCommands + "/" + url.PathEscape(id)
+	}
+	wait := 10 * time.Millisecond
+	for i := 0; i < idsMaxPolls && ctx.Err() == nil && !w.rec.Full(); i++ {
+		sleep(ctx, wait+time.Duration(rnd.Int64N(int64(wait))))
+		wait = min(2*wait, 300*time.Millisecond)
+		op := checker.Operation{ClientID: int(w.clientID.Add(1)), Kind: checker.OpStatus, Key: c.recKey, KeyID: c.tenant, Call: w.rec.Now()}
+		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: w.header()})
+		op.Return = w.rec.Now()
+		op.Outcome = client.TransportOutcome(err)
+		if err == nil {
+			op.Output.Status = resp.Status
+			var b idsBody
+			json.Unmarshal(resp.Body, &b)
+			op.Output.ID, op.Output.State = b.CommandID, b.Status
+			if resp.Exchange.Err != "" || resp.Status >= 500 {
+				op.Outcome = verdict.OutcomeUnknown
+			}
+		}
+		w.rec.Op(op)
+		if op.Outcome != verdict.OutcomeOK || op.Output.Status != http.StatusOK {
+			continue
+		}
+		if op.Output.State == "executed" {
+			c.mu.Lock()
+			c.executed = true
+			c.mu.Unlock()
+		}
+		if op.Output.State != "in_progress" && op.Output.State != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// finishAll drives, in the drain, every logical command that has no
+// terminal answer yet (a storm's key, one whose driver gave up), bounded
+// by the drain.
+func (w *idsWorkload) finishAll(ctx context.Context, rnd *mrand.Rand) {
+	w.mu.Lock()
+	var todo []*idsLogical
+	for _, c := range w.logical {
+		c.mu.Lock()
+		done := c.terminal
+		c.mu.Unlock()
+		if !done && c.inWindow() {
+			todo = append(todo, c)
+		}
+	}
+	w.mu.Unlock()
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for i := range min(w.cfg.Workers, len(todo)) {
+		seed := rnd.Uint64()
+		wg.Go(func() {
+			r := mrand.New(mrand.NewPCG(seed, uint64(i)))
+			for ctx.Err() == nil {
+				j := int(next.Add(1)) - 1
+				if j >= len(todo) {
+					return
+				}
+				w.drive(ctx, ctx, todo[j], r)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// allSettled reports whether every logical command got a terminal answer
+// (or left its window).
+func (w *idsWorkload) allSettled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.logical {
+		c.mu.Lock()
+		done := c.terminal || !c.inWindow()
+		c.mu.Unlock()
+		if !done {
+			return false
+		}
+	}
+	return true
+}
+
+// waitOutbox waits until every executed I3 command has its effect at the
+// sink (an outbox dispatches after it answers), then for the sink to be
+// quiet a moment (a late duplicate dispatch is counted too). It reports
+// whether every effect arrived before ctx ended.
+func (w *idsWorkload) waitOutbox(ctx context.Context) bool {
+	w.phase.Store("outbox")
+	w.mu.Lock()
+	var want []*idsLogical
+	for _, c := range w.logical {
+		c.mu.Lock()
+		if c.executed && c.typ.External() {
+			want = append(want, c)
+		}
+		c.mu.Unlock()
+	}
+	w.mu.Unlock()
+	for ctx.Err() == nil {
+		missing := 0
+		for _, c := range want {
+			if w.cfg.Sink.Effects(c.key) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+	// Quiet: no new sink call for 300 ms (at most 3 s).
+	last := len(w.cfg.Sink.AllCalls())
+	quietSince := time.Now()
+	for t := time.Now(); ctx.Err() == nil && time.Since(t) < 3*time.Second && time.Since(quietSince) < 300*time.Millisecond; {
+		sleep(ctx, 50*time.Millisecond)
+		if n := len(w.cfg.Sink.AllCalls()); n != last {
+			last, quietSince = n, time.Now()
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// readEvidence reads GET /evidence of every key (a few tries each).
+func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
+	w.mu.Lock()
+	cmds := append([]*idsLogical(nil), w.logical...)
+	w.mu.Unlock()
+	out := make([]checker.IDSKey, len(cmds))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range min(16, max(1, len(cmds))) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(cmds) {
+					return
+				}
+				c := cmds[i]
+				k := checker.IDSKey{Key: c.recKey, Command: c.typ.Name, External: c.typ.External()}
+				q := url.Values{"tenant_id": {c.tenant}, "idempotency_key": {c.key}}
+				for try := 0; try < 5 && ctx.Err() == nil; try++ {
+					var body struct {
+						Evidence []checker.IDSEvidenceItem `json:"evidence"`
+					}
+					st, err := w.get(ctx, idsPathEvidence+"?"+q.Encode(), &body)
+					k.EvidenceStatus, k.Evidence, k.EvidenceErr = st, body.Evidence, ""
+					if err == nil {
+						break
+					}
+					k.EvidenceErr = err.Error()
+					if st != 0 && st < 500 {
+						break
+					}
+					sleep(ctx, 100*time.Millisecond)
+				}
+				out[i] = k
+			}
+		})
+	}
+	wg.Wait()
+	for i := range out {
+		if out[i].Key == "" { // not reached: ctx ended
+			out[i] = checker.IDSKey{Key: cmds[i].recKey, Command: cmds[i].typ.Name, External: cmds[i].typ.External(), EvidenceErr: "not read: out of time"}
+		}
+	}
+	return out
+}
+
+// ledger turns the sink's effects into the run's ledger (tenant/key).
+func (w *idsWorkload) ledger() checker.Ledger {
+	var l checker.Ledger
+	for _, e := range w.cfg.Sink.AllEffects() {
+		if e.At.Before(w.start) {
+			continue
+		}
+		l.Effects = append(l.Effects, checker.Effect{Key: e.Tenant + "/" + e.Key, Intent: e.EffectID, Worker: e.CommandID,
+			At: int64(e.At.Sub(w.start))})
+	}
+	return l
+}
+
+// idsStorm is the duplicate storm of an IDS run: n identical envelopes (the
+// same bytes: one command_id) of one logical command, released by one
+// barrier. One effect, one outcome must come of it; the deliveries past the
+// registry's duplicate_rate_limit are refused (429), which is no outcome.
+type idsStorm struct {
+	w *idsWorkload
+}
+
+var _ faults.Fault = (*idsStorm)(nil)
+
+func (s *idsStorm) Name() string      { return "storm" }
+func (s *idsStorm) Kind() faults.Kind { return faults.KindStorm }
+func (s *idsStorm) Available() error  { return nil }
+
+func (s *idsStorm) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	w := s.w
+	n := w.cfg.StormMin
+	if w.cfg.StormMax > n {
+		n += rnd.IntN(w.cfg.StormMax - n + 1)
+	}
+	// A fresh command half the time, a recent one (maybe being driven) else.
+	var c *idsLogical
+	if rnd.IntN(2) == 0 {
+		c = w.pick(rnd)
+	}
+	if c == nil {
+		c = w.mint(rnd)
+	}
+	body := c.envelope(w.commandID(c, rnd), rnd, false)
+	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {
+		w.post(ctx, c, body)
+	})
+	in.Params["key"] = c.recKey
+	in.Params["command"] = c.typ.Name
+	return in, err
+}
+
+// idsTracked shows the fault in effect in the progress line.
+type idsTracked struct {
+	faults.Fault
+	w *idsWorkload
+}
+
+func (t idsTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	t.w.fault.Store(t.Name())
+	defer t.w.fault.Store("")
+	return t.Fault.Inject(ctx, rnd, d)
+}
+
+// randomHex returns n random bytes in hex (not from the seed: for names
+// that must not repeat across runs).
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

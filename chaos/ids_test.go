@@ -1,0 +1,151 @@
+package chaos_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/chaos"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// TestIDSKeyIsSHA256OfJCS holds the workload's key to the binding's worked
+// example (docs/ids-binding.md): SHA-256 of exactly this JCS text.
+func TestIDSKeyIsSHA256OfJCS(t *testing.T) {
+	const canonical = `{"args":{"amount_minor":1250,"currency":"EUR"},"command_kind":"I3","intent":{"action":"capture","entity":"payment","target":"order-42"},"principal":"alice","tenant_id":"acme"}`
+	sum := sha256.Sum256([]byte(canonical))
+	got, err := chaos.IDSKey("acme", "alice", map[string]any{"entity": "payment", "action": "capture", "target": "order-42"},
+		map[string]any{"currency": "EUR", "amount_minor": 1250}, "I3")
+	if err != nil || got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("key %s (%v), want %s", got, err, hex.EncodeToString(sum[:]))
+	}
+	// Leaving the kind out changes the key.
+	other, _ := chaos.IDSKey("acme", "alice", map[string]any{"entity": "payment", "action": "capture", "target": "order-42"},
+		map[string]any{"currency": "EUR", "amount_minor": 1250}, "")
+	if other == got {
+		t.Fatal("command_kind is a key input")
+	}
+}
+
+type idsEnv struct {
+	sink    *sink.Sink
+	sinkNet *faults.Network
+	net     *faults.Network
+	fake    *fakeIDS
+	url     string
+}
+
+// startIDS starts a sink behind a proxy, the fake target calling the
+// proxy, and a proxy in front of the target.
+func startIDS(t *testing.T, mutant string) *idsEnv {
+	t.Helper()
+	faults.SilenceToxiproxy()
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	sinkNet, err := faults.NewNetwork(s.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sinkNet.Close() })
+	fake, hs := newFakeIDS(sinkNet.URL(), mutant)
+	t.Cleanup(func() { hs.Close(); fake.close() })
+	network, err := faults.NewNetwork(strings.TrimPrefix(hs.URL, "http://"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { network.Close() })
+	return &idsEnv{sink: s, sinkNet: sinkNet, net: network, fake: fake, url: network.URL()}
+}
+
+func runIDS(t *testing.T, e *idsEnv, seed uint64, d time.Duration, fs []faults.Fault) (*chaos.IDSResult, checker.Report) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := chaos.RunIDS(ctx, chaos.IDSConfig{BaseURL: e.url, Sink: e.sink, Seed: seed, Duration: d, Workers: 8,
+		TimeScale: 60, Faults: fs, StormMin: 200, StormMax: 220, RequestTimeout: 500 * time.Millisecond, DrainTimeout: 10 * time.Second,
+		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 300 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}})
+	if err != nil {
+		t.Fatalf("RunIDS: %v", err)
+	}
+	return res, checker.CheckIDS(res.History, res.Ledger, res.Keys, checker.IDSOptions{Undrained: !res.Drained})
+}
+
+// TestIDSCleanTargetUnderFaultsHasNoAnomaly: a correct target under lost
+// responses, resets, partitions, sink partitions, lost sink replies and
+// storms of 200 identical envelopes: every key one outcome, one effect at
+// most, evidence that agrees.
+func TestIDSCleanTargetUnderFaultsHasNoAnomaly(t *testing.T) {
+	e := startIDS(t, "")
+	fs := append([]faults.Fault{
+		&faults.LostResponse{Network: e.net}, &faults.ResetPeer{Network: e.net}, &faults.Partition{Network: e.net},
+		&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}},
+	}, chaos.SinkFaults(e.sinkNet, e.sink)...)
+	res, rep := runIDS(t, e, 3, 3*time.Second, fs)
+	if rep.Verdict() != verdict.Pass {
+		for _, a := range rep.Anomalies {
+			t.Errorf("%s %s: %s", a.Kind, a.Key, a.Explanation)
+		}
+		t.Fatalf("verdict %s (drained %t), models %+v", rep.Verdict(), res.Drained, rep.Models)
+	}
+	injected := map[string]bool{}
+	for _, in := range res.Timeline {
+		if in.Err == "" && in.Params[faults.ParamFired] != "false" {
+			injected[in.Fault] = true
+		}
+	}
+	for _, f := range fs {
+		if !injected[f.Name()] {
+			t.Errorf("%s never injected: timeline %v", f.Name(), res.Timeline)
+		}
+	}
+	storm := 0
+	for _, in := range res.Timeline {
+		if in.Fault == "storm" && in.Params["n"] >= "200" {
+			storm++
+		}
+	}
+	if storm == 0 {
+		t.Error("no storm of 200 or more")
+	}
+	q := rep.Queue
+	if q.Attempted < 20 || q.Effected < 5 || len(res.Keys) != q.Attempted {
+		t.Errorf("too little work: %+v, %d keys", q, len(res.Keys))
+	}
+	kinds := map[checker.OpKind]int{}
+	for _, op := range res.History.Ops {
+		kinds[op.Kind]++
+		if op.Kind == checker.OpPublish && (!strings.Contains(op.Key, "/") || op.KeyID == "") {
+			t.Fatalf("publish without tenant/key and tenant: %+v", op)
+		}
+	}
+	t.Logf("%d ops (%v), %d effects, %d keys, queue %+v, drained %t", len(res.History.Ops), kinds, len(res.Ledger.Effects), len(res.Keys), q, res.Drained)
+}
+
+// TestIDSMutantsAreCaught: a target that does not reserve the key, and one
+// whose outbox dispatches twice, duplicate effects: IDS-V names them.
+func TestIDSMutantsAreCaught(t *testing.T) {
+	for _, m := range []string{"no-reservation", "outbox-double-dispatch"} {
+		t.Run(m, func(t *testing.T) {
+			e := startIDS(t, m)
+			fs := []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
+			_, rep := runIDS(t, e, 5, 1500*time.Millisecond, fs)
+			if rep.Verdict() != verdict.Fail || rep.Counts[checker.IDSEffects] == 0 {
+				t.Fatalf("verdict %s, counts %v: want IDS-V duplicated effects", rep.Verdict(), rep.Counts)
+			}
+			for _, a := range rep.Anomalies {
+				if a.Kind == checker.IDSEffects && (!strings.Contains(a.Explanation, "eff_") || len(a.Effects) < 2 || len(a.Ops) == 0) {
+					t.Fatalf("the anomaly must name the effects and the operations: %+v", a)
+				}
+			}
+		})
+	}
+}
