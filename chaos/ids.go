@@ -580,15 +580,7 @@ func (w *idsWorkload) mint(rnd *mrand.Rand) *idsLogical {
 		c.effActor, c.actor = c.actor, "retry-bot"
 	}
 	c.target = fmt.Sprintf("%s-%s-%d", typ.Entity, w.cfg.RunID, n)
-	if typ.Financial || typ.Class == "I3" {
-		amount := 100 + rnd.IntN(99900)
-		if rnd.IntN(100) < 4 {
-			amount = 0 // the command refuses it: a terminal rejected outcome, replayed like any
-		}
-		c.args = map[string]any{"amount_minor": amount, "currency": []string{"EUR", "USD", "BRL"}[rnd.IntN(3)]}
-	} else {
-		c.args = map[string]any{"text": fmt.Sprintf("chaos note %d", n), "seq": n}
-	}
+	c.args = idsArgs(typ, n, rnd)
 	if rnd.IntN(2) == 0 {
 		c.kind = typ.Class
 	}
@@ -608,6 +600,25 @@ func (w *idsWorkload) mint(rnd *mrand.Rand) *idsLogical {
 	}
 	w.mu.Unlock()
 	return c
+}
+
+// idsArgs draws the args of a command (the bundled server's registry:
+// payment.capture {amount_minor, currency}, refund.issue {amount_minor,
+// payment_ref}, note.add {text}; another financial command gets an amount
+// and a currency, anything else a text). Now and then an amount of 0, which
+// the command refuses: a terminal rejected outcome, replayed like any.
+func idsArgs(typ idsCommandType, n int, rnd *mrand.Rand) map[string]any {
+	amount := 100 + rnd.IntN(99900)
+	if rnd.IntN(100) < 4 {
+		amount = 0
+	}
+	switch {
+	case typ.Name == "refund.issue":
+		return map[string]any{"amount_minor": amount, "payment_ref": fmt.Sprintf("pay-%d", n)}
+	case typ.Financial || typ.Name == "payment.capture":
+		return map[string]any{"amount_minor": amount, "currency": []string{"EUR", "USD", "BRL"}[rnd.IntN(3)]}
+	}
+	return map[string]any{"text": fmt.Sprintf("chaos note %d", n)}
 }
 
 // pick returns a recent logical command whose window leaves room for

@@ -2,10 +2,15 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
 
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
@@ -23,8 +28,8 @@ const (
 // SinkFaults returns the sink's faults: the partition needs the proxy in
 // front of the sink, the lost replies the sink itself; one whose need is
 // nil is listed, unavailable (its Available says why).
-func SinkFaults(sinkNet *faults.Network, s *sink.Sink) []faults.Fault {
-	return []faults.Fault{&SinkPartition{Network: sinkNet}, &SinkLostReplies{Sink: s}}
+func SinkFaults(proxy *SinkProxy, s *sink.Sink) []faults.Fault {
+	return []faults.Fault{&SinkPartition{Proxy: proxy}, &SinkLostReplies{Sink: s}}
 }
 
 // SinkFaultNames are the names of SinkFaults, in order.
@@ -36,10 +41,96 @@ func SinkFaultNames() []string {
 	return out
 }
 
+// SinkProxy is a TCP proxy (toxiproxy, embedded) in front of the effect
+// sink, listening where the target calls the sink: a SinkPartition stops it
+// (new calls refused, open ones closed) and starts it again on the same
+// address. Unlike faults.Network it listens on an address it is given (a
+// target file's effect_sink.listen), or a free port of 127.0.0.1.
+// Partitions nest.
+type SinkProxy struct {
+	upstream string
+	proxy    *toxiproxy.Proxy
+
+	mu         sync.Mutex
+	addr       string
+	partitions int
+	closed     bool
+}
+
+// NewSinkProxy starts a proxy listening on listen ("": 127.0.0.1:0) in
+// front of upstream (the sink's host:port).
+func NewSinkProxy(listen, upstream string) (*SinkProxy, error) {
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "effect-sink", listen, upstream)
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("effect sink proxy on %s: %w", listen, err)
+	}
+	return &SinkProxy{upstream: upstream, proxy: p, addr: p.Listen}, nil
+}
+
+// Addr is the address the proxy listens on.
+func (p *SinkProxy) Addr() string { return p.addr }
+
+// URL is the sink's base URL through the proxy.
+func (p *SinkProxy) URL() string { return "http://" + p.addr }
+
+// Upstream is the sink's address.
+func (p *SinkProxy) Upstream() string { return p.upstream }
+
+// Close stops the proxy.
+func (p *SinkProxy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		p.proxy.Stop()
+	}
+	return nil
+}
+
+// partition stops the proxy (the first of nested partitions) and returns
+// the function that heals it once the last partition ends.
+func (p *SinkProxy) partition() (func() error, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("effect sink proxy closed")
+	}
+	p.partitions++
+	if p.partitions == 1 {
+		p.proxy.Stop()
+	}
+	var once sync.Once
+	var herr error
+	return func() error {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.partitions--
+			if p.partitions > 0 || p.closed {
+				return
+			}
+			for range 20 {
+				herr = p.proxy.Start()
+				if herr == nil || errors.Is(herr, toxiproxy.ErrProxyAlreadyStarted) {
+					herr = nil
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			herr = fmt.Errorf("heal: %w", herr)
+		})
+		return herr
+	}, nil
+}
+
 // SinkPartition cuts the target off its effect sink: the proxy in front of
 // the sink stops (new calls are refused, open ones closed), and heals.
 type SinkPartition struct {
-	Network *faults.Network
+	Proxy *SinkProxy
 }
 
 var _ faults.Fault = (*SinkPartition)(nil)
@@ -52,37 +143,38 @@ func (f *SinkPartition) Kind() faults.Kind { return faults.KindNet }
 
 // Available needs the proxy in front of the sink.
 func (f *SinkPartition) Available() error {
-	if f.Network == nil {
-		return fmt.Errorf("%s: %w: no proxy in front of the effect sink (the target calls the sink directly)", f.Name(), faults.ErrNotAvailable)
+	if f.Proxy == nil {
+		return fmt.Errorf("%s: %w: no proxy in front of the effect sink", f.Name(), faults.ErrNotAvailable)
 	}
 	return nil
 }
 
 // Inject partitions the sink for d, then heals.
 func (f *SinkPartition) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Start: time.Now()}
+	fail := func(err error) (faults.Injection, error) {
+		in.End, in.Err = time.Now(), err.Error()
+		return in, err
+	}
 	if err := f.Available(); err != nil {
-		now := time.Now()
-		return faults.Injection{Fault: f.Name(), Kind: f.Kind(), Start: now, End: now, Err: err.Error()}, err
+		return fail(err)
 	}
-	end, err := (&faults.Partition{Network: f.Network}).Begin(ctx, rnd)
+	heal, err := f.Proxy.partition()
 	if err != nil {
-		now := time.Now()
-		return faults.Injection{Fault: f.Name(), Kind: f.Kind(), Start: now, End: now, Err: err.Error()}, err
+		return fail(fmt.Errorf("%s: %w", f.Name(), err))
 	}
+	in.Start = time.Now()
+	in.Params = map[string]string{"addr": f.Proxy.Addr(), "upstream": f.Proxy.Upstream()}
 	herr := holdFor(ctx, d)
-	in, err := end()
-	in.Fault = f.Name()
-	if in.Params == nil {
-		in.Params = map[string]string{}
+	err = heal()
+	in.End = time.Now()
+	switch {
+	case err != nil:
+		return fail(fmt.Errorf("%s: %w", f.Name(), err))
+	case herr != nil:
+		return fail(fmt.Errorf("%s: hold cut short: %w", f.Name(), herr))
 	}
-	in.Params["upstream"] = f.Network.Upstream()
-	if err == nil && herr != nil {
-		err = fmt.Errorf("%s: hold cut short: %w", f.Name(), herr)
-	}
-	if err != nil {
-		in.Err = err.Error()
-	}
-	return in, err
+	return in, nil
 }
 
 // SinkLostReplies makes the sink act on its next calls and drop their

@@ -12,9 +12,13 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -41,6 +45,87 @@ type Profile struct {
 	// Mutants are deliberate bugs of the bundled handler, each naming the
 	// rule it breaks.
 	Mutants []Mutant
+	// Chaos is the profile's chaos workload (idscheck chaos --profile);
+	// nil when it has none. (The Intent Protocol's workload predates the
+	// field: the chaos command runs it for the intent profile.)
+	Chaos *ChaosWorkload
+}
+
+// ChaosWorkload is a profile's chaos workload: what a unit of work is, how
+// it is retried, what its effect is, what the harness must host for it,
+// and how a recorded run is judged.
+type ChaosWorkload struct {
+	// Summary says in one line what the workload does, for chaos's output.
+	Summary string
+	// Sink says the target's commands have external effects: the harness
+	// hosts the effect sink (docs/ids-binding.md), behind a proxy when the
+	// sink's faults are asked for, and gives its URL to the target.
+	Sink bool
+	// Faults are the workload's own faults (beyond faults.All), built on
+	// what they act on: the proxy in front of the sink and the sink (either
+	// may be nil: the fault is then listed, unavailable). Called with nils
+	// for their names. nil: none.
+	Faults func(sinkProxy *chaos.SinkProxy, s *sink.Sink) []faults.Fault
+	// StormMin and StormMax bound its duplicate storms by default (the
+	// chaos command's --storm-max overrides StormMax, never below StormMin).
+	StormMin, StormMax int
+	// Failpoints are the crash points of the bundled server (failpoint
+	// path → term), armed in its child process over GO_FAILPOINTS_HTTP.
+	Failpoints map[string]string
+	// BundledEnv returns extra environment for the bundled server run with
+	// mutant (a racy window widened with GO_FAILPOINTS, so the mutant is
+	// caught at every run); nil: none.
+	BundledEnv func(mutant string) []string
+	// Run drives the target through the faults and records what happened.
+	Run func(ctx context.Context, c ChaosConfig) (*ChaosResult, error)
+	// Check judges a recorded run (pure: the same record, the same report).
+	Check func(r ChaosRecord) checker.Report
+}
+
+// ChaosConfig is one chaos run of a workload.
+type ChaosConfig struct {
+	BaseURL   string     // the target, through the network proxy when network faults run
+	APIKey    string     // its credentials ("" when it wants none)
+	Sink      *sink.Sink // the harness's effect sink (ChaosWorkload.Sink), nil otherwise
+	Seed      uint64
+	Duration  time.Duration // how long the load and the faults run (then a drain)
+	Workers   int
+	StormMax  int           // largest duplicate storm
+	TimeScale float64       // the target's time scale (declared durations run this much faster)
+	Timeout   time.Duration // per request
+	// Faults are the usable faults the schedule draws from.
+	Faults   []faults.Fault
+	Recorder *chaos.Recorder // receives every operation (nil: the workload makes one)
+	Logger   *slog.Logger
+	Progress func(chaos.Progress)
+}
+
+// ChaosResult is what a chaos run recorded.
+type ChaosResult struct {
+	Start, End time.Time
+	Namespace  string
+	Schedule   []faults.Planned
+	Timeline   []faults.Injection
+	History    checker.History
+	Ledger     checker.Ledger
+	Series     []chaos.Bucket
+	// Drained is false when the drain ran out of time: units still under
+	// way are pending, not lost.
+	Drained bool
+	// Files are the records the checks need besides history and ledger,
+	// by file name in the run directory (written as they are).
+	Files map[string][]byte
+	// Summary is one line on what was done (commands sent, …).
+	Summary string
+}
+
+// ChaosRecord is a recorded run as its check reads it, from a run
+// directory or straight from Run.
+type ChaosRecord struct {
+	History   checker.History
+	Ledger    checker.Ledger
+	Files     map[string][]byte
+	Undrained bool
 }
 
 // Mutant is one deliberate bug of a bundled handler.
