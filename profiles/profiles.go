@@ -41,6 +41,10 @@ type Profile struct {
 	// Mutants are deliberate bugs of the bundled handler, each naming the
 	// rule it breaks.
 	Mutants []Mutant
+	// EffectSink is set for a profile whose targets send their external
+	// effects to the harness's effect sink (IDS, ATP): run starts one and
+	// hands it to the bundled handler and the scenarios.
+	EffectSink bool
 }
 
 // Mutant is one deliberate bug of a bundled handler.
@@ -79,6 +83,7 @@ var (
 // builtin is the list of profiles idscheck ships: one line each.
 var builtin = []func() Profile{
 	Intent,
+
 }
 
 func init() {

@@ -220,6 +220,14 @@ func (s *Sink) Resolved(key string) bool {
 	return s.answerAt[key] > s.lostAt[key]
 }
 
+// Arrived returns how many POSTs for key have reached the sink, those held
+// or not yet answered included.
+func (s *Sink) Arrived(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivedLocked(key)
+}
+
 // Effects returns how many effects the sink performed for key.
 func (s *Sink) Effects(key string) int {
 	s.mu.Lock()

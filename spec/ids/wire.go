@@ -64,6 +64,10 @@ type RegistryEntry struct {
 	Shielding            *string  `json:"shielding"`
 	Financial            bool     `json:"financial"`
 	RequiresConfirmation bool     `json:"requires_confirmation"`
+	// ArgsExamples are args the command accepts (the binding asks for two
+	// different ones); ArgsRejected, args it refuses with a terminal 422.
+	ArgsExamples []json.RawMessage `json:"args_examples"`
+	ArgsRejected json.RawMessage   `json:"args_rejected"`
 }
 
 // Outcome is the outcome document (and the processing and
@@ -126,6 +130,9 @@ func (e *RegistryEntry) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	_, p.HasTTL = members["ttl_seconds"]
+	if string(p.ArgsRejected) == "null" {
+		p.ArgsRejected = nil
+	}
 	*e = RegistryEntry(p)
 	return nil
 }
