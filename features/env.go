@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/sink"
 )
 
 // Target is what the harness knows of the implementation under test.
@@ -40,6 +41,10 @@ type Env struct {
 	// (0: the client's default).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger // never nil when the runner built the Env
+	// Sink is the harness's effect sink the target sends its external
+	// effects to (IDS, ATP); nil when the run has none, and the rules that
+	// count effects are N/A.
+	Sink *sink.Sink
 
 	judge *judge // the runner's judgment of the running scenario (nil outside Run)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -43,6 +44,8 @@ func ProfileSuite(p spec.Profile) (Suite, bool) {
 	switch p {
 	case spec.ProfileIntent:
 		return Suite{FS: embedded, Paths: []string{"intent.feature"}, Steps: intentSteps}, true
+	case spec.ProfileIDS:
+		return Suite{FS: embedded, Paths: []string{"ids.feature"}, Steps: idsSteps}, true
 	}
 	return Suite{}, false
 }
@@ -86,6 +89,8 @@ type RunConfig struct {
 	Progress    io.Writer
 	ProgressTTY bool
 	Logger      *slog.Logger // nil: discard
+	// Sink is the effect sink the target was given (Env.Sink); nil: none.
+	Sink *sink.Sink
 	// Suite replaces the profile's embedded suite (tests).
 	Suite *Suite
 }
@@ -185,6 +190,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		Budget:         cfg.Budget,
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
+		Sink:           cfg.Sink,
 	}
 	env.judge = &judge{env: env}
 	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}, chosen: chosen}

@@ -45,6 +45,10 @@ type Profile struct {
 	// Mutants are deliberate bugs of the bundled handler, each naming the
 	// rule it breaks.
 	Mutants []Mutant
+	// EffectSink is set for a profile whose targets send their external
+	// effects to the harness's effect sink (IDS, ATP): run starts one and
+	// hands it to the bundled handler and the scenarios.
+	EffectSink bool
 	// Chaos is the profile's chaos workload (idscheck chaos --profile);
 	// nil when it has none. (The Intent Protocol's workload predates the
 	// field: the chaos command runs it for the intent profile.)
@@ -164,6 +168,7 @@ var (
 // builtin is the list of profiles idscheck ships: one line each.
 var builtin = []func() Profile{
 	Intent,
+
 }
 
 func init() {

@@ -79,6 +79,9 @@ type Sink struct {
 	delay    time.Duration // every POST waits this long before answering
 	holds    map[string]chan struct{}
 	inflight map[string]int // POSTs per key that arrived and are not recorded yet
+	tick     int            // counts every answered or dropped call, GETs included
+	lostAt   map[string]int // key -> tick of its last dropped reply
+	answerAt map[string]int // key -> tick of its last answered POST or GET
 	waiters  []waiter
 	closed   bool
 }
@@ -98,7 +101,7 @@ func Start(addr string) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("effect sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}}
+	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -218,6 +221,24 @@ func (s *Sink) arrivedLocked(key string) int {
 // pending counts POSTs for a key that arrived and have not been recorded.
 func (s *Sink) pendingLocked(key string) int { return s.inflight[key] }
 
+// Resolved reports whether the caller has settled every reply the sink
+// lost for key: after the last dropped reply, it called again (POST) or
+// asked what was done (GET /effects/{key}) and got an answer. True when no
+// reply for key was lost.
+func (s *Sink) Resolved(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answerAt[key] > s.lostAt[key]
+}
+
+// Arrived returns how many POSTs for key have reached the sink, those held
+// or not yet answered included.
+func (s *Sink) Arrived(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivedLocked(key)
+}
+
 // Effects returns how many effects the sink performed for key.
 func (s *Sink) Effects(key string) int {
 	s.mu.Lock()
@@ -272,6 +293,8 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := strings.TrimPrefix(r.URL.Path, PathEffects+"/")
 		s.mu.Lock()
 		ids := s.byKey[key]
+		s.tick++
+		s.answerAt[key] = s.tick
 		s.mu.Unlock()
 		if len(ids) == 0 {
 			writeJSON(w, http.StatusNotFound, map[string]any{"error": "no effect for this key"})
@@ -339,6 +362,12 @@ func (s *Sink) post(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.calls = append(s.calls, c)
+	s.tick++
+	if c.Lost {
+		s.lostAt[c.Key] = s.tick
+	} else {
+		s.answerAt[c.Key] = s.tick
+	}
 	s.notifyLocked()
 	s.mu.Unlock()
 	switch {

@@ -75,6 +75,13 @@ func TestALostReplyActsAndAnswersNothing(t *testing.T) {
 	if s.Effects("k") != 1 {
 		t.Fatalf("effects %d, want 1: the sink acts before it loses the reply", s.Effects("k"))
 	}
+	if s.Resolved("k") {
+		t.Fatal("Resolved before the caller came back for the lost reply")
+	}
+	resp, err := http.Get(s.URL() + sink.PathEffects + "/k")
+	if err != nil || resp.StatusCode != 200 || !s.Resolved("k") {
+		t.Fatalf("a lookup after the lost reply: %v %v, resolved %v", resp, err, s.Resolved("k"))
+	}
 	if st, _, err := post(t, s, "k", "refund.issue", false); err != nil || st != 201 {
 		t.Fatalf("the second call: %d %v", st, err)
 	}

@@ -2,87 +2,12 @@ package intent
 
 import (
 	"github.com/idscheck/idscheck/spec"
-	"regexp"
 	"strings"
 	"testing"
 )
 
-// idFormat is the shape of every rule ID: PROFILE-<section>-<slug>.
-var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|A2A)-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
-
-// mustKeyword finds an uppercase RFC 2119 keyword of a MUST: MUST, MUST NOT,
-// REQUIRED, SHALL, SHALL NOT. No \b before it: the extraction of the seeds
-// glued words to it ("METHODMUST be uppercase", "BUS_SECRETMUST").
-var mustKeyword = regexp.MustCompile(`(MUST|REQUIRED|SHALL)\b`)
-
-// clientSubject finds a sentence whose subject is a client of the server (a
-// worker or a publisher): its keyword binds the client, not the server.
-var clientSubject = regexp.MustCompile(`^(Clients?|Workers?|Publishers?|The (client|worker|publisher)|An? (client|worker|publisher))\b`)
-
-// checkCatalog returns one message per rule that breaks a catalog invariant:
-// unique well-formed IDs, a known level and profile, a seed that is embedded,
-// a quote (and a binding, when there is one) that is a verbatim substring of
-// it (whitespace collapsed), an explanation, and a section matching the ID.
-// A testable MUST carries an uppercase MUST, MUST NOT, REQUIRED or SHALL in
-// its quote or binding, and neither starts with a client subject ("Clients
-// MUST include…" binds the client): a FAIL must mean the server broke a rule
-// the text binds it to.
-func checkCatalog(rules []spec.Rule) []string {
-	var bad []string
-	seen := map[string]bool{}
-	for _, r := range rules {
-		if seen[r.ID] {
-			bad = append(bad, r.ID+": duplicate ID")
-		}
-		seen[r.ID] = true
-		if !idFormat.MatchString(r.ID) {
-			bad = append(bad, r.ID+": ID does not match "+idFormat.String())
-		}
-		if r.Section == "" || !strings.Contains(r.ID, "-"+r.Section+"-") {
-			bad = append(bad, r.ID+": section "+r.Section+" is not the one in the ID")
-		}
-		switch r.Level {
-		case spec.Must, spec.Should, spec.May:
-		default:
-			bad = append(bad, r.ID+": level "+string(r.Level)+" is not MUST, SHOULD or MAY")
-		}
-		switch r.Profile {
-		case spec.ProfileIntent, spec.ProfileIDS, spec.ProfileATP, spec.ProfileT0, spec.ProfileA2A:
-		default:
-			bad = append(bad, r.ID+": unknown profile "+string(r.Profile))
-		}
-		if strings.TrimSpace(r.Explanation) == "" {
-			bad = append(bad, r.ID+": empty explanation")
-		}
-		if r.Level == spec.Must && r.Untestable == "" {
-			if !mustKeyword.MatchString(r.Quote) && !mustKeyword.MatchString(r.Binding) {
-				bad = append(bad, r.ID+": a testable MUST whose quote and binding carry no uppercase MUST, REQUIRED or SHALL")
-			}
-			for _, s := range []string{r.Quote, r.Binding} {
-				if clientSubject.MatchString(spec.NormalizeSpace(s)) {
-					bad = append(bad, r.ID+": a testable MUST whose keyword binds a client: "+s)
-				}
-			}
-		}
-		text, ok := spec.SeedText(r.Source)
-		if !ok {
-			bad = append(bad, r.ID+": seed "+r.Source+" is not embedded")
-			continue
-		}
-		norm := spec.NormalizeSpace(text)
-		q := spec.NormalizeSpace(r.Quote)
-		if q == "" || !strings.Contains(norm, q) {
-			bad = append(bad, r.ID+": quote is not in "+r.Source+": "+r.Quote)
-		}
-		if b := spec.NormalizeSpace(r.Binding); r.Binding != "" && (b == "" || !strings.Contains(norm, b)) {
-			bad = append(bad, r.ID+": binding is not in "+r.Source+": "+r.Binding)
-		}
-	}
-	return bad
-}
-
 func TestCatalogInvariants(t *testing.T) {
-	for _, msg := range checkCatalog(spec.Rules()) {
+	for _, msg := range spec.CheckCatalog(spec.Rules()) {
 		t.Error(msg)
 	}
 }
@@ -91,7 +16,7 @@ func TestCatalogInvariants(t *testing.T) {
 func TestCatalogCheckFails(t *testing.T) {
 	good := spec.Rule{ID: "INTENT-7.2-x", Profile: spec.ProfileIntent, Source: Source, Section: "7.2", Level: spec.Must,
 		Quote: "The 204 response MUST include Retry-After: 1.", Explanation: "e"}
-	if bad := checkCatalog([]spec.Rule{good}); len(bad) != 0 {
+	if bad := spec.CheckCatalog([]spec.Rule{good}); len(bad) != 0 {
 		t.Fatalf("a good rule is refused: %v", bad)
 	}
 	// Good too: a keyword in the binding, a glued keyword, a keyword-less
@@ -105,7 +30,7 @@ func TestCatalogCheckFails(t *testing.T) {
 			r.Quote, r.Untestable = "Clients MUST include: X-API-KEY: <key>", "a client obligation"
 		}),
 	} {
-		if bad := checkCatalog([]spec.Rule{r}); len(bad) != 0 {
+		if bad := spec.CheckCatalog([]spec.Rule{r}); len(bad) != 0 {
 			t.Errorf("a good rule is refused: %v", bad)
 		}
 	}
@@ -136,7 +61,7 @@ func TestCatalogCheckFails(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			bad := checkCatalog(c.rules)
+			bad := spec.CheckCatalog(c.rules)
 			if len(bad) == 0 || !strings.Contains(strings.Join(bad, "\n"), c.substr) {
 				t.Fatalf("want a complaint about %q, got %v", c.substr, bad)
 			}

@@ -1,0 +1,1551 @@
+package features
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec/ids"
+)
+
+// idsSteps registers the step definitions of features/ids.feature. A fresh
+// idsWorld serves every scenario.
+func idsSteps(sc *godog.ScenarioContext, env *Env) {
+	w := &idsWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
+		w.reset()
+		return ctx, nil
+	})
+	sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+		w.releaseAll()
+		return ctx, nil
+	})
+	Register(sc, env, w.steps())
+}
+
+// Rules that cover the preconditions of the steps below.
+const (
+	coversRegistry     = "IDS-VI-classified"
+	coversOutcome      = "IDS-IX.A-same-outcome"
+	coversConfirmation = "IDS-XIII-6-confirmation"
+	coversEvidence     = "IDS-XII-decision"
+	coversStatus       = "IDS-VIII.B-stored-fields"
+	coversInProgress   = "IDS-XIII-4-in-progress"
+)
+
+// idsCommand is one logical command of a scenario and what it was answered.
+type idsCommand struct {
+	entry    ids.RegistryEntry
+	env      ids.Envelope
+	first    *client.Response // the first answer that is an outcome, or the first answer
+	executed *client.Response // the answer that executed it (confirmation scenarios)
+	token    string
+	held     chan *client.Response // the first delivery's answer while the sink holds it
+	lost     bool                  // its first effect call's reply was dropped by the sink
+}
+
+type idsWorld struct {
+	env *Env
+	run string // tags this process's tenants so two runs against one target never meet
+
+	reg       ids.Registry
+	cmds      map[string]*idsCommand
+	last      *client.Response
+	lastErr   error
+	storm     map[string][]*client.Response
+	evidence  map[string][]ids.Evidence
+	status    map[string]ids.CommandStatus
+	n         int    // fresh names drawn in this scenario
+	lastAlias string // the command of the last answer
+
+	candidates []ids.RegistryEntry // commands that may call the sink while they execute
+	heldCalls  int                 // sink calls for the held key when the duplicate was answered
+	pending    chan *client.Response
+	releases   []func()
+	refused    *client.Response // the duplicate the rate limit refused
+	i3         []string         // aliases of the I3 commands sent while the sink lost a reply
+}
+
+func (w *idsWorld) reset() {
+	w.releaseAll()
+	*w = idsWorld{env: w.env, run: w.run, cmds: map[string]*idsCommand{}, storm: map[string][]*client.Response{},
+		evidence: map[string][]ids.Evidence{}, status: map[string]ids.CommandStatus{}}
+}
+
+func (w *idsWorld) releaseAll() {
+	for _, r := range w.releases {
+		r()
+	}
+	w.releases = nil
+	if w.env.Sink != nil {
+		w.env.Sink.LoseReplies(0)
+	}
+}
+
+func (w *idsWorld) steps() []StepDef {
+	q := `"(\w+)"`
+	return []StepDef{
+		{Pattern: `^the command registry of the target$`, Fn: w.loadRegistry, Kind: Action, Covers: coversRegistry},
+		{Pattern: `^every command declares a class I0, I1, I2 or I3$`, Fn: w.everyClass, Kind: Check},
+		{Pattern: `^every mutating command declares its dedupe window$`, Fn: w.everyWindow, Kind: Check},
+		{Pattern: `^every I3 command declares a shielding strategy S1 to S4$`, Fn: w.everyShielding, Kind: Check},
+		{Pattern: `^every financial command declares a window of at least 24 hours$`, Fn: w.financialWindow, Kind: Check},
+
+		// choosing commands
+		{Pattern: `^a mutating command ` + q + `$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: Action},
+		{Pattern: `^a mutating command ` + q + ` with args it refuses$`, Fn: w.chooseRefused, Kind: Action},
+		{Pattern: `^an I1 command ` + q + `$`, Fn: func(a string) error {
+			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && e.Class == "I1" })
+		}, Kind: Action},
+		{Pattern: `^a mutating command ` + q + ` whose window fits the budget$`, Fn: func(a string) error {
+			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
+		}, Kind: Action},
+		{Pattern: `^a mutating command ` + q + ` whose outcome has private details$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: Action},
+		{Pattern: `^a command ` + q + ` that requires confirmation$`, Fn: func(a string) error {
+			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation })
+		}, Kind: Action},
+		{Pattern: `^a command ` + q + ` that requires confirmation and whose window fits the budget$`, Fn: func(a string) error {
+			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation && w.windowFits(e) })
+		}, Kind: Action},
+		{Pattern: `^a command ` + q + ` that calls the sink while it executes$`, Fn: w.chooseSynchronous, Kind: Action},
+		{Pattern: `^the I3 commands of the registry$`, Fn: w.chooseI3, Kind: Action},
+
+		// sending
+		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: Action},
+		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: Action},
+		{Pattern: `^I send ` + q + ` again (\d+) times$`, Fn: w.sendTimes, Kind: Action},
+		{Pattern: `^I send ` + q + ` again with a new (timestamp|message_id|trace_id|command_id)$`, Fn: w.sendWithNew, Kind: Action},
+		{Pattern: `^I send ` + q + ` again with its args members in another order and other whitespace$`, Fn: w.sendRespelled, Kind: Action},
+		{Pattern: `^I send a copy of ` + q + ` with another (tenant|actor|target|args) as ` + q + `$`, Fn: w.sendCopy, Kind: Action},
+		{Pattern: `^another actor sends ` + q + ` again on behalf of its actor$`, Fn: w.sendOnBehalf, Kind: Action},
+		{Pattern: `^(\d+) clients send ` + q + ` at once$`, Fn: w.sendStorm, Kind: Action},
+		{Pattern: `^I send another command ` + q + ` under the key of ` + q + `$`, Fn: w.sendUnderKey, Kind: Action},
+		{Pattern: `^the first answer to ` + q + ` is an outcome$`, Fn: w.firstIsOutcome, Kind: Action, Covers: coversOutcome},
+		{Pattern: `^the first answer to ` + q + ` has private details$`, Fn: w.firstHasPrivate, Kind: Action},
+		{Pattern: `^I send ` + q + ` again until refused, at most the declared limit and 50 more$`, Fn: w.sendUntilRefused, Kind: Action},
+
+		// answers
+		{Pattern: `^the last answer is the first answer to ` + q + ` again$`, Fn: func(a string) error { return w.lastRepeats(a, false) }, Kind: Check},
+		{Pattern: `^the last answer is the executed answer to ` + q + ` again$`, Fn: func(a string) error { return w.lastRepeats(a, true) }, Kind: Check},
+		{Pattern: `^the last answer has the status and outcome document of the first answer to ` + q + `$`, Fn: w.sameDocument, Kind: Check},
+		{Pattern: `^the last answer has the outcome_ref and command_id of the first answer to ` + q + `$`, Fn: w.sameReference, Kind: Check},
+		{Pattern: `^the last answer is byte for byte the first answer to ` + q + `$`, Fn: w.sameBytes, Kind: Check},
+		{Pattern: `^the answer carries the key the binding derives for ` + q + `$`, Fn: w.keyDerived, Kind: Check},
+		{Pattern: `^the answer's key is a digest of at least 256 bits$`, Fn: w.keyLength, Kind: Check},
+		{Pattern: `^the answer to ` + q + ` is not an answer to ` + q + `$`, Fn: w.notAnswerTo, Kind: Check},
+		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: Check},
+		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: Check},
+		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: Check},
+		{Pattern: `^the last answer is a replay or a new execution, and the report says which$`, Fn: w.replayOrNew, Kind: Check},
+		{Pattern: `^the last answer shows none of the private details of the first answer to ` + q + `$`, Fn: w.noPrivate, Kind: Check},
+		{Pattern: `^a duplicate of ` + q + ` was refused$`, Fn: w.wasRefused, Kind: Check},
+
+		// the effect sink
+		{Pattern: `^the sink saw at most 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 1) }, Kind: Check},
+		{Pattern: `^the sink saw exactly 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 1, 1) }, Kind: Check},
+		{Pattern: `^the sink saw no effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 0) }, Kind: Check},
+
+		// in progress
+		{Pattern: `^I send ` + q + ` and the sink holds its effect$`, Fn: w.sendHeld, Kind: Action, Covers: coversInProgress},
+		{Pattern: `^I send ` + q + ` again while the first delivery is held$`, Fn: w.sendWhileHeld, Kind: Action},
+		{Pattern: `^the sink saw 1 call for ` + q + ` while the first delivery was held$`, Fn: w.oneCallWhileHeld, Kind: Check},
+		{Pattern: `^the last answer says the command is processing$`, Fn: w.processing, Kind: Check},
+		{Pattern: `^the last answer carries the original command_id and the key of ` + q + `$`, Fn: w.correlated, Kind: Check},
+		{Pattern: `^the sink releases ` + q + `$`, Fn: w.release, Kind: Action},
+		{Pattern: `^the status URL of the last answer reports ` + q + ` executed within the budget$`, Fn: w.statusURLReports, Kind: Probe},
+
+		// collision and evidence
+		{Pattern: `^the last answer rejects ` + q + ` as execution.rejected with reason idempotency_conflict$`, Fn: w.conflictAnswer, Kind: Check},
+		{Pattern: `^the last answer refuses ` + q + `$`, Fn: func(string) error { return w.refusal() }, Kind: Check},
+		{Pattern: `^I read the evidence of ` + q + `$`, Fn: w.readEvidence, Kind: Action, Covers: coversEvidence},
+		{Pattern: `^the evidence of ` + q + ` records the conflict with the fingerprints of ` + q + ` and ` + q + `$`, Fn: w.conflictFingerprints, Kind: Check},
+		{Pattern: `^the evidence of ` + q + ` records the conflict$`, Fn: w.conflictRecorded, Kind: Check},
+		{Pattern: `^the evidence of ` + q + ` is first_seen then duplicate_replayed$`, Fn: w.evidenceDecisions, Kind: Check},
+		{Pattern: `^the evidence of ` + q + ` says the first was executed and the second replayed$`, Fn: w.evidenceExecuted, Kind: Check},
+		{Pattern: `^every evidence item of ` + q + ` carries its original command_id and key$`, Fn: w.evidenceIDs, Kind: Check},
+		{Pattern: `^every evidence item of ` + q + ` carries the outcome_ref of the first answer$`, Fn: w.evidenceOutcomeRef, Kind: Check},
+
+		// the record and the window
+		{Pattern: `^I read the status of ` + q + `$`, Fn: w.readStatus, Kind: Action, Covers: coversStatus},
+		{Pattern: `^the status of ` + q + ` shows its key, original command_id, status, outcome_ref, created_at, updated_at and ttl_expires_at$`, Fn: w.statusFields, Kind: Check},
+		{Pattern: `^I wait for the window of ` + q + ` to pass$`, Fn: w.waitWindow, Kind: Action},
+
+		// confirmation
+		{Pattern: `^I get a confirmation token for ` + q + `$`, Fn: w.getToken, Kind: Action, Covers: coversConfirmation},
+		{Pattern: `^I send ` + q + ` with the token$`, Fn: w.sendWithToken, Kind: Action},
+		{Pattern: `^I send ` + q + ` again with the token$`, Fn: w.sendWithToken, Kind: Action},
+		{Pattern: `^I send ` + q + ` again without the token$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: Action},
+		{Pattern: `^I send ` + q + ` with the token but (another command_id|another key)$`, Fn: w.sendTokenMismatch, Kind: Action},
+		{Pattern: `^the last answer to ` + q + ` is executed$`, Fn: w.lastExecuted, Kind: Action, Covers: coversConfirmation},
+		{Pattern: `^I wait for the token to expire$`, Fn: w.waitToken, Kind: Action},
+
+		// shielding
+		{Pattern: `^I send each of them while the sink loses its first reply$`, Fn: w.sendI3Lossy, Kind: Action},
+		{Pattern: `^the sink saw exactly 1 effect for each, once the target has resolved the lost reply$`, Fn: w.i3Effects, Kind: Check},
+	}
+}
+
+// --- the registry ---------------------------------------------------------
+
+func (w *idsWorld) client() (*client.Client, error) { return w.env.Client("ids") }
+
+func (w *idsWorld) requestTimeout() time.Duration {
+	if w.env.RequestTimeout > 0 {
+		return w.env.RequestTimeout
+	}
+	return DefaultRequestTimeout
+}
+
+func (w *idsWorld) loadRegistry(ctx context.Context) error {
+	c, err := w.client()
+	if err != nil {
+		return err
+	}
+	r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathRegistry})
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusOK {
+		return Mismatch("GET /registry answers 200", describe(r))
+	}
+	var reg ids.Registry
+	if err := json.Unmarshal(r.Body, &reg); err != nil || len(reg.Commands) == 0 {
+		return Mismatch("a registry of at least one command (docs/ids-binding.md)", fmt.Sprintf("%s (%v)", trimBody(r.Body), err))
+	}
+	w.reg = reg
+	if w.env.Sink != nil {
+		var s1 []string
+		for _, e := range reg.Commands {
+			if e.Shielding != nil && *e.Shielding == "S1" {
+				s1 = append(s1, e.Command)
+			}
+		}
+		w.env.Sink.HonourKeys(s1...)
+	}
+	return nil
+}
+
+func (w *idsWorld) everyClass() error {
+	for _, e := range w.reg.Commands {
+		if !slices.Contains([]string{"I0", "I1", "I2", "I3"}, e.Class) {
+			return Mismatch("a class I0-I3 for every command", fmt.Sprintf("%s: class %q", e.Command, e.Class))
+		}
+	}
+	return nil
+}
+
+func (w *idsWorld) everyWindow() error {
+	for _, e := range w.reg.Commands {
+		if e.Class != "I0" && (!e.HasTTL || (e.TTLSeconds != nil && *e.TTLSeconds <= 0)) {
+			return Mismatch("ttl_seconds (a positive number, or null for a window that never ends) for every mutating command",
+				fmt.Sprintf("%s declares none", e.Command))
+		}
+	}
+	return nil
+}
+
+func (w *idsWorld) everyShielding() error {
+	for _, e := range w.reg.Commands {
+		if e.Class == "I3" && (e.Shielding == nil || !slices.Contains([]string{"S1", "S2", "S3", "S4"}, *e.Shielding)) {
+			return Mismatch("a shielding strategy S1-S4 for every I3 command", fmt.Sprintf("%s: %v", e.Command, strOrNull(e.Shielding)))
+		}
+	}
+	return nil
+}
+
+func (w *idsWorld) financialWindow() error {
+	for _, e := range w.reg.Commands {
+		if e.Financial && e.TTLSeconds != nil && *e.TTLSeconds < 86400 {
+			return Mismatch("ttl_seconds ≥ 86400 for every financial command", fmt.Sprintf("%s: %g", e.Command, *e.TTLSeconds))
+		}
+	}
+	return nil
+}
+
+func strOrNull(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return *s
+}
+
+// --- choosing commands ----------------------------------------------------
+
+// effectful is a command the binding says makes an effect: a mutation the
+// harness can build (it has args examples).
+func (w *idsWorld) effectful(e ids.RegistryEntry) bool {
+	return e.Class != "I0" && e.Class != "" && len(e.ArgsExamples) > 0
+}
+
+// mutating is an effectful command that needs no confirmation.
+func (w *idsWorld) mutating(e ids.RegistryEntry) bool {
+	return w.effectful(e) && !e.RequiresConfirmation
+}
+
+// windowFits says whether the command's window, as the target runs it, ends
+// within the scenario budget (with room to send after it).
+func (w *idsWorld) windowFits(e ids.RegistryEntry) bool {
+	return e.TTLSeconds != nil && w.window(e)+time.Second <= w.env.Budget
+}
+
+func (w *idsWorld) window(e ids.RegistryEntry) time.Duration {
+	return w.env.Scaled(time.Duration(*e.TTLSeconds * float64(time.Second)))
+}
+
+// choose builds a fresh logical command of the first registry entry that
+// ok accepts, in registry order (the same command at every run).
+func (w *idsWorld) choose(alias string, ok func(ids.RegistryEntry) bool) error {
+	for _, e := range w.reg.Commands {
+		if ok(e) {
+			w.cmds[alias] = &idsCommand{entry: e, env: w.fresh(e, 0)}
+			return nil
+		}
+	}
+	return NotApplicable("the registry has no command this scenario needs")
+}
+
+func (w *idsWorld) chooseRefused(alias string) error {
+	for _, e := range w.reg.Commands {
+		if w.mutating(e) && len(e.ArgsRejected) > 0 {
+			c := &idsCommand{entry: e, env: w.fresh(e, 0)}
+			c.env.Args = e.ArgsRejected
+			w.cmds[alias] = c
+			return nil
+		}
+	}
+	return NotApplicable("no command of the registry declares args_rejected")
+}
+
+// chooseSynchronous lists the commands that may call the sink while the
+// first delivery is open: S1 first, then those without shielding, then the
+// other I3 commands. sendHeld tries them in turn.
+func (w *idsWorld) chooseSynchronous(alias string) error {
+	if w.env.Sink == nil {
+		return NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+	}
+	rank := func(e ids.RegistryEntry) int {
+		switch {
+		case e.Shielding != nil && *e.Shielding == "S1":
+			return 0
+		case e.Shielding == nil:
+			return 1
+		}
+		return 2
+	}
+	w.candidates = nil
+	for r := 0; r < 3; r++ {
+		for _, e := range w.reg.Commands {
+			if w.mutating(e) && rank(e) == r {
+				w.candidates = append(w.candidates, e)
+			}
+		}
+	}
+	if len(w.candidates) == 0 {
+		return NotApplicable("the registry has no mutating command without confirmation")
+	}
+	w.cmds[alias] = &idsCommand{entry: w.candidates[0], env: w.fresh(w.candidates[0], 0)}
+	return nil
+}
+
+func (w *idsWorld) chooseI3() error {
+	if w.env.Sink == nil {
+		return NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+	}
+	for _, e := range w.reg.Commands {
+		if e.Class == "I3" && w.effectful(e) {
+			alias := fmt.Sprintf("I3-%s", e.Command)
+			w.cmds[alias] = &idsCommand{entry: e, env: w.fresh(e, 0)}
+			w.i3 = append(w.i3, alias)
+		}
+	}
+	if len(w.i3) == 0 {
+		return NotApplicable("the registry has no I3 command")
+	}
+	return nil
+}
+
+// fresh returns a new logical command of entry: a tenant, actor, target
+// and command_id no other scenario uses, with the example args ex.
+func (w *idsWorld) fresh(e ids.RegistryEntry, ex int) ids.Envelope {
+	entity, action, _ := strings.Cut(e.Command, ".")
+	return ids.Envelope{
+		CommandID: w.name("cmd"), TenantID: w.name("tenant"), ActorID: w.name("actor"),
+		Intent:      ids.Intent{Entity: entity, Action: action, Target: w.name("target")},
+		Args:        e.ArgsExamples[ex%len(e.ArgsExamples)],
+		CommandKind: e.Class,
+	}
+}
+
+func (w *idsWorld) name(kind string) string {
+	w.n++
+	return fmt.Sprintf("%s-%s-%x-%d", kind, w.run, w.env.Rand.Uint32(), w.n)
+}
+
+func (w *idsWorld) cmd(alias string) (*idsCommand, error) {
+	c, ok := w.cmds[alias]
+	if !ok {
+		return nil, fmt.Errorf("%w: no command %q in this scenario", errRunnerBug, alias)
+	}
+	return c, nil
+}
+
+// --- sending --------------------------------------------------------------
+
+// post sends one envelope and returns the answer.
+func (w *idsWorld) post(ctx context.Context, e ids.Envelope) (*client.Response, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	return w.postRaw(ctx, body)
+}
+
+func (w *idsWorld) postRaw(ctx context.Context, body []byte) (*client.Response, error) {
+	c, err := w.client()
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	return c.Do(ctx, client.Request{Method: http.MethodPost, Path: ids.PathCommands, Header: h, Body: body})
+}
+
+// send sends the command's envelope (changed by edit, if given) and keeps
+// the answer as the last one, and as the first when it is the first.
+func (w *idsWorld) send(ctx context.Context, alias string, edit func(*ids.Envelope)) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	e := c.env
+	e.ConfirmationToken = ""
+	if edit != nil {
+		edit(&e)
+	}
+	r, err := w.post(ctx, e)
+	if err != nil {
+		return err
+	}
+	w.answered(c, r)
+	w.lastAlias = alias
+	return nil
+}
+
+func (w *idsWorld) answered(c *idsCommand, r *client.Response) {
+	w.last = r
+	if c.first == nil {
+		c.first = r
+	}
+}
+
+func (w *idsWorld) sendTimes(ctx context.Context, alias string, n int) error {
+	for i := 0; i < n; i++ {
+		if err := w.send(ctx, alias, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *idsWorld) sendWithNew(ctx context.Context, alias, field string) error {
+	v := w.name(field)
+	return w.send(ctx, alias, func(e *ids.Envelope) {
+		switch field {
+		case "timestamp":
+			e.Timestamp = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(w.n) * time.Second).Format(time.RFC3339)
+		case "message_id":
+			e.MessageID = v
+		case "trace_id":
+			e.TraceID = v
+		case "command_id":
+			e.CommandID = v
+		}
+	})
+}
+
+// sendRespelled sends the envelope with the members of args in reverse
+// order and spaces around every token: the same JSON value.
+func (w *idsWorld) sendRespelled(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(c.env.Args, &members); err != nil || len(members) < 2 {
+		return NotApplicable("the command's args example has fewer than two members to reorder")
+	}
+	names := make([]string, 0, len(members))
+	for k := range members {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	slices.Reverse(names)
+	var b bytes.Buffer
+	b.WriteString("{ ")
+	for i, k := range names {
+		if i > 0 {
+			b.WriteString(" ,\n ")
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteString(" :  ")
+		b.Write(members[k])
+	}
+	b.WriteString(" }")
+	return w.send(ctx, alias, func(e *ids.Envelope) { e.Args = b.Bytes() })
+}
+
+// sendCopy sends, as a new command, a copy of alias with one key input
+// changed.
+func (w *idsWorld) sendCopy(ctx context.Context, alias, input, as string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	e := c.env
+	e.CommandID = w.name("cmd")
+	switch input {
+	case "tenant":
+		e.TenantID = w.name("tenant")
+	case "actor":
+		e.ActorID = w.name("actor")
+	case "target":
+		e.Intent.Target = w.name("target")
+	case "args":
+		if len(c.entry.ArgsExamples) < 2 {
+			return NotApplicable(c.entry.Command + " declares one args example: no other args to send")
+		}
+		e.Args = c.entry.ArgsExamples[1]
+	}
+	w.cmds[as] = &idsCommand{entry: c.entry, env: e}
+	return w.send(ctx, as, nil)
+}
+
+// sendOnBehalf resends alias from another actor that names the original
+// actor as its effective actor: the same principal, so the same key.
+func (w *idsWorld) sendOnBehalf(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	principal := c.env.Principal()
+	return w.send(ctx, alias, func(e *ids.Envelope) {
+		e.CommandID = w.name("cmd")
+		e.ActorID = w.name("bot")
+		e.EffectiveActorID = principal
+	})
+}
+
+// sendStorm sends n identical deliveries released at once by one barrier.
+func (w *idsWorld) sendStorm(ctx context.Context, n int, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if n < 1 || n > 1000 {
+		return fmt.Errorf("%w: a storm of %d", errRunnerBug, n)
+	}
+	body, err := json.Marshal(c.env)
+	if err != nil {
+		return err
+	}
+	out := make([]*client.Response, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if r, err := w.postRaw(ctx, body); err == nil {
+				out[i] = r
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	w.storm[alias] = out
+	for _, r := range out {
+		if r != nil {
+			w.answered(c, r)
+		}
+	}
+	if c.first == nil {
+		return Mismatch("an answer to at least one of the storm's requests", "none answered")
+	}
+	return nil
+}
+
+// sendUnderKey sends B: A with another target (so another envelope) that
+// names A's key as its idempotency_key.
+func (w *idsWorld) sendUnderKey(ctx context.Context, as, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	e := c.env
+	e.CommandID = w.name("cmd")
+	e.Intent.Target = w.name("target")
+	e.IdempotencyKey = c.env.MustKey()
+	w.cmds[as] = &idsCommand{entry: c.entry, env: e}
+	return w.send(ctx, as, nil)
+}
+
+// isOutcome says whether r is an outcome document: a terminal answer the
+// binding says a replay repeats (not processing, not a refusal before a
+// decision).
+func isOutcome(r *client.Response) bool {
+	if r == nil {
+		return false
+	}
+	var o ids.Outcome
+	if json.Unmarshal(r.Body, &o) != nil {
+		return false
+	}
+	return slices.Contains([]string{ids.StatusExecuted, ids.StatusRejected, ids.StatusFailed, ids.StatusCompensated}, o.Status)
+}
+
+func outcomeOf(r *client.Response) ids.Outcome {
+	var o ids.Outcome
+	if r != nil {
+		json.Unmarshal(r.Body, &o)
+	}
+	return o
+}
+
+// firstIsOutcome makes sure the first answer the scenario compares with is
+// an outcome: when the first delivery was answered "processing" (its effect
+// was not finished), it follows the status URL until the command is
+// terminal, then resends, and that answer becomes the first.
+func (w *idsWorld) firstIsOutcome(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if isOutcome(c.first) {
+		return nil
+	}
+	if c.first == nil || outcomeOf(c.first).Status != ids.StatusProcessing {
+		return Mismatch("an outcome document (status executed, rejected, failed or compensated) or processing", describe(c.first))
+	}
+	if err := w.pollStatus(ctx, outcomeOf(c.first).StatusURL, nil); err != nil {
+		return err
+	}
+	e := c.env
+	r, err := w.post(ctx, e)
+	if err != nil {
+		return err
+	}
+	if !isOutcome(r) {
+		return Mismatch("an outcome once the status URL said the command ended", describe(r))
+	}
+	c.first, w.last = r, r
+	return nil
+}
+
+func (w *idsWorld) firstHasPrivate(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if o := outcomeOf(c.first); o.Result == nil || o.Result["private"] == nil {
+		return NotApplicable("the outcome of " + c.entry.Command + " has no result.private: nothing to leak")
+	}
+	return nil
+}
+
+func (w *idsWorld) sendUntilRefused(ctx context.Context, alias string) error {
+	limit := 250
+	if w.reg.DuplicateRateLimit != nil && w.reg.DuplicateRateLimit.Max > 0 {
+		limit = min(w.reg.DuplicateRateLimit.Max, 1000)
+	}
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < limit+50; i++ {
+		r, err := w.post(ctx, c.env)
+		if err != nil {
+			return err
+		}
+		w.last = r
+		if r.Status >= 400 && r.Status < 500 {
+			w.refused = r
+			return nil
+		}
+	}
+	return nil
+}
+
+// --- answers --------------------------------------------------------------
+
+// sameDoc is the outcome reading of §IX.A: the same status and the same
+// outcome document (as JSON values).
+func sameDoc(a, b *client.Response) (bool, string) {
+	if a == nil || b == nil {
+		return false, "no answer"
+	}
+	if a.Status != b.Status {
+		return false, fmt.Sprintf("status %d, the first was %d", b.Status, a.Status)
+	}
+	ca, err1 := ids.Canonical(a.Body)
+	cb, err2 := ids.Canonical(b.Body)
+	if err1 != nil || err2 != nil || !bytes.Equal(ca, cb) {
+		return false, "another outcome document: " + trimBody(b.Body)
+	}
+	return true, ""
+}
+
+// sameRef is the reference reading of §IX.A: the same outcome_ref and the
+// same original command_id.
+func sameRef(a, b *client.Response) (bool, string) {
+	if a == nil || b == nil {
+		return false, "no answer"
+	}
+	oa, ob := outcomeOf(a), outcomeOf(b)
+	switch {
+	case oa.OutcomeRef == nil:
+		return false, "the first answer has no outcome_ref"
+	case ob.OutcomeRef == nil || *ob.OutcomeRef != *oa.OutcomeRef:
+		return false, fmt.Sprintf("outcome_ref %s, the first was %s", strOrNull(ob.OutcomeRef), *oa.OutcomeRef)
+	case ob.CommandID != oa.CommandID:
+		return false, fmt.Sprintf("command_id %q, the first was %q", ob.CommandID, oa.CommandID)
+	}
+	return true, ""
+}
+
+// lastRepeats checks that the last answer replays the reference answer
+// under either reading of §IX.A (the readings are judged apart where the
+// feature names them).
+func (w *idsWorld) lastRepeats(alias string, executed bool) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	ref := c.first
+	if executed {
+		ref = c.executed
+	}
+	if ref == nil {
+		return fmt.Errorf("%w: no reference answer for %s", errRunnerBug, alias)
+	}
+	ok1, why1 := sameDoc(ref, w.last)
+	ok2, why2 := sameRef(ref, w.last)
+	if ok1 || ok2 {
+		return nil
+	}
+	return Mismatch("a replay: the first outcome again (the same status and document, or the same outcome_ref and command_id)",
+		why1+"; "+why2)
+}
+
+func (w *idsWorld) sameDocument(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if ok, why := sameDoc(c.first, w.last); !ok {
+		return Mismatch("the first answer's status and outcome document", why)
+	}
+	return nil
+}
+
+func (w *idsWorld) sameReference(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if ok, why := sameRef(c.first, w.last); !ok {
+		return Mismatch("the first answer's outcome_ref and command_id", why)
+	}
+	return nil
+}
+
+func (w *idsWorld) sameBytes(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if c.first == nil || w.last == nil || c.first.Status != w.last.Status || !bytes.Equal(c.first.Body, w.last.Body) {
+		return Mismatch("the first answer byte for byte: "+describe(c.first), describe(w.last))
+	}
+	return nil
+}
+
+func (w *idsWorld) keyDerived(ctx context.Context) error {
+	c, err := w.cmd(w.lastAlias)
+	if err != nil {
+		return err
+	}
+	want, err := c.env.Key()
+	if err != nil {
+		return err
+	}
+	got := outcomeOf(w.last).IdempotencyKey
+	if got != want {
+		jcsText, _ := c.env.KeyInputsJCS()
+		return Mismatch("idempotency_key "+want+" = SHA-256 of "+string(jcsText), fmt.Sprintf("%q", got))
+	}
+	return nil
+}
+
+func (w *idsWorld) keyLength() error {
+	k := outcomeOf(w.last).IdempotencyKey
+	if len(k) < 64 || strings.Trim(strings.ToLower(k), "0123456789abcdef") != "" {
+		return Mismatch("a hex digest of at least 64 digits (256 bits)", fmt.Sprintf("%q", k))
+	}
+	return nil
+}
+
+func (w *idsWorld) notAnswerTo(b, a string) error {
+	cb, err := w.cmd(b)
+	if err != nil {
+		return err
+	}
+	ca, err := w.cmd(a)
+	if err != nil {
+		return err
+	}
+	ob, oa := outcomeOf(cb.first), outcomeOf(ca.first)
+	switch {
+	case cb.first == nil:
+		return Mismatch("an answer", "none")
+	case cb.first.Status < 200 || cb.first.Status > 299:
+		return Mismatch("a 2xx: "+cb.entry.Command+" executed as a command of its own", describe(cb.first))
+	case ob.CommandID == oa.CommandID || (ob.OutcomeRef != nil && oa.OutcomeRef != nil && *ob.OutcomeRef == *oa.OutcomeRef):
+		return Mismatch("another command: its own command_id and outcome", "the answer to the first command: "+trimBody(cb.first.Body))
+	}
+	return nil
+}
+
+// noNewExecution: the last answer is a refusal, or a replay of the first
+// answer (its original command_id), never an execution of its own.
+func (w *idsWorld) noNewExecution(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if w.last == nil {
+		return Mismatch("an answer", "none")
+	}
+	if w.last.Status >= 400 && w.last.Status < 500 {
+		return nil
+	}
+	ref := c.executed
+	if ref == nil {
+		ref = c.first
+	}
+	if o := outcomeOf(w.last); w.last.Status < 300 && o.CommandID == outcomeOf(ref).CommandID {
+		return nil
+	}
+	return Mismatch("a refusal (4xx) or a replay carrying the original command_id "+outcomeOf(ref).CommandID, describe(w.last))
+}
+
+func (w *idsWorld) notExecuted(alias string) error {
+	if w.last == nil {
+		return Mismatch("an answer", "none")
+	}
+	if w.last.Status >= 400 && w.last.Status < 500 {
+		return nil
+	}
+	return Mismatch("a refusal (4xx): the command must not run", describe(w.last))
+}
+
+func (w *idsWorld) refusal() error { return w.notExecuted("") }
+
+func (w *idsWorld) stormConverged(alias string) error {
+	var ref *client.Response
+	outcomes := 0
+	for _, r := range w.storm[alias] {
+		if !isOutcome(r) {
+			continue
+		}
+		outcomes++
+		if ref == nil {
+			ref = r
+			continue
+		}
+		ok1, why1 := sameDoc(ref, r)
+		ok2, why2 := sameRef(ref, r)
+		if !ok1 && !ok2 {
+			return Mismatch("one outcome for every answer of the storm", why1+"; "+why2)
+		}
+	}
+	if outcomes == 0 {
+		return Mismatch("at least one outcome among the storm's answers", fmt.Sprintf("%d answers, none an outcome", len(w.storm[alias])))
+	}
+	return nil
+}
+
+func (w *idsWorld) replayOrNew() error {
+	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 {
+		return Mismatch("a replay or a new execution (2xx)", describe(w.last))
+	}
+	w.env.Logger.Info("window passed", "answer", trimBody(w.last.Body))
+	return nil
+}
+
+func (w *idsWorld) noPrivate(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if w.last == nil {
+		return Mismatch("an answer", "none")
+	}
+	if w.last.Status >= 400 {
+		return nil
+	}
+	priv := outcomeOf(c.first).Result["private"]
+	if o := outcomeOf(w.last); o.Result != nil && o.Result["private"] != nil {
+		return Mismatch("no result.private in a replay to another actor", trimBody(w.last.Body))
+	}
+	for _, v := range leaves(priv) {
+		if len(v) >= 4 && bytes.Contains(w.last.Body, []byte(v)) {
+			return Mismatch("none of the original actor's private values", fmt.Sprintf("%q appears in %s", v, trimBody(w.last.Body)))
+		}
+	}
+	return nil
+}
+
+// leaves lists the string values inside v.
+func leaves(v any) []string {
+	switch t := v.(type) {
+	case string:
+		return []string{t}
+	case map[string]any:
+		var out []string
+		for _, x := range t {
+			out = append(out, leaves(x)...)
+		}
+		return out
+	case []any:
+		var out []string
+		for _, x := range t {
+			out = append(out, leaves(x)...)
+		}
+		return out
+	}
+	return nil
+}
+
+func (w *idsWorld) wasRefused(string) error {
+	if w.refused == nil {
+		n := "250 (none declared)"
+		if w.reg.DuplicateRateLimit != nil {
+			n = fmt.Sprint(w.reg.DuplicateRateLimit.Max)
+		}
+		return Mismatch("a 4xx for some duplicate past the limit "+n, "every duplicate answered: "+describe(w.last))
+	}
+	return nil
+}
+
+// --- the effect sink ------------------------------------------------------
+
+// settle is how long a count of effects waits for a late one (an outbox
+// dispatch, a second parallel execution) once the expected ones are in.
+const settle = 250 * time.Millisecond
+
+// effects checks lo ≤ effects ≤ hi at the sink for alias's key. It waits
+// (within the budget) for at least lo effects and for every reply the sink
+// lost to be resolved, then a short settle for a late duplicate.
+func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error {
+	if w.env.Sink == nil {
+		return NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+	}
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	key := c.env.MustKey()
+	if c.env.IdempotencyKey != "" {
+		key = c.env.IdempotencyKey
+	}
+	n := w.waitEffects(ctx, key, lo)
+	if n > hi {
+		return Mismatch(fmt.Sprintf("at most %d effect(s) at the sink for key %s", hi, key), w.sinkReport(key))
+	}
+	if n < lo {
+		return Mismatch(fmt.Sprintf("%d effect(s) at the sink for key %s within %s", lo, key, w.env.Budget), w.sinkReport(key))
+	}
+	return nil
+}
+
+func (w *idsWorld) waitEffects(ctx context.Context, key string, lo int) int {
+	s := w.env.Sink
+	deadline := time.Now().Add(w.env.Budget)
+	for time.Now().Before(deadline) && ctx.Err() == nil && (s.Effects(key) < lo || !s.Resolved(key)) {
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	sleepCtx(ctx, settle)
+	return s.Effects(key)
+}
+
+func (w *idsWorld) sinkReport(key string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d effect(s)", w.env.Sink.Effects(key))
+	for _, c := range w.env.Sink.AllCalls() {
+		if c.Key != key {
+			continue
+		}
+		fmt.Fprintf(&b, "; call %d (command_id %s): effect %s new=%v lost=%v", c.Seq, c.CommandID, c.EffectID, c.New, c.Lost)
+	}
+	return b.String()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// --- in progress ----------------------------------------------------------
+
+// sendHeld sends alias while the sink holds its effect, and waits until
+// the effect call is at the sink. A candidate whose first delivery is
+// answered before any call reaches the sink does not execute its effect
+// while the command is open; the next candidate is tried.
+func (w *idsWorld) sendHeld(ctx context.Context, alias string) error {
+	for i, e := range w.candidates {
+		c := &idsCommand{entry: e, env: w.fresh(e, 0)}
+		w.cmds[alias] = c
+		key := c.env.MustKey()
+		release := w.env.Sink.Hold(key)
+		w.releases = append(w.releases, release)
+		c.held = make(chan *client.Response, 1)
+		go func(e ids.Envelope) {
+			r, _ := w.post(context.WithoutCancel(ctx), e)
+			c.held <- r
+		}(c.env)
+		wctx, cancel := context.WithTimeout(ctx, w.env.Budget)
+		called := make(chan error, 1)
+		go func() { called <- w.env.Sink.WaitCalls(wctx, key, 1) }()
+		select {
+		case err := <-called:
+			cancel()
+			if err == nil {
+				return nil
+			}
+			return Mismatch("the effect call of "+e.Command+" at the sink within "+w.env.Budget.String(), "none")
+		case r := <-c.held:
+			cancel()
+			release()
+			c.first = r
+			w.env.Logger.Info("candidate answered before its effect", "command", e.Command, "index", i)
+		}
+	}
+	return NotApplicable("no command of the registry calls the sink while its first delivery is open")
+}
+
+// sendWhileHeld sends a duplicate while the first delivery is held at the
+// sink. It waits for the duplicate's answer, or for a second effect call
+// for the key (a parallel execution, held in turn).
+func (w *idsWorld) sendWhileHeld(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	key := c.env.MustKey()
+	w.pending = make(chan *client.Response, 1)
+	go func(e ids.Envelope) {
+		r, _ := w.post(context.WithoutCancel(ctx), e)
+		w.pending <- r
+	}(c.env)
+	wctx, cancel := context.WithTimeout(ctx, w.requestTimeout())
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- w.env.Sink.WaitCalls(wctx, key, 2) }()
+	select {
+	case r := <-w.pending:
+		w.pending = nil
+		w.last = r
+		if r == nil {
+			return Mismatch("an answer to the duplicate", "no answer")
+		}
+	case err := <-second:
+		if err != nil {
+			return Mismatch("an answer to the duplicate", "none within the request timeout")
+		}
+		w.last = nil // the duplicate is executing: it has no answer yet
+	}
+	w.heldCalls = w.env.Sink.Arrived(key)
+	return nil
+}
+
+func (w *idsWorld) oneCallWhileHeld(string) error {
+	if w.heldCalls != 1 {
+		return Mismatch("1 effect call at the sink while the first delivery was open", fmt.Sprintf("%d: the duplicate executed too", w.heldCalls))
+	}
+	return nil
+}
+
+func (w *idsWorld) processing() error {
+	if w.last == nil {
+		return Mismatch("an answer saying processing", "no answer: the duplicate was executing (its effect call reached the sink)")
+	}
+	if o := outcomeOf(w.last); o.Status != ids.StatusProcessing {
+		return Mismatch(`status "processing"`, describe(w.last))
+	}
+	return nil
+}
+
+func (w *idsWorld) correlated(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if w.last == nil {
+		return Mismatch("an answer", "none")
+	}
+	o := outcomeOf(w.last)
+	if o.CommandID != c.env.CommandID || o.IdempotencyKey != c.env.MustKey() {
+		return Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, c.env.MustKey()),
+			fmt.Sprintf("command_id %q, idempotency_key %q", o.CommandID, o.IdempotencyKey))
+	}
+	return nil
+}
+
+// release lets the held effect go and collects the answers held with it.
+func (w *idsWorld) release(ctx context.Context, alias string) error {
+	w.releaseAll()
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	timeout := time.After(w.requestTimeout())
+	if c.held != nil {
+		select {
+		case r := <-c.held:
+			c.first = r
+		case <-timeout:
+		}
+	}
+	if w.pending != nil {
+		select {
+		case r := <-w.pending:
+			if w.last == nil {
+				w.last = r
+			}
+		case <-timeout:
+		}
+	}
+	return nil
+}
+
+func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
+	if w.last == nil {
+		return Mismatch("an answer with a status URL", "none")
+	}
+	u := outcomeOf(w.last).StatusURL
+	if u == "" {
+		return Mismatch("a status_url in the processing answer", trimBody(w.last.Body))
+	}
+	return w.pollStatus(ctx, u, func(st ids.CommandStatus) error {
+		if st.Status != ids.StatusExecuted {
+			return Mismatch("status executed", st.Status)
+		}
+		return nil
+	})
+}
+
+// pollStatus reads a status URL until it reports a terminal status (within
+// the budget); check, when given, judges the terminal status.
+func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(ids.CommandStatus) error) error {
+	p, err := url.Parse(statusURL)
+	if err != nil || p.Path == "" {
+		return Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
+	}
+	path := p.Path
+	if p.RawQuery != "" {
+		path += "?" + p.RawQuery
+	}
+	c, err := w.client()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(w.env.Budget)
+	var st ids.CommandStatus
+	for {
+		r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: path})
+		if err != nil {
+			return err
+		}
+		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != ids.StatusInProgress && st.Status != "" {
+			if check != nil {
+				return check(st)
+			}
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return Mismatch("a terminal status at "+path+" within "+w.env.Budget.String(), describe(r))
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+}
+
+// --- collision and evidence -----------------------------------------------
+
+func (w *idsWorld) conflictAnswer(string) error {
+	if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
+		return Mismatch("a 4xx rejection", describe(w.last))
+	}
+	o := outcomeOf(w.last)
+	if o.Event != ids.EventRejected || o.Reason != ids.ReasonConflict {
+		return Mismatch(`event "execution.rejected", reason "idempotency_conflict"`, trimBody(w.last.Body))
+	}
+	return nil
+}
+
+func (w *idsWorld) readEvidence(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	cl, err := w.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"tenant_id": {c.env.TenantID}, "idempotency_key": {c.env.MustKey()}}
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathEvidence + "?" + q.Encode()})
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Evidence []ids.Evidence `json:"evidence"`
+	}
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &body) != nil {
+		return Mismatch("200 with an evidence list", describe(r))
+	}
+	w.evidence[alias] = body.Evidence
+	w.last = r
+	return nil
+}
+
+func (w *idsWorld) conflictFingerprints(alias, a, b string) error {
+	ca, err := w.cmd(a)
+	if err != nil {
+		return err
+	}
+	cb, err := w.cmd(b)
+	if err != nil {
+		return err
+	}
+	fa, _ := ca.env.Fingerprint()
+	fb, _ := cb.env.Fingerprint()
+	for _, ev := range w.evidence[alias] {
+		if ev.Decision != ids.DecisionConflicted {
+			continue
+		}
+		if ev.Fingerprints == nil || ev.Fingerprints.Stored == "" || ev.Fingerprints.Received == "" || ev.Fingerprints.Stored == ev.Fingerprints.Received {
+			return Mismatch("two different envelope fingerprints in the conflict's evidence (the binding's: stored "+fa+", received "+fb+")",
+				fmt.Sprintf("%+v", ev.Fingerprints))
+		}
+		return nil
+	}
+	return Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
+}
+
+func (w *idsWorld) conflictRecorded(alias string) error {
+	for _, ev := range w.evidence[alias] {
+		if ev.Decision == ids.DecisionConflicted {
+			return nil
+		}
+	}
+	return Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
+}
+
+func (w *idsWorld) evidenceDecisions(alias string) error {
+	var got []string
+	for _, ev := range w.evidence[alias] {
+		got = append(got, ev.Decision)
+	}
+	if !slices.Equal(got, []string{ids.DecisionFirstSeen, ids.DecisionReplayed}) {
+		return Mismatch("decisions [first_seen duplicate_replayed]", fmt.Sprint(got))
+	}
+	return nil
+}
+
+func (w *idsWorld) evidenceExecuted(alias string) error {
+	ev := w.evidence[alias]
+	if len(ev) != 2 || ev[0].Executed == nil || ev[1].Executed == nil || !*ev[0].Executed || *ev[1].Executed {
+		return Mismatch("executed true for the first delivery, false for the second", evidenceSummary(ev))
+	}
+	return nil
+}
+
+func (w *idsWorld) evidenceIDs(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	ev := w.evidence[alias]
+	if len(ev) == 0 {
+		return Mismatch("evidence items", "none")
+	}
+	for _, e := range ev {
+		if e.OriginalCommandID != c.env.CommandID || e.IdempotencyKey != c.env.MustKey() {
+			return Mismatch(fmt.Sprintf("original_command_id %s and idempotency_key %s in every item", c.env.CommandID, c.env.MustKey()), evidenceSummary(ev))
+		}
+	}
+	return nil
+}
+
+func (w *idsWorld) evidenceOutcomeRef(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	ref := outcomeOf(c.first).OutcomeRef
+	if ref == nil {
+		return Mismatch("an outcome_ref in the first answer", trimBody(c.first.Body))
+	}
+	ev := w.evidence[alias]
+	if len(ev) == 0 {
+		return Mismatch("evidence items", "none")
+	}
+	for _, e := range ev {
+		if e.OutcomeRef == nil || *e.OutcomeRef != *ref {
+			return Mismatch("outcome_ref "+*ref+" in every item", evidenceSummary(ev))
+		}
+	}
+	return nil
+}
+
+func evidenceSummary(ev []ids.Evidence) string {
+	var parts []string
+	for _, e := range ev {
+		ex := "null"
+		if e.Executed != nil {
+			ex = fmt.Sprint(*e.Executed)
+		}
+		parts = append(parts, fmt.Sprintf("{decision %s executed %s command_id %s original %s key %s outcome_ref %s}",
+			e.Decision, ex, e.CommandID, e.OriginalCommandID, e.IdempotencyKey, strOrNull(e.OutcomeRef)))
+	}
+	return fmt.Sprintf("%d items: %s", len(ev), strings.Join(parts, ", "))
+}
+
+// --- the record and the window --------------------------------------------
+
+func (w *idsWorld) readStatus(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	cl, err := w.client()
+	if err != nil {
+		return err
+	}
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathCommands + "/" + url.PathEscape(c.env.CommandID)})
+	if err != nil {
+		return err
+	}
+	var st ids.CommandStatus
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &st) != nil {
+		return Mismatch("200 with the command's record", describe(r))
+	}
+	w.status[alias] = st
+	w.last = r
+	return nil
+}
+
+func (w *idsWorld) statusFields(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	st := w.status[alias]
+	var members map[string]json.RawMessage
+	json.Unmarshal(w.last.Body, &members)
+	var missing []string
+	for _, m := range []string{"idempotency_key", "command_id", "status", "outcome_ref", "created_at", "updated_at", "ttl_expires_at"} {
+		if _, ok := members[m]; !ok {
+			missing = append(missing, m)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return Mismatch("every stored field of §VIII.B", "missing: "+strings.Join(missing, ", "))
+	case st.IdempotencyKey != c.env.MustKey() || st.CommandID != c.env.CommandID:
+		return Mismatch("the key and the original command_id of "+alias, fmt.Sprintf("key %q, command_id %q", st.IdempotencyKey, st.CommandID))
+	case !slices.Contains([]string{ids.StatusInProgress, ids.StatusExecuted, ids.StatusFailed, ids.StatusRejected, ids.StatusCompensated}, st.Status):
+		return Mismatch("status in_progress, executed, failed, rejected or compensated", st.Status)
+	case st.OutcomeRef == nil || st.CreatedAt == "" || st.UpdatedAt == "":
+		return Mismatch("an outcome_ref, created_at and updated_at", trimBody(w.last.Body))
+	case st.TTLExpiresAt == nil && c.entry.TTLSeconds != nil:
+		return Mismatch("a ttl_expires_at (the command's window is "+fmt.Sprint(*c.entry.TTLSeconds)+" s)", "null")
+	}
+	return nil
+}
+
+func (w *idsWorld) waitWindow(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if c.entry.TTLSeconds == nil {
+		return NotApplicable(c.entry.Command + "'s window never ends")
+	}
+	d := w.window(c.entry) + w.window(c.entry)/10 + 100*time.Millisecond
+	if d > w.env.Budget {
+		return NotApplicable(fmt.Sprintf("%s's window is %s as the target runs it, beyond the budget %s", c.entry.Command, w.window(c.entry), w.env.Budget))
+	}
+	sleepCtx(ctx, d)
+	return ctx.Err()
+}
+
+// --- confirmation ---------------------------------------------------------
+
+func (w *idsWorld) getToken(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	cl, err := w.client()
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]string{"tenant_id": c.env.TenantID, "actor_id": c.env.ActorID,
+		"command_id": c.env.CommandID, "idempotency_key": c.env.MustKey()})
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: ids.PathConfirmations, Header: h, Body: body})
+	if err != nil {
+		return err
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if r.Status != http.StatusCreated || json.Unmarshal(r.Body, &tok) != nil || tok.Token == "" {
+		return Mismatch("201 with a token", describe(r))
+	}
+	c.token = tok.Token
+	return nil
+}
+
+func (w *idsWorld) sendWithToken(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	return w.send(ctx, alias, func(e *ids.Envelope) { e.ConfirmationToken = c.token })
+}
+
+func (w *idsWorld) sendTokenMismatch(ctx context.Context, alias, what string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	return w.send(ctx, alias, func(e *ids.Envelope) {
+		e.ConfirmationToken = c.token
+		if what == "another command_id" {
+			e.CommandID = w.name("cmd")
+			return
+		}
+		// another key: the same command_id, another target (so another key)
+		e.Intent.Target = w.name("target")
+	})
+}
+
+func (w *idsWorld) lastExecuted(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	r := w.last
+	if o := outcomeOf(r); r != nil && o.Status == ids.StatusProcessing {
+		if err := w.pollStatus(ctx, o.StatusURL, nil); err != nil {
+			return err
+		}
+		if r, err = w.post(ctx, c.env); err != nil {
+			return err
+		}
+	}
+	if r == nil || r.Status < 200 || r.Status > 299 || outcomeOf(r).Status != ids.StatusExecuted {
+		return Mismatch("2xx with status executed", describe(r))
+	}
+	c.executed, w.last = r, r
+	return nil
+}
+
+func (w *idsWorld) waitToken(ctx context.Context) error {
+	if w.reg.ConfirmationTTLSeconds == nil {
+		return NotApplicable("the registry declares no confirmation_ttl_seconds")
+	}
+	ttl := w.env.Scaled(time.Duration(*w.reg.ConfirmationTTLSeconds * float64(time.Second)))
+	d := ttl + ttl/10 + 100*time.Millisecond
+	if d > w.env.Budget {
+		return NotApplicable(fmt.Sprintf("a token lives %s as the target runs it, beyond the budget %s", ttl, w.env.Budget))
+	}
+	sleepCtx(ctx, d)
+	return ctx.Err()
+}
+
+// --- shielding ------------------------------------------------------------
+
+func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
+	for _, alias := range w.i3 {
+		c := w.cmds[alias]
+		if c.entry.RequiresConfirmation {
+			if err := w.getToken(ctx, alias); err != nil {
+				return err
+			}
+			c.env.ConfirmationToken = c.token
+		}
+		w.env.Sink.LoseReplies(1)
+		r, err := w.post(ctx, c.env)
+		if err == nil {
+			w.answered(c, r)
+		}
+		// An answer lost on the way back is the target's business: the
+		// effect count decides. Wait for the lost reply to be taken.
+		key := c.env.MustKey()
+		deadline := time.Now().Add(w.env.Budget)
+		for time.Now().Before(deadline) && w.env.Sink.Calls(key) == 0 {
+			sleepCtx(ctx, 20*time.Millisecond)
+		}
+		w.env.Sink.LoseReplies(0)
+		c.lost = true
+	}
+	return nil
+}
+
+func (w *idsWorld) i3Effects(ctx context.Context) error {
+	var bad []string
+	for _, alias := range w.i3 {
+		c := w.cmds[alias]
+		key := c.env.MustKey()
+		n := w.waitEffects(ctx, key, 1)
+		if n != 1 {
+			resolved := "resolved"
+			if !w.env.Sink.Resolved(key) {
+				resolved = "never came back for the lost reply"
+			}
+			bad = append(bad, fmt.Sprintf("%s (shielding %s): %s, %s", c.entry.Command, strOrNull(c.entry.Shielding), w.sinkReport(key), resolved))
+		}
+	}
+	if len(bad) > 0 {
+		return Mismatch("exactly 1 effect per I3 command", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// trimBody quotes a body for a Mismatch, whitespace collapsed and cut.
+func trimBody(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
