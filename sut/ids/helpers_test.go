@@ -21,7 +21,7 @@ import (
 // commands only), and can hold POSTs, answer 503 without acting, or act
 // and lose its reply (the connection is closed before any answer).
 type fakeSink struct {
-	t  *testing.T
+	t  testing.TB
 	ts *httptest.Server
 
 	mu       sync.Mutex
@@ -37,7 +37,7 @@ type fakeSink struct {
 	failNext int           // answer 503 without acting
 }
 
-func newFakeSink(t *testing.T) *fakeSink {
+func newFakeSink(t testing.TB) *fakeSink {
 	k := &fakeSink{t: t, effects: map[string]int{}, lastID: map[string]string{}, byHeader: map[string]string{},
 		posts: map[string]int{}, arrived: make(chan string, 1024)}
 	k.ts = httptest.NewServer(http.HandlerFunc(k.serve))
@@ -202,7 +202,7 @@ func (c *fakeClock) advance(d time.Duration) {
 // testEnv is a server on a fresh database behind a loopback HTTP server,
 // with its fake sink and clock.
 type testEnv struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *Server
 	ts    *httptest.Server
 	sink  *fakeSink
@@ -211,7 +211,7 @@ type testEnv struct {
 	hc    *http.Client
 }
 
-func newEnv(t *testing.T, mutant string, mod ...func(*Config)) *testEnv {
+func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	t.Helper()
 	sink := newFakeSink(t)
 	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
@@ -245,7 +245,7 @@ type resp struct {
 
 func (r resp) decision() string { return r.header.Get(hdrDecision) }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
