@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,12 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
+	specids "github.com/idscheck/idscheck/spec/ids"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -284,37 +282,13 @@ func (c *idsLogical) intentObj() map[string]any {
 	return in
 }
 
-// IDSKey computes the idempotency key of the binding: lowercase hex of
-// SHA-256 of JCS(key_inputs).
-func IDSKey(tenant, principal string, intent map[string]any, args map[string]any, kind string) (string, error) {
-	in := map[string]any{"tenant_id": tenant, "principal": principal, "intent": intent, "args": args}
-	if kind != "" {
-		in["command_kind"] = kind
-	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", err
-	}
-	c, err := jcs.Transform(b)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-// fingerprint is the digest of the envelope without command_id,
-// idempotency_key, confirmation_token and the ephemeral fields.
-func (c *idsLogical) fingerprint() string {
-	env := map[string]any{"tenant_id": c.tenant, "actor_id": c.actor, "intent": c.intentObj(), "args": c.args}
-	if c.effActor != "" {
-		env["effective_actor_id"] = c.effActor
-	}
-	if c.kind != "" {
-		env["command_kind"] = c.kind
-	}
-	b, _ := json.Marshal(env)
-	return digest(b)
+// spec returns the logical command as the binding's envelope (no
+// command_id, no ephemeral fields): its Key and Fingerprint are the
+// binding's (spec/ids).
+func (c *idsLogical) spec() specids.Envelope {
+	args, _ := json.Marshal(c.args)
+	return specids.Envelope{TenantID: c.tenant, ActorID: c.actor, EffectiveActorID: c.effActor,
+		Intent: specids.Intent{Entity: c.typ.Entity, Action: c.typ.Action, Target: c.target}, Args: args, CommandKind: c.kind}
 }
 
 // idsWorkload is the state of one IDS run shared by its goroutines.
@@ -584,13 +558,11 @@ func (w *idsWorkload) mint(rnd *mrand.Rand) *idsLogical {
 	if rnd.IntN(2) == 0 {
 		c.kind = typ.Class
 	}
-	principal := c.actor
-	if c.effActor != "" {
-		principal = c.effActor
-	}
-	c.key, _ = IDSKey(c.tenant, principal, c.intentObj(), c.args, c.kind)
+	env := c.spec()
+	c.key = env.MustKey()
 	c.recKey = c.tenant + "/" + c.key
-	c.fp = c.fingerprint()
+	fp, _ := env.Fingerprint()
+	c.fp = fp[:16]
 	w.minted.Add(1)
 	w.mu.Lock()
 	w.logical = append(w.logical, c)

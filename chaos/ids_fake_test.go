@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idscheck/idscheck/chaos"
+	specids "github.com/idscheck/idscheck/spec/ids"
 )
 
 // fakeIDS is a small in-memory IDS target (docs/ids-binding.md) for the
@@ -114,13 +114,11 @@ func (f *fakeIDS) post(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"code":"invalid_envelope"}`, 400)
 		return
 	}
-	principal := env.ActorID
-	if env.EffectiveActor != "" {
-		principal = env.EffectiveActor
-	}
 	var args map[string]any
 	json.Unmarshal(env.Args, &args)
-	key, _ := chaos.IDSKey(env.TenantID, principal, env.Intent, args, env.Kind)
+	var senv specids.Envelope
+	json.Unmarshal(raw, &senv)
+	key, _ := senv.Key()
 	if env.Key != "" && env.Key != key {
 		http.Error(w, `{"code":"idempotency_key_mismatch"}`, 400)
 		return

@@ -2,8 +2,6 @@ package chaos_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,24 +13,6 @@ import (
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/verdict"
 )
-
-// TestIDSKeyIsSHA256OfJCS holds the workload's key to the binding's worked
-// example (docs/ids-binding.md): SHA-256 of exactly this JCS text.
-func TestIDSKeyIsSHA256OfJCS(t *testing.T) {
-	const canonical = `{"args":{"amount_minor":1250,"currency":"EUR"},"command_kind":"I3","intent":{"action":"capture","entity":"payment","target":"order-42"},"principal":"alice","tenant_id":"acme"}`
-	sum := sha256.Sum256([]byte(canonical))
-	got, err := chaos.IDSKey("acme", "alice", map[string]any{"entity": "payment", "action": "capture", "target": "order-42"},
-		map[string]any{"currency": "EUR", "amount_minor": 1250}, "I3")
-	if err != nil || got != hex.EncodeToString(sum[:]) {
-		t.Fatalf("key %s (%v), want %s", got, err, hex.EncodeToString(sum[:]))
-	}
-	// Leaving the kind out changes the key.
-	other, _ := chaos.IDSKey("acme", "alice", map[string]any{"entity": "payment", "action": "capture", "target": "order-42"},
-		map[string]any{"currency": "EUR", "amount_minor": 1250}, "")
-	if other == got {
-		t.Fatal("command_kind is a key input")
-	}
-}
 
 type idsEnv struct {
 	sink    *sink.Sink

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	specids "github.com/idscheck/idscheck/spec/ids"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -253,5 +254,18 @@ func TestIDSKeysRoundTrip(t *testing.T) {
 	res := CheckModels(h, []Model{IDSOutcomeModel{}}, time.Second)
 	if res[0].Result != LinOk || len(res[0].Failed) != 0 {
 		t.Fatalf("%+v", res)
+	}
+}
+
+// TestIDSRulesAreInTheCatalog: each IDS check names a rule of spec/ids.
+func TestIDSRulesAreInTheCatalog(t *testing.T) {
+	ids := map[string]bool{}
+	for _, r := range specids.Rules() {
+		ids[r.ID] = true
+	}
+	for _, r := range []string{RuleIDSExactlyOnceEffects, RuleIDSSameOutcome, RuleIDSExecutedOrReplayed} {
+		if !ids[r] {
+			t.Errorf("%s is not a rule of spec/ids", r)
+		}
 	}
 }
