@@ -166,7 +166,7 @@ func CheckIDS(h History, l Ledger, keys []IDSKey, opts IDSOptions) Report {
 	byKey := opsByKey(h)
 	outcome := checkIDSOutcomes(h, byKey, add)
 	effects, q := checkIDSEffects(h, l, byKey, keys, opts, add)
-	evidence := checkIDSEvidence(l, keys, opts, add)
+	evidence := checkIDSEvidence(h, byKey, l, keys, opts, add)
 	rep.Models = []ModelCheck{outcome, effects, evidence}
 	rep.Queue = q
 	for k := range rep.Counts {
@@ -509,10 +509,12 @@ func effectCommand(es []Effect, keys []IDSKey, k string) string {
 // checkIDSEvidence judges XII per key whose evidence was read: at most one
 // item says executed, and it is the first_seen one; every other item is a
 // duplicate_replayed or conflict_rejected that did not execute; at most one
-// first_seen; and the number of items that say executed equals the effects
-// at the sink (for a key of an I3 command, or any key that has effects).
-// A key whose evidence could not be read is undecided.
-func checkIDSEvidence(l Ledger, keys []IDSKey, opts IDSOptions, add func(Anomaly)) ModelCheck {
+// first_seen; no more effects at the sink than items that say executed;
+// and, for an I3 command the history shows executed (an answer or a status
+// read), as many. (A first delivery the command itself refused, 422
+// rejected, may say executed: it was performed, not replayed, and has no
+// effect.) A key whose evidence could not be read is undecided.
+func checkIDSEvidence(h History, byKey map[string][]int, l Ledger, keys []IDSKey, opts IDSOptions, add func(Anomaly)) ModelCheck {
 	mc := ModelCheck{Model: ModelIDSEvidence, Result: LinOk}
 	effects := map[string][]Effect{}
 	for _, e := range l.Effects {
@@ -526,7 +528,7 @@ func checkIDSEvidence(l Ledger, keys []IDSKey, opts IDSOptions, add func(Anomaly
 		}
 		mc.Partitions++
 		mc.Ops += len(k.Evidence)
-		why := idsEvidenceWrong(k, effects[k.Key], opts)
+		why := idsEvidenceWrong(k, effects[k.Key], len(executedBy(h, byKey[k.Key])) > 0, opts)
 		if why == "" {
 			continue
 		}
@@ -553,7 +555,7 @@ func describeItem(it IDSEvidenceItem) string {
 	return s
 }
 
-func idsEvidenceWrong(k IDSKey, es []Effect, opts IDSOptions) string {
+func idsEvidenceWrong(k IDSKey, es []Effect, executedSeen bool, opts IDSOptions) string {
 	var executed, firstSeen []IDSEvidenceItem
 	for _, it := range k.Evidence {
 		if it.Executed {
@@ -580,14 +582,11 @@ func idsEvidenceWrong(k IDSKey, es []Effect, opts IDSOptions) string {
 	case len(executed) == 1 && executed[0].Decision != DecisionFirstSeen:
 		return fmt.Sprintf("evidence %s says executed but is not first_seen", describeItem(executed[0]))
 	}
-	if !k.External && len(es) == 0 {
-		return "" // no effect at the sink to hold the evidence against
-	}
 	switch {
 	case len(executed) < len(es):
 		return fmt.Sprintf("%d effect(s) at the sink (%s) but %d evidence item(s) say executed: the evidence must say when execution was performed",
 			len(es), effectIDs(es), len(executed))
-	case len(executed) > len(es) && !opts.Undrained:
+	case len(executed) > len(es) && k.External && executedSeen && !opts.Undrained:
 		return fmt.Sprintf("evidence %s says executed but the sink performed no effect for this I3 command, the drain over",
 			describeItem(executed[0]))
 	}

@@ -183,6 +183,17 @@ func TestIDSExecutedOrReplayedFails(t *testing.T) {
 			}
 		})
 	}
+	// A first delivery the command refused (422 rejected) may say executed:
+	// it was performed, not replayed, and has no effect.
+	h, _, keys := cleanRun()
+	for i := range h.Ops {
+		if h.Ops[i].Output.State == IDSExecuted {
+			h.Ops[i].Output.Status, h.Ops[i].Output.State = 422, IDSRejected
+		}
+	}
+	if rep := CheckIDS(h, Ledger{}, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
+		t.Fatalf("rejected: %s %+v", rep.Verdict(), rep.Anomalies)
+	}
 	// Evidence that was never read is undecided, not a pass.
 	h, l, keys := cleanRun()
 	keys[0].EvidenceStatus, keys[0].Evidence = 0, nil
