@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
@@ -46,6 +48,10 @@ type chaosConfig struct {
 	out        string
 	mutant     string
 	verbose    bool
+	// profile is --profile; workload its chaos workload, nil for the
+	// Intent Protocol's (chaos.Run, which predates the profiles' field).
+	profile  spec.Profile
+	workload *profiles.ChaosWorkload
 }
 
 const chaosSynopsis = `chaos [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s] [--seed N]
@@ -87,24 +93,33 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
 	fs.StringVar(&c.faults, "faults", "net,storm,crash", "faults to inject, "+faults.FlagHelp())
-	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000)")
+	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000; a profile may start higher: ids storms are 200 to 300 by default)")
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
 	}
-	// The chaos workload is the Intent Protocol's (a leased job bus); a
-	// profile brings its own when it has one.
-	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Name == spec.ProfileIntent }); err != nil {
+	// The Intent Protocol's workload (a leased job bus) is chaos.Run; a
+	// profile with a chaos workload of its own brings it in its Chaos field.
+	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Name == spec.ProfileIntent || p.Chaos != nil }); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
+	}
+	prof, _ := profiles.Lookup(spec.Profile(*profile))
+	c.profile, c.workload = prof.Name, prof.Chaos
+	if w := c.workload; w != nil && w.StormMax > 0 {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "storm-max" })
+		if !given {
+			c.stormMax = w.StormMax
+		}
 	}
 	if err := c.tgt.load(fs, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
-	if err := c.tgt.validate(spec.ProfileIntent, true); err != nil {
+	if err := c.tgt.validate(c.profile, true); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
@@ -144,6 +159,10 @@ func (c *chaosConfig) validate() error {
 		return fmt.Errorf("--time-scale %g: want 1 to 3600", c.timeScale)
 	case c.stormMax < 2 || c.stormMax > faults.MaxStorm:
 		return fmt.Errorf("--storm-max %d: want 2 to %d", c.stormMax, faults.MaxStorm)
+	case c.workload != nil && c.stormMax < c.workload.StormMin:
+		return fmt.Errorf("--storm-max %d: the %s workload's storms are at least %d identical requests", c.stormMax, c.profile, c.workload.StormMin)
+	case c.workload != nil && c.workload.Sink && c.target != "" && c.tgt.EffectSink.Listen == "":
+		return fmt.Errorf("profile %s with --target needs \"effect_sink\" in the target file: {\"listen\": \"host:port\" where idscheck hosts the effect sink, \"url\": \"the URL the target calls\"}", c.profile)
 	case c.targetCmd != "" && c.target == "":
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
 	case c.target != "" && c.mutant != "":
@@ -160,14 +179,14 @@ func (c *chaosConfig) validate() error {
 			return errors.New("--target needs --api-key: the key the workload publishes and claims with")
 		}
 	}
-	tokens, err := faults.ParseKinds(c.faults)
+	tokens, err := c.faultTokens()
 	if err != nil {
 		return fmt.Errorf("--faults: %w", err)
 	}
 	if c.target == "" {
 		// The bundled server's failpoints are known: a name it lacks is a typo.
 		var known []string
-		for _, f := range faults.All(faults.Config{Failpoints: bundledFailpoints()}) {
+		for _, f := range faults.All(faults.Config{Failpoints: c.bundledFailpoints()}) {
 			if f.Kind() == faults.KindFailpoint {
 				known = append(known, f.Name())
 			}
@@ -179,6 +198,53 @@ func (c *chaosConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// faultTokens parses --faults: the tokens of faults.ParseKinds, and the
+// names of the workload's own faults (the sink's).
+func (c *chaosConfig) faultTokens() ([]string, error) {
+	own := c.ownFaultNames()
+	var rest, out []string
+	for _, tok := range strings.Split(c.faults, ",") {
+		tok = strings.TrimSpace(tok)
+		if slices.Contains(own, tok) {
+			if !slices.Contains(out, tok) {
+				out = append(out, tok)
+			}
+			continue
+		}
+		rest = append(rest, tok)
+	}
+	if strings.TrimSpace(strings.Join(rest, "")) == "" && len(out) > 0 {
+		return out, nil
+	}
+	toks, err := faults.ParseKinds(strings.Join(rest, ","))
+	if err != nil {
+		if len(own) > 0 {
+			err = fmt.Errorf("%w (profile %s adds: %s)", err, c.profile, strings.Join(own, ", "))
+		}
+		return nil, err
+	}
+	return append(toks, out...), nil
+}
+
+// ownFaultNames are the names of the workload's own faults.
+func (c *chaosConfig) ownFaultNames() []string {
+	var out []string
+	if c.workload != nil && c.workload.Faults != nil {
+		for _, f := range c.workload.Faults(nil, nil) {
+			out = append(out, f.Name())
+		}
+	}
+	return out
+}
+
+// bundledFailpoints are the crash points of the profile's bundled server.
+func (c *chaosConfig) bundledFailpoints() map[string]string {
+	if c.workload != nil {
+		return c.workload.Failpoints
+	}
+	return bundledFailpoints()
 }
 
 // secrets returns every secret value the run was given: the API key, the
@@ -222,14 +288,31 @@ type chaosRun struct {
 	// Coverage is every requested fault and what became of it: scheduled,
 	// injected, failed. One never injected makes the run UNKNOWN.
 	Coverage []faults.Coverage `json:"coverage"`
+	// Profile is the profile whose workload ran ("" in runs of the Intent
+	// Protocol recorded before the field: intent); its Check judges the
+	// run. Files are the records its check reads besides the history and
+	// the ledger; Undrained says its drain ran out of time; Summary is one
+	// line on what it did.
+	Profile   string   `json:"profile,omitempty"`
+	Files     []string `json:"files,omitempty"`
+	Undrained bool     `json:"undrained,omitempty"`
+	Summary   string   `json:"summary,omitempty"`
 }
 
 // command is the line that replays the run, with no secret: the API key is
 // $API_KEY, and --target-cmd is redacted (faults.Redactor.Command).
 func (c chaosConfig) command() string {
-	parts := []string{"idscheck chaos", "--seed", fmt.Sprint(c.seed), "--duration", c.duration.String(),
-		"--workers", fmt.Sprint(c.workers), "--faults", c.faults, "--time-scale", fmt.Sprint(c.timeScale)}
-	if c.stormMax != 100 {
+	parts := []string{"idscheck chaos"}
+	defStorm := 100
+	if c.workload != nil {
+		parts = append(parts, "--profile", string(c.profile))
+		if c.workload.StormMax > 0 {
+			defStorm = c.workload.StormMax
+		}
+	}
+	parts = append(parts, "--seed", fmt.Sprint(c.seed), "--duration", c.duration.String(),
+		"--workers", fmt.Sprint(c.workers), "--faults", c.faults, "--time-scale", fmt.Sprint(c.timeScale))
+	if c.stormMax != defStorm {
 		parts = append(parts, "--storm-max", fmt.Sprint(c.stormMax))
 	}
 	red := faults.NewRedactor(c.secrets()...)
@@ -263,6 +346,9 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 		fmt.Fprintf(stderr, "idscheck chaos: run directory: %v\n", err)
 		return exitUsage
 	}
+	if c.workload != nil {
+		return runWorkloadChaos(ctx, c, red, stdout, stderr, logger)
+	}
 	tgt, err := startChaosTarget(ctx, c, red, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -273,7 +359,7 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	}
 	defer tgt.close()
 
-	tokens, _ := faults.ParseKinds(c.faults)
+	tokens, _ := c.faultTokens()
 	// What was asked for, fault by fault, from the one list: the network
 	// proxy is needed as soon as one network fault is.
 	fpCfg := faults.Config{}
@@ -353,7 +439,7 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
-	return finishChaos(c.out, run, res.History, res.Ledger, red, stdout, stderr)
+	return finishChaos(c.out, run, checkChaosRun(run, res.History, res.Ledger, nil), red, stdout, stderr)
 }
 
 // unmatchedReason says why a requested token selects no fault here.
@@ -446,8 +532,7 @@ func redactChaosRun(run *chaosRun, red *faults.Redactor) {
 // requested fault, and returns the exit code. It is checkChaosDir with the
 // run's fault coverage in the verdict: a requested fault never injected
 // makes a run whose histories pass UNKNOWN (exit 4), never PASS.
-func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, red *faults.Redactor, stdout, stderr io.Writer) int {
-	rep := checker.Check(h, l, run.Options)
+func finishChaos(dir string, run chaosRun, rep checker.Report, red *faults.Redactor, stdout, stderr io.Writer) int {
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -461,7 +546,7 @@ func finishChaos(dir string, run chaosRun, h checker.History, l checker.Ledger, 
 		}
 	}
 	printChaosOutcome(stdout, run, rep, dir)
-	r := chaosResult(run, rep, chaosViews(dir))
+	r := chaosRunResult(run, rep, chaosViews(dir))
 	r.Redact = red.Secrets()
 	if err := reports.WriteAll(dir, r); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -715,4 +800,233 @@ func chaosSortedKeys[K ~string, V any](m map[K]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// runWorkloadChaos is runChaos for a profile with a chaos workload of its
+// own (profiles.ChaosWorkload): it hosts the effect sink when the workload
+// has effects (behind its own proxy when the sink's partition is asked
+// for), starts the target (the bundled server as a child process given the
+// sink's URL, or the --target described, which calls the sink at its
+// declared effect_sink address), the network proxy in front of the target,
+// runs the workload through the faults, writes the run directory and checks
+// it with the workload's Check.
+func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, stdout, stderr io.Writer, logger *slog.Logger) int {
+	w := c.workload
+	tokens, _ := c.faultTokens()
+	own := func(sp *chaos.SinkProxy, s *sink.Sink) []faults.Fault {
+		if w.Faults == nil {
+			return nil
+		}
+		return w.Faults(sp, s)
+	}
+	// What is asked for, fault by fault, before anything starts.
+	names := append(faults.All(faults.Config{Failpoints: c.bundledFailpoints()}), own(nil, nil)...)
+	requested, _ := faults.Requested(names, tokens)
+	wants := func(name string) bool { return slices.Contains(requested, name) }
+	wantNet := slices.ContainsFunc(requested, func(n string) bool {
+		return slices.Contains(faults.Names(), n) && func() bool { k, _ := faults.KindOf(n); return k == faults.KindNet }()
+	})
+
+	var snk *sink.Sink
+	var sinkProxy *chaos.SinkProxy
+	sinkURL := ""
+	if w.Sink {
+		listen := "127.0.0.1:0"
+		if c.target != "" {
+			listen = c.tgt.EffectSink.Listen
+		}
+		var err error
+		if wants(chaos.FaultSinkPartition) {
+			if snk, err = sink.Start("127.0.0.1:0"); err == nil {
+				if sinkProxy, err = chaos.NewSinkProxy(listen, snk.Addr()); err != nil {
+					snk.Close()
+				}
+			}
+		} else {
+			snk, err = sink.Start(listen)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: effect sink: %v\n", err)
+			return exitUsage
+		}
+		defer snk.Close()
+		sinkURL = snk.URL()
+		if sinkProxy != nil {
+			defer sinkProxy.Close()
+			sinkURL = sinkProxy.URL()
+		}
+	}
+	tgt, err := startWorkloadTarget(ctx, c, sinkURL, red, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		if errors.Is(err, errUnreachable) {
+			return exitUnreachable
+		}
+		return exitUsage
+	}
+	defer tgt.close()
+
+	var network *faults.Network
+	if wantNet {
+		u, _ := url.Parse(tgt.url)
+		if network, err = faults.NewNetwork(u.Host, logger); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: network proxy: %v\n", err)
+			return exitUsage
+		}
+		defer network.Close()
+	}
+	// The workload sends its own storms and drives the target to an armed
+	// failpoint itself (a fresh command, recorded).
+	fcfg := faults.Config{Network: network, Process: tgt.process, StormMin: 2, StormMax: c.stormMax,
+		StormDo: func(context.Context, int) {}}
+	if tgt.bundled && tgt.process != nil {
+		fcfg.Failpoints = w.Failpoints
+		fcfg.FailpointAddr = tgt.failpointAddr
+	}
+	list := append(faults.All(fcfg), own(sinkProxy, snk)...)
+	requested, unmatched := faults.Requested(list, tokens)
+	selected := faults.Select(list, tokens)
+	usable, unavailable := faults.Usable(selected)
+	why := map[string]string{}
+	for name, err := range unavailable {
+		why[name] = red.String(err.Error())
+	}
+	for _, tok := range unmatched {
+		why[tok] = unmatchedReason(tok, tgt)
+	}
+	for _, name := range append(requested, unmatched...) {
+		if w, ok := why[name]; ok {
+			fmt.Fprintf(stderr, "fault %s: not available: %s\n", name, w)
+		}
+	}
+	base := tgt.url
+	if network != nil {
+		base = network.URL()
+	}
+	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
+		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
+	progress := newChaosProgress(stderr)
+	res, runErr := w.Run(ctx, profiles.ChaosConfig{BaseURL: base, APIKey: tgt.apiKey, Sink: snk, Seed: c.seed,
+		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
+		Faults: usable, Logger: logger,
+		Progress: func(p chaos.Progress) {
+			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
+				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
+		}})
+	progress.done()
+	if res == nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
+		if tgt.process != nil && !tgt.process.Running() {
+			return exitUnreachable
+		}
+		return exitUsage
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
+	}
+	if !res.Drained {
+		fmt.Fprintln(stderr, "chaos: the drain ran out of time; effects still owed count as pending, not missing (the verdict is at best UNKNOWN)")
+	}
+	var files []string
+	for name := range res.Files {
+		files = append(files, name)
+	}
+	slices.Sort(files)
+	cover := faults.Cover(append(requested, unmatched...), why, res.Schedule, res.Timeline)
+	for i := range cover {
+		if cover[i].Kind == "" {
+			for _, f := range list {
+				if f.Name() == cover[i].Fault {
+					cover[i].Kind = f.Kind()
+				}
+			}
+		}
+	}
+	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
+		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
+		Coverage: cover, Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
+		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary)}
+	redactChaosRun(&run, red)
+	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
+	}
+	for _, name := range files {
+		if err := os.WriteFile(filepath.Join(c.out, name), []byte(red.String(string(res.Files[name]))), 0o644); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+			return exitUsage
+		}
+	}
+	return finishChaos(c.out, run, checkChaosRun(run, res.History, res.Ledger, res.Files), red, stdout, stderr)
+}
+
+// startWorkloadTarget starts the target of a workload's chaos run: the
+// --target described (with --target-cmd, a process the harness owns), or
+// the profile's bundled server as a child process that calls the effect
+// sink at sinkURL, with its crash points reachable over GO_FAILPOINTS_HTTP
+// and the environment its mutant needs.
+func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+	if c.target != "" {
+		return startChaosTarget(ctx, c, red, logger)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bundled server: %w", err)
+	}
+	addr, err := faults.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	fpAddr, err := faults.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	db, err := filepath.Abs(filepath.Join(c.out, "target.db"))
+	if err != nil {
+		return nil, err
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(db + suffix)
+	}
+	key := chaosRandomHex(16)
+	cmd := fmt.Sprintf("%s serve --profile %s --addr %s --db %s --sink %s --time-scale %g", chaosShellQuote(exe), c.profile, addr,
+		chaosShellQuote(db), chaosShellQuote(sinkURL), c.timeScale)
+	if c.mutant != "" {
+		cmd += " --mutant " + chaosShellQuote(c.mutant)
+	}
+	env := []string{"IDS_API_KEY=" + key, faults.FailpointsHTTPEnv(fpAddr)}
+	if c.workload.BundledEnv != nil {
+		env = append(env, c.workload.BundledEnv(c.mutant)...)
+	}
+	u := "http://" + addr
+	p, err := faults.StartProcess(ctx, cmd, env, u+"/health", logger, faults.WithSecrets(append(red.Secrets(), key)...))
+	if err != nil {
+		return nil, fmt.Errorf("bundled server did not start: %w", err)
+	}
+	return &chaosTarget{url: u, apiKey: key, bundled: true, process: p, failpointAddr: fpAddr}, nil
+}
+
+// checkChaosRun judges a recorded run: with its profile's workload Check
+// when the run names a profile with a workload of its own, else with the
+// Intent Protocol's checks. A run of a profile this idscheck does not know
+// is undecided.
+func checkChaosRun(run chaosRun, h checker.History, l checker.Ledger, files map[string][]byte) checker.Report {
+	if run.Profile == "" || run.Profile == string(spec.ProfileIntent) {
+		return checker.Check(h, l, run.Options)
+	}
+	p, ok := profiles.Lookup(spec.Profile(run.Profile))
+	if !ok || p.Chaos == nil || p.Chaos.Check == nil {
+		return checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{},
+			Models: []checker.ModelCheck{{Model: run.Profile, Result: checker.LinUnknown}}}
+	}
+	return p.Chaos.Check(profiles.ChaosRecord{History: h, Ledger: l, Files: files, Undrained: run.Undrained})
+}
+
+// chaosRunResult is chaosResult with the run's profile.
+func chaosRunResult(run chaosRun, rep checker.Report, viz []string) *reports.Result {
+	r := chaosResult(run, rep, viz)
+	if run.Profile != "" {
+		r.Profile = spec.Profile(run.Profile)
+	}
+	return r
 }

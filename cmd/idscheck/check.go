@@ -103,6 +103,24 @@ func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error)
 	return run, h, l, err
 }
 
+// readChaosFiles reads the records a workload's check needs besides the
+// history and the ledger (chaosRun.Files). A name that is not a plain file
+// of the directory is refused.
+func readChaosFiles(dir string, run chaosRun) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, name := range run.Files {
+		if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+			return nil, fmt.Errorf("chaos.json names the file %q: want a plain file name", name)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
 // checkChaosDir checks a chaos run directory, writes check.json and the
 // failing partitions' view, prints the anomalies and returns the exit code.
 func checkChaosDir(dir string, stdout, stderr io.Writer) int {
@@ -119,11 +137,16 @@ func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
 	}
+	files, err := readChaosFiles(dir, run)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		return exitUsage
+	}
 	if recorded := strings.TrimPrefix(run.Target, "bundled reference server at "); o.URL != "" && recorded != "" &&
 		strings.TrimRight(recorded, "/") != strings.TrimRight(o.URL, "/") {
 		fmt.Fprintf(stderr, "idscheck check: note: %s was recorded against %s, not the target described (%s)\n", dir, run.Target, redactURL(o.URL))
 	}
-	rep := checker.Check(h, l, run.Options)
+	rep := checkChaosRun(run, h, l, files)
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "check.json"), []byte(redactAll(string(b), o.Secrets)+"\n"), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
@@ -142,7 +165,7 @@ func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int
 		}
 	}
 	printChaosOutcome(stdout, run, rep, dir)
-	doc := chaosResult(run, rep, chaosViews(dir)) // index.html with the chaos section (see report.go)
+	doc := chaosRunResult(run, rep, chaosViews(dir)) // index.html with the chaos section (see report.go)
 	doc.Redact = o.Secrets
 	if err := reports.WriteAll(dir, doc); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
@@ -158,8 +181,16 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	q := rep.Queue
 	fmt.Fprintf(w, "chaos: %d operations, %d effects, %d fault injections over %s\n", rep.Ops, rep.Effects,
 		len(run.Timeline), run.End.Sub(run.Start).Round(1e6))
-	fmt.Fprintf(w, "queue: %d keys published, %d acknowledged, %d executed, %d seen fulfilled, %d dead before running; lost %d, duplicated %d, unexpected %d, recovered %d\n",
-		q.Attempted, q.Acknowledged, q.Effected, q.Fulfilled, q.Dead, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
+	if run.Profile != "" && run.Profile != string(spec.ProfileIntent) {
+		if run.Summary != "" {
+			fmt.Fprintf(w, "workload: %s\n", run.Summary)
+		}
+		fmt.Fprintf(w, "keys: %d delivered, %d answered terminally, %d executed, %d with an effect; duplicated %d, executed without effect %d, unexpected %d, pending %d, recovered %d\n",
+			q.Attempted, q.Acknowledged, q.Fulfilled, q.Effected, q.Duplicated, q.Lost, q.Unexpected, q.Pending, q.Recovered)
+	} else {
+		fmt.Fprintf(w, "queue: %d keys published, %d acknowledged, %d executed, %d seen fulfilled, %d dead before running; lost %d, duplicated %d, unexpected %d, recovered %d\n",
+			q.Attempted, q.Acknowledged, q.Effected, q.Fulfilled, q.Dead, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
+	}
 	for _, m := range rep.Models {
 		fmt.Fprintf(w, "model %-12s %-8s %d ops in %d partitions\n", m.Model, m.Result, m.Ops, m.Partitions)
 	}

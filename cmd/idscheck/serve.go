@@ -17,10 +17,17 @@ import (
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/sut"
+	"github.com/idscheck/idscheck/sut/ids"
 )
 
 const serveSynopsis = `serve [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
        [--readings default|alternate] [--reading ID=NAME ...]
+serve --profile ids --sink URL [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
+
+With --profile ids it runs the bundled IDS reference server (RFC-WF-0010 over
+docs/ids-binding.md), which sends every external effect to the effect sink at
+--sink; its API key (X-API-Key) comes from IDS_API_KEY (empty: none asked).
+The rest of this text is about the intent server.
 
 Runs the bundled reference server of the Intent Protocol v2.1 (seed 004).
 Configuration comes from the spec's environment variables (BUS_SECRET,
@@ -107,8 +114,22 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	base := fs.String("readings", "default", "default or alternate: the first or the second name of every reading key (listed above)")
 	set := readingFlag{}
 	fs.Var(set, "reading", "ID=NAME: follow reading NAME for key ID (repeatable; overrides --readings)")
+	sinkURL := fs.String("sink", "", "--profile ids: base URL of the effect sink the server sends its effects to")
 	if code, done := parseFlags(fs, args, false); done {
 		return code
+	}
+	if *profile == string(spec.ProfileIDS) {
+		var lv slog.Level
+		if err := lv.UnmarshalText([]byte(*level)); err != nil {
+			fmt.Fprintf(stderr, "idscheck serve: --log-level: %v\n", err)
+			return exitUsage
+		}
+		return serveIDS(ctx, idsServeConfig{addr: *addr, db: *db, sink: *sinkURL, scale: *scale, mutant: *mutant,
+			apiKey: os.Getenv("IDS_API_KEY"), level: lv}, stdout, stderr)
+	}
+	if *sinkURL != "" {
+		fmt.Fprintln(stderr, "idscheck serve: --sink is for --profile ids (the intent server has no external effects)")
+		return exitUsage
 	}
 	if err := profileHas(*profile, "a bundled reference server", func(p profiles.Profile) bool { return p.Bundled != nil }); err != nil {
 		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
@@ -195,4 +216,64 @@ func mutantList() []string {
 		out = append(out, m.Name)
 	}
 	return out
+}
+
+// idsServeConfig is what serve --profile ids was asked.
+type idsServeConfig struct {
+	addr, db, sink, mutant, apiKey string
+	scale                          float64
+	level                          slog.Level
+}
+
+// serveIDS runs the bundled IDS reference server (sut/ids) until ctx ends.
+func serveIDS(ctx context.Context, c idsServeConfig, stdout, stderr io.Writer) int {
+	switch {
+	case c.sink == "":
+		fmt.Fprintln(stderr, "idscheck serve: --profile ids needs --sink URL: the effect sink its commands send their effects to")
+		return exitUsage
+	case c.scale < 0:
+		fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
+		return exitUsage
+	}
+	if c.db == "" {
+		c.db = "ids.db"
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.level}))
+	srv, err := ids.Open(ctx, ids.Config{DBPath: c.db, SinkURL: c.sink, APIKey: c.apiKey, TimeScale: c.scale,
+		Mutant: c.mutant, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		srv.Close()
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	logger.Info("serving ids", "addr", ln.Addr().String(), "db", c.db, "mutant", c.mutant)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	code := exitOK
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+			code = exitFailed
+		}
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := hs.Shutdown(sctx); err != nil {
+			logger.Warn("shutdown", "err", err)
+		}
+		cancel()
+	}
+	if err := srv.Close(); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: close: %v\n", err)
+		code = exitFailed
+	}
+	return code
 }

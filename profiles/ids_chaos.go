@@ -1,0 +1,68 @@
+package profiles
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/idscheck/idscheck/chaos"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/sut/ids"
+)
+
+// IDSChaos is the IDS profile's chaos workload (chaos.RunIDS): logical
+// commands over tenants and actors delivered at least once, storms of 200
+// and more identical envelopes, every unknown outcome retried with the same
+// envelope; effects counted at the harness's sink (which the sink's own
+// faults partition or make lose replies); judged by checker.CheckIDS
+// (IDS-V-exactly-once-effects, IDS-IX.A-same-outcome,
+// IDS-XII-executed-or-replayed). The bundled server crashes at its
+// failpoints; its no-reservation mutant runs with its racy window widened.
+func IDSChaos() *ChaosWorkload {
+	fps := map[string]string{}
+	for _, p := range ids.Failpoints() {
+		fps[p] = `return("exit")`
+	}
+	return &ChaosWorkload{
+		Summary:    "IDS commands over tenants and actors, duplicated, stormed and retried until a terminal answer; effects counted at the harness's sink",
+		Sink:       true,
+		Faults:     chaos.SinkFaults,
+		StormMin:   200,
+		StormMax:   300,
+		Failpoints: fps,
+		BundledEnv: func(mutant string) []string {
+			if mutant == ids.MutantNoReservation {
+				return []string{"GO_FAILPOINTS=" + ids.FailpointNoReservationRacyWindow + `=return("barrier")`}
+			}
+			return nil
+		},
+		Run:   runIDSChaos,
+		Check: checkIDSChaos,
+	}
+}
+
+func runIDSChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) {
+	res, err := chaos.RunIDS(ctx, chaos.IDSConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
+		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
+		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
+	if res == nil {
+		return nil, err
+	}
+	var keys bytes.Buffer
+	if werr := checker.WriteIDSKeys(&keys, res.Keys); werr != nil {
+		return nil, werr
+	}
+	return &ChaosResult{Start: res.Start, End: res.End, Namespace: "ids", Schedule: res.Schedule, Timeline: res.Timeline,
+		History: res.History, Ledger: res.Ledger, Series: res.Series, Drained: res.Drained,
+		Files:   map[string][]byte{checker.IDSKeysFile: keys.Bytes()},
+		Summary: fmt.Sprintf("%d logical commands of %s", len(res.Keys), strings.Join(res.Commands, ", "))}, err
+}
+
+func checkIDSChaos(r ChaosRecord) checker.Report {
+	keys, err := checker.ReadIDSKeys(bytes.NewReader(r.Files[checker.IDSKeysFile]))
+	if err != nil {
+		keys = nil // every key's evidence unread: the evidence check is undecided
+	}
+	return checker.CheckIDS(r.History, r.Ledger, keys, checker.IDSOptions{Undrained: r.Undrained})
+}
