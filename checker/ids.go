@@ -164,10 +164,12 @@ func CheckIDS(h History, l Ledger, keys []IDSKey, opts IDSOptions) Report {
 		}
 	}
 	byKey := opsByKey(h)
-	outcome := checkIDSOutcomes(h, byKey, add)
+	// Effects first: a duplicated effect is what the run is about, and the
+	// anomalies are shown in this order.
 	effects, q := checkIDSEffects(h, l, byKey, keys, opts, add)
+	outcome := checkIDSOutcomes(h, byKey, add)
 	evidence := checkIDSEvidence(h, byKey, l, keys, opts, add)
-	rep.Models = []ModelCheck{outcome, effects, evidence}
+	rep.Models = []ModelCheck{effects, outcome, evidence}
 	rep.Queue = q
 	for k := range rep.Counts {
 		if rep.Counts[k] == 0 {
