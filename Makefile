@@ -31,18 +31,31 @@ bench: build
 mutants: build
 	./$(BIN) mutants
 
-# 60 s of chaos against the bundled server with every fault kind, then every check.
+# 60 s of chaos against the bundled server with every fault kind, then every
+# check; then the same for the IDS profile (its bundled server, the effect
+# sink hosted by idscheck and partitioned, storms of 200+ identical envelopes).
 chaos: build
 	./$(BIN) chaos --duration 60s --seed $(SEED) --faults all --out idscheck-chaos
+	./$(BIN) chaos --profile ids --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-ids
 
 # Chaos against the mutants the checker must catch by name (each run exits 1).
+# The IDS mutants must be caught with their duplicated effects named
+# (IDS-V-exactly-once-effects) and the line that replays the run.
 CHAOS_MUTANTS ?= lost-on-crash claim-non-atomic stale-token-accepted idem-check-racy
+IDS_CHAOS_MUTANTS ?= no-reservation outbox-double-dispatch
 chaos-mutants: build
 	@mkdir -p idscheck-chaos
 	@for m in $(CHAOS_MUTANTS); do \
 	  ./$(BIN) chaos --duration 30s --seed $(SEED) --faults all --mutant $$m --out idscheck-chaos/$$m > idscheck-chaos/$$m.txt 2>&1; \
 	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' idscheck-chaos/$$m.txt | grep -E '^  [a-z-]+ +[0-9]+$$' | grep -v recovered | tr -s ' ' | tr '\n' ','); \
 	  if [ $$code -eq 1 ]; then echo "$$m: caught (exit 1):$$caught"; else echo "$$m: SURVIVED (exit $$code)"; fail=1; fi; \
+	done; \
+	for m in $(IDS_CHAOS_MUTANTS); do \
+	  out=idscheck-chaos/ids-$$m; \
+	  ./$(BIN) chaos --profile ids --duration 30s --seed $(SEED) --faults all --mutant $$m --out $$out > $$out.txt 2>&1; \
+	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' $$out.txt | grep -E '^  IDS-[A-Za-z0-9.-]+ +[0-9]+$$' | tr -s ' ' | tr '\n' ','); \
+	  if [ $$code -eq 1 ] && grep -q '^- IDS-V-exactly-once-effects .* took effect [0-9]* times' $$out.txt && grep -q '^replay: ' $$out.txt; then \
+	    echo "ids $$m: caught (exit 1):$$caught"; else echo "ids $$m: SURVIVED (exit $$code)"; fail=1; fi; \
 	done; exit $${fail:-0}
 
 fuzz:
