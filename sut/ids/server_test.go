@@ -518,7 +518,7 @@ func TestNonS1LostReplyReconciles(t *testing.T) {
 
 func TestSinkDown(t *testing.T) {
 	e := newEnv(t, "")
-	e.sink.set(func(k *fakeSink) { k.failNext = 3 })
+	e.sink.set(func(k *fakeSink) { k.failNext = 1 << 30 })
 	r := e.send(note("down"))
 	if r.status != 202 {
 		t.Fatalf("sink down: %s", r)
@@ -527,6 +527,8 @@ func TestSinkDown(t *testing.T) {
 		t.Fatalf("duplicate while unfinished: %s", d)
 	}
 	key := keyOf(t, r)
+	eventually(t, 10*time.Second, "the resumer retries", func() bool { return e.sink.postsOf(key) >= 3 })
+	e.sink.set(func(k *fakeSink) { k.failNext = 0 })
 	eventually(t, 10*time.Second, "the resumer finishes the command", func() bool { return e.commandStatus("cmd-1") == "executed" })
 	if e.sink.effectsOf(key) != 1 {
 		t.Fatalf("effects %d", e.sink.effectsOf(key))
