@@ -670,3 +670,25 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusURLAnswers(t *testing.T) {
+	e := newEnv(t, "")
+	for _, id := range []string{"a b/c?d#e", "ünï", "%2F"} {
+		r := e.send(note(id, "command_id", id))
+		u := r.json(t)["status_url"].(string)
+		st := e.get(u)
+		if r.status != 201 || st.status != 200 || st.json(t)["command_id"] != id || st.json(t)["status"] != "executed" {
+			t.Fatalf("%q: %s → %s %s", id, r, u, st)
+		}
+	}
+	// Two tenants may use one command_id: ?tenant_id= narrows the lookup.
+	e.send(note("x", "command_id", "same"))
+	e.clock.advance(time.Second)
+	e.send(note("y", "command_id", "same", "tenant_id", "globex"))
+	if st := e.get("/commands/same?tenant_id=acme").json(t); st["tenant_id"] != "acme" {
+		t.Fatalf("narrowed: %v", st)
+	}
+	if st := e.get("/commands/same").json(t); st["tenant_id"] != "globex" {
+		t.Fatalf("newest: %v", st)
+	}
+}
