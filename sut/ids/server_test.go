@@ -567,15 +567,42 @@ func (s *Server) outboxOpen(t *testing.T) int {
 
 func TestRegistryAndRoutes(t *testing.T) {
 	e := newEnv(t, "", func(c *Config) { c.APIKey = "k" })
-	want := `{"binding":"idscheck-ids/1","duplicate_rate_limit":{"max":100,"window_seconds":60},"confirmation_ttl_seconds":300,"commands":[` +
-		`{"command":"payment.capture","class":"I3","ttl_seconds":86400,"shielding":"S1","financial":true,"requires_confirmation":false},` +
-		`{"command":"refund.issue","class":"I3","ttl_seconds":86400,"shielding":"S2","financial":true,"requires_confirmation":false},` +
-		`{"command":"order.cancel","class":"I1","ttl_seconds":null,"shielding":null,"financial":false,"requires_confirmation":true},` +
-		`{"command":"member.remove","class":"I2","ttl_seconds":60,"shielding":null,"financial":false,"requires_confirmation":true},` +
-		`{"command":"note.add","class":"I2","ttl_seconds":120,"shielding":null,"financial":false,"requires_confirmation":false},` +
-		`{"command":"balance.get","class":"I0","ttl_seconds":0,"shielding":null,"financial":false,"requires_confirmation":false}]}`
-	if r := e.get("/registry"); r.status != 200 || string(r.body) != want {
+	r := e.get("/registry")
+	var doc struct {
+		Binding  string `json:"binding"`
+		Commands []struct {
+			Command   string            `json:"command"`
+			Class     string            `json:"class"`
+			TTL       *int64            `json:"ttl_seconds"`
+			Shielding *string           `json:"shielding"`
+			Examples  []json.RawMessage `json:"args_examples"`
+			Rejected  json.RawMessage   `json:"args_rejected"`
+		} `json:"commands"`
+	}
+	if r.status != 200 || json.Unmarshal(r.body, &doc) != nil || doc.Binding != "idscheck-ids/1" || len(doc.Commands) != len(registry) {
 		t.Fatalf("registry: %s", r)
+	}
+	for _, c := range doc.Commands {
+		cmd := commandsByName[c.Command]
+		if cmd == nil || c.Class != cmd.Class || (c.TTL == nil) != (cmd.TTLSeconds == nil) || (c.Shielding == nil) != (cmd.Shielding == nil) {
+			t.Fatalf("registry entry %+v is not the server's", c)
+		}
+		if cmd.validate == nil {
+			continue
+		}
+		if len(c.Examples) != 2 || string(c.Examples[0]) == string(c.Examples[1]) {
+			t.Fatalf("%s: want two different args examples, got %s", c.Command, c.Examples)
+		}
+		for _, ex := range append(c.Examples, c.Rejected) {
+			if len(ex) == 0 {
+				continue
+			}
+			var args map[string]json.RawMessage
+			json.Unmarshal(ex, &args)
+			if why := cmd.validate(args); (why == "") != (string(ex) != string(c.Rejected)) {
+				t.Fatalf("%s: args %s validate to %q", c.Command, ex, why)
+			}
+		}
 	}
 	for i := range 3 {
 		r := e.send(mkEnv(cmdBalanceGet, map[string]any{}, "command_id", fmt.Sprint(i)))
