@@ -25,6 +25,7 @@ test:
 # Performance figures, printed; copy them into the README.
 bench: build
 	$(GO) run ./sut/bench
+	$(GO) run ./sut/ids/bench
 	$(GO) test -run '^$$' -bench CheckScale -benchtime 1x ./checker
 
 # The mutation kill matrix: every mutant of the reference server against the profile.

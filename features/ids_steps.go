@@ -52,6 +52,7 @@ type idsCommand struct {
 	token    string
 	held     chan *client.Response // the first delivery's answer while the sink holds it
 	lost     bool                  // its first effect call's reply was dropped by the sink
+	baseline int                   // effects its key had before it was sent (a command sent under another's key)
 }
 
 type idsWorld struct {
@@ -597,7 +598,11 @@ func (w *idsWorld) sendUnderKey(ctx context.Context, as, alias string) error {
 	e.CommandID = w.name("cmd")
 	e.Intent.Target = w.name("target")
 	e.IdempotencyKey = c.env.MustKey()
-	w.cmds[as] = &idsCommand{entry: c.entry, env: e}
+	b := &idsCommand{entry: c.entry, env: e}
+	if w.env.Sink != nil {
+		b.baseline = w.waitEffects(ctx, e.IdempotencyKey, 1)
+	}
+	w.cmds[as] = b
 	return w.send(ctx, as, nil)
 }
 
@@ -970,12 +975,16 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 	if c.env.IdempotencyKey != "" {
 		key = c.env.IdempotencyKey
 	}
-	n := w.waitEffects(ctx, key, lo)
+	n := w.waitEffects(ctx, key, c.baseline+lo) - c.baseline
+	what := "effect(s)"
+	if c.baseline > 0 {
+		what = fmt.Sprintf("new effect(s) (beyond the %d the key had before %s was sent)", c.baseline, alias)
+	}
 	if n > hi {
-		return Mismatch(fmt.Sprintf("at most %d effect(s) at the sink for key %s", hi, key), w.sinkReport(key))
+		return Mismatch(fmt.Sprintf("at most %d %s at the sink for key %s", hi, what, key), w.sinkReport(key))
 	}
 	if n < lo {
-		return Mismatch(fmt.Sprintf("%d effect(s) at the sink for key %s within %s", lo, key, w.env.Budget), w.sinkReport(key))
+		return Mismatch(fmt.Sprintf("%d %s at the sink for key %s within %s", lo, what, key, w.env.Budget), w.sinkReport(key))
 	}
 	return nil
 }

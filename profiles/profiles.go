@@ -168,7 +168,7 @@ var (
 // builtin is the list of profiles idscheck ships: one line each.
 var builtin = []func() Profile{
 	Intent,
-
+	IDS,
 }
 
 func init() {

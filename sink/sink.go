@@ -228,7 +228,7 @@ func (s *Sink) pendingLocked(key string) int { return s.inflight[key] }
 func (s *Sink) Resolved(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.answerAt[key] > s.lostAt[key]
+	return s.lostAt[key] == 0 || s.answerAt[key] > s.lostAt[key]
 }
 
 // Arrived returns how many POSTs for key have reached the sink, those held

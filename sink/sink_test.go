@@ -68,6 +68,9 @@ func TestS1CommandsAreDedupedByKeyOthersActOnEveryCall(t *testing.T) {
 
 func TestALostReplyActsAndAnswersNothing(t *testing.T) {
 	s := start(t)
+	if !s.Resolved("k") {
+		t.Fatal("a key whose reply was never lost is not resolved")
+	}
 	s.LoseReplies(1)
 	if _, _, err := post(t, s, "k", "refund.issue", false); err == nil {
 		t.Fatal("the first call got an answer; its reply should have been lost")

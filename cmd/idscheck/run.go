@@ -28,6 +28,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -211,6 +212,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	target := c.tgt.Target()
 	bundled := c.tgt.URL == ""
 	targetLabel := c.tgt.URL
+	effects, err := startEffectSink(prof, c.tgt.EffectSink, bundled)
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		return exitUsage
+	}
+	if effects != nil {
+		defer effects.Close()
+		fmt.Fprintf(stderr, "idscheck run: effect sink at %s\n", effects.URL())
+	}
 	if bundled {
 		timeScale := c.tgt.withDefaultTimeScale(bundledTimeScale)
 		dir, err := os.MkdirTemp("", "idscheck-bundled-")
@@ -223,7 +233,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.serverReadings == "alternate" && prof.AlternateReadings != nil {
 			readings = prof.AlternateReadings()
 		}
-		bt, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger})
+		sinkURL := ""
+		if effects != nil {
+			sinkURL = effects.URL()
+		}
+		bt, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger, SinkURL: sinkURL})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
@@ -283,6 +297,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Progress:        stderr,
 		ProgressTTY:     tty,
 		Logger:          logger,
+		Sink:            effects,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
@@ -771,6 +786,7 @@ type bundledOptions struct {
 	Seed      uint64            // seeds the server's jitter; 0: drawn by the server
 	Readings  map[string]string // sut.Config.Readings; nil: the default reading everywhere
 	Logger    *slog.Logger
+	SinkURL   string // the effect sink's base URL (profiles with EffectSink)
 }
 
 // startBundled starts a profile's bundled reference handler on
@@ -780,7 +796,7 @@ func startBundled(ctx context.Context, p profiles.Profile, o bundledOptions) (fe
 	if p.Bundled == nil {
 		return features.Target{}, nil, fmt.Errorf("profile %s has no bundled reference server: give --target", p.Name)
 	}
-	b, err := p.Bundled(ctx, profiles.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger})
+	b, err := p.Bundled(ctx, profiles.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger, SinkURL: o.SinkURL})
 	if err != nil {
 		return features.Target{}, nil, err
 	}
@@ -808,4 +824,24 @@ func startBundled(ctx context.Context, p profiles.Profile, o bundledOptions) (fe
 		srv.Close()
 	}
 	return t, stop, nil
+}
+
+// startEffectSink starts the harness's effect sink for a profile whose
+// targets send their external effects to it: on the target file's
+// effect_sink.listen address, or on 127.0.0.1 at a free port for the
+// bundled server. A target that declares no sink gets none, and the rules
+// that count effects are N/A. Nil for a profile without effects.
+func startEffectSink(p profiles.Profile, declared effectSink, bundled bool) (*sink.Sink, error) {
+	if !p.EffectSink {
+		return nil, nil
+	}
+	addr := declared.Listen
+	if addr == "" && !bundled {
+		return nil, nil
+	}
+	s, err := sink.Start(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (effect_sink.listen in the target file: a free host:port the target can reach)", err)
+	}
+	return s, nil
 }

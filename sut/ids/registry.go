@@ -19,6 +19,11 @@ type command struct {
 	Shielding  *string `json:"shielding"`
 	Financial  bool    `json:"financial"`
 	Confirm    bool    `json:"requires_confirmation"`
+	// Examples are args the command accepts (two different ones, for the
+	// harness to build commands from); Rejected, args it refuses with a
+	// terminal 422 (nil: none declared).
+	Examples []json.RawMessage `json:"args_examples,omitempty"`
+	Rejected json.RawMessage   `json:"args_rejected,omitempty"`
 
 	// validate checks the args: "" when they are acceptable, else the
 	// reason of the terminal 422 rejected outcome.
@@ -39,6 +44,7 @@ const (
 	cmdOrderCancel    = "order.cancel"
 	cmdMemberRemove   = "member.remove"
 	cmdNoteAdd        = "note.add"
+	cmdTagSet         = "tag.set"
 	cmdBalanceGet     = "balance.get"
 
 	// rateLimitMax duplicates of one (tenant, key) per rateLimitWindow
@@ -54,15 +60,28 @@ const (
 // lists it.
 var registry = []*command{
 	{Name: cmdPaymentCapture, Class: "I3", TTLSeconds: i64(86400), Shielding: str("S1"), Financial: true,
+		Examples: []json.RawMessage{json.RawMessage(`{"amount_minor":1250,"currency":"EUR"}`), json.RawMessage(`{"amount_minor":990,"currency":"USD"}`)},
+		Rejected: json.RawMessage(`{"amount_minor":0,"currency":"EUR"}`),
 		validate: validateAmount("currency"), result: paymentResult},
 	{Name: cmdRefundIssue, Class: "I3", TTLSeconds: i64(86400), Shielding: str("S2"), Financial: true,
+		Examples: []json.RawMessage{json.RawMessage(`{"amount_minor":500,"payment_ref":"pay-1"}`), json.RawMessage(`{"amount_minor":700,"payment_ref":"pay-2"}`)},
+		Rejected: json.RawMessage(`{"amount_minor":-5,"payment_ref":"pay-1"}`),
 		validate: validateAmount("payment_ref"), result: refundResult},
 	{Name: cmdOrderCancel, Class: "I1", TTLSeconds: nil, Confirm: true,
+		Examples: []json.RawMessage{json.RawMessage(`{"reason":"customer asked"}`), json.RawMessage(`{"reason":"out of stock"}`)},
 		validate: validateOptionalString("reason", 0), result: effectResult},
 	{Name: cmdMemberRemove, Class: "I2", TTLSeconds: i64(60), Confirm: true,
+		Examples: []json.RawMessage{json.RawMessage(`{"member":"m-1"}`), json.RawMessage(`{"member":"m-2"}`)},
 		validate: validateMember, result: effectResult},
 	{Name: cmdNoteAdd, Class: "I2", TTLSeconds: i64(120),
+		Examples: []json.RawMessage{json.RawMessage(`{"text":"call back"}`), json.RawMessage(`{"text":"sent the invoice"}`)},
 		validate: validateNote, result: effectResult},
+	// tag.set is a strict idempotent mutation (I1, the default class): its
+	// record never expires and it needs no confirmation.
+	{Name: cmdTagSet, Class: "I1", TTLSeconds: nil,
+		Examples: []json.RawMessage{json.RawMessage(`{"tag":"vip"}`), json.RawMessage(`{"tag":"churn-risk"}`)},
+		Rejected: json.RawMessage(`{"tag":""}`),
+		validate: validateTag, result: effectResult},
 	// balance.get is read-only (I0): no reservation, no window (declared 0,
 	// not null: null would read "deduplicated forever").
 	{Name: cmdBalanceGet, Class: "I0", TTLSeconds: i64(0)},
@@ -195,6 +214,17 @@ func validateMember(args map[string]json.RawMessage) string {
 	v, ok := jsonString(args["member"])
 	if !ok || v == "" {
 		return "member must be a non-empty string"
+	}
+	return ""
+}
+
+func validateTag(args map[string]json.RawMessage) string {
+	if r := onlyFields(args, "tag"); r != "" {
+		return r
+	}
+	v, ok := jsonString(args["tag"])
+	if !ok || v == "" || utf8.RuneCountInString(v) > 64 {
+		return "tag must be a string of 1 to 64 characters"
 	}
 	return ""
 }

@@ -141,7 +141,6 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	s := &Server{cfg: c, log: log, scale: c.TimeScale, mutant: c.Mutant, clock: clock,
 		sink: newSink(c.SinkURL, c.SinkTimeout), running: map[string]bool{}, rate: map[string]*rateWindow{},
 		kick: make(chan struct{}, 1)}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// The resumer and the dispatcher retry every 200 ms of protocol time,
 	// at least every 200 ms and at most every 20 ms of real time.
 	s.interval = min(200*time.Millisecond, max(20*time.Millisecond, time.Duration(float64(200*time.Millisecond)/s.scale)))
@@ -182,6 +181,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("ids: open: %w", err)
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.bg.Add(2)
 	go s.resumeLoop()
 	go s.dispatchLoop()

@@ -518,7 +518,7 @@ func TestNonS1LostReplyReconciles(t *testing.T) {
 
 func TestSinkDown(t *testing.T) {
 	e := newEnv(t, "")
-	e.sink.set(func(k *fakeSink) { k.failNext = 3 })
+	e.sink.set(func(k *fakeSink) { k.failNext = 1 << 30 })
 	r := e.send(note("down"))
 	if r.status != 202 {
 		t.Fatalf("sink down: %s", r)
@@ -527,6 +527,8 @@ func TestSinkDown(t *testing.T) {
 		t.Fatalf("duplicate while unfinished: %s", d)
 	}
 	key := keyOf(t, r)
+	eventually(t, 10*time.Second, "the resumer retries", func() bool { return e.sink.postsOf(key) >= 3 })
+	e.sink.set(func(k *fakeSink) { k.failNext = 0 })
 	eventually(t, 10*time.Second, "the resumer finishes the command", func() bool { return e.commandStatus("cmd-1") == "executed" })
 	if e.sink.effectsOf(key) != 1 {
 		t.Fatalf("effects %d", e.sink.effectsOf(key))
@@ -565,15 +567,42 @@ func (s *Server) outboxOpen(t *testing.T) int {
 
 func TestRegistryAndRoutes(t *testing.T) {
 	e := newEnv(t, "", func(c *Config) { c.APIKey = "k" })
-	want := `{"binding":"idscheck-ids/1","duplicate_rate_limit":{"max":100,"window_seconds":60},"confirmation_ttl_seconds":300,"commands":[` +
-		`{"command":"payment.capture","class":"I3","ttl_seconds":86400,"shielding":"S1","financial":true,"requires_confirmation":false},` +
-		`{"command":"refund.issue","class":"I3","ttl_seconds":86400,"shielding":"S2","financial":true,"requires_confirmation":false},` +
-		`{"command":"order.cancel","class":"I1","ttl_seconds":null,"shielding":null,"financial":false,"requires_confirmation":true},` +
-		`{"command":"member.remove","class":"I2","ttl_seconds":60,"shielding":null,"financial":false,"requires_confirmation":true},` +
-		`{"command":"note.add","class":"I2","ttl_seconds":120,"shielding":null,"financial":false,"requires_confirmation":false},` +
-		`{"command":"balance.get","class":"I0","ttl_seconds":0,"shielding":null,"financial":false,"requires_confirmation":false}]}`
-	if r := e.get("/registry"); r.status != 200 || string(r.body) != want {
+	r := e.get("/registry")
+	var doc struct {
+		Binding  string `json:"binding"`
+		Commands []struct {
+			Command   string            `json:"command"`
+			Class     string            `json:"class"`
+			TTL       *int64            `json:"ttl_seconds"`
+			Shielding *string           `json:"shielding"`
+			Examples  []json.RawMessage `json:"args_examples"`
+			Rejected  json.RawMessage   `json:"args_rejected"`
+		} `json:"commands"`
+	}
+	if r.status != 200 || json.Unmarshal(r.body, &doc) != nil || doc.Binding != "idscheck-ids/1" || len(doc.Commands) != len(registry) {
 		t.Fatalf("registry: %s", r)
+	}
+	for _, c := range doc.Commands {
+		cmd := commandsByName[c.Command]
+		if cmd == nil || c.Class != cmd.Class || (c.TTL == nil) != (cmd.TTLSeconds == nil) || (c.Shielding == nil) != (cmd.Shielding == nil) {
+			t.Fatalf("registry entry %+v is not the server's", c)
+		}
+		if cmd.validate == nil {
+			continue
+		}
+		if len(c.Examples) != 2 || string(c.Examples[0]) == string(c.Examples[1]) {
+			t.Fatalf("%s: want two different args examples, got %s", c.Command, c.Examples)
+		}
+		for _, ex := range append(c.Examples, c.Rejected) {
+			if len(ex) == 0 {
+				continue
+			}
+			var args map[string]json.RawMessage
+			json.Unmarshal(ex, &args)
+			if why := cmd.validate(args); (why == "") != (string(ex) != string(c.Rejected)) {
+				t.Fatalf("%s: args %s validate to %q", c.Command, ex, why)
+			}
+		}
 	}
 	for i := range 3 {
 		r := e.send(mkEnv(cmdBalanceGet, map[string]any{}, "command_id", fmt.Sprint(i)))
@@ -666,5 +695,27 @@ func TestOpenRefuses(t *testing.T) {
 			s.Close()
 			t.Fatalf("Open(%+v) accepted", c)
 		}
+	}
+}
+
+func TestStatusURLAnswers(t *testing.T) {
+	e := newEnv(t, "")
+	for _, id := range []string{"a b/c?d#e", "ünï", "%2F"} {
+		r := e.send(note(id, "command_id", id))
+		u := r.json(t)["status_url"].(string)
+		st := e.get(u)
+		if r.status != 201 || st.status != 200 || st.json(t)["command_id"] != id || st.json(t)["status"] != "executed" {
+			t.Fatalf("%q: %s → %s %s", id, r, u, st)
+		}
+	}
+	// Two tenants may use one command_id: ?tenant_id= narrows the lookup.
+	e.send(note("x", "command_id", "same"))
+	e.clock.advance(time.Second)
+	e.send(note("y", "command_id", "same", "tenant_id", "globex"))
+	if st := e.get("/commands/same?tenant_id=acme").json(t); st["tenant_id"] != "acme" {
+		t.Fatalf("narrowed: %v", st)
+	}
+	if st := e.get("/commands/same").json(t); st["tenant_id"] != "globex" {
+		t.Fatalf("newest: %v", st)
 	}
 }

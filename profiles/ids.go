@@ -1,0 +1,49 @@
+package profiles
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+
+	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/spec"
+	specids "github.com/idscheck/idscheck/spec/ids"
+	sutids "github.com/idscheck/idscheck/sut/ids"
+)
+
+// IDS is RFC-WF-0010, Idempotency & Delivery Semantics (seed 001), over
+// idscheck's wire binding (docs/ids-binding.md).
+func IDS() Profile {
+	suite, _ := features.ProfileSuite(spec.ProfileIDS)
+	var mutants []Mutant
+	for _, m := range sutids.Mutants() {
+		mutants = append(mutants, Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks})
+	}
+	return Profile{
+		Name:       spec.ProfileIDS,
+		Title:      "IDS RFC-WF-0010 (idempotency and exactly-once effects)",
+		Rules:      specids.Rules,
+		Decisions:  specids.Decisions,
+		Suite:      &suite,
+		Bundled:    idsBundled,
+		EffectSink: true,
+		Mutants:    mutants,
+	}
+}
+
+// idsBundled opens the IDS reference server over a fresh database, with an
+// API key of its own, sending its effects to the run's sink.
+func idsBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+	var b [16]byte
+	rand.Read(b[:])
+	t := features.Target{APIKey: "ids_" + hex.EncodeToString(b[:]), TimeScale: c.TimeScale}
+	srv, err := sutids.Open(ctx, sutids.Config{
+		DBPath: filepath.Join(c.Dir, "ids.db"), SinkURL: c.SinkURL, APIKey: t.APIKey,
+		TimeScale: c.TimeScale, Mutant: c.Mutant, Seed: c.Seed, Logger: c.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
+}
