@@ -29,6 +29,7 @@ func IDS() Profile {
 		Bundled:    idsBundled,
 		EffectSink: true,
 		Mutants:    mutants,
+		Chaos:      IDSChaos(),
 	}
 }
 
