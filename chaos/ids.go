@@ -208,6 +208,10 @@ type idsRegistry struct {
 		Shielding            string `json:"shielding"`
 		Financial            bool   `json:"financial"`
 		RequiresConfirmation bool   `json:"requires_confirmation"`
+		// ArgsExamples are args the command accepts; ArgsRejected args it
+		// refuses with a terminal 422 (docs/ids-binding.md, GET /registry).
+		ArgsExamples []json.RawMessage `json:"args_examples"`
+		ArgsRejected json.RawMessage   `json:"args_rejected"`
 	} `json:"commands"`
 }
 
@@ -220,6 +224,22 @@ type idsCommandType struct {
 	Shielding string
 	Financial bool
 	Window    time.Duration // the dedupe window on the harness's clock; 0: none declared (never expires)
+	Examples  []map[string]any
+	Rejected  map[string]any // nil: none declared
+}
+
+// jsonObject decodes a JSON object keeping numbers as written.
+func jsonObject(raw json.RawMessage) (map[string]any, bool) {
+	if len(raw) == 0 {
+		return nil, false
+	}
+	d := json.NewDecoder(strings.NewReader(string(raw)))
+	d.UseNumber()
+	var m map[string]any
+	if d.Decode(&m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
 }
 
 // External reports whether its effects land at the effect sink: an I3
@@ -410,6 +430,14 @@ func (w *idsWorkload) readRegistry(ctx context.Context) ([]idsCommandType, error
 		if c.TTLSeconds != nil {
 			t.Window = time.Duration(float64(*c.TTLSeconds) * float64(time.Second) / w.cfg.TimeScale)
 		}
+		for _, raw := range c.ArgsExamples {
+			if m, ok := jsonObject(raw); ok {
+				t.Examples = append(t.Examples, m)
+			}
+		}
+		if m, ok := jsonObject(c.ArgsRejected); ok {
+			t.Rejected = m
+		}
 		out = append(out, t)
 	}
 	if len(out) == 0 {
@@ -574,12 +602,20 @@ func (w *idsWorkload) mint(rnd *mrand.Rand) *idsLogical {
 	return c
 }
 
-// idsArgs draws the args of a command (the bundled server's registry:
+// idsArgs draws the args of a command: one of the registry's args_examples
+// (each logical command has a target of its own, so examples repeat
+// safely), now and then its args_rejected (a terminal 422 rejected
+// outcome, replayed like any). A registry without examples gets a guess:
 // payment.capture {amount_minor, currency}, refund.issue {amount_minor,
-// payment_ref}, note.add {text}; another financial command gets an amount
-// and a currency, anything else a text). Now and then an amount of 0, which
-// the command refuses: a terminal rejected outcome, replayed like any.
+// payment_ref}, another financial command an amount and a currency,
+// anything else a text.
 func idsArgs(typ idsCommandType, n int, rnd *mrand.Rand) map[string]any {
+	if len(typ.Examples) > 0 {
+		if typ.Rejected != nil && rnd.IntN(100) < 4 {
+			return typ.Rejected
+		}
+		return typ.Examples[rnd.IntN(len(typ.Examples))]
+	}
 	amount := 100 + rnd.IntN(99900)
 	if rnd.IntN(100) < 4 {
 		amount = 0

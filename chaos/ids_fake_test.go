@@ -46,7 +46,7 @@ type fakeRec struct {
 var fakeRegistry = `{"binding":"idscheck-ids/1","duplicate_rate_limit":{"max":100000,"window_seconds":60},"confirmation_ttl_seconds":300,"commands":[
 {"command":"payment.capture","class":"I3","ttl_seconds":86400,"shielding":"S1","financial":true,"requires_confirmation":false},
 {"command":"refund.issue","class":"I3","ttl_seconds":86400,"shielding":"S2","financial":true,"requires_confirmation":false},
-{"command":"note.add","class":"I1","ttl_seconds":3600,"shielding":null,"financial":false,"requires_confirmation":false},
+{"command":"note.add","class":"I1","ttl_seconds":3600,"shielding":null,"financial":false,"requires_confirmation":false,"args_examples":[{"text":"call back"},{"text":"sent the invoice"}]},
 {"command":"account.close","class":"I3","ttl_seconds":86400,"shielding":"S1","financial":false,"requires_confirmation":true}]}`
 
 func newFakeIDS(sinkURL, mutant string) (*fakeIDS, *httptest.Server) {
