@@ -525,7 +525,10 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 
 	// Evidence of every key, then the sink's effects.
 	w.phase.Store("evidence")
-	evCtx, stopEv := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	w.mu.Lock()
+	nkeys := len(w.logical)
+	w.mu.Unlock()
+	evCtx, stopEv := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(nkeys)*2*time.Millisecond)
 	res.Keys = w.readEvidence(evCtx)
 	stopEv()
 	stopDrain()
