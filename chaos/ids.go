@@ -576,8 +576,27 @@ func (w *idsWorkload) progress(ctx context.Context, done chan<- struct{}) {
 
 // mint creates a new logical command from rnd.
 func (w *idsWorkload) mint(rnd *mrand.Rand) *idsLogical {
+	return w.mintOf(w.types[rnd.IntN(len(w.types))], rnd)
+}
+
+// mintLong creates a new logical command of a type whose window is long
+// (none, or a minute or more on the harness's clock), for a storm; of any
+// type when none is.
+func (w *idsWorkload) mintLong(rnd *mrand.Rand) *idsLogical {
+	var long []idsCommandType
+	for _, t := range w.types {
+		if t.Window == 0 || t.Window >= time.Minute {
+			long = append(long, t)
+		}
+	}
+	if len(long) == 0 {
+		return w.mint(rnd)
+	}
+	return w.mintOf(long[rnd.IntN(len(long))], rnd)
+}
+
+func (w *idsWorkload) mintOf(typ idsCommandType, rnd *mrand.Rand) *idsLogical {
 	n := int(w.nextCmd.Add(1))
-	typ := w.types[rnd.IntN(len(w.types))]
 	c := &idsLogical{n: n, typ: typ, tenant: idsTenants[rnd.IntN(len(idsTenants))], first: time.Now()}
 	c.actor = idsActors[rnd.IntN(len(idsActors))]
 	if rnd.IntN(100) < 20 {
@@ -1054,13 +1073,18 @@ func (s *idsStorm) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration)
 	if w.cfg.StormMax > n {
 		n += rnd.IntN(w.cfg.StormMax - n + 1)
 	}
-	// A fresh command half the time, a recent one (maybe being driven) else.
+	// A fresh command half the time, a recent one (maybe being driven)
+	// else, if its window leaves a long margin: hundreds of deliveries
+	// take a while to decide, and one decided past the window MAY execute
+	// again (IDS §VIII.C).
 	var c *idsLogical
 	if rnd.IntN(2) == 0 {
-		c = w.pick(rnd)
+		if p := w.pick(rnd); p != nil && (p.typ.Window == 0 || p.typ.Window-time.Since(p.first) > 30*time.Second) {
+			c = p
+		}
 	}
 	if c == nil {
-		c = w.mint(rnd)
+		c = w.mintLong(rnd)
 	}
 	body := c.envelope(w.commandID(c, rnd), rnd, false)
 	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {

@@ -202,14 +202,14 @@ func (f *SinkLostReplies) Available() error {
 	return nil
 }
 
-// Inject loses the replies of up to 1..5 calls during d.
+// Inject loses the replies of 2 to 8 calls during d.
 func (f *SinkLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
 	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{}, Start: time.Now()}
 	if err := f.Available(); err != nil {
 		in.End, in.Err = in.Start, err.Error()
 		return in, err
 	}
-	n := 1 + rnd.IntN(5)
+	n := 2 + rnd.IntN(7)
 	before := f.Sink.LostReplies()
 	f.Sink.LoseReplies(n)
 	herr := holdFor(ctx, d)
