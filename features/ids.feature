@@ -36,7 +36,7 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
       | command_id |
 
   Scenario: a redelivery whose args are spelled otherwise is the same command
-    Given a mutating command "A"
+    Given a mutating command "A" whose args have several members
     When I send "A"
     And the first answer to "A" is an outcome
     And I send "A" again with its args members in another order and other whitespace
@@ -81,6 +81,7 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     Then [IDS-XIII-2-concurrent] the sink saw at most 1 effect for "A"
     And [IDS-VIII.A-atomic] the sink saw at most 1 effect for "A"
     And [IDS-XIII-2-concurrent] every answer to "A" that is an outcome is the same outcome
+    And [IDS-VIII.A-atomic] every answer to "A" that is an outcome is the same outcome
     And [IDS-V-exactly-once-effects] the sink saw exactly 1 effect for "A"
 
   # §XIII 3 and §IX.A: duplicate after success

@@ -111,6 +111,12 @@ func (w *idsWorld) steps() []StepDef {
 		{Pattern: `^a mutating command ` + q + ` whose window fits the budget$`, Fn: func(a string) error {
 			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
 		}, Kind: Action},
+		{Pattern: `^a mutating command ` + q + ` whose args have several members$`, Fn: func(a string) error {
+			return w.choose(a, func(e ids.RegistryEntry) bool {
+				var m map[string]json.RawMessage
+				return w.mutating(e) && json.Unmarshal(e.ArgsExamples[0], &m) == nil && len(m) >= 2
+			})
+		}, Kind: Action},
 		{Pattern: `^a mutating command ` + q + ` whose outcome has private details$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: Action},
 		{Pattern: `^a command ` + q + ` that requires confirmation$`, Fn: func(a string) error {
 			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation })
@@ -304,15 +310,39 @@ func (w *idsWorld) window(e ids.RegistryEntry) time.Duration {
 }
 
 // choose builds a fresh logical command of the first registry entry that
-// ok accepts, in registry order (the same command at every run).
+// ok accepts (the same command at every run): first those whose effect is
+// made with no shielding, then S2-S4, then S1. A provider with idempotency
+// support (S1) absorbs a second call under the same key, so a command
+// shielded by S1 would hide a re-execution from the effect count; the
+// others show every execution at the sink.
 func (w *idsWorld) choose(alias string, ok func(ids.RegistryEntry) bool) error {
-	for _, e := range w.reg.Commands {
-		if ok(e) {
-			w.cmds[alias] = &idsCommand{entry: e, env: w.fresh(e, 0)}
-			return nil
-		}
+	if c := w.byPreference(ok); len(c) > 0 {
+		w.cmds[alias] = &idsCommand{entry: c[0], env: w.fresh(c[0], 0)}
+		return nil
 	}
 	return NotApplicable("the registry has no command this scenario needs")
+}
+
+// byPreference lists the entries ok accepts in choose's order.
+func (w *idsWorld) byPreference(ok func(ids.RegistryEntry) bool) []ids.RegistryEntry {
+	rank := func(e ids.RegistryEntry) int {
+		switch {
+		case e.Shielding == nil:
+			return 0
+		case *e.Shielding == "S1":
+			return 2
+		}
+		return 1
+	}
+	var out []ids.RegistryEntry
+	for r := 0; r < 3; r++ {
+		for _, e := range w.reg.Commands {
+			if ok(e) && rank(e) == r {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }
 
 func (w *idsWorld) chooseRefused(alias string) error {
@@ -658,15 +688,34 @@ func (w *idsWorld) firstIsOutcome(ctx context.Context, alias string) error {
 	return nil
 }
 
-func (w *idsWorld) firstHasPrivate(alias string) error {
+// firstHasPrivate makes sure alias's outcome carries result.private: when
+// it does not, it tries the other mutating commands in turn (each sent
+// once, its answer made an outcome) until one does.
+func (w *idsWorld) firstHasPrivate(ctx context.Context, alias string) error {
 	c, err := w.cmd(alias)
 	if err != nil {
 		return err
 	}
-	if o := outcomeOf(c.first); o.Result == nil || o.Result["private"] == nil {
-		return NotApplicable("the outcome of " + c.entry.Command + " has no result.private: nothing to leak")
+	hasPrivate := func(r *client.Response) bool { o := outcomeOf(r); return o.Result != nil && o.Result["private"] != nil }
+	if hasPrivate(c.first) {
+		return nil
 	}
-	return nil
+	for _, e := range w.byPreference(w.mutating) {
+		if e.Command == c.entry.Command {
+			continue
+		}
+		w.cmds[alias] = &idsCommand{entry: e, env: w.fresh(e, 0)}
+		if err := w.send(ctx, alias, nil); err != nil {
+			return err
+		}
+		if err := w.firstIsOutcome(ctx, alias); err != nil {
+			return err
+		}
+		if hasPrivate(w.cmds[alias].first) {
+			return nil
+		}
+	}
+	return NotApplicable("no command's outcome has result.private: nothing to leak")
 }
 
 func (w *idsWorld) sendUntilRefused(ctx context.Context, alias string) error {

@@ -18,7 +18,11 @@ func IDS() Profile {
 	suite, _ := features.ProfileSuite(spec.ProfileIDS)
 	var mutants []Mutant
 	for _, m := range sutids.Mutants() {
-		mutants = append(mutants, Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks})
+		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
+		if m.Name == sutids.MutantNoReservation {
+			mu.Failpoints = map[string]string{sutids.FailpointNoReservationRacyWindow: `return("barrier")`}
+		}
+		mutants = append(mutants, mu)
 	}
 	return Profile{
 		Name:       spec.ProfileIDS,

@@ -17,7 +17,14 @@ func Intent() Profile {
 	suite, _ := features.ProfileSuite(spec.ProfileIntent)
 	var mutants []Mutant
 	for _, m := range sut.Mutants() {
-		mutants = append(mutants, Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks})
+		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
+		switch m.Name {
+		case sut.MutantIdemCheckRacy:
+			mu.Failpoints = map[string]string{sut.FailpointIdemRacyWindow: `return("barrier")`}
+		case sut.MutantClaimNonAtomic:
+			mu.Failpoints = map[string]string{sut.FailpointClaimRacyWindow: `return("barrier")`}
+		}
+		mutants = append(mutants, mu)
 	}
 	return Profile{
 		Name:              spec.ProfileIntent,

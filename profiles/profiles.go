@@ -136,6 +136,10 @@ type ChaosRecord struct {
 type Mutant struct {
 	Name, Description string
 	Breaks            string // the ID of the rule it breaks
+	// Failpoints widen a racy mutant's race window while it is certified
+	// (name -> term, github.com/pingcap/failpoint); they act in its branch
+	// alone.
+	Failpoints map[string]string
 }
 
 // BundledConfig configures a bundled handler for one run.

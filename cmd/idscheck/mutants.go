@@ -17,6 +17,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pingcap/failpoint"
+
+	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
@@ -119,6 +122,18 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	rules := prof.Rules()
 	globs := splitList(c.rules)
+	// A racy mutant's race window is widened for the run (its failpoint
+	// acts in that mutant's branch alone), so whether it is killed never
+	// depends on how the scheduler happened to interleave two requests.
+	for _, m := range chosen {
+		for name, term := range m.Failpoints {
+			if err := failpoint.Enable(name, term); err != nil {
+				fmt.Fprintf(stderr, "idscheck mutants: enabling %s for %s: %v\n", name, m.Name, err)
+				return exitUsage
+			}
+			defer failpoint.Disable(name)
+		}
+	}
 
 	began := time.Now()
 	jobs := append([]profiles.Mutant{{}}, chosen...)
@@ -179,7 +194,17 @@ func runMutant(ctx context.Context, c mutantsConfig, m profiles.Mutant, rules []
 		return row
 	}
 	defer os.RemoveAll(dir)
-	target, stop, err := startBundled(ctx, c.prof, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger})
+	// A profile with effects gets a sink address: the server sends there,
+	// and the harness (this process, or the child) listens there.
+	sinkAddr, sinkURL := "", ""
+	if c.prof.EffectSink {
+		if sinkAddr, err = faults.FreeAddr(); err != nil {
+			row.Err = "choosing the effect sink's address: " + err.Error()
+			return row
+		}
+		sinkURL = "http://" + sinkAddr
+	}
+	target, stop, err := startBundled(ctx, c.prof, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger, SinkURL: sinkURL})
 	if err != nil {
 		row.Err = "starting the server: " + err.Error()
 		return row
@@ -187,9 +212,9 @@ func runMutant(ctx context.Context, c mutantsConfig, m profiles.Mutant, rules []
 	defer stop()
 	var results []verdict.RuleResult
 	if c.parallel > 1 {
-		results, err = certifyInChild(ctx, c, target, filepath.Join(c.out, mutantDir(m.Name)))
+		results, err = certifyInChild(ctx, c, target, sinkAddr, filepath.Join(c.out, mutantDir(m.Name)))
 	} else {
-		results, err = certifyInProcess(ctx, c, target, rules, globs, logger)
+		results, err = certifyInProcess(ctx, c, target, sinkAddr, rules, globs, logger)
 	}
 	if err != nil {
 		row.Err = err.Error()
@@ -219,12 +244,19 @@ func mutantDir(name string) string {
 	return name
 }
 
-func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Target, rules []spec.Rule, globs []string, logger *slog.Logger) ([]verdict.RuleResult, error) {
+func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Target, sinkAddr string, rules []spec.Rule, globs []string, logger *slog.Logger) ([]verdict.RuleResult, error) {
 	if err := waitHealthy(ctx, target.BaseURL, 5*time.Second, c.requestTimeout); err != nil {
 		return nil, fmt.Errorf("target unreachable: %w", err)
 	}
+	effects, err := startEffectSink(c.prof, effectSink{Listen: sinkAddr}, false)
+	if err != nil {
+		return nil, err
+	}
+	if effects != nil {
+		defer effects.Close()
+	}
 	res, err := c.prof.Run(ctx, features.RunConfig{
-		Target: target, Seed: c.seed, Select: globs,
+		Target: target, Seed: c.seed, Select: globs, Sink: effects,
 		Budget: c.budget, RequestTimeout: c.requestTimeout, ScenarioTimeout: c.scenarioTimeout, Logger: logger,
 	})
 	if err != nil {
@@ -236,7 +268,7 @@ func certifyInProcess(ctx context.Context, c mutantsConfig, target features.Targ
 // certifyInChild runs `idscheck run` against target in a child process (the
 // credentials in its environment, never on its command line), writing the
 // report into dir, and returns the verdicts of its result.json.
-func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target, dir string) ([]verdict.RuleResult, error) {
+func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target, sinkAddr, dir string) ([]verdict.RuleResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding idscheck: %w", err)
@@ -249,6 +281,9 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	}
 	if c.scenarioTimeout > 0 {
 		args = append(args, "--scenario-timeout", c.scenarioTimeout.String())
+	}
+	if sinkAddr != "" {
+		args = append(args, "--effect-sink", sinkAddr)
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(os.Environ(),

@@ -57,6 +57,7 @@ type targetFlags struct {
 		timeScale                                                float64
 		readings                                                 declaredReadings
 		targetCmd                                                string
+		effectSink                                               string
 	}
 	// origin names where each field's value came from ("--api-key",
 	// `"api_key" in t.json`, "$IDSCHECK_API_KEY"), for error messages.
@@ -89,7 +90,7 @@ var credentialEnv = map[string]string{
 
 // targetFlagNames are the flags register adds, in the order shown.
 var targetFlagNames = []string{"target-file", "target", "api-key", "admin-token", "metrics-token",
-	"dashboard-password", "require-signatures", "time-scale", "reading", "target-cmd"}
+	"dashboard-password", "require-signatures", "time-scale", "reading", "target-cmd", "effect-sink"}
 
 // targetFileHelp documents the --target-file schema; register appends it to
 // the command's -h.
@@ -110,9 +111,11 @@ environment variables. An unknown field is an error.
   readings                           --reading             {"DECISION": "READING", ...}; a --reading
                                                            overrides the file for its decision only
   target_cmd                         --target-cmd          shell command that starts the target
-  effect_sink                        (none)                {"listen": "host:port", "url": "http://..."}:
-                                                           where the harness counts side effects
-                                                           (checked; unused by the intent profile)
+  effect_sink                        --effect-sink         {"listen": "host:port", "url": "http://..."}:
+                                                           where the harness's effect sink listens
+                                                           (the flag sets listen); the target sends
+                                                           each external effect there (ids; the
+                                                           intent profile has none)
 
 For example, with the secrets in the environment, not in the file:
 
@@ -171,6 +174,7 @@ func (t *targetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.cli.requireSignatures, "require-signatures", false, "the target requires HMAC-signed requests (BUS_REQUIRE_SIGNATURES=true)")
 	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1 for a target, 60 for the bundled server)")
 	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
+	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for profiles whose targets send their external effects to it (ids): give the target http://host:port as its sink (effect_sink.listen in the target file)")
 	fs.StringVar(&t.cli.targetCmd, "target-cmd", "", "shell command that starts the target on --target (idscheck owns the process: it waits for /health and stops it at the end)")
 	prev := fs.Usage
 	fs.Usage = func() {
@@ -208,6 +212,7 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	set("metrics_token", "metrics-token", &t.MetricsToken, t.cli.metricsToken)
 	set("dashboard_password", "dashboard-password", &t.DashboardPassword, t.cli.dashboardPassword)
 	set("target_cmd", "target-cmd", &t.TargetCmd, t.cli.targetCmd)
+	set("effect_sink", "effect-sink", &t.EffectSink.Listen, t.cli.effectSink)
 	if given["require-signatures"] {
 		t.RequireSignatures = t.cli.requireSignatures
 		t.origin["require_signatures"] = "--require-signatures"
