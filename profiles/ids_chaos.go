@@ -18,7 +18,8 @@ import (
 // faults partition or make lose replies); judged by checker.CheckIDS
 // (IDS-V-exactly-once-effects, IDS-IX.A-same-outcome,
 // IDS-XII-executed-or-replayed). The bundled server crashes at its
-// failpoints; its no-reservation mutant runs with its racy window widened.
+// failpoints (a racy mutant's window is widened by the failpoints its
+// profile.Mutant carries).
 func IDSChaos() *ChaosWorkload {
 	fps := map[string]string{}
 	for _, p := range ids.Failpoints() {
@@ -31,14 +32,8 @@ func IDSChaos() *ChaosWorkload {
 		StormMin:   200,
 		StormMax:   300,
 		Failpoints: fps,
-		BundledEnv: func(mutant string) []string {
-			if mutant == ids.MutantNoReservation {
-				return []string{"GO_FAILPOINTS=" + ids.FailpointNoReservationRacyWindow + `=return("barrier")`}
-			}
-			return nil
-		},
-		Run:   runIDSChaos,
-		Check: checkIDSChaos,
+		Run:        runIDSChaos,
+		Check:      checkIDSChaos,
 	}
 }
 

@@ -76,10 +76,6 @@ type ChaosWorkload struct {
 	// Failpoints are the crash points of the bundled server (failpoint
 	// path → term), armed in its child process over GO_FAILPOINTS_HTTP.
 	Failpoints map[string]string
-	// BundledEnv returns extra environment for the bundled server run with
-	// mutant (a racy window widened with GO_FAILPOINTS, so the mutant is
-	// caught at every run); nil: none.
-	BundledEnv func(mutant string) []string
 	// Run drives the target through the faults and records what happened.
 	Run func(ctx context.Context, c ChaosConfig) (*ChaosResult, error)
 	// Check judges a recorded run (pure: the same record, the same report).

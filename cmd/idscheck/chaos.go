@@ -52,6 +52,7 @@ type chaosConfig struct {
 	// Intent Protocol's (chaos.Run, which predates the profiles' field).
 	profile  spec.Profile
 	workload *profiles.ChaosWorkload
+	mutants  []profiles.Mutant // the profile's, for the failpoints a racy one carries
 }
 
 const chaosSynopsis = `chaos [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s] [--seed N]
@@ -107,7 +108,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	prof, _ := profiles.Lookup(spec.Profile(*profile))
-	c.profile, c.workload = prof.Name, prof.Chaos
+	c.profile, c.workload, c.mutants = prof.Name, prof.Chaos, prof.Mutants
 	if w := c.workload; w != nil && w.StormMax > 0 {
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "storm-max" })
@@ -162,7 +163,7 @@ func (c *chaosConfig) validate() error {
 	case c.workload != nil && c.stormMax < c.workload.StormMin:
 		return fmt.Errorf("--storm-max %d: the %s workload's storms are at least %d identical requests", c.stormMax, c.profile, c.workload.StormMin)
 	case c.workload != nil && c.workload.Sink && c.target != "" && c.tgt.EffectSink.Listen == "":
-		return fmt.Errorf("profile %s with --target needs \"effect_sink\" in the target file: {\"listen\": \"host:port\" where idscheck hosts the effect sink, \"url\": \"the URL the target calls\"}", c.profile)
+		return fmt.Errorf("profile %s with --target needs the effect sink's address: --effect-sink host:port, or \"effect_sink\": {\"listen\": \"host:port\"} in the target file (idscheck hosts the sink there; the target sends its effects to http://host:port)", c.profile)
 	case c.targetCmd != "" && c.target == "":
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
 	case c.target != "" && c.mutant != "":
@@ -995,8 +996,16 @@ func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red
 		cmd += " --mutant " + chaosShellQuote(c.mutant)
 	}
 	env := []string{"IDS_API_KEY=" + key, faults.FailpointsHTTPEnv(fpAddr)}
-	if c.workload.BundledEnv != nil {
-		env = append(env, c.workload.BundledEnv(c.mutant)...)
+	// A racy mutant's window is widened (the failpoints its profile.Mutant
+	// carries act in its branch alone), so it is caught whatever the load.
+	for _, m := range c.mutants {
+		if m.Name == c.mutant && len(m.Failpoints) > 0 {
+			fp, err := faults.FailpointsEnv(m.Failpoints)
+			if err != nil {
+				return nil, fmt.Errorf("mutant %s: %w", m.Name, err)
+			}
+			env = append(env, fp)
+		}
 	}
 	u := "http://" + addr
 	p, err := faults.StartProcess(ctx, cmd, env, u+"/health", logger, faults.WithSecrets(append(red.Secrets(), key)...))

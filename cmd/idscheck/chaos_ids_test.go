@@ -122,7 +122,7 @@ func TestChaosIDSUsage(t *testing.T) {
 		{[]string{"chaos", "--faults", "sink-partition"}, `unknown fault "sink-partition"`},
 		{[]string{"chaos", "--profile", "ids", "--faults", "sink-lost-replies", "--storm-max", "100"}, "at least 200"},
 		{[]string{"chaos", "--profile", "ids", "--faults", "quake"}, "profile ids adds: sink-partition, sink-lost-replies"},
-		{[]string{"chaos", "--profile", "ids", "--target-file", target}, `needs "effect_sink" in the target file`},
+		{[]string{"chaos", "--profile", "ids", "--target-file", target}, "needs the effect sink's address: --effect-sink host:port"},
 		{[]string{"serve", "--profile", "ids", "--addr", "127.0.0.1:0"}, "needs --sink"},
 	} {
 		code, _, stderr := chaosInProcess(t, append(tc.args, "--out", t.TempDir())...)
