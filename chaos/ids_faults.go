@@ -177,8 +177,8 @@ func (f *SinkPartition) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 	return in, nil
 }
 
-// SinkLostReplies makes the sink act on its next calls and drop their
-// replies (sink.LoseReplies): the target cannot tell whether its effect
+// SinkLostReplies makes the sink act on every call of the hold and drop its
+// reply (sink.LoseReplies): the target cannot tell whether its effect
 // happened. It took effect when at least one reply was lost during the
 // hold (Params "fired", "lost"); when the target called the sink not once
 // in the hold, it waits up to 2 s more for one call.
@@ -202,14 +202,17 @@ func (f *SinkLostReplies) Available() error {
 	return nil
 }
 
-// Inject loses the replies of 2 to 8 calls during d.
+// maxLostReplies bounds the replies one injection loses.
+const maxLostReplies = 200
+
+// Inject loses the reply of every call during d (at most maxLostReplies).
 func (f *SinkLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
 	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{}, Start: time.Now()}
 	if err := f.Available(); err != nil {
 		in.End, in.Err = in.Start, err.Error()
 		return in, err
 	}
-	n := 2 + rnd.IntN(7)
+	n := maxLostReplies
 	before := f.Sink.LostReplies()
 	f.Sink.LoseReplies(n)
 	herr := holdFor(ctx, d)
