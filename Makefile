@@ -12,10 +12,14 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/idscheck
 
-# The main job on the embedded default: start the bundled reference server
-# in-process and certify it. Prints where the report is.
+# The main job on the embedded default: start each profile's bundled
+# reference server in-process and certify it, one report per profile
+# (idscheck-report/<profile>/index.html). Exits with the worst exit code.
+PROFILES ?= intent ids
 run: build
-	./$(BIN) run --seed $(SEED) --out $(OUT)
+	@code=0; for p in $(PROFILES); do \
+	  ./$(BIN) run --profile $$p --seed $(SEED) --out $(OUT)/$$p || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \
+	done; exit $$code
 
 # Every test. Stays under 10 minutes on 2 cores.
 test:

@@ -1,0 +1,96 @@
+package features
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pingcap/failpoint"
+
+	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/spec"
+	sutids "github.com/idscheck/idscheck/sut/ids"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// runIDS certifies the bundled IDS server (mutant "" for the correct one)
+// on the rules sel selects (nil: all), with an effect sink of its own.
+func runIDS(t *testing.T, mutant string, sel []string) *RunResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv, err := sutids.Open(ctx, sutids.Config{DBPath: filepath.Join(t.TempDir(), "ids.db"), SinkURL: s.URL(),
+		APIKey: "ids-key", TimeScale: 60, Mutant: mutant, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	res, err := Run(ctx, RunConfig{Profile: spec.ProfileIDS, Rules: spec.RulesFor(spec.ProfileIDS), Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, APIKey: "ids-key", TimeScale: 60}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+// TestIDSProfilePassesTheBundledServer: every testable IDS rule passes on
+// the reference server, none is undecided.
+func TestIDSProfilePassesTheBundledServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole IDS profile")
+	}
+	res := runIDS(t, "", nil)
+	pass := 0
+	for _, r := range res.Rules {
+		rule, _ := spec.Lookup(r.RuleID)
+		switch {
+		case r.Verdict == verdict.Pass:
+			pass++
+		case r.Verdict == verdict.NA && rule.Untestable != "":
+		default:
+			t.Errorf("rule %s: %s: %s", r.RuleID, r.Verdict, r.Reason)
+		}
+	}
+	if pass < 40 {
+		t.Errorf("only %d rules passed", pass)
+	}
+}
+
+// TestIDSProfileKillsMutants runs, against every deliberate bug of the IDS
+// reference server, the scenarios that judge the rule it breaks, and
+// requires that rule to fail.
+func TestIDSProfileKillsMutants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile per mutant")
+	}
+	if err := failpoint.Enable(sutids.FailpointNoReservationRacyWindow, `return("barrier")`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Disable(sutids.FailpointNoReservationRacyWindow) })
+	for _, m := range sutids.Mutants() {
+		t.Run(m.Name, func(t *testing.T) {
+			res := runIDS(t, m.Name, []string{m.Breaks})
+			var failed []string
+			caught := false
+			for _, r := range res.Rules {
+				if r.Verdict == verdict.Fail || r.Verdict == verdict.NonStrict {
+					failed = append(failed, r.RuleID)
+					caught = caught || r.RuleID == m.Breaks
+				}
+			}
+			if !caught {
+				t.Errorf("mutant %s (%s) is not caught by the rule it breaks, %s; failed: %v", m.Name, m.Description, m.Breaks, failed)
+			}
+		})
+	}
+}
