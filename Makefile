@@ -71,4 +71,4 @@ fuzz:
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) idscheck-chaos runs
+	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids runs

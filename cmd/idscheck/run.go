@@ -220,6 +220,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if effects != nil {
 		defer effects.Close()
 		fmt.Fprintf(stderr, "idscheck run: effect sink at %s\n", effects.URL())
+	} else if prof.EffectSink {
+		fmt.Fprintf(stderr, "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A\n")
 	}
 	if bundled {
 		timeScale := c.tgt.withDefaultTimeScale(bundledTimeScale)

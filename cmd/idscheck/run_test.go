@@ -521,3 +521,15 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 		t.Errorf("--readings with --target: exit %d, %q", code, stderr)
 	}
 }
+
+// TestRunIDSTargetNeedsNoAPIKey: the IDS binding makes X-API-Key optional,
+// and a target that declares no effect sink is told which rules go N/A.
+func TestRunIDSTargetNeedsNoAPIKey(t *testing.T) {
+	code, _, stderr := runCLI(t, "--profile", "ids", "--target", "http://127.0.0.1:1", "--out", t.TempDir(), "--health-wait", "200ms")
+	if code != exitUnreachable {
+		t.Errorf("exit %d, want %d (unreachable, not a usage error); stderr:\n%s", code, exitUnreachable, stderr)
+	}
+	if !strings.Contains(stderr, "no effect sink declared") {
+		t.Errorf("stderr does not say the effect rules go N/A:\n%s", stderr)
+	}
+}

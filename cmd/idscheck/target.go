@@ -571,7 +571,9 @@ func (t *targetFlags) validate(p spec.Profile, online bool) error {
 		}
 		return nil
 	}
-	if t.APIKey == "" {
+	// The Intent Protocol authenticates every call with X-API-KEY; IDS's
+	// binding makes the key optional.
+	if t.APIKey == "" && p == spec.ProfileIntent {
 		return fmt.Errorf("an API key is required with %s: give --api-key, \"api_key\" or \"api_key_env\" in the target file, or set IDSCHECK_API_KEY", t.name("url", "target"))
 	}
 	return nil
