@@ -34,7 +34,7 @@ bench: build
 
 # The mutation kill matrix: every mutant of the reference server against the profile.
 mutants: build
-	./$(BIN) mutants
+	@code=0; for p in $(PROFILES); do ./$(BIN) mutants --profile $$p --out idscheck-mutants/$$p || code=1; done; exit $$code
 
 # 60 s of chaos against the bundled server with every fault kind, then every
 # check; then the same for the IDS profile (its bundled server, the effect
@@ -71,4 +71,4 @@ fuzz:
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids runs
+	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-mutants runs
