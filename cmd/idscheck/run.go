@@ -54,7 +54,7 @@ type runConfig struct {
 }
 
 const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin-token T] [--metrics-token M]]
-                    [--profile intent] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
+                    [--profile intent|ids] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
                     [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
                     [--target-cmd CMD] [--health-wait 10s]
                     [--readings default|alternate]  (bundled server)
