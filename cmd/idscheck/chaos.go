@@ -686,6 +686,20 @@ func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 		}
 		return &chaosTarget{url: c.target, apiKey: c.apiKey}, nil
 	}
+	admin := chaosRandomHex(16)
+	return startBundledChild(ctx, c, "", func(key string) []string {
+		return []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin}
+	}, admin, red, logger)
+}
+
+// startBundledChild starts the profile's bundled server as a child process
+// (`idscheck serve`) on a free port over a fresh database in c.out, with a
+// key of its own, its crash points reachable over GO_FAILPOINTS_HTTP, and a
+// racy mutant's window widened by the failpoints its profiles.Mutant
+// carries (they act in its branch alone), so it is caught whatever the
+// load. sinkURL, when set, is the effect sink it calls; env gives the
+// server its key (and any other secret) in the profile's variables.
+func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env func(key string) []string, admin string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("bundled server: %w", err)
@@ -707,25 +721,35 @@ func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 	}
 	key := chaosRandomHex(16)
 	cmd := fmt.Sprintf("%s serve --addr %s --db %s --time-scale %g", chaosShellQuote(exe), addr, chaosShellQuote(db), c.timeScale)
+	if c.profile != "" && c.profile != spec.ProfileIntent {
+		cmd = fmt.Sprintf("%s serve --profile %s --addr %s --db %s --time-scale %g", chaosShellQuote(exe), c.profile, addr, chaosShellQuote(db), c.timeScale)
+	}
+	if sinkURL != "" {
+		cmd += " --sink " + chaosShellQuote(sinkURL)
+	}
 	if c.mutant != "" {
 		cmd += " --mutant " + chaosShellQuote(c.mutant)
 	}
-	admin := chaosRandomHex(16)
-	env := []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin, faults.FailpointsHTTPEnv(fpAddr)}
-	// The racy mutants' windows are widened, so chaos-mutants catches them
-	// whatever the machine's load (the failpoints act in their branches only).
-	switch c.mutant {
-	case sut.MutantIdemCheckRacy:
-		env = append(env, "GO_FAILPOINTS="+sut.FailpointIdemRacyWindow+`=return("barrier")`)
-	case sut.MutantClaimNonAtomic:
-		env = append(env, "GO_FAILPOINTS="+sut.FailpointClaimRacyWindow+`=return("barrier")`)
+	vars := append(env(key), faults.FailpointsHTTPEnv(fpAddr))
+	for _, m := range c.mutants {
+		if m.Name == c.mutant && len(m.Failpoints) > 0 {
+			fp, err := faults.FailpointsEnv(m.Failpoints)
+			if err != nil {
+				return nil, fmt.Errorf("mutant %s: %w", m.Name, err)
+			}
+			vars = append(vars, fp)
+		}
 	}
-	url := "http://" + addr
-	p, err := faults.StartProcess(ctx, cmd, env, url+"/health", logger, faults.WithSecrets(red.Secrets()...))
+	u := "http://" + addr
+	secrets := append(red.Secrets(), key)
+	if admin != "" {
+		secrets = append(secrets, admin)
+	}
+	p, err := faults.StartProcess(ctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
 	if err != nil {
 		return nil, fmt.Errorf("bundled server did not start: %w", err)
 	}
-	return &chaosTarget{url: url, apiKey: key, adminToken: admin, bundled: true, process: p, failpointAddr: fpAddr}, nil
+	return &chaosTarget{url: u, apiKey: key, adminToken: admin, bundled: true, process: p, failpointAddr: fpAddr}, nil
 }
 
 func chaosRandomHex(n int) string {
@@ -970,49 +994,7 @@ func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red
 	if c.target != "" {
 		return startChaosTarget(ctx, c, red, logger)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("bundled server: %w", err)
-	}
-	addr, err := faults.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	fpAddr, err := faults.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	db, err := filepath.Abs(filepath.Join(c.out, "target.db"))
-	if err != nil {
-		return nil, err
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(db + suffix)
-	}
-	key := chaosRandomHex(16)
-	cmd := fmt.Sprintf("%s serve --profile %s --addr %s --db %s --sink %s --time-scale %g", chaosShellQuote(exe), c.profile, addr,
-		chaosShellQuote(db), chaosShellQuote(sinkURL), c.timeScale)
-	if c.mutant != "" {
-		cmd += " --mutant " + chaosShellQuote(c.mutant)
-	}
-	env := []string{"IDS_API_KEY=" + key, faults.FailpointsHTTPEnv(fpAddr)}
-	// A racy mutant's window is widened (the failpoints its profile.Mutant
-	// carries act in its branch alone), so it is caught whatever the load.
-	for _, m := range c.mutants {
-		if m.Name == c.mutant && len(m.Failpoints) > 0 {
-			fp, err := faults.FailpointsEnv(m.Failpoints)
-			if err != nil {
-				return nil, fmt.Errorf("mutant %s: %w", m.Name, err)
-			}
-			env = append(env, fp)
-		}
-	}
-	u := "http://" + addr
-	p, err := faults.StartProcess(ctx, cmd, env, u+"/health", logger, faults.WithSecrets(append(red.Secrets(), key)...))
-	if err != nil {
-		return nil, fmt.Errorf("bundled server did not start: %w", err)
-	}
-	return &chaosTarget{url: u, apiKey: key, bundled: true, process: p, failpointAddr: fpAddr}, nil
+	return startBundledChild(ctx, c, sinkURL, func(key string) []string { return []string{"IDS_API_KEY=" + key} }, "", red, logger)
 }
 
 // checkChaosRun judges a recorded run: with its profile's workload Check
