@@ -51,7 +51,6 @@ type idsCommand struct {
 	executed *client.Response // the answer that executed it (confirmation scenarios)
 	token    string
 	held     chan *client.Response // the first delivery's answer while the sink holds it
-	lost     bool                  // its first effect call's reply was dropped by the sink
 	baseline int                   // effects its key had before it was sent (a command sent under another's key)
 }
 
@@ -62,7 +61,6 @@ type idsWorld struct {
 	reg       ids.Registry
 	cmds      map[string]*idsCommand
 	last      *client.Response
-	lastErr   error
 	storm     map[string][]*client.Response
 	evidence  map[string][]ids.Evidence
 	status    map[string]ids.CommandStatus
@@ -1579,7 +1577,6 @@ func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
 		w.env.Sink.LoseReplies(0)
-		c.lost = true
 	}
 	return nil
 }

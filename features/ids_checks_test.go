@@ -1,0 +1,146 @@
+package features
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/spec"
+	sutids "github.com/idscheck/idscheck/sut/ids"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// rewrite edits one JSON answer of the bundled IDS server on its way to
+// the harness: path is the request's path, doc the decoded body.
+type rewrite func(method, path string, doc map[string]any)
+
+// TestIDSChecksFailOnATamperedAnswer proves the checks no mutant exercises
+// can fail: a proxy in front of the correct server alters one thing of its
+// answers, and the rule whose assertion reads it must not pass.
+func TestIDSChecksFailOnATamperedAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile per case")
+	}
+	commands := func(doc map[string]any, f func(c map[string]any)) {
+		list, _ := doc["commands"].([]any)
+		for _, c := range list {
+			f(c.(map[string]any))
+		}
+	}
+	evidence := func(f func(e map[string]any)) rewrite {
+		return func(_, path string, doc map[string]any) {
+			if path != "/evidence" {
+				return
+			}
+			list, _ := doc["evidence"].([]any)
+			for _, e := range list {
+				f(e.(map[string]any))
+			}
+		}
+	}
+	registry := func(f func(doc map[string]any)) rewrite {
+		return func(_, path string, doc map[string]any) {
+			if path == "/registry" {
+				f(doc)
+			}
+		}
+	}
+	cases := []struct {
+		rule   string
+		change rewrite
+	}{
+		{"IDS-VI-classified", registry(func(d map[string]any) { commands(d, func(c map[string]any) { c["class"] = "I9" }) })},
+		{"IDS-VIII.C-window-declared", registry(func(d map[string]any) { commands(d, func(c map[string]any) { delete(c, "ttl_seconds") }) })},
+		{"IDS-XI-declared", registry(func(d map[string]any) { commands(d, func(c map[string]any) { c["shielding"] = nil }) })},
+		{"IDS-VIII.C-financial-24h", registry(func(d map[string]any) {
+			commands(d, func(c map[string]any) {
+				if c["financial"] == true {
+					c["ttl_seconds"] = 3600
+				}
+			})
+		})},
+		// The token lives 300 s (5 s at scale 60); a registry that says 60 s
+		// makes the harness present it after 1.2 s: it still executes.
+		{"IDS-X-short-lived", registry(func(d map[string]any) { d["confirmation_ttl_seconds"] = 60 })},
+		{"IDS-VII.D-sha256", func(m, path string, doc map[string]any) {
+			if k, ok := doc["idempotency_key"].(string); ok && path == "/commands" {
+				doc["idempotency_key"] = k[:32]
+			}
+		}},
+		{"IDS-IX.B-how-to-query", func(m, path string, doc map[string]any) {
+			if doc["status"] == "processing" {
+				doc["status_url"] = "/commands/no-such-command"
+			}
+		}},
+		{"IDS-XII-executed-or-replayed", evidence(func(e map[string]any) { e["executed"] = true })},
+		{"IDS-XII-original-ids", evidence(func(e map[string]any) { e["original_command_id"] = "someone-else" })},
+		{"IDS-XII-outcome-ref", evidence(func(e map[string]any) { e["outcome_ref"] = nil })},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			res := runIDSThrough(t, tc.change, []string{tc.rule})
+			for _, r := range res.Rules {
+				if r.RuleID != tc.rule {
+					continue
+				}
+				if r.Verdict != verdict.Fail && r.Verdict != verdict.NonStrict {
+					t.Fatalf("%s: %s (%s), want it failed", r.RuleID, r.Verdict, r.Reason)
+				}
+				return
+			}
+			t.Fatalf("%s got no verdict", tc.rule)
+		})
+	}
+}
+
+// runIDSThrough certifies the correct IDS server behind a proxy that
+// applies change to every JSON answer.
+func runIDSThrough(t *testing.T, change rewrite, sel []string) *RunResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv, err := sutids.Open(ctx, sutids.Config{DBPath: filepath.Join(t.TempDir(), "ids.db"), SinkURL: s.URL(),
+		TimeScale: 60, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		var doc map[string]any
+		if strings.Contains(rec.Header().Get("Content-Type"), "json") && json.Unmarshal(body, &doc) == nil {
+			change(r.Method, r.URL.Path, doc)
+			body, _ = json.Marshal(doc)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		io.Copy(w, bytes.NewReader(body))
+	}))
+	defer hs.Close()
+	res, err := Run(ctx, RunConfig{Profile: spec.ProfileIDS, Rules: spec.RulesFor(spec.ProfileIDS), Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, TimeScale: 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
