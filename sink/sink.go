@@ -84,6 +84,8 @@ type Sink struct {
 	answerAt map[string]int // key -> tick of its last answered POST or GET
 	waiters  []waiter
 	closed   bool
+
+	rail rail // the ATP payment rail (rail.go)
 }
 
 type waiter struct {
@@ -101,7 +103,7 @@ func Start(addr string) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("effect sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}}
+	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}, rail: newRail()}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -287,6 +289,8 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/health":
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	case strings.HasPrefix(r.URL.Path, RailPath):
+		s.serveRail(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == PathEffects:
 		s.post(w, r)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, PathEffects+"/"):

@@ -1,0 +1,436 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The payment rail (docs/atp-binding.md, "The rail"): the ATP site charges
+// through it, as through Stripe's PaymentIntents. A site creates a payment
+// intent (no money moves), then confirms it (the charge); confirming one
+// payment intent twice charges once, so its ID is the rail's idempotent
+// reference. The rail counts money per ATP intent_id: a verdict on ATP is
+// a verdict on charges. It can charge and lose its reply, decline, hold a
+// confirm, answer slowly, and drop or delay its callback to the site.
+const (
+	RailPath = "/rail/payment_intents"
+
+	RailRequiresConfirmation = "requires_confirmation"
+	RailSucceeded            = "succeeded"
+	RailDeclined             = "declined"
+	RailCanceled             = "canceled"
+	RailRefunded             = "refunded"
+)
+
+// PaymentIntent is the rail's document of one payment intent.
+type PaymentIntent struct {
+	ID       string `json:"id"`
+	IntentID string `json:"intent_id"`
+	Status   string `json:"status"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Payee    string `json:"payee,omitempty"`
+	ChargeID string `json:"charge_id,omitempty"`
+}
+
+// Charge is money the rail moved: one confirm that charged.
+type Charge struct {
+	Seq           int       `json:"seq"`
+	PaymentIntent string    `json:"payment_intent"`
+	IntentID      string    `json:"intent_id"`
+	ChargeID      string    `json:"charge_id"`
+	Amount        int64     `json:"amount"`
+	Currency      string    `json:"currency"`
+	At            time.Time `json:"at"`
+	Refunded      bool      `json:"refunded"`
+	LostReply     bool      `json:"lost_reply"` // the rail charged and dropped its answer
+}
+
+// RailCall is one call the rail received.
+type RailCall struct {
+	Seq           int       `json:"seq"`
+	Op            string    `json:"op"` // create, confirm, cancel, get
+	PaymentIntent string    `json:"payment_intent,omitempty"`
+	IntentID      string    `json:"intent_id,omitempty"`
+	Status        int       `json:"status"` // the HTTP status answered (0: dropped)
+	At            time.Time `json:"at"`
+}
+
+// Callback is one callback the rail sent (or dropped).
+type Callback struct {
+	PaymentIntent string    `json:"payment_intent"`
+	IntentID      string    `json:"intent_id"`
+	Type          string    `json:"type"`
+	Dropped       bool      `json:"dropped"`
+	Status        int       `json:"status"` // the site's answer (0: none)
+	Err           string    `json:"err,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+type rail struct {
+	pis        map[string]*PaymentIntent
+	byCreate   map[string]string // the create's Idempotency-Key -> payment intent id
+	charges    []Charge
+	calls      []RailCall
+	callbacks  []Callback
+	lose       int             // the next lose confirms that charge drop their reply
+	decline    map[string]bool // intent ids whose confirms decline
+	callback   string          // the site's callback URL ("" : none sent)
+	cbDrop     int             // the next cbDrop callbacks are dropped
+	cbDropAll  bool
+	cbDelay    time.Duration
+	cbInflight int
+}
+
+func newRail() rail {
+	return rail{pis: map[string]*PaymentIntent{}, byCreate: map[string]string{}, decline: map[string]bool{}}
+}
+
+// SetRailCallback sets the URL the rail calls back after each confirm
+// that decided (the site's POST /api/atp/rail/events); "" sends none.
+func (s *Sink) SetRailCallback(url string) {
+	s.mu.Lock()
+	s.rail.callback = url
+	s.mu.Unlock()
+}
+
+// LoseRailReplies makes the next n confirms that charge drop their reply
+// after charging.
+func (s *Sink) LoseRailReplies(n int) {
+	s.mu.Lock()
+	s.rail.lose = n
+	s.mu.Unlock()
+}
+
+// DropCallbacks makes the next n callbacks be dropped (not sent).
+func (s *Sink) DropCallbacks(n int) {
+	s.mu.Lock()
+	s.rail.cbDrop = n
+	s.mu.Unlock()
+}
+
+// DropAllCallbacks drops every callback while on.
+func (s *Sink) DropAllCallbacks(on bool) {
+	s.mu.Lock()
+	s.rail.cbDropAll = on
+	s.mu.Unlock()
+}
+
+// SetCallbackDelay delays every callback by d.
+func (s *Sink) SetCallbackDelay(d time.Duration) {
+	s.mu.Lock()
+	s.rail.cbDelay = d
+	s.mu.Unlock()
+}
+
+// Decline makes every confirm for the ATP intent decline (nothing charged).
+func (s *Sink) Decline(intentID string) {
+	s.mu.Lock()
+	s.rail.decline[intentID] = true
+	s.mu.Unlock()
+}
+
+// Charges returns the money the rail moved for an intent, net of refunds:
+// the number of charges not refunded.
+func (s *Sink) Charges(intentID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.rail.charges {
+		if c.IntentID == intentID && !c.Refunded {
+			n++
+		}
+	}
+	return n
+}
+
+// AllCharges returns every charge, refunded ones included, in order.
+func (s *Sink) AllCharges() []Charge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Charge(nil), s.rail.charges...)
+}
+
+// RailCalls returns every rail call, in order.
+func (s *Sink) RailCalls() []RailCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]RailCall(nil), s.rail.calls...)
+}
+
+// Callbacks returns every callback sent or dropped, in order.
+func (s *Sink) Callbacks() []Callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Callback(nil), s.rail.callbacks...)
+}
+
+// PaymentIntents returns the payment intents created for an ATP intent.
+func (s *Sink) PaymentIntents(intentID string) []PaymentIntent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []PaymentIntent
+	for _, p := range s.rail.pis {
+		if p.IntentID == intentID {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// Confirms counts the confirm calls that reached the rail for an ATP intent
+// (held ones included).
+func (s *Sink) Confirms(intentID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivedLocked(confirmKey(intentID))
+}
+
+// WaitConfirms waits until n confirms for the intent have reached the rail
+// (held ones included), or ctx ends.
+func (s *Sink) WaitConfirms(ctx context.Context, intentID string, n int) error {
+	return s.WaitCalls(ctx, confirmKey(intentID), n)
+}
+
+// HoldConfirms holds the confirms of an ATP intent before they act, until
+// release (or 30 s, or Close).
+func (s *Sink) HoldConfirms(intentID string) (release func()) { return s.Hold(confirmKey(intentID)) }
+
+// confirmKey is the key under which confirms are counted and held (it
+// shares the sink's machinery; no IDS key starts with it).
+func confirmKey(intentID string) string { return "rail-confirm:" + intentID }
+
+func (s *Sink) serveRail(w http.ResponseWriter, r *http.Request) {
+	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, RailPath), "/")
+	parts := strings.Split(rest, "/")
+	switch {
+	case r.Method == http.MethodPost && rest == "":
+		s.railCreate(w, r)
+	case r.Method == http.MethodGet && len(parts) == 1 && rest != "":
+		s.railGet(w, parts[0])
+	case r.Method == http.MethodPost && len(parts) == 2 && parts[1] == "confirm":
+		s.railConfirm(w, r, parts[0])
+	case r.Method == http.MethodPost && len(parts) == 2 && parts[1] == "cancel":
+		s.railCancel(w, parts[0])
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "the rail serves POST /rail/payment_intents, GET /rail/payment_intents/{id}, POST /rail/payment_intents/{id}/confirm and /cancel"})
+	}
+}
+
+func (s *Sink) railRecordLocked(op, pi, intent string, status int) {
+	s.rail.calls = append(s.rail.calls, RailCall{Seq: len(s.rail.calls) + 1, Op: op, PaymentIntent: pi, IntentID: intent, Status: status, At: time.Now()})
+}
+
+func (s *Sink) railCreate(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	var b struct {
+		IntentID string `json:"intent_id"`
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+		Payee    string `json:"payee"`
+	}
+	refused := ""
+	switch {
+	case err != nil || len(raw) > maxBody:
+		refused = "unreadable or oversized body"
+	case json.Unmarshal(raw, &b) != nil:
+		refused = "body is not a JSON object"
+	case b.IntentID == "":
+		refused = "intent_id missing"
+	case b.Amount <= 0:
+		refused = "amount must be a positive integer"
+	case b.Currency == "":
+		refused = "currency missing"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if refused != "" {
+		s.railRecordLocked("create", "", b.IntentID, http.StatusBadRequest)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": refused})
+		return
+	}
+	key := r.Header.Get(HeaderKey)
+	if id, ok := s.rail.byCreate[key]; ok && key != "" {
+		s.railRecordLocked("create", id, b.IntentID, http.StatusOK)
+		writeJSON(w, http.StatusOK, s.rail.pis[id])
+		return
+	}
+	p := &PaymentIntent{ID: "pi_" + newID()[4:], IntentID: b.IntentID, Status: RailRequiresConfirmation, Amount: b.Amount, Currency: b.Currency, Payee: b.Payee}
+	s.rail.pis[p.ID] = p
+	if key != "" {
+		s.rail.byCreate[key] = p.ID
+	}
+	s.railRecordLocked("create", p.ID, p.IntentID, http.StatusCreated)
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (s *Sink) railGet(w http.ResponseWriter, id string) {
+	s.mu.Lock()
+	p, ok := s.rail.pis[id]
+	var doc PaymentIntent
+	status := http.StatusNotFound
+	if ok {
+		doc, status = *p, http.StatusOK
+	}
+	s.railRecordLocked("get", id, doc.IntentID, status)
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, status, map[string]any{"error": "no such payment intent"})
+		return
+	}
+	writeJSON(w, status, doc)
+}
+
+func (s *Sink) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
+	s.mu.Lock()
+	p, ok := s.rail.pis[id]
+	if !ok {
+		s.railRecordLocked("confirm", id, "", http.StatusNotFound)
+		s.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such payment intent"})
+		return
+	}
+	key := confirmKey(p.IntentID)
+	s.inflight[key]++
+	s.notifyLocked()
+	hold, delay := s.holds[key], s.delay
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		case <-time.After(maxHold):
+		}
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+		}
+	}
+	s.mu.Lock()
+	s.inflight[key]--
+	// Count the confirm as a call for WaitConfirms.
+	s.calls = append(s.calls, Call{Seq: len(s.calls) + 1, Key: key, Command: "rail.confirm", EffectID: p.ID, At: time.Now(), Refused: "not an effect: a rail confirm"})
+	var event string
+	lost := false
+	if p.Status == RailRequiresConfirmation {
+		if s.rail.decline[p.IntentID] {
+			p.Status, event = RailDeclined, "payment_intent.declined"
+		} else {
+			p.Status, p.ChargeID, event = RailSucceeded, "ch_"+newID()[4:], "payment_intent.succeeded"
+			c := Charge{Seq: len(s.rail.charges) + 1, PaymentIntent: p.ID, IntentID: p.IntentID, ChargeID: p.ChargeID, Amount: p.Amount, Currency: p.Currency, At: time.Now()}
+			if s.rail.lose > 0 {
+				s.rail.lose--
+				s.lost++
+				c.LostReply, lost = true, true
+			}
+			s.rail.charges = append(s.rail.charges, c)
+		}
+	}
+	doc := *p
+	status := http.StatusOK
+	if lost {
+		status = 0
+	}
+	s.railRecordLocked("confirm", p.ID, p.IntentID, status)
+	s.notifyLocked()
+	var cb *Callback
+	url, drop, cbDelay := s.rail.callback, false, s.rail.cbDelay
+	if event != "" && url != "" {
+		cb = &Callback{PaymentIntent: p.ID, IntentID: p.IntentID, Type: event, At: time.Now()}
+		if s.rail.cbDropAll || s.rail.cbDrop > 0 {
+			if !s.rail.cbDropAll {
+				s.rail.cbDrop--
+			}
+			drop, cb.Dropped = true, true
+			s.rail.callbacks = append(s.rail.callbacks, *cb)
+		} else if !s.closed {
+			s.rail.cbInflight++
+		}
+	}
+	closed := s.closed
+	s.mu.Unlock()
+	if cb != nil && !drop && !closed {
+		go s.sendCallback(url, *cb, doc, cbDelay)
+	}
+	if lost {
+		dropConnection(w)
+		return
+	}
+	writeJSON(w, status, doc)
+}
+
+// sendCallback posts one callback to the site (bounded: 5 s).
+func (s *Sink) sendCallback(url string, cb Callback, doc PaymentIntent, delay time.Duration) {
+	defer func() {
+		s.mu.Lock()
+		s.rail.cbInflight--
+		s.rail.callbacks = append(s.rail.callbacks, cb)
+		s.mu.Unlock()
+	}()
+	if delay > 0 {
+		time.Sleep(min(delay, maxHold))
+	}
+	body, _ := json.Marshal(map[string]any{"type": cb.Type, "payment_intent": doc})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		cb.Err = err.Error()
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	cb.At = time.Now()
+	if err != nil {
+		cb.Err = err.Error()
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	cb.Status = resp.StatusCode
+}
+
+func (s *Sink) railCancel(w http.ResponseWriter, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.rail.pis[id]
+	if !ok {
+		s.railRecordLocked("cancel", id, "", http.StatusNotFound)
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such payment intent"})
+		return
+	}
+	switch p.Status {
+	case RailRequiresConfirmation:
+		p.Status = RailCanceled
+	case RailSucceeded:
+		p.Status = RailRefunded
+		for i := range s.rail.charges {
+			if s.rail.charges[i].PaymentIntent == p.ID {
+				s.rail.charges[i].Refunded = true
+			}
+		}
+	}
+	s.railRecordLocked("cancel", p.ID, p.IntentID, http.StatusOK)
+	writeJSON(w, http.StatusOK, p)
+}
+
+// String describes the rail's counts in one line (for logs).
+func (s *Sink) RailSummary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refunded := 0
+	for _, c := range s.rail.charges {
+		if c.Refunded {
+			refunded++
+		}
+	}
+	return fmt.Sprintf("%d payment intents, %d charges (%d refunded), %d callbacks", len(s.rail.pis), len(s.rail.charges), refunded, len(s.rail.callbacks))
+}

@@ -1,0 +1,173 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func railDo(t *testing.T, method, url, key, body string) (int, PaymentIntent, error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set(HeaderKey, key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, PaymentIntent{}, err
+	}
+	defer resp.Body.Close()
+	var p PaymentIntent
+	json.NewDecoder(resp.Body).Decode(&p)
+	return resp.StatusCode, p, nil
+}
+
+// TestRailChargesOncePerPaymentIntent: a second confirm of one payment
+// intent charges nothing; a second payment intent for the same ATP intent
+// is a second charge, and the rail counts it.
+func TestRailChargesOncePerPaymentIntent(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := s.URL() + RailPath
+	st, p, err := railDo(t, "POST", base, "", `{"intent_id":"int_1","amount":1250,"currency":"EUR"}`)
+	if err != nil || st != 201 || p.Status != RailRequiresConfirmation {
+		t.Fatalf("create: %d %+v %v", st, p, err)
+	}
+	if s.Charges("int_1") != 0 {
+		t.Fatal("a create charged")
+	}
+	for i := 0; i < 2; i++ {
+		st, c, err := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", "")
+		if err != nil || st != 200 || c.Status != RailSucceeded || c.ChargeID == "" {
+			t.Fatalf("confirm %d: %d %+v %v", i, st, c, err)
+		}
+	}
+	if n := s.Charges("int_1"); n != 1 {
+		t.Fatalf("two confirms of one payment intent: %d charges, want 1", n)
+	}
+	_, p2, _ := railDo(t, "POST", base, "", `{"intent_id":"int_1","amount":1250,"currency":"EUR"}`)
+	railDo(t, "POST", base+"/"+p2.ID+"/confirm", "", "")
+	if n := s.Charges("int_1"); n != 2 {
+		t.Fatalf("a second payment intent confirmed: %d charges, want 2", n)
+	}
+	// Cancel refunds a charge; the net count drops.
+	_, c, _ := railDo(t, "POST", base+"/"+p2.ID+"/cancel", "", "")
+	if c.Status != RailRefunded || s.Charges("int_1") != 1 {
+		t.Fatalf("cancel of a charged payment intent: %+v, net %d", c, s.Charges("int_1"))
+	}
+	// The create's Idempotency-Key returns the same payment intent.
+	_, a, _ := railDo(t, "POST", base, "k-1", `{"intent_id":"int_2","amount":5,"currency":"EUR"}`)
+	_, b, _ := railDo(t, "POST", base, "k-1", `{"intent_id":"int_2","amount":5,"currency":"EUR"}`)
+	if a.ID == "" || a.ID != b.ID {
+		t.Fatalf("create under one key: %s then %s", a.ID, b.ID)
+	}
+	if st, _, _ := railDo(t, "POST", base, "", `{"amount":5}`); st != 400 {
+		t.Fatalf("a create without intent_id: %d, want 400", st)
+	}
+}
+
+// TestRailLosesReplyAfterCharging: the charge is made and counted, the
+// caller gets no answer, and a GET shows it succeeded.
+func TestRailLosesReplyAfterCharging(t *testing.T) {
+	s, _ := Start("")
+	defer s.Close()
+	base := s.URL() + RailPath
+	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_l","amount":1,"currency":"EUR"}`)
+	s.LoseRailReplies(1)
+	if _, _, err := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", ""); err == nil {
+		t.Fatal("a lost reply was answered")
+	}
+	if s.Charges("int_l") != 1 || !s.AllCharges()[0].LostReply {
+		t.Fatalf("charges after a lost reply: %+v", s.AllCharges())
+	}
+	st, g, _ := railDo(t, "GET", base+"/"+p.ID, "", "")
+	if st != 200 || g.Status != RailSucceeded {
+		t.Fatalf("GET after a lost reply: %d %+v", st, g)
+	}
+}
+
+// TestRailDeclines: a declined confirm charges nothing.
+func TestRailDeclines(t *testing.T) {
+	s, _ := Start("")
+	defer s.Close()
+	base := s.URL() + RailPath
+	s.Decline("int_d")
+	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_d","amount":1,"currency":"EUR"}`)
+	_, c, _ := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", "")
+	if c.Status != RailDeclined || s.Charges("int_d") != 0 {
+		t.Fatalf("declined confirm: %+v, %d charges", c, s.Charges("int_d"))
+	}
+}
+
+// TestRailCallbacks: a confirm calls the site back; dropped callbacks are
+// recorded and not sent; a held confirm waits for its release.
+func TestRailCallbacks(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Type          string        `json:"type"`
+			PaymentIntent PaymentIntent `json:"payment_intent"`
+		}
+		json.NewDecoder(r.Body).Decode(&ev)
+		mu.Lock()
+		got = append(got, ev.Type+" "+ev.PaymentIntent.IntentID)
+		mu.Unlock()
+		w.WriteHeader(204)
+	}))
+	defer site.Close()
+	s, _ := Start("")
+	defer s.Close()
+	s.SetRailCallback(site.URL + "/api/atp/rail/events")
+	base := s.URL() + RailPath
+	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_c","amount":1,"currency":"EUR"}`)
+	railDo(t, "POST", base+"/"+p.ID+"/confirm", "", "")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	if len(got) != 1 || got[0] != "payment_intent.succeeded int_c" {
+		t.Fatalf("callbacks: %v", got)
+	}
+	mu.Unlock()
+
+	s.DropCallbacks(1)
+	_, p2, _ := railDo(t, "POST", base, "", `{"intent_id":"int_c2","amount":1,"currency":"EUR"}`)
+	release := s.HoldConfirms("int_c2")
+	done := make(chan struct{})
+	go func() { railDo(t, "POST", base+"/"+p2.ID+"/confirm", "", ""); close(done) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.WaitConfirms(ctx, "int_c2", 1); err != nil {
+		t.Fatal(err)
+	}
+	if s.Charges("int_c2") != 0 {
+		t.Fatal("a held confirm charged before its release")
+	}
+	release()
+	<-done
+	cbs := s.Callbacks()
+	if len(cbs) != 2 || !cbs[1].Dropped || cbs[1].IntentID != "int_c2" {
+		t.Fatalf("callbacks recorded: %+v", cbs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("a dropped callback was sent: %v", got)
+	}
+}
