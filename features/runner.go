@@ -46,6 +46,8 @@ func ProfileSuite(p spec.Profile) (Suite, bool) {
 		return Suite{FS: embedded, Paths: []string{"intent.feature"}, Steps: intentSteps}, true
 	case spec.ProfileIDS:
 		return Suite{FS: embedded, Paths: []string{"ids.feature"}, Steps: idsSteps}, true
+	case spec.ProfileATP:
+		return Suite{FS: embedded, Paths: []string{"atp.feature"}, Steps: atpSteps}, true
 	}
 	return Suite{}, false
 }

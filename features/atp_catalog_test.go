@@ -1,0 +1,61 @@
+package features
+
+import (
+	"testing"
+
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/atp"
+)
+
+func atpDecision(id string) (spec.Decision, bool) {
+	for _, d := range atp.Decisions() {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return spec.Decision{}, false
+}
+
+// TestATPFeatureCoversTheCatalog fails when an assertion names no rule of
+// the ATP catalog, or a testable ATP rule is judged by no assertion.
+func TestATPFeatureCoversTheCatalog(t *testing.T) {
+	src, err := embedded.ReadFile("atp.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range coverageProblems(pickles(t, src), spec.RulesFor(spec.ProfileATP), "ATP-", atpDecision) {
+		t.Error(msg)
+	}
+}
+
+// TestATPAssertionsNameTheirRule fails when a Then step checks without
+// naming its rule, or an action is written as an assertion.
+func TestATPAssertionsNameTheirRule(t *testing.T) {
+	src, err := embedded.ReadFile("atp.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range assertionProblems(pickles(t, src), (&atpWorld{}).steps()) {
+		t.Error(msg)
+	}
+}
+
+// TestATPStepsAreDefined: every step of atp.feature has exactly one
+// definition.
+func TestATPStepsAreDefined(t *testing.T) {
+	src, err := embedded.ReadFile("atp.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, s := range (&atpWorld{}).steps() {
+		patterns = append(patterns, StepPattern(s.Pattern))
+	}
+	ps := pickles(t, src)
+	if len(ps) < 20 {
+		t.Fatalf("only %d scenarios", len(ps))
+	}
+	for _, msg := range undefinedSteps(ps, patterns) {
+		t.Error(msg)
+	}
+}

@@ -1,0 +1,1205 @@
+package features
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec/atp"
+)
+
+// atpSteps registers the step definitions of features/atp.feature. A fresh
+// atpWorld serves every scenario; each scenario signs with a new agent key.
+func atpSteps(sc *godog.ScenarioContext, env *Env) {
+	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
+		w.reset()
+		return ctx, nil
+	})
+	sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+		w.releaseAll()
+		return ctx, nil
+	})
+	Register(sc, env, w.steps())
+}
+
+// Rules that cover the preconditions of the steps below.
+const (
+	coversATPSetup    = atp.RuleSignedBySiteKey
+	coversATPRow      = atp.RuleUniqueRow
+	coversATPTerminal = atp.RuleReconciliation
+)
+
+// atpSeen is one answer that carried a row of a transaction.
+type atpSeen struct {
+	state      string
+	call, ret  time.Time
+	row        atp.Transaction
+	resp       *client.Response
+	afterFinal bool // answered after the transaction was seen terminal
+}
+
+// atpIntent is one signed intent of a scenario and its transaction.
+type atpIntent struct {
+	obj        atp.Intent
+	raw        []byte // the signed intent as sent
+	key        string // the Idempotency-Key it is authorized and executed with
+	otherKey   string // the key of a replay under another key
+	seen       []atpSeen
+	firstAuth  *atpSeen // the first answer of authorize that carried a row
+	final      *atpSeen // the first answer that showed a terminal state
+	consumedAt string   // first_consumed_at of the first 409
+	last       *atpSeen // the last row read
+}
+
+type atpWorld struct {
+	env *Env
+	run string
+
+	cfg  atp.Config
+	keys atp.JWKSet
+	// The scenario's agent.
+	agentID string
+	priv    ed25519.PrivateKey
+
+	intents  map[string]*atpIntent
+	last     *client.Response
+	releases []func()
+	n        int
+}
+
+func (w *atpWorld) reset() {
+	w.releaseAll()
+	*w = atpWorld{env: w.env, run: w.run, intents: map[string]*atpIntent{}}
+}
+
+func (w *atpWorld) releaseAll() {
+	for _, r := range w.releases {
+		r()
+	}
+	w.releases = nil
+	if s := w.env.Sink; s != nil {
+		s.LoseRailReplies(0)
+		s.DropAllCallbacks(false)
+		s.DropCallbacks(0)
+	}
+}
+
+func (w *atpWorld) steps() []StepDef {
+	q := `"(\w+)"`
+	return []StepDef{
+		{Pattern: `^the site's configuration and public keys$`, Fn: w.setup, Kind: Action, Covers: coversATPSetup},
+		{Pattern: `^a registered agent$`, Fn: w.registerAgent, Kind: Action, Covers: coversATPSetup},
+
+		// intents
+		{Pattern: `^a signed intent ` + q + `$`, Fn: func(a string) error { return w.newIntent(a, nil) }, Kind: Action},
+		{Pattern: `^a signed intent ` + q + ` that expired a minute ago$`, Fn: func(a string) error {
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = atp.FormatTime(time.Now().Add(-time.Minute)) })
+		}, Kind: Action},
+		{Pattern: `^a signed intent ` + q + ` that expires in (\d+) seconds$`, Fn: func(a string, s int) error {
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = atp.FormatTime(time.Now().Add(time.Duration(s) * time.Second)) })
+		}, Kind: Action},
+		{Pattern: `^a signed intent ` + q + ` with a key that is (16 characters|128 characters|a UUIDv4|printable punctuation)$`, Fn: w.intentWithKey, Kind: Action},
+		{Pattern: `^a signed intent ` + q + ` under the key of ` + q + `$`, Fn: w.intentUnderKey, Kind: Action},
+		{Pattern: `^a signed intent ` + q + ` with action_dedup_key "([^"]+)"$`, Fn: func(a, k string) error {
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ActionDedupKey = k + "-" + w.run + "-" + w.agentID })
+		}, Kind: Action},
+		{Pattern: `^a signed intent ` + q + ` that requires ` + q + ` settled$`, Fn: w.intentRequires, Kind: Action},
+		{Pattern: `^the site opts in to action_dedup_key$`, Fn: w.optsIn, Kind: Action},
+
+		// the rail
+		{Pattern: `^the rail will lose its answer to the next charge and drop its callbacks$`, Fn: func() error { return w.loseCharge(true) }, Kind: Action},
+		{Pattern: `^the rail will lose its answer to the next charge$`, Fn: func() error { return w.loseCharge(false) }, Kind: Action},
+		{Pattern: `^the rail holds the charges of ` + q + `$`, Fn: w.hold, Kind: Action},
+		{Pattern: `^the rail releases ` + q + `$`, Fn: w.release, Kind: Action},
+		{Pattern: `^the rail declines ` + q + `$`, Fn: w.decline, Kind: Action},
+
+		// requests
+		{Pattern: `^I authorize ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: Action, Covers: coversATPRow},
+		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: Action},
+		{Pattern: `^I authorize ` + q + ` again under another key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "other") }, Kind: Action},
+		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "third") }, Kind: Action},
+		{Pattern: `^I authorize ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "none") }, Kind: Action},
+		{Pattern: `^I execute ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: Action, Covers: coversATPRow},
+		{Pattern: `^I execute ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: Action},
+		{Pattern: `^I execute ` + q + ` again (\d+) times$`, Fn: w.executeTimes, Kind: Action},
+		{Pattern: `^I execute ` + q + ` under the other key$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "other") }, Kind: Action},
+		{Pattern: `^I execute ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "none") }, Kind: Action},
+		{Pattern: `^I execute ` + q + ` and give up waiting while the rail holds its charge$`, Fn: w.executeHeld, Kind: Action},
+		{Pattern: `^(\d+) agents execute ` + q + ` at once$`, Fn: w.storm, Kind: Action},
+		{Pattern: `^I read ` + q + `$`, Fn: w.read, Kind: Action, Covers: coversATPRow},
+		{Pattern: `^` + q + ` reaches a terminal state$`, Fn: w.reachTerminal, Kind: Action, Covers: coversATPTerminal},
+		{Pattern: `^I wait until ` + q + ` has expired$`, Fn: w.waitExpired, Kind: Action},
+		{Pattern: `^I wait for a reconciliation sweep$`, Fn: w.waitSweep, Kind: Action, Covers: coversATPTerminal},
+		{Pattern: `^I poll ` + q + ` until it is no longer authorized$`, Fn: w.pollPastAuthorized, Kind: Action},
+
+		// answers
+		{Pattern: `^the answer to ` + q + ` carries no receipt$`, Fn: w.answerNoReceipt, Kind: Check},
+		{Pattern: `^the last answer carries no receipt$`, Fn: func() error { return w.noReceipt(w.last) }, Kind: Check},
+		{Pattern: `^the last answer is 200 with ` + q + ` (authorized|settled)( and a receipt)?$`, Fn: w.lastIs200, Kind: Gate},
+		{Pattern: `^the last answer is the terminal row of ` + q + `$`, Fn: w.lastTerminal, Kind: Check},
+		{Pattern: `^the last answer carries the body, receipt and signature of ` + q + ` byte for byte$`, Fn: w.lastVerbatim, Kind: Check},
+		{Pattern: `^every answer to ` + q + ` since it settled carries its body, receipt and signature byte for byte$`, Fn: w.allVerbatim, Kind: Check},
+		{Pattern: `^the last answer is the row of ` + q + ` as first authorized$`, Fn: w.lastIsFirstAuth, Kind: Check},
+		{Pattern: `^the last answer is 409 nonce_consumed$`, Fn: w.nonceConsumed, Kind: Gate},
+		{Pattern: `^the last answer carries first_consumed_at$`, Fn: w.firstConsumedAt, Kind: Check},
+		{Pattern: `^the last answer carries the same first_consumed_at as before$`, Fn: w.sameConsumedAt, Kind: Check},
+		{Pattern: `^the last answer is 410 intent_expired$`, Fn: w.intentExpired, Kind: Gate},
+		{Pattern: `^the last answer is a 4xx$`, Fn: w.is4xx, Kind: Gate},
+		{Pattern: `^every answer to ` + q + ` carries one row: the same created_at and body$`, Fn: w.oneRow, Kind: Check},
+		{Pattern: `^every answer to ` + q + ` that carries a receipt carries the same one$`, Fn: w.oneReceipt, Kind: Check},
+
+		// the transaction
+		{Pattern: `^` + q + ` is settled$`, Fn: func(a string) error { return w.isState(a, atp.StateSettled) }, Kind: Check},
+		{Pattern: `^` + q + ` is settled with a receipt signed with Ed25519 over the JCS form of its body$`, Fn: w.settledSigned, Kind: Check},
+		{Pattern: `^the receipt of ` + q + ` verifies with the site's public key alone$`, Fn: w.receiptVerifies, Kind: Check},
+		{Pattern: `^the receipt of ` + q + ` names ` + q + `, its key and the state settled$`, Fn: w.receiptNames, Kind: Check},
+		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` without credentials$`, Fn: w.verifyAccepts, Kind: Probe},
+		{Pattern: `^the site's verify endpoint refuses the receipt of ` + q + ` with its amount changed$`, Fn: w.verifyRefuses, Kind: Probe},
+		{Pattern: `^the states seen for ` + q + ` never went back$`, Fn: w.neverBack, Kind: Check},
+		{Pattern: `^the states seen for ` + q + ` never went from executing to authorized$`, Fn: w.neverExecutingToAuthorized, Kind: Check},
+		{Pattern: `^` + q + ` is executing, or resolved as the rail says$`, Fn: w.executingOrResolved, Kind: Check},
+		{Pattern: `^` + q + ` is settled or compensated, as the rail says$`, Fn: w.resolvedAsRail, Kind: Check},
+		{Pattern: `^` + q + ` is compensated with a signed receipt referencing ` + q + `$`, Fn: w.compensated, Kind: Check},
+
+		// charges at the rail
+		{Pattern: `^the rail charged ` + q + ` exactly once$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 1, 1) }, Kind: Check},
+		{Pattern: `^the rail charged ` + q + ` at most once$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 0, 1) }, Kind: Check},
+		{Pattern: `^the rail did not charge ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 0, 0) }, Kind: Check},
+	}
+}
+
+// --- set-up ---------------------------------------------------------------
+
+func (w *atpWorld) client() (*client.Client, error) { return w.env.Client("atp") }
+
+func (w *atpWorld) do(ctx context.Context, method, path, key string, body []byte, noAPIKey bool) (*client.Response, error) {
+	c, err := w.client()
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	if body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		h.Set(atp.HeaderKey, key)
+	}
+	return c.Do(ctx, client.Request{Method: method, Path: path, Header: h, Body: body, NoAPIKey: noAPIKey})
+}
+
+func (w *atpWorld) setup(ctx context.Context) error {
+	r, err := w.do(ctx, http.MethodGet, atp.PathConfig, "", nil, false)
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &w.cfg) != nil {
+		return Mismatch("GET "+atp.PathConfig+" answers 200 with the configuration (docs/atp-binding.md)", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+	}
+	if w.cfg.Binding != atp.Binding {
+		return Mismatch("binding "+atp.Binding, fmt.Sprintf("binding %q", w.cfg.Binding))
+	}
+	r, err = w.do(ctx, http.MethodGet, atp.PathKeys, "", nil, true)
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &w.keys) != nil || len(w.keys.Keys) == 0 {
+		return Mismatch("GET "+atp.PathKeys+" answers 200 with a JWK Set of at least one key, without credentials", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+	}
+	for _, k := range w.keys.Keys {
+		if _, err := atp.PublicKey(k); err != nil {
+			return Mismatch("every key an Ed25519 OKP JWK", err.Error())
+		}
+	}
+	if w.env.Sink != nil {
+		// The rail calls the site back at the binding's path.
+		w.env.Sink.SetRailCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + atp.PathRailEvents)
+	}
+	return nil
+}
+
+func (w *atpWorld) registerAgent(ctx context.Context) error {
+	seed := make([]byte, ed25519.SeedSize)
+	for i := range seed {
+		seed[i] = byte(w.env.Rand.Uint32())
+	}
+	w.priv = ed25519.NewKeyFromSeed(seed)
+	w.agentID = w.name("agt")
+	body, _ := json.Marshal(atp.AgentRegistration{PublicKey: atp.NewJWK("", w.priv.Public().(ed25519.PublicKey))})
+	r, err := w.do(ctx, http.MethodPut, atp.PathAgents+w.agentID, "", body, false)
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusOK && r.Status != http.StatusCreated {
+		return Mismatch("PUT "+atp.PathAgents+"{agent_id} answers 201 or 200", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+	}
+	return nil
+}
+
+func (w *atpWorld) name(kind string) string {
+	w.n++
+	return fmt.Sprintf("%s_%s_%x_%d", kind, w.run, w.env.Rand.Uint32(), w.n)
+}
+
+func (w *atpWorld) newKey() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(w.env.Rand.Uint32())
+	}
+	return "k-" + hex.EncodeToString(b[:]) // 34 characters
+}
+
+// newIntent draws a fresh intent of the scenario's agent (edited by edit),
+// signs it, and draws its key.
+func (w *atpWorld) newIntent(alias string, edit func(*atpIntent)) error {
+	if w.priv == nil {
+		return fmt.Errorf("%w: no agent registered before intent %q", errRunnerBug, alias)
+	}
+	i := &atpIntent{key: w.newKey(), obj: atp.Intent{
+		IntentID: w.name("int"), AgentID: w.agentID, Nonce: w.name("n"),
+		ExpiresAt: atp.FormatTime(time.Now().Add(time.Hour)),
+		Amount:    int64(100 + w.env.Rand.IntN(100000)), Currency: "EUR", Payee: "merchant_" + w.run,
+	}}
+	if edit != nil {
+		edit(i)
+	}
+	if err := w.sign(i); err != nil {
+		return err
+	}
+	w.intents[alias] = i
+	return nil
+}
+
+func (w *atpWorld) sign(i *atpIntent) error {
+	i.obj.Signature = ""
+	raw, err := json.Marshal(i.obj)
+	if err != nil {
+		return err
+	}
+	if i.raw, err = atp.SignIntent(raw, w.priv); err != nil {
+		return fmt.Errorf("%w: signing: %v", errRunnerBug, err)
+	}
+	return nil
+}
+
+func (w *atpWorld) intentWithKey(alias, kind string) error {
+	if err := w.newIntent(alias, nil); err != nil {
+		return err
+	}
+	i := w.intents[alias]
+	switch kind {
+	case "16 characters":
+		i.key = i.key[:16]
+	case "128 characters":
+		i.key = strings.Repeat(i.key[2:], 4) // 32 × 4
+	case "a UUIDv4":
+		b, _ := hex.DecodeString(i.key[2:])
+		b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+		h := hex.EncodeToString(b)
+		i.key = h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	case "printable punctuation":
+		i.key = "~!@#$%^&*()_+-=[]{}|;:',.<>/?`" + i.key[2:10]
+	}
+	return nil
+}
+
+func (w *atpWorld) intentUnderKey(alias, of string) error {
+	o, err := w.intent(of)
+	if err != nil {
+		return err
+	}
+	if err := w.newIntent(alias, nil); err != nil {
+		return err
+	}
+	w.intents[alias].key = o.key
+	return nil
+}
+
+func (w *atpWorld) intentRequires(alias, of string) error {
+	o, err := w.intent(of)
+	if err != nil {
+		return err
+	}
+	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &atp.Precondition{IntentSettled: o.obj.IntentID} })
+}
+
+func (w *atpWorld) optsIn() error {
+	if w.cfg.ActionDedupWindowSeconds == nil || *w.cfg.ActionDedupWindowSeconds <= 0 {
+		return NotApplicable("the site does not opt in to action_dedup_key (GET " + atp.PathConfig + " declares no action_dedup_window_seconds)")
+	}
+	return nil
+}
+
+func (w *atpWorld) intent(alias string) (*atpIntent, error) {
+	i, ok := w.intents[alias]
+	if !ok {
+		return nil, fmt.Errorf("%w: no intent %q in this scenario", errRunnerBug, alias)
+	}
+	return i, nil
+}
+
+// --- the rail -------------------------------------------------------------
+
+func (w *atpWorld) rail() error {
+	if w.env.Sink == nil {
+		return NotApplicable("the run hosts no payment rail: give the target an effect sink (--effect-sink or effect_sink in the target file) and point its rail there")
+	}
+	return nil
+}
+
+func (w *atpWorld) loseCharge(dropCallbacks bool) error {
+	if err := w.rail(); err != nil {
+		return err
+	}
+	w.env.Sink.LoseRailReplies(1)
+	w.env.Sink.DropAllCallbacks(dropCallbacks)
+	return nil
+}
+
+func (w *atpWorld) hold(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.rail(); err != nil {
+		return err
+	}
+	w.releases = append(w.releases, w.env.Sink.HoldConfirms(i.obj.IntentID))
+	return nil
+}
+
+func (w *atpWorld) release(alias string) error {
+	w.releaseAll()
+	return nil
+}
+
+func (w *atpWorld) decline(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.rail(); err != nil {
+		return err
+	}
+	w.env.Sink.Decline(i.obj.IntentID)
+	return nil
+}
+
+// --- requests -------------------------------------------------------------
+
+// keyFor returns the key a request of alias is sent under: its own, the
+// other (drawn once), a third, or none.
+func (w *atpWorld) keyFor(i *atpIntent, which string) string {
+	switch which {
+	case "other":
+		if i.otherKey == "" {
+			i.otherKey = w.newKey()
+		}
+		return i.otherKey
+	case "third":
+		return w.newKey()
+	case "none":
+		return ""
+	}
+	return i.key
+}
+
+// observe records an answer: when it carries a row of alias's transaction
+// (its intent_id and key), the state it shows.
+func (w *atpWorld) observe(i *atpIntent, key string, r *client.Response) *atpSeen {
+	w.last = r
+	if r == nil || r.Status < 200 || r.Status > 299 {
+		return nil
+	}
+	var t atp.Transaction
+	if json.Unmarshal(r.Body, &t) != nil || t.IntentID != i.obj.IntentID || t.IdempotencyKey != key || t.State == "" {
+		return nil
+	}
+	s := atpSeen{state: t.State, call: r.Exchange.Call, ret: r.Exchange.Return, row: t, resp: r, afterFinal: i.final != nil}
+	i.seen = append(i.seen, s)
+	p := &i.seen[len(i.seen)-1]
+	if key == i.key {
+		i.last = p
+		if i.final == nil && atp.Terminal(t.State) {
+			i.final = p
+		}
+	}
+	return p
+}
+
+func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	key := w.keyFor(i, which)
+	r, err := w.do(ctx, http.MethodPost, atp.PathAuthorize, key, i.raw, false)
+	if err != nil {
+		return err
+	}
+	if s := w.observe(i, key, r); s != nil && i.firstAuth == nil && key == i.key {
+		i.firstAuth = s
+	}
+	return nil
+}
+
+func (w *atpWorld) executeBody(i *atpIntent) []byte {
+	b, _ := json.Marshal(atp.Execute{IntentID: i.obj.IntentID})
+	return b
+}
+
+func (w *atpWorld) execute(ctx context.Context, alias, which string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	key := w.keyFor(i, which)
+	r, err := w.do(ctx, http.MethodPost, atp.PathExecute, key, w.executeBody(i), false)
+	if err != nil {
+		if which == "same" && w.env.Sink != nil && w.env.Sink.LostReplies() > 0 {
+			w.last = nil // the site's answer may be lost with the rail's: the agent polls
+			return nil
+		}
+		return err
+	}
+	w.observe(i, key, r)
+	return nil
+}
+
+func (w *atpWorld) executeTimes(ctx context.Context, alias string, n int) error {
+	for range n {
+		if err := w.execute(ctx, alias, "same"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// executeHeld sends execute while the rail holds the intent's charge, waits
+// until the site's confirm is at the rail, and gives up on the answer (the
+// agent's timeout). A site that answers before it confirms is fine too.
+func (w *atpWorld) executeHeld(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.rail(); err != nil {
+		return err
+	}
+	if len(w.releases) == 0 {
+		w.releases = append(w.releases, w.env.Sink.HoldConfirms(i.obj.IntentID))
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan *client.Response, 1)
+	go func() {
+		r, _ := w.do(rctx, http.MethodPost, atp.PathExecute, i.key, w.executeBody(i), false)
+		done <- r
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, w.env.Budget)
+	defer wcancel()
+	confirmed := make(chan error, 1)
+	go func() { confirmed <- w.env.Sink.WaitConfirms(wctx, i.obj.IntentID, 1) }()
+	select {
+	case r := <-done:
+		if r != nil {
+			w.observe(i, i.key, r)
+			return nil
+		}
+		return fmt.Errorf("execute of %q failed before the site confirmed at the rail", alias)
+	case err := <-confirmed:
+		if err != nil {
+			return fmt.Errorf("the site never confirmed %q at the rail within %v: %w", alias, w.env.Budget, err)
+		}
+	}
+	cancel() // the agent gives up waiting
+	<-done
+	w.last = nil
+	return nil
+}
+
+func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if n < 2 || n > 1000 {
+		return fmt.Errorf("%w: a storm of %d", errRunnerBug, n)
+	}
+	c, err := w.client()
+	if err != nil {
+		return err
+	}
+	body := w.executeBody(i)
+	gate := make(chan struct{})
+	out := make([]*client.Response, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			h := http.Header{}
+			h.Set("Content-Type", "application/json")
+			h.Set(atp.HeaderKey, i.key)
+			out[k], _ = c.Do(ctx, client.Request{Method: http.MethodPost, Path: atp.PathExecute, Header: h, Body: body})
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	answered := 0
+	for _, r := range out {
+		if r != nil {
+			answered++
+			w.observe(i, i.key, r)
+		}
+	}
+	if answered == 0 {
+		return fmt.Errorf("none of the %d executes of %q was answered", n, alias)
+	}
+	return nil
+}
+
+func (w *atpWorld) get(ctx context.Context, i *atpIntent) (*atpSeen, *client.Response, error) {
+	r, err := w.do(ctx, http.MethodGet, atp.PathIntents+url.PathEscape(i.obj.IntentID), i.key, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w.observe(i, i.key, r), r, nil
+}
+
+func (w *atpWorld) read(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	s, r, err := w.get(ctx, i)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return Mismatch("GET "+atp.PathIntents+"{intent_id} with its key answers 200 with the row", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+	}
+	return nil
+}
+
+// poll reads alias until done says so, at most bound; it returns whether
+// done held.
+func (w *atpWorld) poll(ctx context.Context, i *atpIntent, bound time.Duration, done func(*atpSeen) bool) (bool, error) {
+	deadline := time.Now().Add(bound)
+	for {
+		s, _, err := w.get(ctx, i)
+		if err != nil && ctx.Err() != nil {
+			return false, err
+		}
+		if s != nil && done(s) {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+}
+
+func (w *atpWorld) reachTerminal(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	ok, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return atp.Terminal(s.state) })
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return Mismatch(fmt.Sprintf("%q settled, compensated or expired within %v", alias, w.sweepBound()), "state "+w.lastState(i))
+	}
+	return nil
+}
+
+func (w *atpWorld) lastState(i *atpIntent) string {
+	if i.last == nil {
+		return "(no row read)"
+	}
+	return i.last.state
+}
+
+// sweepInterval is the site's declared reconciliation period, scaled.
+func (w *atpWorld) sweepInterval() time.Duration {
+	s := 60.0
+	if w.cfg.ReconcileIntervalSeconds != nil && *w.cfg.ReconcileIntervalSeconds > 0 {
+		s = *w.cfg.ReconcileIntervalSeconds
+	}
+	return w.env.Scaled(time.Duration(s * float64(time.Second)))
+}
+
+// sweepBound is how long a row may wait for a resolution: two sweeps and
+// two seconds of slack, at least the budget.
+func (w *atpWorld) sweepBound() time.Duration {
+	return max(2*w.sweepInterval()+2*time.Second, w.env.Budget)
+}
+
+func (w *atpWorld) waitSweep(ctx context.Context) error {
+	if 2*w.sweepInterval() > w.env.Budget {
+		return NotApplicable(fmt.Sprintf("two reconciliation sweeps (%v) do not fit the budget of %v: give a --time-scale or a longer --budget", 2*w.sweepInterval(), w.env.Budget))
+	}
+	for _, i := range w.intents {
+		if i.last == nil && i.firstAuth == nil {
+			continue
+		}
+		if _, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return atp.Terminal(s.state) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *atpWorld) waitExpired(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	at, err := atp.ParseTime(i.obj.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errRunnerBug, err)
+	}
+	wait := time.Until(at) + 2*time.Second // the binding's clock slack
+	if wait > w.env.Budget {
+		return NotApplicable(fmt.Sprintf("the expiry is %v away, beyond the budget of %v", wait, w.env.Budget))
+	}
+	sleepCtx(ctx, wait)
+	return ctx.Err()
+}
+
+func (w *atpWorld) pollPastAuthorized(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	ok, err := w.poll(ctx, i, w.env.Budget, func(s *atpSeen) bool { return s.state != atp.StateAuthorized })
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return Mismatch(fmt.Sprintf("%q executing once its charge is at the rail", alias), "state "+w.lastState(i))
+	}
+	return nil
+}
+
+// --- answers --------------------------------------------------------------
+
+func (w *atpWorld) noReceipt(r *client.Response) error {
+	if r == nil {
+		return fmt.Errorf("%w: no answer to check", errRunnerBug)
+	}
+	var t atp.Transaction
+	if json.Unmarshal(r.Body, &t) == nil && t.HasReceipt() {
+		return Mismatch("no receipt on a row in state "+t.State, "receipt "+clip(t.Receipt))
+	}
+	return nil
+}
+
+func (w *atpWorld) answerNoReceipt(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if len(i.seen) == 0 {
+		return Mismatch("an answer with the row of "+alias, w.describeLast())
+	}
+	s := i.seen[len(i.seen)-1]
+	if s.row.HasReceipt() && !atp.Terminal(s.state) {
+		return Mismatch("no receipt on a row in state "+s.state, "receipt "+clip(s.row.Receipt))
+	}
+	return nil
+}
+
+func (w *atpWorld) describeLast() string {
+	if w.last == nil {
+		return "no answer (the agent gave up or the connection was lost)"
+	}
+	return fmt.Sprintf("%d %s", w.last.Status, clip(w.last.Body))
+}
+
+func (w *atpWorld) lastRow() (atp.Transaction, bool) {
+	var t atp.Transaction
+	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 || json.Unmarshal(w.last.Body, &t) != nil || t.State == "" {
+		return t, false
+	}
+	return t, true
+}
+
+func (w *atpWorld) lastIs200(alias, state, receipt string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	t, ok := w.lastRow()
+	want := fmt.Sprintf("200 with the row of %q in state %s", alias, state)
+	if receipt != "" {
+		want += " and a receipt"
+	}
+	if !ok || w.last.Status != http.StatusOK || t.IntentID != i.obj.IntentID || t.State != state || (receipt != "" && !t.HasReceipt()) {
+		return Mismatch(want, w.describeLast())
+	}
+	return nil
+}
+
+func (w *atpWorld) lastTerminal(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	t, ok := w.lastRow()
+	if !ok || t.IntentID != i.obj.IntentID || !atp.Terminal(t.State) {
+		return Mismatch(fmt.Sprintf("the terminal row of %q", alias), w.describeLast())
+	}
+	return nil
+}
+
+// rowDiff says how two rows of one transaction differ in what §2 keeps
+// verbatim ("" when they do not).
+func rowDiff(a, b atp.Transaction) string {
+	var d []string
+	for _, f := range []struct {
+		name string
+		x, y []byte
+	}{
+		{"body", a.Body, b.Body}, {"receipt", a.Receipt, b.Receipt},
+		{"state", []byte(a.State), []byte(b.State)}, {"created_at", []byte(a.CreatedAt), []byte(b.CreatedAt)},
+		{"updated_at", []byte(a.UpdatedAt), []byte(b.UpdatedAt)},
+	} {
+		if !bytes.Equal(compactJSON(f.x), compactJSON(f.y)) {
+			d = append(d, fmt.Sprintf("%s %s then %s", f.name, clip(f.x), clip(f.y)))
+		}
+	}
+	return strings.Join(d, "; ")
+}
+
+func compactJSON(b []byte) []byte {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
+}
+
+func (w *atpWorld) lastVerbatim(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	t, ok := w.lastRow()
+	if !ok || i.final == nil {
+		return Mismatch(fmt.Sprintf("the stored row of %q", alias), w.describeLast())
+	}
+	if d := rowDiff(i.final.row, t); d != "" {
+		return Mismatch("the row as stored, byte for byte", d)
+	}
+	return nil
+}
+
+func (w *atpWorld) allVerbatim(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if i.final == nil {
+		return fmt.Errorf("%w: %q never seen terminal", errRunnerBug, alias)
+	}
+	n := 0
+	for _, s := range i.seen {
+		if !s.afterFinal || s.row.IdempotencyKey != i.key {
+			continue
+		}
+		n++
+		if d := rowDiff(i.final.row, s.row); d != "" {
+			return Mismatch("every answer after settlement the stored row, byte for byte", d)
+		}
+	}
+	if n == 0 {
+		return Mismatch("answers with the row after it settled", "none")
+	}
+	return nil
+}
+
+func (w *atpWorld) lastIsFirstAuth(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	t, ok := w.lastRow()
+	if !ok || i.firstAuth == nil || w.last == i.firstAuth.resp {
+		return Mismatch(fmt.Sprintf("200 with the row of %q", alias), w.describeLast())
+	}
+	if !bytes.Equal(compactJSON(t.Body), compactJSON(i.firstAuth.row.Body)) || t.CreatedAt != i.firstAuth.row.CreatedAt {
+		return Mismatch("the row as first authorized (same body and created_at)", rowDiff(i.firstAuth.row, t))
+	}
+	return nil
+}
+
+func (w *atpWorld) lastError() (atp.Error, bool) {
+	var e atp.Error
+	if w.last == nil {
+		return e, false
+	}
+	return e, json.Unmarshal(w.last.Body, &e) == nil
+}
+
+func (w *atpWorld) nonceConsumed() error {
+	e, _ := w.lastError()
+	if w.last == nil || w.last.Status != http.StatusConflict || e.Error != atp.ErrNonceConsumed {
+		return Mismatch(`409 {"error": "nonce_consumed"}`, w.describeLast())
+	}
+	return nil
+}
+
+func (w *atpWorld) firstConsumedAt() error {
+	e, _ := w.lastError()
+	if _, err := atp.ParseTime(e.FirstConsumedAt); err != nil {
+		return Mismatch("first_consumed_at, an RFC 3339 time", w.describeLast())
+	}
+	for _, i := range w.intents {
+		if i.consumedAt == "" && i.otherKey != "" {
+			i.consumedAt = e.FirstConsumedAt
+		}
+	}
+	return nil
+}
+
+func (w *atpWorld) sameConsumedAt() error {
+	e, _ := w.lastError()
+	for _, i := range w.intents {
+		if i.consumedAt != "" && e.FirstConsumedAt != i.consumedAt {
+			return Mismatch("first_consumed_at "+i.consumedAt+" again (a deterministic 409)", "first_consumed_at "+e.FirstConsumedAt)
+		}
+	}
+	return nil
+}
+
+func (w *atpWorld) intentExpired() error {
+	e, _ := w.lastError()
+	if w.last == nil || w.last.Status != http.StatusGone || e.Error != atp.ErrIntentExpired {
+		return Mismatch(`410 {"error": "intent_expired"}`, w.describeLast())
+	}
+	return nil
+}
+
+func (w *atpWorld) is4xx() error {
+	if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
+		return Mismatch("a 4xx (the text names no status)", w.describeLast())
+	}
+	return nil
+}
+
+func (w *atpWorld) oneRow(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	var first *atpSeen
+	for k := range i.seen {
+		s := &i.seen[k]
+		if s.row.IdempotencyKey != i.key {
+			continue
+		}
+		if first == nil {
+			first = s
+			continue
+		}
+		if s.row.CreatedAt != first.row.CreatedAt || !bytes.Equal(compactJSON(s.row.Body), compactJSON(first.row.Body)) {
+			return Mismatch("one row (one created_at, one body) in every answer", fmt.Sprintf("created_at %s and %s", first.row.CreatedAt, s.row.CreatedAt))
+		}
+	}
+	if first == nil {
+		return Mismatch("answers carrying the row of "+alias, "none")
+	}
+	return nil
+}
+
+func (w *atpWorld) oneReceipt(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	var rec []byte
+	for _, s := range i.seen {
+		if !s.row.HasReceipt() {
+			continue
+		}
+		c := compactJSON(s.row.Receipt)
+		if rec == nil {
+			rec = c
+		} else if !bytes.Equal(rec, c) {
+			return Mismatch("one receipt in every answer that carries one", fmt.Sprintf("%s and %s", clip(rec), clip(c)))
+		}
+	}
+	return nil
+}
+
+// --- the transaction ------------------------------------------------------
+
+func (w *atpWorld) isState(alias, state string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if i.last == nil || i.last.state != state {
+		return Mismatch(fmt.Sprintf("%q %s", alias, state), "state "+w.lastState(i))
+	}
+	return nil
+}
+
+// receipt returns the receipt of alias's last row read, verified with the
+// site's keys alone.
+func (w *atpWorld) receipt(alias string) (*atpIntent, atp.ReceiptBody, error) {
+	i, err := w.intent(alias)
+	if err != nil {
+		return nil, atp.ReceiptBody{}, err
+	}
+	if i.last == nil || !i.last.row.HasReceipt() {
+		return i, atp.ReceiptBody{}, Mismatch(fmt.Sprintf("a receipt on the row of %q", alias), fmt.Sprintf("state %s, no receipt", w.lastState(i)))
+	}
+	body, err := atp.VerifyReceipt(i.last.row.Receipt, w.keys)
+	if err != nil {
+		return i, body, Mismatch("a receipt that the site's public keys verify (Ed25519 over the JCS form of its body)", err.Error()+": "+clip(i.last.row.Receipt))
+	}
+	return i, body, nil
+}
+
+func (w *atpWorld) settledSigned(alias string) error {
+	if err := w.isState(alias, atp.StateSettled); err != nil {
+		return err
+	}
+	_, _, err := w.receipt(alias)
+	return err
+}
+
+func (w *atpWorld) receiptVerifies(alias string) error {
+	_, _, err := w.receipt(alias)
+	return err
+}
+
+func (w *atpWorld) receiptNames(alias, of string) error {
+	i, body, err := w.receipt(alias)
+	if err != nil {
+		return err
+	}
+	if body.IntentID != i.obj.IntentID || body.IdempotencyKey != i.key || body.State != atp.StateSettled {
+		return Mismatch(fmt.Sprintf("a receipt of intent_id %s, idempotency_key %s, state settled", i.obj.IntentID, i.key),
+			fmt.Sprintf("intent_id %q, idempotency_key %q, state %q", body.IntentID, body.IdempotencyKey, body.State))
+	}
+	return nil
+}
+
+func (w *atpWorld) verify(ctx context.Context, doc []byte) (bool, string, error) {
+	r, err := w.do(ctx, http.MethodPost, atp.PathVerify, "", doc, true)
+	if err != nil {
+		return false, "", err
+	}
+	var a atp.VerifyAnswer
+	switch {
+	case r.Status == http.StatusOK && json.Unmarshal(r.Body, &a) == nil && a.Valid != nil:
+		return *a.Valid, fmt.Sprintf("%d %s", r.Status, clip(r.Body)), nil
+	case r.Status >= 400 && r.Status <= 499:
+		return false, fmt.Sprintf("%d %s", r.Status, clip(r.Body)), nil
+	}
+	return false, fmt.Sprintf("%d %s", r.Status, clip(r.Body)), Mismatch(`200 {"valid": true|false} or a 4xx`, fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+}
+
+func (w *atpWorld) verifyAccepts(ctx context.Context, alias string) error {
+	i, _, err := w.receipt(alias)
+	if err != nil {
+		return err
+	}
+	ok, got, err := w.verify(ctx, i.last.row.Receipt)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return Mismatch(`200 {"valid": true} for a receipt the site's public key verifies, without credentials`, got)
+	}
+	return nil
+}
+
+func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
+	i, _, err := w.receipt(alias)
+	if err != nil {
+		return err
+	}
+	var doc map[string]json.RawMessage
+	var body map[string]any
+	if json.Unmarshal(i.last.row.Receipt, &doc) != nil || json.Unmarshal(doc["body"], &body) != nil {
+		return fmt.Errorf("%w: the receipt has no body object", errRunnerBug)
+	}
+	amount, _ := body["amount"].(float64)
+	body["amount"] = amount + 1
+	doc["body"], _ = json.Marshal(body)
+	tampered, _ := json.Marshal(doc)
+	ok, got, err := w.verify(ctx, tampered)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return Mismatch(`{"valid": false} or a 4xx for a receipt whose amount was changed`, got)
+	}
+	return nil
+}
+
+// sequential visits every pair of the transaction's observations in which
+// one returned before the other was sent.
+func (i *atpIntent) sequential(f func(a, b atpSeen) error) error {
+	for x := range i.seen {
+		for y := range i.seen {
+			a, b := i.seen[x], i.seen[y]
+			if a.row.IdempotencyKey != i.key || b.row.IdempotencyKey != i.key || !a.ret.Before(b.call) {
+				continue
+			}
+			if err := f(a, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *atpWorld) neverBack(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	for _, s := range i.seen {
+		if atp.Rank(s.state) < 0 {
+			return Mismatch("a state of the state machine ("+strings.Join(atp.States, ", ")+")", "state "+s.state)
+		}
+	}
+	return i.sequential(func(a, b atpSeen) error {
+		if atp.Rank(b.state) < atp.Rank(a.state) || (atp.Terminal(a.state) && b.state != a.state) {
+			return Mismatch("states that never go back", fmt.Sprintf("%s (answered %s) then %s (asked %s)", a.state, a.ret.Format(time.RFC3339Nano), b.state, b.call.Format(time.RFC3339Nano)))
+		}
+		return nil
+	})
+}
+
+func (w *atpWorld) neverExecutingToAuthorized(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	return i.sequential(func(a, b atpSeen) error {
+		if a.state == atp.StateExecuting && b.state == atp.StateAuthorized {
+			return Mismatch("no executing → authorized edge", fmt.Sprintf("executing (answered %s) then authorized (asked %s)", a.ret.Format(time.RFC3339Nano), b.call.Format(time.RFC3339Nano)))
+		}
+		return nil
+	})
+}
+
+// railSays is the state the rail's charges allow for a resolved row.
+func (w *atpWorld) railSays(i *atpIntent) (string, int) {
+	n := w.env.Sink.Charges(i.obj.IntentID)
+	if n > 0 {
+		return atp.StateSettled, n
+	}
+	return atp.StateCompensated, n
+}
+
+func (w *atpWorld) executingOrResolved(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.rail(); err != nil {
+		return err
+	}
+	if i.last == nil {
+		return Mismatch("a row read", "none")
+	}
+	want, n := w.railSays(i)
+	if i.last.state == atp.StateExecuting || (atp.Terminal(i.last.state) && i.last.state == want) {
+		return nil
+	}
+	return Mismatch(fmt.Sprintf("executing, or %s as the rail says (%d charge(s))", want, n), "state "+i.last.state)
+}
+
+func (w *atpWorld) resolvedAsRail(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.rail(); err != nil {
+		return err
+	}
+	if i.last == nil {
+		return Mismatch("a row read", "none")
+	}
+	want, n := w.railSays(i)
+	if i.last.state != want {
+		return Mismatch(fmt.Sprintf("%s within %v, as the rail says (%d charge(s))", want, w.sweepBound(), n), "state "+i.last.state)
+	}
+	return nil
+}
+
+func (w *atpWorld) compensated(alias, of string) error {
+	if err := w.isState(alias, atp.StateCompensated); err != nil {
+		return err
+	}
+	i, body, err := w.receipt(alias)
+	if err != nil {
+		return err
+	}
+	if body.ReferencesIntentID != i.obj.IntentID || body.State != atp.StateCompensated {
+		return Mismatch(fmt.Sprintf("a compensation receipt with references_intent_id %s and state compensated", i.obj.IntentID),
+			fmt.Sprintf("references_intent_id %q, state %q", body.ReferencesIntentID, body.State))
+	}
+	return nil
+}
+
+// charges checks the rail's net charges of alias's intent. A charge the
+// site may still be making (the answer was lost) is waited for, bounded.
+func (w *atpWorld) charges(ctx context.Context, alias string, lo, hi int) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.rail(); err != nil {
+		return err
+	}
+	n := w.env.Sink.Charges(i.obj.IntentID)
+	if n < lo || n > hi {
+		want := fmt.Sprintf("%d to %d charge(s)", lo, hi)
+		if lo == hi {
+			want = fmt.Sprintf("%d charge(s)", lo)
+		}
+		return Mismatch(want+" at the rail for "+i.obj.IntentID, fmt.Sprintf("%d: %s", n, w.chargeReport(i)))
+	}
+	return nil
+}
+
+func (w *atpWorld) chargeReport(i *atpIntent) string {
+	var b strings.Builder
+	for _, c := range w.env.Sink.AllCharges() {
+		if c.IntentID == i.obj.IntentID {
+			fmt.Fprintf(&b, "charge %s of payment intent %s (refunded %v, reply lost %v); ", c.ChargeID, c.PaymentIntent, c.Refunded, c.LostReply)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
+
+func clip(b []byte) string {
+	const n = 300
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
