@@ -159,11 +159,10 @@ func (s *Server) sign(body receiptBody) ([]byte, error) {
 // verifyReceipt checks a receipt document with the site's public keys
 // alone; it returns the kid, or why the receipt does not verify.
 func (s *Server) verifyReceipt(doc []byte) (kid, reason string) {
-	names, m, err := objectMembers(doc)
+	_, m, err := objectMembers(doc)
 	if err != nil {
 		return "", "the receipt is not a JSON object"
 	}
-	_ = names
 	body, ok := m["body"]
 	if !ok || len(body) == 0 || body[0] != '{' {
 		return "", "the receipt has no body object"

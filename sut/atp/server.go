@@ -20,6 +20,27 @@
 //     entry to settled or compensated, stored in the row and replayed byte
 //     for byte.
 //
+// Where the binding leaves a choice, this server takes these:
+//
+//   - a payment intent the sweep finds never confirmed (the execute's
+//     confirm never reached the rail, or the creation's answer was lost) is
+//     canceled at the rail and the row compensated (reason "canceled"); the
+//     server never confirms on the agent's behalf what it did not see
+//     confirmed;
+//   - execute (and a retried authorize) of a row still authorized past its
+//     expires_at moves it to expired and answers 410 intent_expired; a row
+//     already expired answers 410 too (§5: 410 is terminal); executing,
+//     settled and compensated rows answer the row even past expires_at;
+//   - a replay of the signed intent under the key it was authorized with
+//     answers the row (reading "row" of decision nonce-same-key) or 409
+//     (reading "nonce"); another signed intent under an existing
+//     (intent_id, key) is 409 idempotency_key_conflict;
+//   - the execute body must hold intent_id; other members are ignored (the
+//     text's §9 example shows "{ intent_id: …, ... }");
+//   - the receipt key is the configured seed's; a database keeps every key
+//     it ever signed with (site-1, site-2, …) in GET /api/atp/keys, so a
+//     stored receipt verifies after the key changed.
+//
 // The package imports nothing of the harness: it reads the binding, not
 // idscheck's code, so that harness and server meet only on the wire.
 package atp
