@@ -110,7 +110,7 @@ func (s *Server) dispatchPass() {
 			return
 		}
 		now := s.clock().UnixNano()
-		_, err = s.w.submit(s.ctx, func(tx *sql.Tx) (any, error) {
+		_, err = s.w.Submit(s.ctx, func(tx *sql.Tx) (any, error) {
 			st := tx.Stmt(s.st.outboxDispatching)
 			for _, r := range rows {
 				if r.state == "pending" {
@@ -156,7 +156,7 @@ func (s *Server) dispatchPass() {
 		}
 		if len(sent) > 0 {
 			now := s.clock().UnixNano()
-			if _, err := s.w.submit(s.ctx, func(tx *sql.Tx) (any, error) {
+			if _, err := s.w.Submit(s.ctx, func(tx *sql.Tx) (any, error) {
 				st := tx.Stmt(s.st.outboxSent)
 				for _, x := range sent {
 					if _, err := st.Exec(x.effectID, now, x.seq); err != nil {

@@ -201,7 +201,7 @@ func (s *Server) postCommand(w http.ResponseWriter, r *http.Request) error {
 			d.blind = !d.clientKey
 		}
 	}
-	v, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) { return s.decide(tx, d) })
+	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) { return s.decide(tx, d) })
 	if err != nil {
 		if d.registered {
 			s.release(runKey(d.scope, d.key))
@@ -544,7 +544,7 @@ func (s *Server) execute(ctx context.Context, j job) ([]byte, bool) {
 	full, public := cmd.result(rec.key, effectID)
 	body, bodyPublic := outcomeBodies(rec.commandID, rec.key, statusExecuted, ref, full, public)
 	now := s.clock().UnixNano()
-	_, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) {
+	_, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
 		res, err := tx.Stmt(s.st.complete).Exec(ref, body, bodyPublic, effectID, now, rec.scope, rec.key, rec.resID)
 		if err != nil {
 			return nil, err

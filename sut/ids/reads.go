@@ -144,7 +144,7 @@ func (s *Server) postConfirmation(w http.ResponseWriter, r *http.Request) error 
 	token := "cft_" + base64.RawURLEncoding.EncodeToString(b[:])
 	now := s.clock()
 	exp := now.Add(s.dur(confirmationTTL)).UnixNano()
-	if _, err := s.w.submit(r.Context(), func(tx *sql.Tx) (any, error) {
+	if _, err := s.w.Submit(r.Context(), func(tx *sql.Tx) (any, error) {
 		_, err := tx.Stmt(s.st.insertToken).Exec(tokenHash(token), req.TenantID, req.ActorID, req.CommandID, req.IdempotencyKey,
 			now.UnixNano(), exp)
 		return nil, err

@@ -37,6 +37,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idscheck/idscheck/sut/internal/groupcommit"
 )
 
 // Config configures the IDS reference server.
@@ -72,7 +74,7 @@ type Server struct {
 	clock  func() time.Time
 	wdb    *sql.DB // the only write connection, owned by w
 	rdb    *sql.DB // read-only pool
-	w      *writer
+	w      *groupcommit.Writer
 	st     stmts
 	sink   *sink
 
@@ -174,7 +176,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("ids: open: %w", err)
 	}
-	s.w, err = newWriter(wdb, log)
+	s.w, err = groupcommit.New(wdb, log)
 	if err != nil {
 		s.st.close()
 		wdb.Close()
@@ -196,7 +198,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.bg.Wait()
-		s.w.close()
+		s.w.Close()
 		s.st.close()
 		s.sink.close()
 		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())

@@ -1,0 +1,231 @@
+package atp
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// siteKeys are the site's receipt keys: the one it signs with, and every
+// public key it ever signed with (a stored receipt is replayed byte for
+// byte, so its key stays published).
+type siteKeys struct {
+	kid  string
+	priv ed25519.PrivateKey
+	pubs map[string]ed25519.PublicKey // kid → key
+	jwks []byte                       // GET /api/atp/keys
+}
+
+// siteSeed is the seed of the site key: the configured one, or one
+// derived from Seed (the same seed, the same key).
+func siteSeed(seed []byte, n uint64) []byte {
+	if len(seed) == ed25519.SeedSize {
+		return seed
+	}
+	h := sha256.Sum256([]byte("idscheck sut/atp site key, seed " + strconv.FormatUint(n, 10)))
+	return h[:]
+}
+
+// loadSiteKeys registers the configured key in site_keys (under kid
+// site-1 in a new database, site-N after N-1 other keys) and loads every
+// key.
+func loadSiteKeys(ctx context.Context, db *sql.DB, seed []byte, n uint64, now time.Time) (*siteKeys, error) {
+	priv := ed25519.NewKeyFromSeed(siteSeed(seed, n))
+	x := b64.EncodeToString(priv.Public().(ed25519.PublicKey))
+	k := &siteKeys{priv: priv, pubs: map[string]ed25519.PublicKey{}}
+	if err := db.QueryRowContext(ctx, `SELECT kid FROM site_keys WHERE x = ?`, x).Scan(&k.kid); err == sql.ErrNoRows {
+		var count int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM site_keys`).Scan(&count); err != nil {
+			return nil, fmt.Errorf("site keys: %w", err)
+		}
+		k.kid = "site-" + strconv.Itoa(count+1)
+		if _, err := db.ExecContext(ctx, `INSERT INTO site_keys(kid, x, created_at) VALUES(?,?,?)`, k.kid, x, fmtTime(now)); err != nil {
+			return nil, fmt.Errorf("site keys: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("site keys: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT kid, x FROM site_keys ORDER BY rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("site keys: %w", err)
+	}
+	defer rows.Close()
+	type jwk struct {
+		Kty string `json:"kty"`
+		Crv string `json:"crv"`
+		Kid string `json:"kid"`
+		X   string `json:"x"`
+		Use string `json:"use"`
+		Alg string `json:"alg"`
+	}
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	for rows.Next() {
+		var kid, x string
+		if err := rows.Scan(&kid, &x); err != nil {
+			return nil, fmt.Errorf("site keys: %w", err)
+		}
+		pub, err := b64.DecodeString(x)
+		if err != nil || len(pub) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("site keys: key %s is not 32 bytes of base64url", kid)
+		}
+		k.pubs[kid] = ed25519.PublicKey(pub)
+		set.Keys = append(set.Keys, jwk{"OKP", "Ed25519", kid, x, "sig", "EdDSA"})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("site keys: %w", err)
+	}
+	k.jwks, _ = json.Marshal(set)
+	return k, nil
+}
+
+// Receipt types and reasons.
+const (
+	receiptSettlement   = "atp.settlement"
+	receiptCompensation = "atp.compensation"
+)
+
+// receiptBody is the signed body of a receipt (docs/atp-binding.md,
+// "Receipts"), in the page's member order; empty optional members are left
+// out.
+type receiptBody struct {
+	Type               string `json:"type"`
+	IntentID           string `json:"intent_id"`
+	IdempotencyKey     string `json:"idempotency_key"`
+	AgentID            string `json:"agent_id"`
+	Amount             int64  `json:"amount"`
+	Currency           string `json:"currency"`
+	Payee              string `json:"payee"`
+	RailReference      string `json:"rail_reference,omitempty"`
+	ReferencesIntentID string `json:"references_intent_id,omitempty"`
+	Reason             string `json:"reason,omitempty"`
+	State              string `json:"state"`
+	IssuedAt           string `json:"issued_at"`
+}
+
+// receiptDoc is a receipt: its body and the site's signature over the JCS
+// form of the body.
+type receiptDoc struct {
+	Body      json.RawMessage `json:"body"`
+	Alg       string          `json:"alg"`
+	Kid       string          `json:"kid"`
+	Signature string          `json:"signature"`
+}
+
+// settlementBody is the body of the settlement receipt of x, charged by
+// payment intent pi.
+func settlementBody(x *row, pi string, at time.Time) receiptBody {
+	return receiptBody{Type: receiptSettlement, IntentID: x.intentID, IdempotencyKey: x.key, AgentID: x.agentID,
+		Amount: x.amount, Currency: x.currency, Payee: x.payee, RailReference: pi, State: stateSettled, IssuedAt: fmtTime(at)}
+}
+
+// compensationBody is the body of the compensation receipt of x: "a
+// separate document referencing the original intent_id". pi is named
+// (rail_reference) only when money moved and was refunded.
+func compensationBody(x *row, reason, refundedPI string, at time.Time) receiptBody {
+	return receiptBody{Type: receiptCompensation, IntentID: x.intentID, IdempotencyKey: x.key, AgentID: x.agentID,
+		Amount: x.amount, Currency: x.currency, Payee: x.payee, RailReference: refundedPI, ReferencesIntentID: x.intentID,
+		Reason: reason, State: stateCompensated, IssuedAt: fmtTime(at)}
+}
+
+// sign makes the receipt document of body: Ed25519 by the site key over
+// the JCS form of body (§4).
+func (s *Server) sign(body receiptBody) ([]byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := canonicalBytes(raw)
+	if err != nil {
+		return nil, err
+	}
+	if s.mutant == MutantNonCanonicalSignature {
+		// The bug: the bytes signed are the encoder's (member order of the
+		// struct, indented), not the JCS form the receipt promises.
+		msg, _ = json.MarshalIndent(body, "", " ")
+	}
+	return json.Marshal(receiptDoc{Body: raw, Alg: "Ed25519", Kid: s.site.kid,
+		Signature: b64.EncodeToString(ed25519.Sign(s.site.priv, msg))})
+}
+
+// verifyReceipt checks a receipt document with the site's public keys
+// alone; it returns the kid, or why the receipt does not verify.
+func (s *Server) verifyReceipt(doc []byte) (kid, reason string) {
+	_, m, err := objectMembers(doc)
+	if err != nil {
+		return "", "the receipt is not a JSON object"
+	}
+	body, ok := m["body"]
+	if !ok || len(body) == 0 || body[0] != '{' {
+		return "", "the receipt has no body object"
+	}
+	alg, _, err := stringMember(m, "alg")
+	if err != nil || alg != "Ed25519" {
+		return "", "alg is not Ed25519"
+	}
+	kid, hasKid, err := stringMember(m, "kid")
+	if err != nil {
+		return "", "kid is not a string"
+	}
+	if !hasKid && len(s.site.pubs) == 1 {
+		for k := range s.site.pubs {
+			kid = k
+		}
+	}
+	pub, ok := s.site.pubs[kid]
+	if !ok {
+		return "", "no site key with kid " + strconv.Quote(kid)
+	}
+	sigText, _, err := stringMember(m, "signature")
+	if err != nil {
+		return "", "signature is not a string"
+	}
+	sig, err := b64.DecodeString(sigText)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return "", "the signature is not 64 bytes of base64url without padding"
+	}
+	msg, err := canonicalBytes(body)
+	if err != nil {
+		return "", "the body has no JCS form: " + err.Error()
+	}
+	if !ed25519.Verify(pub, msg, sig) {
+		return "", "the signature does not verify over the JCS form of the body"
+	}
+	return kid, ""
+}
+
+type verifyAnswer struct {
+	Valid  bool   `json:"valid"`
+	Kid    string `json:"kid,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// postVerify is POST /api/atp/receipts/verify: for anyone, no credentials.
+func (s *Server) postVerify(w http.ResponseWriter, r *http.Request) error {
+	b, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if s.mutant == MutantVerifyAcceptsAnything {
+		writeJSON(w, 200, verifyAnswer{Valid: true, Kid: s.site.kid})
+		return nil
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return errorf(400, codeInvalidRequest, "the body is the receipt document")
+	}
+	kid, reason := s.verifyReceipt(b)
+	if reason != "" {
+		writeJSON(w, 200, verifyAnswer{Valid: false, Reason: reason})
+		return nil
+	}
+	writeJSON(w, 200, verifyAnswer{Valid: true, Kid: kid})
+	return nil
+}
