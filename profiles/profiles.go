@@ -169,6 +169,7 @@ var (
 var builtin = []func() Profile{
 	Intent,
 	IDS,
+	ATP,
 }
 
 func init() {

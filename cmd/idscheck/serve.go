@@ -245,16 +245,22 @@ func serveIDS(ctx context.Context, c idsServeConfig, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
 		return exitUsage
 	}
-	ln, err := net.Listen("tcp", c.addr)
+	return serveHandler(ctx, "ids", c.addr, c.db, c.mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
+}
+
+// serveHandler serves a bundled server's handler on addr until ctx ends,
+// then shuts down and closes it.
+func serveHandler(ctx context.Context, name, addr, db, mutant string, h http.Handler, closeFn func() error, logger *slog.Logger, stdout, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		srv.Close()
+		closeFn()
 		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
 		return exitUsage
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
-	logger.Info("serving ids", "addr", ln.Addr().String(), "db", c.db, "mutant", c.mutant)
+	logger.Info("serving "+name, "addr", ln.Addr().String(), "db", db, "mutant", mutant)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	code := exitOK
@@ -271,7 +277,7 @@ func serveIDS(ctx context.Context, c idsServeConfig, stdout, stderr io.Writer) i
 		}
 		cancel()
 	}
-	if err := srv.Close(); err != nil {
+	if err := closeFn(); err != nil {
 		fmt.Fprintf(stderr, "idscheck serve: close: %v\n", err)
 		code = exitFailed
 	}
