@@ -51,7 +51,9 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     Given a signed intent "A"
     When I authorize "A"
     And I authorize "A" again under the same key
-    Then [ATP-2-retry-any-step, reading nonce-same-key=row] the last answer is the row of "A" as first authorized
+    Then [ATP-2-retry-verbatim, reading nonce-same-key=row] the last answer is the row of "A" as first authorized
+    And [ATP-2-retry-verbatim, reading nonce-same-key=nonce] the last answer is 409 nonce_consumed
+    And [ATP-2-retry-any-step, reading nonce-same-key=row] the last answer is the row of "A" as first authorized
     And [ATP-2-retry-any-step, reading nonce-same-key=nonce] the last answer is 409 nonce_consumed
     And [ATP-7-nonce-single-use, reading nonce-same-key=row] the last answer is the row of "A" as first authorized
     And [ATP-7-nonce-single-use, reading nonce-same-key=nonce] the last answer is 409 nonce_consumed
@@ -162,17 +164,18 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
 
   Scenario: a charge the rail never made is resolved, and an executing row never goes back to authorized
     Given a signed intent "A"
-    And the rail holds the charges of "A"
+    And the rail refuses the charges of "A"
     When I authorize "A"
-    And I execute "A" and give up waiting while the rail holds its charge
+    And I execute "A"
     And I poll "A" until it is no longer authorized
     Then [ATP-4-never-speculative] the last answer carries no receipt
     When I wait for a reconciliation sweep
-    And the rail releases "A"
-    And "A" reaches a terminal state
     Then [ATP-1-no-executing-to-authorized] the states seen for "A" never went from executing to authorized
     And [ATP-1-monotonic] the states seen for "A" never went back
-    And [ATP-6-reconciliation] "A" is settled or compensated, as the rail says
+    When the rail releases "A"
+    And "A" reaches a terminal state
+    Then [ATP-6-reconciliation] "A" is settled or compensated, as the rail says
+    And [ATP-2-no-second-effect] the rail charged "A" at most once
 
   # §4: compensation
   Scenario: a declined charge compensates, with a signed compensation receipt referencing the intent

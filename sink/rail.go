@@ -81,6 +81,7 @@ type rail struct {
 	callbacks  []Callback
 	lose       int             // the next lose confirms that charge drop their reply
 	decline    map[string]bool // intent ids whose confirms decline
+	refuse     map[string]bool // intent ids whose confirms answer 503 without acting
 	callback   string          // the site's callback URL ("" : none sent)
 	cbDrop     int             // the next cbDrop callbacks are dropped
 	cbDropAll  bool
@@ -89,7 +90,7 @@ type rail struct {
 }
 
 func newRail() rail {
-	return rail{pis: map[string]*PaymentIntent{}, byCreate: map[string]string{}, decline: map[string]bool{}}
+	return rail{pis: map[string]*PaymentIntent{}, byCreate: map[string]string{}, decline: map[string]bool{}, refuse: map[string]bool{}}
 }
 
 // SetRailCallback sets the URL the rail calls back after each confirm
@@ -134,6 +135,20 @@ func (s *Sink) Decline(intentID string) {
 	s.mu.Lock()
 	s.rail.decline[intentID] = true
 	s.mu.Unlock()
+}
+
+// RefuseConfirms makes every confirm for the ATP intent answer 503 without
+// acting (the rail is unavailable for it: nothing is charged), until
+// release.
+func (s *Sink) RefuseConfirms(intentID string) (release func()) {
+	s.mu.Lock()
+	s.rail.refuse[intentID] = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.rail.refuse, intentID)
+		s.mu.Unlock()
+	}
 }
 
 // Charges returns the money the rail moved for an intent, net of refunds:
@@ -199,7 +214,8 @@ func (s *Sink) WaitConfirms(ctx context.Context, intentID string, n int) error {
 }
 
 // HoldConfirms holds the confirms of an ATP intent before they act, until
-// release (or 30 s, or Close).
+// release (or 30 s, or Close). A held confirm whose caller gives up acts
+// at once: the request reached the rail.
 func (s *Sink) HoldConfirms(intentID string) (release func()) { return s.Hold(confirmKey(intentID)) }
 
 // confirmKey is the key under which confirms are counted and held (it
@@ -294,6 +310,12 @@ func (s *Sink) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 		s.railRecordLocked("confirm", id, "", http.StatusNotFound)
 		s.mu.Unlock()
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such payment intent"})
+		return
+	}
+	if s.rail.refuse[p.IntentID] {
+		s.railRecordLocked("confirm", id, p.IntentID, http.StatusServiceUnavailable)
+		s.mu.Unlock()
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "the rail is unavailable"})
 		return
 	}
 	key := confirmKey(p.IntentID)

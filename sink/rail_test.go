@@ -171,3 +171,20 @@ func TestRailCallbacks(t *testing.T) {
 		t.Fatalf("a dropped callback was sent: %v", got)
 	}
 }
+
+// TestRailRefusesConfirms: a refused confirm answers 503 and charges
+// nothing; after the release the same payment intent charges once.
+func TestRailRefusesConfirms(t *testing.T) {
+	s, _ := Start("")
+	defer s.Close()
+	base := s.URL() + RailPath
+	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_r","amount":1,"currency":"EUR"}`)
+	release := s.RefuseConfirms("int_r")
+	if st, _, _ := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", ""); st != 503 || s.Charges("int_r") != 0 {
+		t.Fatalf("refused confirm: %d, %d charges", st, s.Charges("int_r"))
+	}
+	release()
+	if st, c, _ := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", ""); st != 200 || c.Status != RailSucceeded || s.Charges("int_r") != 1 {
+		t.Fatalf("confirm after release: %d %+v, %d charges", st, c, s.Charges("int_r"))
+	}
+}

@@ -31,7 +31,7 @@ const (
 func Mutants() []Mutant {
 	return []Mutant{
 		{MutantDoubleChargeOnRetry, "a retried execute of a row found executing, executed, settled or compensated creates a fresh payment intent at the rail (no Idempotency-Key) and confirms it, then answers the stored row", "ATP-2-no-second-effect"},
-		{MutantNoReservation, "execute reads the row on the read pool and charges (a fresh payment intent each time) without the atomic authorized → executing move: concurrent duplicates each charge", "ATP-0-unique-row"},
+		{MutantNoReservation, "execute reads the row on the read pool and charges (a fresh payment intent each time) without the atomic authorized → executing move: concurrent duplicates each charge", "ATP-2-no-second-effect"},
 		{MutantFreshRowOnRetry, "a retried authorize under the same key rewrites the row: new created_at and updated_at, the body stored again re-encoded", "ATP-2-retry-verbatim"},
 		{MutantReceiptBeforeSettlement, "a signed settlement receipt is put in the row when it enters executing, before the rail charged", "ATP-4-never-speculative"},
 		{MutantNonCanonicalSignature, "receipts are signed over the encoder's bytes of the body (struct member order, indented), not its JCS form", "ATP-4-settlement-signed"},

@@ -1,0 +1,234 @@
+package features
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pingcap/failpoint"
+
+	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/atp"
+	sutatp "github.com/idscheck/idscheck/sut/atp"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// atpSiteSeed is the bundled server's receipt key in these tests: known,
+// so a tampering proxy can sign what it changed.
+var atpSiteSeed = bytes.Repeat([]byte{7}, ed25519.SeedSize)
+
+// runATP certifies the bundled ATP server (mutant "" for the correct one)
+// on the rules sel selects (nil: all), with a rail of its own; change, when
+// given, alters the server's JSON answers on their way to the harness.
+func runATP(t *testing.T, mutant string, sel []string, change rewrite) *RunResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv, err := sutatp.Open(ctx, sutatp.Config{DBPath: filepath.Join(t.TempDir(), "atp.db"), RailURL: s.URL(),
+		APIKey: "atp-key", TimeScale: 60, Mutant: mutant, SiteKeySeed: atpSiteSeed, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	if change != nil {
+		h = tamper(h, change)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	res, err := Run(ctx, RunConfig{Profile: spec.ProfileATP, Rules: spec.RulesFor(spec.ProfileATP), Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, APIKey: "atp-key", TimeScale: 60}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+// tamper applies change to every JSON answer of h.
+func tamper(h http.Handler, change rewrite) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		var doc map[string]any
+		if strings.Contains(rec.Header().Get("Content-Type"), "json") && json.Unmarshal(body, &doc) == nil {
+			change(r.Method, r.URL.Path, doc)
+			body, _ = json.Marshal(doc)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		io.Copy(w, bytes.NewReader(body))
+	})
+}
+
+// TestATPProfilePassesTheBundledServer: every testable ATP rule passes on
+// the reference server (or shows the reading it follows), none undecided.
+func TestATPProfilePassesTheBundledServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole ATP profile")
+	}
+	res := runATP(t, "", nil, nil)
+	pass := 0
+	for _, r := range res.Rules {
+		rule, _ := spec.Lookup(r.RuleID)
+		switch {
+		case r.Verdict == verdict.Pass:
+			pass++
+		case r.Verdict == verdict.Reading && len(rule.Readings) > 0:
+		case r.Verdict == verdict.NA && rule.Untestable != "":
+		default:
+			t.Errorf("rule %s: %s: %s", r.RuleID, r.Verdict, r.Reason)
+		}
+	}
+	if pass < 22 {
+		t.Errorf("only %d rules passed", pass)
+	}
+}
+
+// TestATPProfileKillsMutants runs, against every deliberate bug of the ATP
+// reference server, the scenarios that judge the rule it breaks, and
+// requires that rule to fail.
+func TestATPProfileKillsMutants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the ATP profile per mutant")
+	}
+	if err := failpoint.Enable(sutatp.FailpointNoReservationRacyWindow, `return("barrier")`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Disable(sutatp.FailpointNoReservationRacyWindow) })
+	for _, m := range sutatp.Mutants() {
+		t.Run(m.Name, func(t *testing.T) {
+			res := runATP(t, m.Name, []string{m.Breaks}, nil)
+			var failed []string
+			caught := false
+			for _, r := range res.Rules {
+				if r.Verdict == verdict.Fail || r.Verdict == verdict.NonStrict {
+					failed = append(failed, r.RuleID)
+					caught = caught || r.RuleID == m.Breaks
+				}
+			}
+			if !caught {
+				t.Errorf("mutant %s (%s) is not caught by the rule it breaks, %s; failed: %v", m.Name, m.Description, m.Breaks, failed)
+			}
+		})
+	}
+}
+
+// TestATPChecksFailOnATamperedAnswer proves the checks no mutant exercises
+// can fail: a proxy in front of the correct server alters one thing of its
+// answers (re-signing a receipt it changed, with the test's site key), and
+// the rule whose assertion reads it must not pass.
+func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the ATP profile per case")
+	}
+	site := ed25519.NewKeyFromSeed(atpSiteSeed)
+	// receipt edits the body of every receipt in a row and signs it again.
+	receipt := func(edit func(body map[string]any)) rewrite {
+		return func(_, _ string, doc map[string]any) {
+			rec, ok := doc["receipt"].(map[string]any)
+			if !ok {
+				return
+			}
+			body, _ := rec["body"].(map[string]any)
+			edit(body)
+			raw, _ := json.Marshal(body)
+			signed, err := atp.SignReceipt(raw, rec["kid"].(string), site)
+			if err != nil {
+				panic(err)
+			}
+			var out map[string]any
+			json.Unmarshal(signed, &out)
+			doc["receipt"] = out
+		}
+	}
+	executes := func(f func(doc map[string]any)) rewrite {
+		return func(method, path string, doc map[string]any) {
+			if method == http.MethodPost && path == atp.PathExecute {
+				f(doc)
+			}
+		}
+	}
+	var n atomic.Int64
+	cases := []struct {
+		rule   string
+		change rewrite
+	}{
+		{atp.RuleReceiptAfterSettled, receipt(func(b map[string]any) { b["intent_id"] = "int_someone_else" })},
+		{atp.RuleSignedBySiteKey, func(_, _ string, doc map[string]any) {
+			if rec, ok := doc["receipt"].(map[string]any); ok {
+				rec["kid"] = "no-such-key"
+			}
+		}},
+		{atp.RuleRetryExample, executes(func(doc map[string]any) {
+			if doc["state"] == atp.StateSettled && n.Add(1) > 1 {
+				doc["receipt"] = nil
+			}
+		})},
+		{atp.RuleReissueAfterLoss, executes(func(doc map[string]any) {
+			if doc["state"] == atp.StateSettled {
+				doc["state"] = atp.StateExecuted
+			}
+		})},
+		{atp.RuleUniqueRow, executes(func(doc map[string]any) {
+			if _, ok := doc["created_at"]; ok {
+				doc["created_at"] = atp.FormatTime(time.Unix(n.Add(1), 0))
+			}
+		})},
+		{atp.RuleExpiredNoReceipt, func(_, _ string, doc map[string]any) {
+			if doc["state"] == atp.StateExpired {
+				doc["receipt"] = map[string]any{"body": map[string]any{"state": "expired"}, "alg": "Ed25519", "kid": "site-1", "signature": "x"}
+			}
+		}},
+		{atp.RuleFirstConsumedAt, func(_, _ string, doc map[string]any) {
+			if doc["error"] == atp.ErrNonceConsumed {
+				delete(doc, "first_consumed_at")
+			}
+		}},
+		{atp.RuleVerifyNoSecret, func(_, path string, doc map[string]any) {
+			if path == atp.PathVerify {
+				doc["valid"] = false
+			}
+		}},
+		{atp.RuleRetryVerbatim, executes(func(doc map[string]any) {
+			if _, ok := doc["updated_at"]; ok {
+				doc["updated_at"] = atp.FormatTime(time.Unix(n.Add(1), 0))
+			}
+		})},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			n.Store(0)
+			res := runATP(t, "", []string{tc.rule}, tc.change)
+			for _, r := range res.Rules {
+				if r.RuleID != tc.rule {
+					continue
+				}
+				if r.Verdict != verdict.Fail && r.Verdict != verdict.NonStrict {
+					t.Fatalf("%s: %s (%s), want it failed", r.RuleID, r.Verdict, r.Reason)
+				}
+				return
+			}
+			t.Fatalf("%s got no verdict", tc.rule)
+		})
+	}
+}
