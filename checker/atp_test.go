@@ -5,9 +5,13 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
 
 	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
@@ -527,4 +531,72 @@ func TestATPReconciliationFails(t *testing.T) {
 			t.Fatalf("verdict %s", rep.Verdict())
 		}
 	})
+}
+
+// TestATPReductionDecidesLikeTheWholePartition: on random transactions
+// (a few states, random intervals), porcupine over ATPStateModel says the
+// same of the whole partition, of its atpReduce reduction, and
+// ATPRegression finds a pair exactly when it is illegal.
+func TestATPReductionDecidesLikeTheWholePartition(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	pm := ATPStateModel{}.Porcupine()
+	states := []string{"authorized", "executing", "executed", "settled", "compensated"}
+	illegal := 0
+	for trial := 0; trial < 3000; trial++ {
+		n := 1 + rnd.IntN(8)
+		ops := make([]Operation, n)
+		idx := make([]int, n)
+		for i := range ops {
+			call := rnd.Int64N(100)
+			st := states[rnd.IntN(3+rnd.IntN(3))]
+			ops[i] = Operation{ClientID: i, Kind: OpStatus, Key: kA, Call: call, Return: call + rnd.Int64N(40), Outcome: verdict.OutcomeOK,
+				Output: Output{Status: 200, State: st}}
+			idx[i] = i
+		}
+		whole := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
+		red := porcupine.CheckOperations(pm, porcupineOps(nil, ops, atpReduce(ops, idx), false))
+		a, _ := ATPRegression(ops)
+		if whole != red || whole != (a == nil) {
+			t.Fatalf("trial %d: whole %t, reduced %t, pair %v: %+v", trial, whole, red, a, ops)
+		}
+		if !whole {
+			illegal++
+		}
+	}
+	if illegal < 300 {
+		t.Fatalf("only %d illegal partitions of 3000: the test does not exercise the reduction", illegal)
+	}
+}
+
+// TestATPStormPartitionIsDecidedFast: 600 concurrent answers of one
+// transaction (a storm and its polls) are decided at once, legal and
+// illegal.
+func TestATPStormPartitionIsDecidedFast(t *testing.T) {
+	f, _, _ := goodATP()
+	kD := "int_d 0123456789abcdef-d"
+	rd := f.receipt(specatp.ReceiptSettlement, kD, "settled", nil)
+	f.op(ATPRouteAuthorize, kD, 200, "authorized", nil)
+	base := f.t + 1000
+	for i := 0; i < 600; i++ {
+		st, status, r := "executing", 202, []byte(nil)
+		if i%3 == 0 {
+			st, status, r = "settled", 200, rd
+		}
+		op := f.op(ATPRouteExecute, kD, status, st, r)
+		op.Call, op.Return = base+int64(i), base+10_000+int64(i%7)
+	}
+	f.row(kD, "settled", rd)
+	f.charge("int_d", false)
+	began := time.Now()
+	rep := CheckATP(f.h, f.l, f.rec, ATPOptions{Timeout: 5 * time.Second})
+	wantPass(t, rep)
+	late := f.op(ATPRouteGet, kD, 200, "executing", nil)
+	late.Call, late.Return = base+20_000, base+20_100
+	as := wantFail(t, CheckATP(f.h, f.l, f.rec, ATPOptions{Timeout: 5 * time.Second}), ATPMonotonic)
+	if as[0].Ops[1].Call != base+20_000 {
+		t.Fatalf("%+v", as[0])
+	}
+	if d := time.Since(began); d > 3*time.Second {
+		t.Fatalf("%v to decide", d)
+	}
 }
