@@ -807,8 +807,8 @@ func (w *atpWorkload) dedupPair(ctx context.Context, rnd *mrand.Rand) {
 }
 
 // expiring authorizes cfg.Expiring intents whose expires_at is ExpiryLead
-// ahead, then executes each once ClockSlack past it (410 intent_expired,
-// §5), and reads it.
+// ahead, then executes each ClockSlack past it (410 intent_expired, §5;
+// re-sent, at most 3 times, only when no answer came back), and reads it.
 func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Rand) {
 	if w.cfg.Expiring < 0 {
 		return
@@ -834,7 +834,14 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 		if state, _, _ := tx.snapshot(); state == "" {
 			continue
 		}
-		w.once(drainCtx, tx, checker.ATPRouteExecute)
+		// A probe, not a retry of the intent: re-sent on a lost answer, the
+		// site must answer 410 however often.
+		for try := 0; try < 3 && drainCtx.Err() == nil; try++ {
+			if a := w.once(drainCtx, tx, checker.ATPRouteExecute); a.Outcome == verdict.OutcomeOK && a.Status < 500 {
+				break
+			}
+			sleep(drainCtx, 20*time.Millisecond)
+		}
 		w.once(drainCtx, tx, checker.ATPRouteGet)
 		tx.setFinal()
 	}

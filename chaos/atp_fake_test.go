@@ -29,6 +29,10 @@ import (
 //     reply and callback were lost stays executing);
 //   - "fresh-receipt": every answer of a settled row carries a receipt
 //     signed anew (another issued_at).
+//
+// And one reading, not a bug: "nonce-reading" answers every replay of a
+// signed intent 409 nonce_consumed, under the key it was authorized with
+// too (spec/atp.DecisionNonceSameKey, reading "nonce").
 type fakeATP struct {
 	railURL  string
 	mutant   string
@@ -206,7 +210,7 @@ func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
 	json.Compact(&body, raw)
 	f.mu.Lock()
 	id := in.IntentID + " " + key
-	if row := f.rows[id]; row != nil {
+	if row := f.rows[id]; row != nil && f.mutant != "nonce-reading" {
 		f.mu.Unlock()
 		f.answer(w, 200, row) // a retry under the same key: the row
 		return

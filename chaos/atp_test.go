@@ -161,6 +161,41 @@ func sumOf(m map[string]int) int {
 	return n
 }
 
+// TestATPNonceReadingHasNoAnomaly: a site that answers a retry of
+// authorize under the same key 409 nonce_consumed (the "nonce" reading of
+// decision nonce-same-key) is driven to the same ends: the workload goes
+// on to execute, and nothing is judged against it.
+func TestATPNonceReadingHasNoAnomaly(t *testing.T) {
+	e := startATP(t, "nonce-reading")
+	fs := []faults.Fault{&faults.LostResponse{Network: e.net}, &faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
+	res, rep := runATP(t, e, 11, 1500*time.Millisecond, fs)
+	if rep.Verdict() != verdict.Pass {
+		for _, a := range rep.Anomalies {
+			t.Errorf("%s %s: %s", a.Kind, a.Key, a.Explanation)
+		}
+		t.Fatalf("verdict %s, models %+v", rep.Verdict(), rep.Models)
+	}
+	sameKey409 := 0
+	for _, op := range res.History.Ops {
+		if op.Input.Body == checker.ATPRouteAuthorize && op.Output.Body == checker.ATPErrorAnswer(specatp.ErrNonceConsumed) &&
+			!strings.Contains(rowPurpose(res, op.Key), "replay") {
+			sameKey409++
+		}
+	}
+	if sameKey409 == 0 || rep.Queue.Fulfilled < 10 {
+		t.Fatalf("%d authorizes under their own key answered 409; queue %+v", sameKey409, rep.Queue)
+	}
+}
+
+func rowPurpose(res *chaos.ATPResult, key string) string {
+	for _, r := range res.Record.Rows {
+		if r.Key == key {
+			return r.Purpose
+		}
+	}
+	return ""
+}
+
 // TestATPDoubleChargeIsCaught: a site that charges again on a retry of an
 // execute: ATP-2-no-second-effect names the intents, their charges and the
 // answers.
