@@ -1,0 +1,255 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/sink"
+)
+
+// The faults of the payment rail the harness hosts for ATP (docs/atp-
+// binding.md, "The rail"): the site is cut off the rail (a partition of
+// the proxy in front of the sink), the rail charges and loses its reply,
+// drops its callbacks, or delays them. Each leaves the row executing until
+// a callback or the reconciliation sweep resolves it (§6). All are network
+// faults: --faults net selects them.
+const (
+	FaultRailPartition     = "rail-partition"
+	FaultRailLostReplies   = "rail-lost-replies"
+	FaultRailCallbackDrop  = "rail-callback-drop"
+	FaultRailCallbackDelay = "rail-callback-delay"
+)
+
+// ATPRailFaults returns the rail's faults: the partition needs the proxy in
+// front of the sink, the others the sink itself; one whose need is nil is
+// listed, unavailable (its Available says why).
+func ATPRailFaults(proxy *SinkProxy, s *sink.Sink) []faults.Fault {
+	return []faults.Fault{&RailPartition{Proxy: proxy}, &RailLostReplies{Sink: s}, &RailCallbackDrop{Sink: s}, &RailCallbackDelay{Sink: s}}
+}
+
+// ATPRailFaultNames are the names of ATPRailFaults, in order.
+func ATPRailFaultNames() []string {
+	var out []string
+	for _, f := range ATPRailFaults(nil, nil) {
+		out = append(out, f.Name())
+	}
+	return out
+}
+
+func railNeedsSink(name string, s *sink.Sink) error {
+	if s == nil {
+		return fmt.Errorf("%s: %w: no payment rail (effect sink)", name, faults.ErrNotAvailable)
+	}
+	return nil
+}
+
+// RailPartition cuts the site off the rail: the proxy in front of the sink
+// stops (new calls refused, open ones closed) and heals on the same
+// address. The rail's callbacks to the site are not cut.
+type RailPartition struct {
+	Proxy *SinkProxy
+}
+
+var _ faults.Fault = (*RailPartition)(nil)
+
+// Name is FaultRailPartition.
+func (f *RailPartition) Name() string { return FaultRailPartition }
+
+// Kind is KindNet.
+func (f *RailPartition) Kind() faults.Kind { return faults.KindNet }
+
+// Available needs the proxy in front of the sink.
+func (f *RailPartition) Available() error {
+	if f.Proxy == nil {
+		return fmt.Errorf("%s: %w: no proxy in front of the payment rail", f.Name(), faults.ErrNotAvailable)
+	}
+	return nil
+}
+
+// Inject partitions the rail for d, then heals.
+func (f *RailPartition) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Start: time.Now()}
+	fail := func(err error) (faults.Injection, error) {
+		in.End, in.Err = time.Now(), err.Error()
+		return in, err
+	}
+	if err := f.Available(); err != nil {
+		return fail(err)
+	}
+	heal, err := f.Proxy.partition()
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", f.Name(), err))
+	}
+	in.Start = time.Now()
+	in.Params = map[string]string{"addr": f.Proxy.Addr(), "upstream": f.Proxy.Upstream()}
+	herr := holdFor(ctx, d)
+	err = heal()
+	in.End = time.Now()
+	switch {
+	case err != nil:
+		return fail(fmt.Errorf("%s: %w", f.Name(), err))
+	case herr != nil:
+		return fail(fmt.Errorf("%s: hold cut short: %w", f.Name(), herr))
+	}
+	return in, nil
+}
+
+// RailLostReplies makes every confirm that charges during the hold drop its
+// reply after charging (sink.LoseRailReplies): the site cannot tell
+// whether the payment happened. It took effect when at least one reply was
+// lost (Params "fired", "lost"); when no confirm charged during the hold,
+// it waits up to 2 s more for one.
+type RailLostReplies struct {
+	Sink *sink.Sink
+}
+
+var _ faults.Fault = (*RailLostReplies)(nil)
+
+// Name is FaultRailLostReplies.
+func (f *RailLostReplies) Name() string { return FaultRailLostReplies }
+
+// Kind is KindNet.
+func (f *RailLostReplies) Kind() faults.Kind { return faults.KindNet }
+
+// Available needs the sink.
+func (f *RailLostReplies) Available() error { return railNeedsSink(f.Name(), f.Sink) }
+
+func lostCharges(s *sink.Sink) int {
+	n := 0
+	for _, c := range s.AllCharges() {
+		if c.LostReply {
+			n++
+		}
+	}
+	return n
+}
+
+// Inject loses the reply of every charging confirm during d (at most
+// maxLostReplies).
+func (f *RailLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{}, Start: time.Now()}
+	if err := f.Available(); err != nil {
+		in.End, in.Err = in.Start, err.Error()
+		return in, err
+	}
+	before := lostCharges(f.Sink)
+	f.Sink.LoseRailReplies(maxLostReplies)
+	herr := holdFor(ctx, d)
+	for t := time.Now(); herr == nil && lostCharges(f.Sink) == before && time.Since(t) < 2*time.Second; {
+		herr = holdFor(ctx, 20*time.Millisecond)
+	}
+	f.Sink.LoseRailReplies(0)
+	in.End = time.Now()
+	lost := lostCharges(f.Sink) - before
+	in.Params["lost"] = strconv.Itoa(lost)
+	in.Params[faults.ParamFired] = strconv.FormatBool(lost > 0)
+	var err error
+	if herr != nil {
+		err = fmt.Errorf("%s: hold cut short: %w", f.Name(), herr)
+		in.Err = err.Error()
+	}
+	return in, err
+}
+
+// RailCallbackDrop makes the rail drop every callback it would send during
+// the hold (sink.DropAllCallbacks): the site learns the outcome of those
+// confirms only from their replies or its reconciliation sweep. Params
+// "dropped" counts them ("fired": at least one).
+type RailCallbackDrop struct {
+	Sink *sink.Sink
+}
+
+var _ faults.Fault = (*RailCallbackDrop)(nil)
+
+// Name is FaultRailCallbackDrop.
+func (f *RailCallbackDrop) Name() string { return FaultRailCallbackDrop }
+
+// Kind is KindNet.
+func (f *RailCallbackDrop) Kind() faults.Kind { return faults.KindNet }
+
+// Available needs the sink.
+func (f *RailCallbackDrop) Available() error { return railNeedsSink(f.Name(), f.Sink) }
+
+func droppedCallbacks(s *sink.Sink) int {
+	n := 0
+	for _, c := range s.Callbacks() {
+		if c.Dropped {
+			n++
+		}
+	}
+	return n
+}
+
+// Inject drops every callback during d.
+func (f *RailCallbackDrop) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{}, Start: time.Now()}
+	if err := f.Available(); err != nil {
+		in.End, in.Err = in.Start, err.Error()
+		return in, err
+	}
+	before := droppedCallbacks(f.Sink)
+	f.Sink.DropAllCallbacks(true)
+	herr := holdFor(ctx, d)
+	f.Sink.DropAllCallbacks(false)
+	in.End = time.Now()
+	n := droppedCallbacks(f.Sink) - before
+	in.Params["dropped"] = strconv.Itoa(n)
+	in.Params[faults.ParamFired] = strconv.FormatBool(n > 0)
+	var err error
+	if herr != nil {
+		err = fmt.Errorf("%s: hold cut short: %w", f.Name(), herr)
+		in.Err = err.Error()
+	}
+	return in, err
+}
+
+// RailCallbackDelay delays every callback of a confirm made during the hold
+// (sink.SetCallbackDelay) by a delay drawn between d/2 and d (at most
+// 5 s): the callback may arrive after the site's reply, after a poll,
+// after its sweep. Params "delay".
+type RailCallbackDelay struct {
+	Sink *sink.Sink
+}
+
+var _ faults.Fault = (*RailCallbackDelay)(nil)
+
+// Name is FaultRailCallbackDelay.
+func (f *RailCallbackDelay) Name() string { return FaultRailCallbackDelay }
+
+// Kind is KindNet.
+func (f *RailCallbackDelay) Kind() faults.Kind { return faults.KindNet }
+
+// Available needs the sink.
+func (f *RailCallbackDelay) Available() error { return railNeedsSink(f.Name(), f.Sink) }
+
+// maxCallbackDelay bounds the delay of one callback.
+const maxCallbackDelay = 5 * time.Second
+
+// Inject delays the callbacks of d's confirms.
+func (f *RailCallbackDelay) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
+	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{}, Start: time.Now()}
+	if err := f.Available(); err != nil {
+		in.End, in.Err = in.Start, err.Error()
+		return in, err
+	}
+	delay := max(d, time.Millisecond)
+	if rnd != nil {
+		delay = delay/2 + time.Duration(rnd.Int64N(int64(delay/2)+1))
+	}
+	delay = min(delay, maxCallbackDelay)
+	f.Sink.SetCallbackDelay(delay)
+	herr := holdFor(ctx, d)
+	f.Sink.SetCallbackDelay(0)
+	in.End = time.Now()
+	in.Params["delay"] = delay.String()
+	var err error
+	if herr != nil {
+		err = fmt.Errorf("%s: hold cut short: %w", f.Name(), herr)
+		in.Err = err.Error()
+	}
+	return in, err
+}
