@@ -36,7 +36,7 @@ func ATP() Profile {
 		AlternateReadings: func() map[string]string { return map[string]string{specatp.DecisionNonceSameKey: "nonce"} },
 		EffectSink:        true,
 		Mutants:           mutants,
-		Chaos:             nil, // ATPChaos() lands with the chaos workload
+		Chaos:             ATPChaos(),
 	}
 }
 

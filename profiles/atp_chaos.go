@@ -8,6 +8,7 @@ import (
 
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
+	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 
 // ATPChaos is the ATP profile's chaos workload (chaos.RunATP): agents sign
@@ -24,18 +25,19 @@ import (
 // ATP-1-no-executing-to-authorized, ATP-6-reconciliation). The bundled
 // server crashes at its failpoints.
 func ATPChaos() *ChaosWorkload {
+	fps := map[string]string{}
+	for _, p := range sutatp.Failpoints() {
+		fps[p] = `return("exit")`
+	}
 	return &ChaosWorkload{
-		Summary:  "ATP transactions of signed intents authorized and executed under one key, retried, duplicated, stormed and replayed until a terminal state; money counted at the harness's payment rail",
-		Sink:     true,
-		Faults:   chaos.ATPRailFaults,
-		StormMin: 200,
-		StormMax: 300,
-		Failpoints: map[string]string{
-			"github.com/idscheck/idscheck/sut/atp/after-charge-before-commit": `return("exit")`,
-			"github.com/idscheck/idscheck/sut/atp/after-commit-before-reply":  `return("exit")`,
-		},
-		Run:   runATPChaos,
-		Check: checkATPChaos,
+		Summary:    "ATP transactions of signed intents authorized and executed under one key, retried, duplicated, stormed and replayed until a terminal state; money counted at the harness's payment rail",
+		Sink:       true,
+		Faults:     chaos.ATPRailFaults,
+		StormMin:   200,
+		StormMax:   300,
+		Failpoints: fps,
+		Run:        runATPChaos,
+		Check:      checkATPChaos,
 	}
 }
 

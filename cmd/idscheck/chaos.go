@@ -861,7 +861,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 			listen = c.tgt.EffectSink.Listen
 		}
 		var err error
-		if wants(chaos.FaultSinkPartition) {
+		if wants(chaos.FaultSinkPartition) || wants(chaos.FaultRailPartition) {
 			if snk, err = sink.Start("127.0.0.1:0"); err == nil {
 				if sinkProxy, err = chaos.NewSinkProxy(listen, snk.Addr()); err != nil {
 					snk.Close()
@@ -994,7 +994,9 @@ func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red
 	if c.target != "" {
 		return startChaosTarget(ctx, c, red, logger)
 	}
-	return startBundledChild(ctx, c, sinkURL, func(key string) []string { return []string{"IDS_API_KEY=" + key} }, "", red, logger)
+	// serve takes the key of profile P's server from P_API_KEY (IDS_API_KEY, ATP_API_KEY).
+	v := strings.ToUpper(string(c.profile)) + "_API_KEY="
+	return startBundledChild(ctx, c, sinkURL, func(key string) []string { return []string{v + key} }, "", red, logger)
 }
 
 // checkChaosRun judges a recorded run: with its profile's workload Check

@@ -16,17 +16,24 @@ import (
 
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
+	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/sut"
+	"github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/sut/ids"
 )
 
 const serveSynopsis = `serve [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
        [--readings default|alternate] [--reading ID=NAME ...]
 serve --profile ids --sink URL [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
+serve --profile atp --sink URL [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
+       [--readings default|alternate] [--reading nonce-same-key=row|nonce]
 
 With --profile ids it runs the bundled IDS reference server (RFC-WF-0010 over
 docs/ids-binding.md), which sends every external effect to the effect sink at
 --sink; its API key (X-API-Key) comes from IDS_API_KEY (empty: none asked).
+With --profile atp it runs the bundled ATP reference server (docs/atp-binding.md),
+which charges through the payment rail at --sink (idscheck's effect sink serves
+it); its API key comes from ATP_API_KEY (empty: none asked).
 The rest of this text is about the intent server.
 
 Runs the bundled reference server of the Intent Protocol v2.1 (seed 004).
@@ -114,7 +121,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	base := fs.String("readings", "default", "default or alternate: the first or the second name of every reading key (listed above)")
 	set := readingFlag{}
 	fs.Var(set, "reading", "ID=NAME: follow reading NAME for key ID (repeatable; overrides --readings)")
-	sinkURL := fs.String("sink", "", "--profile ids: base URL of the effect sink the server sends its effects to")
+	sinkURL := fs.String("sink", "", "--profile ids: base URL of the effect sink the server sends its effects to; --profile atp: base URL of the payment rail")
 	if code, done := parseFlags(fs, args, false); done {
 		return code
 	}
@@ -127,8 +134,27 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return serveIDS(ctx, idsServeConfig{addr: *addr, db: *db, sink: *sinkURL, scale: *scale, mutant: *mutant,
 			apiKey: os.Getenv("IDS_API_KEY"), level: lv}, stdout, stderr)
 	}
+	if *profile == string(spec.ProfileATP) {
+		var lv slog.Level
+		if err := lv.UnmarshalText([]byte(*level)); err != nil {
+			fmt.Fprintf(stderr, "idscheck serve: --log-level: %v\n", err)
+			return exitUsage
+		}
+		readings := map[string]string{}
+		if *base == "alternate" {
+			readings[specatp.DecisionNonceSameKey] = "nonce"
+		} else if *base != "default" {
+			fmt.Fprintf(stderr, "idscheck serve: --readings %q: want default or alternate\n", *base)
+			return exitUsage
+		}
+		for k, v := range set {
+			readings[k] = v
+		}
+		return serveATP(ctx, atpServeConfig{addr: *addr, db: *db, rail: *sinkURL, scale: *scale, mutant: *mutant,
+			apiKey: os.Getenv("ATP_API_KEY"), level: lv, readings: readings}, stdout, stderr)
+	}
 	if *sinkURL != "" {
-		fmt.Fprintln(stderr, "idscheck serve: --sink is for --profile ids (the intent server has no external effects)")
+		fmt.Fprintln(stderr, "idscheck serve: --sink is for --profile ids and atp (the intent server has no external effects)")
 		return exitUsage
 	}
 	if err := profileHas(*profile, "a bundled reference server", func(p profiles.Profile) bool { return p.Bundled != nil }); err != nil {
@@ -246,6 +272,37 @@ func serveIDS(ctx context.Context, c idsServeConfig, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	return serveHandler(ctx, "ids", c.addr, c.db, c.mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
+}
+
+// atpServeConfig is what serve --profile atp was asked.
+type atpServeConfig struct {
+	addr, db, rail, mutant, apiKey string
+	scale                          float64
+	level                          slog.Level
+	readings                       map[string]string
+}
+
+// serveATP runs the bundled ATP reference server (sut/atp) until ctx ends.
+func serveATP(ctx context.Context, c atpServeConfig, stdout, stderr io.Writer) int {
+	switch {
+	case c.rail == "":
+		fmt.Fprintln(stderr, "idscheck serve: --profile atp needs --sink URL: the payment rail it charges through (idscheck's effect sink)")
+		return exitUsage
+	case c.scale < 0:
+		fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
+		return exitUsage
+	}
+	if c.db == "" {
+		c.db = "atp.db"
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.level}))
+	srv, err := atp.Open(ctx, atp.Config{DBPath: c.db, RailURL: c.rail, APIKey: c.apiKey, TimeScale: c.scale,
+		Mutant: c.mutant, Readings: c.readings, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	return serveHandler(ctx, "atp", c.addr, c.db, c.mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
 }
 
 // serveHandler serves a bundled server's handler on addr until ctx ends,
