@@ -15,7 +15,7 @@ build:
 # The main job on the embedded default: start each profile's bundled
 # reference server in-process and certify it, one report per profile
 # (idscheck-report/<profile>/index.html). Exits with the worst exit code.
-PROFILES ?= intent ids
+PROFILES ?= intent ids atp
 run: build
 	@code=0; for p in $(PROFILES); do \
 	  ./$(BIN) run --profile $$p --seed $(SEED) --out $(OUT)/$$p || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \
@@ -30,6 +30,7 @@ test:
 bench: build
 	$(GO) run ./sut/bench
 	$(GO) run ./sut/ids/bench
+	$(GO) run ./sut/atp/bench
 	$(GO) test -run '^$$' -bench CheckScale -benchtime 1x ./checker
 
 # The mutation kill matrix: every mutant of the reference server against the profile.
@@ -37,17 +38,19 @@ mutants: build
 	@code=0; for p in $(PROFILES); do ./$(BIN) mutants --profile $$p --out idscheck-mutants/$$p || code=1; done; exit $$code
 
 # 60 s of chaos against the bundled server with every fault kind, then every
-# check; then the same for the IDS profile (its bundled server, the effect
+# check; then the same for the IDS and ATP profiles (its bundled server, the effect
 # sink hosted by idscheck and partitioned, storms of 200+ identical envelopes).
 chaos: build
 	./$(BIN) chaos --duration 60s --seed $(SEED) --faults all --out idscheck-chaos
 	./$(BIN) chaos --profile ids --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-ids
+	./$(BIN) chaos --profile atp --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-atp
 
 # Chaos against the mutants the checker must catch by name (each run exits 1).
 # The IDS mutants must be caught with their duplicated effects named
 # (IDS-V-exactly-once-effects) and the line that replays the run.
 CHAOS_MUTANTS ?= lost-on-crash claim-non-atomic stale-token-accepted idem-check-racy
 IDS_CHAOS_MUTANTS ?= no-reservation outbox-double-dispatch
+ATP_CHAOS_MUTANTS ?= double-charge-on-retry no-reconciliation
 chaos-mutants: build
 	@mkdir -p idscheck-chaos
 	@for m in $(CHAOS_MUTANTS); do \
@@ -61,14 +64,23 @@ chaos-mutants: build
 	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' $$out.txt | grep -E '^  IDS-[A-Za-z0-9.-]+ +[0-9]+$$' | tr -s ' ' | tr '\n' ','); \
 	  if [ $$code -eq 1 ] && grep -q '^- IDS-V-exactly-once-effects .* took effect [0-9]* times' $$out.txt && grep -q '^replay: ' $$out.txt; then \
 	    echo "ids $$m: caught (exit 1):$$caught"; else echo "ids $$m: SURVIVED (exit $$code)"; fail=1; fi; \
+	done; \
+	for m in $(ATP_CHAOS_MUTANTS); do \
+	  out=idscheck-chaos/atp-$$m; \
+	  ./$(BIN) chaos --profile atp --duration 30s --seed $(SEED) --faults all --mutant $$m --out $$out > $$out.txt 2>&1; \
+	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' $$out.txt | grep -E '^  ATP-[A-Za-z0-9.-]+ +[0-9]+$$' | tr -s ' ' | tr '\n' ','); \
+	  if [ $$code -eq 1 ] && grep -q '^- ATP-' $$out.txt && grep -q '^replay: ' $$out.txt; then \
+	    echo "atp $$m: caught (exit 1):$$caught"; else echo "atp $$m: SURVIVED (exit $$code)"; fail=1; fi; \
 	done; exit $${fail:-0}
 
 fuzz:
 	$(GO) test ./sut -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
 	$(GO) test ./sut -run '^$$' -fuzz FuzzHandler -fuzztime 30s
+	$(GO) test ./sut/ids -run '^$$' -fuzz FuzzHandler -fuzztime 30s
+	$(GO) test ./sut/atp -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./cmd/idscheck -run '^$$' -fuzz FuzzCanonicalPathAgrees -fuzztime 30s
 	$(GO) test ./spec -run '^$$' -fuzz FuzzCanonicalPath -fuzztime 30s
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-mutants runs
+	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-mutants runs

@@ -54,7 +54,7 @@ type runConfig struct {
 }
 
 const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin-token T] [--metrics-token M]]
-                    [--profile intent|ids] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
+                    [--profile intent|ids|atp] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
                     [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
                     [--target-cmd CMD] [--health-wait 10s]
                     [--readings default|alternate]  (bundled server)
@@ -530,8 +530,17 @@ func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]b
 		level[r.ID] = r.Level
 	}
 	var g gateResult
+	musts, nonStrict := 0, 0
+	for _, r := range rules {
+		if r.Level == spec.Must {
+			musts++
+		}
+	}
 	for _, rr := range results {
 		exp := expected[rr.RuleID]
+		if rr.Verdict == verdict.NonStrict && !exp {
+			nonStrict++
+		}
 		switch rr.Verdict {
 		case verdict.Fail, verdict.NonStrict:
 			counts := rr.Verdict == verdict.Fail || (strict && level[rr.RuleID] == spec.Should)
@@ -578,8 +587,17 @@ func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]b
 	default:
 		g.code = exitOK
 		g.message = "every MUST passed"
-		if strict {
+		if musts == 0 {
+			// A text without RFC 2119 keywords (ATP) has no MUST to pass.
+			g.message = "no MUST in this text: its rules are SHOULDs"
+		}
+		switch {
+		case strict:
 			g.message = "every MUST and SHOULD passed"
+		case nonStrict > 0:
+			g.message += fmt.Sprintf("; %d SHOULD(s) broken (NON-STRICT: --strict fails on them)", nonStrict)
+		case musts == 0:
+			g.message += ", and every one passed (gate with --strict)"
 		}
 	}
 	return g

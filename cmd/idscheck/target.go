@@ -114,7 +114,8 @@ environment variables. An unknown field is an error.
   effect_sink                        --effect-sink         {"listen": "host:port", "url": "http://..."}:
                                                            where the harness's effect sink listens
                                                            (the flag sets listen); the target sends
-                                                           each external effect there (ids; the
+                                                           each external effect there (ids), or
+                                                           charges there (atp's payment rail; the
                                                            intent profile has none)
 
 For example, with the secrets in the environment, not in the file:
@@ -174,7 +175,7 @@ func (t *targetFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&t.cli.requireSignatures, "require-signatures", false, "the target requires HMAC-signed requests (BUS_REQUIRE_SIGNATURES=true)")
 	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1 for a target, 60 for the bundled server)")
 	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
-	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for profiles whose targets send their external effects to it (ids): give the target http://host:port as its sink (effect_sink.listen in the target file)")
+	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for profiles whose targets send their external effects to it (ids; atp's payment rail): give the target http://host:port as its sink (its rail) (effect_sink.listen in the target file)")
 	fs.StringVar(&t.cli.targetCmd, "target-cmd", "", "shell command that starts the target on --target (idscheck owns the process: it waits for /health and stops it at the end)")
 	prev := fs.Usage
 	fs.Usage = func() {
