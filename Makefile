@@ -15,10 +15,11 @@ build:
 # The main job on the embedded default: start each profile's bundled
 # reference server in-process and certify it, one report per profile
 # (idscheck-report/<profile>/index.html). Exits with the worst exit code.
+# --strict: a broken SHOULD fails too (every ATP rule is a SHOULD).
 PROFILES ?= intent ids atp
 run: build
 	@code=0; for p in $(PROFILES); do \
-	  ./$(BIN) run --profile $$p --seed $(SEED) --out $(OUT)/$$p || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \
+	  ./$(BIN) run --profile $$p --strict --seed $(SEED) --out $(OUT)/$$p || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \
 	done; exit $$code
 
 # Every test. Stays under 10 minutes on 2 cores.
