@@ -724,10 +724,16 @@ func (w *atpWorld) noReceipt(r *client.Response) error {
 		return fmt.Errorf("%w: no answer to check", errRunnerBug)
 	}
 	var t atp.Transaction
-	if json.Unmarshal(r.Body, &t) == nil && t.HasReceipt() {
+	if json.Unmarshal(r.Body, &t) == nil && t.HasReceipt() && !receiptState(t.State) {
 		return Mismatch("no receipt on a row in state "+t.State, "receipt "+clip(t.Receipt))
 	}
 	return nil
+}
+
+// receiptState reports whether a row in state may carry a receipt (§4: on
+// entry to settled or compensated, never before, none when expired).
+func receiptState(state string) bool {
+	return state == atp.StateSettled || state == atp.StateCompensated
 }
 
 func (w *atpWorld) answerNoReceipt(alias string) error {
@@ -739,7 +745,7 @@ func (w *atpWorld) answerNoReceipt(alias string) error {
 		return Mismatch("an answer with the row of "+alias, w.describeLast())
 	}
 	s := i.seen[len(i.seen)-1]
-	if s.row.HasReceipt() && !atp.Terminal(s.state) {
+	if s.row.HasReceipt() && !receiptState(s.state) {
 		return Mismatch("no receipt on a row in state "+s.state, "receipt "+clip(s.row.Receipt))
 	}
 	return nil

@@ -592,6 +592,8 @@ func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]b
 			g.message = "no MUST in this text: its rules are SHOULDs"
 		}
 		switch {
+		case strict && musts == 0:
+			g.message = "no MUST in this text; every SHOULD passed"
 		case strict:
 			g.message = "every MUST and SHOULD passed"
 		case nonStrict > 0:
