@@ -24,11 +24,12 @@ const (
 	FaultRailCallbackDelay = "rail-callback-delay"
 )
 
-// ATPRailFaults returns the rail's faults: the partition needs the proxy in
-// front of the sink, the others the sink itself; one whose need is nil is
+// ATPRailFaults returns the rail's faults: the partition (the sink's, under
+// the rail's name: the rail's callbacks to the site are not cut) needs the
+// proxy in front of the sink, the others the sink itself; one whose need is nil is
 // listed, unavailable (its Available says why).
 func ATPRailFaults(proxy *SinkProxy, s *sink.Sink) []faults.Fault {
-	return []faults.Fault{&RailPartition{Proxy: proxy}, &RailLostReplies{Sink: s}, &RailCallbackDrop{Sink: s}, &RailCallbackDelay{Sink: s}}
+	return []faults.Fault{&SinkPartition{Proxy: proxy, As: FaultRailPartition}, &RailLostReplies{Sink: s}, &RailCallbackDrop{Sink: s}, &RailCallbackDelay{Sink: s}}
 }
 
 // ATPRailFaultNames are the names of ATPRailFaults, in order.
@@ -45,57 +46,6 @@ func railNeedsSink(name string, s *sink.Sink) error {
 		return fmt.Errorf("%s: %w: no payment rail (effect sink)", name, faults.ErrNotAvailable)
 	}
 	return nil
-}
-
-// RailPartition cuts the site off the rail: the proxy in front of the sink
-// stops (new calls refused, open ones closed) and heals on the same
-// address. The rail's callbacks to the site are not cut.
-type RailPartition struct {
-	Proxy *SinkProxy
-}
-
-var _ faults.Fault = (*RailPartition)(nil)
-
-// Name is FaultRailPartition.
-func (f *RailPartition) Name() string { return FaultRailPartition }
-
-// Kind is KindNet.
-func (f *RailPartition) Kind() faults.Kind { return faults.KindNet }
-
-// Available needs the proxy in front of the sink.
-func (f *RailPartition) Available() error {
-	if f.Proxy == nil {
-		return fmt.Errorf("%s: %w: no proxy in front of the payment rail", f.Name(), faults.ErrNotAvailable)
-	}
-	return nil
-}
-
-// Inject partitions the rail for d, then heals.
-func (f *RailPartition) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Start: time.Now()}
-	fail := func(err error) (faults.Injection, error) {
-		in.End, in.Err = time.Now(), err.Error()
-		return in, err
-	}
-	if err := f.Available(); err != nil {
-		return fail(err)
-	}
-	heal, err := f.Proxy.partition()
-	if err != nil {
-		return fail(fmt.Errorf("%s: %w", f.Name(), err))
-	}
-	in.Start = time.Now()
-	in.Params = map[string]string{"addr": f.Proxy.Addr(), "upstream": f.Proxy.Upstream()}
-	herr := holdFor(ctx, d)
-	err = heal()
-	in.End = time.Now()
-	switch {
-	case err != nil:
-		return fail(fmt.Errorf("%s: %w", f.Name(), err))
-	case herr != nil:
-		return fail(fmt.Errorf("%s: hold cut short: %w", f.Name(), herr))
-	}
-	return in, nil
 }
 
 // RailLostReplies makes every confirm that charges during the hold drop its

@@ -131,12 +131,20 @@ func (p *SinkProxy) partition() (func() error, error) {
 // the sink stops (new calls are refused, open ones closed), and heals.
 type SinkPartition struct {
 	Proxy *SinkProxy
+	// As is the fault's name ("": FaultSinkPartition): ATP's rail, which
+	// the sink serves, names it FaultRailPartition.
+	As string
 }
 
 var _ faults.Fault = (*SinkPartition)(nil)
 
-// Name is FaultSinkPartition.
-func (f *SinkPartition) Name() string { return FaultSinkPartition }
+// Name is As, or FaultSinkPartition.
+func (f *SinkPartition) Name() string {
+	if f.As != "" {
+		return f.As
+	}
+	return FaultSinkPartition
+}
 
 // Kind is KindNet.
 func (f *SinkPartition) Kind() faults.Kind { return faults.KindNet }
@@ -144,7 +152,7 @@ func (f *SinkPartition) Kind() faults.Kind { return faults.KindNet }
 // Available needs the proxy in front of the sink.
 func (f *SinkPartition) Available() error {
 	if f.Proxy == nil {
-		return fmt.Errorf("%s: %w: no proxy in front of the effect sink", f.Name(), faults.ErrNotAvailable)
+		return fmt.Errorf("%s: %w: no proxy in front of the effect sink (the payment rail)", f.Name(), faults.ErrNotAvailable)
 	}
 	return nil
 }
