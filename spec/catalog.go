@@ -13,15 +13,26 @@ import (
 //go:embed seeds/*.txt
 var Seeds embed.FS
 
-// SeedText returns the text of one seed file (e.g. "004_b5f0a9c556f3c9c3.txt");
-// false when no such seed is embedded.
+// Texts holds the texts beyond the seeds that a profile cites: the IETF
+// draft of the Idempotency-Key header field and Stripe's documented
+// conventions (the http-idempotency profile), each with where it comes
+// from at its head, under texts/<file name>.
+//
+//go:embed texts/*.txt
+var Texts embed.FS
+
+// SeedText returns the text of one seed file (e.g. "004_b5f0a9c556f3c9c3.txt")
+// or cited text (e.g. "draft-ietf-httpapi-idempotency-key-header.txt");
+// false when no such text is embedded.
 func SeedText(source string) (string, bool) {
 	if source == "" || strings.ContainsAny(source, "/\\") {
 		return "", false
 	}
 	b, err := Seeds.ReadFile("seeds/" + source)
 	if err != nil {
-		return "", false
+		if b, err = Texts.ReadFile("texts/" + source); err != nil {
+			return "", false
+		}
 	}
 	return string(b), true
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // idFormat is the shape of every rule ID: PROFILE-<section>-<slug>.
-var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|A2A)-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
+var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|IETF|STRIPE|A2A)-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
 
 // mustKeyword finds an uppercase RFC 2119 keyword of a MUST: MUST, MUST NOT,
 // REQUIRED, SHALL, SHALL NOT. No \b before it: the extraction of the seeds
@@ -45,7 +45,7 @@ func CheckCatalog(rules []Rule) []string {
 			bad = append(bad, r.ID+": level "+string(r.Level)+" is not MUST, SHOULD or MAY")
 		}
 		switch r.Profile {
-		case ProfileIntent, ProfileIDS, ProfileATP, ProfileT0, ProfileA2A:
+		case ProfileIntent, ProfileIDS, ProfileATP, ProfileT0, ProfileHTTPIdem, ProfileA2A:
 		default:
 			bad = append(bad, r.ID+": unknown profile "+string(r.Profile))
 		}

@@ -21,7 +21,11 @@ const (
 	ProfileIDS    Profile = "ids"
 	ProfileATP    Profile = "atp"
 	ProfileT0     Profile = "t0"
-	ProfileA2A    Profile = "a2a"
+	// ProfileHTTPIdem is any HTTP endpoint with an idempotency key, under
+	// one of three variants (the IETF draft, t-0's receiver rules,
+	// Stripe's conventions).
+	ProfileHTTPIdem Profile = "http-idempotency"
+	ProfileA2A      Profile = "a2a"
 )
 
 // Rule is one requirement of one protocol text. ID is stable across releases
