@@ -78,6 +78,7 @@ type Sink struct {
 	lost     int           // replies dropped so far
 	delay    time.Duration // every POST waits this long before answering
 	holds    map[string]chan struct{}
+	holdAll  chan struct{} // non-nil: every POST waits for it (HoldAll)
 	inflight map[string]int // POSTs per key that arrived and are not recorded yet
 	tick     int            // counts every answered or dropped call, GETs included
 	lostAt   map[string]int // key -> tick of its last dropped reply
@@ -122,6 +123,10 @@ func (s *Sink) Close() error {
 	for k, ch := range s.holds {
 		close(ch)
 		delete(s.holds, k)
+	}
+	if s.holdAll != nil {
+		close(s.holdAll)
+		s.holdAll = nil
 	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -188,6 +193,68 @@ func (s *Sink) Hold(key string) (release func()) {
 			s.mu.Unlock()
 		})
 	}
+}
+
+// HoldAll makes every POST wait, before acting, until release is called
+// (or 30 s pass, or the sink closes): for a target whose sink keys the
+// harness does not know. Release is idempotent.
+func (s *Sink) HoldAll() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.holdAll != nil {
+		close(s.holdAll) // one hold at a time: the earlier one is released
+	}
+	s.holdAll = ch
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.holdAll == ch { // not released yet, nor by Close
+			s.holdAll = nil
+			close(ch)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// WaitArrivals waits until at least n POSTs to /effects have arrived in
+// all (held ones included), or ctx ends.
+func (s *Sink) WaitArrivals(ctx context.Context, n int) error {
+	deadline := time.NewTicker(5 * time.Millisecond)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		got := len(s.effectCalls())
+		for _, v := range s.inflight {
+			got += v
+		}
+		s.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the effect sink saw %d calls, fewer than %d: %w", got, n, ctx.Err())
+		case <-deadline.C:
+		}
+	}
+}
+
+// effectCalls are the recorded POSTs to /effects (not the rail's confirms).
+func (s *Sink) effectCalls() []Call {
+	var out []Call
+	for _, c := range s.calls {
+		if c.Command != "rail.confirm" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TotalEffects returns how many effects the sink performed in all.
+func (s *Sink) TotalEffects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.effects)
 }
 
 // WaitCalls waits until at least n POSTs for key have arrived (held ones
@@ -331,6 +398,9 @@ func (s *Sink) post(w http.ResponseWriter, r *http.Request) {
 	s.inflight[b.IdempotencyKey]++
 	s.notifyLocked()
 	hold := s.holds[b.IdempotencyKey]
+	if hold == nil {
+		hold = s.holdAll
+	}
 	delay := s.delay
 	s.mu.Unlock()
 	if hold != nil && refused == "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,39 @@ func TestMalformedCallsAreRefusedWithoutEffect(t *testing.T) {
 	if len(s.AllEffects()) != 0 || len(s.AllCalls()) != 1 || s.AllCalls()[0].Refused == "" {
 		t.Fatalf("effects %v calls %v", s.AllEffects(), s.AllCalls())
 	}
+}
+
+// TestHoldAll: every POST waits while held, WaitArrivals sees it, and the
+// release lets it act; a release after Close does nothing.
+func TestHoldAll(t *testing.T) {
+	s, err := sink.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := s.HoldAll()
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(s.URL()+sink.PathEffects, "application/json", strings.NewReader(`{"idempotency_key":"k1","command":"c"}`))
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.WaitArrivals(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if s.TotalEffects() != 0 {
+		t.Fatal("a held call acted")
+	}
+	release()
+	if code := <-done; code != http.StatusCreated || s.TotalEffects() != 1 {
+		t.Fatalf("after the release: %d, %d effects", code, s.TotalEffects())
+	}
+	release2 := s.HoldAll()
+	s.Close()
+	release2() // must not panic
 }
