@@ -10,6 +10,7 @@ import (
 
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // Target is what the harness knows of the implementation under test.
@@ -26,6 +27,9 @@ type Target struct {
 	// spec.Decision). A check of a declared decision is held to that reading
 	// alone; an undeclared one is judged under every reading.
 	Readings map[string]string
+	// HTTPIdem is the endpoint an http-idempotency target declares (its
+	// variant included); nil for the other profiles.
+	HTTPIdem *httpidem.Endpoint
 }
 
 // Env is what step definitions get from the runner: the target, the run's one

@@ -1,0 +1,577 @@
+package features
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/spec/httpidem"
+)
+
+// httpIdemSteps registers the step definitions of
+// features/http_idempotency.feature. A fresh httpWorld serves every
+// scenario.
+func httpIdemSteps(sc *godog.ScenarioContext, env *Env) {
+	w := &httpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
+		w.reset()
+		return ctx, nil
+	})
+	sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+		w.releaseAll()
+		return ctx, nil
+	})
+	Register(sc, env, w.steps())
+}
+
+// The rule that covers the set-up steps.
+const coversHTTPEndpoint = "IETF-2.6-first-request"
+
+// httpRequest is one logical request of a scenario.
+type httpRequest struct {
+	unique string // replaces "{{unique}}" in the body and the count read
+	key    string
+	caller int
+	first  *client.Response // its first answer
+}
+
+// httpHeld is a request sent while the effect sink holds every call.
+type httpHeld struct {
+	done     chan *client.Response
+	answer   *client.Response
+	answered time.Time
+}
+
+type httpWorld struct {
+	env *Env
+	run string
+	ep  *httpidem.Endpoint
+
+	reqs     map[string]*httpRequest
+	last     *client.Response
+	n        int
+	release  func()
+	released time.Time
+	first    *httpHeld // the original, held at the sink
+	dup      *httpHeld // its duplicate
+}
+
+func (w *httpWorld) reset() {
+	w.releaseAll()
+	*w = httpWorld{env: w.env, run: w.run, reqs: map[string]*httpRequest{}}
+}
+
+func (w *httpWorld) releaseAll() {
+	if w.release != nil {
+		w.release()
+		w.release = nil
+	}
+	for _, h := range []*httpHeld{w.first, w.dup} {
+		if h != nil && h.answer == nil {
+			select {
+			case h.answer = <-h.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
+}
+
+func (w *httpWorld) steps() []StepDef {
+	q := `"(\w+)"`
+	return []StepDef{
+		{Pattern: `^the endpoint the target describes$`, Fn: w.describe, Kind: Action, Covers: coversHTTPEndpoint},
+		{Pattern: `^the endpoint follows the (ietf|t0|stripe) variant$`, Fn: w.variant, Kind: Action},
+		{Pattern: `^the endpoint requires a key$`, Fn: w.requiresKey, Kind: Action},
+		{Pattern: `^the endpoint declares a request it rejects$`, Fn: w.declaresInvalid, Kind: Action},
+		{Pattern: `^two callers$`, Fn: w.twoCallers, Kind: Action},
+		{Pattern: `^a request ` + q + `$`, Fn: func(a string) error { return w.newRequest(a, 0, "") }, Kind: Action},
+		{Pattern: `^a request ` + q + ` whose key needs escaping as a String$`, Fn: w.escapedKey, Kind: Action},
+		{Pattern: `^a request ` + q + ` whose key is 255 characters long$`, Fn: w.longKey, Kind: Action},
+		{Pattern: `^a request ` + q + ` of the second caller under the key of ` + q + `$`, Fn: w.secondCaller, Kind: Action},
+
+		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: Action, Covers: coversHTTPEndpoint},
+		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: Action},
+		{Pattern: `^I send ` + q + ` again (\d+) times$`, Fn: w.sendTimes, Kind: Action},
+		{Pattern: `^I send ` + q + ` without a key( again)?$`, Fn: func(ctx context.Context, a, _ string) error { return w.send(ctx, a, "nokey") }, Kind: Action},
+		{Pattern: `^I send ` + q + ` with another payload( again)?$`, Fn: func(ctx context.Context, a, _ string) error { return w.send(ctx, a, "vary") }, Kind: Action},
+		{Pattern: `^I send ` + q + ` made invalid$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "invalid") }, Kind: Action},
+		{Pattern: `^I send ` + q + ` and its effect is held$`, Fn: w.sendHeld, Kind: Action},
+		{Pattern: `^I send ` + q + ` again while the first is held$`, Fn: w.sendDuplicate, Kind: Action},
+		{Pattern: `^the effect is released$`, Fn: w.releaseHeld, Kind: Action},
+		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: Action},
+
+		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: Gate},
+		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: Gate},
+		{Pattern: `^the last answer is (400|409|422)$`, Fn: func(code int) error { return w.lastIn(code, code, fmt.Sprint(code)) }, Kind: Gate},
+		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error { return w.lastIn(409, 409, "409 Conflict, the resource conflict error") }, Kind: Gate},
+		{Pattern: `^the last answer is 409 with a problem description$`, Fn: w.problem409, Kind: Check},
+		{Pattern: `^the last answer is (400|422) with a link to documentation$`, Fn: w.withLink, Kind: Check},
+		{Pattern: `^the last answer has the status and body of the first answer to ` + q + `$`, Fn: w.sameAsFirst, Kind: Check},
+		{Pattern: `^the last answer is a 2xx that is not the first answer to ` + q + `$`, Fn: w.notFirst, Kind: Check},
+		{Pattern: `^the first answer to ` + q + ` is a 2xx$`, Fn: w.firstIs2xx, Kind: Check},
+		{Pattern: `^the duplicate was answered after the release, with the status and body of the first answer to ` + q + `$`, Fn: w.dupWaited, Kind: Check},
+		{Pattern: `^the duplicate's answer is a 2xx$`, Fn: w.dupIs2xx, Kind: Check},
+		{Pattern: `^` + q + ` created exactly one thing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 1) }, Kind: Probe},
+		{Pattern: `^` + q + ` created nothing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 0) }, Kind: Probe},
+	}
+}
+
+// --- set-up ---------------------------------------------------------------
+
+func (w *httpWorld) describe() error {
+	ep := w.env.Target.HTTPIdem
+	if ep == nil {
+		return NotApplicable("the target describes no endpoint (\"http_idempotency\" in the target file: docs/http-idempotency.md)")
+	}
+	e := *ep
+	e.Defaults()
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errRunnerBug, err)
+	}
+	w.ep = &e
+	return nil
+}
+
+func (w *httpWorld) variant(v string) error {
+	if w.ep.Variant != v {
+		return NotApplicable(fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
+	}
+	return nil
+}
+
+func (w *httpWorld) requiresKey() error {
+	if !w.ep.RequiresKey {
+		return NotApplicable("the endpoint does not declare that it requires a key (requires_key)")
+	}
+	return nil
+}
+
+func (w *httpWorld) declaresInvalid() error {
+	if len(w.ep.Invalid) == 0 {
+		return NotApplicable("the endpoint declares no request it rejects (invalid)")
+	}
+	return nil
+}
+
+func (w *httpWorld) twoCallers() error {
+	if len(w.ep.Callers) < 2 {
+		return NotApplicable("the target declares fewer than two callers (callers)")
+	}
+	return nil
+}
+
+func (w *httpWorld) fresh() string {
+	w.n++
+	return fmt.Sprintf("%s-%x-%d", w.run, w.env.Rand.Uint32(), w.n)
+}
+
+func (w *httpWorld) newKey() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(w.env.Rand.Uint32())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (w *httpWorld) newRequest(alias string, caller int, key string) error {
+	if key == "" {
+		key = w.newKey()
+	}
+	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller}
+	return nil
+}
+
+func (w *httpWorld) escapedKey(alias string) error {
+	if w.ep.KeyFormat != "sf-string" {
+		return NotApplicable("the endpoint declares its keys are raw tokens, not RFC 8941 Strings (key_format)")
+	}
+	return w.newRequest(alias, 0, `k"`+w.newKey()+`\x`)
+}
+
+func (w *httpWorld) longKey(alias string) error {
+	k := strings.Repeat(w.newKey(), 8)[:255]
+	return w.newRequest(alias, 0, k)
+}
+
+func (w *httpWorld) secondCaller(alias, of string) error {
+	o, err := w.req(of)
+	if err != nil {
+		return err
+	}
+	return w.newRequest(alias, 1, o.key)
+}
+
+func (w *httpWorld) req(alias string) (*httpRequest, error) {
+	r, ok := w.reqs[alias]
+	if !ok {
+		return nil, fmt.Errorf("%w: no request %q in this scenario", errRunnerBug, alias)
+	}
+	return r, nil
+}
+
+// --- sending --------------------------------------------------------------
+
+// fill replaces "{{unique}}" in every string of v.
+func fill(v any, unique string) any {
+	switch t := v.(type) {
+	case string:
+		return strings.ReplaceAll(t, "{{unique}}", unique)
+	case map[string]any:
+		out := map[string]any{}
+		for k, x := range t {
+			out[k] = fill(x, unique)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = fill(x, unique)
+		}
+		return out
+	}
+	return v
+}
+
+// request builds one HTTP request of r: how is "" (as declared), "nokey",
+// "vary" (another payload) or "invalid" (a body the endpoint rejects).
+func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) {
+	body := fill(w.ep.Body, r.unique).(map[string]any)
+	switch how {
+	case "vary":
+		if len(w.ep.Vary) == 0 {
+			return client.Request{}, NotApplicable("the endpoint declares no other payload (vary)")
+		}
+		for k, v := range fill(w.ep.Vary, r.unique).(map[string]any) {
+			body[k] = v
+		}
+	case "invalid":
+		for k, v := range fill(w.ep.Invalid, r.unique).(map[string]any) {
+			body[k] = v
+		}
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	if how != "nokey" {
+		switch {
+		case w.ep.Key.Body != "":
+			body[w.ep.Key.Body] = r.key
+		case w.ep.KeyFormat == "sf-string":
+			v, ok := httpidem.SFString(r.key)
+			if !ok {
+				return client.Request{}, fmt.Errorf("%w: key %q is no sf-string", errRunnerBug, r.key)
+			}
+			h.Set(w.ep.Key.Header, v)
+		default:
+			h.Set(w.ep.Key.Header, r.key)
+		}
+	}
+	if r.caller < len(w.ep.Callers) {
+		for k, v := range w.ep.Callers[r.caller].Headers {
+			h.Set(k, v)
+		}
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return client.Request{}, err
+	}
+	return client.Request{Method: w.ep.Method, Path: w.ep.Path, Header: h, Body: raw}, nil
+}
+
+func (w *httpWorld) do(ctx context.Context, req client.Request) (*client.Response, error) {
+	c, err := w.env.Client("http")
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(ctx, req)
+}
+
+func (w *httpWorld) send(ctx context.Context, alias, how string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	req, err := w.request(r, how)
+	if err != nil {
+		return err
+	}
+	resp, err := w.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	w.last = resp
+	if r.first == nil && how == "" {
+		r.first = resp
+	}
+	return nil
+}
+
+func (w *httpWorld) sendTimes(ctx context.Context, alias string, n int) error {
+	for range n {
+		if err := w.send(ctx, alias, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendHeld sends alias while the effect sink holds every call, and waits
+// until its effect call is at the sink: the original is in flight.
+func (w *httpWorld) sendHeld(ctx context.Context, alias string) error {
+	if w.env.Sink == nil {
+		return NotApplicable("holding a request in flight needs the effect sink (effect_sink in the target file): the endpoint's effect call is held there")
+	}
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	req, err := w.request(r, "")
+	if err != nil {
+		return err
+	}
+	before := w.env.Sink.TotalArrivals()
+	w.release = w.env.Sink.HoldAll()
+	w.first = w.async(ctx, req)
+	wctx, cancel := context.WithTimeout(ctx, w.env.Budget)
+	defer cancel()
+	if err := w.env.Sink.WaitArrivals(wctx, before+1); err != nil {
+		return fmt.Errorf("the endpoint never called the effect sink for %q within %v: %w", alias, w.env.Budget, err)
+	}
+	return nil
+}
+
+func (w *httpWorld) async(ctx context.Context, req client.Request) *httpHeld {
+	h := &httpHeld{done: make(chan *client.Response, 1)}
+	go func() {
+		resp, _ := w.do(ctx, req)
+		h.done <- resp
+	}()
+	return h
+}
+
+// sendDuplicate sends alias again while the first is held; it keeps the
+// answer when one comes within a second (a target that waits answers
+// after the release).
+func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	req, err := w.request(r, "")
+	if err != nil {
+		return err
+	}
+	w.dup = w.async(ctx, req)
+	w.last = nil
+	select {
+	case resp := <-w.dup.done:
+		w.dup.answer, w.dup.answered, w.last = resp, time.Now(), resp
+	case <-time.After(min(time.Second, w.env.Budget/4)):
+	}
+	return nil
+}
+
+func (w *httpWorld) releaseHeld(ctx context.Context) error {
+	w.released = time.Now()
+	if w.release != nil {
+		w.release()
+		w.release = nil
+	}
+	for _, h := range []*httpHeld{w.first, w.dup} {
+		if h == nil || h.answer != nil {
+			continue
+		}
+		select {
+		case h.answer = <-h.done:
+			h.answered = time.Now()
+		case <-time.After(w.env.Budget):
+		}
+	}
+	if w.first != nil && w.first.answer != nil {
+		for _, r := range w.reqs {
+			if r.first == nil {
+				r.first = w.first.answer
+			}
+		}
+	}
+	return nil
+}
+
+func (w *httpWorld) waitHalfDay(ctx context.Context) error {
+	d := w.env.Scaled(12 * time.Hour)
+	if d > w.env.Budget {
+		return NotApplicable(fmt.Sprintf("half of 24 hours lasts %v at this time scale, beyond the budget of %v (give --time-scale)", d, w.env.Budget))
+	}
+	sleepCtx(ctx, d)
+	return ctx.Err()
+}
+
+// --- answers --------------------------------------------------------------
+
+func (w *httpWorld) describeLast() string {
+	if w.last == nil {
+		return "no answer while the original was in flight"
+	}
+	return fmt.Sprintf("%d %s", w.last.Status, clip(w.last.Body))
+}
+
+func (w *httpWorld) lastIn(lo, hi int, want string) error {
+	if w.last == nil || w.last.Status < lo || w.last.Status > hi {
+		return Mismatch(want, w.describeLast())
+	}
+	return nil
+}
+
+func (w *httpWorld) problem409() error {
+	if err := w.lastIn(409, 409, "409"); err != nil {
+		return err
+	}
+	var doc map[string]any
+	if json.Unmarshal(w.last.Body, &doc) != nil || (doc["title"] == nil && doc["detail"] == nil && doc["type"] == nil) {
+		return Mismatch("409 with a body containing a problem description (RFC 9457 title, detail or type)", w.describeLast())
+	}
+	return nil
+}
+
+func (w *httpWorld) withLink(code int) error {
+	if err := w.lastIn(code, code, fmt.Sprint(code)); err != nil {
+		return err
+	}
+	link := strings.Join(w.last.Header.Values("Link"), ", ")
+	if strings.Contains(link, `rel="describedby"`) || bytes.Contains(w.last.Body, []byte("http://")) || bytes.Contains(w.last.Body, []byte("https://")) {
+		return nil
+	}
+	return Mismatch(fmt.Sprintf("%d with a link to documentation (in the body, or a Link header rel=\"describedby\")", code), w.describeLast()+" Link: "+link)
+}
+
+// same says how two answers differ as results ("" when they are the same
+// result): the status, and the declared identifier or else the body.
+func (w *httpWorld) same(a, b *client.Response) string {
+	if a.Status != b.Status {
+		return fmt.Sprintf("status %d, then %d", a.Status, b.Status)
+	}
+	if w.ep.ID != "" && a.Status < 300 {
+		var x, y map[string]any
+		json.Unmarshal(a.Body, &x)
+		json.Unmarshal(b.Body, &y)
+		if fmt.Sprint(x[w.ep.ID]) != fmt.Sprint(y[w.ep.ID]) || x[w.ep.ID] == nil {
+			return fmt.Sprintf("%s %v, then %v", w.ep.ID, x[w.ep.ID], y[w.ep.ID])
+		}
+		return ""
+	}
+	if !bytes.Equal(compactJSON(a.Body), compactJSON(b.Body)) {
+		return fmt.Sprintf("body %s, then %s", clip(a.Body), clip(b.Body))
+	}
+	return ""
+}
+
+func (w *httpWorld) sameAsFirst(alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.first == nil || w.last == nil {
+		return Mismatch("the first answer again", w.describeLast())
+	}
+	if d := w.same(r.first, w.last); d != "" {
+		return Mismatch(fmt.Sprintf("the status and body of the first answer to %q (%d %s)", alias, r.first.Status, clip(r.first.Body)), d)
+	}
+	return nil
+}
+
+func (w *httpWorld) notFirst(alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.lastIn(200, 299, "a 2xx"); err != nil {
+		return err
+	}
+	if r.first != nil && w.same(r.first, w.last) == "" {
+		return Mismatch(fmt.Sprintf("another result than the first answer to %q (another caller's request)", alias), w.describeLast())
+	}
+	return nil
+}
+
+func (w *httpWorld) firstIs2xx(alias string) error {
+	if w.first == nil || w.first.answer == nil || w.first.answer.Status > 299 || w.first.answer.Status < 200 {
+		got := "no answer"
+		if w.first != nil && w.first.answer != nil {
+			got = fmt.Sprintf("%d %s", w.first.answer.Status, clip(w.first.answer.Body))
+		}
+		return Mismatch(fmt.Sprintf("the original %q answered 2xx once released", alias), got)
+	}
+	return nil
+}
+
+func (w *httpWorld) dupWaited(alias string) error {
+	if w.dup == nil || w.dup.answer == nil {
+		return Mismatch("an answer to the duplicate", "none")
+	}
+	if w.dup.answered.Before(w.released) {
+		return Mismatch("the duplicate answered after the original completed (it waits)", fmt.Sprintf("answered while the original was in flight: %d %s", w.dup.answer.Status, clip(w.dup.answer.Body)))
+	}
+	if w.first == nil || w.first.answer == nil {
+		return Mismatch("an answer to the original", "none")
+	}
+	if d := w.same(w.first.answer, w.dup.answer); d != "" {
+		return Mismatch("the same response to both", d)
+	}
+	return nil
+}
+
+func (w *httpWorld) dupIs2xx() error {
+	if w.dup == nil || w.dup.answer == nil || w.dup.answer.Status < 200 || w.dup.answer.Status > 299 {
+		got := "none"
+		if w.dup != nil && w.dup.answer != nil {
+			got = fmt.Sprintf("%d %s", w.dup.answer.Status, clip(w.dup.answer.Body))
+		}
+		return Mismatch("a 2xx to the duplicate (a duplicate is not an error)", got)
+	}
+	return nil
+}
+
+// created counts what alias's logical request created, with the declared
+// count read.
+func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if w.ep.Count == nil {
+		return NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
+	}
+	h := http.Header{}
+	if r.caller < len(w.ep.Callers) {
+		for k, v := range w.ep.Callers[r.caller].Headers {
+			h.Set(k, v)
+		}
+	}
+	resp, err := w.do(ctx, client.Request{Method: http.MethodGet, Path: strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", r.unique), Header: h})
+	if err != nil {
+		return err
+	}
+	var doc any
+	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &doc) != nil {
+		return fmt.Errorf("the count read answered %d %s", resp.Status, clip(resp.Body))
+	}
+	if w.ep.Count.Items != "" {
+		m, _ := doc.(map[string]any)
+		doc = m[w.ep.Count.Items]
+	}
+	items, ok := doc.([]any)
+	if !ok {
+		return fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, clip(resp.Body))
+	}
+	if len(items) != want {
+		return Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprintf("%d: %s", len(items), clip(resp.Body)))
+	}
+	return nil
+}
