@@ -49,6 +49,10 @@ type Profile struct {
 	// effects to the harness's effect sink (IDS, ATP): run starts one and
 	// hands it to the bundled handler and the scenarios.
 	EffectSink bool
+	// BundledTimeScale is the time scale its bundled server runs at when
+	// none is given (0: the default of every profile, 60). A profile whose
+	// longest duration is a day (a key kept 24 h) runs faster.
+	BundledTimeScale float64
 	// Chaos is the profile's chaos workload (idscheck chaos --profile);
 	// nil when it has none. (The Intent Protocol's workload predates the
 	// field: the chaos command runs it for the intent profile.)
@@ -136,6 +140,8 @@ type Mutant struct {
 	// (name -> term, github.com/pingcap/failpoint); they act in its branch
 	// alone.
 	Failpoints map[string]string
+	// Variant is the variant whose run must kill it ("": the default).
+	Variant string
 }
 
 // BundledConfig configures a bundled handler for one run.
@@ -150,6 +156,9 @@ type BundledConfig struct {
 	// whose commands have external effects (IDS, ATP): the handler sends
 	// every external effect there (docs/ids-binding.md). Empty: none.
 	SinkURL string
+	// Variant is the variant the handler follows (a profile with variants,
+	// http-idempotency); "": its default.
+	Variant string
 }
 
 // Bundled is a started reference handler and what the harness needs to
@@ -215,6 +224,15 @@ func Names() []spec.Profile {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// DefaultTimeScale is the time scale the bundled server runs at when none
+// is given.
+func (p Profile) DefaultTimeScale() float64 {
+	if p.BundledTimeScale > 0 {
+		return p.BundledTimeScale
+	}
+	return 60
 }
 
 // Decision returns the decision of a profile with the given ID.

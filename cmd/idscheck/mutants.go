@@ -24,6 +24,7 @@ import (
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 const mutantsSynopsis = `mutants [--mutants NAME[,NAME]] [--rules GLOB[,GLOB]] [--seed N] [--time-scale F] [--parallel N] [--out DIR]
@@ -75,7 +76,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&c.mutants, "mutants", "", "comma-separated mutant names; empty: every mutant")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs; empty: every rule")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of every run")
-	fs.Float64Var(&c.timeScale, "time-scale", bundledTimeScale, "time scale of the bundled server")
+	fs.Float64Var(&c.timeScale, "time-scale", 0, "time scale of the bundled server (default: the profile's, 60 for most)")
 	fs.StringVar(&c.out, "out", "idscheck-report/mutants", "directory mutants.json is written to")
 	fs.DurationVar(&c.budget, "budget", features.DefaultBudget, "longest protocol wait one scenario may do")
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
@@ -88,7 +89,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "idscheck mutants: --parallel must be 1–32")
 		return exitUsage
 	}
-	if c.timeScale <= 0 || c.budget <= 0 || c.requestTimeout <= 0 || c.out == "" {
+	if c.timeScale < 0 || c.budget <= 0 || c.requestTimeout <= 0 || c.out == "" {
 		fmt.Fprintln(stderr, "idscheck mutants: --time-scale, --budget and --request-timeout must be > 0, --out non-empty")
 		return exitUsage
 	}
@@ -98,6 +99,9 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	c.prof = prof
+	if c.timeScale == 0 {
+		c.timeScale = prof.DefaultTimeScale()
+	}
 	all := prof.Mutants
 	if len(all) == 0 || prof.Bundled == nil {
 		fmt.Fprintf(stderr, "idscheck mutants: profile %s has no bundled server with mutants\n", prof.Name)
@@ -204,7 +208,7 @@ func runMutant(ctx context.Context, c mutantsConfig, m profiles.Mutant, rules []
 		}
 		sinkURL = "http://" + sinkAddr
 	}
-	target, stop, err := startBundled(ctx, c.prof, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger, SinkURL: sinkURL})
+	target, stop, err := startBundled(ctx, c.prof, bundledOptions{Dir: dir, TimeScale: c.timeScale, Mutant: m.Name, Seed: c.seed, Logger: logger, SinkURL: sinkURL, Variant: m.Variant})
 	if err != nil {
 		row.Err = "starting the server: " + err.Error()
 		return row
@@ -285,10 +289,21 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	if sinkAddr != "" {
 		args = append(args, "--effect-sink", sinkAddr)
 	}
+	env := []string{"IDSCHECK_API_KEY=" + target.APIKey, "IDSCHECK_ADMIN_TOKEN=" + target.AdminToken,
+		"IDSCHECK_METRICS_TOKEN=" + target.MetricsToken, "IDSCHECK_DASHBOARD_PASSWORD=" + target.DashboardPassword}
+	if target.HTTPIdem != nil {
+		// The endpoint goes in a target file; its callers' headers (secrets)
+		// in the environment, named by the file.
+		file, vars, err := endpointTargetFile(*target.HTTPIdem)
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(file)
+		args = append(args, "--target-file", file)
+		env = append(env, vars...)
+	}
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = append(os.Environ(),
-		"IDSCHECK_API_KEY="+target.APIKey, "IDSCHECK_ADMIN_TOKEN="+target.AdminToken,
-		"IDSCHECK_METRICS_TOKEN="+target.MetricsToken, "IDSCHECK_DASHBOARD_PASSWORD="+target.DashboardPassword)
+	cmd.Env = append(os.Environ(), env...)
 	var errOut tailBuffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &errOut
 	cmd.WaitDelay = 5 * time.Second
@@ -406,4 +421,37 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// endpointTargetFile writes a target file holding an http-idempotency
+// endpoint, its callers' headers replaced by variables, and returns its
+// name and the variables' assignments.
+func endpointTargetFile(e httpidem.Endpoint) (string, []string, error) {
+	var vars []string
+	callers := make([]httpidem.Caller, len(e.Callers))
+	for i, c := range e.Callers {
+		callers[i].HeadersEnv = map[string]string{}
+		n := 0
+		for h, v := range c.Headers {
+			n++
+			name := fmt.Sprintf("IDSCHECK_CALLER_%d_HEADER_%d", i+1, n)
+			callers[i].HeadersEnv[h] = name
+			vars = append(vars, name+"="+v)
+		}
+	}
+	e.Callers = callers
+	raw, err := json.Marshal(map[string]any{"http_idempotency": e})
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := os.CreateTemp("", "idscheck-endpoint-*.json")
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	if _, err := f.Write(raw); err != nil {
+		os.Remove(f.Name())
+		return "", nil, err
+	}
+	return f.Name(), vars, nil
 }

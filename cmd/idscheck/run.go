@@ -224,7 +224,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A\n")
 	}
 	if bundled {
-		timeScale := c.tgt.withDefaultTimeScale(bundledTimeScale)
+		timeScale := c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
+		variant := ""
+		if c.tgt.HTTPIdem != nil {
+			variant = c.tgt.HTTPIdem.Variant
+		}
 		dir, err := os.MkdirTemp("", "idscheck-bundled-")
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: bundled server: %v\n", err)
@@ -239,7 +243,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if effects != nil {
 			sinkURL = effects.URL()
 		}
-		bt, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger, SinkURL: sinkURL})
+		bt, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger, SinkURL: sinkURL, Variant: variant})
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 			return exitUsage
@@ -809,6 +813,7 @@ type bundledOptions struct {
 	Readings  map[string]string // sut.Config.Readings; nil: the default reading everywhere
 	Logger    *slog.Logger
 	SinkURL   string // the effect sink's base URL (profiles with EffectSink)
+	Variant   string // the variant the bundled server follows (http-idempotency); "": its default
 }
 
 // startBundled starts a profile's bundled reference handler on
@@ -818,7 +823,7 @@ func startBundled(ctx context.Context, p profiles.Profile, o bundledOptions) (fe
 	if p.Bundled == nil {
 		return features.Target{}, nil, fmt.Errorf("profile %s has no bundled reference server: give --target", p.Name)
 	}
-	b, err := p.Bundled(ctx, profiles.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger, SinkURL: o.SinkURL})
+	b, err := p.Bundled(ctx, profiles.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger, SinkURL: o.SinkURL, Variant: o.Variant})
 	if err != nil {
 		return features.Target{}, nil, err
 	}

@@ -12,12 +12,14 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // targetFlags is the target description that every subcommand talking to a
@@ -49,6 +51,9 @@ type targetFlags struct {
 	Readings   declaredReadings // decision ID -> reading name; nil when none
 	TargetCmd  string           // shell command that starts the target
 	EffectSink effectSink
+	// HTTPIdem is the endpoint of an http-idempotency target (the file's
+	// "http_idempotency"), its variant overridden by --variant; nil: none.
+	HTTPIdem *httpidem.Endpoint
 
 	// cli holds what the command line gave, before merging.
 	cli struct {
@@ -58,6 +63,7 @@ type targetFlags struct {
 		readings                                                 declaredReadings
 		targetCmd                                                string
 		effectSink                                               string
+		variant                                                  string
 	}
 	// origin names where each field's value came from ("--api-key",
 	// `"api_key" in t.json`, "$IDSCHECK_API_KEY"), for error messages.
@@ -117,6 +123,10 @@ environment variables. An unknown field is an error.
                                                            each external effect there (ids), or
                                                            charges there (atp's payment rail; the
                                                            intent profile has none)
+  http_idempotency                   --variant             the endpoint of an http-idempotency target:
+                                                           variant, method, path, body, vary, invalid,
+                                                           key, key_format, requires_key, id, count,
+                                                           callers (docs/http-idempotency.md)
 
 For example, with the secrets in the environment, not in the file:
 
@@ -141,26 +151,27 @@ printed; the reproduce line names --target-file, never a credential.
 var (
 	targetFileKeys = []string{"url", "api_key", "api_key_env", "admin_token", "admin_token_env",
 		"metrics_token", "metrics_token_env", "dashboard_password", "dashboard_password_env",
-		"require_signatures", "time_scale", "readings", "target_cmd", "effect_sink"}
+		"require_signatures", "time_scale", "readings", "target_cmd", "effect_sink", "http_idempotency"}
 	effectSinkKeys = []string{"listen", "url"}
 )
 
 // targetFile is the JSON of --target-file.
 type targetFile struct {
-	URL                  string            `json:"url"`
-	APIKey               string            `json:"api_key"`
-	APIKeyEnv            string            `json:"api_key_env"`
-	AdminToken           string            `json:"admin_token"`
-	AdminTokenEnv        string            `json:"admin_token_env"`
-	MetricsToken         string            `json:"metrics_token"`
-	MetricsTokenEnv      string            `json:"metrics_token_env"`
-	DashboardPassword    string            `json:"dashboard_password"`
-	DashboardPasswordEnv string            `json:"dashboard_password_env"`
-	RequireSignatures    *bool             `json:"require_signatures"`
-	TimeScale            *float64          `json:"time_scale"`
-	Readings             map[string]string `json:"readings"`
-	TargetCmd            string            `json:"target_cmd"`
-	EffectSink           *effectSink       `json:"effect_sink"`
+	URL                  string             `json:"url"`
+	APIKey               string             `json:"api_key"`
+	APIKeyEnv            string             `json:"api_key_env"`
+	AdminToken           string             `json:"admin_token"`
+	AdminTokenEnv        string             `json:"admin_token_env"`
+	MetricsToken         string             `json:"metrics_token"`
+	MetricsTokenEnv      string             `json:"metrics_token_env"`
+	DashboardPassword    string             `json:"dashboard_password"`
+	DashboardPasswordEnv string             `json:"dashboard_password_env"`
+	RequireSignatures    *bool              `json:"require_signatures"`
+	TimeScale            *float64           `json:"time_scale"`
+	Readings             map[string]string  `json:"readings"`
+	TargetCmd            string             `json:"target_cmd"`
+	EffectSink           *effectSink        `json:"effect_sink"`
+	HTTPIdem             *httpidem.Endpoint `json:"http_idempotency"`
 }
 
 // register adds --target-file and the target flags to fs, and appends the
@@ -176,6 +187,7 @@ func (t *targetFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1 for a target, 60 for the bundled server)")
 	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
 	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for profiles whose targets send their external effects to it (ids; atp's payment rail): give the target http://host:port as its sink (its rail) (effect_sink.listen in the target file)")
+	fs.StringVar(&t.cli.variant, "variant", "", "http-idempotency: the text the endpoint follows, ietf (default), t0 or stripe (http_idempotency.variant in the target file)")
 	fs.StringVar(&t.cli.targetCmd, "target-cmd", "", "shell command that starts the target on --target (idscheck owns the process: it waits for /health and stops it at the end)")
 	prev := fs.Usage
 	fs.Usage = func() {
@@ -214,6 +226,13 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	set("dashboard_password", "dashboard-password", &t.DashboardPassword, t.cli.dashboardPassword)
 	set("target_cmd", "target-cmd", &t.TargetCmd, t.cli.targetCmd)
 	set("effect_sink", "effect-sink", &t.EffectSink.Listen, t.cli.effectSink)
+	if given["variant"] {
+		if t.HTTPIdem == nil {
+			t.HTTPIdem = &httpidem.Endpoint{}
+		}
+		t.HTTPIdem.Variant = t.cli.variant
+		t.origin["http_idempotency.variant"] = "--variant"
+	}
 	if given["require-signatures"] {
 		t.RequireSignatures = t.cli.requireSignatures
 		t.origin["require_signatures"] = "--require-signatures"
@@ -373,6 +392,27 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 		if t.EffectSink.Listen != "" || t.EffectSink.URL != "" {
 			t.origin["effect_sink"] = in("effect_sink")
 		}
+	}
+	if f.HTTPIdem != nil {
+		e := *f.HTTPIdem
+		// Callers' headers named by variables: secrets stay out of files.
+		for i, c := range e.Callers {
+			for h, env := range c.HeadersEnv {
+				if !envName.MatchString(env) {
+					return ferr("%q of caller %d is %q: want the NAME of an environment variable", "headers_env."+h, i+1, redactEnvValue(env))
+				}
+				v := getenv(env)
+				if v == "" {
+					return ferr("%q of caller %d names $%s, which is not set (or empty)", "headers_env."+h, i+1, env)
+				}
+				if e.Callers[i].Headers == nil {
+					e.Callers[i].Headers = map[string]string{}
+				}
+				e.Callers[i].Headers[h] = v
+			}
+		}
+		t.HTTPIdem = &e
+		t.origin["http_idempotency"] = in("http_idempotency")
 	}
 	return nil
 }
@@ -545,6 +585,17 @@ func (t *targetFlags) validate(p spec.Profile, online bool) error {
 			return err
 		}
 	}
+	if e := t.HTTPIdem; e != nil {
+		d := *e
+		d.Defaults()
+		if p == spec.ProfileHTTPIdem && (d.Path != "" || t.URL != "") {
+			if err := d.Validate(); err != nil {
+				return fmt.Errorf("%s: %v (docs/http-idempotency.md)", t.name("http_idempotency", "variant"), err)
+			}
+		} else if !slices.Contains(httpidem.Variants(), d.Variant) {
+			return fmt.Errorf("%s is %q: want %s", t.name("http_idempotency.variant", "variant"), d.Variant, strings.Join(httpidem.Variants(), ", "))
+		}
+	}
 	if s := t.EffectSink; s.Listen != "" {
 		if _, _, err := net.SplitHostPort(s.Listen); err != nil {
 			return fmt.Errorf(`"effect_sink.listen" in %s is %q: want host:port, e.g. 127.0.0.1:9090`, t.File, s.Listen)
@@ -628,6 +679,10 @@ func (t *targetFlags) Target() features.Target {
 	if len(t.Readings) > 0 {
 		ft.Readings = map[string]string(t.Readings)
 	}
+	if t.HTTPIdem != nil {
+		e := *t.HTTPIdem
+		ft.HTTPIdem = &e
+	}
 	return ft
 }
 
@@ -663,6 +718,16 @@ func (t *targetFlags) Secrets() []string {
 	}
 	for _, v := range commandSecrets(t.TargetCmd) {
 		add(v)
+	}
+	if t.HTTPIdem != nil {
+		for _, c := range t.HTTPIdem.Callers {
+			for _, v := range c.Headers {
+				add(v)
+				if _, tok, ok := strings.Cut(v, " "); ok {
+					add(tok) // the token of "Bearer <token>"
+				}
+			}
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
