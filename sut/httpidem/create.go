@@ -142,8 +142,19 @@ func (s *Server) storeRejection(w http.ResponseWriter, r *http.Request, a *attem
 		writeProblem(w, p)
 		return nil
 	}
-	_, err = s.answerExisting(w, r, a, res.existing, res.flight)
+	again, err := s.answerExisting(w, r, a, res.existing, res.flight)
+	if again {
+		return changing()
+	}
 	return err
+}
+
+// changing: a wait ended on an original that turned out to execute
+// another payload, again and again.
+func changing() *problem {
+	p := problemf(503, codeInFlightTimeout, "the requests with this idempotency key keep changing; retry")
+	p.retryAfter = "1"
+	return p
 }
 
 // reservation is the outcome of reserving a key.
@@ -222,9 +233,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, a *attempt) err
 			return err
 		}
 	}
-	p := problemf(503, codeInFlightTimeout, "the requests with this idempotency key keep changing; retry")
-	p.retryAfter = "1"
-	return p
+	return changing()
 }
 
 // answerExisting answers a from the key's row x. again: the original a
@@ -431,7 +440,10 @@ func (s *Server) executeUnreserved(w http.ResponseWriter, r *http.Request, a *at
 		return err
 	}
 	if x != nil && !x.expired(now) {
-		_, err := s.answerExisting(w, r, a, x, s.lookup(a.flightKey()))
+		again, err := s.answerExisting(w, r, a, x, s.lookup(a.flightKey()))
+		if again {
+			return changing()
+		}
 		return err
 	}
 	racyWindow(r.Context(), a.flightKey())

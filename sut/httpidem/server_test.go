@@ -556,3 +556,32 @@ func TestRecoveryAtOpen(t *testing.T) {
 		t.Fatalf("the unpaid key: %s", unpaid)
 	}
 }
+
+// TestStorm: 64 identical requests at once, under each variant: one
+// effect, one payment; every answer is the payment (byte for byte) or,
+// under ietf and stripe, 409.
+func TestStorm(t *testing.T) {
+	for _, v := range []string{VariantIETF, VariantT0, VariantStripe} {
+		t.Run(v, func(t *testing.T) {
+			e := newEnv(t, v, "")
+			var chans []<-chan resp
+			for range 64 {
+				chans = append(chans, e.payAsync(tokA, "storm", body("r")))
+			}
+			var created []byte
+			for _, ch := range chans {
+				r := receive(t, ch)
+				switch {
+				case r.status == 409 && v != VariantT0:
+				case r.status == 201 && (created == nil || bytes.Equal(r.body, created)):
+					created = r.body
+				default:
+					t.Fatalf("answer %s (the payment: %s)", r, created)
+				}
+			}
+			if e.sink.effectsOf(sinkKey(tokA, "storm")) != 1 || len(e.list(tokA, "r")) != 1 {
+				t.Fatal("one effect, one payment")
+			}
+		})
+	}
+}
