@@ -16,10 +16,14 @@ build:
 # reference server in-process and certify it, one report per profile
 # (idscheck-report/<profile>/index.html). Exits with the worst exit code.
 # --strict: a broken SHOULD fails too (every ATP rule is a SHOULD).
-PROFILES ?= intent ids atp
+# http-idempotency runs once per variant (ietf, t0, stripe).
+PROFILES ?= intent ids atp http-idempotency
 run: build
 	@code=0; for p in $(PROFILES); do \
 	  ./$(BIN) run --profile $$p --strict --seed $(SEED) --out $(OUT)/$$p || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \
+	  if [ $$p = http-idempotency ]; then for v in t0 stripe; do \
+	    ./$(BIN) run --profile $$p --variant $$v --strict --seed $(SEED) --out $(OUT)/$$p-$$v || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \
+	  done; fi; \
 	done; exit $$code
 
 # Every test. Stays under 10 minutes on 2 cores.

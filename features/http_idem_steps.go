@@ -62,6 +62,7 @@ type httpWorld struct {
 	released time.Time
 	first    *httpHeld // the original, held at the sink
 	dup      *httpHeld // its duplicate
+	effects0 int       // the sink's effects when the scenario began
 }
 
 func (w *httpWorld) reset() {
@@ -107,6 +108,9 @@ func (w *httpWorld) steps() []StepDef {
 		{Pattern: `^I send ` + q + ` again while the first is held$`, Fn: w.sendDuplicate, Kind: Action},
 		{Pattern: `^the effect is released$`, Fn: w.releaseHeld, Kind: Action},
 		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: Action},
+		{Pattern: `^the effect sink fails the next call$`, Fn: w.sinkFails, Kind: Action},
+		{Pattern: `^the first answer to ` + q + ` is a 5xx$`, Fn: w.first5xx, Kind: Action},
+		{Pattern: `^the effect sink saw exactly (\d+) effects? in this scenario$`, Fn: w.sinkEffects, Kind: Probe},
 
 		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: Gate},
 		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: Gate},
@@ -137,6 +141,9 @@ func (w *httpWorld) describe() error {
 		return fmt.Errorf("%w: %v", errRunnerBug, err)
 	}
 	w.ep = &e
+	if w.env.Sink != nil {
+		w.effects0 = w.env.Sink.TotalEffects()
+	}
 	return nil
 }
 
@@ -411,6 +418,42 @@ func (w *httpWorld) waitHalfDay(ctx context.Context) error {
 	}
 	sleepCtx(ctx, d)
 	return ctx.Err()
+}
+
+func (w *httpWorld) sinkFails() error {
+	if w.env.Sink == nil {
+		return NotApplicable("failing the endpoint's side effect needs the effect sink (effect_sink in the target file)")
+	}
+	w.env.Sink.FailNext(1)
+	return nil
+}
+
+// first5xx: the endpoint answered the processor's failure with a 5xx; one
+// that absorbed it (retried and succeeded) gives nothing to judge here.
+func (w *httpWorld) first5xx(alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	w.env.Sink.FailNext(0)
+	if r.first == nil || r.first.Status < 500 {
+		got := "no answer"
+		if r.first != nil {
+			got = fmt.Sprint(r.first.Status)
+		}
+		return NotApplicable("the endpoint did not answer its processor's failure with a 5xx (" + got + "): there is no error result to replay")
+	}
+	return nil
+}
+
+func (w *httpWorld) sinkEffects(n int) error {
+	if w.env.Sink == nil {
+		return NotApplicable("counting side effects needs the effect sink (effect_sink in the target file)")
+	}
+	if got := w.env.Sink.TotalEffects() - w.effects0; got != n {
+		return Mismatch(fmt.Sprintf("%d side effect(s) at the effect sink in this scenario", n), fmt.Sprint(got))
+	}
+	return nil
 }
 
 // --- answers --------------------------------------------------------------

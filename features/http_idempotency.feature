@@ -18,6 +18,16 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     When I send "A" again
     Then [IETF-2.6-retry-result] the last answer has the status and body of the first answer to "A"
     And [IETF-2.6-retry-result] "A" created exactly one thing
+    And [IETF-2.6-retry-result] the effect sink saw exactly 1 effect in this scenario
+
+  Scenario: ietf — a retry after an error gets the error
+    Given the endpoint follows the ietf variant
+    And a request "A"
+    And the effect sink fails the next call
+    When I send "A"
+    And the first answer to "A" is a 5xx
+    And I send "A" again
+    Then [IETF-2.6-retry-result] the last answer has the status and body of the first answer to "A"
 
   Scenario: ietf — the key is an RFC 8941 String
     Given the endpoint follows the ietf variant
@@ -77,6 +87,7 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Then [T0-R1-original-response] the last answer has the status and body of the first answer to "A"
     And [T0-CAT-same-outcome] the last answer has the status and body of the first answer to "A"
     And [T0-0-no-further-effect] "A" created exactly one thing
+    And [T0-0-no-further-effect] the effect sink saw exactly 1 effect in this scenario
 
   Scenario: t0 — a duplicate of a request in flight waits for it and gets the same response
     Given the endpoint follows the t0 variant
@@ -118,6 +129,17 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     When I send "A" again
     Then [STRIPE-IDEM-same-result] the last answer has the status and body of the first answer to "A"
     And [STRIPE-IDEM-same-result] "A" created exactly one thing
+    And [STRIPE-IDEM-same-result] the effect sink saw exactly 1 effect in this scenario
+
+  Scenario: stripe — a retry gets the result of a failed first request, a 500 included
+    Given the endpoint follows the stripe variant
+    And a request "A"
+    And the effect sink fails the next call
+    When I send "A"
+    And the first answer to "A" is a 5xx
+    And I send "A" again
+    Then [STRIPE-IDEM-same-result] the last answer has the status and body of the first answer to "A"
+    And [STRIPE-IDEM-same-result] "A" created nothing
 
   Scenario: stripe — a key of 255 characters is accepted
     Given the endpoint follows the stripe variant

@@ -179,6 +179,7 @@ var builtin = []func() Profile{
 	Intent,
 	IDS,
 	ATP,
+	HTTPIdem,
 }
 
 func init() {

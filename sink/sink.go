@@ -75,6 +75,7 @@ type Sink struct {
 	calls    []Call
 	effects  []Effect
 	lose     int           // the next lose POSTs act and drop their reply
+	fail     int           // the next fail POSTs answer 503 without acting
 	lost     int           // replies dropped so far
 	delay    time.Duration // every POST waits this long before answering
 	holds    map[string]chan struct{}
@@ -154,6 +155,14 @@ func (s *Sink) HonourKeys(commands ...string) {
 func (s *Sink) LoseReplies(n int) {
 	s.mu.Lock()
 	s.lose = n
+	s.mu.Unlock()
+}
+
+// FailNext makes the next n POSTs answer 503 without acting (the provider
+// is down: nothing happened).
+func (s *Sink) FailNext(n int) {
+	s.mu.Lock()
+	s.fail = n
 	s.mu.Unlock()
 }
 
@@ -248,6 +257,18 @@ func (s *Sink) effectCalls() []Call {
 		}
 	}
 	return out
+}
+
+// TotalArrivals returns how many POSTs to /effects have arrived in all,
+// held ones included.
+func (s *Sink) TotalArrivals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.effectCalls())
+	for _, v := range s.inflight {
+		n += v
+	}
+	return n
 }
 
 // TotalEffects returns how many effects the sink performed in all.
@@ -392,6 +413,19 @@ func (s *Sink) post(w http.ResponseWriter, r *http.Request) {
 		refused = "idempotency_key missing"
 	case b.Command == "":
 		refused = "command missing"
+	}
+	failed := false
+	if refused == "" {
+		s.mu.Lock()
+		if s.fail > 0 {
+			s.fail--
+			failed = true
+		}
+		s.mu.Unlock()
+	}
+	if failed {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "the provider is unavailable (nothing was done)"})
+		return
 	}
 	header := r.Header.Get(HeaderKey)
 	s.mu.Lock()

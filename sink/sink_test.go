@@ -170,3 +170,26 @@ func TestHoldAll(t *testing.T) {
 	s.Close()
 	release2() // must not panic
 }
+
+// TestFailNext: a failed call answers 503 and acts not.
+func TestFailNext(t *testing.T) {
+	s, err := sink.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.FailNext(1)
+	for i, want := range []int{http.StatusServiceUnavailable, http.StatusCreated} {
+		resp, err := http.Post(s.URL()+sink.PathEffects, "application/json", strings.NewReader(`{"idempotency_key":"k","command":"c"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("call %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	if s.TotalEffects() != 1 {
+		t.Fatalf("%d effects, want 1", s.TotalEffects())
+	}
+}

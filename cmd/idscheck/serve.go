@@ -19,6 +19,7 @@ import (
 	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/sut"
 	"github.com/idscheck/idscheck/sut/atp"
+	"github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/sut/ids"
 )
 
@@ -27,6 +28,8 @@ const serveSynopsis = `serve [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F
 serve --profile ids --sink URL [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
 serve --profile atp --sink URL [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
        [--readings default|alternate] [--reading nonce-same-key=row|nonce]
+serve --profile http-idempotency --sink URL [--variant ietf|t0|stripe] [--addr A] [--db PATH]
+       [--time-scale F] [--mutant NAME]
 
 With --profile ids it runs the bundled IDS reference server (RFC-WF-0010 over
 docs/ids-binding.md), which sends every external effect to the effect sink at
@@ -34,6 +37,10 @@ docs/ids-binding.md), which sends every external effect to the effect sink at
 With --profile atp it runs the bundled ATP reference server (docs/atp-binding.md),
 which charges through the payment rail at --sink (idscheck's effect sink serves
 it); its API key comes from ATP_API_KEY (empty: none asked).
+With --profile http-idempotency it runs the bundled payments endpoint
+(docs/http-idempotency.md) under --variant, calling the effect sink at --sink
+for each payment; its callers' bearer tokens come from HTTPIDEM_CALLERS
+(comma-separated, required).
 The rest of this text is about the intent server.
 
 Runs the bundled reference server of the Intent Protocol v2.1 (seed 004).
@@ -121,6 +128,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	base := fs.String("readings", "default", "default or alternate: the first or the second name of every reading key (listed above)")
 	set := readingFlag{}
 	fs.Var(set, "reading", "ID=NAME: follow reading NAME for key ID (repeatable; overrides --readings)")
+	variant := fs.String("variant", "ietf", "--profile http-idempotency: the text the endpoint follows (ietf, t0, stripe)")
 	sinkURL := fs.String("sink", "", "--profile ids: base URL of the effect sink the server sends its effects to; --profile atp: base URL of the payment rail")
 	if code, done := parseFlags(fs, args, false); done {
 		return code
@@ -133,6 +141,41 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return serveIDS(ctx, idsServeConfig{addr: *addr, db: *db, sink: *sinkURL, scale: *scale, mutant: *mutant,
 			apiKey: os.Getenv("IDS_API_KEY"), level: lv}, stdout, stderr)
+	}
+	if *profile == string(spec.ProfileHTTPIdem) {
+		var lv slog.Level
+		if err := lv.UnmarshalText([]byte(*level)); err != nil {
+			fmt.Fprintf(stderr, "idscheck serve: --log-level: %v\n", err)
+			return exitUsage
+		}
+		var callers []string
+		for _, c := range strings.Split(os.Getenv("HTTPIDEM_CALLERS"), ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				callers = append(callers, c)
+			}
+		}
+		switch {
+		case *sinkURL == "":
+			fmt.Fprintln(stderr, "idscheck serve: --profile http-idempotency needs --sink URL: the effect sink its payments call")
+			return exitUsage
+		case len(callers) == 0:
+			fmt.Fprintln(stderr, "idscheck serve: --profile http-idempotency needs HTTPIDEM_CALLERS: the callers' bearer tokens, comma-separated")
+			return exitUsage
+		case *scale < 0:
+			fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
+			return exitUsage
+		}
+		if *db == "" {
+			*db = "payments.db"
+		}
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+		srv, err := httpidem.Open(ctx, httpidem.Config{DBPath: *db, SinkURL: *sinkURL, Variant: *variant, Callers: callers,
+			TimeScale: *scale, Mutant: *mutant, Logger: logger})
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+			return exitUsage
+		}
+		return serveHandler(ctx, "http-idempotency", *addr, *db, *mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
 	}
 	if *profile == string(spec.ProfileATP) {
 		var lv slog.Level

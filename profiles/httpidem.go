@@ -1,0 +1,87 @@
+package profiles
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+
+	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/httpidem"
+	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
+)
+
+// HTTPIdem is any HTTP endpoint with an idempotency key, judged under the
+// variant its target declares (docs/http-idempotency.md): the IETF draft,
+// t-0's receiver rules or Stripe's conventions. The bundled endpoint is a
+// small payments API that follows each variant (sut/httpidem).
+func HTTPIdem() Profile {
+	suite, _ := features.ProfileSuite(spec.ProfileHTTPIdem)
+	var mutants []Mutant
+	for _, m := range suthttpidem.Mutants() {
+		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant}
+		if m.Name == suthttpidem.MutantNoReservation {
+			mu.Failpoints = map[string]string{suthttpidem.FailpointNoReservationRacyWindow: `return("barrier")`}
+		}
+		mutants = append(mutants, mu)
+	}
+	return Profile{
+		Name:       spec.ProfileHTTPIdem,
+		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
+		Rules:      httpidem.Rules,
+		Suite:      &suite,
+		Bundled:    httpIdemBundled,
+		EffectSink: true,
+		Mutants:    mutants,
+		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
+		// stripe rule on keys kept a day fits a scenario.
+		BundledTimeScale: 20000,
+	}
+}
+
+// httpIdemBundled opens the bundled payments endpoint over a fresh
+// database with two callers of its own, and describes it as a target does.
+func httpIdemBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+	tok := func() string {
+		var b [16]byte
+		rand.Read(b[:])
+		return "tok_" + hex.EncodeToString(b[:])
+	}
+	callers := []string{tok(), tok()}
+	variant := c.Variant
+	if variant == "" {
+		variant = httpidem.VariantIETF
+	}
+	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{
+		DBPath: filepath.Join(c.Dir, "payments.db"), SinkURL: c.SinkURL, Variant: variant, Callers: callers,
+		TimeScale: c.TimeScale, Mutant: c.Mutant, Logger: c.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, HTTPIdem: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
+}
+
+// BundledEndpoint is the bundled payments endpoint as a target file
+// describes it (docs/http-idempotency.md, the worked example).
+func BundledEndpoint(variant string, callers []string) *httpidem.Endpoint {
+	e := &httpidem.Endpoint{
+		Variant: variant, Method: "POST", Path: "/v1/payments",
+		Body:          map[string]any{"amount": 1250, "currency": "EUR", "reference": "{{unique}}"},
+		Vary:          map[string]any{"amount": 990},
+		Invalid:       map[string]any{"amount": -1},
+		RequiresKey:   variant != httpidem.VariantStripe,
+		KeyTTLSeconds: 86400,
+		ID:            "id",
+		Count:         &httpidem.CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
+	}
+	if variant == httpidem.VariantT0 {
+		e.Key = httpidem.KeyPlace{Body: "paymentRef"}
+	}
+	for _, t := range callers {
+		e.Callers = append(e.Callers, httpidem.Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})
+	}
+	e.Defaults()
+	return e
+}
