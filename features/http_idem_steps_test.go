@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +44,17 @@ func bundledEndpoint(variant string, callers []string) *httpidem.Endpoint {
 // the correct one) on the rules sel selects (nil: all).
 func runHTTPIdem(t *testing.T, variant, mutant string, sel []string) *RunResult {
 	t.Helper()
+	return runHTTPIdemWith(t, variant, mutant, nil, sel)
+}
+
+// runHTTPIdemThrough certifies the correct endpoint behind change.
+func runHTTPIdemThrough(t *testing.T, variant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *RunResult {
+	t.Helper()
+	return runHTTPIdemWith(t, variant, "", change, sel)
+}
+
+func runHTTPIdemWith(t *testing.T, variant, mutant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *RunResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, err := sink.Start("127.0.0.1:0")
@@ -57,7 +70,11 @@ func runHTTPIdem(t *testing.T, variant, mutant string, sel []string) *RunResult 
 		t.Fatalf("open: %v", err)
 	}
 	defer srv.Close()
-	hs := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if change != nil {
+		h = tamperHTTP(h, change)
+	}
+	hs := httptest.NewServer(h)
 	defer hs.Close()
 	res, err := Run(ctx, RunConfig{Profile: spec.ProfileHTTPIdem, Rules: spec.RulesFor(spec.ProfileHTTPIdem), Seed: 1, Select: sel,
 		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, TimeScale: scale, HTTPIdem: bundledEndpoint(variant, callers)}})
@@ -119,6 +136,105 @@ func TestHTTPIdemKillsMutants(t *testing.T) {
 			if !caught {
 				t.Errorf("mutant %s (%s) under %s is not caught by %s; failed: %v", m.Name, m.Description, m.Variant, m.Breaks, failed)
 			}
+		})
+	}
+}
+
+// tamperHTTP lets change edit the bundled endpoint's every answer (status,
+// headers, body) on its way to the harness.
+func tamperHTTP(h http.Handler, change func(r *http.Request, rec *httptest.ResponseRecorder)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		change(r, rec)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	})
+}
+
+// TestHTTPIdemChecksFailOnATamperedAnswer proves the checks no mutant
+// exercises can fail: a proxy in front of the correct endpoint alters one
+// thing of its answers, and the rule whose assertion reads it must fail.
+func TestHTTPIdemChecksFailOnATamperedAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile per case")
+	}
+	body := func(rec *httptest.ResponseRecorder, b string) {
+		rec.Body.Reset()
+		rec.Body.WriteString(b)
+	}
+	posts := func(f func(rec *httptest.ResponseRecorder)) func(*http.Request, *httptest.ResponseRecorder) {
+		return func(r *http.Request, rec *httptest.ResponseRecorder) {
+			if r.Method == http.MethodPost {
+				f(rec)
+			}
+		}
+	}
+	var seen422 atomic.Int64
+	cases := []struct {
+		variant, rule string
+		change        func(*http.Request, *httptest.ResponseRecorder)
+	}{
+		{"ietf", "IETF-2.6-first-request", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 201 {
+				rec.Code = 500
+			}
+		})},
+		{"ietf", "IETF-2.7-concurrent-409", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 409 {
+				body(rec, `{}`)
+			}
+		})},
+		{"ietf", "IETF-2.7-missing-400", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 400 {
+				rec.Header().Del("Link")
+				body(rec, `{"title":"no key"}`)
+			}
+		})},
+		// The first refusal stands; the uncorrected retry is let through.
+		{"ietf", "IETF-2.7-fail-uncorrected", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 422 && seen422.Add(1) > 1 {
+				rec.Code = 200
+			}
+		})},
+		{"t0", "T0-KEYS-caller-scope", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 201 {
+				body(rec, `{"id":"pay_same","status":"succeeded"}`)
+			}
+		})},
+		{"t0", "T0-CAT-same-outcome", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Header().Get("Idempotent-Replayed") != "" {
+				rec.Code = 200
+			}
+		})},
+		{"stripe", "STRIPE-IDEM-params-compared", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 400 {
+				rec.Code = 200
+			}
+		})},
+		{"stripe", "STRIPE-IDEM-post-accepts-keys", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 201 {
+				rec.Code = 400
+			}
+		})},
+	}
+	for _, tc := range cases {
+		t.Run(tc.rule, func(t *testing.T) {
+			res := runHTTPIdemThrough(t, tc.variant, tc.change, []string{tc.rule})
+			for _, r := range res.Rules {
+				if r.RuleID != tc.rule {
+					continue
+				}
+				if r.Verdict != verdict.Fail && r.Verdict != verdict.NonStrict {
+					t.Fatalf("%s: %s (%s), want it failed", r.RuleID, r.Verdict, r.Reason)
+				}
+				return
+			}
+			t.Fatalf("%s got no verdict", tc.rule)
 		})
 	}
 }
