@@ -89,8 +89,11 @@ type HTTPIdemRecord struct {
 	Sink bool `json:"sink"`
 	// Count says the endpoint declares a count read: each request's
 	// Created is what it listed.
-	Count    bool              `json:"count"`
-	Requests []HTTPIdemRequest `json:"requests"`
+	Count bool `json:"count"`
+	// KeyLifeNs is a key's published life on the harness's clock
+	// (key_ttl_seconds at the target's time scale); 0: none published.
+	KeyLifeNs int64             `json:"key_life_ns,omitempty"`
+	Requests  []HTTPIdemRequest `json:"requests"`
 }
 
 // HTTPIdemRequest is one logical request: one body (its unique value), one
@@ -315,7 +318,7 @@ func describeHTTPIdemEffects(es []Effect) string {
 			ids[i] += " (command_id " + e.Worker + ")"
 		}
 	}
-	return strings.Join(ids, ", ")
+	return clipList(ids)
 }
 
 // checkEffects judges what each logical request created: by the count
@@ -324,6 +327,11 @@ func describeHTTPIdemEffects(es []Effect) string {
 // for a request answered 2xx, none for a request refused (a final 4xx and
 // no 2xx) and none that no request names: the effects are the requests
 // answered 2xx (and those never answered that took effect all the same).
+// One anomaly per request names all it shows. A second effect a full key
+// life after the first, while a delivery of the request may still have
+// been on its way (its outcome unknown), is a late delivery executed
+// after the key expired, which the texts allow: counted (Expired), not an
+// anomaly.
 func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 	mc := ModelCheck{Model: ModelHTTPIdemEffects, Result: LinOk, Partitions: len(r.rec.Requests)}
 	for _, es := range r.effects {
@@ -360,72 +368,70 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 			q.Fulfilled++
 			answered++
 		}
-		name := describeRequest(req)
-		created, effected, lost, dup, pending := false, false, false, false, false
+		es := r.effects[req.Key]
+		lives := 1 // how many things the request may have made: one, and one more for each key life it outlived
+		if r.rec.Sink {
+			lives = r.lives(req.Key, es)
+			q.Expired += lives - 1
+		}
+		var whys []string
+		var named []Operation
+		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
 		if r.rec.Count {
 			switch n := len(req.Created); {
 			case !req.CountRead():
 				unread++
-			case n > 1:
+			case n > lives:
 				dup = true
-				httpIdemFail(&mc, req.Key)
-				r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key),
-					Explanation: fmt.Sprintf("%s: %s: %s created %d things (%s): one logical request creates at most one, however often it is delivered",
-						r.rule, ModelHTTPIdemEffects, name, n, strings.Join(req.Created, ", "))})
-			case n == 1:
+				whys = append(whys, fmt.Sprintf("created %d things (%s): one logical request creates at most one, however often it is delivered", n, clipList(req.Created)))
+			case n >= 1:
 				created = true
 			case len(ok) > 0 && r.opts.Undrained:
 				pending = true
 			case len(ok) > 0:
 				lost = true
-				httpIdemFail(&mc, req.Key)
-				r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, ok[0]),
-					Explanation: fmt.Sprintf("%s: %s: %s was answered %s, and the count read lists nothing it created: a request answered 2xx created exactly one thing",
-						r.rule, ModelHTTPIdemEffects, name, describeHTTPIdemOp(&ok[0]))})
+				named = append(named, ok[0])
+				whys = append(whys, fmt.Sprintf("was answered %s, and the count read lists nothing it created: a request answered 2xx created exactly one thing", describeHTTPIdemOp(&ok[0])))
 			}
 			if created && len(ok) == 0 && refused {
-				httpIdemFail(&mc, req.Key)
-				q.Unexpected++
-				r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, refusal),
-					Explanation: fmt.Sprintf("%s: %s: %s was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing",
-						r.rule, ModelHTTPIdemEffects, name, describeHTTPIdemOp(&refusal), req.Created[0])})
+				extra = true
+				named = append(named, refusal)
+				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing", describeHTTPIdemOp(&refusal), req.Created[0]))
 			}
 		}
 		if r.rec.Sink {
-			es := r.effects[req.Key]
 			switch {
-			case len(es) > 1:
+			case len(es) > lives:
 				dup = true
-				httpIdemFail(&mc, req.Key)
-				r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key), Effects: es,
-					Explanation: fmt.Sprintf("%s: %s: %s took effect %d times at the sink: %s; one logical request has one effect, however often it is delivered",
-						r.rule, ModelHTTPIdemEffects, name, len(es), describeHTTPIdemEffects(es))})
-			case len(es) == 1 && len(ok) == 0 && refused:
-				httpIdemFail(&mc, req.Key)
-				q.Unexpected++
-				r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, refusal), Effects: es,
-					Explanation: fmt.Sprintf("%s: %s: %s was refused (%s) and never answered 2xx, yet took effect at the sink (%s): a refused request has no effect",
-						r.rule, ModelHTTPIdemEffects, name, describeHTTPIdemOp(&refusal), describeHTTPIdemEffects(es))})
-			case len(es) == 1:
+				whys = append(whys, fmt.Sprintf("took effect %d times at the sink (%s): one logical request has one effect, however often it is delivered", len(es), describeHTTPIdemEffects(es)))
+			case len(es) >= 1 && len(ok) == 0 && refused:
+				extra = true
+				named = append(named, refusal)
+				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet took effect at the sink (%s): a refused request has no effect", describeHTTPIdemOp(&refusal), describeHTTPIdemEffects(es)))
+			case len(es) >= 1:
 				effected = true
 			case len(ok) > 0 && r.opts.Undrained:
 				pending = true
 			case len(ok) > 0:
 				lost = true
-				httpIdemFail(&mc, req.Key)
-				r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, ok[0]),
-					Explanation: fmt.Sprintf("%s: %s: %s was answered %s, and its effect never reached the sink, the drain over: a request answered 2xx has exactly one effect",
-						r.rule, ModelHTTPIdemEffects, name, describeHTTPIdemOp(&ok[0]))})
+				named = append(named, ok[0])
+				whys = append(whys, fmt.Sprintf("was answered %s, and its effect never reached the sink, the drain over: a request answered 2xx has exactly one effect", describeHTTPIdemOp(&ok[0])))
 			}
 		}
-		if dup {
+		if len(whys) > 0 {
+			httpIdemFail(&mc, req.Key)
+			r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
+				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelHTTPIdemEffects, describeRequest(req), strings.Join(whys, "; it "))})
+		}
+		switch {
+		case dup:
 			q.Duplicated++
-		}
-		if pending && !dup && !lost {
-			q.Pending++
-		}
-		if lost {
+		case lost:
 			q.Lost++
+		case extra:
+			q.Unexpected++
+		case pending:
+			q.Pending++
 		}
 		if created || effected || dup {
 			q.Effected++
@@ -453,6 +459,46 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		mc.Result = LinUnknown
 	}
 	return mc, q
+}
+
+// lives is how many things the request of key may have made, by its
+// effects' times: one, and one more for each effect at least a key life
+// after the first of the previous life while a delivery may still have
+// been on its way to the endpoint (sent before it, its outcome unknown or
+// answered after it). Past its key's life a late delivery MAY execute
+// again (IETF-2.3-expiry-kept); the workload sends none that late, but a
+// delivery it gave up on may arrive that late.
+func (r *httpIdemRun) lives(key string, es []Effect) int {
+	if r.rec.KeyLifeNs <= 0 || len(es) < 2 {
+		return 1
+	}
+	at := make([]int64, len(es))
+	for i, e := range es {
+		at[i] = e.At
+	}
+	sort.Slice(at, func(a, b int) bool { return at[a] < at[b] })
+	lives, start := 1, at[0]
+	for _, t := range at[1:] {
+		if t-start < r.rec.KeyLifeNs {
+			continue
+		}
+		for _, i := range r.byKey[key] {
+			op := &r.h.Ops[i]
+			if op.Call < t && (op.Effective() == verdict.OutcomeUnknown || op.Return >= t) {
+				lives, start = lives+1, t
+				break
+			}
+		}
+	}
+	return lives
+}
+
+// clipList joins at most 5 items, saying how many more there are.
+func clipList(items []string) string {
+	if len(items) <= 5 {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:5], ", "), len(items)-5)
 }
 
 // HTTPIdemReplayModel is the replay rule as a checker.Model: partitioned by
@@ -600,7 +646,7 @@ func httpIdemReduce(ops []Operation, idx []int) []int {
 
 // checkReplay judges, per (caller, key), that every 2xx answer carries the
 // same result (and nothing but the result answers a delivery sent after
-// it), with porcupine over HTTPIdemReplayModel on the answers
+// it), within a key life of the first delivery, with porcupine over HTTPIdemReplayModel on the answers
 // httpIdemReduce keeps; a key porcupine runs out of time on makes the
 // result UNKNOWN, never PASS. The evidence is HTTPIdemReplayDecide's.
 func (r *httpIdemRun) checkReplay() ModelCheck {
@@ -614,6 +660,18 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 		idx := r.byKey[k]
 		mc.Partitions++
 		mc.Ops += len(idx)
+		if life := r.rec.KeyLifeNs; life > 0 {
+			// An answer that came back a key life after the first delivery
+			// was sent may be a new execution under the expired key: the
+			// texts allow it, the check leaves it out.
+			var kept []int
+			for _, i := range idx {
+				if r.h.Ops[i].Return-r.h.Ops[idx[0]].Call < life {
+					kept = append(kept, i)
+				}
+			}
+			idx = kept
+		}
 		ops := make([]Operation, len(idx))
 		for j, i := range idx {
 			ops[j] = r.h.Ops[i]

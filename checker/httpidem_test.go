@@ -131,7 +131,7 @@ func TestHTTPIdemEffectsFailsOnASecondCreation(t *testing.T) {
 	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1b"))
 	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
 	text := hiOnly(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemEffects)
-	wantIn(t, text, `caller1 under key "k-shared"`, "created 2 things (pay_1, pay_1b)", "took effect 2 times at the sink: eff_1 (command_id pay_1), eff_1b (command_id pay_1b)")
+	wantIn(t, text, `caller1 under key "k-shared"`, "created 2 things (pay_1, pay_1b)", "took effect 2 times at the sink (eff_1 (command_id pay_1), eff_1b (command_id pay_1b))")
 	if rep.Queue.Duplicated != 1 {
 		t.Errorf("queue %+v", rep.Queue)
 	}
@@ -312,5 +312,42 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 		if full != ok || reduced != ok {
 			t.Fatalf("history %d: porcupine %t, reduced %t, decision %t (%s)\n%+v", n, full, reduced, ok, why, ops)
 		}
+	}
+}
+
+// A key lives 100 ms: a second payment 150 ms after the first, while a
+// delivery whose answer was lost may still have been on its way, is that
+// delivery executed after the key expired (allowed: counted as Expired),
+// and an answer that came back past the key's life is no replay to judge.
+// The same second payment 50 ms after the first, or with every delivery
+// answered long before it, is a second effect.
+func TestHTTPIdemKeyLife(t *testing.T) {
+	late := func(at int64, lostAnswer bool) (History, Ledger, HTTPIdemRecord) {
+		h, l, rec := hiClean()
+		rec.KeyLifeNs = 100e6
+		rec.Requests[0].Created = []string{"pay_1", "pay_1b"}
+		l.Effects = append(l.Effects, Effect{Key: hiKey1, Intent: "eff_1b", Worker: "pay_1b", At: at * 1e6})
+		if !lostAnswer {
+			h.Ops[0] = post(hiKey1, 1, 0, 10, 201, "pay_1")
+		}
+		h.Ops = append(h.Ops, post(hiKey1, 9, 90, 160, 201, "pay_1b"))
+		return h, l, rec
+	}
+	h, l, rec := late(150, true)
+	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	if rep.Verdict() != verdict.Pass || rep.Queue.Expired != 1 {
+		t.Fatalf("late delivery: verdict %s, queue %+v, %+v", rep.Verdict(), rep.Queue, rep.Anomalies)
+	}
+	h, l, rec = late(50, true)
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	wantIn(t, text, "created 2 things", "took effect 2 times")
+	h, l, rec = late(150, false)
+	h.Ops = h.Ops[:len(h.Ops)-1] // every delivery answered by 31 ms
+	hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	h, l, rec = late(150, true)
+	rec.KeyLifeNs = 0 // no life published: keys outlive the run
+	rep = CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	if rep.Verdict() != verdict.Fail || rep.Models[0].Result != LinIllegal || rep.Models[1].Result != LinIllegal {
+		t.Fatalf("no key life: %s %+v", rep.Verdict(), rep.Models)
 	}
 }
