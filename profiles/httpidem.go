@@ -37,6 +37,7 @@ func HTTPIdem() Profile {
 		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
 		// stripe rule on keys kept a day fits a scenario.
 		BundledTimeScale: 20000,
+		Chaos:            HTTPIdemChaos(),
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // Profile is one protocol text made certifiable.
@@ -102,6 +103,9 @@ type ChaosConfig struct {
 	Recorder *chaos.Recorder // receives every operation (nil: the workload makes one)
 	Logger   *slog.Logger
 	Progress func(chaos.Progress)
+	// HTTPIdem is the endpoint an http-idempotency target describes (the
+	// bundled one's: BundledEndpoint); nil for the other profiles.
+	HTTPIdem *httpidem.Endpoint
 }
 
 // ChaosResult is what a chaos run recorded.

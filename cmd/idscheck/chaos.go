@@ -27,6 +27,7 @@ import (
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/spec/intent"
 	"github.com/idscheck/idscheck/sut"
 	"github.com/idscheck/idscheck/verdict"
@@ -53,6 +54,16 @@ type chaosConfig struct {
 	profile  spec.Profile
 	workload *profiles.ChaosWorkload
 	mutants  []profiles.Mutant // the profile's, for the failpoints a racy one carries
+	// maxTimeScale bounds --time-scale: 3600, or the profile's bundled
+	// time scale when it is higher (http-idempotency: 20,000).
+	maxTimeScale float64
+	// variant is the variant of an http-idempotency run ("" for the other
+	// profiles); variantFlag says --variant gave it (the replay line
+	// repeats it). callerTokens are the bundled endpoint's callers' bearer
+	// tokens, drawn for the run (secrets).
+	variant      string
+	variantFlag  bool
+	callerTokens []string
 }
 
 const chaosSynopsis = `chaos [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s] [--seed N]
@@ -126,6 +137,20 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	c.target, c.targetCmd, c.apiKey = c.tgt.URL, c.tgt.TargetCmd, c.tgt.APIKey
 	c.timeScale = c.tgt.withDefaultTimeScale(60)
+	c.maxTimeScale = max(3600, prof.DefaultTimeScale())
+	if c.profile == spec.ProfileHTTPIdem {
+		// The bundled endpoint runs at its profile's time scale (a key
+		// kept 24 h lives 4.3 s), and follows --variant (default ietf).
+		if c.target == "" {
+			c.timeScale = c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
+			c.callerTokens = []string{"tok_" + chaosRandomHex(16), "tok_" + chaosRandomHex(16)}
+		}
+		c.variant = httpidem.VariantIETF
+		if e := c.tgt.HTTPIdem; e != nil && e.Variant != "" {
+			c.variant = e.Variant
+		}
+		fs.Visit(func(f *flag.Flag) { c.variantFlag = c.variantFlag || f.Name == "variant" })
+	}
 	for _, a := range c.tgt.reproduceArgs(fs) {
 		if !strings.HasPrefix(a, "--target-cmd=") && !strings.HasPrefix(a, "--time-scale=") {
 			c.targetArgs = append(c.targetArgs, a) // the command and the time scale are written apart
@@ -156,13 +181,15 @@ func (c *chaosConfig) validate() error {
 		return fmt.Errorf("--duration %s: want 1s to 1h", c.duration)
 	case c.workers < 1 || c.workers > 1000:
 		return fmt.Errorf("--workers %d: want 1 to 1000", c.workers)
-	case c.timeScale < 1 || c.timeScale > 3600:
-		return fmt.Errorf("--time-scale %g: want 1 to 3600", c.timeScale)
+	case c.timeScale < 1 || c.timeScale > max(3600, c.maxTimeScale):
+		return fmt.Errorf("--time-scale %g: want 1 to %g", c.timeScale, max(3600, c.maxTimeScale))
 	case c.stormMax < 2 || c.stormMax > faults.MaxStorm:
 		return fmt.Errorf("--storm-max %d: want 2 to %d", c.stormMax, faults.MaxStorm)
 	case c.workload != nil && c.stormMax < c.workload.StormMin:
 		return fmt.Errorf("--storm-max %d: the %s workload's storms are at least %d identical requests", c.stormMax, c.profile, c.workload.StormMin)
-	case c.workload != nil && c.workload.Sink && c.target != "" && c.tgt.EffectSink.Listen == "":
+	case c.profile == spec.ProfileHTTPIdem && c.target != "" && (c.tgt.HTTPIdem == nil || c.tgt.HTTPIdem.Path == ""):
+		return errors.New("profile http-idempotency with --target needs the endpoint it offers: \"http_idempotency\" in the target file (docs/http-idempotency.md)")
+	case c.workload != nil && c.workload.Sink && c.target != "" && c.tgt.EffectSink.Listen == "" && c.profile != spec.ProfileHTTPIdem:
 		return fmt.Errorf("profile %s with --target needs the effect sink's address: --effect-sink host:port, or \"effect_sink\": {\"listen\": \"host:port\"} in the target file (idscheck hosts the sink there; the target sends its effects to http://host:port)", c.profile)
 	case c.targetCmd != "" && c.target == "":
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
@@ -176,7 +203,7 @@ func (c *chaosConfig) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("--target %q: want an http:// URL such as http://127.0.0.1:8080", c.target)
 		}
-		if c.apiKey == "" {
+		if c.apiKey == "" && c.profile != spec.ProfileHTTPIdem { // http-idempotency: the callers' headers authenticate
 			return errors.New("--target needs --api-key: the key the workload publishes and claims with")
 		}
 	}
@@ -254,6 +281,7 @@ func (c *chaosConfig) bundledFailpoints() map[string]string {
 func (c chaosConfig) secrets() []string {
 	out := faults.CommandSecrets(c.targetCmd, os.Environ())
 	out = append(out, c.tgt.Secrets()...)
+	out = append(out, c.callerTokens...)
 	if c.apiKey != "" {
 		out = append(out, c.apiKey)
 	}
@@ -309,6 +337,9 @@ func (c chaosConfig) command() string {
 		parts = append(parts, "--profile", string(c.profile))
 		if c.workload.StormMax > 0 {
 			defStorm = c.workload.StormMax
+		}
+		if c.variantFlag {
+			parts = append(parts, "--variant", c.variant)
 		}
 	}
 	parts = append(parts, "--seed", fmt.Sprint(c.seed), "--duration", c.duration.String(),
@@ -656,6 +687,9 @@ type chaosTarget struct {
 	bundled       bool
 	process       *faults.Process
 	failpointAddr string
+	// httpIdem is the bundled http-idempotency endpoint as a target file
+	// describes it (its callers' tokens drawn for the run); nil otherwise.
+	httpIdem *httpidem.Endpoint
 }
 
 func (t *chaosTarget) describe() string {
@@ -729,6 +763,9 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env f
 	}
 	if c.mutant != "" {
 		cmd += " --mutant " + chaosShellQuote(c.mutant)
+	}
+	if c.variant != "" {
+		cmd += " --variant " + chaosShellQuote(c.variant)
 	}
 	vars := append(env(key), faults.FailpointsHTTPEnv(fpAddr))
 	for _, m := range c.mutants {
@@ -855,7 +892,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 	var snk *sink.Sink
 	var sinkProxy *chaos.SinkProxy
 	sinkURL := ""
-	if w.Sink {
+	// An http-idempotency target that declares no effect sink is judged by
+	// its count read alone.
+	if w.Sink && !(c.profile == spec.ProfileHTTPIdem && c.target != "" && c.tgt.EffectSink.Listen == "") {
 		listen := "127.0.0.1:0"
 		if c.target != "" {
 			listen = c.tgt.EffectSink.Listen
@@ -931,9 +970,13 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
 		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr)
+	endpoint := tgt.httpIdem
+	if endpoint == nil && c.profile == spec.ProfileHTTPIdem {
+		endpoint = c.tgt.HTTPIdem // --target: the endpoint its file describes
+	}
 	res, runErr := w.Run(ctx, profiles.ChaosConfig{BaseURL: base, APIKey: tgt.apiKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
-		Faults: usable, Logger: logger,
+		Faults: usable, Logger: logger, HTTPIdem: endpoint,
 		Progress: func(p chaos.Progress) {
 			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
 				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
@@ -991,12 +1034,63 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 // sink at sinkURL, with its crash points reachable over GO_FAILPOINTS_HTTP
 // and the environment its mutant needs.
 func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+	if c.profile == spec.ProfileHTTPIdem {
+		return startHTTPIdemTarget(ctx, c, sinkURL, red, logger)
+	}
 	if c.target != "" {
 		return startChaosTarget(ctx, c, red, logger)
 	}
 	// serve takes the key of profile P's server from P_API_KEY (IDS_API_KEY, ATP_API_KEY).
 	v := strings.ToUpper(string(c.profile)) + "_API_KEY="
 	return startBundledChild(ctx, c, sinkURL, func(key string) []string { return []string{v + key} }, "", red, logger)
+}
+
+// startHTTPIdemTarget starts the target of an http-idempotency run: the
+// --target described (with --target-cmd, a process the harness owns; a
+// target without one must answer HTTP at all, not GET /health), or the
+// bundled payments endpoint as a child process following c.variant, its
+// two callers' tokens given in HTTPIDEM_CALLERS (it takes no API key),
+// described as BundledEndpoint describes it.
+func startHTTPIdemTarget(ctx context.Context, c chaosConfig, sinkURL string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+	switch {
+	case c.target != "" && c.targetCmd != "":
+		return startChaosTarget(ctx, c, red, logger)
+	case c.target != "":
+		if err := chaosWaitAnswers(ctx, c.target, 5*time.Second); err != nil {
+			return nil, fmt.Errorf("%w: %v (is it running? is --target right?)", errUnreachable, err)
+		}
+		return &chaosTarget{url: c.target}, nil
+	}
+	t, err := startBundledChild(ctx, c, sinkURL, func(string) []string {
+		return []string{"HTTPIDEM_CALLERS=" + strings.Join(c.callerTokens, ",")}
+	}, "", red, logger)
+	if err != nil {
+		return nil, err
+	}
+	t.apiKey = ""
+	t.httpIdem = profiles.BundledEndpoint(c.variant, c.callerTokens)
+	return t, nil
+}
+
+// chaosWaitAnswers polls GET base until it answers anything over HTTP or d
+// passes.
+func chaosWaitAnswers(ctx context.Context, base string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no HTTP answer within %s: %w", d, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // checkChaosRun judges a recorded run: with its profile's workload Check

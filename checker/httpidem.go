@@ -1,0 +1,705 @@
+package checker
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// The http-idempotency checks (docs/http-idempotency.md) over a chaos run
+// of the http-idempotency profile: any HTTP endpoint with an idempotency
+// key, judged under the variant its target declares. They read what the
+// http-idempotency chaos workload records:
+//
+//   - History: every request to the mutating endpoint as an OpPublish
+//     whose Key is HTTPIdemKey(caller, idempotency key) and KeyID the
+//     caller; Input.Body the logical request's unique value; Output.Status
+//     the HTTP status, Output.ID the declared id member of a 2xx answer
+//     ("" when none is declared), Output.Body the digest of the answer's
+//     body. A transport error, a body cut short and a 5xx are
+//     OutcomeUnknown.
+//   - Ledger (when the target calls the harness's effect sink): every
+//     effect the sink performed, Key the HTTPIdemKey of the logical request
+//     it was attributed to (the sink's own idempotency_key when the
+//     workload could attribute it to none), Intent the sink's effect_id,
+//     Worker the command_id the target sent with it.
+//   - HTTPIdemRecord (HTTPIdemRecordFile): the variant, whether the sink
+//     and a count read were there, and every logical request with what the
+//     count read listed for it after the drain.
+//
+// Two checks, each judging the variant's rule that a retry has no second
+// effect and gets the first result (HTTPIdemRule): an anomaly's Kind is
+// that rule's ID, its explanation names the check.
+
+// The rule each variant's checks judge: the one that forbids a second
+// effect of a retry and asks for the first result (spec/httpidem).
+const (
+	RuleHTTPIdemIETF   = "IETF-2.6-retry-result"
+	RuleHTTPIdemT0     = "T0-0-no-further-effect"
+	RuleHTTPIdemStripe = "STRIPE-IDEM-same-result"
+)
+
+// Model names of the http-idempotency checks in Report.Models.
+const (
+	// ModelHTTPIdemEffects: what each logical request created (the count
+	// read) and the effects it had at the sink.
+	ModelHTTPIdemEffects = "http-idem-effects"
+	// ModelHTTPIdemReplay: one result per (caller, key) (porcupine model
+	// HTTPIdemReplayModel).
+	ModelHTTPIdemReplay = "http-idem-replay"
+)
+
+// HTTPIdemRecordFile is the name of the record in a run directory.
+const HTTPIdemRecordFile = "httpidem-requests.json"
+
+// The variants (spec/httpidem names them the same).
+const (
+	httpIdemIETF   = "ietf"
+	httpIdemT0     = "t0"
+	httpIdemStripe = "stripe"
+)
+
+// HTTPIdemRule is the rule the checks judge under variant ("" is ietf).
+func HTTPIdemRule(variant string) string {
+	switch variant {
+	case httpIdemT0:
+		return RuleHTTPIdemT0
+	case httpIdemStripe:
+		return RuleHTTPIdemStripe
+	}
+	return RuleHTTPIdemIETF
+}
+
+// HTTPIdemKey is the history's Key of a logical request: its caller, a
+// space, its idempotency key (a caller label has no space).
+func HTTPIdemKey(caller, key string) string { return caller + " " + key }
+
+// HTTPIdemRecord is what the workload knows of a run besides the history
+// and the ledger.
+type HTTPIdemRecord struct {
+	Variant string `json:"variant"`
+	// Sink says the target called the harness's effect sink: the ledger
+	// holds every effect (false: the ledger means nothing).
+	Sink bool `json:"sink"`
+	// Count says the endpoint declares a count read: each request's
+	// Created is what it listed.
+	Count bool `json:"count"`
+	// KeyLifeNs is a key's published life on the harness's clock
+	// (key_ttl_seconds at the target's time scale); 0: none published.
+	KeyLifeNs int64             `json:"key_life_ns,omitempty"`
+	Requests  []HTTPIdemRequest `json:"requests"`
+}
+
+// HTTPIdemRequest is one logical request: one body (its unique value), one
+// key, one caller, delivered any number of times.
+type HTTPIdemRequest struct {
+	Key            string `json:"key"` // HTTPIdemKey(Caller, IdempotencyKey)
+	Caller         string `json:"caller"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Unique         string `json:"unique"`
+	// Invalid says its body is one the endpoint declares it rejects.
+	Invalid bool `json:"invalid,omitempty"`
+	// CountStatus is the HTTP status of the count read after the drain (0:
+	// none answered); CountErr why it could not be read.
+	CountStatus int    `json:"count_status,omitempty"`
+	CountErr    string `json:"count_err,omitempty"`
+	// Created is what the count read listed: each item's declared id (or
+	// the digest of the item when none is declared).
+	Created []string `json:"created,omitempty"`
+}
+
+// CountRead reports whether the count read of the request answered.
+func (r HTTPIdemRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
+
+// WriteHTTPIdemRecord writes the record as JSON.
+func WriteHTTPIdemRecord(w io.Writer, rec HTTPIdemRecord) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rec); err != nil {
+		return fmt.Errorf("write http-idempotency record: %w", err)
+	}
+	return nil
+}
+
+// ReadHTTPIdemRecord parses what WriteHTTPIdemRecord wrote.
+func ReadHTTPIdemRecord(r io.Reader) (HTTPIdemRecord, error) {
+	var rec HTTPIdemRecord
+	if err := json.NewDecoder(r).Decode(&rec); err != nil {
+		return HTTPIdemRecord{}, fmt.Errorf("read http-idempotency record: %w", err)
+	}
+	for i, q := range rec.Requests {
+		if q.Key == "" {
+			return HTTPIdemRecord{}, fmt.Errorf("read http-idempotency record: request %d has no key", i)
+		}
+	}
+	return rec, nil
+}
+
+// HTTPIdemOptions say what the workload promised and how long the checks
+// may work.
+type HTTPIdemOptions struct {
+	// Undrained says the drain ran out of time: a request answered 2xx
+	// whose creation or effect is not seen yet is pending, not missing,
+	// and the verdict is at best UNKNOWN.
+	Undrained bool `json:"undrained,omitempty"`
+	// Timeout bounds porcupine on each key (default 10 s); running out
+	// makes the replay check UNKNOWN, never PASS.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	// MaxExamples bounds the anomalies kept with evidence (default 20).
+	MaxExamples int `json:"max_examples,omitempty"`
+}
+
+// maxHTTPIdemAnomalyOps bounds the operations one anomaly carries (a storm
+// has hundreds per key).
+const maxHTTPIdemAnomalyOps = 16
+
+// CheckHTTPIdem runs the two checks over a run and sums them up in a
+// Report (Queue: Attempted logical requests, Acknowledged with a terminal
+// answer, Fulfilled answered 2xx, Effected with a creation or an effect,
+// Duplicated with more than one, Lost answered 2xx with none, Unexpected
+// effects no request names and refused requests that created something,
+// Recovered requests never answered 2xx that created their one thing,
+// Pending). It is pure.
+func CheckHTTPIdem(h History, l Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions) Report {
+	if opts.MaxExamples <= 0 {
+		opts.MaxExamples = 20
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	rep := Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}
+	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: HTTPIdemRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]Effect{}}
+	r.add = func(a Anomaly) {
+		rep.Counts[a.Kind]++
+		if rep.Counts[a.Kind] <= opts.MaxExamples {
+			rep.Anomalies = append(rep.Anomalies, a)
+		}
+	}
+	for i := range h.Ops {
+		if op := &h.Ops[i]; op.Kind == OpPublish && op.Key != "" {
+			r.byKey[op.Key] = append(r.byKey[op.Key], i)
+		}
+	}
+	for _, idx := range r.byKey {
+		sort.SliceStable(idx, func(a, b int) bool { return h.Ops[idx[a]].Call < h.Ops[idx[b]].Call })
+	}
+	if rec.Sink {
+		for _, e := range l.Effects {
+			r.effects[e.Key] = append(r.effects[e.Key], e)
+		}
+	}
+	effects, q := r.checkEffects()
+	rep.Models = []ModelCheck{effects, r.checkReplay()}
+	rep.Queue = q
+	return rep
+}
+
+type httpIdemRun struct {
+	h       History
+	rec     HTTPIdemRecord
+	opts    HTTPIdemOptions
+	rule    string
+	byKey   map[string][]int
+	effects map[string][]Effect
+	add     func(Anomaly)
+}
+
+// httpIdem2xx reports whether op is a 2xx answer, read whole.
+func httpIdem2xx(op *Operation) bool {
+	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 200 && op.Output.Status < 300
+}
+
+// HTTPIdemInFlight reports whether status is the variant's answer to a
+// duplicate of a request still in flight, after which a client retries
+// later: 409 under ietf and stripe (t0's 503 in_flight_timeout is a 5xx:
+// an unknown outcome anyway).
+func HTTPIdemInFlight(variant string, status int) bool {
+	return status == 409 && variant != httpIdemT0
+}
+
+// HTTPIdemRetryLater reports whether a 4xx status asks the client to try
+// again later rather than refusing the request: the variant's in-flight
+// answer, 408, 425, 429.
+func HTTPIdemRetryLater(variant string, status int) bool {
+	return HTTPIdemInFlight(variant, status) || status == 408 || status == 425 || status == 429
+}
+
+// httpIdemRefusal reports whether op is a final refusal: a 4xx answer,
+// read whole, that does not ask to retry later.
+func httpIdemRefusal(variant string, op *Operation) bool {
+	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
+		!HTTPIdemRetryLater(variant, op.Output.Status)
+}
+
+// httpIdemNotResult reports whether op is a 4xx answer that is not the
+// result of the request (a refusal, or "still in flight"): once a 2xx was
+// answered, a request sent after it must get that result instead.
+func httpIdemNotResult(op *Operation) bool {
+	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
+		op.Output.Status != 408 && op.Output.Status != 425 && op.Output.Status != 429
+}
+
+// httpIdemResult names the result a 2xx answer carries: its declared id,
+// else the digest of its body.
+func httpIdemResult(op *Operation) string {
+	if op.Output.ID != "" {
+		return "id " + op.Output.ID
+	}
+	return "body " + op.Output.Body
+}
+
+func describeHTTPIdemOp(op *Operation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, fmtNs(op.Call))
+	if op.Effective() == verdict.OutcomeUnknown {
+		if op.Output.Status != 0 {
+			fmt.Fprintf(&b, " → %d (unknown outcome)", op.Output.Status)
+		} else {
+			b.WriteString(" → no answer (unknown outcome)")
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, " → %d", op.Output.Status)
+	if httpIdem2xx(op) {
+		b.WriteString(" " + httpIdemResult(op))
+	}
+	fmt.Fprintf(&b, " (returned %s)", fmtNs(op.Return))
+	return b.String()
+}
+
+// evidence returns at most maxHTTPIdemAnomalyOps operations of key: the
+// named ones, its 2xx answers, then the rest, in call order.
+func (r *httpIdemRun) evidence(key string, named ...Operation) []Operation {
+	out := append([]Operation(nil), named...)
+	var ok, rest []Operation
+	for _, i := range r.byKey[key] {
+		op := r.h.Ops[i]
+		if httpIdem2xx(&op) {
+			ok = append(ok, op)
+		} else {
+			rest = append(rest, op)
+		}
+	}
+	out = append(out, append(ok, rest...)...)
+	if len(out) > maxHTTPIdemAnomalyOps {
+		out = out[:maxHTTPIdemAnomalyOps]
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Call < out[b].Call })
+	return out
+}
+
+func httpIdemFail(mc *ModelCheck, key string) {
+	mc.Result = LinIllegal
+	mc.FailingTotal++
+	if len(mc.Failing) < 100 {
+		mc.Failing = append(mc.Failing, key)
+	}
+}
+
+func describeRequest(q *HTTPIdemRequest) string {
+	s := fmt.Sprintf("the request of %s under key %q (unique %s", q.Caller, q.IdempotencyKey, q.Unique)
+	if q.Invalid {
+		s += ", a body the endpoint declares invalid"
+	}
+	return s + ")"
+}
+
+func describeHTTPIdemEffects(es []Effect) string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.Intent
+		if e.Worker != "" {
+			ids[i] += " (command_id " + e.Worker + ")"
+		}
+	}
+	return clipList(ids)
+}
+
+// checkEffects judges what each logical request created: by the count
+// read, at most one thing, and exactly one for a request answered 2xx;
+// at the sink (when the target calls it), at most one effect, exactly one
+// for a request answered 2xx, none for a request refused (a final 4xx and
+// no 2xx) and none that no request names: the effects are the requests
+// answered 2xx (and those never answered that took effect all the same).
+// One anomaly per request names all it shows. A second effect a full key
+// life after the first, while a delivery of the request may still have
+// been on its way (its outcome unknown), is a late delivery executed
+// after the key expired, which the texts allow: counted (Expired), not an
+// anomaly.
+func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
+	mc := ModelCheck{Model: ModelHTTPIdemEffects, Result: LinOk, Partitions: len(r.rec.Requests)}
+	for _, es := range r.effects {
+		mc.Ops += len(es)
+	}
+	var q QueueStats
+	if !r.rec.Sink && !r.rec.Count {
+		mc.Result = LinUnknown // nothing tells what a request created: neither a count read nor the sink
+	}
+	known := map[string]bool{}
+	unread, answered := 0, 0
+	reqs := append([]HTTPIdemRequest(nil), r.rec.Requests...)
+	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Key < reqs[b].Key })
+	for i := range reqs {
+		req := &reqs[i]
+		known[req.Key] = true
+		var ok []Operation
+		refused := false
+		var refusal Operation
+		for _, j := range r.byKey[req.Key] {
+			op := &r.h.Ops[j]
+			switch {
+			case httpIdem2xx(op):
+				ok = append(ok, *op)
+			case httpIdemRefusal(r.rec.Variant, op) && !refused:
+				refused, refusal = true, *op
+			}
+		}
+		q.Attempted++
+		if len(ok) > 0 || refused {
+			q.Acknowledged++
+		}
+		if len(ok) > 0 {
+			q.Fulfilled++
+			answered++
+		}
+		es := r.effects[req.Key]
+		lives := 1 // how many things the request may have made: one, and one more for each key life it outlived
+		if r.rec.Sink {
+			lives = r.lives(req.Key, es)
+			q.Expired += lives - 1
+		}
+		var whys []string
+		var named []Operation
+		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
+		if r.rec.Count {
+			switch n := len(req.Created); {
+			case !req.CountRead():
+				unread++
+			case n > lives:
+				dup = true
+				whys = append(whys, fmt.Sprintf("created %d things (%s): one logical request creates at most one, however often it is delivered", n, clipList(req.Created)))
+			case n >= 1:
+				created = true
+			case len(ok) > 0 && r.opts.Undrained:
+				pending = true
+			case len(ok) > 0:
+				lost = true
+				named = append(named, ok[0])
+				whys = append(whys, fmt.Sprintf("was answered %s, and the count read lists nothing it created: a request answered 2xx created exactly one thing", describeHTTPIdemOp(&ok[0])))
+			}
+			if created && len(ok) == 0 && refused {
+				extra = true
+				named = append(named, refusal)
+				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing", describeHTTPIdemOp(&refusal), req.Created[0]))
+			}
+		}
+		if r.rec.Sink {
+			switch {
+			case len(es) > lives:
+				dup = true
+				whys = append(whys, fmt.Sprintf("took effect %d times at the sink (%s): one logical request has one effect, however often it is delivered", len(es), describeHTTPIdemEffects(es)))
+			case len(es) >= 1 && len(ok) == 0 && refused:
+				extra = true
+				named = append(named, refusal)
+				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet took effect at the sink (%s): a refused request has no effect", describeHTTPIdemOp(&refusal), describeHTTPIdemEffects(es)))
+			case len(es) >= 1:
+				effected = true
+			case len(ok) > 0 && r.opts.Undrained:
+				pending = true
+			case len(ok) > 0:
+				lost = true
+				named = append(named, ok[0])
+				whys = append(whys, fmt.Sprintf("was answered %s, and its effect never reached the sink, the drain over: a request answered 2xx has exactly one effect", describeHTTPIdemOp(&ok[0])))
+			}
+		}
+		if len(whys) > 0 {
+			httpIdemFail(&mc, req.Key)
+			r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
+				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelHTTPIdemEffects, describeRequest(req), strings.Join(whys, "; it "))})
+		}
+		switch {
+		case dup:
+			q.Duplicated++
+		case lost:
+			q.Lost++
+		case extra:
+			q.Unexpected++
+		case pending:
+			q.Pending++
+		}
+		if created || effected || dup {
+			q.Effected++
+			if len(ok) == 0 && !refused {
+				q.Recovered++ // never answered 2xx, and it happened: its answers were lost
+			}
+		}
+	}
+	if r.rec.Sink {
+		for _, k := range sortedKeys(r.effects) {
+			if known[k] {
+				continue
+			}
+			es := r.effects[k]
+			q.Unexpected += len(es)
+			httpIdemFail(&mc, k)
+			r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: k, Effects: es,
+				Explanation: fmt.Sprintf("%s: %s: the sink performed %d effect(s) under %q (%s), which no request of the run names: an effect no request asked for",
+					r.rule, ModelHTTPIdemEffects, len(es), k, describeHTTPIdemEffects(es))})
+		}
+	}
+	if mc.Result == LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
+		// A count read not answered, an effect still owed, or nothing
+		// answered 2xx at all: the run did not show what it must.
+		mc.Result = LinUnknown
+	}
+	return mc, q
+}
+
+// lives is how many things the request of key may have made, by its
+// effects' times: one, and one more for each effect at least a key life
+// after the first of the previous life while a delivery may still have
+// been on its way to the endpoint (sent before it, its outcome unknown or
+// answered after it). Past its key's life a late delivery MAY execute
+// again (IETF-2.3-expiry-kept); the workload sends none that late, but a
+// delivery it gave up on may arrive that late.
+func (r *httpIdemRun) lives(key string, es []Effect) int {
+	if r.rec.KeyLifeNs <= 0 || len(es) < 2 {
+		return 1
+	}
+	at := make([]int64, len(es))
+	for i, e := range es {
+		at[i] = e.At
+	}
+	sort.Slice(at, func(a, b int) bool { return at[a] < at[b] })
+	lives, start := 1, at[0]
+	for _, t := range at[1:] {
+		if t-start < r.rec.KeyLifeNs {
+			continue
+		}
+		for _, i := range r.byKey[key] {
+			op := &r.h.Ops[i]
+			if op.Call < t && (op.Effective() == verdict.OutcomeUnknown || op.Return >= t) {
+				lives, start = lives+1, t
+				break
+			}
+		}
+	}
+	return lives
+}
+
+// clipList joins at most 5 items, saying how many more there are.
+func clipList(items []string) string {
+	if len(items) <= 5 {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:5], ", "), len(items)-5)
+}
+
+// HTTPIdemReplayModel is the replay rule as a checker.Model: partitioned by
+// (caller, key), its state the result of the first 2xx answer (its
+// declared id, else its body's digest); every 2xx answer must carry that
+// result; a 4xx answer that is not the result (a refusal, "still in
+// flight") is allowed only before it; every other answer (a 5xx, a 429,
+// no answer) leaves it unchanged.
+type HTTPIdemReplayModel struct{}
+
+var _ Model = HTTPIdemReplayModel{}
+
+// Name is ModelHTTPIdemReplay.
+func (HTTPIdemReplayModel) Name() string { return ModelHTTPIdemReplay }
+
+// Partition is the (caller, key) of a request.
+func (HTTPIdemReplayModel) Partition(op *Operation) (string, bool) {
+	return op.Key, op.Kind == OpPublish && op.Key != ""
+}
+
+// Porcupine is the model for porcupine.
+func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return "" },
+		Step: func(state, input, _ any) (bool, any) {
+			s := state.(string)
+			op := input.(*Operation)
+			switch {
+			case httpIdem2xx(op) && s == "":
+				return true, httpIdemResult(op)
+			case httpIdem2xx(op):
+				return httpIdemResult(op) == s, s
+			case httpIdemNotResult(op):
+				return s == "", s
+			}
+			return true, s
+		},
+		Equal:             func(a, b any) bool { return a == b },
+		DescribeOperation: func(input, _ any) string { return describeHTTPIdemOp(input.(*Operation)) },
+		DescribeState: func(state any) string {
+			if s := state.(string); s != "" {
+				return s
+			}
+			return "no result yet"
+		},
+	}
+}
+
+// Checks is the exact decision (HTTPIdemReplayDecide); its failures name
+// ietf's rule: CheckHTTPIdem names the variant's.
+func (HTTPIdemReplayModel) Checks() []NamedCheck {
+	return []NamedCheck{{Rule: RuleHTTPIdemIETF, Check: func(ops []Operation) (bool, string) {
+		ok, why, _ := HTTPIdemReplayDecide(ops)
+		return ok, why
+	}}}
+}
+
+// HTTPIdemReplayDecide decides one (caller, key)'s answers (any order)
+// under HTTPIdemReplayModel exactly, in linear time: they linearize iff
+// every 2xx answer carries the same result and no 4xx answer that is not
+// the result was sent after a 2xx had come back. When they do not, it
+// says why and which operations show it.
+func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Operation) {
+	var first, firstRet *Operation // the earliest-sent 2xx answer, the one that returned first
+	for i := range ops {
+		op := &ops[i]
+		if !httpIdem2xx(op) {
+			continue
+		}
+		if first == nil || op.Call < first.Call {
+			first = op
+		}
+		if firstRet == nil || op.Return < firstRet.Return {
+			firstRet = op
+		}
+	}
+	if first == nil {
+		return true, "", nil
+	}
+	for i := range ops {
+		op := &ops[i]
+		if httpIdem2xx(op) && httpIdemResult(op) != httpIdemResult(first) {
+			return false, fmt.Sprintf("two 2xx answers carry different results: %s, then %s; every delivery of one request gets the first result (a second result is a second thing created, or a replay that is not one)",
+				describeHTTPIdemOp(first), describeHTTPIdemOp(op)), []Operation{*first, *op}
+		}
+	}
+	var late *Operation // the latest-sent answer that is not the result
+	for i := range ops {
+		op := &ops[i]
+		if httpIdemNotResult(op) && op.Call > firstRet.Return && (late == nil || op.Call > late.Call) {
+			late = op
+		}
+	}
+	if late != nil {
+		return false, fmt.Sprintf("a delivery sent %s after the result %s had been answered got %d instead of that result: a retry after the original completed gets its result",
+			fmtNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []Operation{*firstRet, *late}
+	}
+	return true, "", nil
+}
+
+// httpIdemReduce keeps, of one key's answers (idx into ops), those the
+// model can reject, and of each kind (a 2xx result, a 4xx that is not the
+// result) the one sent last and the one that returned first. Under
+// HTTPIdemReplayModel every other answer is a no-op and the answers of one
+// kind form one stretch of any linearization (the 4xx before the 2xx), so
+// the reduction linearizes iff the key's answers do, and keeps porcupine
+// fast on a storm's hundreds of concurrent answers.
+func httpIdemReduce(ops []Operation, idx []int) []int {
+	lastCall, firstReturn := map[string]int{}, map[string]int{}
+	var kinds []string
+	for _, i := range idx {
+		op := &ops[i]
+		var k string
+		switch {
+		case httpIdem2xx(op):
+			k = "2xx " + httpIdemResult(op)
+		case httpIdemNotResult(op):
+			k = "4xx"
+		default:
+			continue
+		}
+		j, seen := lastCall[k]
+		if !seen {
+			kinds = append(kinds, k)
+			lastCall[k], firstReturn[k] = i, i
+			continue
+		}
+		if op.Call > ops[j].Call {
+			lastCall[k] = i
+		}
+		if op.Return < ops[firstReturn[k]].Return {
+			firstReturn[k] = i
+		}
+	}
+	var out []int
+	for _, k := range kinds {
+		out = append(out, lastCall[k])
+		if firstReturn[k] != lastCall[k] {
+			out = append(out, firstReturn[k])
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// checkReplay judges, per (caller, key), that every 2xx answer carries the
+// same result (and nothing but the result answers a delivery sent after
+// it), within a key life of the first delivery, with porcupine over HTTPIdemReplayModel on the answers
+// httpIdemReduce keeps; a key porcupine runs out of time on makes the
+// result UNKNOWN, never PASS. The evidence is HTTPIdemReplayDecide's.
+func (r *httpIdemRun) checkReplay() ModelCheck {
+	mc := ModelCheck{Model: ModelHTTPIdemReplay, Result: LinOk}
+	pm := HTTPIdemReplayModel{}.Porcupine()
+	names := map[string]*HTTPIdemRequest{}
+	for i := range r.rec.Requests {
+		names[r.rec.Requests[i].Key] = &r.rec.Requests[i]
+	}
+	for _, k := range sortedKeys(r.byKey) {
+		idx := r.byKey[k]
+		mc.Partitions++
+		mc.Ops += len(idx)
+		if life := r.rec.KeyLifeNs; life > 0 {
+			// An answer that came back a key life after the first delivery
+			// was sent may be a new execution under the expired key: the
+			// texts allow it, the check leaves it out.
+			var kept []int
+			for _, i := range idx {
+				if r.h.Ops[i].Return-r.h.Ops[idx[0]].Call < life {
+					kept = append(kept, i)
+				}
+			}
+			idx = kept
+		}
+		ops := make([]Operation, len(idx))
+		for j, i := range idx {
+			ops[j] = r.h.Ops[i]
+		}
+		ok, why, ev := HTTPIdemReplayDecide(ops)
+		res := porcupine.Ok
+		if ok {
+			res = porcupine.CheckOperationsTimeout(pm, porcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
+		}
+		switch {
+		case ok && res == porcupine.Ok:
+			continue
+		case ok && res == porcupine.Unknown:
+			if mc.Result == LinOk {
+				mc.Result = LinUnknown
+			}
+			continue
+		case ok: // porcupine found what the exact decision did not: say so
+			why = fmt.Sprintf("no order of the %d answers gives every delivery the first result", len(idx))
+			ev = r.evidence(k)
+		}
+		httpIdemFail(&mc, k)
+		name := fmt.Sprintf("key %q", k)
+		if q := names[k]; q != nil {
+			name = describeRequest(q)
+		}
+		r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: k, Ops: ev,
+			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelHTTPIdemReplay, name, why)})
+	}
+	return mc
+}

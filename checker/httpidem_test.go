@@ -1,0 +1,353 @@
+package checker
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/spec"
+	specidem "github.com/idscheck/idscheck/spec/httpidem"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+const (
+	hiKey1 = "caller1 k-shared"
+	hiKey2 = "caller2 k-shared"
+	hiKey3 = "caller1 k-invalid"
+	hiKey4 = "caller1 k-lost"
+)
+
+// post is one delivery of key answered status (0: no answer) with id, from
+// call to ret (ms).
+func post(key string, client int, call, ret int64, status int, id string) Operation {
+	caller, _, _ := strings.Cut(key, " ")
+	op := Operation{ClientID: client, Kind: OpPublish, Key: key, KeyID: caller, Input: Input{Body: "u-" + key},
+		Call: call * 1e6, Return: ret * 1e6, Outcome: verdict.OutcomeOK}
+	op.Output = Output{Status: status, ID: id, Body: "digest-" + id}
+	switch {
+	case status == 0:
+		op.Outcome, op.Output = verdict.OutcomeUnknown, Output{}
+	case status >= 500:
+		op.Outcome, op.Output.ID = verdict.OutcomeUnknown, ""
+	case status >= 300:
+		op.Output.ID = ""
+	}
+	return op
+}
+
+func hiReq(key string, created ...string) HTTPIdemRequest {
+	caller, k, _ := strings.Cut(key, " ")
+	return HTTPIdemRequest{Key: key, Caller: caller, IdempotencyKey: k, Unique: "u-" + key, CountStatus: 200, Created: created}
+}
+
+func hiEffect(key, id, cmd string) Effect { return Effect{Key: key, Intent: id, Worker: cmd, At: 1} }
+
+// hiClean is a run of four logical requests under ietf: one delivered
+// through a lost answer, a 409 while in flight, its 201 and a replay; the
+// same key from the second caller (its own payment); a body the endpoint
+// rejects, refused twice; one whose every answer was lost and that
+// happened all the same. One creation and one effect each for the three
+// that happened.
+func hiClean() (History, Ledger, HTTPIdemRecord) {
+	h := History{Ops: []Operation{
+		post(hiKey1, 1, 0, 10, 0, ""),
+		post(hiKey1, 2, 2, 3, 409, ""),
+		post(hiKey1, 1, 20, 21, 201, "pay_1"),
+		post(hiKey1, 3, 30, 31, 201, "pay_1"),
+		post(hiKey2, 4, 5, 6, 201, "pay_2"),
+		post(hiKey2, 4, 7, 8, 502, ""),
+		post(hiKey3, 5, 5, 6, 400, ""),
+		post(hiKey3, 5, 9, 10, 400, ""),
+		post(hiKey4, 6, 40, 50, 0, ""),
+	}}
+	l := Ledger{Effects: []Effect{hiEffect(hiKey1, "eff_1", "pay_1"), hiEffect(hiKey2, "eff_2", "pay_2"), hiEffect(hiKey4, "eff_4", "pay_4")}}
+	inv := hiReq(hiKey3)
+	inv.Invalid = true
+	rec := HTTPIdemRecord{Variant: "ietf", Sink: true, Count: true, Requests: []HTTPIdemRequest{
+		hiReq(hiKey1, "pay_1"), hiReq(hiKey2, "pay_2"), inv, hiReq(hiKey4, "pay_4"),
+	}}
+	return h, l, rec
+}
+
+func TestHTTPIdemCleanRunPasses(t *testing.T) {
+	h, l, rec := hiClean()
+	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	if v := rep.Verdict(); v != verdict.Pass {
+		t.Fatalf("verdict %s, want PASS: %+v %+v", v, rep.Anomalies, rep.Models)
+	}
+	if len(rep.Models) != 2 || rep.Models[0].Model != ModelHTTPIdemEffects || rep.Models[1].Model != ModelHTTPIdemReplay {
+		t.Fatalf("models %+v", rep.Models)
+	}
+	q := rep.Queue
+	if q.Attempted != 4 || q.Acknowledged != 3 || q.Fulfilled != 2 || q.Effected != 3 || q.Recovered != 1 || q.Duplicated != 0 {
+		t.Fatalf("queue %+v", q)
+	}
+}
+
+// hiOnly asserts the run fails on model alone, every anomaly naming the
+// variant's rule and the check, and returns the anomalies' text.
+func hiOnly(t *testing.T, rep Report, rule, model string) string {
+	t.Helper()
+	if rep.Verdict() != verdict.Fail {
+		t.Fatalf("verdict %s, want FAIL: %+v", rep.Verdict(), rep.Models)
+	}
+	for _, m := range rep.Models {
+		if want := m.Model == model; want != (m.Result == LinIllegal) {
+			t.Errorf("model %s: %s", m.Model, m.Result)
+		}
+	}
+	var all []string
+	for _, a := range rep.Anomalies {
+		if string(a.Kind) != rule || !strings.HasPrefix(a.Explanation, rule+": "+model+": ") || a.Key == "" {
+			t.Errorf("anomaly %s %q: want kind %s and the explanation to name %s", a.Kind, a.Explanation, rule, model)
+		}
+		all = append(all, a.Explanation)
+	}
+	if len(all) == 0 {
+		t.Fatal("no anomaly")
+	}
+	return strings.Join(all, "\n")
+}
+
+func wantIn(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			t.Errorf("%q lacks %q", text, w)
+		}
+	}
+}
+
+// A request the count read shows created twice (two payments under one
+// key, its answers all the first): http-idem-effects fails alone, naming
+// the request, its caller, its key and both ids.
+func TestHTTPIdemEffectsFailsOnASecondCreation(t *testing.T) {
+	h, l, rec := hiClean()
+	rec.Requests[0].Created = []string{"pay_1", "pay_1b"}
+	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1b"))
+	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	text := hiOnly(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	wantIn(t, text, `caller1 under key "k-shared"`, "created 2 things (pay_1, pay_1b)", "took effect 2 times at the sink (eff_1 (command_id pay_1), eff_1b (command_id pay_1b))")
+	if rep.Queue.Duplicated != 1 {
+		t.Errorf("queue %+v", rep.Queue)
+	}
+}
+
+// A replay that calls the processor again (one payment, two effects):
+// the sink alone shows it.
+func TestHTTPIdemEffectsFailsOnAnEffectOfAReplay(t *testing.T) {
+	h, l, rec := hiClean()
+	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1"))
+	rec.Variant = "t0"
+	for i := range h.Ops {
+		if h.Ops[i].Output.Status == 409 {
+			h.Ops[i] = post(hiKey1, 2, 2, 3, 503, "")
+		}
+	}
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemT0, ModelHTTPIdemEffects)
+	wantIn(t, text, "took effect 2 times at the sink")
+}
+
+// A request answered 201 of which the count read lists nothing and the
+// sink saw no effect: lost, unless the drain was cut short (then UNKNOWN).
+func TestHTTPIdemEffectsFailsOnA2xxThatCreatedNothing(t *testing.T) {
+	h, l, rec := hiClean()
+	rec.Requests[1].Created = nil
+	l.Effects = l.Effects[:1:1]
+	l.Effects = append(l.Effects, hiEffect(hiKey4, "eff_4", "pay_4"))
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	wantIn(t, text, "count read lists nothing it created", "its effect never reached the sink", "caller2")
+	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{Undrained: true})
+	if rep.Verdict() != verdict.Unknown || rep.Queue.Pending != 1 {
+		t.Fatalf("undrained: verdict %s, queue %+v", rep.Verdict(), rep.Queue)
+	}
+}
+
+// A request refused (a final 4xx, never a 2xx) that created something and
+// took effect; an effect no request names.
+func TestHTTPIdemEffectsFailsOnARefusedRequestThatHappenedAndAStrayEffect(t *testing.T) {
+	h, l, rec := hiClean()
+	rec.Requests[2].Created = []string{"pay_3"}
+	l.Effects = append(l.Effects, hiEffect(hiKey3, "eff_3", "pay_3"), hiEffect("caller_x:nobody", "eff_9", "pay_9"))
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	wantIn(t, text, "was refused (POST by client 5", "yet the count read lists pay_3", "yet took effect at the sink (eff_3",
+		`under "caller_x:nobody" (eff_9 (command_id pay_9)), which no request of the run names`)
+}
+
+// Two 2xx answers of one (caller, key) with different ids: http-idem-replay
+// fails alone (the count read saw one payment: the second answer is no
+// replay of it).
+func TestHTTPIdemReplayFailsOnAnotherID(t *testing.T) {
+	h, l, rec := hiClean()
+	h.Ops[3] = post(hiKey1, 3, 30, 31, 201, "pay_fresh")
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	wantIn(t, text, `caller1 under key "k-shared"`, "two 2xx answers carry different results", "id pay_1", "id pay_fresh")
+}
+
+// A 409 (or any refusal) sent after the 201 had been answered: a retry
+// after completion gets the result. Concurrent with it, it is fine.
+func TestHTTPIdemReplayFailsOnAConflictAfterTheResult(t *testing.T) {
+	h, l, rec := hiClean()
+	h.Ops = append(h.Ops, post(hiKey1, 7, 25, 26, 409, ""))
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	wantIn(t, text, "sent 4.0 ms after the result", "got 409 instead of that result")
+
+	h, l, rec = hiClean()
+	h.Ops = append(h.Ops, post(hiKey1, 7, 20, 26, 409, ""), post(hiKey1, 8, 21, 40, 0, ""), post(hiKey1, 9, 50, 51, 429, ""))
+	if rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}); rep.Verdict() != verdict.Pass {
+		t.Fatalf("a 409 concurrent with the 201, a lost answer and a 429 after it: %s %+v", rep.Verdict(), rep.Anomalies)
+	}
+}
+
+// With stripe the same second id names stripe's rule.
+func TestHTTPIdemNamesTheVariantsRule(t *testing.T) {
+	h, l, rec := hiClean()
+	rec.Variant = "stripe"
+	h.Ops[3] = post(hiKey1, 3, 30, 31, 201, "pay_fresh")
+	hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemStripe, ModelHTTPIdemReplay)
+	for variant, id := range map[string]string{"ietf": RuleHTTPIdemIETF, "t0": RuleHTTPIdemT0, "stripe": RuleHTTPIdemStripe, "": RuleHTTPIdemIETF} {
+		if HTTPIdemRule(variant) != id {
+			t.Errorf("variant %q: rule %s", variant, HTTPIdemRule(variant))
+		}
+		r, ok := spec.Lookup(id)
+		want := variant
+		if want == "" {
+			want = specidem.VariantIETF
+		}
+		if !ok || r.Profile != spec.ProfileHTTPIdem || specidem.Variant(r) != want {
+			t.Errorf("rule %s: not a rule of the %q variant (%+v)", id, variant, r)
+		}
+	}
+}
+
+// A run in which nothing was answered 2xx, or without a count read and a
+// sink, or whose count reads went unanswered, judged nothing: UNKNOWN.
+func TestHTTPIdemUndecided(t *testing.T) {
+	h, l, rec := hiClean()
+	var only []Operation
+	for _, op := range h.Ops {
+		if !httpIdem2xx(&op) {
+			only = append(only, op)
+		}
+	}
+	if v := CheckHTTPIdem(History{Ops: only}, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+		t.Errorf("no 2xx: %s", v)
+	}
+	rec.Sink, rec.Count = false, false
+	if v := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+		t.Errorf("neither count read nor sink: %s", v)
+	}
+	h, l, rec = hiClean()
+	rec.Requests[0].CountStatus, rec.Requests[0].CountErr = 0, "connection refused"
+	if v := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+		t.Errorf("a count read unanswered: %s", v)
+	}
+}
+
+// The record survives its file.
+func TestHTTPIdemRecordRoundTrip(t *testing.T) {
+	_, _, rec := hiClean()
+	var b bytes.Buffer
+	if err := WriteHTTPIdemRecord(&b, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadHTTPIdemRecord(&b)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(rec) {
+		t.Fatalf("%v\n%+v\n%+v", err, got, rec)
+	}
+	if _, err := ReadHTTPIdemRecord(strings.NewReader(`{"requests":[{"caller":"x"}]}`)); err == nil {
+		t.Error("a request without a key was read")
+	}
+}
+
+// A storm of 300 concurrent deliveries of one key (one 201, its replays,
+// 409s, lost answers) is decided at once, and one second id among them is
+// found.
+func TestHTTPIdemReplayStormIsFast(t *testing.T) {
+	storm := func(bad bool) History {
+		var h History
+		for i := range 300 {
+			status, id := []int{201, 409, 0, 201}[i%4], "pay_1"
+			if bad && i == 156 {
+				id = "pay_2"
+			}
+			h.Ops = append(h.Ops, post(hiKey1, i, int64(i%7), 200+int64(i%13), status, id))
+		}
+		return h
+	}
+	rec := HTTPIdemRecord{Variant: "ietf", Count: true, Requests: []HTTPIdemRequest{hiReq(hiKey1, "pay_1")}}
+	start := time.Now()
+	if rep := CheckHTTPIdem(storm(false), Ledger{}, rec, HTTPIdemOptions{}); rep.Verdict() != verdict.Pass {
+		t.Fatalf("clean storm: %s %+v", rep.Verdict(), rep.Anomalies)
+	}
+	hiOnly(t, CheckHTTPIdem(storm(true), Ledger{}, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("two storms took %v", d)
+	}
+}
+
+// The exact decision and the reduction agree with porcupine over every
+// answer, on random small histories of one key.
+func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 7))
+	pm := HTTPIdemReplayModel{}.Porcupine()
+	for n := range 3000 {
+		var ops []Operation
+		for i := range 2 + rnd.IntN(6) {
+			call := int64(rnd.IntN(20))
+			status := []int{201, 201, 201, 409, 400, 0, 503, 429}[rnd.IntN(8)]
+			ops = append(ops, post(hiKey1, i, call, call+1+int64(rnd.IntN(8)), status, []string{"pay_1", "pay_2"}[rnd.IntN(2)*rnd.IntN(2)]))
+		}
+		idx := make([]int, len(ops))
+		for i := range idx {
+			idx[i] = i
+		}
+		full := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
+		reduced := porcupine.CheckOperations(pm, porcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
+		ok, why, _ := HTTPIdemReplayDecide(ops)
+		if full != ok || reduced != ok {
+			t.Fatalf("history %d: porcupine %t, reduced %t, decision %t (%s)\n%+v", n, full, reduced, ok, why, ops)
+		}
+	}
+}
+
+// A key lives 100 ms: a second payment 150 ms after the first, while a
+// delivery whose answer was lost may still have been on its way, is that
+// delivery executed after the key expired (allowed: counted as Expired),
+// and an answer that came back past the key's life is no replay to judge.
+// The same second payment 50 ms after the first, or with every delivery
+// answered long before it, is a second effect.
+func TestHTTPIdemKeyLife(t *testing.T) {
+	late := func(at int64, lostAnswer bool) (History, Ledger, HTTPIdemRecord) {
+		h, l, rec := hiClean()
+		rec.KeyLifeNs = 100e6
+		rec.Requests[0].Created = []string{"pay_1", "pay_1b"}
+		l.Effects = append(l.Effects, Effect{Key: hiKey1, Intent: "eff_1b", Worker: "pay_1b", At: at * 1e6})
+		if !lostAnswer {
+			h.Ops[0] = post(hiKey1, 1, 0, 10, 201, "pay_1")
+		}
+		h.Ops = append(h.Ops, post(hiKey1, 9, 90, 160, 201, "pay_1b"))
+		return h, l, rec
+	}
+	h, l, rec := late(150, true)
+	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	if rep.Verdict() != verdict.Pass || rep.Queue.Expired != 1 {
+		t.Fatalf("late delivery: verdict %s, queue %+v, %+v", rep.Verdict(), rep.Queue, rep.Anomalies)
+	}
+	h, l, rec = late(50, true)
+	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	wantIn(t, text, "created 2 things", "took effect 2 times")
+	h, l, rec = late(150, false)
+	h.Ops = h.Ops[:len(h.Ops)-1] // every delivery answered by 31 ms
+	hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	h, l, rec = late(150, true)
+	rec.KeyLifeNs = 0 // no life published: keys outlive the run
+	rep = CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	if rep.Verdict() != verdict.Fail || rep.Models[0].Result != LinIllegal || rep.Models[1].Result != LinIllegal {
+		t.Fatalf("no key life: %s %+v", rep.Verdict(), rep.Models)
+	}
+}
