@@ -49,6 +49,7 @@ chaos: build
 	./$(BIN) chaos --duration 60s --seed $(SEED) --faults all --out idscheck-chaos
 	./$(BIN) chaos --profile ids --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-ids
 	./$(BIN) chaos --profile atp --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-atp
+	./$(BIN) chaos --profile http-idempotency --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-http-idempotency
 
 # Chaos against the mutants the checker must catch by name (each run exits 1).
 # The IDS mutants must be caught with their duplicated effects named
@@ -56,6 +57,7 @@ chaos: build
 CHAOS_MUTANTS ?= lost-on-crash claim-non-atomic stale-token-accepted idem-check-racy
 IDS_CHAOS_MUTANTS ?= no-reservation outbox-double-dispatch
 ATP_CHAOS_MUTANTS ?= double-charge-on-retry no-reconciliation
+HTTPIDEM_CHAOS_MUTANTS ?= no-reservation
 chaos-mutants: build
 	@mkdir -p idscheck-chaos
 	@for m in $(CHAOS_MUTANTS); do \
@@ -76,6 +78,13 @@ chaos-mutants: build
 	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' $$out.txt | grep -E '^  ATP-[A-Za-z0-9.-]+ +[0-9]+$$' | tr -s ' ' | tr '\n' ','); \
 	  if [ $$code -eq 1 ] && grep -q '^- ATP-' $$out.txt && grep -q '^replay: ' $$out.txt; then \
 	    echo "atp $$m: caught (exit 1):$$caught"; else echo "atp $$m: SURVIVED (exit $$code)"; fail=1; fi; \
+	done; \
+	for m in $(HTTPIDEM_CHAOS_MUTANTS); do \
+	  out=idscheck-chaos/http-idempotency-$$m; \
+	  ./$(BIN) chaos --profile http-idempotency --duration 30s --seed $(SEED) --faults all --mutant $$m --out $$out > $$out.txt 2>&1; \
+	  code=$$?; caught=$$(grep -A12 '^ANOMALIES' $$out.txt | grep -E '^  [A-Z0-9]+-[A-Za-z0-9.-]+ +[0-9]+$$' | tr -s ' ' | tr '\n' ','); \
+	  if [ $$code -eq 1 ] && grep -q 'created [0-9]* things' $$out.txt && grep -q '^replay: ' $$out.txt; then \
+	    echo "http-idempotency $$m: caught (exit 1):$$caught"; else echo "http-idempotency $$m: SURVIVED (exit $$code)"; fail=1; fi; \
 	done; exit $${fail:-0}
 
 fuzz:
@@ -83,9 +92,10 @@ fuzz:
 	$(GO) test ./sut -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./sut/ids -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./sut/atp -run '^$$' -fuzz FuzzHandler -fuzztime 30s
+	$(GO) test ./sut/httpidem -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./cmd/idscheck -run '^$$' -fuzz FuzzCanonicalPathAgrees -fuzztime 30s
 	$(GO) test ./spec -run '^$$' -fuzz FuzzCanonicalPath -fuzztime 30s
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-mutants runs
+	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-chaos-http-idempotency idscheck-mutants runs
