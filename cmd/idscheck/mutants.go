@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
@@ -89,7 +90,12 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "idscheck mutants: --parallel must be 1–32")
 		return exitUsage
 	}
-	if c.timeScale < 0 || c.budget <= 0 || c.requestTimeout <= 0 || c.out == "" {
+	scaleGiven := false
+	fs.Visit(func(f *flag.Flag) { scaleGiven = scaleGiven || f.Name == "time-scale" })
+	if !scaleGiven {
+		c.timeScale = 1 // checked below; the profile's default is taken once it is known
+	}
+	if c.timeScale <= 0 || c.budget <= 0 || c.requestTimeout <= 0 || c.out == "" {
 		fmt.Fprintln(stderr, "idscheck mutants: --time-scale, --budget and --request-timeout must be > 0, --out non-empty")
 		return exitUsage
 	}
@@ -99,7 +105,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	c.prof = prof
-	if c.timeScale == 0 {
+	if !scaleGiven {
 		c.timeScale = prof.DefaultTimeScale()
 	}
 	all := prof.Mutants
