@@ -580,7 +580,9 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 // absent or null).
 func memberString(body []byte, name string) string {
 	var m map[string]any
-	if json.Unmarshal(body, &m) != nil || m[name] == nil {
+	d := json.NewDecoder(strings.NewReader(string(body)))
+	d.UseNumber() // an id that is a number, exactly as written
+	if d.Decode(&m) != nil || m[name] == nil {
 		return ""
 	}
 	if s, ok := m[name].(string); ok {
