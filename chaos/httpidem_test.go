@@ -177,6 +177,11 @@ func hiMustFail(t *testing.T, rep checker.Report, rule, model string, wants ...s
 	if rep.Verdict() != verdict.Fail {
 		t.Fatalf("verdict %s, want FAIL: %+v", rep.Verdict(), rep.Models)
 	}
+	for _, m := range rep.Models {
+		if m.Model == model && m.Result != checker.LinIllegal {
+			t.Errorf("model %s: %s, want %s", model, m.Result, checker.LinIllegal)
+		}
+	}
 	var text []string
 	for _, a := range rep.Anomalies {
 		if string(a.Kind) != rule {
@@ -187,7 +192,7 @@ func hiMustFail(t *testing.T, rep checker.Report, rule, model string, wants ...s
 		}
 	}
 	if len(text) == 0 {
-		t.Fatalf("no anomaly of %s: %+v", model, rep.Anomalies)
+		t.Fatalf("no anomaly of %s among %d", model, len(rep.Anomalies))
 	}
 	all := strings.Join(text, "\n")
 	for _, w := range wants {

@@ -151,7 +151,8 @@ type HTTPIdemOptions struct {
 	// Timeout bounds porcupine on each key (default 10 s); running out
 	// makes the replay check UNKNOWN, never PASS.
 	Timeout time.Duration `json:"timeout_ns,omitempty"`
-	// MaxExamples bounds the anomalies kept with evidence (default 20).
+	// MaxExamples bounds the anomalies each check keeps with evidence
+	// (default 20); Counts hold the totals.
 	MaxExamples int `json:"max_examples,omitempty"`
 }
 
@@ -175,9 +176,10 @@ func CheckHTTPIdem(h History, l Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions
 	}
 	rep := Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}
 	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: HTTPIdemRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]Effect{}}
-	r.add = func(a Anomaly) {
+	kept := map[string]int{} // examples kept per check: both checks name one rule
+	r.add = func(check string, a Anomaly) {
 		rep.Counts[a.Kind]++
-		if rep.Counts[a.Kind] <= opts.MaxExamples {
+		if kept[check]++; kept[check] <= opts.MaxExamples {
 			rep.Anomalies = append(rep.Anomalies, a)
 		}
 	}
@@ -207,7 +209,7 @@ type httpIdemRun struct {
 	rule    string
 	byKey   map[string][]int
 	effects map[string][]Effect
-	add     func(Anomaly)
+	add     func(check string, a Anomaly)
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.
@@ -420,7 +422,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 		if len(whys) > 0 {
 			httpIdemFail(&mc, req.Key)
-			r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
+			r.add(ModelHTTPIdemEffects, Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
 				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelHTTPIdemEffects, describeRequest(req), strings.Join(whys, "; it "))})
 		}
 		switch {
@@ -448,7 +450,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 			es := r.effects[k]
 			q.Unexpected += len(es)
 			httpIdemFail(&mc, k)
-			r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: k, Effects: es,
+			r.add(ModelHTTPIdemEffects, Anomaly{Kind: AnomalyKind(r.rule), Key: k, Effects: es,
 				Explanation: fmt.Sprintf("%s: %s: the sink performed %d effect(s) under %q (%s), which no request of the run names: an effect no request asked for",
 					r.rule, ModelHTTPIdemEffects, len(es), k, describeHTTPIdemEffects(es))})
 		}
@@ -698,7 +700,7 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 		if q := names[k]; q != nil {
 			name = describeRequest(q)
 		}
-		r.add(Anomaly{Kind: AnomalyKind(r.rule), Key: k, Ops: ev,
+		r.add(ModelHTTPIdemReplay, Anomaly{Kind: AnomalyKind(r.rule), Key: k, Ops: ev,
 			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelHTTPIdemReplay, name, why)})
 	}
 	return mc

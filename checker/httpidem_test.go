@@ -351,3 +351,28 @@ func TestHTTPIdemKeyLife(t *testing.T) {
 		t.Fatalf("no key life: %s %+v", rep.Verdict(), rep.Models)
 	}
 }
+
+// Each check keeps its own examples: a run with many duplicate creations
+// still shows the replay check's.
+func TestHTTPIdemEachCheckKeepsItsExamples(t *testing.T) {
+	var h History
+	var rec HTTPIdemRecord
+	rec.Variant, rec.Count = "ietf", true
+	for i := range 30 {
+		key := fmt.Sprintf("caller1 k%02d", i)
+		h.Ops = append(h.Ops, post(key, i, 0, 1, 201, "pay_a"), post(key, i, 2, 3, 201, "pay_b"))
+		rec.Requests = append(rec.Requests, hiReq(key, "pay_a", "pay_b"))
+	}
+	rep := CheckHTTPIdem(h, Ledger{}, rec, HTTPIdemOptions{MaxExamples: 5})
+	per := map[string]int{}
+	for _, a := range rep.Anomalies {
+		for _, m := range []string{ModelHTTPIdemEffects, ModelHTTPIdemReplay} {
+			if strings.Contains(a.Explanation, ": "+m+": ") {
+				per[m]++
+			}
+		}
+	}
+	if per[ModelHTTPIdemEffects] != 5 || per[ModelHTTPIdemReplay] != 5 || rep.Counts[RuleHTTPIdemIETF] != 60 {
+		t.Fatalf("examples %v, counts %v", per, rep.Counts)
+	}
+}
