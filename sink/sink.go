@@ -79,7 +79,7 @@ type Sink struct {
 	lost     int           // replies dropped so far
 	delay    time.Duration // every POST waits this long before answering
 	holds    map[string]chan struct{}
-	holdAll  chan struct{} // non-nil: every POST waits for it (HoldAll)
+	holdAll  chan struct{}  // non-nil: every POST waits for it (HoldAll)
 	inflight map[string]int // POSTs per key that arrived and are not recorded yet
 	tick     int            // counts every answered or dropped call, GETs included
 	lostAt   map[string]int // key -> tick of its last dropped reply
