@@ -122,28 +122,11 @@ func (c *ATPConfig) defaults() error {
 	if c.Sink == nil {
 		return errors.New("chaos atp: no payment rail (effect sink)")
 	}
-	if c.Duration <= 0 {
-		c.Duration = 30 * time.Second
-	}
 	if c.Workers <= 0 {
 		c.Workers = 8
 	}
 	if c.Agents <= 0 {
 		c.Agents = 4
-	}
-	if c.TimeScale <= 0 {
-		c.TimeScale = 1
-	}
-	if c.StormMin <= 0 {
-		c.StormMin = 200
-	}
-	if c.StormMax < c.StormMin {
-		c.StormMax = max(c.StormMin, 300)
-	}
-	c.StormMax = min(c.StormMax, faults.MaxStorm)
-	c.StormMin = min(c.StormMin, c.StormMax)
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = 2 * time.Second
 	}
 	if c.ClockSlack <= 0 {
 		c.ClockSlack = 2 * time.Second
@@ -154,15 +137,7 @@ func (c *ATPConfig) defaults() error {
 	if c.ExpiryLead <= 0 {
 		c.ExpiryLead = 3 * time.Second
 	}
-	if c.MaxOps <= 0 {
-		c.MaxOps = 2_000_000
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.RunID == "" {
-		c.RunID = randomHex(3)
-	}
+	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
 	return nil
 }
 

@@ -107,38 +107,13 @@ func (c *HTTPIdemConfig) defaults() error {
 	if err := c.Endpoint.Validate(); err != nil {
 		return fmt.Errorf("chaos http-idempotency: %w", err)
 	}
-	if c.Duration <= 0 {
-		c.Duration = 30 * time.Second
-	}
 	if c.Workers <= 0 {
 		c.Workers = 16
-	}
-	if c.TimeScale <= 0 {
-		c.TimeScale = 1
-	}
-	if c.StormMin <= 0 {
-		c.StormMin = 200
-	}
-	if c.StormMax < c.StormMin {
-		c.StormMax = max(c.StormMin, 300)
-	}
-	c.StormMax = min(c.StormMax, faults.MaxStorm)
-	c.StormMin = min(c.StormMin, c.StormMax)
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = 2 * time.Second
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	if c.MaxOps <= 0 {
-		c.MaxOps = 2_000_000
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.RunID == "" {
-		c.RunID = randomHex(3)
-	}
+	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
 	return nil
 }
 

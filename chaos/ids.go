@@ -98,38 +98,13 @@ func (c *IDSConfig) defaults() error {
 	if c.Sink == nil {
 		return errors.New("chaos ids: no effect sink")
 	}
-	if c.Duration <= 0 {
-		c.Duration = 30 * time.Second
-	}
 	if c.Workers <= 0 {
 		c.Workers = 16
-	}
-	if c.TimeScale <= 0 {
-		c.TimeScale = 1
-	}
-	if c.StormMin <= 0 {
-		c.StormMin = 200
-	}
-	if c.StormMax < c.StormMin {
-		c.StormMax = max(c.StormMin, 300)
-	}
-	c.StormMax = min(c.StormMax, faults.MaxStorm)
-	c.StormMin = min(c.StormMin, c.StormMax)
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = 2 * time.Second
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	if c.MaxOps <= 0 {
-		c.MaxOps = 2_000_000
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.RunID == "" {
-		c.RunID = randomHex(3)
-	}
+	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
 	return nil
 }
 
@@ -1109,6 +1084,49 @@ func (t idsTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration
 
 // randomHex returns n random bytes in hex (not from the seed: for names
 // that must not repeat across runs).
+// workloadKnobs are the settings every chaos workload shares; fill gives
+// each its default: 30 s, real time, storms of 200 to 300 (at most
+// faults.MaxStorm), 2 s per request, 2,000,000 operations recorded, a
+// silent logger, a random run ID.
+type workloadKnobs struct {
+	Duration           *time.Duration
+	TimeScale          *float64
+	StormMin, StormMax *int
+	RequestTimeout     *time.Duration
+	MaxOps             *int
+	Logger             **slog.Logger
+	RunID              *string
+}
+
+func (k workloadKnobs) fill() {
+	if *k.Duration <= 0 {
+		*k.Duration = 30 * time.Second
+	}
+	if *k.TimeScale <= 0 {
+		*k.TimeScale = 1
+	}
+	if *k.StormMin <= 0 {
+		*k.StormMin = 200
+	}
+	if *k.StormMax < *k.StormMin {
+		*k.StormMax = max(*k.StormMin, 300)
+	}
+	*k.StormMax = min(*k.StormMax, faults.MaxStorm)
+	*k.StormMin = min(*k.StormMin, *k.StormMax)
+	if *k.RequestTimeout <= 0 {
+		*k.RequestTimeout = 2 * time.Second
+	}
+	if *k.MaxOps <= 0 {
+		*k.MaxOps = 2_000_000
+	}
+	if *k.Logger == nil {
+		*k.Logger = slog.New(slog.DiscardHandler)
+	}
+	if *k.RunID == "" {
+		*k.RunID = randomHex(3)
+	}
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
