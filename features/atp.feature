@@ -113,7 +113,7 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
   Scenario Outline: any key of 16 to 128 characters is accepted: <kind>
     Given a signed intent "A" with a key that is <kind>
     When I authorize "A"
-    Then [ATP-3-key-any-16-128] the last answer is 200 with "A" authorized
+    Then [ATP-3-key-any-16-128] the last answer is a 2xx with "A" authorized
     When I execute "A"
     And "A" reaches a terminal state
     Then [ATP-3-key-any-16-128] "A" is settled
@@ -130,7 +130,7 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     And a signed intent "B" under the key of "A"
     When I authorize "A"
     And I authorize "B"
-    Then [ATP-3-key-bound-to-intent] the last answer is 200 with "B" authorized
+    Then [ATP-3-key-bound-to-intent] the last answer is a 2xx with "B" authorized
     When I execute "A"
     And I execute "B"
     And "A" reaches a terminal state
@@ -209,7 +209,7 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     When I execute "A"
     And "A" reaches a terminal state
     And I authorize "C"
-    Then [ATP-8-precondition-at-authorize] the last answer is 200 with "C" authorized
+    Then [ATP-8-precondition-at-authorize] the last answer is a 2xx with "C" authorized
 
   Scenario: two intents of one agent settle in either order
     Given a signed intent "A"
