@@ -33,7 +33,7 @@ test:
 
 # Performance figures, printed; copy them into the README.
 bench: build
-	$(GO) run ./sut/bench
+	$(GO) run ./sut/intent/bench
 	$(GO) run ./sut/ids/bench
 	$(GO) run ./sut/atp/bench
 	$(GO) test -run '^$$' -bench CheckScale -benchtime 1x ./checker
@@ -88,8 +88,8 @@ chaos-mutants: build
 	done; exit $${fail:-0}
 
 fuzz:
-	$(GO) test ./sut -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
-	$(GO) test ./sut -run '^$$' -fuzz FuzzHandler -fuzztime 30s
+	$(GO) test ./sut/intent -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
+	$(GO) test ./sut/intent -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./sut/ids -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./sut/atp -run '^$$' -fuzz FuzzHandler -fuzztime 30s
 	$(GO) test ./sut/httpidem -run '^$$' -fuzz FuzzHandler -fuzztime 30s

@@ -20,7 +20,7 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 const timeScale = 60 // a 1 s lease

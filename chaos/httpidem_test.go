@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +11,6 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
-	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
@@ -52,7 +52,7 @@ func startHI(t *testing.T, variant, mutant string, timeScale float64) *hiEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { network.Close() })
-	return &hiEnv{sink: s, net: network, ep: profiles.BundledEndpoint(variant, callers), url: network.URL()}
+	return &hiEnv{sink: s, net: network, ep: profhttpidem.BundledEndpoint(variant, callers), url: network.URL()}
 }
 
 func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*chaos.HTTPIdemResult, checker.Report) {

@@ -44,7 +44,7 @@ func Example() {
 		Network:       net,
 		Process:       proc,
 		StormDo:       func(ctx context.Context, i int) { /* send the same request */ },
-		Failpoints:    map[string]string{"github.com/idscheck/idscheck/sut/after-commit-before-reply": `return("exit")`},
+		Failpoints:    map[string]string{"github.com/idscheck/idscheck/sut/intent/after-commit-before-reply": `return("exit")`},
 		FailpointAddr: fpAddr,
 	})
 	tokens, err := faults.ParseKinds("net,storm,crash,failpoint") // --faults

@@ -24,7 +24,7 @@ import (
 // a term the server answers with os.Exit would end the harness too: for those
 // run the server as a child (StartProcess) and use RemoteFailpoint. The
 // failpoint names belong to sut, e.g.
-// "github.com/idscheck/idscheck/sut/after-commit-before-reply".
+// "github.com/idscheck/idscheck/sut/intent/after-commit-before-reply".
 type Failpoint struct {
 	Path string
 	Term string

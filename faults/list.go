@@ -23,7 +23,7 @@ type Config struct {
 	StormDo            func(ctx context.Context, i int)
 
 	// Failpoints are the named failpoints of the reference server, path to
-	// term (e.g. "github.com/idscheck/idscheck/sut/after-commit-before-reply":
+	// term (e.g. "github.com/idscheck/idscheck/sut/intent/after-commit-before-reply":
 	// `return("exit")`). With FailpointAddr (the child's GO_FAILPOINTS_HTTP)
 	// each becomes a RemoteFailpoint on Process; without, a Failpoint armed
 	// in this process.

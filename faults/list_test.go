@@ -39,8 +39,8 @@ func TestAllIsTheExplicitList(t *testing.T) {
 		Network: n,
 		StormDo: func(ctx context.Context, i int) {},
 		Failpoints: map[string]string{
-			"github.com/idscheck/idscheck/sut/inside-cleanup":            "sleep(100)",
-			"github.com/idscheck/idscheck/sut/after-commit-before-reply": `return("error")`,
+			"github.com/idscheck/idscheck/sut/intent/inside-cleanup":            "sleep(100)",
+			"github.com/idscheck/idscheck/sut/intent/after-commit-before-reply": `return("error")`,
 		},
 	})
 	usable, unavailable = Usable(full)

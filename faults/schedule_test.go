@@ -80,9 +80,9 @@ func defaultFaults() []Fault { return Select(All(Config{}), []string{"net", "sto
 // allFaults are the faults of --faults all against the bundled server.
 func allFaults() []Fault {
 	return All(Config{Failpoints: map[string]string{
-		"github.com/idscheck/idscheck/sut/after-commit-before-reply":   `return("exit")`,
-		"github.com/idscheck/idscheck/sut/after-claim-before-response": `return("exit")`,
-		"github.com/idscheck/idscheck/sut/inside-cleanup":              `return("exit")`,
+		"github.com/idscheck/idscheck/sut/intent/after-commit-before-reply":   `return("exit")`,
+		"github.com/idscheck/idscheck/sut/intent/after-claim-before-response": `return("exit")`,
+		"github.com/idscheck/idscheck/sut/intent/inside-cleanup":              `return("exit")`,
 	}})
 }
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/intent"
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 // TestIntentProfileAgainstBundledServer runs every scenario of

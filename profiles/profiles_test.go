@@ -3,6 +3,7 @@ package profiles
 import (
 	"testing"
 
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/intent"
 )
@@ -20,10 +21,10 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("mutant %s breaks %q: not a rule of %s", m.Name, m.Breaks, p.Name)
 		}
 	}
-	if err := Register(Profile{Name: spec.ProfileIntent, Rules: p.Rules}); err == nil {
+	if err := Register(harness.Profile{Name: spec.ProfileIntent, Rules: p.Rules}); err == nil {
 		t.Error("intent registered twice")
 	}
-	if err := Register(Profile{Name: "nameless-rules"}); err == nil {
+	if err := Register(harness.Profile{Name: "nameless-rules"}); err == nil {
 		t.Error("a profile without rules was accepted")
 	}
 	if _, ok := Lookup("no-such"); ok {

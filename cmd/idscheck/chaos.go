@@ -9,6 +9,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
+	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	"io"
 	"log/slog"
 	"net/http"
@@ -29,7 +31,7 @@ import (
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/spec/intent"
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -52,8 +54,8 @@ type chaosConfig struct {
 	// profile is --profile; workload its chaos workload, nil for the
 	// Intent Protocol's (chaos.Run, which predates the profiles' field).
 	profile  spec.Profile
-	workload *profiles.ChaosWorkload
-	mutants  []profiles.Mutant // the profile's, for the failpoints a racy one carries
+	workload *harness.ChaosWorkload
+	mutants  []harness.Mutant // the profile's, for the failpoints a racy one carries
 	// maxTimeScale bounds --time-scale: 3600, or the profile's bundled
 	// time scale when it is higher (http-idempotency: 20,000).
 	maxTimeScale float64
@@ -729,7 +731,7 @@ func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 // startBundledChild starts the profile's bundled server as a child process
 // (`idscheck serve`) on a free port over a fresh database in c.out, with a
 // key of its own, its crash points reachable over GO_FAILPOINTS_HTTP, and a
-// racy mutant's window widened by the failpoints its profiles.Mutant
+// racy mutant's window widened by the failpoints its harness.Mutant
 // carries (they act in its branch alone), so it is caught whatever the
 // load. sinkURL, when set, is the effect sink it calls; env gives the
 // server its key (and any other secret) in the profile's variables.
@@ -865,7 +867,7 @@ func chaosSortedKeys[K ~string, V any](m map[K]V) []string {
 }
 
 // runWorkloadChaos is runChaos for a profile with a chaos workload of its
-// own (profiles.ChaosWorkload): it hosts the effect sink when the workload
+// own (harness.ChaosWorkload): it hosts the effect sink when the workload
 // has effects (behind its own proxy when the sink's partition is asked
 // for), starts the target (the bundled server as a child process given the
 // sink's URL, or the --target described, which calls the sink at its
@@ -974,9 +976,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 	if endpoint == nil && c.profile == spec.ProfileHTTPIdem {
 		endpoint = c.tgt.HTTPIdem // --target: the endpoint its file describes
 	}
-	res, runErr := w.Run(ctx, profiles.ChaosConfig{BaseURL: base, APIKey: tgt.apiKey, Sink: snk, Seed: c.seed,
+	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.apiKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
-		Faults: usable, Logger: logger, HTTPIdem: endpoint,
+		Faults: usable, Logger: logger, Described: endpoint,
 		Progress: func(p chaos.Progress) {
 			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
 				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
@@ -1068,7 +1070,7 @@ func startHTTPIdemTarget(ctx context.Context, c chaosConfig, sinkURL string, red
 		return nil, err
 	}
 	t.apiKey = ""
-	t.httpIdem = profiles.BundledEndpoint(c.variant, c.callerTokens)
+	t.httpIdem = profhttpidem.BundledEndpoint(c.variant, c.callerTokens)
 	return t, nil
 }
 
@@ -1106,7 +1108,7 @@ func checkChaosRun(run chaosRun, h checker.History, l checker.Ledger, files map[
 		return checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{},
 			Models: []checker.ModelCheck{{Model: run.Profile, Result: checker.LinUnknown}}}
 	}
-	return p.Chaos.Check(profiles.ChaosRecord{History: h, Ledger: l, Files: files, Undrained: run.Undrained})
+	return p.Chaos.Check(harness.ChaosRecord{History: h, Ledger: l, Files: files, Undrained: run.Undrained})
 }
 
 // chaosRunResult is chaosResult with the run's profile.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
-	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
@@ -133,7 +133,7 @@ func TestChaosHTTPIdemTarget(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	ep := profiles.BundledEndpoint("stripe", nil)
+	ep := profhttpidem.BundledEndpoint("stripe", nil)
 	for i, tok := range tokens {
 		name := fmt.Sprintf("HI_CHAOS_CALLER_%d", i+1)
 		t.Setenv(name, "Bearer "+tok)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	profids "github.com/idscheck/idscheck/profiles/ids"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ func needIDSChaos(t *testing.T) {
 	t.Helper()
 	idsOnce.Do(func() {
 		if _, ok := profiles.Lookup(spec.ProfileIDS); !ok {
-			if err := profiles.Register(profiles.Profile{Name: spec.ProfileIDS, Title: "IDS", Rules: specids.Rules, Chaos: profiles.IDSChaos()}); err != nil {
+			if err := profiles.Register(profiles.Profile{Name: spec.ProfileIDS, Title: "IDS", Rules: specids.Rules, Chaos: profids.IDSChaos()}); err != nil {
 				panic(err)
 			}
 		}

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/idscheck/idscheck/sut"
+import sut "github.com/idscheck/idscheck/sut/intent"
 
 // bundledFailpoints are the reference server's named failpoints, each with
 // the term that crashes the server there (it calls os.Exit).

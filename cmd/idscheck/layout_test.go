@@ -27,7 +27,9 @@ var layoutAllowed = map[string][]string{
 	"features": {"spec", "verdict", "faults", "client", "sink"},
 	// profiles is the registry (read by cmd alone): it assembles each
 	// profile from the packages above.
-	"profiles": {"spec", "verdict", "features", "checker", "client", "sut", "chaos", "faults", "sink"},
+	"profiles": {"spec", "verdict", "features", "checker", "client", "sut", "chaos", "faults", "sink", "harness"},
+	// harness is the Profile value and the pipelines that run one.
+	"harness": {"spec", "verdict", "features", "checker", "client", "chaos", "faults", "sink"},
 }
 
 // layoutViolations reads `go list -f '{{.ImportPath}} {{join .Imports " "}}'`

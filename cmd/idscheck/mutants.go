@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
@@ -117,7 +118,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if c.mutants != "" {
 		chosen = nil
 		for _, name := range splitList(c.mutants) {
-			i := slices.IndexFunc(all, func(m profiles.Mutant) bool { return m.Name == name })
+			i := slices.IndexFunc(all, func(m harness.Mutant) bool { return m.Name == name })
 			if i < 0 {
 				var names []string
 				for _, m := range all {
@@ -146,7 +147,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 
 	began := time.Now()
-	jobs := append([]profiles.Mutant{{}}, chosen...)
+	jobs := append([]harness.Mutant{{}}, chosen...)
 	rows := make([]mutantRow, len(jobs))
 	var (
 		mu   sync.Mutex // guards stderr and done
@@ -194,7 +195,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // suite runs in this process; otherwise in a child `idscheck run` (godog
 // allows one suite per process), which also leaves a full report of each
 // mutant under c.out.
-func runMutant(ctx context.Context, c mutantsConfig, m profiles.Mutant, rules []spec.Rule, globs []string, logger *slog.Logger) (row mutantRow) {
+func runMutant(ctx context.Context, c mutantsConfig, m harness.Mutant, rules []spec.Rule, globs []string, logger *slog.Logger) (row mutantRow) {
 	row = mutantRow{Mutant: m.Name, Description: m.Description, Breaks: m.Breaks}
 	start := time.Now()
 	defer func() { row.Duration = time.Since(start) }()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
@@ -823,7 +824,7 @@ func startBundled(ctx context.Context, p profiles.Profile, o bundledOptions) (fe
 	if p.Bundled == nil {
 		return features.Target{}, nil, fmt.Errorf("profile %s has no bundled reference server: give --target", p.Name)
 	}
-	b, err := p.Bundled(ctx, profiles.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger, SinkURL: o.SinkURL, Variant: o.Variant})
+	b, err := p.Bundled(ctx, harness.BundledConfig{Dir: o.Dir, TimeScale: o.TimeScale, Seed: o.Seed, Mutant: o.Mutant, Readings: o.Readings, Logger: o.Logger, SinkURL: o.SinkURL, Variant: o.Variant})
 	if err != nil {
 		return features.Target{}, nil, err
 	}

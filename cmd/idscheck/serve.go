@@ -17,7 +17,7 @@ import (
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 	specatp "github.com/idscheck/idscheck/spec/atp"
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/sut/ids"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/spec/intent"
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 func TestServeReadingsUsage(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/intent"
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 // The reference server is a leaf: it writes its reading keys, names and

@@ -19,7 +19,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -34,8 +34,8 @@ const Name spec.Profile = "toy"
 const MutantStaleRead = "stale-read"
 
 // Profile returns the toy profile.
-func Profile() profiles.Profile {
-	return profiles.Profile{
+func Profile() harness.Profile {
+	return harness.Profile{
 		Name:  Name,
 		Title: "a toy key-value store",
 		Rules: func() []spec.Rule {
@@ -47,7 +47,7 @@ func Profile() profiles.Profile {
 		Suite:   &features.Suite{FS: feature, Paths: []string{"toy.feature"}, Steps: steps},
 		Models:  []checker.Model{Register{}},
 		Bundled: bundled,
-		Mutants: []profiles.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
+		Mutants: []harness.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
 	}
 }
 
@@ -95,7 +95,7 @@ func steps(sc *godog.ScenarioContext, env *features.Env) {
 }
 
 // bundled is the toy's reference handler: a map behind a mutex.
-func bundled(_ context.Context, c profiles.BundledConfig) (*profiles.Bundled, error) {
+func bundled(_ context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	var mu sync.Mutex
 	items := map[string]string{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +125,7 @@ func bundled(_ context.Context, c profiles.BundledConfig) (*profiles.Bundled, er
 			io.WriteString(w, v)
 		}
 	})
-	return &profiles.Bundled{Handler: h, Target: features.Target{APIKey: "toy"}, Close: func() error { return nil }}, nil
+	return &harness.Bundled{Handler: h, Target: features.Target{APIKey: "toy"}, Close: func() error { return nil }}, nil
 }
 
 // History turns a run's exchanges into operations for the toy's model: a

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -36,7 +37,7 @@ func TestToyProfileEndToEnd(t *testing.T) {
 		{MutantStaleRead, map[string]verdict.Verdict{"TOY-1-read-back": verdict.Fail, "TOY-2-not-found": verdict.Pass}, checker.LinIllegal, p.Mutants[0].Breaks},
 	} {
 		t.Run("mutant="+tc.mutant, func(t *testing.T) {
-			b, err := p.Bundled(t.Context(), profiles.BundledConfig{Dir: t.TempDir(), Mutant: tc.mutant})
+			b, err := p.Bundled(t.Context(), harness.BundledConfig{Dir: t.TempDir(), Mutant: tc.mutant})
 			if err != nil {
 				t.Fatal(err)
 			}

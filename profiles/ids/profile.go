@@ -1,9 +1,10 @@
-package profiles
+package ids
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
@@ -14,17 +15,17 @@ import (
 
 // IDS is RFC-WF-0010, Idempotency & Delivery Semantics (seed 001), over
 // idscheck's wire binding (docs/ids-binding.md).
-func IDS() Profile {
+func Profile() harness.Profile {
 	suite, _ := features.ProfileSuite(spec.ProfileIDS)
-	var mutants []Mutant
+	var mutants []harness.Mutant
 	for _, m := range sutids.Mutants() {
-		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
+		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
 		if m.Name == sutids.MutantNoReservation {
 			mu.Failpoints = map[string]string{sutids.FailpointNoReservationRacyWindow: `return("barrier")`}
 		}
 		mutants = append(mutants, mu)
 	}
-	return Profile{
+	return harness.Profile{
 		Name:       spec.ProfileIDS,
 		Title:      "IDS RFC-WF-0010 (idempotency and exactly-once effects)",
 		Rules:      specids.Rules,
@@ -39,7 +40,7 @@ func IDS() Profile {
 
 // idsBundled opens the IDS reference server over a fresh database, with an
 // API key of its own, sending its effects to the run's sink.
-func idsBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+func idsBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	var b [16]byte
 	rand.Read(b[:])
 	t := features.Target{APIKey: "ids_" + hex.EncodeToString(b[:]), TimeScale: c.TimeScale}
@@ -50,5 +51,5 @@ func idsBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
+	return &harness.Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
 }

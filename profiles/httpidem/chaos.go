@@ -1,10 +1,12 @@
-package profiles
+package httpidem
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/spec/httpidem"
 
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
@@ -22,12 +24,12 @@ import (
 // (IETF-2.6-retry-result, T0-0-no-further-effect, STRIPE-IDEM-same-result):
 // http-idem-effects and http-idem-replay. No faults of its own: the
 // network's, crashes, and the bundled server's failpoints, where it exits.
-func HTTPIdemChaos() *ChaosWorkload {
+func HTTPIdemChaos() *harness.ChaosWorkload {
 	fps := map[string]string{}
 	for _, p := range suthttpidem.Failpoints() {
 		fps[p] = `return("exit")`
 	}
-	return &ChaosWorkload{
+	return &harness.ChaosWorkload{
 		Summary:    "requests with an idempotency key, one body and one caller each, delivered until a terminal answer, resent, duplicated and stormed; what each created read back, effects counted at the harness's sink",
 		Sink:       true,
 		StormMin:   200,
@@ -38,11 +40,12 @@ func HTTPIdemChaos() *ChaosWorkload {
 	}
 }
 
-func runHTTPIdemChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) {
-	if c.HTTPIdem == nil {
+func runHTTPIdemChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
+	ep, _ := c.Described.(*httpidem.Endpoint)
+	if ep == nil {
 		return nil, errors.New("chaos http-idempotency: no endpoint described (\"http_idempotency\" in the target file)")
 	}
-	res, err := chaos.RunHTTPIdem(ctx, chaos.HTTPIdemConfig{BaseURL: c.BaseURL, Endpoint: *c.HTTPIdem, Sink: c.Sink, Seed: c.Seed,
+	res, err := chaos.RunHTTPIdem(ctx, chaos.HTTPIdemConfig{BaseURL: c.BaseURL, Endpoint: *ep, Sink: c.Sink, Seed: c.Seed,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {
@@ -52,14 +55,14 @@ func runHTTPIdemChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) 
 	if werr := checker.WriteHTTPIdemRecord(&rec, res.Record); werr != nil {
 		return nil, werr
 	}
-	return &ChaosResult{Start: res.Start, End: res.End, Namespace: "http-idempotency", Schedule: res.Schedule, Timeline: res.Timeline,
+	return &harness.ChaosResult{Start: res.Start, End: res.End, Namespace: "http-idempotency", Schedule: res.Schedule, Timeline: res.Timeline,
 		History: res.History, Ledger: res.Ledger, Series: res.Series, Drained: res.Drained,
 		Files: map[string][]byte{checker.HTTPIdemRecordFile: rec.Bytes()},
 		Summary: fmt.Sprintf("%d logical requests under the %s variant (%d answered 2xx, %d refused, %d never answered), %d deliveries, %d storms",
 			res.Requests, res.Record.Variant, res.Answered, res.Refused, res.Unsettled, len(res.History.Ops), res.Storms)}, err
 }
 
-func checkHTTPIdemChaos(r ChaosRecord) checker.Report {
+func checkHTTPIdemChaos(r harness.ChaosRecord) checker.Report {
 	rec, err := checker.ReadHTTPIdemRecord(bytes.NewReader(r.Files[checker.HTTPIdemRecordFile]))
 	if err != nil {
 		// The record unread: nothing says what each request created.

@@ -1,4 +1,4 @@
-package sut
+package intent
 
 import (
 	"context"
@@ -19,14 +19,14 @@ const (
 	// batch's commit is durable and before any of its replies: a crash here
 	// loses the replies of committed work. "error": the batch's requests
 	// answer 503 although their writes landed (an ambiguous outcome).
-	FailpointAfterCommitBeforeReply = "github.com/idscheck/idscheck/sut/after-commit-before-reply"
+	FailpointAfterCommitBeforeReply = "github.com/idscheck/idscheck/sut/intent/after-commit-before-reply"
 	// FailpointAfterClaimBeforeResponse is evaluated after a claim committed,
 	// before its 200 is written: the worker never learns its lease.
 	// "error": the claim answers 503 while the lease is held.
-	FailpointAfterClaimBeforeResponse = "github.com/idscheck/idscheck/sut/after-claim-before-response"
+	FailpointAfterClaimBeforeResponse = "github.com/idscheck/idscheck/sut/intent/after-claim-before-response"
 	// FailpointInsideCleanup is evaluated at the start of every cleanup
 	// pass. "error": the pass fails (the lazy pass then backs off 60 s).
-	FailpointInsideCleanup = "github.com/idscheck/idscheck/sut/inside-cleanup"
+	FailpointInsideCleanup = "github.com/idscheck/idscheck/sut/intent/inside-cleanup"
 )
 
 // FailpointIdemRacyWindow widens the race of the idem-check-racy mutant, and
@@ -38,14 +38,14 @@ const (
 // it the race shows only when the scheduler happens to interleave the two.
 // Tests enable it so that the mutant is caught at every run. It crashes
 // nothing, so it is not one of Failpoints (the chaos command's crash points).
-const FailpointIdemRacyWindow = "github.com/idscheck/idscheck/sut/idem-racy-window"
+const FailpointIdemRacyWindow = "github.com/idscheck/idscheck/sut/intent/idem-racy-window"
 
 // FailpointClaimRacyWindow does for the claim-non-atomic mutant what
 // FailpointIdemRacyWindow does for idem-check-racy: after that mutant's read
 // picked an intent, before its write, a claim waits (at most
 // idemBarrierWait) for a second claim that picked the same intent; then
 // both write, and two workers hold one intent at every run.
-const FailpointClaimRacyWindow = "github.com/idscheck/idscheck/sut/claim-racy-window"
+const FailpointClaimRacyWindow = "github.com/idscheck/idscheck/sut/intent/claim-racy-window"
 
 // idemBarrierWait bounds the wait at a racy-window failpoint for a second
 // request: a request with no concurrent twin is delayed this much.

@@ -1,9 +1,10 @@
-package profiles
+package ids
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
 	"strings"
 
 	"github.com/idscheck/idscheck/chaos"
@@ -20,12 +21,12 @@ import (
 // IDS-XII-executed-or-replayed). The bundled server crashes at its
 // failpoints (a racy mutant's window is widened by the failpoints its
 // profile.Mutant carries).
-func IDSChaos() *ChaosWorkload {
+func IDSChaos() *harness.ChaosWorkload {
 	fps := map[string]string{}
 	for _, p := range ids.Failpoints() {
 		fps[p] = `return("exit")`
 	}
-	return &ChaosWorkload{
+	return &harness.ChaosWorkload{
 		Summary:    "IDS commands over tenants and actors, duplicated, stormed and retried until a terminal answer; effects counted at the harness's sink",
 		Sink:       true,
 		Faults:     chaos.SinkFaults,
@@ -37,7 +38,7 @@ func IDSChaos() *ChaosWorkload {
 	}
 }
 
-func runIDSChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) {
+func runIDSChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
 	res, err := chaos.RunIDS(ctx, chaos.IDSConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
@@ -48,13 +49,13 @@ func runIDSChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) {
 	if werr := checker.WriteIDSKeys(&keys, res.Keys); werr != nil {
 		return nil, werr
 	}
-	return &ChaosResult{Start: res.Start, End: res.End, Namespace: "ids", Schedule: res.Schedule, Timeline: res.Timeline,
+	return &harness.ChaosResult{Start: res.Start, End: res.End, Namespace: "ids", Schedule: res.Schedule, Timeline: res.Timeline,
 		History: res.History, Ledger: res.Ledger, Series: res.Series, Drained: res.Drained,
 		Files:   map[string][]byte{checker.IDSKeysFile: keys.Bytes()},
 		Summary: fmt.Sprintf("%d logical commands of %s", len(res.Keys), strings.Join(res.Commands, ", "))}, err
 }
 
-func checkIDSChaos(r ChaosRecord) checker.Report {
+func checkIDSChaos(r harness.ChaosRecord) checker.Report {
 	keys, err := checker.ReadIDSKeys(bytes.NewReader(r.Files[checker.IDSKeysFile]))
 	if err != nil {
 		keys = nil // every key's evidence unread: the evidence check is undecided

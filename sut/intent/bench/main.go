@@ -25,7 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idscheck/idscheck/sut"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 // The little of the wire (seed 004 §5.1, §7.2, §7.3, §7.5) the load needs,

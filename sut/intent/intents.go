@@ -1,4 +1,4 @@
-package sut
+package intent
 
 import (
 	"bytes"

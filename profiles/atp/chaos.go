@@ -1,8 +1,9 @@
-package profiles
+package atp
 
 import (
 	"context"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
 	"sort"
 	"strings"
 
@@ -24,12 +25,12 @@ import (
 // ATP-4-never-speculative, ATP-4-expired-no-receipt, ATP-1-monotonic,
 // ATP-1-no-executing-to-authorized, ATP-6-reconciliation). The bundled
 // server crashes at its failpoints.
-func ATPChaos() *ChaosWorkload {
+func ATPChaos() *harness.ChaosWorkload {
 	fps := map[string]string{}
 	for _, p := range sutatp.Failpoints() {
 		fps[p] = `return("exit")`
 	}
-	return &ChaosWorkload{
+	return &harness.ChaosWorkload{
 		Summary:    "ATP transactions of signed intents authorized and executed under one key, retried, duplicated, stormed and replayed until a terminal state; money counted at the harness's payment rail",
 		Sink:       true,
 		Faults:     chaos.ATPRailFaults,
@@ -41,7 +42,7 @@ func ATPChaos() *ChaosWorkload {
 	}
 }
 
-func runATPChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) {
+func runATPChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
 	res, err := chaos.RunATP(ctx, chaos.ATPConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
@@ -59,13 +60,13 @@ func runATPChaos(ctx context.Context, c ChaosConfig) (*ChaosResult, error) {
 		total += n
 	}
 	sort.Strings(purposes)
-	return &ChaosResult{Start: res.Start, End: res.End, Namespace: "atp", Schedule: res.Schedule, Timeline: res.Timeline,
+	return &harness.ChaosResult{Start: res.Start, End: res.End, Namespace: "atp", Schedule: res.Schedule, Timeline: res.Timeline,
 		History: res.History, Ledger: res.Ledger, Series: res.Series, Drained: res.Drained, Files: files,
 		Summary: fmt.Sprintf("%d transactions (%s), %d rows read after a reconciliation wait of %s", total, strings.Join(purposes, ", "),
 			len(res.Record.Rows), res.Record.ReconcileWait.Round(1e6))}, err
 }
 
-func checkATPChaos(r ChaosRecord) checker.Report {
+func checkATPChaos(r harness.ChaosRecord) checker.Report {
 	rec, err := checker.ReadATPFiles(r.Files)
 	if err != nil {
 		// No record: the keys and final rows are unknown, and the checks

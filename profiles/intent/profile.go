@@ -1,23 +1,24 @@
-package profiles
+package intent
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
-	"github.com/idscheck/idscheck/sut"
+	specintent "github.com/idscheck/idscheck/spec/intent"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 // Intent is the Intent Protocol v2.1 (seed 004): a leased job bus.
-func Intent() Profile {
+func Profile() harness.Profile {
 	suite, _ := features.ProfileSuite(spec.ProfileIntent)
-	var mutants []Mutant
+	var mutants []harness.Mutant
 	for _, m := range sut.Mutants() {
-		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
+		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
 		switch m.Name {
 		case sut.MutantIdemCheckRacy:
 			mu.Failpoints = map[string]string{sut.FailpointIdemRacyWindow: `return("barrier")`}
@@ -26,11 +27,11 @@ func Intent() Profile {
 		}
 		mutants = append(mutants, mu)
 	}
-	return Profile{
+	return harness.Profile{
 		Name:              spec.ProfileIntent,
 		Title:             "Intent Protocol v2.1 (a leased job bus)",
 		Rules:             func() []spec.Rule { return spec.RulesFor(spec.ProfileIntent) },
-		Decisions:         intent.Decisions,
+		Decisions:         specintent.Decisions,
 		Suite:             &suite,
 		Bundled:           intentBundled,
 		AlternateReadings: sut.AlternateReadings,
@@ -40,7 +41,7 @@ func Intent() Profile {
 
 // intentBundled opens the reference server over a fresh database with
 // secrets of its own, drawn from crypto/rand.
-func intentBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+func intentBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	secret := func(prefix string) string {
 		var b [16]byte
 		rand.Read(b[:])
@@ -58,5 +59,5 @@ func intentBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
+	return &harness.Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
 }

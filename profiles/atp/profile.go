@@ -1,9 +1,10 @@
-package profiles
+package atp
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
@@ -16,17 +17,17 @@ import (
 // Protocol, over idscheck's wire binding (docs/atp-binding.md): signed
 // intents, the transaction row, Ed25519 receipts over JCS, and the payment
 // rail the harness hosts (served by the effect sink).
-func ATP() Profile {
+func Profile() harness.Profile {
 	suite, _ := features.ProfileSuite(spec.ProfileATP)
-	var mutants []Mutant
+	var mutants []harness.Mutant
 	for _, m := range sutatp.Mutants() {
-		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
+		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
 		if m.Name == sutatp.MutantNoReservation {
 			mu.Failpoints = map[string]string{sutatp.FailpointNoReservationRacyWindow: `return("barrier")`}
 		}
 		mutants = append(mutants, mu)
 	}
-	return Profile{
+	return harness.Profile{
 		Name:              spec.ProfileATP,
 		Title:             "ATP (the Agent Transaction Protocol: consistency and semantics)",
 		Rules:             specatp.Rules,
@@ -42,7 +43,7 @@ func ATP() Profile {
 
 // atpBundled opens the ATP reference server over a fresh database, with an
 // API key of its own, charging through the run's rail (the effect sink).
-func atpBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+func atpBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	var b [16]byte
 	rand.Read(b[:])
 	t := features.Target{APIKey: "atp_" + hex.EncodeToString(b[:]), TimeScale: c.TimeScale}
@@ -53,5 +54,5 @@ func atpBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
+	return &harness.Bundled{Handler: srv.Handler(), Target: t, Close: srv.Close}, nil
 }

@@ -1,4 +1,4 @@
-package sut
+package intent
 
 // Mutant is a deliberate, realistic bug of the reference server, switched on
 // by Config.Mutant (or serve --mutant): a small guarded branch. Breaks is the

@@ -1,9 +1,10 @@
-package profiles
+package httpidem
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
@@ -16,17 +17,17 @@ import (
 // variant its target declares (docs/http-idempotency.md): the IETF draft,
 // t-0's receiver rules or Stripe's conventions. The bundled endpoint is a
 // small payments API that follows each variant (sut/httpidem).
-func HTTPIdem() Profile {
+func Profile() harness.Profile {
 	suite, _ := features.ProfileSuite(spec.ProfileHTTPIdem)
-	var mutants []Mutant
+	var mutants []harness.Mutant
 	for _, m := range suthttpidem.Mutants() {
-		mu := Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant}
+		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant}
 		if m.Name == suthttpidem.MutantNoReservation {
 			mu.Failpoints = map[string]string{suthttpidem.FailpointNoReservationRacyWindow: `return("barrier")`}
 		}
 		mutants = append(mutants, mu)
 	}
-	return Profile{
+	return harness.Profile{
 		Name:       spec.ProfileHTTPIdem,
 		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
 		Rules:      httpidem.Rules,
@@ -43,7 +44,7 @@ func HTTPIdem() Profile {
 
 // httpIdemBundled opens the bundled payments endpoint over a fresh
 // database with two callers of its own, and describes it as a target does.
-func httpIdemBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
+func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	tok := func() string {
 		var b [16]byte
 		rand.Read(b[:])
@@ -61,7 +62,7 @@ func httpIdemBundled(ctx context.Context, c BundledConfig) (*Bundled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, HTTPIdem: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
+	return &harness.Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, HTTPIdem: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
 }
 
 // BundledEndpoint is the bundled payments endpoint as a target file

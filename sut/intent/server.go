@@ -3,7 +3,7 @@
 // goroutine owns the only SQLite write connection and commits pending
 // operations in batches (group commit, synchronous=FULL); no reply leaves
 // before its commit is durable. Reads use a separate WAL reader pool.
-package sut
+package intent
 
 import (
 	"context"

@@ -1,0 +1,202 @@
+// Package harness holds what the engine knows of a profile: the Profile
+// value a protocol's folder (profiles/<name>) fills in and the registry
+// (profiles) lists, and the pipelines that run one. It names no protocol.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/idscheck/idscheck/chaos"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/sink"
+	"github.com/idscheck/idscheck/spec"
+)
+
+// Profile is one protocol text made certifiable.
+type Profile struct {
+	Name  spec.Profile
+	Title string
+	// Rules is the profile's catalog, in the order of its text.
+	Rules func() []spec.Rule
+	// Decisions are the places where the text contradicts itself or is
+	// silent, with their readings (nil: none).
+	Decisions func() []spec.Decision
+	// Suite is the feature file and steps; nil while the profile has no
+	// scenarios yet.
+	Suite *features.Suite
+	// Models are the checker models of its histories (nil: none yet).
+	Models []checker.Model
+	// Bundled starts the profile's reference handler; nil when it has none.
+	Bundled func(ctx context.Context, c BundledConfig) (*Bundled, error)
+	// AlternateReadings are the readings the bundled handler follows with
+	// --readings alternate (the other reading at every decision); nil when
+	// the profile has none.
+	AlternateReadings func() map[string]string
+	// Mutants are deliberate bugs of the bundled handler, each naming the
+	// rule it breaks.
+	Mutants []Mutant
+	// EffectSink is set for a profile whose targets send their external
+	// effects to the harness's effect sink (IDS, ATP): run starts one and
+	// hands it to the bundled handler and the scenarios.
+	EffectSink bool
+	// BundledTimeScale is the time scale its bundled server runs at when
+	// none is given (0: the default of every profile, 60). A profile whose
+	// longest duration is a day (a key kept 24 h) runs faster.
+	BundledTimeScale float64
+	// Chaos is the profile's chaos workload (idscheck chaos --profile);
+	// nil when it has none. (The Intent Protocol's workload predates the
+	// field: the chaos command runs it for the intent profile.)
+	Chaos *ChaosWorkload
+}
+
+// ChaosWorkload is a profile's chaos workload: what a unit of work is, how
+// it is retried, what its effect is, what the harness must host for it,
+// and how a recorded run is judged.
+type ChaosWorkload struct {
+	// Summary says in one line what the workload does, for chaos's output.
+	Summary string
+	// Sink says the target's commands have external effects: the harness
+	// hosts the effect sink (docs/ids-binding.md), behind a proxy when the
+	// sink's faults are asked for, and gives its URL to the target.
+	Sink bool
+	// Faults are the workload's own faults (beyond faults.All), built on
+	// what they act on: the proxy in front of the sink and the sink (either
+	// may be nil: the fault is then listed, unavailable). Called with nils
+	// for their names. nil: none.
+	Faults func(sinkProxy *chaos.SinkProxy, s *sink.Sink) []faults.Fault
+	// StormMin and StormMax bound its duplicate storms by default (the
+	// chaos command's --storm-max overrides StormMax, never below StormMin).
+	StormMin, StormMax int
+	// Failpoints are the crash points of the bundled server (failpoint
+	// path → term), armed in its child process over GO_FAILPOINTS_HTTP.
+	Failpoints map[string]string
+	// Run drives the target through the faults and records what happened.
+	Run func(ctx context.Context, c ChaosConfig) (*ChaosResult, error)
+	// Check judges a recorded run (pure: the same record, the same report).
+	Check func(r ChaosRecord) checker.Report
+}
+
+// ChaosConfig is one chaos run of a workload.
+type ChaosConfig struct {
+	BaseURL   string     // the target, through the network proxy when network faults run
+	APIKey    string     // its credentials ("" when it wants none)
+	Sink      *sink.Sink // the harness's effect sink (ChaosWorkload.Sink), nil otherwise
+	Seed      uint64
+	Duration  time.Duration // how long the load and the faults run (then a drain)
+	Workers   int
+	StormMax  int           // largest duplicate storm
+	TimeScale float64       // the target's time scale (declared durations run this much faster)
+	Timeout   time.Duration // per request
+	// Faults are the usable faults the schedule draws from.
+	Faults   []faults.Fault
+	Recorder *chaos.Recorder // receives every operation (nil: the workload makes one)
+	Logger   *slog.Logger
+	Progress func(chaos.Progress)
+	// Described is what the target file's section of the profile declares
+	// (the profile's own type, from its TargetSection), or what its bundled
+	// server declares of itself; nil when the profile has no such section.
+	Described any
+}
+
+// ChaosResult is what a chaos run recorded.
+type ChaosResult struct {
+	Start, End time.Time
+	Namespace  string
+	Schedule   []faults.Planned
+	Timeline   []faults.Injection
+	History    checker.History
+	Ledger     checker.Ledger
+	Series     []chaos.Bucket
+	// Drained is false when the drain ran out of time: units still under
+	// way are pending, not lost.
+	Drained bool
+	// Files are the records the checks need besides history and ledger,
+	// by file name in the run directory (written as they are).
+	Files map[string][]byte
+	// Summary is one line on what was done (commands sent, …).
+	Summary string
+}
+
+// ChaosRecord is a recorded run as its check reads it, from a run
+// directory or straight from Run.
+type ChaosRecord struct {
+	History   checker.History
+	Ledger    checker.Ledger
+	Files     map[string][]byte
+	Undrained bool
+}
+
+// Mutant is one deliberate bug of a bundled handler.
+type Mutant struct {
+	Name, Description string
+	Breaks            string // the ID of the rule it breaks
+	// Failpoints widen a racy mutant's race window while it is certified
+	// (name -> term, github.com/pingcap/failpoint); they act in its branch
+	// alone.
+	Failpoints map[string]string
+	// Variant is the variant whose run must kill it ("": the default).
+	Variant string
+}
+
+// BundledConfig configures a bundled handler for one run.
+type BundledConfig struct {
+	Dir       string // a fresh directory for its state
+	TimeScale float64
+	Seed      uint64
+	Mutant    string            // "" for the correct handler
+	Readings  map[string]string // the readings it follows; nil: its defaults
+	Logger    *slog.Logger
+	// SinkURL is the base URL of the harness's effect sink, for profiles
+	// whose commands have external effects (IDS, ATP): the handler sends
+	// every external effect there (docs/ids-binding.md). Empty: none.
+	SinkURL string
+	// Variant is the variant the handler follows (a profile with variants,
+	// http-idempotency); "": its default.
+	Variant string
+}
+
+// Bundled is a started reference handler and what the harness needs to
+// talk to it (its credentials are drawn for the run).
+type Bundled struct {
+	Handler http.Handler
+	Target  features.Target // BaseURL left empty: the caller serves Handler
+	Close   func() error
+}
+
+// DefaultTimeScale is the time scale the bundled server runs at when none
+// is given.
+func (p Profile) DefaultTimeScale() float64 {
+	if p.BundledTimeScale > 0 {
+		return p.BundledTimeScale
+	}
+	return 60
+}
+
+// Decision returns the decision of a profile with the given ID.
+func (p Profile) Decision(id string) (spec.Decision, bool) {
+	if p.Decisions == nil {
+		return spec.Decision{}, false
+	}
+	for _, d := range p.Decisions() {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return spec.Decision{}, false
+}
+
+// Run certifies a target against the profile's scenarios: cfg's Profile,
+// Rules and Suite are the profile's.
+func (p Profile) Run(ctx context.Context, cfg features.RunConfig) (*features.RunResult, error) {
+	if p.Suite == nil {
+		return nil, fmt.Errorf("profile %s has no scenarios yet", p.Name)
+	}
+	cfg.Profile, cfg.Rules, cfg.Suite = p.Name, p.Rules(), p.Suite
+	return features.Run(ctx, cfg)
+}
