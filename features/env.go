@@ -29,7 +29,15 @@ type Target struct {
 	Readings map[string]string
 	// HTTPIdem is the endpoint an http-idempotency target declares (its
 	// variant included); nil for the other profiles.
+	// Deprecated: moving to Described.
 	HTTPIdem *httpidem.Endpoint
+	// Credentials are the named secrets the target was given besides the
+	// API key (harness.Credential), by name: "admin-token" → its value.
+	// Every one is redacted from every output.
+	Credentials map[string]string
+	// Described is what the target file's section of the profile declares
+	// (harness.TargetSection), the profile's own type; nil when nothing was.
+	Described any
 }
 
 // Env is what step definitions get from the runner: the target, the run's one

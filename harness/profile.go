@@ -5,6 +5,9 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
+	"io"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -49,6 +52,13 @@ type Profile struct {
 	// none is given (0: the default of every profile, 60). A profile whose
 	// longest duration is a day (a key kept 24 h) runs faster.
 	BundledTimeScale float64
+	// Credentials are the named secrets its targets take besides the API
+	// key (nil: none).
+	Credentials []Credential
+	// Section is its part of the target file and its flags (nil: none).
+	Section *TargetSection
+	// Serve runs its bundled server as a process (nil: it has none).
+	Serve *ServeCommand
 	// Chaos is the profile's chaos workload (idscheck chaos --profile);
 	// nil when it has none. (The Intent Protocol's workload predates the
 	// field: the chaos command runs it for the intent profile.)
@@ -199,4 +209,53 @@ func (p Profile) Run(ctx context.Context, cfg features.RunConfig) (*features.Run
 	}
 	cfg.Profile, cfg.Rules, cfg.Suite = p.Name, p.Rules(), p.Suite
 	return features.Run(ctx, cfg)
+}
+
+// Credential is a named secret a profile's targets take besides the API
+// key (the Intent bus's admin token, …). cmd gives each a flag --NAME, a
+// target-file field NAME (dashes as underscores) and NAME_env, and the
+// variable IDSCHECK_NAME; its value reaches the steps in
+// features.Target.Credentials[Name] and is redacted from every output.
+type Credential struct {
+	Name string // e.g. "admin-token"
+	Help string // one line for -h: what it is and what is N/A without it
+}
+
+// TargetSection is a profile's own part of the target description: one key
+// of the target file and the flags that override it. Its value reaches the
+// steps in features.Target.Described and the chaos workload in
+// ChaosConfig.Described.
+type TargetSection struct {
+	Key  string // the target file's key, e.g. "http_idempotency"
+	Help string // its schema, appended to -h of every subcommand with a target
+	// Flags registers the section's flags on fs; once fs is parsed, the
+	// function it returns merges the file's raw section (nil: absent) with
+	// the flags given into the profile's value (nil: nothing declared).
+	// Secrets lists every secret the value holds, for redaction.
+	Flags func(fs *flag.FlagSet) func(raw json.RawMessage, getenv func(string) string) (value any, secrets []string, err error)
+}
+
+// ServeCommand runs a profile's bundled server as a process of its own
+// (idscheck serve --profile NAME).
+type ServeCommand struct {
+	// Flags registers the server's own flags on fs (beyond the common
+	// --addr, --db, --time-scale, --mutant) and returns the function that
+	// runs it until ctx ends.
+	Flags func(fs *flag.FlagSet) func(ctx context.Context, c ServeConfig) error
+	// Env documents the variables it reads its secrets from, for -h.
+	Env string
+}
+
+// ServeConfig is what every bundled server is served with.
+type ServeConfig struct {
+	Addr      string // host:port to listen on (loopback by default)
+	DB        string // its database file
+	TimeScale float64
+	Mutant    string // "" for the correct server
+	Seed      uint64
+	Logger    *slog.Logger
+	Getenv    func(string) string
+	// Ready is called once the server listens, with its base URL.
+	Ready          func(baseURL string)
+	Stdout, Stderr io.Writer
 }
