@@ -6,7 +6,6 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
@@ -14,14 +13,30 @@ var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 // fixtureRule is a rule of a fixed, made-up catalog: the golden files must
 // not change when the real catalog does.
 func fixtureRule(id, section string, level spec.Level) spec.Rule {
-	return spec.Rule{ID: id, Profile: spec.ProfileIntent, Source: "004_b5f0a9c556f3c9c3.txt", Section: section, Level: level,
+	return spec.Rule{ID: id, Profile: spec.Profile("intent"), Source: "004_b5f0a9c556f3c9c3.txt", Section: section, Level: level,
 		Quote: "The server " + string(level) + " do what " + id + " says.", Explanation: "what breaks without " + id}
+}
+
+// fixtureDecision is a decision of the text with two readings, written
+// here so that the report tests do not change when a profile's catalog does.
+var fixtureDecision = spec.Decision{
+	ID: "lease-expiry", Profile: "intent", Section: "3.3, 7.3",
+	Question: "When a lease expires with attempts left, is the intent requeued with a backoff delay, or claimable at once?",
+	Readings: []spec.Reading{
+		{Name: "backoff", Section: "3.3",
+			Quote: "On lease expiry or explicit /fail, the bus MUST requeue the intent with a backoff delay: next_run = now + (backoff_base * (2 ^ claim_attempts)) + jitter",
+			Means: "an expired intent becomes claimable again backoff_base*2^claim_attempts + [0,2) s after its lease ended"},
+		{Name: "immediate", Section: "7.3",
+			Quote: "Lease expiry does not require a background cleanup pass before an intent can be reclaimed; expired intents are eligible for immediate atomic selection.",
+			Means: "an expired intent is claimable the moment its lease ends"},
+	},
+	Why: "Both can be read as binding.",
 }
 
 // readingRule is a fixture rule whose check rests on a decision of the text.
 func readingRule(id, section string) spec.Rule {
 	r := fixtureRule(id, section, spec.Must)
-	r.Readings = []string{intent.DecisionLeaseExpiry}
+	r.Readings = []string{fixtureDecision.ID}
 	return r
 }
 
@@ -43,13 +58,14 @@ func sampleResult() *Result {
 	lost := ex
 	lost.Status, lost.RespHeaders, lost.RespBody, lost.Outcome, lost.Err = 0, nil, "", verdict.OutcomeUnknown, "read tcp: i/o timeout"
 	return &Result{
-		Tool:     Tool{Name: "idscheck", Version: "v0.1.0-test", GoVersion: "go1.26"},
-		Profile:  spec.ProfileIntent,
-		Target:   Target{URL: "http://127.0.0.1:8080", Bundled: true, Mutant: "no-replay"},
-		Seed:     42,
-		Command:  "idscheck run --profile intent --seed 42 --mutant no-replay --api-key $API_KEY",
-		Started:  t0,
-		Finished: t0.Add(12 * time.Second),
+		Decisions: []spec.Decision{fixtureDecision},
+		Tool:      Tool{Name: "idscheck", Version: "v0.1.0-test", GoVersion: "go1.26"},
+		Profile:   spec.Profile("intent"),
+		Target:    Target{URL: "http://127.0.0.1:8080", Bundled: true, Mutant: "no-replay"},
+		Seed:      42,
+		Command:   "idscheck run --profile intent --seed 42 --mutant no-replay --api-key $API_KEY",
+		Started:   t0,
+		Finished:  t0.Add(12 * time.Second),
 		Rules: []RuleEntry{
 			{Rule: fixtureRule("INTENT-7.2-idem-replay", "7.2", spec.Must), Result: verdict.RuleResult{
 				RuleID: "INTENT-7.2-idem-replay", Verdict: verdict.Fail, Reason: `scenario "replay": second answer differs`,
@@ -72,7 +88,7 @@ func sampleResult() *Result {
 			{Rule: readingRule("INTENT-6.5-lease-expiry", "6.5"), Result: verdict.RuleResult{
 				RuleID: "INTENT-6.5-lease-expiry", Verdict: verdict.Reading, Reason: "claimable again 0.1s after its lease ended, with no backoff",
 				Scenarios: []string{"lease expiry"}, Duration: 2100 * time.Millisecond,
-				Reading:  &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate"},
+				Reading:  &verdict.ReadingChoice{Decision: fixtureDecision.ID, Follows: "immediate"},
 				Evidence: []verdict.Evidence{{Expected: "backoff: claimable 2s-4s after the lease ended; immediate: claimable at once", Observed: "claimed again 0.1s after the lease ended"}},
 			}},
 			{Rule: fixtureRule("INTENT-6.6-claim-order", "6.6", spec.Must), Result: verdict.RuleResult{

@@ -14,7 +14,6 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 //go:embed report.html.tmpl
@@ -98,7 +97,7 @@ type blockedView struct {
 // follows or declared, with the words of the text behind each.
 type readingView struct {
 	verdict.ReadingChoice
-	Found    bool // the decision is known to this build (LookupDecision)
+	Found    bool // the decision is in the result (Result.Decisions)
 	Question string
 	Section  string
 	Why      string
@@ -114,13 +113,6 @@ type readingRow struct {
 	Follows  bool // the target's answers agree with this reading
 	Declared bool // the target declared this reading
 }
-
-// LookupDecision finds a decision of the text by its ID, to show its
-// question and the quotes of its readings beside a rule's reading. It is a
-// variable so that a profile whose decisions live elsewhere can supply
-// them; a decision it does not find is shown by its ID and reading names
-// alone.
-var LookupDecision func(id string) (spec.Decision, bool) = intent.DecisionByID
 
 // verdictLabel is the verdict of rr as shown in a report cell: the verdict,
 // and for a READING the reading(s) the target follows.
@@ -142,9 +134,17 @@ func splitNames(s string) []string {
 	return out
 }
 
-func newReadingView(c verdict.ReadingChoice) *readingView {
+// newReadingView shows the reading c of a rule with its decision, looked
+// up among decisions (the result's); a decision not among them is shown by
+// its ID and reading names alone.
+func newReadingView(c verdict.ReadingChoice, decisions []spec.Decision) *readingView {
 	v := &readingView{ReadingChoice: c, Follows: splitNames(c.Follows)}
-	d, ok := LookupDecision(c.Decision)
+	i := slices.IndexFunc(decisions, func(d spec.Decision) bool { return d.ID == c.Decision })
+	var d spec.Decision
+	ok := i >= 0
+	if ok {
+		d = decisions[i]
+	}
 	if ok {
 		v.Found, v.Question, v.Section, v.Why = true, d.Question, d.Section, d.Why
 	}
@@ -211,7 +211,7 @@ func newHTMLView(r *Result) *htmlView {
 			rv.Blocked = &blockedView{By: e.Result.BlockedBy, Href: anchors[e.Result.BlockedBy]}
 		}
 		if e.Result.Reading != nil && e.Result.Reading.Decision != "" {
-			rv.Reading = newReadingView(*e.Result.Reading)
+			rv.Reading = newReadingView(*e.Result.Reading, r.Decisions)
 		}
 		vd := e.Result.Verdict
 		rv.Open = vd != verdict.Pass && vd != verdict.NA

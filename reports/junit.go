@@ -242,7 +242,7 @@ func caseName(rule spec.Rule) string {
 	return rule.ID + ": " + short
 }
 
-// className is "<profile>.<section>", e.g. "intent.7.2".
+// className is "<profile>.<section>", e.g. "toy.7.2".
 func className(rule spec.Rule, fallback spec.Profile) string {
 	p := rule.Profile
 	if p == "" {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -708,10 +707,7 @@ func ruleSection(t *testing.T, page, id string) string {
 // reading with its section and quote, the one the target follows marked, in
 // its section and in the summary table; a declared reading is marked too.
 func TestHTMLReading(t *testing.T) {
-	d, ok := intent.DecisionByID(intent.DecisionLeaseExpiry)
-	if !ok || len(d.Readings) < 2 {
-		t.Fatalf("decision %s with two readings is gone from the catalog", intent.DecisionLeaseExpiry)
-	}
+	d := fixtureDecision
 	const id = "INTENT-6.5-lease-expiry"
 	render := func(rr verdict.RuleResult) (page, section string) {
 		r := sampleResult()
@@ -778,8 +774,6 @@ func TestHTMLReading(t *testing.T) {
 	}
 
 	// A decision this build does not know: shown by its ID and names alone.
-	defer func(f func(string) (spec.Decision, bool)) { LookupDecision = f }(LookupDecision)
-	LookupDecision = func(string) (spec.Decision, bool) { return spec.Decision{}, false }
 	_, sec = render(verdict.RuleResult{RuleID: id, Verdict: verdict.Reading, Reading: &verdict.ReadingChoice{Decision: "gone", Follows: "a,b"}})
 	for _, want := range []string{"READING: a, b", "is not in this build's catalog", "The target follows <b>a, b</b>"} {
 		if !strings.Contains(sec, want) {

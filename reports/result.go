@@ -47,6 +47,11 @@ type Result struct {
 	Select []string `json:"select,omitempty"`
 	// Rules holds one entry per selected rule, in catalog order.
 	Rules []RuleEntry `json:"rules"`
+	// Decisions are the profile's decisions (where its text contradicts
+	// itself or is silent) with their questions and the quotes of their
+	// readings: a report shows them beside a rule's reading from the
+	// result alone.
+	Decisions []spec.Decision `json:"decisions,omitempty"`
 	// NotCovered lists selected rule IDs that no scenario exercises (they
 	// have no verdict and are shown as such).
 	NotCovered []string `json:"not_covered,omitempty"`

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // TestWriteSample writes the sample reports (rules with every verdict, a
@@ -30,10 +29,10 @@ func TestWriteSample(t *testing.T) {
 	readings.Rules = append(readings.Rules,
 		RuleEntry{Rule: readingRule("INTENT-6.7-lease-declared", "6.7"), Result: verdict.RuleResult{
 			RuleID: "INTENT-6.7-lease-declared", Verdict: verdict.Fail, Reason: "declared backoff, but claimable again at once",
-			Reading: &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "immediate", Declared: "backoff"}}},
+			Reading: &verdict.ReadingChoice{Decision: fixtureDecision.ID, Follows: "immediate", Declared: "backoff"}}},
 		RuleEntry{Rule: fixtureRule("INTENT-6.8-lease-several", "6.8", spec.Must), Result: verdict.RuleResult{
 			RuleID: "INTENT-6.8-lease-several", Verdict: verdict.Reading, Reason: "no answer told the readings apart",
-			Reading: &verdict.ReadingChoice{Decision: intent.DecisionLeaseExpiry, Follows: "backoff,immediate"}}})
+			Reading: &verdict.ReadingChoice{Decision: fixtureDecision.ID, Follows: "backoff,immediate"}}})
 	for name, res := range map[string]*Result{"rules": r, "chaos": chaosOnly, "hostile": hostileResult(hostile[1]), "readings": readings} {
 		if err := WriteAll(filepath.Join(dir, name), res); err != nil {
 			t.Fatal(err)

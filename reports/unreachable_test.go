@@ -15,7 +15,7 @@ func unreachableResult() *Result {
 	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	cause := "GET http://127.0.0.1:1/health did not answer 200 within --health-wait 10s (40 probes); the last: dial tcp 127.0.0.1:1: connect: connection refused; output: BUS_SECRET=s3cr3t-value"
 	return &Result{
-		Profile:     spec.ProfileIntent,
+		Profile:     spec.Profile("intent"),
 		Target:      Target{URL: "http://127.0.0.1:1", Command: "BUS_SECRET=s3cr3t-value ./bus"},
 		Command:     "idscheck run --seed=1 --target-file=t.json",
 		Started:     t0,
@@ -83,7 +83,7 @@ func TestUnreachable(t *testing.T) {
 // rest.
 func TestRedactionCoversTheChaosSection(t *testing.T) {
 	const secret = `k"ey<s3cr3t>`
-	r := &Result{Profile: spec.ProfileIntent, Redact: []string{secret}, Chaos: &Chaos{
+	r := &Result{Profile: spec.Profile("intent"), Redact: []string{secret}, Chaos: &Chaos{
 		Verdict: verdict.Fail, Counts: map[checker.AnomalyKind]int{checker.Duplicated: 1},
 		Anomalies: []checker.Anomaly{{Kind: checker.Duplicated, Key: "key-" + secret, Explanation: "x",
 			Ops:     []checker.Operation{{Key: "key-" + secret, Input: checker.Input{Body: secret}}},

@@ -617,6 +617,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 	out := &reports.Result{
 		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
+		Decisions:        profileDecisions(res.Profile),
 		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
 		Seed:             res.Seed,
 		Command:          redactAll(c.reproduce(), secrets),
@@ -872,4 +873,13 @@ func startEffectSink(p profiles.Profile, declared effectSink, bundled bool) (*si
 		return nil, fmt.Errorf("%w (effect_sink.listen in the target file: a free host:port the target can reach)", err)
 	}
 	return s, nil
+}
+
+// profileDecisions are the decisions of a registered profile, written into
+// its result so that a report shows them from the result alone.
+func profileDecisions(name spec.Profile) []spec.Decision {
+	if p, ok := profiles.Lookup(name); ok && p.Decisions != nil {
+		return p.Decisions()
+	}
+	return nil
 }
