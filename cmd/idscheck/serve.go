@@ -17,10 +17,10 @@ import (
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 	specatp "github.com/idscheck/idscheck/spec/atp"
-	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/sut/ids"
+	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
 const serveSynopsis = `serve [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME]
