@@ -101,7 +101,8 @@ Flags:`
 func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c chaosConfig
 	fs := newFlagSet("chaos", chaosSynopsis, stderr)
-	profile := fs.String("profile", string(spec.ProfileIntent), "profile whose chaos workload to run")
+	profile := new(string)
+	profileFlag(fs, profile, defaultProfile(), "profile whose chaos workload to run")
 	c.tgt.register(fs) // --target-file, --target, --target-cmd, credentials, --time-scale (default 60 here)
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")

@@ -74,7 +74,7 @@ type mutantRow struct {
 func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c mutantsConfig
 	fs := newFlagSet("mutants", mutantsSynopsis, stderr)
-	fs.StringVar(&c.profile, "profile", string(spec.ProfileIntent), "profile whose bundled server's mutants are certified")
+	profileFlag(fs, &c.profile, defaultProfile(), "profile whose bundled server's mutants are certified")
 	fs.StringVar(&c.mutants, "mutants", "", "comma-separated mutant names; empty: every mutant")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs; empty: every rule")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of every run")
@@ -102,7 +102,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	prof, ok := profiles.Lookup(spec.Profile(c.profile))
 	if !ok {
-		fmt.Fprintf(stderr, "idscheck mutants: unknown profile %q (profiles: %v)\n", c.profile, profiles.Names())
+		fmt.Fprintf(stderr, "idscheck mutants: --profile: unknown profile %q: want %s\n", c.profile, profileNames())
 		return exitUsage
 	}
 	c.prof = prof

@@ -24,8 +24,8 @@ type rulesConfig struct {
 // cmdRules lists the rule catalog: a table by default, the full rules with --json.
 func cmdRules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg rulesConfig
-	fs := newFlagSet("rules", "rules [--profile intent] [--level MUST] [--json]", stderr)
-	fs.StringVar(&cfg.profile, "profile", "", "list only the rules of this profile (intent, ids, atp, t0, a2a); empty: all")
+	fs := newFlagSet("rules", "rules [--profile NAME] [--level MUST] [--json]", stderr)
+	profileFlag(fs, &cfg.profile, "", "list only the rules of this profile (empty: every profile)")
 	fs.StringVar(&cfg.level, "level", "", "list only the rules of this level (MUST, SHOULD or MAY); empty: all")
 	fs.BoolVar(&cfg.json, "json", false, "print the full rules (quote, binding, explanation, untestable reason, readings with their quotes) as a JSON array")
 	fs.IntVar(&cfg.width, "width", 72, "characters of the quote shown in the table (0: the whole quote)")
@@ -97,18 +97,18 @@ func selectCatalog(cfg rulesConfig) ([]spec.Rule, error) {
 	default:
 		return nil, fmt.Errorf("--level %q: want MUST, SHOULD or MAY", cfg.level)
 	}
-	all := spec.Rules()
+	var all []spec.Rule
 	if cfg.profile != "" {
-		known := false
-		for _, p := range []spec.Profile{spec.ProfileIntent, spec.ProfileIDS, spec.ProfileATP, spec.ProfileT0, spec.ProfileA2A} {
-			if string(p) == strings.ToLower(cfg.profile) {
-				known = true
-			}
+		p, err := lookupProfile(cfg.profile)
+		if err != nil {
+			return nil, fmt.Errorf("--profile: %w", err)
 		}
-		if !known {
-			return nil, fmt.Errorf("--profile %q: want intent, ids, atp, t0 or a2a", cfg.profile)
+		all = p.Rules()
+	} else {
+		for _, n := range profiles.Names() {
+			p, _ := profiles.Lookup(n)
+			all = append(all, p.Rules()...)
 		}
-		all = spec.RulesFor(spec.Profile(strings.ToLower(cfg.profile)))
 	}
 	var out []spec.Rule
 	for _, r := range all {

@@ -55,7 +55,7 @@ type runConfig struct {
 }
 
 const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin-token T] [--metrics-token M]]
-                    [--profile intent|ids|atp] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
+                    [--profile NAME] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
                     [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
                     [--target-cmd CMD] [--health-wait 10s]
                     [--readings default|alternate]  (bundled server)
@@ -97,7 +97,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	var c runConfig
 	fs := newFlagSet("run", runSynopsis, stderr)
 	c.tgt.register(fs)
-	fs.StringVar(&c.profile, "profile", string(spec.ProfileIntent), "profile (protocol text) to certify against")
+	profileFlag(fs, &c.profile, defaultProfile(), "profile (protocol text) to certify against")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
@@ -127,7 +127,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 		return usageErr("%v", err)
 	}
 	if p, ok := profiles.Lookup(spec.Profile(c.profile)); !ok {
-		return usageErr("unknown profile %q (profiles: %v)", c.profile, profiles.Names())
+		return usageErr("--profile: unknown profile %q: want %s", c.profile, profileNames())
 	} else if p.Suite == nil {
 		return usageErr("profile %q has no scenarios yet", c.profile)
 	}

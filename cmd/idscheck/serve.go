@@ -119,7 +119,8 @@ func chooseReadings(base string, set map[string]string) (map[string]string, erro
 // cmdServe runs the reference server until ctx ends.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", serveHelp(), stderr)
-	profile := fs.String("profile", string(spec.ProfileIntent), "profile whose bundled reference server to run")
+	profile := new(string)
+	profileFlag(fs, profile, defaultProfile(), "profile whose bundled reference server to run")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	db := fs.String("db", "", "SQLite database file (default BUS_DB_PATH or infrastructure.db)")
 	scale := fs.Float64("time-scale", 0, "divide every protocol duration by this factor (default IDSCHECK_TIME_SCALE or 1)")
