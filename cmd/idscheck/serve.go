@@ -118,6 +118,9 @@ func chooseReadings(base string, set map[string]string) (map[string]string, erro
 
 // cmdServe runs the reference server until ctx ends.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if p, err := lookupProfile(argProfile(args, defaultProfile())); err == nil && p.Serve != nil {
+		return serveProfile(ctx, p, args, stdout, stderr)
+	}
 	fs := newFlagSet("serve", serveHelp(), stderr)
 	profile := new(string)
 	profileFlag(fs, profile, defaultProfile(), "profile whose bundled reference server to run")

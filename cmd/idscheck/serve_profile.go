@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/idscheck/idscheck/harness"
+)
+
+// argProfile finds --profile NAME (or -profile, =NAME) in args before they
+// are parsed: a subcommand whose flags depend on the profile registers them
+// once it knows which. def when absent.
+func argProfile(args []string, def string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "profile" {
+			continue
+		}
+		if hasVal {
+			return val
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return def
+}
+
+// serveProfile runs a profile's bundled server as a process of its own,
+// through its harness.ServeCommand: the common flags, then the profile's.
+func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout, stderr io.Writer) int {
+	var mutants []string
+	for _, m := range p.Mutants {
+		mutants = append(mutants, m.Name)
+	}
+	synopsis := "serve --profile " + string(p.Name) + " [--addr 127.0.0.1:8080] [--db PATH] [--time-scale F] [--mutant NAME] [flags of the profile]\n\n" +
+		"Runs the bundled reference server of " + p.Title + " until SIGTERM or Ctrl-C (it then finishes the requests in flight).\n" +
+		"With --addr port 0 the chosen address is printed on stdout (\"listening on http://HOST:PORT\")."
+	if p.Serve.Env != "" {
+		synopsis += "\n\n" + p.Serve.Env
+	}
+	fs := newFlagSet("serve", synopsis, stderr)
+	var profile string
+	profileFlag(fs, &profile, string(p.Name), "profile whose bundled reference server to run")
+	c := harness.ServeConfig{Getenv: os.Getenv, Stdout: stdout, Stderr: stderr}
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0: any free port, printed)")
+	fs.StringVar(&c.DB, "db", "", "its SQLite database file (default: the profile's own)")
+	fs.Float64Var(&c.TimeScale, "time-scale", 0, "divide every protocol duration by this factor (default 1)")
+	fs.StringVar(&c.Mutant, "mutant", "", "run with a deliberate bug: "+strings.Join(mutants, ", "))
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the server's random choices (0: drawn)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	run := p.Serve.Flags(fs)
+	if code, done := parseFlags(fs, args, false); done {
+		return code
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: --log-level: %v\n", err)
+		return exitUsage
+	}
+	if c.TimeScale < 0 {
+		fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
+		return exitUsage
+	}
+	if c.Mutant != "" && !contains(mutants, c.Mutant) {
+		fmt.Fprintf(stderr, "idscheck serve: --mutant %q: want one of %s\n", c.Mutant, strings.Join(mutants, ", "))
+		return exitUsage
+	}
+	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
