@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/redact"
 	"io"
 	"log/slog"
 	"net"
@@ -52,7 +53,7 @@ var ErrProcessExited = errors.New("process exited")
 // children behind in its group does not leave them running.
 //
 // No secret in what it prints: the command line shown in logs and errors is
-// redacted (Redactor.Command) of the secrets it carries (CommandSecrets of
+// redacted (redact.Redactor.Command) of the secrets it carries (CommandSecrets of
 // the command, of env and of this process's environment) and of those given
 // WithSecrets; so is the tail of its output quoted in errors.
 //
@@ -63,8 +64,8 @@ var ErrProcessExited = errors.New("process exited")
 // in its init, so the child must import github.com/pingcap/failpoint.
 type Process struct {
 	cmdline   string
-	display   string    // cmdline redacted, for logs and errors
-	redact    *Redactor // the secrets of the command, its environment and WithSecrets
+	display   string           // cmdline redacted, for logs and errors
+	redact    *redact.Redactor // the secrets of the command, its environment and WithSecrets
 	secrets   []string
 	env       []string
 	healthURL string
@@ -143,8 +144,8 @@ func StartProcess(ctx context.Context, cmdline string, env []string, healthURL s
 	for _, o := range opts {
 		o(p)
 	}
-	secrets := append(CommandSecrets(cmdline, append(os.Environ(), env...)), p.secrets...)
-	p.redact = NewRedactor(secrets...)
+	secrets := append(redact.CommandSecrets(cmdline, append(os.Environ(), env...)), p.secrets...)
+	p.redact = redact.NewRedactor(secrets...)
 	p.display = p.redact.Command(cmdline)
 	p.mu.Lock()
 	defer p.mu.Unlock()

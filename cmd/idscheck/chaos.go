@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/idscheck/idscheck/harness"
 	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
+	"github.com/idscheck/idscheck/redact"
 	"io"
 	"log/slog"
 	"net/http"
@@ -280,9 +281,9 @@ func (c *chaosConfig) bundledFailpoints() map[string]string {
 
 // secrets returns every secret value the run was given: the API key, the
 // password of --target's URL, and what --target-cmd and the environment
-// carry (faults.CommandSecrets).
+// carry (redact.CommandSecrets).
 func (c chaosConfig) secrets() []string {
-	out := faults.CommandSecrets(c.targetCmd, os.Environ())
+	out := redact.CommandSecrets(c.targetCmd, os.Environ())
 	out = append(out, c.tgt.Secrets()...)
 	out = append(out, c.callerTokens...)
 	if c.apiKey != "" {
@@ -332,7 +333,7 @@ type chaosRun struct {
 }
 
 // command is the line that replays the run, with no secret: the API key is
-// $API_KEY, and --target-cmd is redacted (faults.Redactor.Command).
+// $API_KEY, and --target-cmd is redacted (redact.Redactor.Command).
 func (c chaosConfig) command() string {
 	parts := []string{"idscheck chaos"}
 	defStorm := 100
@@ -350,7 +351,7 @@ func (c chaosConfig) command() string {
 	if c.stormMax != defStorm {
 		parts = append(parts, "--storm-max", fmt.Sprint(c.stormMax))
 	}
-	red := faults.NewRedactor(c.secrets()...)
+	red := redact.NewRedactor(c.secrets()...)
 	if len(c.targetArgs) > 0 {
 		parts = append(parts, c.targetArgs...)
 	} else if c.target != "" {
@@ -370,7 +371,7 @@ func chaosShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", 
 func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logger *slog.Logger) int {
 	// Nothing the run prints carries a secret: the terminal gets the same
 	// redaction as the files.
-	red := faults.NewRedactor(c.secrets()...)
+	red := redact.NewRedactor(c.secrets()...)
 	secrets := newSecretList(red.Secrets())
 	stdout, stderr = redactingWriter(stdout, secrets), redactingWriter(stderr, secrets)
 	if c.verbose {
@@ -540,7 +541,7 @@ func bundledFailpointTriggers(tgt *chaosTarget) map[string]func(context.Context)
 // target's description, the reasons a fault was not available, the errors
 // and parameters of injections (a restart error quotes the command and the
 // target's output).
-func redactChaosRun(run *chaosRun, red *faults.Redactor) {
+func redactChaosRun(run *chaosRun, red *redact.Redactor) {
 	run.Target = red.String(run.Target)
 	run.Command = red.String(run.Command)
 	for k, v := range run.Unavailable {
@@ -567,7 +568,7 @@ func redactChaosRun(run *chaosRun, red *faults.Redactor) {
 // requested fault, and returns the exit code. It is checkChaosDir with the
 // run's fault coverage in the verdict: a requested fault never injected
 // makes a run whose histories pass UNKNOWN (exit 4), never PASS.
-func finishChaos(dir string, run chaosRun, rep checker.Report, red *faults.Redactor, stdout, stderr io.Writer) int {
+func finishChaos(dir string, run chaosRun, rep checker.Report, red *redact.Redactor, stdout, stderr io.Writer) int {
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -708,7 +709,7 @@ func (t *chaosTarget) close() {
 	}
 }
 
-func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+func startChaosTarget(ctx context.Context, c chaosConfig, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	switch {
 	case c.target != "" && c.targetCmd != "":
 		p, err := faults.StartProcess(ctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
@@ -736,7 +737,7 @@ func startChaosTarget(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 // carries (they act in its branch alone), so it is caught whatever the
 // load. sinkURL, when set, is the effect sink it calls; env gives the
 // server its key (and any other secret) in the profile's variables.
-func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env func(key string) []string, admin string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env func(key string) []string, admin string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("bundled server: %w", err)
@@ -875,7 +876,7 @@ func chaosSortedKeys[K ~string, V any](m map[K]V) []string {
 // declared effect_sink address), the network proxy in front of the target,
 // runs the workload through the faults, writes the run directory and checks
 // it with the workload's Check.
-func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, stdout, stderr io.Writer, logger *slog.Logger) int {
 	w := c.workload
 	tokens, _ := c.faultTokens()
 	own := func(sp *chaos.SinkProxy, s *sink.Sink) []faults.Fault {
@@ -1036,7 +1037,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *faults.Redactor, 
 // the profile's bundled server as a child process that calls the effect
 // sink at sinkURL, with its crash points reachable over GO_FAILPOINTS_HTTP
 // and the environment its mutant needs.
-func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	if c.profile == spec.ProfileHTTPIdem {
 		return startHTTPIdemTarget(ctx, c, sinkURL, red, logger)
 	}
@@ -1054,7 +1055,7 @@ func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red
 // bundled payments endpoint as a child process following c.variant, its
 // two callers' tokens given in HTTPIDEM_CALLERS (it takes no API key),
 // described as BundledEndpoint describes it.
-func startHTTPIdemTarget(ctx context.Context, c chaosConfig, sinkURL string, red *faults.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+func startHTTPIdemTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	switch {
 	case c.target != "" && c.targetCmd != "":
 		return startChaosTarget(ctx, c, red, logger)

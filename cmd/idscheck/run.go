@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/redact"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
@@ -778,7 +779,7 @@ func readingSummary(rd *verdict.ReadingChoice, reason string) string {
 func redactString(s string, secrets []string) string {
 	for _, x := range secrets {
 		if len(x) >= 4 {
-			s = strings.ReplaceAll(s, x, features.Redacted)
+			s = strings.ReplaceAll(s, x, redact.Redacted)
 		}
 	}
 	return s

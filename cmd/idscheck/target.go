@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idscheck/idscheck/redact"
 	"io"
 	"net"
 	"net/url"
@@ -716,7 +717,7 @@ func (t *targetFlags) Secrets() []string {
 			}
 		}
 	}
-	for _, v := range commandSecrets(t.TargetCmd) {
+	for _, v := range redact.CommandSecrets(t.TargetCmd, nil) {
 		add(v)
 	}
 	if t.HTTPIdem != nil {
@@ -730,43 +731,6 @@ func (t *targetFlags) Secrets() []string {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out
-}
-
-// secretName matches a variable or option name that names a credential.
-var secretName = regexp.MustCompile(`(?i)(secret|token|passw|pwd|passphrase|api_?key|apikey|private|credential|auth|cookie|signing|(^|[_-])key($|[_-]))`)
-
-// notSecretName matches names that hold where a secret lives, not the secret.
-var notSecretName = regexp.MustCompile(`(?i)([_-](file|path|dir|url|name|env|id|header|ttl|len|length|size))$`)
-
-// cmdAssign finds VAR=value (also after export/env) and --flag=value or
-// --flag value in a shell command line.
-var (
-	cmdAssign = regexp.MustCompile(`(?:^|[\s;&|(])([A-Za-z_][A-Za-z0-9_]*)=('[^']*'|"(?:[^"\\]|\\.)*"|[^\s;&|)]*)`)
-	cmdOption = regexp.MustCompile(`(?:^|\s)--?([A-Za-z][A-Za-z0-9_-]*)(?:=|\s+)('[^']*'|"(?:[^"\\]|\\.)*"|[^\s;&|)-][^\s;&|)]*)`)
-)
-
-// commandSecrets returns the values of secret-looking assignments and
-// options of a shell command line, unquoted, and their quoted forms as
-// written.
-func commandSecrets(cmd string) []string {
-	var out []string
-	for _, re := range []*regexp.Regexp{cmdAssign, cmdOption} {
-		for _, m := range re.FindAllStringSubmatch(cmd, -1) {
-			name, raw := m[1], m[2]
-			if !secretName.MatchString(name) || notSecretName.MatchString(name) {
-				continue
-			}
-			v := unquoteShell(raw)
-			if v == "" || strings.HasPrefix(v, "$") { // a reference to a variable, not a value
-				continue
-			}
-			out = append(out, v)
-			if raw != v {
-				out = append(out, raw)
-			}
-		}
-	}
 	return out
 }
 
@@ -826,18 +790,5 @@ func (t *targetFlags) reproduceEnv() []string {
 
 // redactAll replaces every secret (and its JSON-escaped form) in s.
 func redactAll(s string, secrets []string) string {
-	var pairs []string
-	for _, x := range secrets {
-		if len(x) < 4 {
-			continue
-		}
-		pairs = append(pairs, x, features.Redacted)
-		if q, _ := json.Marshal(x); len(q) > 2 && string(q[1:len(q)-1]) != x {
-			pairs = append(pairs, string(q[1:len(q)-1]), features.Redacted)
-		}
-	}
-	if len(pairs) == 0 {
-		return s
-	}
-	return strings.NewReplacer(pairs...).Replace(s)
+	return redact.NewRedactor(secrets...).String(s)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"github.com/idscheck/idscheck/redact"
 	"io"
 	"net"
 	"net/http"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
@@ -551,7 +551,7 @@ func TestRunAndCheckShareTheTargetFile(t *testing.T) {
 	}
 	noSecret("run's stdout", stdout.String())
 	noSecret("run's stderr", stderr.String())
-	if !strings.Contains(stderr.String(), "starting with "+features.Redacted) {
+	if !strings.Contains(stderr.String(), "starting with "+redact.Redacted) {
 		t.Errorf("the target command's output is not shown (redacted) on stderr:\n%s", stderr.String())
 	}
 	doc, _ := reports.ReadResult(out)

@@ -1,7 +1,11 @@
-package faults
+// Package redact is the harness's one redaction: which names hold secrets,
+// which values of a start command are secrets, and the Redactor that
+// replaces them in whatever the harness prints or writes.
+package redact
 
 import (
 	"cmp"
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,20 +18,18 @@ const Redacted = "REDACTED"
 // one would shred ordinary text.
 const minSecret = 4
 
-// secretWords mark a variable or flag name whose value is a secret.
-var secretWords = []string{"SECRET", "TOKEN", "KEY", "PASSWORD", "PASSWD"}
+// secretName matches a variable or option name that names a credential.
+var secretName = regexp.MustCompile(`(?i)(secret|token|passw|pwd|passphrase|api_?key|apikey|private|credential|auth|cookie|signing|(^|[_-])key($|[_-]))`)
+
+// notSecretName matches names that hold where a secret lives, not the secret.
+var notSecretName = regexp.MustCompile(`(?i)([_-](file|path|dir|url|name|env|id|header|ttl|len|length|size))$`)
 
 // SecretName reports whether an environment variable's or a flag's name
-// says that its value is a secret (it contains SECRET, TOKEN, KEY, PASSWORD
-// or PASSWD, in any case): BUS_SECRET, API_KEY, --admin-token.
+// says that its value is a secret: BUS_SECRET, API_KEY, --admin-token,
+// DB_PASSWORD, a name ending in KEY as a word; not a name that says where a
+// secret lives (…_FILE, …_PATH, …_ENV, …_URL, …).
 func SecretName(name string) bool {
-	u := strings.ToUpper(name)
-	for _, w := range secretWords {
-		if strings.Contains(u, w) {
-			return true
-		}
-	}
-	return false
+	return secretName.MatchString(name) && !notSecretName.MatchString(name)
 }
 
 // assignment matches a shell assignment NAME=value (value quoted or bare) at
@@ -44,10 +46,15 @@ var secretFlag = regexp.MustCompile(`(^|\s)(--?[A-Za-z][A-Za-z0-9_-]*)(=|\s+)('[
 // shorter than 4 bytes, and references ($NAME), are left out.
 func CommandSecrets(cmdline string, env []string) []string {
 	var out []string
-	add := func(v string) {
-		v = unquote(v)
-		if len(v) >= minSecret && !strings.HasPrefix(v, "$") && !slices.Contains(out, v) { // $X: a reference, not a value
-			out = append(out, v)
+	add := func(raw string) {
+		v := unquote(raw)
+		if len(v) < minSecret || strings.HasPrefix(v, "$") { // $X: a reference, not a value
+			return
+		}
+		for _, x := range []string{v, raw} { // the value, and its quoted form as written
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
 		}
 	}
 	for _, m := range assignment.FindAllStringSubmatch(cmdline, -1) {
@@ -94,9 +101,13 @@ func NewRedactor(secrets ...string) *Redactor {
 	slices.SortFunc(ss, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
 	r := &Redactor{secrets: ss}
 	if len(ss) > 0 {
-		pairs := make([]string, 0, 2*len(ss))
+		pairs := make([]string, 0, 4*len(ss))
 		for _, s := range ss {
 			pairs = append(pairs, s, Redacted)
+			// its JSON-escaped form, as it stands inside a JSON string
+			if q, _ := json.Marshal(s); len(q) > 2 && string(q[1:len(q)-1]) != s {
+				pairs = append(pairs, string(q[1:len(q)-1]), Redacted)
+			}
 		}
 		r.rep = strings.NewReplacer(pairs...)
 	}
