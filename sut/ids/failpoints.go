@@ -2,11 +2,9 @@ package ids
 
 import (
 	"context"
-	"os"
-	"sync"
 	"time"
 
-	"github.com/pingcap/failpoint"
+	"github.com/idscheck/idscheck/sut/internal/failpoints"
 )
 
 // Named failpoints of the IDS reference server (github.com/pingcap/failpoint,
@@ -43,51 +41,14 @@ func Failpoints() []string {
 // racyWait bounds the wait at the racy window for a second request.
 const racyWait = 300 * time.Millisecond
 
-var racyBarrier = struct {
-	sync.Mutex
-	waiting map[string]chan struct{}
-}{waiting: map[string]chan struct{}{}}
+var racyBarrier = failpoints.NewBarrier(racyWait)
 
 // racyWindow: when FailpointNoReservationRacyWindow is enabled with
 // return("barrier"), the first request of k waits (bounded by racyWait and
 // ctx) until a second one arrives; the second releases it and both go on.
 func racyWindow(ctx context.Context, k string) {
-	if evalFailpoint(FailpointNoReservationRacyWindow) != "barrier" {
-		return
-	}
-	racyBarrier.Lock()
-	if first, ok := racyBarrier.waiting[k]; ok {
-		delete(racyBarrier.waiting, k)
-		racyBarrier.Unlock()
-		close(first)
-		return
-	}
-	me := make(chan struct{})
-	racyBarrier.waiting[k] = me
-	racyBarrier.Unlock()
-	t := time.NewTimer(racyWait)
-	defer t.Stop()
-	select {
-	case <-me:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	racyBarrier.Lock()
-	if racyBarrier.waiting[k] == me {
-		delete(racyBarrier.waiting, k)
-	}
-	racyBarrier.Unlock()
+	racyBarrier.Window(ctx, FailpointNoReservationRacyWindow, k)
 }
 
 // evalFailpoint returns the failpoint's value; "exit" ends the process.
-func evalFailpoint(name string) string {
-	v, err := failpoint.Eval(name)
-	if err != nil {
-		return ""
-	}
-	s, _ := v.(string)
-	if s == "exit" {
-		os.Exit(137)
-	}
-	return s
-}
+func evalFailpoint(name string) string { return failpoints.Eval(name) }

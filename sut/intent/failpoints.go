@@ -3,11 +3,9 @@ package intent
 import (
 	"context"
 	"errors"
-	"os"
-	"sync"
 	"time"
 
-	"github.com/pingcap/failpoint"
+	"github.com/idscheck/idscheck/sut/internal/failpoints"
 )
 
 // Named failpoints of the reference server (github.com/pingcap/failpoint,
@@ -53,10 +51,7 @@ const idemBarrierWait = 300 * time.Millisecond
 
 // idemBarrier pairs the requests waiting at FailpointIdemRacyWindow, by API
 // key and Idempotency-Key.
-var idemBarrier = struct {
-	sync.Mutex
-	waiting map[string]chan struct{}
-}{waiting: map[string]chan struct{}{}}
+var idemBarrier = failpoints.NewBarrier(idemBarrierWait)
 
 // failpointIdemRacyWindow is FailpointIdemRacyWindow: when enabled, the first
 // request of a key waits (bounded by idemBarrierWait and ctx) until a second
@@ -75,31 +70,7 @@ func failpointClaimRacyWindow(ctx context.Context, id string) {
 // first request of key waits (bounded by idemBarrierWait and ctx) until a
 // second one arrives; the second releases it and goes on at once.
 func racyWindow(ctx context.Context, name, k string) {
-	if evalFailpoint(name) != "barrier" {
-		return
-	}
-	idemBarrier.Lock()
-	if first, ok := idemBarrier.waiting[k]; ok {
-		delete(idemBarrier.waiting, k)
-		idemBarrier.Unlock()
-		close(first)
-		return
-	}
-	me := make(chan struct{})
-	idemBarrier.waiting[k] = me
-	idemBarrier.Unlock()
-	t := time.NewTimer(idemBarrierWait)
-	defer t.Stop()
-	select {
-	case <-me:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	idemBarrier.Lock()
-	if idemBarrier.waiting[k] == me {
-		delete(idemBarrier.waiting, k)
-	}
-	idemBarrier.Unlock()
+	idemBarrier.Window(ctx, name, k)
 }
 
 // Failpoints lists the crash points above (not FailpointIdemRacyWindow).
@@ -111,17 +82,7 @@ func Failpoints() []string {
 var errFailpoint = errors.New("failpoint")
 
 // evalFailpoint returns the failpoint's value; "exit" ends the process.
-func evalFailpoint(name string) string {
-	v, err := failpoint.Eval(name)
-	if err != nil {
-		return ""
-	}
-	s, _ := v.(string)
-	if s == "exit" {
-		os.Exit(137)
-	}
-	return s
-}
+func evalFailpoint(name string) string { return failpoints.Eval(name) }
 
 func failpointAfterCommit(s *Server) {
 	if evalFailpoint(FailpointAfterCommitBeforeReply) == "error" {

@@ -10,7 +10,7 @@ import (
 
 // The known answers the harness (spec/intent/hmac.go) is tested against too; they
 // were worked out by neither Go implementation (see hmac_kat.py).
-const katPath = "../spec/intent/testdata/hmac_kat.json"
+const katPath = "../../spec/intent/testdata/hmac_kat.json"
 
 type katVector struct {
 	Name, Key, Method, Path, Query, Timestamp, Nonce, Body string
