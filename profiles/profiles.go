@@ -55,6 +55,15 @@ func Register(p Profile) error {
 	return nil
 }
 
+// Deregister removes a profile registered by Register: for a test that
+// registers a profile of its own (the toy) and leaves the registry as it
+// found it.
+func Deregister(name spec.Profile) {
+	mu.Lock()
+	defer mu.Unlock()
+	registry = slices.DeleteFunc(registry, func(q harness.Profile) bool { return q.Name == name })
+}
+
 // Lookup returns the profile of that name.
 func Lookup(name spec.Profile) (Profile, bool) {
 	mu.Lock()

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/profiles/toy"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +16,11 @@ import (
 const testBinaryIsCLI = "IDSCHECK_TEST_BINARY_IS_CLI"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(testRegistersToy) == "1" { // a child of the toy's test: the toy is registered there too
+		if err := profiles.Register(toy.Profile()); err != nil {
+			panic(err)
+		}
+	}
 	if os.Getenv(testBinaryIsCLI) == "1" {
 		os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}

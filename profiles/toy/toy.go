@@ -7,6 +7,7 @@ package toy
 import (
 	"context"
 	"embed"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,6 +49,7 @@ func Profile() harness.Profile {
 		Models:  []checker.Model{Register{}},
 		Bundled: bundled,
 		Mutants: []harness.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
+		Serve:   &harness.ServeCommand{Flags: serveFlags},
 	}
 }
 
@@ -180,3 +182,15 @@ func (Register) Porcupine() porcupine.Model {
 }
 
 func (Register) Checks() []checker.NamedCheck { return nil }
+
+// serveFlags is the toy's serve command: no flags of its own; its handler
+// until ctx ends.
+func serveFlags(*flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
+	return func(ctx context.Context, c harness.ServeConfig) error {
+		b, err := bundled(ctx, harness.BundledConfig{Mutant: c.Mutant, Logger: c.Logger})
+		if err != nil {
+			return err
+		}
+		return harness.ServeHandler(ctx, c, string(Name), b.Handler, b.Close)
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/profiles/toy"
+	"github.com/idscheck/idscheck/reports"
+	"github.com/idscheck/idscheck/verdict"
+)
+
+// testRegistersToy, set in the environment, makes this test binary register
+// the toy profile before it acts as idscheck (TestMain): the children of a
+// toy's mutants run know it too.
+const testRegistersToy = "IDSCHECK_TEST_REGISTERS_TOY"
+
+// registerToy adds the toy profile to the registry for one test, and for
+// the children it starts, and takes it out at the end.
+func registerToy(t *testing.T) {
+	t.Helper()
+	if err := profiles.Register(toy.Profile()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { profiles.Deregister(toy.Name) })
+	t.Setenv(testRegistersToy, "1")
+	t.Setenv(testBinaryIsCLI, "1")
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestToyThroughTheRegistry: a profile that the registry gains in a test —
+// no line of cmd names it — is listed by rules, certified by run (and its
+// mutant failed by the rule it breaks), served by serve, and its mutant
+// killed by mutants in child processes.
+func TestToyThroughTheRegistry(t *testing.T) {
+	registerToy(t)
+	ctx := t.Context()
+
+	t.Run("rules", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		if code := cli(ctx, []string{"rules", "--profile", "toy"}, &stdout, &stderr); code != exitOK {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		for _, id := range []string{"TOY-1-read-back", "TOY-2-not-found"} {
+			if !strings.Contains(stdout.String(), id) {
+				t.Errorf("rules --profile toy lacks %s:\n%s", id, stdout.String())
+			}
+		}
+		stderr.Reset()
+		if code := cli(ctx, []string{"rules", "--profile", "nope"}, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "toy") {
+			t.Errorf("an unknown profile: exit %d, and the error does not list the toy: %s", code, stderr.String())
+		}
+	})
+
+	t.Run("run", func(t *testing.T) {
+		for _, tc := range []struct {
+			mutant string
+			code   int
+			want   verdict.Verdict
+		}{{"", exitOK, verdict.Pass}, {toy.MutantStaleRead, exitFailed, verdict.Fail}} {
+			out := t.TempDir()
+			args := []string{"run", "--profile", "toy", "--out", out, "--seed", "1"}
+			if tc.mutant != "" {
+				args = append(args, "--mutant", tc.mutant)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := cli(ctx, args, &stdout, &stderr); code != tc.code {
+				t.Fatalf("run --mutant %q: exit %d, want %d\n%s\n%s", tc.mutant, code, tc.code, stdout.String(), stderr.String())
+			}
+			doc, err := reports.ReadResult(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, e := range doc.Rules {
+				if e.Rule.ID == "TOY-1-read-back" {
+					got = string(e.Result.Verdict)
+				}
+			}
+			if got != string(tc.want) {
+				t.Errorf("run --mutant %q: TOY-1-read-back %s, want %s", tc.mutant, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("serve", func(t *testing.T) {
+		sctx, cancel := context.WithCancel(ctx)
+		var stdout syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- cli(sctx, []string{"serve", "--profile", "toy", "--addr", "127.0.0.1:0"}, &stdout, io.Discard)
+		}()
+		var base string
+		for deadline := time.Now().Add(10 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, rest, ok := strings.Cut(stdout.String(), "listening on "); ok {
+				base = strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0])
+			}
+		}
+		if base == "" {
+			cancel()
+			t.Fatalf("serve --profile toy printed no address: %q", stdout.String())
+		}
+		resp, err := http.Get(base + "/items/never")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET of an unknown item: %d, want 404", resp.StatusCode)
+		}
+		cancel()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("serve ended with exit %d", code)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop when its context ended")
+		}
+	})
+
+	t.Run("mutants", func(t *testing.T) {
+		out := t.TempDir()
+		var stdout, stderr bytes.Buffer
+		code := cli(ctx, []string{"mutants", "--profile", "toy", "--parallel", "2", "--out", out}, &stdout, &stderr)
+		if code != exitOK || !strings.Contains(stdout.String(), "1 of 1 mutants killed") {
+			t.Fatalf("mutants --profile toy: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(out, toy.MutantStaleRead, "index.html")); err != nil {
+			t.Errorf("no report of the mutant's run: %v", err)
+		}
+	})
+}
