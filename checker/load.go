@@ -3,13 +3,14 @@ package checker
 import (
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/rundir"
 	"io/fs"
 )
 
 // File names of a history and a ledger in a run directory.
 const (
-	HistoryFile = "history.jsonl"
-	LedgerFile  = "ledger.jsonl"
+	HistoryFile = rundir.History
+	LedgerFile  = rundir.Ledger
 )
 
 // Load reads HistoryFile and, when present, LedgerFile from fsys (a run

@@ -6,6 +6,7 @@
 package reports
 
 import (
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 	"slices"
 	"sort"
@@ -21,9 +22,9 @@ const SchemaVersion = 1
 
 // File names WriteAll writes in a run directory.
 const (
-	ResultFile = "result.json"
-	JUnitFile  = "junit.xml"
-	HTMLFile   = "index.html"
+	ResultFile = rundir.Result
+	JUnitFile  = rundir.JUnit
+	HTMLFile   = rundir.HTML
 )
 
 // Result is one finished run, everything a report shows. It never holds a

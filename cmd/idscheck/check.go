@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/rundir"
 	"io"
 	"io/fs"
 	"os"
@@ -75,7 +76,7 @@ type checkOptions struct {
 
 func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error) {
 	var run chaosRun
-	b, err := os.ReadFile(filepath.Join(dir, "chaos.json"))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.Chaos))
 	if errors.Is(err, fs.ErrNotExist) {
 		return run, checker.History{}, checker.Ledger{}, fmt.Errorf("no chaos.json in %s: run 'idscheck chaos --out %s' first", dir, dir)
 	}
@@ -85,7 +86,7 @@ func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error)
 	if err := json.Unmarshal(b, &run); err != nil {
 		return run, checker.History{}, checker.Ledger{}, fmt.Errorf("chaos.json: %w", err)
 	}
-	hf, err := os.Open(filepath.Join(dir, "history.jsonl"))
+	hf, err := os.Open(filepath.Join(dir, rundir.History))
 	if err != nil {
 		return run, checker.History{}, checker.Ledger{}, err
 	}
@@ -94,7 +95,7 @@ func readChaosDir(dir string) (chaosRun, checker.History, checker.Ledger, error)
 	if err != nil {
 		return run, h, checker.Ledger{}, err
 	}
-	lf, err := os.Open(filepath.Join(dir, "ledger.jsonl"))
+	lf, err := os.Open(filepath.Join(dir, rundir.Ledger))
 	if err != nil {
 		return run, h, checker.Ledger{}, err
 	}
@@ -148,11 +149,11 @@ func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int
 	}
 	rep := checkChaosRun(run, h, l, files)
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "check.json"), []byte(redactAll(string(b), o.Secrets)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.Check), []byte(redactAll(string(b), o.Secrets)+"\n"), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
 	}
-	viz := filepath.Join(dir, "linearization.html")
+	viz := filepath.Join(dir, rundir.Linearization)
 	os.Remove(viz)
 	if len(rep.FailingPartitions) > 0 {
 		var buf bytes.Buffer
@@ -170,7 +171,7 @@ func checkChaosDirWith(dir string, o checkOptions, stdout, stderr io.Writer) int
 	if err := reports.WriteAll(dir, doc); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 	} else {
-		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
+		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, rundir.HTML))
 	}
 	// The same exit as the run's: a requested fault never injected is
 	// UNKNOWN however clean the histories.
@@ -212,7 +213,7 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 		}
 		for i, a := range rep.Anomalies {
 			if i == 10 {
-				fmt.Fprintf(w, "  … %d more in %s\n", len(rep.Anomalies)-10, filepath.Join(dir, "check.json"))
+				fmt.Fprintf(w, "  … %d more in %s\n", len(rep.Anomalies)-10, filepath.Join(dir, rundir.Check))
 				break
 			}
 			fmt.Fprintf(w, "- %s %s: %s\n", a.Kind, a.Key, strings.TrimSpace(a.Explanation))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"os"
@@ -63,7 +64,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // matrixFile is the comparison page `idscheck report DIR1 DIR2 … --out DIR`
 // writes.
-const matrixFile = "matrix.html"
+const matrixFile = rundir.Matrix
 
 // runMatrix writes out/matrix.html: a row per rule, a column per run
 // directory, each cell linking to the rule in that run's index.html.
@@ -109,7 +110,7 @@ func runReport(cfg reportConfig, stdout, stderr io.Writer) int {
 	r, err := reports.ReadResult(cfg.dir)
 	fromChaos := false
 	if errors.Is(err, reports.ErrNoResult) {
-		if _, serr := os.Stat(filepath.Join(cfg.dir, "chaos.json")); serr != nil {
+		if _, serr := os.Stat(filepath.Join(cfg.dir, rundir.Chaos)); serr != nil {
 			fmt.Fprintf(stderr, "idscheck report: no %s in %s: run 'idscheck run --out %s' first\n", reports.ResultFile, cfg.dir, cfg.dir)
 			return exitUsage
 		}
@@ -213,7 +214,7 @@ func chaosDirResult(dir string) (*reports.Result, error) {
 		return nil, err
 	}
 	var rep checker.Report
-	b, err := os.ReadFile(filepath.Join(dir, "check.json"))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.Check))
 	if err == nil {
 		err = json.Unmarshal(b, &rep)
 	}
@@ -226,8 +227,8 @@ func chaosDirResult(dir string) (*reports.Result, error) {
 // chaosViews lists the linearization views present in a chaos run directory.
 func chaosViews(dir string) []string {
 	var viz []string
-	if _, err := os.Stat(filepath.Join(dir, "linearization.html")); err == nil {
-		viz = append(viz, "linearization.html")
+	if _, err := os.Stat(filepath.Join(dir, rundir.Linearization)); err == nil {
+		viz = append(viz, rundir.Linearization)
 	}
 	return viz
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/redact"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
@@ -652,12 +653,12 @@ func writeRunDir(dir string, doc *reports.Result, res *features.RunResult) error
 	}
 	b, err := json.MarshalIndent(res.Scenarios, "", "  ")
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "scenarios.json"), append(b, '\n'), 0o644)
+		err = os.WriteFile(filepath.Join(dir, rundir.Scenarios), append(b, '\n'), 0o644)
 	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("scenarios.json: %w", err))
 	}
-	if err := writeHistory(filepath.Join(dir, "history.jsonl"), res.Exchanges); err != nil {
+	if err := writeHistory(filepath.Join(dir, rundir.History), res.Exchanges); err != nil {
 		errs = append(errs, fmt.Errorf("history.jsonl: %w", err))
 	}
 	return errors.Join(errs...)
