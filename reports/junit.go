@@ -143,6 +143,9 @@ func WriteJUnit(w io.Writer, r *Result) error {
 	if r.Unreachable != "" {
 		add(spec.Rule{Profile: r.Profile}, junitUnreachableCase(r))
 	}
+	if sum := r.Summary(); sum.Total > 0 && r.Unreachable == "" && (sum.Judged == 0 || sum.Judged < r.MinJudged) {
+		add(spec.Rule{Profile: r.Profile}, junitCoverageCase(r, sum))
+	}
 	if len(order) == 0 {
 		suite(r.Profile) // an empty run still has its suite, with the run's properties
 	}
@@ -322,6 +325,20 @@ func junitUnreachableCase(r *Result) junitCase {
 	return junitCase{Name: "target unreachable", Classname: string(r.Profile), Time: "0.000",
 		Properties: []junitProperty{{"verdict", string(verdict.Unknown)}, {"exit_code", fmt.Sprint(r.ExitCode)}},
 		Error:      &junitProblem{Message: "target unreachable: " + oneLine(r.Unreachable, 300), Type: "unreachable", Body: xmlText(body.String())}}
+}
+
+// junitCoverageCase is the testcase of a run that judged too few testable
+// rules: an <error>, so that a CI job shows that nothing (or too little) was
+// tested rather than a column of skipped rules.
+func junitCoverageCase(r *Result, sum Summary) junitCase {
+	msg := fmt.Sprintf("judged %d of %d testable rules (at least %d required): not a pass", sum.Judged, sum.Testable, max(r.MinJudged, 1))
+	var body strings.Builder
+	for _, nj := range sum.NotJudged {
+		fmt.Fprintf(&body, "%d × %s\n", nj.N, nj.Reason)
+	}
+	return junitCase{Name: "rules judged", Classname: string(r.Profile), Time: "0.000",
+		Properties: []junitProperty{{"verdict", string(verdict.Unknown)}, {"exit_code", fmt.Sprint(r.ExitCode)}},
+		Error:      &junitProblem{Message: msg, Type: "coverage", Body: xmlText(body.String())}}
 }
 
 // blockedLine is "blocked by RULE: reason", or "blocked: reason" when

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"fmt"
 	"github.com/idscheck/idscheck/verdict"
 	"html/template"
 	"os"
@@ -859,5 +860,62 @@ func TestResultRoundTripsReadingAndBlocked(t *testing.T) {
 	}
 	if s := back.Summary(); s.Counts[verdict.Blocked] != 1 || s.Counts[verdict.Reading] != 1 {
 		t.Errorf("summary of the result read back: %v", s.Counts)
+	}
+}
+
+// TestSummaryJudgedNothingIsNoPass: a run whose testable rules were all N/A
+// (or fewer judged than --min-judged) is UNKNOWN, never PASS; its N/A
+// reasons are grouped.
+func TestSummaryJudgedNothingIsNoPass(t *testing.T) {
+	rule := func(id, untestable string) spec.Rule {
+		r := fixtureRule(id, "1", spec.Must)
+		r.Untestable = untestable
+		return r
+	}
+	na := func(id, why string) RuleEntry {
+		return RuleEntry{Rule: rule(id, ""), Result: verdict.RuleResult{RuleID: id, Verdict: verdict.NA, Reason: why}}
+	}
+	pass := func(id string) RuleEntry {
+		return RuleEntry{Rule: rule(id, ""), Result: verdict.RuleResult{RuleID: id, Verdict: verdict.Pass}}
+	}
+	untestable := RuleEntry{Rule: rule("X-9", "a client's duty"), Result: verdict.RuleResult{RuleID: "X-9", Verdict: verdict.NA, Reason: "untestable"}}
+	for _, tc := range []struct {
+		name      string
+		rules     []RuleEntry
+		min       int
+		want      verdict.Verdict
+		judged    int
+		testable  int
+		topReason string
+	}{
+		{"all N/A", []RuleEntry{na("X-1", "no count read declared"), na("X-2", "no count read declared"), na("X-3", "no sink"), untestable}, 0, verdict.Unknown, 0, 3, "N/A: no count read declared"},
+		{"one judged", []RuleEntry{pass("X-1"), na("X-2", "no sink"), untestable}, 0, verdict.Pass, 1, 2, "N/A: no sink"},
+		{"fewer than --min-judged", []RuleEntry{pass("X-1"), na("X-2", "no sink")}, 2, verdict.Unknown, 1, 2, "N/A: no sink"},
+		{"as many as --min-judged", []RuleEntry{pass("X-1"), pass("X-2")}, 2, verdict.Pass, 2, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Profile: "x", Rules: tc.rules, MinJudged: tc.min}
+			s := r.Summary()
+			if s.Verdict != tc.want || s.Judged != tc.judged || s.Testable != tc.testable {
+				t.Errorf("verdict %s judged %d of %d, want %s judged %d of %d", s.Verdict, s.Judged, s.Testable, tc.want, tc.judged, tc.testable)
+			}
+			if tc.topReason != "" && (len(s.NotJudged) == 0 || s.NotJudged[0].Reason != tc.topReason) {
+				t.Errorf("not judged %+v, want %q first", s.NotJudged, tc.topReason)
+			}
+			var b bytes.Buffer
+			if err := WriteHTML(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("Judged %d of %d testable rules", tc.judged, tc.testable); !strings.Contains(b.String(), want) {
+				t.Errorf("the report does not say %q", want)
+			}
+			b.Reset()
+			if err := WriteJUnit(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(b.String(), `type="coverage"`); got != (tc.want == verdict.Unknown) {
+				t.Errorf("junit coverage error present %v, want %v:\n%s", got, tc.want == verdict.Unknown, b.String())
+			}
+		})
 	}
 }

@@ -59,6 +59,9 @@ type Result struct {
 	// ExpectedFailures names the expected-failures file, when one was given;
 	// RuleEntry.Expected marks the rules it lists.
 	ExpectedFailures string `json:"expected_failures,omitempty"`
+	// MinJudged is the least number of testable rules the run had to judge
+	// (--min-judged); a run judges at least one whatever it says.
+	MinJudged int `json:"min_judged,omitempty"`
 	// ExitCode is what the run exited with (see cmd/idscheck/cli.go).
 	ExitCode int `json:"exit_code"`
 	// Chaos is the chaos section; nil when no chaos ran.
@@ -123,6 +126,15 @@ type Summary struct {
 	// READING: a READING rule is counted but never fails the run nor keeps
 	// it undecided (a target that declared a reading and broke it has FAIL).
 	Verdict verdict.Verdict `json:"verdict"`
+	// Judged counts the testable rules the run judged (PASS, FAIL,
+	// NON-STRICT or READING) of Testable, the rules selected that the text
+	// lets a run test. A run that judged none, or fewer than
+	// Result.MinJudged, is UNKNOWN: it is never a pass.
+	Judged   int `json:"judged"`
+	Testable int `json:"testable"`
+	// NotJudged groups the testable rules left unjudged by why: the reason
+	// of an N/A (what the target did not declare), or the verdict.
+	NotJudged []ReasonCount `json:"not_judged,omitempty"`
 	// NewFailures are failing rules not listed as expected.
 	NewFailures []string `json:"new_failures,omitempty"`
 	// ExpectedFailing are failing rules listed as expected.
@@ -130,6 +142,18 @@ type Summary struct {
 	// NowPassing are rules listed as expected failures that passed: the
 	// expected-failures file must drop them, and the run fails until it does.
 	NowPassing []string `json:"now_passing,omitempty"`
+}
+
+// ReasonCount is how many rules were left unjudged for one reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	N      int    `json:"n"`
+}
+
+// Judged says whether a verdict judged its rule: the target was held to it
+// (PASS, FAIL, NON-STRICT, READING); N/A, UNKNOWN and BLOCKED judged nothing.
+func Judged(v verdict.Verdict) bool {
+	return v == verdict.Pass || v == verdict.Fail || v == verdict.NonStrict || v == verdict.Reading
 }
 
 // Verdicts is the order verdicts are shown in, worst first: failures, the
@@ -145,8 +169,21 @@ func (r *Result) Summary() Summary {
 		s.Counts[v] = 0
 	}
 	undecided := 0
+	why := map[string]int{}
 	for _, e := range r.Rules {
 		s.Counts[e.Result.Verdict]++
+		if e.Rule.Untestable == "" {
+			s.Testable++
+			if Judged(e.Result.Verdict) {
+				s.Judged++
+			} else {
+				reason := string(e.Result.Verdict)
+				if e.Result.Verdict == verdict.NA && e.Result.Reason != "" {
+					reason = "N/A: " + e.Result.Reason
+				}
+				why[reason]++
+			}
+		}
 		if e.Result.Verdict.Undecided() || !slices.Contains(Verdicts, e.Result.Verdict) {
 			undecided++ // a verdict this build does not know never reads as PASS
 		}
@@ -164,6 +201,8 @@ func (r *Result) Summary() Summary {
 		s.Verdict = verdict.Fail
 	case undecided > 0:
 		s.Verdict = verdict.Unknown
+	case s.Total > 0 && (s.Judged == 0 || s.Judged < r.MinJudged):
+		s.Verdict = verdict.Unknown // a run that judged nothing is not a pass
 	case s.Counts[verdict.NonStrict] > 0:
 		s.Verdict = verdict.NonStrict
 	default:
@@ -175,6 +214,13 @@ func (r *Result) Summary() Summary {
 	if r.Unreachable != "" && s.Verdict != verdict.Fail {
 		s.Verdict = verdict.Unknown // nothing was checked: never a pass
 	}
+	for reason, n := range why {
+		s.NotJudged = append(s.NotJudged, ReasonCount{Reason: reason, N: n})
+	}
+	sort.Slice(s.NotJudged, func(i, j int) bool {
+		a, b := s.NotJudged[i], s.NotJudged[j]
+		return a.N > b.N || (a.N == b.N && a.Reason < b.Reason)
+	})
 	sort.Strings(s.NewFailures)
 	sort.Strings(s.ExpectedFailing)
 	sort.Strings(s.NowPassing)

@@ -50,6 +50,7 @@ type runConfig struct {
 	scenarioTimeout  time.Duration
 	healthWait       time.Duration
 	maxDuration      time.Duration
+	minJudged        int
 	mutant           string
 	serverReadings   string   // --readings: which readings the bundled server follows
 	setFlags         []string // flags given on the command line, in order, for the reproduce line
@@ -111,6 +112,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.healthWait, "health-wait", defaultHealthWait, "how long to wait for GET /health to answer 200 before giving up (exit 3, the report says why); each probe is bounded by min(--request-timeout, 2s)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation; see idscheck mutants)")
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
+	fs.IntVar(&c.minJudged, "min-judged", 1, "the least number of testable rules the run must judge (PASS, FAIL, NON-STRICT or READING); fewer: exit 4, never a pass")
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return c, code, true
@@ -315,6 +317,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res.Redact(secrets)
 	g := gate(res.Rules, rules, expected, c.strict)
 	doc := newRunResult(c, target, bundled, res, rules, expected, g, secrets)
+	g = g.covered(doc.Summary(), c.minJudged)
+	doc.ExitCode = g.code
 	if err := writeRunDir(c.out, doc, res); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		if _, serr := os.Stat(filepath.Join(c.out, reports.ResultFile)); serr != nil {
@@ -612,6 +616,23 @@ func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]b
 	return g
 }
 
+// covered holds a run that judged too few testable rules to undecided (exit
+// 4): a run that judged nothing is not a pass. A failure stays a failure.
+func (g gateResult) covered(sum reports.Summary, minJudged int) gateResult {
+	if g.code == exitFailed || (sum.Judged > 0 && sum.Judged >= minJudged) {
+		return g
+	}
+	g.code = exitUndecided
+	g.message = fmt.Sprintf("judged %d of %d testable rules, fewer than the %d required (--min-judged): not a pass", sum.Judged, sum.Testable, max(minJudged, 1))
+	if sum.Judged == 0 {
+		g.message = fmt.Sprintf("judged none of the %d testable rules: nothing was tested, so this is not a pass", sum.Testable)
+	}
+	if len(sum.NotJudged) > 0 {
+		g.message += "; most were left for: " + sum.NotJudged[0].Reason + " (declare what the target offers: see the target file in -h)"
+	}
+	return g
+}
+
 // newRunResult builds the reports.Result of a run: every selected rule with
 // its verdict, the expected-failure marks, the exit code, and the secrets
 // the renderers must redact.
@@ -630,6 +651,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 		NotCovered:       res.NotCovered,
 		ExpectedFailures: c.expectedFailures,
 		ExitCode:         g.code,
+		MinJudged:        c.minJudged,
 		Notes:            []string{fmt.Sprintf("exit %d: %s", g.code, g.message)},
 		Redact:           secrets,
 	}
@@ -695,6 +717,18 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	if n := len(doc.NotCovered); n > 0 {
 		fmt.Fprintf(&b, "  %-10s %d (no scenario: %s)\n", "NOT RUN", n, strings.Join(doc.NotCovered, ", "))
 	}
+	fmt.Fprintf(&b, "judged %d of %d testable rules", sum.Judged, sum.Testable)
+	for i, r := range sum.NotJudged {
+		if i == 0 {
+			b.WriteString("; not judged:")
+		}
+		if i == 3 {
+			fmt.Fprintf(&b, " …and %d more reasons (see the report)", len(sum.NotJudged)-3)
+			break
+		}
+		fmt.Fprintf(&b, " %d × %s;", r.N, oneLine(r.Reason, 100))
+	}
+	b.WriteString("\n")
 	nowPasses := map[string]bool{}
 	for _, id := range g.nowPasses {
 		nowPasses[id] = true

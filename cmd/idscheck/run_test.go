@@ -533,3 +533,38 @@ func TestRunIDSTargetNeedsNoAPIKey(t *testing.T) {
 		t.Errorf("stderr does not say the effect rules go N/A:\n%s", stderr)
 	}
 }
+
+// TestRunThatJudgedNothingIsNoPass (issue 18, case 1): a plain web server
+// that answers /health and nothing of the protocol gets every rule N/A; the
+// run says it judged none and exits 4 (--strict or not), its report is not
+// a pass and its JUnit holds a coverage error.
+func TestRunThatJudgedNothingIsNoPass(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			io.WriteString(w, "ok\n")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := cli(t.Context(), []string{"run", "--profile", "http-idempotency", "--strict", "--target", srv.URL, "--out", out}, &stdout, &stderr)
+	if code != exitUndecided {
+		t.Fatalf("exit %d, want %d (undecided)\n%s\n%s", code, exitUndecided, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "judged 0 of ") || !strings.Contains(stdout.String(), "not a pass") {
+		t.Errorf("the run does not say it judged nothing:\n%s", stdout.String())
+	}
+	doc, err := reports.ReadResult(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := doc.Summary().Verdict; v != verdict.Unknown {
+		t.Errorf("report verdict %s, want UNKNOWN", v)
+	}
+	junit, _ := os.ReadFile(filepath.Join(out, reports.JUnitFile))
+	if !strings.Contains(string(junit), `type="coverage"`) {
+		t.Errorf("junit.xml has no coverage error:\n%s", junit)
+	}
+}
