@@ -4,6 +4,7 @@
 package redact
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"regexp"
@@ -83,33 +84,59 @@ func unquote(v string) string {
 }
 
 // Redactor replaces secrets in text. The zero value and nil replace nothing.
+// A secret of 4 bytes or more is replaced wherever it stands; a shorter one
+// (a 3-character API key) wherever it stands as a token of its own — not
+// inside a longer word, which would shred ordinary text — and always as the
+// whole value of a credential header (SecretHeader).
 type Redactor struct {
 	secrets []string
+	marker  string
 	rep     *strings.Replacer
+	short   *regexp.Regexp // the secrets shorter than minSecret, as tokens
 }
 
-// NewRedactor returns a Redactor of the given secret values (shorter than 4
-// bytes: ignored; longest first, so a secret that contains another goes
-// whole).
+// NewRedactor returns a Redactor of the given secret values that writes
+// Redacted in their place (longest first, so a secret that contains
+// another goes whole; empty values ignored).
 func NewRedactor(secrets ...string) *Redactor {
+	return NewRedactorMarker(Redacted, secrets...)
+}
+
+// NewRedactorMarker is NewRedactor writing marker in place of a secret.
+func NewRedactorMarker(marker string, secrets ...string) *Redactor {
 	var ss []string
 	for _, s := range secrets {
-		if len(s) >= minSecret && !slices.Contains(ss, s) {
+		if s != "" && !slices.Contains(ss, s) {
 			ss = append(ss, s)
 		}
 	}
 	slices.SortFunc(ss, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
-	r := &Redactor{secrets: ss}
-	if len(ss) > 0 {
-		pairs := make([]string, 0, 4*len(ss))
-		for _, s := range ss {
-			pairs = append(pairs, s, Redacted)
-			// its JSON-escaped form, as it stands inside a JSON string
-			if q, _ := json.Marshal(s); len(q) > 2 && string(q[1:len(q)-1]) != s {
-				pairs = append(pairs, string(q[1:len(q)-1]), Redacted)
+	r := &Redactor{secrets: ss, marker: marker}
+	var pairs, short []string
+	for _, s := range ss {
+		if len(s) < minSecret {
+			short = append(short, regexp.QuoteMeta(s))
+			continue
+		}
+		pairs = append(pairs, s, marker)
+		// its JSON-escaped forms, as it stands inside a JSON string (with
+		// and without HTML escaping)
+		for _, html := range []bool{true, false} {
+			var q bytes.Buffer
+			e := json.NewEncoder(&q)
+			e.SetEscapeHTML(html)
+			if e.Encode(s) == nil {
+				if esc := strings.TrimSpace(q.String()); len(esc) > 2 && esc[1:len(esc)-1] != s && !slices.Contains(pairs, esc[1:len(esc)-1]) {
+					pairs = append(pairs, esc[1:len(esc)-1], marker)
+				}
 			}
 		}
+	}
+	if len(pairs) > 0 {
 		r.rep = strings.NewReplacer(pairs...)
+	}
+	if len(short) > 0 {
+		r.short = regexp.MustCompile(`(^|[^\w-])(` + strings.Join(short, "|") + `)($|[^\w-])`)
 	}
 	return r
 }
@@ -123,12 +150,67 @@ func (r *Redactor) Secrets() []string {
 	return slices.Clone(r.secrets)
 }
 
-// String replaces every secret value in s with Redacted.
+// String replaces every secret value in s with the marker.
 func (r *Redactor) String(s string) string {
-	if r == nil || r.rep == nil {
+	if r == nil {
 		return s
 	}
-	return r.rep.Replace(s)
+	if r.rep != nil {
+		s = r.rep.Replace(s)
+	}
+	if r.short != nil {
+		// The pattern consumes the characters around a match: run it until
+		// nothing is left, so that two short secrets side by side both go.
+		for i := 0; i < 4 && r.short.MatchString(s); i++ {
+			s = r.short.ReplaceAllString(s, "${1}"+r.marker+"${3}")
+		}
+	}
+	return s
+}
+
+// Header returns a copy of the header h with every secret replaced, and
+// with the whole value of every credential header (SecretHeader) replaced
+// whatever it holds. h itself is never modified (it may be shared).
+func (r *Redactor) Header(h map[string][]string) map[string][]string {
+	if h == nil {
+		return nil
+	}
+	marker := Redacted
+	if r != nil {
+		marker = r.marker
+	}
+	out := make(map[string][]string, len(h))
+	for k, vs := range h {
+		n := make([]string, len(vs))
+		for i, v := range vs {
+			if SecretHeader(k) && v != "" {
+				n[i] = marker
+			} else {
+				n[i] = r.String(v)
+			}
+		}
+		out[k] = n
+	}
+	return out
+}
+
+// secretHeaders are the request and response headers whose values are
+// credentials.
+var secretHeaders = map[string]bool{
+	"authorization":       true,
+	"proxy-authorization": true,
+	"x-api-key":           true,
+	"x-admin-token":       true,
+	"cookie":              true,
+	"set-cookie":          true,
+}
+
+// SecretHeader reports whether a header's value is a credential
+// (Authorization, X-API-Key, Cookie, …) or is named like one (any header
+// whose name says token, secret, key or password: X-Metrics-Token).
+func SecretHeader(name string) bool {
+	l := strings.ToLower(name)
+	return secretHeaders[l] || (strings.HasPrefix(l, "x-") && SecretName(l) && !strings.Contains(l, "idempotency"))
 }
 
 // Command redacts a start command for display: every known secret value is

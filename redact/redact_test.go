@@ -39,3 +39,33 @@ func TestCommandSecretsAndRedaction(t *testing.T) {
 		t.Error("a nil Redactor must replace nothing")
 	}
 }
+
+// TestShortSecretsAreRedacted: a secret of any length goes (issue 18, case
+// 8): a 3-character key wherever it stands as a token, never inside a word;
+// a credential header's value whatever it holds.
+func TestShortSecretsAreRedacted(t *testing.T) {
+	r := NewRedactorMarker("[x]", "abc", "q", "a-long-secret")
+	for in, want := range map[string]string{
+		"abc":                         "[x]",
+		`{"api_key":"abc","n":1}`:     `{"api_key":"[x]","n":1}`,
+		"key=abc&other=abcdef":        "key=[x]&other=abcdef",
+		"abc abc":                     "[x] [x]",
+		"the q is q":                  "the [x] is [x]",
+		"quick abcd xabc":             "quick abcd xabc",
+		"token a-long-secret and abc": "token [x] and [x]",
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		}
+	}
+	h := r.Header(map[string][]string{"X-Api-Key": {"zz"}, "X-Metrics-Token": {"t0k"}, "Idempotency-Key": {"k-abc"}, "Content-Type": {"abc"}})
+	if h["X-Api-Key"][0] != "[x]" || h["X-Metrics-Token"][0] != "[x]" {
+		t.Errorf("credential headers kept a value: %v", h)
+	}
+	if h["Idempotency-Key"][0] != "k-abc" || h["Content-Type"][0] != "[x]" {
+		t.Errorf("an ordinary header was blanked or kept a secret: %v", h)
+	}
+	if NewRedactor("abc").String("abcabc") != "abcabc" {
+		t.Error("a short secret inside a word was replaced")
+	}
+}

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/redact"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/idscheck/idscheck/checker"
 )
@@ -157,17 +157,6 @@ func DecodeResult(rd io.Reader) (*Result, error) {
 	return r, nil
 }
 
-// secretHeaders are request and response headers whose values are
-// credentials: they are replaced in every rendering.
-var secretHeaders = map[string]bool{
-	"authorization":       true,
-	"proxy-authorization": true,
-	"x-api-key":           true,
-	"x-admin-token":       true,
-	"cookie":              true,
-	"set-cookie":          true,
-}
-
 const redactedText = "[redacted]"
 
 // redacted returns a deep enough copy of r in which credential headers of
@@ -175,22 +164,8 @@ const redactedText = "[redacted]"
 // and times carry no monotonic reading. r itself is not changed.
 func redacted(r *Result) *Result {
 	c := *r
-	var repl *strings.Replacer
-	var pairs []string
-	for _, s := range r.Redact {
-		if len(s) >= 4 { // a shorter "secret" would blank out ordinary text
-			pairs = append(pairs, s, redactedText)
-		}
-	}
-	if len(pairs) > 0 {
-		repl = strings.NewReplacer(pairs...)
-	}
-	str := func(s string) string {
-		if repl == nil {
-			return s
-		}
-		return repl.Replace(s)
-	}
+	rep := redact.NewRedactorMarker(redactedText, r.Redact...)
+	str := rep.String
 	c.Redact = nil
 	// Wall clock only: a monotonic reading would make a duration rendered
 	// now differ from the same one rendered from result.json.
@@ -214,8 +189,8 @@ func redacted(r *Result) *Result {
 					exs := make([]verdict.Exchange, len(x.Exchanges))
 					for k, ex := range x.Exchanges {
 						ex.Path = str(ex.Path)
-						ex.ReqHeaders = redactHeaders(ex.ReqHeaders, str)
-						ex.RespHeaders = redactHeaders(ex.RespHeaders, str)
+						ex.ReqHeaders = rep.Header(ex.ReqHeaders)
+						ex.RespHeaders = rep.Header(ex.RespHeaders)
 						ex.ReqBody = str(ex.ReqBody)
 						ex.RespBody = str(ex.RespBody)
 						ex.Err = str(ex.Err)
@@ -249,11 +224,11 @@ func redacted(r *Result) *Result {
 		if r.Chaos.Anomalies == nil {
 			ch.Anomalies = nil
 		}
-		if repl != nil {
+		if len(r.Redact) > 0 {
 			// Every other field of the section (anomaly keys, their
 			// operations and effects, fault parameters, failing keys) may
 			// carry what the workload sent: redact them all, through JSON.
-			ch = redactChaos(ch, r.Redact)
+			ch = redactChaos(ch, rep)
 		}
 		c.Chaos = &ch
 	}
@@ -261,32 +236,17 @@ func redacted(r *Result) *Result {
 }
 
 // redactChaos returns ch with every secret replaced in every string it
-// holds, by a JSON round trip (each secret also in its JSON-escaped form).
-// It returns ch unchanged when the round trip fails.
-func redactChaos(ch Chaos, secrets []string) Chaos {
+// holds, by a JSON round trip (the Redactor replaces each secret's
+// JSON-escaped form too). It returns ch unchanged when the round trip fails.
+func redactChaos(ch Chaos, rep *redact.Redactor) Chaos {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(ch); err != nil {
 		return ch
 	}
-	var pairs []string
-	for _, s := range secrets {
-		if len(s) < 4 {
-			continue
-		}
-		pairs = append(pairs, s, redactedText)
-		var q bytes.Buffer
-		e := json.NewEncoder(&q)
-		e.SetEscapeHTML(false) // as ch is encoded
-		if e.Encode(s) == nil {
-			if esc := strings.TrimSuffix(strings.TrimSpace(q.String()), "\n"); len(esc) > 2 && esc[1:len(esc)-1] != s {
-				pairs = append(pairs, esc[1:len(esc)-1], redactedText)
-			}
-		}
-	}
 	var out Chaos
-	if err := json.Unmarshal([]byte(strings.NewReplacer(pairs...).Replace(b.String())), &out); err != nil {
+	if err := json.Unmarshal([]byte(rep.String(b.String())), &out); err != nil {
 		return ch
 	}
 	return out
@@ -299,25 +259,6 @@ func mapStrings(ss []string, f func(string) string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = f(s)
-	}
-	return out
-}
-
-func redactHeaders(h map[string][]string, str func(string) string) map[string][]string {
-	if h == nil {
-		return nil
-	}
-	out := make(map[string][]string, len(h))
-	for k, vs := range h {
-		nv := make([]string, len(vs))
-		for i, v := range vs {
-			if secretHeaders[strings.ToLower(k)] {
-				nv[i] = redactedText
-			} else {
-				nv[i] = str(v)
-			}
-		}
-		out[k] = nv
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -566,5 +567,40 @@ func TestRunThatJudgedNothingIsNoPass(t *testing.T) {
 	junit, _ := os.ReadFile(filepath.Join(out, reports.JUnitFile))
 	if !strings.Contains(string(junit), `type="coverage"`) {
 		t.Errorf("junit.xml has no coverage error:\n%s", junit)
+	}
+}
+
+// TestShortSecretNeverWritten (issue 18, case 8): an API key of 3
+// characters, echoed back by the target, appears in no file of the run
+// directory nor in the output.
+func TestShortSecretNeverWritten(t *testing.T) {
+	const key = "k3y"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"ok":true,"you":%q,"path":%q}`, r.Header.Get("X-Api-Key"), r.URL.Path)
+	}))
+	defer srv.Close()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	cli(t.Context(), []string{"run", "--profile", "ids", "--target", srv.URL, "--api-key", key, "--out", out,
+		"--request-timeout", "2s", "--max-duration", "2m"}, &stdout, &stderr)
+	token := regexp.MustCompile(`(^|[^\w-])` + key + `($|[^\w-])`)
+	if token.MatchString(stdout.String() + stderr.String()) {
+		t.Errorf("the output holds the key:\n%s\n%s", stdout.String(), stderr.String())
+	}
+	files := 0
+	filepath.Walk(out, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		files++
+		b, _ := os.ReadFile(p)
+		if loc := token.FindIndex(b); loc != nil {
+			t.Errorf("%s holds the key: …%s…", filepath.Base(p), b[max(0, loc[0]-60):min(len(b), loc[1]+60)])
+		}
+		return nil
+	})
+	if files < 3 {
+		t.Fatalf("the run wrote %d files: %s", files, stderr.String())
 	}
 }

@@ -692,13 +692,13 @@ func (t *targetFlags) Target() features.Target {
 // each), the password of a URL's user info, the values of target_cmd's
 // VAR=value assignments and --flag=value options whose name looks secret
 // (KEY, TOKEN, SECRET, PASSWORD, ...). A literal occurrence of a credential
-// inside target_cmd is covered by the credential itself. Values shorter
-// than 4 bytes are left out: redacting them would shred ordinary text.
+// inside target_cmd is covered by the credential itself. A value of any
+// length counts (redact.Redactor replaces a short one as a token of its own).
 func (t *targetFlags) Secrets() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
-		if len(s) >= 4 && !seen[s] {
+		if s != "" && !seen[s] {
 			seen[s] = true
 			out = append(out, s)
 		}
