@@ -59,6 +59,9 @@ type Profile struct {
 	Section *TargetSection
 	// Serve runs its bundled server as a process (nil: it has none).
 	Serve *ServeCommand
+	// Preflight proves the target speaks the protocol and its credentials
+	// work, before any scenario (nil: GET /health alone).
+	Preflight Preflight
 	// Chaos is the profile's chaos workload (idscheck chaos --profile);
 	// nil when it has none. (The Intent Protocol's workload predates the
 	// field: the chaos command runs it for the intent profile.)

@@ -313,7 +313,11 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 // answered: an <error> naming the cause, so a CI job shows why it failed.
 func junitUnreachableCase(r *Result) junitCase {
 	var body strings.Builder
-	fmt.Fprintf(&body, "target unreachable: %s\n", r.Unreachable)
+	if r.Preflight {
+		fmt.Fprintf(&body, "preflight failed: %s\n", r.Unreachable)
+	} else {
+		fmt.Fprintf(&body, "target unreachable: %s\n", r.Unreachable)
+	}
 	if r.Target.URL != "" {
 		fmt.Fprintf(&body, "target: %s\n", r.Target.URL)
 	}
@@ -322,9 +326,13 @@ func junitUnreachableCase(r *Result) junitCase {
 			fmt.Fprintf(&body, "%s\n", n)
 		}
 	}
-	return junitCase{Name: "target unreachable", Classname: string(r.Profile), Time: "0.000",
+	name, kind := "target unreachable", "unreachable"
+	if r.Preflight {
+		name, kind = "preflight", "preflight"
+	}
+	return junitCase{Name: name, Classname: string(r.Profile), Time: "0.000",
 		Properties: []junitProperty{{"verdict", string(verdict.Unknown)}, {"exit_code", fmt.Sprint(r.ExitCode)}},
-		Error:      &junitProblem{Message: "target unreachable: " + oneLine(r.Unreachable, 300), Type: "unreachable", Body: xmlText(body.String())}}
+		Error:      &junitProblem{Message: name + ": " + oneLine(r.Unreachable, 300), Type: kind, Body: xmlText(body.String())}}
 }
 
 // junitCoverageCase is the testcase of a run that judged too few testable

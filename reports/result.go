@@ -73,6 +73,10 @@ type Result struct {
 	// exit code is then 3, Rules is empty, the verdict UNKNOWN, and every
 	// report leads with the cause (junit.xml: one <error> testcase).
 	Unreachable string `json:"unreachable,omitempty"`
+	// Preflight says that Unreachable is why the preflight failed: the
+	// target answered, but not as the protocol does (exit 3), or refused a
+	// credential it was given (exit 2). No rule was checked either way.
+	Preflight bool `json:"preflight,omitempty"`
 
 	// Redact lists secret values (API keys, tokens) to replace by
 	// "[redacted]" wherever they appear. Never written.

@@ -294,6 +294,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return unreachable(c, target, secrets, started, cause, stdout, stderr)
 	}
+	if prof.Preflight != nil {
+		if err := prof.Preflight(ctx, target, min(c.requestTimeout, 10*time.Second)); err != nil {
+			return preflightFailed(c, target, secrets, started, err, stdout, stderr)
+		}
+	}
 
 	rules := prof.Rules()
 	runCtx, cancel := context.WithTimeout(ctx, c.maxDuration)
@@ -334,6 +339,57 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: --max-duration %s passed; the scenarios left are UNKNOWN\n", c.maxDuration)
 	}
 	return g.code
+}
+
+// preflightFailed ends a run whose preflight failed: a refused credential
+// is exit 2 naming it, a target that answered but not as the protocol does
+// is exit 3 saying what it answered, anything else (the target could not be
+// asked) is unreachable. The reports are written as for an unreachable
+// target: no rule verdict.
+func preflightFailed(c runConfig, target features.Target, secrets []string, started time.Time, err error, stdout, stderr io.Writer) int {
+	var cred *harness.CredentialError
+	var other *harness.NotProtocolError
+	cause := redactAll(err.Error(), secrets)
+	switch {
+	case errors.As(err, &cred):
+		fmt.Fprintf(stderr, "idscheck run: %s\n  give the credential the target expects (see idscheck run -h: the target's flags and file)\n", cause)
+		return writeStopped(c, target, secrets, started, cause, exitUsage, "Give the credential the target expects: the run judged nothing.", stdout, stderr)
+	case errors.As(err, &other):
+		fmt.Fprintf(stderr, "idscheck run: the target does not speak the %s profile: %s\n", c.profile, cause)
+		return writeStopped(c, target, secrets, started, cause, exitUnreachable,
+			"Check that --target is the base URL of a "+c.profile+" service (see idscheck run -h and the profile's page in docs/).", stdout, stderr)
+	}
+	return unreachable(c, target, secrets, started, "preflight: "+cause, stdout, stderr)
+}
+
+// writeStopped writes the reports of a run the preflight stopped (exit code
+// code, the cause in every report) and says so on stdout.
+func writeStopped(c runConfig, target features.Target, secrets []string, started time.Time, cause string, code int, fix string, stdout, stderr io.Writer) int {
+	doc := &reports.Result{
+		Tool:             reports.CurrentTool(),
+		Profile:          spec.Profile(c.profile),
+		Decisions:        profileDecisions(spec.Profile(c.profile)),
+		Target:           reports.Target{URL: target.BaseURL, Bundled: c.tgt.URL == "", Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
+		Seed:             c.seed,
+		Command:          redactAll(c.reproduce(), secrets),
+		Started:          started,
+		Finished:         time.Now(),
+		Strict:           c.strict,
+		Select:           c.globs(),
+		ExpectedFailures: c.expectedFailures,
+		ExitCode:         code,
+		Unreachable:      cause,
+		Preflight:        true,
+		Notes:            []string{fmt.Sprintf("exit %d: preflight failed: %s", code, cause), "No rule was checked. " + fix},
+		Redact:           secrets,
+	}
+	if err := reports.WriteAll(c.out, doc); err != nil {
+		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
+		return code
+	}
+	fmt.Fprintf(stdout, "\nidscheck run: preflight failed, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: preflight failed\n",
+		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, code)
+	return code
 }
 
 // unreachable ends a run whose target never answered GET /health with 200:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,50 @@ func TestToyThroughTheRegistry(t *testing.T) {
 			if got != string(tc.want) {
 				t.Errorf("run --mutant %q: TOY-1-read-back %s, want %s", tc.mutant, got, tc.want)
 			}
+		}
+	})
+
+	t.Run("preflight", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			health string
+			status int
+			code   int
+			says   string
+		}{
+			{"a refused credential is a configuration answer", `{"ok":true}`, http.StatusUnauthorized, exitUsage, "the target refuses the API key"},
+			{"a target that is not the protocol", "<html>hello</html>", http.StatusOK, exitUnreachable, "does not speak the toy profile"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/health" {
+						io.WriteString(w, tc.health)
+						return
+					}
+					w.WriteHeader(tc.status)
+					io.WriteString(w, `{"error":"invalid API key"}`)
+				}))
+				defer srv.Close()
+				out := t.TempDir()
+				var stdout, stderr bytes.Buffer
+				code := cli(ctx, []string{"run", "--profile", "toy", "--target", srv.URL, "--api-key", "wrong-key", "--out", out}, &stdout, &stderr)
+				if code != tc.code || !strings.Contains(stderr.String(), tc.says) {
+					t.Fatalf("exit %d (want %d); stderr does not say %q:\n%s", code, tc.code, tc.says, stderr.String())
+				}
+				doc, err := reports.ReadResult(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(doc.Rules) != 0 || !doc.Preflight || doc.ExitCode != tc.code {
+					t.Errorf("the report holds %d rule verdicts, preflight %v, exit %d", len(doc.Rules), doc.Preflight, doc.ExitCode)
+				}
+				for _, f := range []string{reports.ResultFile, reports.JUnitFile, reports.HTMLFile} {
+					b, _ := os.ReadFile(filepath.Join(out, f))
+					if strings.Contains(string(b), "wrong-key") {
+						t.Errorf("%s holds the credential", f)
+					}
+				}
+			})
 		}
 	})
 

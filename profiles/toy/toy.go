@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/cucumber/godog"
@@ -45,11 +46,12 @@ func Profile() harness.Profile {
 				{ID: "TOY-2-not-found", Profile: Name, Section: "2", Level: spec.Must, Quote: "A read of an unknown key MUST answer 404.", Explanation: "clients cannot tell absence from emptiness"},
 			}
 		},
-		Suite:   &features.Suite{FS: feature, Paths: []string{"toy.feature"}, Steps: steps},
-		Models:  []checker.Model{Register{}},
-		Bundled: bundled,
-		Mutants: []harness.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
-		Serve:   &harness.ServeCommand{Flags: serveFlags},
+		Suite:     &features.Suite{FS: feature, Paths: []string{"toy.feature"}, Steps: steps},
+		Models:    []checker.Model{Register{}},
+		Bundled:   bundled,
+		Mutants:   []harness.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
+		Serve:     &harness.ServeCommand{Flags: serveFlags},
+		Preflight: preflight,
 	}
 }
 
@@ -193,4 +195,28 @@ func serveFlags(*flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) 
 		}
 		return harness.ServeHandler(ctx, c, string(Name), b.Handler, b.Close)
 	}
+}
+
+// preflight: GET /health answers {"ok":true}, and a read with the API key
+// is not refused.
+func preflight(ctx context.Context, t features.Target, timeout time.Duration) error {
+	c, err := client.New(t.BaseURL, client.Options{APIKey: t.APIKey, Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/health"})
+	if err != nil {
+		return err
+	}
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"ok":true`) {
+		return &harness.NotProtocolError{Call: "GET /health", Answer: fmt.Sprintf("%d %.60q", r.Status, r.Body), Hint: `a toy store answers {"ok":true}`}
+	}
+	r, err = c.Do(ctx, client.Request{Method: http.MethodGet, Path: "/items/preflight"})
+	if err != nil {
+		return err
+	}
+	if r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+		return &harness.CredentialError{Credential: "the API key", Call: "GET /items/preflight", Answer: fmt.Sprintf("%d %.60q", r.Status, r.Body)}
+	}
+	return nil
 }
