@@ -61,6 +61,7 @@ const (
 	DefaultMaxEvidence     = 20   // exchanges kept per rule
 	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
 	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
+	DefaultTransportLimit  = 6    // transport-dead scenarios in all before the run gives up
 	minimumScenarioTimeout = 5 * time.Second
 )
 
@@ -86,8 +87,13 @@ type RunConfig struct {
 	// on transport errors, the rest are not run (UNKNOWN, "target stopped
 	// answering") so a dead target cannot make a run last hours.
 	UnknownStreak int
-	MaxEvidence   int // exchanges kept as evidence per rule
-	MaxBody       int // bytes kept of each body in evidence
+	// TransportLimit: after this many scenarios in all that end UNKNOWN on
+	// transport errors (timeouts, resets, malformed HTTP), consecutive or
+	// not, the rest are not run either: a target that answers now and then
+	// with resets and timeouts between cannot make a run last hours.
+	TransportLimit int
+	MaxEvidence    int // exchanges kept as evidence per rule
+	MaxBody        int // bytes kept of each body in evidence
 	// Progress receives one line per scenario (nil: none); when ProgressTTY
 	// is set it receives a live line redrawn in place instead.
 	Progress    io.Writer
@@ -284,6 +290,9 @@ func withDefaults(cfg RunConfig) RunConfig {
 	if cfg.UnknownStreak <= 0 {
 		cfg.UnknownStreak = DefaultUnknownStreak
 	}
+	if cfg.TransportLimit <= 0 {
+		cfg.TransportLimit = DefaultTransportLimit
+	}
 	if cfg.MaxEvidence <= 0 {
 		cfg.MaxEvidence = DefaultMaxEvidence
 	}
@@ -377,6 +386,7 @@ type hooks struct {
 	start    time.Time
 	cancel   context.CancelFunc
 	streak   int // consecutive transport-dead scenarios
+	dead     int // transport-dead scenarios in all
 	aborted  bool
 	results  []ScenarioResult
 	byKey    map[string]int
@@ -457,9 +467,15 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 	}
 	if r.Transport && !errors.Is(err, errRunAborted) {
 		h.streak++
-		if h.streak >= h.cfg.UnknownStreak && !h.aborted {
+		h.dead++
+		switch {
+		case h.aborted:
+		case h.streak >= h.cfg.UnknownStreak:
 			h.aborted = true
 			h.cfg.Logger.Warn("target stopped answering; skipping the remaining scenarios", "after", h.streak)
+		case h.dead >= h.cfg.TransportLimit:
+			h.aborted = true
+			h.cfg.Logger.Warn("target failed at the transport level too often; skipping the remaining scenarios", "scenarios", h.dead)
 		}
 	} else if !r.Transport {
 		h.streak = 0

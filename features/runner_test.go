@@ -427,6 +427,36 @@ func TestRunGivesUpOnADeadTarget(t *testing.T) {
 	}
 }
 
+// TestRunGivesUpOnAFlakyTarget (issue 18, case 6): transport-dead scenarios
+// between live ones never make a streak, yet after TransportLimit of them in
+// all the rest are not run: a target that answers now and then cannot make
+// a run last hours.
+func TestRunGivesUpOnAFlakyTarget(t *testing.T) {
+	for _, limit := range []int{2, 100} {
+		cfg := selfTestConfig(startHangTarget(t), 1)
+		cfg.UnknownStreak, cfg.TransportLimit = 100, limit
+		res, err := Run(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, notRun := 0, 0
+		for _, s := range res.Scenarios {
+			switch {
+			case strings.HasPrefix(s.Reason, "not run"):
+				notRun++
+			case s.Transport:
+				dead++
+			}
+		}
+		if limit == 2 && (dead != 2 || notRun == 0) {
+			t.Errorf("limit 2: %d dead scenarios and %d not run, want 2 dead and the rest not run", dead, notRun)
+		}
+		if limit == 100 && (dead < 3 || notRun != 0) {
+			t.Errorf("limit 100: %d dead scenarios and %d not run, want every scenario run", dead, notRun)
+		}
+	}
+}
+
 func TestRunSelectsRulesByGlob(t *testing.T) {
 	cases := []struct {
 		globs     []string

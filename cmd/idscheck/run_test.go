@@ -15,7 +15,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/reports"
@@ -212,12 +214,54 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 const script = `<script>alert(1)</script>`
 
 func hostile(kind string, done <-chan struct{}) http.HandlerFunc {
+	var flips atomic.Int64
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" && kind != "script" && kind != "invalid-json" {
 			io.WriteString(w, `{"ok":true,"ts":1,"version":"hostile"}`)
 			return
 		}
 		switch kind {
+		case "drip": // headers at once, then the body a byte at a time, forever
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			rc := http.NewResponseController(w)
+			for {
+				if _, err := io.WriteString(w, " "); err != nil || rc.Flush() != nil {
+					return
+				}
+				select {
+				case <-done:
+					return
+				case <-r.Context().Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		case "huge": // a body of 8 MiB, eight times what the client reads
+			w.Header().Set("Content-Type", "application/json")
+			chunk := bytes.Repeat([]byte("a"), 1<<16)
+			for range 128 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		case "garbage": // not HTTP at all
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Write([]byte("\x00\xffgarbage\r\n\r\nmore garbage"))
+				conn.Close()
+			}
+		case "flip": // every other request hangs, the others answer
+			if flips.Add(1)%2 == 0 {
+				select {
+				case <-done:
+				case <-r.Context().Done():
+				}
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"ok":true}`)
+		case "redirect":
+			http.Redirect(w, r, "http://127.0.0.1:9/elsewhere", http.StatusFound)
 		case "hang":
 			select {
 			case <-done:
@@ -248,16 +292,18 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 	if scs, err := features.ListScenarios(suite); err != nil || len(scs) == 0 {
 		t.Skipf("the intent profile has no scenarios yet (%v)", err)
 	}
-	for _, kind := range []string{"hang", "reset", "invalid-json", "script"} {
+	for _, kind := range []string{"hang", "drip", "huge", "garbage", "reset", "flip", "redirect", "invalid-json", "script"} {
 		t.Run(kind, func(t *testing.T) {
 			done := make(chan struct{})
 			srv := httptest.NewServer(hostile(kind, done))
 			t.Cleanup(srv.Close)
 			t.Cleanup(func() { close(done) }) // before srv.Close
 			out := t.TempDir()
+			start := time.Now()
 			code, stdout, stderr := runCLI(t, "--target", srv.URL, "--api-key", "secret-key", "--admin-token", "secret-admin",
 				"--seed", "1", "--request-timeout", "300ms", "--budget", "1s", "--out", out)
-			if code != exitFailed && code != exitUndecided {
+			t.Logf("%s: exit %d after %s", kind, code, time.Since(start).Round(time.Millisecond))
+			if code != exitFailed && code != exitUndecided && code != exitUnreachable {
 				t.Errorf("exit %d, want %d or %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, exitUndecided, stdout, stderr)
 			}
 			doc, err := reports.ReadResult(out)
