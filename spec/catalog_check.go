@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// idFormat is the shape of every rule ID: PROFILE-<section>-<slug>.
-var idFormat = regexp.MustCompile(`^(INTENT|IDS|ATP|T0|IETF|STRIPE|A2A)-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
+// idFormat is the shape of every rule ID: PREFIX-<section>-<slug>, the
+// prefix naming the text (upper case).
+var idFormat = regexp.MustCompile(`^[A-Z][A-Z0-9]*-[0-9A-Z]+(\.[0-9A-Z]+)*-[a-z0-9]+(-[a-z0-9]+)*$`)
 
 // mustKeyword finds an uppercase RFC 2119 keyword of a MUST: MUST, MUST NOT,
 // REQUIRED, SHALL, SHALL NOT. No \b before it: the extraction of the seeds
@@ -22,7 +23,8 @@ var clientSubject = regexp.MustCompile(`^(Clients?|Workers?|Publishers?|The (cli
 // a quote (and a binding, when there is one) that is a verbatim substring of
 // it (whitespace collapsed), an explanation, and a section matching the ID.
 // A testable MUST carries an uppercase MUST, MUST NOT, REQUIRED or SHALL in
-// its quote or binding, and neither starts with a client subject ("Clients
+// its quote or binding, or — in a text without such keywords — the words of
+// a guarantee (Rule.Guarantee); and neither starts with a client subject ("Clients
 // MUST include…" binds the client): a FAIL must mean the server broke a rule
 // the text binds it to.
 func CheckCatalog(rules []Rule) []string {
@@ -44,17 +46,27 @@ func CheckCatalog(rules []Rule) []string {
 		default:
 			bad = append(bad, r.ID+": level "+string(r.Level)+" is not MUST, SHOULD or MAY")
 		}
-		switch r.Profile {
-		case ProfileIntent, ProfileIDS, ProfileATP, ProfileT0, ProfileHTTPIdem, ProfileA2A:
-		default:
-			bad = append(bad, r.ID+": unknown profile "+string(r.Profile))
+		if r.Profile == "" {
+			bad = append(bad, r.ID+": no profile")
 		}
 		if strings.TrimSpace(r.Explanation) == "" {
 			bad = append(bad, r.ID+": empty explanation")
 		}
+		if r.Guarantee != "" {
+			g := NormalizeSpace(r.Guarantee)
+			switch {
+			case r.Level != Must:
+				bad = append(bad, r.ID+": a guarantee gates as a MUST, not as "+string(r.Level))
+			case !strings.Contains(NormalizeSpace(r.Quote), g) && !strings.Contains(NormalizeSpace(r.Binding), g):
+				bad = append(bad, r.ID+": guarantee "+r.Guarantee+" is in neither its quote nor its binding")
+			}
+			if text, ok := SeedText(r.Source); ok && mustKeyword.MatchString(text) {
+				bad = append(bad, r.ID+": a guarantee in a text that uses RFC 2119 keywords: its MUSTs bind, its indicative does not")
+			}
+		}
 		if r.Level == Must && r.Untestable == "" {
-			if !mustKeyword.MatchString(r.Quote) && !mustKeyword.MatchString(r.Binding) {
-				bad = append(bad, r.ID+": a testable MUST whose quote and binding carry no uppercase MUST, REQUIRED or SHALL")
+			if r.Guarantee == "" && !mustKeyword.MatchString(r.Quote) && !mustKeyword.MatchString(r.Binding) {
+				bad = append(bad, r.ID+": a testable MUST whose quote and binding carry no uppercase MUST, REQUIRED or SHALL, and no guarantee")
 			}
 			for _, s := range []string{r.Quote, r.Binding} {
 				if clientSubject.MatchString(NormalizeSpace(s)) {

@@ -3,8 +3,10 @@
 // It imports the standard library only.
 package spec
 
-// Level is the RFC 2119 strength of a rule. A broken MUST fails a run; a broken
-// SHOULD is NON-STRICT (a failure only with --strict); a MAY is informational.
+// Level is the strength of a rule: its RFC 2119 keyword, or for a text
+// written without them what its words promise (Rule.Guarantee). A broken
+// MUST fails a run; a broken SHOULD is NON-STRICT (a failure only with
+// --strict); a MAY is informational.
 type Level string
 
 const (
@@ -47,6 +49,14 @@ type Rule struct {
 	// server, not a client ("Clients MUST …" makes no server rule). A SHOULD
 	// may rest on a table, an example or prose without a keyword.
 	Binding string `json:"binding,omitempty"`
+	// Guarantee marks a MUST of a text written without RFC 2119 keywords
+	// (ATP, t-0, Stripe's page, A2A's lower-case "must"): the text states it
+	// as a guarantee, in the indicative ("is UNIQUE", "returns the existing
+	// row verbatim", "a duplicate is never an error"), so it binds the
+	// server and gates as a MUST. Guarantee holds those words, verbatim in
+	// Quote or Binding. Empty for a rule whose level comes from an RFC 2119
+	// keyword, and for what such a text only recommends (a SHOULD).
+	Guarantee string `json:"guarantee,omitempty"`
 	// Untestable, when set, says why no scenario can exercise the rule
 	// (e.g. "deployment concern: HTTPS termination"). Such a rule is reported N/A.
 	Untestable string `json:"untestable,omitempty"`

@@ -127,7 +127,7 @@ func selectCatalog(cfg rulesConfig) ([]spec.Rule, error) {
 func writeRulesTable(w io.Writer, rules []spec.Rule, width int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tLEVEL\tSECTION\tQUOTE")
-	untestable, withReadings := 0, 0
+	untestable, withReadings, guarantees := 0, 0, 0
 	type decisionRules struct {
 		profile spec.Profile
 		id      string
@@ -140,6 +140,10 @@ func writeRulesTable(w io.Writer, rules []spec.Rule, width int) {
 		if r.Untestable != "" {
 			untestable++
 			q += "  [untestable]"
+		}
+		if r.Guarantee != "" {
+			guarantees++
+			q += "  [guarantee: " + r.Guarantee + "]"
 		}
 		if len(r.Readings) > 0 {
 			withReadings++
@@ -157,6 +161,10 @@ func writeRulesTable(w io.Writer, rules []spec.Rule, width int) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d rules (%d untestable, %d judged under readings; `idscheck rules --json` shows why)\n", len(rules), untestable, withReadings)
+	if guarantees > 0 {
+		fmt.Fprintf(w, "%d MUSTs are [guarantee]s: their text uses no RFC 2119 keyword and states them in the indicative\n"+
+			"(the words in brackets), so they bind the server and gate as a MUST; what it only recommends is a SHOULD.\n", guarantees)
+	}
 	if len(decisions) == 0 {
 		return
 	}
