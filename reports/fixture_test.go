@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)

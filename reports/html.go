@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 //go:embed report.html.tmpl

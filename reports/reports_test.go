@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

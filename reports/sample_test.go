@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 // TestWriteSample writes the sample reports (rules with every verdict, a
