@@ -13,7 +13,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 )
 
-// intentSteps registers the step definitions of features/intent.feature.
+// intentSteps registers the step definitions of intent.feature.
 // Per-scenario state lives in an intentWorld made fresh for every scenario.
 func intentSteps(sc *godog.ScenarioContext, env *features.Env) {
 	w := newIntentWorld(env)

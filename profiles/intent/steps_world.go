@@ -19,7 +19,7 @@ import (
 	"github.com/idscheck/idscheck/features"
 )
 
-// intentWorld is the state of one scenario of features/intent.feature. A new
+// intentWorld is the state of one scenario of intent.feature. A new
 // one is made for every scenario, so nothing leaks from one to the next; the
 // namespaces and goal are fresh for every scenario (and every run), so no
 // leftover of another scenario or run is ever claimed.
