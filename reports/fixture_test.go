@@ -124,3 +124,7 @@ func sampleChaos() *Chaos {
 	}
 	return c
 }
+
+// The reports of these tests show the Intent Protocol's decisions, as cmd
+// binds them.
+func init() { LookupDecision = intent.DecisionByID }

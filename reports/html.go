@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -117,10 +116,10 @@ type readingRow struct {
 
 // LookupDecision finds a decision of the text by its ID, to show its
 // question and the quotes of its readings beside a rule's reading. It is a
-// variable so that a profile whose decisions live elsewhere can supply
-// them; a decision it does not find is shown by its ID and reading names
-// alone.
-var LookupDecision func(id string) (spec.Decision, bool) = intent.DecisionByID
+// variable so that cmd can supply the profiles' decisions; by default it
+// finds none, and a decision it does not find is shown by its ID and
+// reading names alone.
+var LookupDecision = func(id string) (spec.Decision, bool) { return spec.Decision{}, false }
 
 // verdictLabel is the verdict of rr as shown in a report cell: the verdict,
 // and for a READING the reading(s) the target follows.

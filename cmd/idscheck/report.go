@@ -13,9 +13,14 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
+
+// The reports show the Intent Protocol's decisions beside a rule's reading
+// (what reports.LookupDecision found before the profile left the engine).
+func init() { reports.LookupDecision = intent.DecisionByID }
 
 // reportConfig is what `idscheck report` was asked for.
 type reportConfig struct {
@@ -30,6 +35,7 @@ type reportConfig struct {
 // with no result.json (chaos.json, history.jsonl, ledger.jsonl, check.json)
 // gets one built from those files, with the chaos section. With several
 // run directories it writes --out/matrix.html instead: rules × runs.
+
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg reportConfig
 	fs := newFlagSet("report", "report DIR [--out DIR2]\n       idscheck report DIR1 DIR2 [DIR…] --out DIR  (matrix.html: rules × runs)", stderr)
