@@ -16,7 +16,7 @@ import (
 
 // seedPath is the protocol text the server is written from (data, not code
 // of the harness).
-const seedPath = "../spec/seeds/004_b5f0a9c556f3c9c3.txt"
+const seedPath = "../../spec/seeds/004_b5f0a9c556f3c9c3.txt"
 
 // fakeClock is the server's clock in these tests: it moves only when told.
 type fakeClock struct{ ns atomic.Int64 }
