@@ -28,10 +28,10 @@ import (
 
 // Config is one chaos run.
 type Config struct {
-	BaseURL   string // where the workload sends: the proxy's URL when network faults run
-	APIKey    string // the key every publisher and worker uses
-	Sign      bool   // sign requests (a target with BUS_REQUIRE_SIGNATURES)
-	Namespace string // default "chaos-<seed>"
+	BaseURL   string                             // where the workload sends: the proxy's URL when network faults run
+	APIKey    string                             // the key every publisher and worker uses
+	Sign      func(r *http.Request, body []byte) // signs every request (client.Options.Sign); nil: none
+	Namespace string                             // default "chaos-<seed>"
 	Seed      uint64
 	Duration  time.Duration // how long the workload and the faults run
 	Workers   int           // concurrent claimers; publishers are a quarter of it (at least 1)

@@ -20,9 +20,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/idscheck/idscheck/spec/intent"
 )
+
+// HeaderAPIKey is the header a client's API key is sent in.
+const HeaderAPIKey = "X-API-KEY"
 
 // MaxBody is the most of a response body the client reads; a hostile target
 // cannot make the harness buffer more.
@@ -61,13 +62,15 @@ func (r *Recorder) add(e verdict.Exchange) {
 // Options configure a Client.
 type Options struct {
 	Name     string       // logical client name, recorded on every exchange
-	APIKey   string       // sent as X-API-KEY unless the request sets it
-	Sign     bool         // sign every request with HMAC (seed 004 §5.2)
+	APIKey   string       // sent as HeaderAPIKey unless the request sets it
 	HTTP     *http.Client // defaults to a keep-alive client with Timeout that never follows redirects
 	Timeout  time.Duration
 	Recorder *Recorder // nil: record nothing
-	// Now returns the time used for X-Timestamp; defaults to time.Now.
-	Now func() time.Time
+	// Sign, when set, is called on every request just before it is sent,
+	// with its headers final (the API key included) and its body: it adds
+	// what a target that authenticates requests by signature wants (a
+	// profile's own scheme). The exchange recorded carries what it added.
+	Sign func(r *http.Request, body []byte)
 }
 
 // Client sends requests to one target and records them.
@@ -88,9 +91,6 @@ func New(baseURL string, opt Options) (*Client, error) {
 	if opt.HTTP == nil {
 		opt.HTTP = &http.Client{Timeout: opt.Timeout, Transport: NewTransport(), CheckRedirect: noRedirects}
 	}
-	if opt.Now == nil {
-		opt.Now = time.Now
-	}
 	return &Client{base: u, opt: opt}, nil
 }
 
@@ -110,7 +110,7 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// With returns a copy of c with other options (another API key, signing on, …)
+// With returns a copy of c with other options (another API key, a signer, …)
 // sharing the same transport and recorder.
 func (c *Client) With(f func(*Options)) *Client {
 	n := *c
@@ -165,17 +165,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if len(req.Body) > 0 && hreq.Header.Get("Content-Type") == "" {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
-	if c.opt.APIKey != "" && !req.NoAPIKey && hreq.Header.Get(intent.HeaderAPIKey) == "" {
-		hreq.Header.Set(intent.HeaderAPIKey, c.opt.APIKey)
+	if c.opt.APIKey != "" && !req.NoAPIKey && hreq.Header.Get(HeaderAPIKey) == "" {
+		hreq.Header.Set(HeaderAPIKey, c.opt.APIKey)
 	}
-	if c.opt.Sign {
-		key := hreq.Header.Get(intent.HeaderAPIKey)
-		ts := strconv.FormatInt(c.opt.Now().Unix(), 10)
-		nonce := NewNonce()
-		cp, _ := intent.CanonicalPath(hreq.URL.EscapedPath(), hreq.URL.RawQuery)
-		hreq.Header.Set(intent.HeaderTimestamp, ts)
-		hreq.Header.Set(intent.HeaderNonce, nonce)
-		hreq.Header.Set(intent.HeaderSignature, intent.Sign(key, intent.SigningString(req.Method, cp, ts, nonce, req.Body)))
+	if c.opt.Sign != nil {
+		c.opt.Sign(hreq, req.Body)
 	}
 	ex := verdict.Exchange{
 		Client:     c.opt.Name,

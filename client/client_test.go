@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func newClient(t *testing.T, url string, rec *Recorder, f ...func(*Options)) *Client {
@@ -31,7 +29,7 @@ func newClient(t *testing.T, url string, rec *Recorder, f ...func(*Options)) *Cl
 func TestDoRecordsAnAnsweredExchange(t *testing.T) {
 	var gotKey, gotCT, gotBody, gotPath string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotKey, gotCT, gotPath = r.Header.Get(intent.HeaderAPIKey), r.Header.Get("Content-Type"), r.URL.RequestURI()
+		gotKey, gotCT, gotPath = r.Header.Get(HeaderAPIKey), r.Header.Get("Content-Type"), r.URL.RequestURI()
 		b, _ := io.ReadAll(r.Body)
 		gotBody = string(b)
 		w.Header().Set("X-Intent-Version", "2.1")
@@ -158,31 +156,39 @@ func TestDoBoundsTheBody(t *testing.T) {
 
 func TestDoSignsAndOmitsTheKey(t *testing.T) {
 	var seen http.Header
-	var seenBody []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = r.Header.Clone()
-		seenBody, _ = io.ReadAll(r.Body)
 	}))
 	defer srv.Close()
-	now := func() time.Time { return time.Unix(1700000000, 0) }
-	c := newClient(t, srv.URL, nil, func(o *Options) { o.Sign = true; o.Now = now })
+	// The signer sees the request as it is sent: the API key set, the body
+	// whole; what it adds is sent and recorded.
+	var signedKey, signedBody string
+	rec := &Recorder{}
+	c := newClient(t, srv.URL, rec, func(o *Options) {
+		o.Sign = func(r *http.Request, body []byte) {
+			signedKey, signedBody = r.Header.Get(HeaderAPIKey), string(body)
+			r.Header.Set("X-Signature", "sig:"+r.Method+" "+r.URL.RequestURI())
+		}
+	})
 	if _, err := c.Do(t.Context(), Request{Method: "POST", Path: "/claim?namespace=a&goal=b", Body: []byte(`{"a": 1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if seen.Get(intent.HeaderTimestamp) != "1700000000" || len(seen.Get(intent.HeaderNonce)) != 32 {
-		t.Errorf("timestamp %q nonce %q", seen.Get(intent.HeaderTimestamp), seen.Get(intent.HeaderNonce))
+	if signedKey != "key-1" || signedBody != `{"a": 1}` {
+		t.Errorf("signer saw key %q body %q", signedKey, signedBody)
 	}
-	cp, _ := intent.CanonicalPath("/claim", "namespace=a&goal=b")
-	msg := intent.SigningString("POST", cp, "1700000000", seen.Get(intent.HeaderNonce), seenBody)
-	if !intent.VerifySignature("key-1", msg, seen.Get(intent.HeaderSignature)) {
-		t.Errorf("signature %q does not verify", seen.Get(intent.HeaderSignature))
+	const want = "sig:POST /claim?namespace=a&goal=b"
+	if got := seen.Get("X-Signature"); got != want {
+		t.Errorf("sent signature %q, want %q", got, want)
+	}
+	if exs := rec.Since(0); len(exs) != 1 || http.Header(exs[0].ReqHeaders).Get("X-Signature") != want {
+		t.Errorf("recorded headers %v lack the signature", exs)
 	}
 
 	if _, err := c.Do(t.Context(), Request{Method: "GET", Path: "/health", NoAPIKey: true}); err != nil {
 		t.Fatal(err)
 	}
-	if seen.Get(intent.HeaderAPIKey) != "" {
-		t.Errorf("NoAPIKey request sent key %q", seen.Get(intent.HeaderAPIKey))
+	if seen.Get(HeaderAPIKey) != "" {
+		t.Errorf("NoAPIKey request sent key %q", seen.Get(HeaderAPIKey))
 	}
 }
 
@@ -206,7 +212,7 @@ func TestNewAndDoRejectBadAddresses(t *testing.T) {
 
 func TestRecorderSinceAndWith(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, r.Header.Get(intent.HeaderAPIKey))
+		io.WriteString(w, r.Header.Get(HeaderAPIKey))
 	}))
 	defer srv.Close()
 	rec := &Recorder{}

@@ -15,13 +15,9 @@ import (
 
 // Target is what the harness knows of the implementation under test.
 type Target struct {
-	BaseURL           string  // e.g. http://127.0.0.1:8080
-	APIKey            string  // the main key (BUS_SECRET of the reference server)
-	AdminToken        string  // X-Admin-Token (BUS_ADMIN_SECRET); empty: admin rules are N/A
-	DashboardPassword string  // HTTP Basic password of user "admin"; empty: Basic-auth rules are N/A
-	MetricsToken      string  // Bearer token of /metrics; empty: use admin credentials
-	TimeScale         float64 // the target divides every protocol duration by it (1: real time)
-	RequireSignatures bool    // the target runs with BUS_REQUIRE_SIGNATURES=true
+	BaseURL   string  // e.g. http://127.0.0.1:8080
+	APIKey    string  // the main key
+	TimeScale float64 // the target divides every protocol duration by it (1: real time)
 	// Readings are the readings the target declares it follows where the
 	// text contradicts itself (decision ID -> reading name, see
 	// spec.Decision). A check of a declared decision is held to that reading
@@ -62,9 +58,9 @@ type Env struct {
 }
 
 // Client returns a recording client of the target with the main API key;
-// opts may change the key, turn on signing, etc.
+// opts may change the key, set a signer, etc.
 func (e *Env) Client(name string, opts ...func(*client.Options)) (*client.Client, error) {
-	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Sign: e.Target.RequireSignatures, Timeout: e.RequestTimeout}
+	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Timeout: e.RequestTimeout}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -30,7 +30,7 @@ import (
 //   - Every other step is a precondition. When one fails (a Given or When
 //     whose check did not hold), the scenario stops and the rules of the
 //     assertions it did not reach are BLOCKED by the rule that covers the
-//     step: the one its text names ("Given [INTENT-8.2-generate-key] …") or
+//     step: the one its text names ("Given [RULE-ID] …") or
 //     the one its definition declares (StepDef.Covers).
 //   - After a failed assertion the scenario goes on only through pure checks
 //     of the same response (StepKind Check or Gate, no request in between),
@@ -55,7 +55,7 @@ const (
 	// response stand on their own.
 	Check
 	// Gate reads the last response and sends nothing, and later checks of
-	// the same response rest on it (its status; which intent it carries).
+	// the same response rest on it (its status; which resource it carries).
 	Gate
 	// Probe sends requests of its own to observe the target.
 	Probe

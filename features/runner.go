@@ -42,8 +42,6 @@ type Suite struct {
 // profile has no scenarios yet.
 func ProfileSuite(p spec.Profile) (Suite, bool) {
 	switch p {
-	case spec.ProfileIntent:
-		return Suite{FS: embedded, Paths: []string{"intent.feature"}, Steps: intentSteps}, true
 	case spec.ProfileIDS:
 		return Suite{FS: embedded, Paths: []string{"ids.feature"}, Steps: idsSteps}, true
 	case spec.ProfileATP:

@@ -4,17 +4,24 @@ import (
 	"encoding/base64"
 	"github.com/idscheck/idscheck/redact"
 	"github.com/idscheck/idscheck/verdict"
+	"maps"
+	"slices"
 )
 
 // Redacted replaces a secret wherever a run would otherwise write it.
 const Redacted = redact.Redacted
 
-// Secrets returns the target's credentials as they can appear on the wire:
-// each secret itself and its HTTP Basic form for user admin (scenarios try
-// every credential as the dashboard password).
+// Secrets returns the target's credentials (the API key and every named
+// credential) as they can appear on the wire: each secret itself and its
+// HTTP Basic form for user admin (scenarios try every credential as a Basic
+// password).
 func (t Target) Secrets() []string {
 	var out []string
-	for _, s := range []string{t.APIKey, t.AdminToken, t.MetricsToken, t.DashboardPassword} {
+	secrets := []string{t.APIKey}
+	for _, name := range slices.Sorted(maps.Keys(t.Credentials)) {
+		secrets = append(secrets, t.Credentials[name])
+	}
+	for _, s := range secrets {
 		if s != "" {
 			out = append(out, s, base64.StdEncoding.EncodeToString([]byte("admin:"+s)))
 		}

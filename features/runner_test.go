@@ -731,7 +731,7 @@ func clientRequest(method, path string, body []byte) client.Request {
 }
 
 func TestRedact(t *testing.T) {
-	tgt := Target{APIKey: "api-secret", AdminToken: "adm-secret", DashboardPassword: "pw-secret", MetricsToken: "m"}
+	tgt := Target{APIKey: "api-secret", Credentials: map[string]string{"admin-token": "adm-secret", "dashboard-password": "pw-secret", "metrics-token": "m"}}
 	basic := "Basic " + "YWRtaW46cHctc2VjcmV0"     // admin:pw-secret
 	keyAsBasic := "Basic YWRtaW46YXBpLXNlY3JldA==" // admin:api-secret
 	ex := verdict.Exchange{

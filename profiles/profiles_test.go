@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func TestRegistry(t *testing.T) {

@@ -140,3 +140,5 @@ func sampleChaos() *Chaos {
 	}
 	return c
 }
+
+

@@ -27,11 +27,11 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/httpidem"
-	"github.com/idscheck/idscheck/spec/intent"
 	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/verdict"
 )

@@ -24,6 +24,7 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/httpidem"
@@ -296,8 +297,8 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	if sinkAddr != "" {
 		args = append(args, "--effect-sink", sinkAddr)
 	}
-	env := []string{"IDSCHECK_API_KEY=" + target.APIKey, "IDSCHECK_ADMIN_TOKEN=" + target.AdminToken,
-		"IDSCHECK_METRICS_TOKEN=" + target.MetricsToken, "IDSCHECK_DASHBOARD_PASSWORD=" + target.DashboardPassword}
+	env := []string{"IDSCHECK_API_KEY=" + target.APIKey, "IDSCHECK_ADMIN_TOKEN=" + target.Credentials[intent.CredentialAdminToken],
+		"IDSCHECK_METRICS_TOKEN=" + target.Credentials[intent.CredentialMetricsToken], "IDSCHECK_DASHBOARD_PASSWORD=" + target.Credentials[intent.CredentialDashboardPassword]}
 	if target.HTTPIdem != nil {
 		// The endpoint goes in a target file; its callers' headers (secrets)
 		// in the environment, named by the file.

@@ -31,6 +31,7 @@ type reportConfig struct {
 // with no result.json (chaos.json, history.jsonl, ledger.jsonl, check.json)
 // gets one built from those files, with the chaos section. With several
 // run directories it writes --out/matrix.html instead: rules × runs.
+
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg reportConfig
 	fs := newFlagSet("report", "report DIR [--out DIR2]\n       idscheck report DIR1 DIR2 [DIR…] --out DIR  (matrix.html: rules × runs)", stderr)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func runRules(t *testing.T, args ...string) (int, string, string) {

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {

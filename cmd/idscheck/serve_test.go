@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/spec/intent"
+	"github.com/idscheck/idscheck/profiles/intent"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
 

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
 

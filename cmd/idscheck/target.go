@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/httpidem"
 )
@@ -673,9 +674,20 @@ func (t *targetFlags) withDefaultTimeScale(def float64) float64 {
 // 1 when none was given.
 func (t *targetFlags) Target() features.Target {
 	ft := features.Target{
-		BaseURL: t.URL, APIKey: t.APIKey, AdminToken: t.AdminToken, MetricsToken: t.MetricsToken,
-		DashboardPassword: t.DashboardPassword, RequireSignatures: t.RequireSignatures,
+		BaseURL: t.URL, APIKey: t.APIKey,
 		TimeScale: t.withDefaultTimeScale(1),
+	}
+	for name, v := range map[string]string{intent.CredentialAdminToken: t.AdminToken,
+		intent.CredentialMetricsToken: t.MetricsToken, intent.CredentialDashboardPassword: t.DashboardPassword} {
+		if v != "" {
+			if ft.Credentials == nil {
+				ft.Credentials = map[string]string{}
+			}
+			ft.Credentials[name] = v
+		}
+	}
+	if t.RequireSignatures {
+		ft.Described = intent.Declared{RequireSignatures: true}
 	}
 	if len(t.Readings) > 0 {
 		ft.Readings = map[string]string(t.Readings)

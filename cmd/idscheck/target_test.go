@@ -24,6 +24,7 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/verdict"
@@ -84,7 +85,9 @@ func TestTargetFileParse(t *testing.T) {
 		t.Errorf("readings %v", tf.Readings)
 	}
 	ft := tf.Target()
-	if ft.BaseURL != want.URL || ft.APIKey != want.APIKey || ft.TimeScale != 30 || !ft.RequireSignatures || ft.Readings["extend"] != "added" {
+	if ft.BaseURL != want.URL || ft.APIKey != want.APIKey || ft.TimeScale != 30 || ft.Described != (intent.Declared{RequireSignatures: true}) || ft.Readings["extend"] != "added" ||
+		ft.Credentials[intent.CredentialAdminToken] != want.AdminToken || ft.Credentials[intent.CredentialMetricsToken] != want.MetricsToken ||
+		ft.Credentials[intent.CredentialDashboardPassword] != want.DashboardPassword {
 		t.Errorf("Target() = %+v", ft)
 	}
 	if len(tf.fromEnv) != 0 {

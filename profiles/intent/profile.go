@@ -3,19 +3,30 @@ package intent
 import (
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/spec"
-	specintent "github.com/idscheck/idscheck/spec/intent"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
-// Intent is the Intent Protocol v2.1 (seed 004): a leased job bus.
+// Name is the profile's name.
+const Name spec.Profile = "intent"
+
+//go:embed intent.feature
+var feature embed.FS
+
+// Suite is the profile's feature file and its step definitions.
+func Suite() features.Suite {
+	return features.Suite{FS: feature, Paths: []string{"intent.feature"}, Steps: intentSteps}
+}
+
+// Profile returns the Intent Protocol v2.1 (seed 004): a leased job bus.
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileIntent)
+	suite := Suite()
 	var mutants []harness.Mutant
 	for _, m := range sut.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
@@ -28,14 +39,17 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:              spec.ProfileIntent,
+		Name:              Name,
 		Title:             "Intent Protocol v2.1 (a leased job bus)",
-		Rules:             func() []spec.Rule { return spec.RulesFor(spec.ProfileIntent) },
-		Decisions:         specintent.Decisions,
+		Rules:             Rules,
+		Decisions:         Decisions,
 		Suite:             &suite,
 		Bundled:           intentBundled,
 		AlternateReadings: sut.AlternateReadings,
 		Mutants:           mutants,
+		Credentials:       credentials,
+		Section:           section(),
+		Serve:             serve(),
 	}
 }
 
@@ -48,12 +62,16 @@ func intentBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundl
 		return prefix + hex.EncodeToString(b[:])
 	}
 	t := features.Target{
-		APIKey: secret("sk_"), AdminToken: secret("adm_"), MetricsToken: secret("met_"),
-		DashboardPassword: secret("pw_"), TimeScale: c.TimeScale,
+		APIKey: secret("sk_"), TimeScale: c.TimeScale,
+		Credentials: map[string]string{
+			CredentialAdminToken:        secret("adm_"),
+			CredentialMetricsToken:      secret("met_"),
+			CredentialDashboardPassword: secret("pw_"),
+		},
 	}
 	srv, err := sut.Open(ctx, sut.Config{
-		DBPath: filepath.Join(c.Dir, "bus.db"), Secret: t.APIKey, AdminSecret: t.AdminToken,
-		DashboardPassword: t.DashboardPassword, MetricsToken: t.MetricsToken,
+		DBPath: filepath.Join(c.Dir, "bus.db"), Secret: t.APIKey, AdminSecret: t.Credentials[CredentialAdminToken],
+		DashboardPassword: t.Credentials[CredentialDashboardPassword], MetricsToken: t.Credentials[CredentialMetricsToken],
 		TimeScale: c.TimeScale, Mutant: c.Mutant, Seed: c.Seed, Readings: c.Readings, Logger: c.Logger,
 	})
 	if err != nil {

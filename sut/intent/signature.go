@@ -9,8 +9,8 @@ import (
 )
 
 // Strict HMAC signing of seed 004 §5.2, written for the server on its own:
-// the harness signs with spec/intent/hmac.go, and the two must agree only through
-// the text (and the known answers of spec/intent/testdata/hmac_kat.json), never by
+// the harness signs with profiles/intent/hmac.go, and the two must agree only through
+// the text (and the known answers of profiles/intent/testdata/hmac_kat.json), never by
 // sharing code.
 //
 // §5.2: the signature is HMAC-SHA256 under the API key over
@@ -199,7 +199,7 @@ func signatureValid(key string, msg []byte, sig string) bool {
 
 // CanonicalPath is canonicalPath, exported for one test only: the fuzz test
 // in cmd/idscheck that holds the server's reading of §5.2 against the
-// harness's (spec/intent.CanonicalPath), two implementations that share no code.
+// harness's (profiles/intent.CanonicalPath), two implementations that share no code.
 // The server itself never calls it.
 func CanonicalPath(escapedPath, rawQuery string, asSent bool) (string, bool) {
 	return canonicalPath(escapedPath, rawQuery, asSent)

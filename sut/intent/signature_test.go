@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// The known answers the harness (spec/intent/hmac.go) is tested against too; they
+// The known answers the harness (profiles/intent/hmac.go) is tested against too; they
 // were worked out by neither Go implementation (see hmac_kat.py).
-const katPath = "../../spec/intent/testdata/hmac_kat.json"
+const katPath = "../../profiles/intent/testdata/hmac_kat.json"
 
 type katVector struct {
 	Name, Key, Method, Path, Query, Timestamp, Nonce, Body string

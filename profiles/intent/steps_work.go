@@ -1,4 +1,4 @@
-package features
+package intent
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/intent"
+	"github.com/idscheck/idscheck/features"
 )
 
 // ------------------------------------------------------------- publishing
@@ -58,7 +58,7 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	}
 	if r.Status != http.StatusCreated {
 		if check {
-			return Mismatch("201 Created for intent "+alias, describe(r))
+			return features.Mismatch("201 Created for intent "+alias, features.Describe(r))
 		}
 		return nil
 	}
@@ -68,7 +68,7 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	}
 	id, _ := body["id"].(string)
 	if id == "" {
-		return Mismatch(`201 {"id": "<hex>", …}`, describe(r))
+		return features.Mismatch(`201 {"id": "<hex>", …}`, features.Describe(r))
 	}
 	w.register(alias, id, actor)
 	if ns, ok := body["namespace"].(string); ok {
@@ -108,7 +108,7 @@ func (w *intentWorld) publishIdem(ctx context.Context, actor, key string, doc *g
 	if err != nil {
 		return err
 	}
-	h := http.Header{intent.HeaderIdempotencyKey: {w.idemKey(key)}}
+	h := http.Header{HeaderIdempotencyKey: {w.idemKey(key)}}
 	_, err = w.send(ctx, actor, http.MethodPost, "/intent", []byte(b), h)
 	return err
 }
@@ -124,7 +124,7 @@ func (w *intentWorld) publishIdemStorm(ctx context.Context, n int, key string, d
 		return err
 	}
 	h = h.Clone()
-	h.Set(intent.HeaderIdempotencyKey, w.idemKey(key))
+	h.Set(HeaderIdempotencyKey, w.idemKey(key))
 	w.batch = make([]*client.Response, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -148,10 +148,10 @@ func (w *intentWorld) sameIDs() error {
 	first := ""
 	for i, r := range w.batch {
 		if r == nil {
-			return Mismatch("an answer to every request", fmt.Sprintf("request %d got no response", i))
+			return features.Mismatch("an answer to every request", fmt.Sprintf("request %d got no response", i))
 		}
 		if r.Status != http.StatusCreated {
-			return Mismatch("201 for every duplicate", fmt.Sprintf("request %d: %s", i, describe(r)))
+			return features.Mismatch("201 for every duplicate", fmt.Sprintf("request %d: %s", i, features.Describe(r)))
 		}
 		m, err := jsonBody(r)
 		if err != nil {
@@ -162,7 +162,7 @@ func (w *intentWorld) sameIDs() error {
 			first = id
 		}
 		if id != first || id == "" {
-			return Mismatch("the same id "+first+" for every duplicate", fmt.Sprintf("request %d: %s", i, describe(r)))
+			return features.Mismatch("the same id "+first+" for every duplicate", fmt.Sprintf("request %d: %s", i, features.Describe(r)))
 		}
 	}
 	return nil
@@ -175,7 +175,7 @@ func (w *intentWorld) rememberID(alias string) error {
 	}
 	id, _ := m["id"].(string)
 	if id == "" {
-		return Mismatch("an id in the last response", describe(w.last))
+		return features.Mismatch("an id in the last response", features.Describe(w.last))
 	}
 	w.register(alias, id, actorMain)
 	w.bases[alias] = defaultBackoffBase
@@ -243,7 +243,7 @@ func (w *intentWorld) publishMany(ctx context.Context, n int) error {
 func (w *intentWorld) allAccepted() error {
 	for i, r := range w.batch {
 		if r == nil || r.Status != http.StatusCreated {
-			return Mismatch(fmt.Sprintf("201 for all %d publishes", len(w.batch)), fmt.Sprintf("publish %d: %s", i+1, describe(r)))
+			return features.Mismatch(fmt.Sprintf("201 for all %d publishes", len(w.batch)), fmt.Sprintf("publish %d: %s", i+1, features.Describe(r)))
 		}
 	}
 	return nil
@@ -254,7 +254,7 @@ func (w *intentWorld) allAccepted() error {
 func (w *intentWorld) publishPaced(ctx context.Context, actor string, n int) error {
 	need := w.protocol(60 * math.Ceil(float64(n+1)/60))
 	if w.waited+need > w.budget() {
-		return NotApplicable(fmt.Sprintf("publishing %d intents at 60 a minute takes %s at the target's time scale; the scenario budget is %s", n, need.Round(time.Millisecond), w.budget()))
+		return features.NotApplicable(fmt.Sprintf("publishing %d intents at 60 a minute takes %s at the target's time scale; the scenario budget is %s", n, need.Round(time.Millisecond), w.budget()))
 	}
 	deadline := time.Now().Add(w.budget() - w.waited)
 	for i := 0; i < n; {
@@ -274,7 +274,7 @@ func (w *intentWorld) publishPaced(ctx context.Context, actor string, n int) err
 				return err
 			}
 		default:
-			return Mismatch("201 or 429 rate_limited while filling the cap", describe(r))
+			return features.Mismatch("201 or 429 rate_limited while filling the cap", features.Describe(r))
 		}
 	}
 	return nil
@@ -387,16 +387,16 @@ func (w *intentWorld) claimUntil(ctx context.Context, actor, alias string) error
 		case http.StatusOK:
 			m, _ := jsonBody(r)
 			if id, _ := m["id"].(string); id != want {
-				return Mismatch("intent "+alias+" ("+want+") once claimable again", describe(r))
+				return features.Mismatch("intent "+alias+" ("+want+") once claimable again", features.Describe(r))
 			}
 			w.waited += time.Since(start)
 			return nil
 		case http.StatusNoContent:
 		default:
-			return Mismatch("200 or 204 while waiting for "+alias, describe(r))
+			return features.Mismatch("200 or 204 while waiting for "+alias, features.Describe(r))
 		}
 		if time.Since(start) > limit {
-			return Mismatch(fmt.Sprintf("intent %s claimable again within %s", alias, limit.Round(time.Millisecond)), describe(r))
+			return features.Mismatch(fmt.Sprintf("intent %s claimable again within %s", alias, limit.Round(time.Millisecond)), features.Describe(r))
 		}
 		t := time.NewTimer(w.pollEvery())
 		select {
@@ -415,7 +415,7 @@ func (w *intentWorld) claimReturned(alias string) error {
 		return fmt.Errorf("no intent %q in this scenario", alias)
 	}
 	if w.last == nil || w.last.Status != http.StatusOK {
-		return Mismatch("200 with intent "+alias+" ("+want+")", describe(w.last))
+		return features.Mismatch("200 with intent "+alias+" ("+want+")", features.Describe(w.last))
 	}
 	m, err := jsonBody(w.last)
 	if err != nil {
@@ -426,7 +426,7 @@ func (w *intentWorld) claimReturned(alias string) error {
 		if a, ok := w.aliases[id]; ok {
 			got = "intent " + a + " (" + id + ")"
 		}
-		return Mismatch("intent "+alias+" ("+want+")", got+": "+describe(w.last))
+		return features.Mismatch("intent "+alias+" ("+want+")", got+": "+features.Describe(w.last))
 	}
 	return nil
 }
@@ -452,7 +452,7 @@ func (w *intentWorld) tokenFormat() error {
 	}
 	tok, _ := m["claim_token"].(string)
 	if !isLowerHex(strings.ToLower(tok), 32) {
-		return Mismatch("claim_token of 32 hex characters (16 bytes)", describe(w.last))
+		return features.Mismatch("claim_token of 32 hex characters (16 bytes)", features.Describe(w.last))
 	}
 	return nil
 }
@@ -477,7 +477,7 @@ func (w *intentWorld) claimStorm(ctx context.Context, n int) error {
 		go func(i int) {
 			defer wg.Done()
 			hh := h.Clone()
-			hh.Set(intent.HeaderWorkerID, fmt.Sprintf("w%d-%s", i, w.ns))
+			hh.Set(HeaderWorkerID, fmt.Sprintf("w%d-%s", i, w.ns))
 			<-start
 			r, err := c.Do(ctx, client.Request{Method: http.MethodPost, Path: "/claim?namespace=" + url.QueryEscape(w.ns), Header: hh})
 			if err != nil {
@@ -510,7 +510,7 @@ func (w *intentWorld) claimsReturned(n int) error {
 		}
 	}
 	if got != n || other != 0 {
-		return Mismatch(fmt.Sprintf("%d claims answered 200 and the rest 204", n), fmt.Sprintf("%d answered 200, %d answered neither 200 nor 204", got, other))
+		return features.Mismatch(fmt.Sprintf("%d claims answered 200 and the rest 204", n), fmt.Sprintf("%d answered 200, %d answered neither 200 nor 204", got, other))
 	}
 	return nil
 }
@@ -522,7 +522,7 @@ func (w *intentWorld) noDoubleLease() error {
 			continue
 		}
 		if j, ok := seen[r.id]; ok || r.id == "" {
-			return Mismatch("every intent handed to one worker only", fmt.Sprintf("intent %q handed to workers %d and %d", r.id, j, i))
+			return features.Mismatch("every intent handed to one worker only", fmt.Sprintf("intent %q handed to workers %d and %d", r.id, j, i))
 		}
 		seen[r.id] = i
 	}
@@ -536,7 +536,7 @@ func (w *intentWorld) distinctTokens() error {
 			continue
 		}
 		if seen[r.token] || !isLowerHex(r.token, 32) {
-			return Mismatch("distinct 32-hex claim tokens", fmt.Sprintf("token %q repeated or malformed", r.token))
+			return features.Mismatch("distinct 32-hex claim tokens", fmt.Sprintf("token %q repeated or malformed", r.token))
 		}
 		seen[r.token] = true
 	}
@@ -564,7 +564,7 @@ func (w *intentWorld) claimAll(ctx context.Context) error {
 				w.claimSeq = append(w.claimSeq, id)
 			}
 		default:
-			return Mismatch("200 or 204", describe(r))
+			return features.Mismatch("200 or 204", features.Describe(r))
 		}
 	}
 	return fmt.Errorf("claim every intent: more than 500 intents")
@@ -586,7 +586,7 @@ func (w *intentWorld) claimOrder(order string) error {
 		got = append(got, w.nameOf(id))
 	}
 	if strings.Join(want, ", ") != strings.Join(got, ", ") {
-		return Mismatch("claim order "+strings.Join(want, ", "), "claim order "+strings.Join(got, ", "))
+		return features.Mismatch("claim order "+strings.Join(want, ", "), "claim order "+strings.Join(got, ", "))
 	}
 	return nil
 }
@@ -599,7 +599,7 @@ func (w *intentWorld) adminDetail(ctx context.Context, id string) (map[string]an
 		return nil, err
 	}
 	if r.Status != http.StatusOK {
-		return nil, Mismatch("200 with the intent detail", describe(r))
+		return nil, features.Mismatch("200 with the intent detail", features.Describe(r))
 	}
 	m, err := jsonBody(r)
 	if err != nil {
@@ -615,7 +615,7 @@ func (w *intentWorld) adminDetail(ctx context.Context, id string) (map[string]an
 			}
 		}
 	}
-	return nil, Mismatch("an intent object with an id", describe(r))
+	return nil, features.Mismatch("an intent object with an id", features.Describe(r))
 }
 
 func (w *intentWorld) noteSchedule(ctx context.Context) error {
@@ -634,7 +634,7 @@ func (w *intentWorld) noteSchedule(ctx context.Context) error {
 		s.ClaimAttempts, ok[2] = numberField(m, "claim_attempts")
 		s.CreatedAt, ok[3] = numberField(m, "created_at")
 		if !ok[0] || !ok[1] || !ok[2] || !ok[3] {
-			return Mismatch("priority, run_at, claim_attempts and created_at in the admin detail", describe(w.last))
+			return features.Mismatch("priority, run_at, claim_attempts and created_at in the admin detail", features.Describe(w.last))
 		}
 		w.schedule[id] = s
 	}
@@ -661,12 +661,12 @@ func (w *intentWorld) checkSchedule() error {
 		return a.ID < b.ID
 	})
 	if len(want) != len(w.claimSeq) {
-		return Mismatch(fmt.Sprintf("%d intents claimed", len(want)), fmt.Sprintf("%d claimed", len(w.claimSeq)))
+		return features.Mismatch(fmt.Sprintf("%d intents claimed", len(want)), fmt.Sprintf("%d claimed", len(w.claimSeq)))
 	}
 	for i := range want {
 		if want[i].ID != w.claimSeq[i] {
 			s, ok := w.schedule[w.claimSeq[i]]
-			return Mismatch(fmt.Sprintf("claim %d: %s %+v", i+1, w.nameOf(want[i].ID), want[i]),
+			return features.Mismatch(fmt.Sprintf("claim %d: %s %+v", i+1, w.nameOf(want[i].ID), want[i]),
 				fmt.Sprintf("claim %d: %s %+v (known: %v)", i+1, w.nameOf(w.claimSeq[i]), s, ok))
 		}
 	}
@@ -690,7 +690,7 @@ func (w *intentWorld) rateBurst(ctx context.Context, actor string, n int) error 
 		}
 	})
 	if took := time.Since(start); took > w.protocol(60) {
-		return NotApplicable(fmt.Sprintf("%d requests took %s, longer than one rate-limit window at the target's time scale (%s)", n, took.Round(time.Millisecond), w.protocol(60)))
+		return features.NotApplicable(fmt.Sprintf("%d requests took %s, longer than one rate-limit window at the target's time scale (%s)", n, took.Round(time.Millisecond), w.protocol(60)))
 	}
 	return nil
 }
@@ -703,14 +703,14 @@ func (w *intentWorld) burstRefused(code string) error {
 				return err
 			}
 			if got != code {
-				return Mismatch("429 with code "+code, describe(r))
+				return features.Mismatch("429 with code "+code, features.Describe(r))
 			}
 			w.last = r
 			return nil
 		}
 	}
 	last := w.batch[len(w.batch)-1]
-	return Mismatch(fmt.Sprintf("at least one 429 among %d requests in one window", len(w.batch)), "none; the last: "+describe(last))
+	return features.Mismatch(fmt.Sprintf("at least one 429 among %d requests in one window", len(w.batch)), "none; the last: "+features.Describe(last))
 }
 
 // ------------------------------------------------------------ leases, time
@@ -735,7 +735,7 @@ func (w *intentWorld) failTimes(ctx context.Context, alias string, n int) error 
 		}
 		w.lastFail = [2]time.Time{call, time.Now()}
 		if r.Status != http.StatusOK {
-			return Mismatch(fmt.Sprintf("200 for fail %d of %s", i, alias), describe(r))
+			return features.Mismatch(fmt.Sprintf("200 for fail %d of %s", i, alias), features.Describe(r))
 		}
 	}
 	return nil
@@ -752,7 +752,7 @@ func (w *intentWorld) intentView(ctx context.Context, alias string) (map[string]
 		return nil, err
 	}
 	if r.Status != http.StatusOK {
-		return nil, Mismatch("200 from /result of "+alias, describe(r))
+		return nil, features.Mismatch("200 from /result of "+alias, features.Describe(r))
 	}
 	return jsonBody(r)
 }
@@ -771,7 +771,7 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 	}
 	runAt, ok := numberField(m, "run_at")
 	if !ok {
-		return Mismatch("a numeric run_at", describe(w.last))
+		return features.Mismatch("a numeric run_at", features.Describe(w.last))
 	}
 	delay := b * math.Pow(2, float64(attempts))
 	const slack = 5 * time.Millisecond
@@ -779,7 +779,7 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 	hi := w.lastFail[1].Add(w.protocol(delay + 2)).Add(slack)
 	got := unixTime(runAt)
 	if got.Before(lo) || !got.Before(hi) {
-		return Mismatch(fmt.Sprintf("run_at in [fail + %gs, fail + %gs) at time scale %g, i.e. %.3f..%.3f", delay, delay+2, w.env.Target.TimeScale,
+		return features.Mismatch(fmt.Sprintf("run_at in [fail + %gs, fail + %gs) at time scale %g, i.e. %.3f..%.3f", delay, delay+2, w.env.Target.TimeScale,
 			float64(lo.UnixNano())/1e9, float64(hi.UnixNano())/1e9),
 			fmt.Sprintf("run_at %.3f (%+.3fs after the fail call)", runAt, got.Sub(w.lastFail[0]).Seconds()))
 	}
@@ -794,7 +794,7 @@ func (w *intentWorld) waitUntil(ctx context.Context, alias, name string) error {
 	}
 	ts, ok := numberField(m, name)
 	if !ok {
-		return Mismatch("a numeric "+name+" for "+alias, describe(w.last))
+		return features.Mismatch("a numeric "+name+" for "+alias, features.Describe(w.last))
 	}
 	d := time.Until(unixTime(ts))
 	if d <= 0 {
@@ -819,7 +819,7 @@ func (w *intentWorld) leaseEndsAfter(ctx context.Context, alias string, seconds 
 	ts, ok := numberField(m, "claim_expires_at")
 	want := time.Now().Add(w.protocol(float64(seconds)))
 	if !ok || unixTime(ts).Before(want) {
-		return Mismatch(fmt.Sprintf("claim_expires_at after %.3f", float64(want.UnixNano())/1e9), describe(w.last))
+		return features.Mismatch(fmt.Sprintf("claim_expires_at after %.3f", float64(want.UnixNano())/1e9), features.Describe(w.last))
 	}
 	return nil
 }
@@ -837,7 +837,7 @@ func (w *intentWorld) expiresAfter(ctx context.Context, alias string, seconds in
 	created, ok2 := numberField(m, "created_at")
 	want := w.protocol(float64(seconds)).Seconds()
 	if !ok1 || !ok2 || math.Abs((exp-created)-want) > 0.01*want+0.01 {
-		return Mismatch(fmt.Sprintf("expires_at - created_at = %.3fs", want), describe(w.last))
+		return features.Mismatch(fmt.Sprintf("expires_at - created_at = %.3fs", want), features.Describe(w.last))
 	}
 	return nil
 }
@@ -858,7 +858,7 @@ func (w *intentWorld) statusIs(ctx context.Context, alias, status string) error 
 		return err
 	}
 	if r.Status != http.StatusOK || m["status"] != status {
-		return Mismatch(fmt.Sprintf(`200 {"status": %q} for %s`, status, alias), describe(r))
+		return features.Mismatch(fmt.Sprintf(`200 {"status": %q} for %s`, status, alias), features.Describe(r))
 	}
 	return nil
 }
@@ -874,13 +874,13 @@ func (w *intentWorld) inDead(ctx context.Context, alias string, want bool) error
 		return err
 	}
 	if r.Status != http.StatusOK {
-		return Mismatch("200 from /admin/dead", describe(r))
+		return features.Mismatch("200 from /admin/dead", features.Describe(r))
 	}
 	if got := strings.Contains(string(r.Body), id); got != want {
 		if want {
-			return Mismatch("dead-letter list with "+alias+" ("+id+")", describe(r))
+			return features.Mismatch("dead-letter list with "+alias+" ("+id+")", features.Describe(r))
 		}
-		return Mismatch("dead-letter list without "+alias+" ("+id+")", describe(r))
+		return features.Mismatch("dead-letter list without "+alias+" ("+id+")", features.Describe(r))
 	}
 	w.last = keep
 	return nil
@@ -898,12 +898,12 @@ func (w *intentWorld) namespaceHolds(ctx context.Context, n int) error {
 			break
 		}
 		if r.Status != http.StatusOK {
-			return Mismatch("200 or 204", describe(r))
+			return features.Mismatch("200 or 204", features.Describe(r))
 		}
 		got++
 	}
 	if got != n {
-		return Mismatch(fmt.Sprintf("%d open intents in the namespace", n), fmt.Sprintf("%d", got))
+		return features.Mismatch(fmt.Sprintf("%d open intents in the namespace", n), fmt.Sprintf("%d", got))
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func FuzzCanonicalPath(f *testing.F) {
 	})
 }
 
-// katFile is spec/intent/testdata/hmac_kat.json: known answers of §5.2 signing
+// katFile is profiles/intent/testdata/hmac_kat.json: known answers of §5.2 signing
 // worked out by hmac_kat.py (hand-worked canonical paths checked against
 // urllib, digests by python3 hmac and openssl), not by this package.
 type katFile struct {

@@ -311,7 +311,7 @@ func rules() []spec.Rule {
 		}
 		out = append(out, spec.Rule{
 			ID:          "INTENT-" + key,
-			Profile:     spec.ProfileIntent,
+			Profile:     Name,
 			Source:      Source,
 			Section:     r.section,
 			Level:       r.level,

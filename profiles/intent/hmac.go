@@ -28,7 +28,7 @@ import (
 //   - A path or query that cannot be percent-decoded has no canonical form;
 //     servers reject such requests with invalid_signature.
 //
-// spec/intent/testdata/hmac_kat.json holds known answers worked out without this
+// profiles/intent/testdata/hmac_kat.json holds known answers worked out without this
 // code (hmac_kat.py, python3 hmac and openssl); the reference server's own
 // implementation (sut/signature.go) is tested against the same file.
 

@@ -14,7 +14,7 @@ func TestCatalogInvariants(t *testing.T) {
 
 // TestCatalogCheckFails proves each invariant of checkCatalog can fail.
 func TestCatalogCheckFails(t *testing.T) {
-	good := spec.Rule{ID: "INTENT-7.2-x", Profile: spec.ProfileIntent, Source: Source, Section: "7.2", Level: spec.Must,
+	good := spec.Rule{ID: "INTENT-7.2-x", Profile: Name, Source: Source, Section: "7.2", Level: spec.Must,
 		Quote: "The 204 response MUST include Retry-After: 1.", Explanation: "e"}
 	if bad := spec.CheckCatalog([]spec.Rule{good}); len(bad) != 0 {
 		t.Fatalf("a good rule is refused: %v", bad)
@@ -79,12 +79,12 @@ func TestLookupAndRulesFor(t *testing.T) {
 	if _, ok := spec.Lookup("INTENT-99-nope"); ok {
 		t.Fatal("Lookup found a rule that does not exist")
 	}
-	intent := spec.RulesFor(spec.ProfileIntent)
+	intent := spec.RulesFor(Name)
 	if n := len(intent); n < 70 || n > 200 {
 		t.Fatalf("intent has %d rules, want a complete catalog", n)
 	}
 	for _, r := range intent {
-		if r.Profile != spec.ProfileIntent {
+		if r.Profile != Name {
 			t.Fatalf("RulesFor(intent) returned %s of profile %s", r.ID, r.Profile)
 		}
 	}
@@ -119,7 +119,7 @@ func TestSeedText(t *testing.T) {
 // TestUntestableIsShort keeps the list of untestable rules honest: each has
 // a reason, and they stay a small part of the catalog.
 func TestUntestableIsShort(t *testing.T) {
-	all := spec.RulesFor(spec.ProfileIntent)
+	all := spec.RulesFor(Name)
 	n := 0
 	for _, r := range all {
 		if r.Untestable != "" {
@@ -180,7 +180,7 @@ func checkDecisions(ds []spec.Decision, rules []spec.Rule, source string) []stri
 }
 
 func TestIntentDecisions(t *testing.T) {
-	for _, msg := range checkDecisions(Decisions(), spec.RulesFor(spec.ProfileIntent), Source) {
+	for _, msg := range checkDecisions(Decisions(), spec.RulesFor(Name), Source) {
 		t.Error(msg)
 	}
 }

@@ -1,4 +1,4 @@
-package features
+package intent
 
 import (
 	"bytes"
@@ -16,8 +16,7 @@ import (
 
 	"github.com/pingcap/failpoint"
 
-	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/intent"
+	"github.com/idscheck/idscheck/features"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
@@ -52,10 +51,10 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 			if signed {
 				sel = []string{"INTENT-5.*", "INTENT-7.2-idem-*", "INTENT-7.3-atomic-claim"}
 			}
-			res, err := Run(ctx, RunConfig{
-				Profile: spec.ProfileIntent, Rules: spec.RulesFor(spec.ProfileIntent), Seed: 1, Select: sel,
-				Target: Target{BaseURL: hs.URL, APIKey: cfg.Secret, AdminToken: cfg.AdminSecret,
-					DashboardPassword: cfg.DashboardPassword, MetricsToken: cfg.MetricsToken, TimeScale: 60, RequireSignatures: signed},
+			res, err := Profile().Run(ctx, features.RunConfig{
+				Seed: 1, Select: sel,
+				Target: features.Target{BaseURL: hs.URL, APIKey: cfg.Secret, TimeScale: 60,
+					Credentials: credentialsOf(cfg), Described: Declared{RequireSignatures: signed}},
 			})
 			if err != nil {
 				t.Fatalf("run: %v", err)
@@ -80,7 +79,7 @@ func TestIntentProfileAgainstBundledServer(t *testing.T) {
 					t.Errorf("rule %s: %s: %s", r.RuleID, r.Verdict, r.Reason)
 				case r.Verdict == verdict.Reading:
 					// The bundled server follows every decision's first reading.
-					d, ok := intent.DecisionByID(r.Reading.Decision)
+					d, ok := DecisionByID(r.Reading.Decision)
 					if !ok || r.Reading.Follows != d.Readings[0].Name {
 						t.Errorf("rule %s follows %+v, want the first reading of its decision", r.RuleID, r.Reading)
 					}
@@ -130,10 +129,9 @@ func TestIntentProfileKillsMutants(t *testing.T) {
 			if !whole {
 				sel = []string{m.Breaks}
 			}
-			res, err := Run(ctx, RunConfig{Profile: spec.ProfileIntent, Rules: spec.RulesFor(spec.ProfileIntent), Seed: 1, Select: sel,
+			res, err := Profile().Run(ctx, features.RunConfig{Seed: 1, Select: sel,
 				Budget: 3 * time.Second,
-				Target: Target{BaseURL: hs.URL, APIKey: cfg.Secret, AdminToken: cfg.AdminSecret,
-					DashboardPassword: cfg.DashboardPassword, MetricsToken: cfg.MetricsToken, TimeScale: 60}})
+				Target: features.Target{BaseURL: hs.URL, APIKey: cfg.Secret, TimeScale: 60, Credentials: credentialsOf(cfg)}})
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -183,9 +181,9 @@ func TestIntentRowFailureFailsOnlyItsRule(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	defer hs.Close()
-	res, err := Run(ctx, RunConfig{
-		Profile: spec.ProfileIntent, Rules: spec.RulesFor(spec.ProfileIntent), Seed: 1, Select: []string{"INTENT-4.1-*"},
-		Target: Target{BaseURL: hs.URL, APIKey: cfg.Secret, AdminToken: cfg.AdminSecret, TimeScale: 60},
+	res, err := Profile().Run(ctx, features.RunConfig{
+		Seed: 1, Select: []string{"INTENT-4.1-*"},
+		Target: features.Target{BaseURL: hs.URL, APIKey: cfg.Secret, TimeScale: 60, Credentials: credentialsOf(cfg)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -199,4 +197,17 @@ func TestIntentRowFailureFailsOnlyItsRule(t *testing.T) {
 	if !failed["INTENT-4.1-backoff-base-range"] || len(failed) != 1 {
 		t.Errorf("failed or undecided rules %v, want INTENT-4.1-backoff-base-range alone", failed)
 	}
+}
+
+// credentialsOf returns the credentials a bundled server was opened with,
+// by their names (features.Target.Credentials); an empty one is left out.
+func credentialsOf(cfg sut.Config) map[string]string {
+	m := map[string]string{}
+	for name, v := range map[string]string{CredentialAdminToken: cfg.AdminSecret,
+		CredentialMetricsToken: cfg.MetricsToken, CredentialDashboardPassword: cfg.DashboardPassword} {
+		if v != "" {
+			m[name] = v
+		}
+	}
+	return m
 }

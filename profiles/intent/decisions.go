@@ -28,7 +28,7 @@ func Decisions() []spec.Decision {
 	return []spec.Decision{
 		{
 			ID:       DecisionLeaseExpiry,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "3.3, 7.3",
 			Question: "When a lease expires with attempts left, is the intent requeued with a backoff delay, or claimable at once?",
 			Readings: []spec.Reading{
@@ -48,7 +48,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionExtend,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "7.4",
 			Question: "Does an extension set the lease to end `seconds` from now, or add `seconds` to the current end?",
 			Readings: []spec.Reading{
@@ -64,7 +64,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionQueryRepeated,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "5.2",
 			Question: "In CANONICAL_PATH, do repeated query parameters keep the order in which they were sent, or are they sorted by value too?",
 			Readings: []spec.Reading{
@@ -80,7 +80,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionAdminResult,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "7, 7.7",
 			Question: "May an admin read /result and /status with admin credentials alone, or must it present an X-API-KEY too?",
 			Readings: []spec.Reading{
@@ -95,7 +95,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionNullPayload,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "4.1, 7.2",
 			Question: "Is an explicit JSON null payload a payload, or a missing one?",
 			Readings: []spec.Reading{
@@ -110,7 +110,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionSignatureStatus,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "5.2, 11",
 			Question: "Which status answers a request whose signature, timestamp or nonce is refused?",
 			Choice: "401 unauthorized. The text gives no status, so every check accepts any 4xx with the §11 error shape " +
@@ -118,7 +118,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionFulfillBody,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "7.5",
 			Question: "§7.5 requires the claim token and also lets /fulfill be called with no body: where does the token come from?",
 			Choice: "The claim token is always required (400 invalid_request without it; a token that does not match the current lease: 404). " +
@@ -128,7 +128,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionTimeScale,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "3.3, 4, 7, 14, 15",
 			Question: "How can a harness see lease expiry and dead-lettering in seconds?",
 			Choice: "With --time-scale F (an extension, default 1, reported as time_scale in GET /health) every protocol duration is divided " +
@@ -138,21 +138,21 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionMaintenance,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "14",
 			Question: "Which endpoints does BUS_MAINTENANCE_MODE block?",
 			Choice:   "Every non-admin endpoint answers 503 maintenance, except GET /health (unauthenticated, reports maintenance: true) and GET /metrics.",
 		},
 		{
 			ID:       DecisionOpenCap,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "15",
 			Question: "Which intents count towards the open-intent cap of a tester key?",
 			Choice:   "Non-terminal intents (open and claimed) published by the tester key; the 2001st POST /intent answers 429 limit_exceeded with Retry-After.",
 		},
 		{
 			ID:       DecisionAccess,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "7.7, 7.8, 11",
 			Question: "What does another valid key get from /result and /status of an intent it may not read?",
 			Choice: "403 forbidden; an unknown id 404. Checks accept 403 or 404 (an implementation may hide that the intent exists). " +
@@ -160,7 +160,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionValidation,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "4.1, 7.2, 11",
 			Question: "How are malformed publishes refused?",
 			Choice: "A body that is not a JSON object: 400 invalid_payload. A missing goal or payload: 400 invalid_request. Each malformed field: " +
@@ -170,7 +170,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionIdempotency,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "7.2",
 			Question: "How long is an Idempotency-Key kept, and what does a rejected request do to it?",
 			Choice: "The body is canonicalised (objects with sorted keys, no whitespace, numbers as written) and hashed; the key is scoped to the " +
@@ -180,7 +180,7 @@ func Decisions() []spec.Decision {
 		},
 		{
 			ID:       DecisionAdminRetry,
-			Profile:  spec.ProfileIntent,
+			Profile:  Name,
 			Section:  "3.2, 8.5",
 			Question: "Which states may an admin retry or cancel?",
 			Choice:   "Retry applies to dead intents only (409 invalid_state otherwise); cancel applies to any state, fulfilled included.",

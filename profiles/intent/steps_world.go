@@ -1,4 +1,4 @@
-package features
+package intent
 
 import (
 	"context"
@@ -16,15 +16,15 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/intent"
+	"github.com/idscheck/idscheck/features"
 )
 
-// intentWorld is the state of one scenario of features/intent.feature. A new
+// intentWorld is the state of one scenario of intent.feature. A new
 // one is made for every scenario, so nothing leaks from one to the next; the
 // namespaces and goal are fresh for every scenario (and every run), so no
 // leftover of another scenario or run is ever claimed.
 type intentWorld struct {
-	env *Env
+	env *features.Env
 
 	ns, ns2, goal string
 	unknown       string // a well-formed id that names no intent
@@ -62,7 +62,7 @@ type schedFields struct {
 	CreatedAt     float64
 }
 
-func newIntentWorld(env *Env) *intentWorld {
+func newIntentWorld(env *features.Env) *intentWorld {
 	w := &intentWorld{env: env}
 	w.reset()
 	return w
@@ -150,33 +150,33 @@ func (w *intentWorld) actor(name string) (*client.Client, http.Header, error) {
 	h := http.Header{}
 	switch name {
 	case actorMain:
-		c, err := w.clientFor(actorMain, w.env.Target.APIKey, w.env.Target.RequireSignatures)
+		c, err := w.clientFor(actorMain, w.env.Target.APIKey, declared(w.env.Target).RequireSignatures)
 		return c, h, err
 	case actorAnonymous:
 		c, err := w.clientFor(actorAnonymous, "", false)
 		return c, h, err
 	case actorAdmin:
-		if w.env.Target.AdminToken == "" {
-			return nil, nil, NotApplicable("the target declares no admin token")
+		if w.env.Target.Credentials[CredentialAdminToken] == "" {
+			return nil, nil, features.NotApplicable("the target declares no admin token")
 		}
-		h.Set(intent.HeaderAdminToken, w.env.Target.AdminToken)
+		h.Set(HeaderAdminToken, w.env.Target.Credentials[CredentialAdminToken])
 		c, err := w.clientFor(actorAdmin, "", false)
 		return c, h, err
 	case actorDashboard:
-		if w.env.Target.DashboardPassword == "" {
-			return nil, nil, NotApplicable("the target declares no dashboard password")
+		if w.env.Target.Credentials[CredentialDashboardPassword] == "" {
+			return nil, nil, features.NotApplicable("the target declares no dashboard password")
 		}
-		h.Set("Authorization", basicAuth("admin", w.env.Target.DashboardPassword))
+		h.Set("Authorization", basicAuth("admin", w.env.Target.Credentials[CredentialDashboardPassword]))
 		c, err := w.clientFor(actorDashboard, "", false)
 		return c, h, err
 	case actorScraper:
 		switch {
-		case w.env.Target.MetricsToken != "":
-			h.Set("Authorization", "Bearer "+w.env.Target.MetricsToken)
-		case w.env.Target.AdminToken != "":
-			h.Set(intent.HeaderAdminToken, w.env.Target.AdminToken)
+		case w.env.Target.Credentials[CredentialMetricsToken] != "":
+			h.Set("Authorization", "Bearer "+w.env.Target.Credentials[CredentialMetricsToken])
+		case w.env.Target.Credentials[CredentialAdminToken] != "":
+			h.Set(HeaderAdminToken, w.env.Target.Credentials[CredentialAdminToken])
 		default:
-			return nil, nil, NotApplicable("the target declares neither a metrics token nor an admin token")
+			return nil, nil, features.NotApplicable("the target declares neither a metrics token nor an admin token")
 		}
 		c, err := w.clientFor(actorScraper, "", false)
 		return c, h, err
@@ -185,7 +185,7 @@ func (w *intentWorld) actor(name string) (*client.Client, http.Header, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("actor %q: no tester key of that name (add: Given a tester key %q)", name, name)
 	}
-	c, err := w.clientFor(name, key, w.env.Target.RequireSignatures)
+	c, err := w.clientFor(name, key, declared(w.env.Target).RequireSignatures)
 	return c, h, err
 }
 
@@ -195,7 +195,9 @@ func (w *intentWorld) clientFor(name, key string, sign bool) (*client.Client, er
 	}
 	c, err := w.env.Client("intent/"+name, func(o *client.Options) {
 		o.APIKey = key
-		o.Sign = sign
+		if sign {
+			o.Sign = SignRequests(nil)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client %s: %w", name, err)
@@ -293,21 +295,6 @@ func (w *intentWorld) sendWith(ctx context.Context, c *client.Client, h http.Hea
 	return resp, nil
 }
 
-// describe quotes a response for a Mismatch: status and a short body.
-func describe(r *client.Response) string {
-	if r == nil {
-		return "no response"
-	}
-	b := strings.Join(strings.Fields(string(r.Body)), " ")
-	if len(b) > 200 {
-		b = b[:200] + "…"
-	}
-	if b == "" {
-		return fmt.Sprintf("status %d (empty body)", r.Status)
-	}
-	return fmt.Sprintf("status %d %s", r.Status, b)
-}
-
 // jsonBody decodes a response body.
 func jsonBody(r *client.Response) (map[string]any, error) {
 	if r == nil {
@@ -315,7 +302,7 @@ func jsonBody(r *client.Response) (map[string]any, error) {
 	}
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
-		return nil, Mismatch("a JSON object body", describe(r))
+		return nil, features.Mismatch("a JSON object body", features.Describe(r))
 	}
 	return m, nil
 }
@@ -358,18 +345,18 @@ var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 func checkErrorShape(r *client.Response) (string, error) {
 	want := `{"error": {"code": "<snake_case>", "message": "<text>"}}`
 	if r == nil {
-		return "", Mismatch(want, "no response")
+		return "", features.Mismatch(want, "no response")
 	}
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
-		return "", Mismatch(want, describe(r))
+		return "", features.Mismatch(want, features.Describe(r))
 	}
 	code, _ := field(m, "error.code")
 	msg, _ := field(m, "error.message")
 	cs, ok1 := code.(string)
 	ms, ok2 := msg.(string)
 	if !ok1 || !ok2 || !snakeCase.MatchString(cs) || strings.TrimSpace(ms) == "" {
-		return "", Mismatch(want, describe(r))
+		return "", features.Mismatch(want, features.Describe(r))
 	}
 	return cs, nil
 }
@@ -379,7 +366,7 @@ func (w *intentWorld) budget() time.Duration {
 	if w.env.Budget > 0 {
 		return w.env.Budget
 	}
-	return DefaultBudget
+	return features.DefaultBudget
 }
 
 // sleep waits d of real time, counted against the scenario's budget;
@@ -389,7 +376,7 @@ func (w *intentWorld) sleep(ctx context.Context, d time.Duration, what string) e
 		return nil
 	}
 	if w.waited+d > w.budget() {
-		return NotApplicable(fmt.Sprintf("%s needs %s of waiting at the target's time scale; the scenario budget is %s", what, (w.waited + d).Round(time.Millisecond), w.budget()))
+		return features.NotApplicable(fmt.Sprintf("%s needs %s of waiting at the target's time scale; the scenario budget is %s", what, (w.waited + d).Round(time.Millisecond), w.budget()))
 	}
 	w.waited += d
 	t := time.NewTimer(d)

@@ -1,4 +1,4 @@
-package features
+package intent
 
 import (
 	"math/rand/v2"
@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/features"
 )
 
 func testWorld() *intentWorld {
-	return newIntentWorld(&Env{Rand: rand.New(rand.NewPCG(1, 2)), Target: Target{APIKey: "main", TimeScale: 60}})
+	return newIntentWorld(&features.Env{Rand: rand.New(rand.NewPCG(1, 2)), Target: features.Target{APIKey: "main", TimeScale: 60}})
 }
 
 func TestIntentExpand(t *testing.T) {

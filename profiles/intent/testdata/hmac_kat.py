@@ -3,10 +3,10 @@
 
 Regenerate with:
 
-    python3 spec/intent/testdata/hmac_kat.py > spec/intent/testdata/hmac_kat.json
+    python3 profiles/intent/testdata/hmac_kat.py > profiles/intent/testdata/hmac_kat.json
 
 The expected CANONICAL_PATHs below were worked out by hand from §5.2 and the
-binding written in spec/intent/hmac.go (segments percent-decoded and re-encoded with
+binding written in profiles/intent/hmac.go (segments percent-decoded and re-encoded with
 RFC 3986, '/' inside a segment as %2F, query parameters sorted by key on the
 decoded bytes, '+' in a query is a space, a parameter without '=' has a blank
 value, empty parameters between '&&' are dropped). This script checks each of
@@ -146,8 +146,8 @@ def main():
             v["signature"][reading] = sig
         vectors.append(v)
     doc = {
-        "about": "Known answers of Intent Protocol v2.1 §5.2 signing, worked out independently of spec/intent/hmac.go and sut/signature.go.",
-        "generated_by": "python3 spec/intent/testdata/hmac_kat.py > spec/intent/testdata/hmac_kat.json",
+        "about": "Known answers of Intent Protocol v2.1 §5.2 signing, worked out independently of profiles/intent/hmac.go and sut/intent/signature.go.",
+        "generated_by": "python3 profiles/intent/testdata/hmac_kat.py > profiles/intent/testdata/hmac_kat.json",
         "signature": "hex(HMAC-SHA256(key, signing_string)), lower case; checked with: printf '%s' \"$SIGNING_STRING\" | openssl dgst -sha256 -hmac \"$KEY\"",
         "openssl_checked": have_openssl,
         "readings": "canonical_path, signing_string and signature are given per reading of decision query-repeated-order (by-value, as-sent); they differ only where reading_neutral is false",

@@ -1,4 +1,4 @@
-package features
+package intent
 
 // Checks that accept every answer the text allows (outcome sets), checks
 // of one observation under each reading of a decision, and the
@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/intent"
+	"github.com/idscheck/idscheck/features"
 )
 
 // statusOneOf checks the last status against a list such as "200, 201, 4xx":
 // each entry a status or a class (4xx).
 func (w *intentWorld) statusOneOf(list string) error {
 	if w.last == nil {
-		return Mismatch("status "+list, "no response")
+		return features.Mismatch("status "+list, "no response")
 	}
 	for _, e := range strings.Split(list, ",") {
 		e = strings.TrimSpace(e)
@@ -39,7 +39,7 @@ func (w *intentWorld) statusOneOf(list string) error {
 			return nil
 		}
 	}
-	return Mismatch("status "+list, describe(w.last))
+	return features.Mismatch("status "+list, features.Describe(w.last))
 }
 
 // codeIfStatus checks the error code only when the status is the one the
@@ -59,12 +59,12 @@ func (w *intentWorld) claimNotReturned(alias string) error {
 		return fmt.Errorf("no intent %q in this scenario", alias)
 	}
 	if w.last == nil {
-		return Mismatch("a response", "none")
+		return features.Mismatch("a response", "none")
 	}
 	if w.last.Status == http.StatusOK {
 		if m, err := jsonBody(w.last); err == nil {
 			if id, _ := m["id"].(string); id == want {
-				return Mismatch("any answer but intent "+alias+" ("+want+")", describe(w.last))
+				return features.Mismatch("any answer but intent "+alias+" ("+want+")", features.Describe(w.last))
 			}
 		}
 	}
@@ -75,7 +75,7 @@ func (w *intentWorld) claimNotReturned(alias string) error {
 // response is a 201.
 func (w *intentWorld) publishAccepted() error {
 	if w.last == nil || w.last.Status != http.StatusCreated {
-		return Mismatch("201 from the publish", describe(w.last))
+		return features.Mismatch("201 from the publish", features.Describe(w.last))
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ func (w *intentWorld) publishAccepted() error {
 // request was accepted.
 func (w *intentWorld) signedAccepted() error {
 	if w.last == nil || w.last.Status/100 != 2 {
-		return Mismatch("a 2xx for the signed request", describe(w.last))
+		return features.Mismatch("a 2xx for the signed request", features.Describe(w.last))
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func (w *intentWorld) isDead(ctx context.Context, alias string) error {
 // jsonObject checks that the body is a JSON object.
 func (w *intentWorld) jsonObject() error {
 	if _, err := jsonBody(w.last); err != nil {
-		return Mismatch("a JSON object", describe(w.last))
+		return features.Mismatch("a JSON object", features.Describe(w.last))
 	}
 	return nil
 }
@@ -106,10 +106,10 @@ func (w *intentWorld) jsonObject() error {
 // text/plain content type and at least one "name value" sample line.
 func (w *intentWorld) prometheusText() error {
 	if w.last == nil {
-		return Mismatch("Prometheus text", "no response")
+		return features.Mismatch("Prometheus text", "no response")
 	}
 	if ct := w.last.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		return Mismatch("Content-Type: text/plain (Prometheus text format)", "Content-Type: "+ct)
+		return features.Mismatch("Content-Type: text/plain (Prometheus text format)", "Content-Type: "+ct)
 	}
 	for _, line := range strings.Split(string(w.last.Body), "\n") {
 		line = strings.TrimSpace(line)
@@ -123,7 +123,7 @@ func (w *intentWorld) prometheusText() error {
 			}
 		}
 	}
-	return Mismatch("a sample line such as `name 1`", describe(w.last))
+	return features.Mismatch("a sample line such as `name 1`", features.Describe(w.last))
 }
 
 // extendRefusedOrClamped judges an extension with seconds outside 10–3600:
@@ -133,13 +133,13 @@ func (w *intentWorld) prometheusText() error {
 func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) error {
 	r := w.last
 	if r == nil {
-		return Mismatch("a response", "none")
+		return features.Mismatch("a response", "none")
 	}
 	if r.Status/100 == 4 {
 		return nil
 	}
 	if r.Status != http.StatusOK {
-		return Mismatch("a 4xx, or 200 with the lease clamped into 10–3600 s", describe(r))
+		return features.Mismatch("a 4xx, or 200 with the lease clamped into 10–3600 s", features.Describe(r))
 	}
 	sent, got := w.sentAt, time.Now()
 	m, err := w.intentView(ctx, alias)
@@ -148,7 +148,7 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 	}
 	ts, ok := numberField(m, "claim_expires_at")
 	if !ok {
-		return Mismatch("a numeric claim_expires_at after the extension", describe(w.last))
+		return features.Mismatch("a numeric claim_expires_at after the extension", features.Describe(w.last))
 	}
 	timeout := 60.0
 	if v, ok := numberField(m, "claim_timeout"); ok && v > 0 {
@@ -159,7 +159,7 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 	hi := got.Add(w.protocol(timeout + 3600)).Add(slack)
 	end := unixTime(ts)
 	if end.Before(lo) || end.After(hi) {
-		return Mismatch(fmt.Sprintf("a 4xx, or 200 with the lease ending 10–3600 protocol s after the extension (%.3f..%.3f at time scale %g)",
+		return features.Mismatch(fmt.Sprintf("a 4xx, or 200 with the lease ending 10–3600 protocol s after the extension (%.3f..%.3f at time scale %g)",
 			float64(lo.UnixNano())/1e9, float64(hi.UnixNano())/1e9, w.env.Target.TimeScale),
 			fmt.Sprintf("200, and claim_expires_at %.3f (%+.1f protocol s after the call)", ts,
 				end.Sub(sent).Seconds()*w.scale()))
@@ -187,8 +187,8 @@ func (w *intentWorld) signedBothWays(ctx context.Context, method, path string) e
 	if err != nil {
 		return fmt.Errorf("signed request: %w", err)
 	}
-	byValue, ok := intent.CanonicalPath(u.EscapedPath(), u.RawQuery)
-	asSent, ok2 := intent.CanonicalPathAsSent(u.EscapedPath(), u.RawQuery)
+	byValue, ok := CanonicalPath(u.EscapedPath(), u.RawQuery)
+	asSent, ok2 := CanonicalPathAsSent(u.EscapedPath(), u.RawQuery)
 	if !ok || !ok2 {
 		return fmt.Errorf("signed request: no canonical path for %q", p)
 	}
@@ -210,7 +210,7 @@ func (w *intentWorld) signedWayAccepted(way string) error {
 		return fmt.Errorf("no request signed %s in this scenario", way)
 	}
 	if r.Status/100 != 2 {
-		return Mismatch("a 2xx for the request signed "+way, describe(r))
+		return features.Mismatch("a 2xx for the request signed "+way, features.Describe(r))
 	}
 	return nil
 }
@@ -222,10 +222,10 @@ func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical strin
 	nonce := client.NewNonce()
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	h := http.Header{}
-	h.Set(intent.HeaderAPIKey, key)
-	h.Set(intent.HeaderSignature, intent.Sign(key, intent.SigningString(method, canonical, ts, nonce, body)))
-	h.Set(intent.HeaderNonce, nonce)
-	h.Set(intent.HeaderTimestamp, ts)
+	h.Set(HeaderAPIKey, key)
+	h.Set(HeaderSignature, Sign(key, SigningString(method, canonical, ts, nonce, body)))
+	h.Set(HeaderNonce, nonce)
+	h.Set(HeaderTimestamp, ts)
 	c, err := w.clientFor("I/hand-signed", key, false)
 	if err != nil {
 		return nil, err
@@ -249,5 +249,5 @@ func (w *intentWorld) fieldAbsentOrOneOf(path, list string) error {
 			return nil
 		}
 	}
-	return Mismatch(fmt.Sprintf("%s absent, null or one of %s", path, list), describe(w.last))
+	return features.Mismatch(fmt.Sprintf("%s absent, null or one of %s", path, list), features.Describe(w.last))
 }
