@@ -258,7 +258,8 @@ type ServeConfig struct {
 	Seed      uint64
 	Logger    *slog.Logger
 	Getenv    func(string) string
-	// Ready is called once the server listens, with its base URL.
+	// Ready is called once the server listens, with its base URL (cmd
+	// prints "listening on URL": a test or a script waits for that line).
 	Ready          func(baseURL string)
 	Stdout, Stderr io.Writer
 }

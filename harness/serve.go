@@ -11,8 +11,8 @@ import (
 )
 
 // ServeHandler serves a bundled server's handler on c.Addr until ctx ends:
-// it prints "listening on http://HOST:PORT" on c.Stdout (the address chosen
-// when the port is 0), calls c.Ready, and on ctx's end stops accepting,
+// it calls c.Ready with its base URL (the address chosen when the port is
+// 0), and on ctx's end stops accepting,
 // finishes the requests in flight (at most 15 s) and calls closeFn, which
 // commits what the server has queued. name is for the log.
 func ServeHandler(ctx context.Context, c ServeConfig, name string, h http.Handler, closeFn func() error) error {
@@ -28,9 +28,6 @@ func ServeHandler(ctx context.Context, c ServeConfig, name string, h http.Handle
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	base := "http://" + ln.Addr().String()
-	if c.Stdout != nil {
-		fmt.Fprintf(c.Stdout, "listening on %s\n", base)
-	}
 	if c.Ready != nil {
 		c.Ready(base)
 	}

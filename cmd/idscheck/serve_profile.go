@@ -50,7 +50,8 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	fs := newFlagSet("serve", synopsis, stderr)
 	var profile string
 	profileFlag(fs, &profile, string(p.Name), "profile whose bundled reference server to run")
-	c := harness.ServeConfig{Getenv: os.Getenv, Stdout: stdout, Stderr: stderr}
+	c := harness.ServeConfig{Getenv: os.Getenv, Stdout: stdout, Stderr: stderr,
+		Ready: func(base string) { fmt.Fprintf(stdout, "listening on %s\n", base) }}
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0: any free port, printed)")
 	fs.StringVar(&c.DB, "db", "", "its SQLite database file (default: the profile's own)")
 	fs.Float64Var(&c.TimeScale, "time-scale", 0, "divide every protocol duration by this factor (default 1)")
