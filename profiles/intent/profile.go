@@ -36,6 +36,7 @@ func Profile() harness.Profile {
 		Bundled:           intentBundled,
 		AlternateReadings: sut.AlternateReadings,
 		Mutants:           mutants,
+		Chaos:             Chaos(),
 	}
 }
 
