@@ -51,7 +51,7 @@ type chaosConfig struct {
 	mutant     string
 	verbose    bool
 	// profile is --profile; workload its chaos workload, nil for the
-	// Intent Protocol's (chaos.Run, which predates the profiles' field).
+	// Intent Protocol's (profiles/intent.RunChaos on the pipeline below).
 	profile  spec.Profile
 	workload *harness.ChaosWorkload
 	mutants  []harness.Mutant // the profile's, for the failpoints a racy one carries
@@ -113,7 +113,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
 	}
-	// The Intent Protocol's workload (a leased job bus) is chaos.Run; a
+	// The Intent Protocol's workload (a leased job bus) is profiles/intent.RunChaos; a
 	// profile with a chaos workload of its own brings it in its Chaos field.
 	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Name == spec.ProfileIntent || p.Chaos != nil }); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
