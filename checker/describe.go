@@ -7,17 +7,26 @@ import (
 	"github.com/idscheck/idscheck/verdict"
 )
 
-// short shortens a digest or an id for a message.
-func short(s string) string {
+// short is Abbreviate.
+func short(s string) string { return Abbreviate(s) }
+
+// describeOp is DescribeOp.
+func describeOp(op *Operation) string { return DescribeOp(op) }
+
+// Abbreviate shortens an ID or a digest to its first 8 characters (and an
+// ellipsis) for a one-line rendering.
+func Abbreviate(s string) string {
 	if len(s) > 10 {
 		return s[:8] + "…"
 	}
 	return s
 }
 
-// describeOp renders one operation of the shared kinds (publish, status;
-// any other kind by its name and key) for porcupine's visualization.
-func describeOp(op *Operation) string {
+// DescribeOp renders one operation of the shared kinds (publish, status;
+// any other kind by its name and key) on one line, for porcupine's
+// visualization and for evidence. A profile with kinds of its own renders
+// them itself.
+func DescribeOp(op *Operation) string {
 	var b strings.Builder
 	switch op.Kind {
 	case OpPublish:
