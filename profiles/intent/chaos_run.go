@@ -13,8 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/idscheck/idscheck/chaos"
-	"github.com/idscheck/idscheck/verdict"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -23,9 +21,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // ChaosConfig is one chaos run of the Intent workload.

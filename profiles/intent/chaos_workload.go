@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/idscheck/idscheck/chaos"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -13,9 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // maxAttempts is the max_attempts of every intent the workload publishes.

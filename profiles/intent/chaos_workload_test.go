@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -15,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pingcap/failpoint"
-
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	sut "github.com/idscheck/idscheck/sut/intent"
+	"github.com/idscheck/idscheck/verdict"
+	"github.com/pingcap/failpoint"
 )
 
 const timeScale = 60 // a 1 s lease

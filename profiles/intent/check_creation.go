@@ -1,10 +1,10 @@
 package intent
 
 import (
-	"github.com/idscheck/idscheck/checker"
 	"math"
 	"slices"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -3,13 +3,13 @@ package intent
 import (
 	"flag"
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -2,6 +2,7 @@ package intent
 
 import (
 	"fmt"
+
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )

@@ -1,12 +1,12 @@
 package intent
 
 import (
-	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // TestIdemDecideMatchesPorcupine compares the linear-time decision of an

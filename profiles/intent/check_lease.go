@@ -3,11 +3,11 @@ package intent
 import (
 	"cmp"
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -1,11 +1,11 @@
 package intent
 
 import (
-	"github.com/idscheck/idscheck/checker"
 	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -2,13 +2,13 @@ package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/verdict"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // The porcupine models. Both are nondeterministic (an operation with an

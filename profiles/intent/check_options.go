@@ -87,9 +87,10 @@ package intent
 // (This comment is the checks' overview, not the package's doc.)
 
 import (
+	"time"
+
 	"github.com/anishathalye/porcupine"
 	"github.com/idscheck/idscheck/checker"
-	"time"
 )
 
 // The Intent Protocol's anomaly kinds beyond the generic ones.

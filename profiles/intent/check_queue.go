@@ -2,11 +2,11 @@ package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -2,13 +2,13 @@ package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -2,10 +2,10 @@ package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
 	"math"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 

@@ -2,13 +2,14 @@ package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // scaleHistory generates a correct Intent Protocol history of about n

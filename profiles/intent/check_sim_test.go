@@ -2,10 +2,11 @@ package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // simBus is a correct Intent Protocol bus, simulated one intent at a time in

@@ -2,8 +2,6 @@ package intent
 
 import (
 	"bytes"
-	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/verdict"
 	"maps"
 	"reflect"
 	"slices"
@@ -11,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // ms0 converts milliseconds to the history's nanoseconds.

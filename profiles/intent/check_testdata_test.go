@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/verdict"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/histories from the failing table cases")
