@@ -1,8 +1,8 @@
 package checker
 
 import (
+	"github.com/anishathalye/porcupine"
 	"github.com/idscheck/idscheck/verdict"
-	"time"
 )
 
 // AnomalyKind names one way a history breaks the exactly-once promise.
@@ -10,10 +10,11 @@ type AnomalyKind string
 
 const (
 	// Lost: a publish was acknowledged, and its unit of work never took
-	// effect nor was fulfilled (dead or expired ones too, when Options say so).
+	// effect nor was completed (nor ended otherwise, when the profile's
+	// options say that counts as lost).
 	Lost AnomalyKind = "lost"
 	// Duplicated: a unit of work took effect more often than allowed, or was
-	// served by more than one intent.
+	// served by more than one instance (two units created for one key).
 	Duplicated AnomalyKind = "duplicated"
 	// Unexpected: an effect no publish asked for (no attempt with its key
 	// could have taken effect).
@@ -21,23 +22,6 @@ const (
 	// Recovered is not a violation: a publish whose outcome was unknown did
 	// take effect. Counted and shown, never a failure.
 	Recovered AnomalyKind = "recovered"
-	// DoubleLease: two claims of one intent whose leases certainly overlap,
-	// the first not released.
-	DoubleLease AnomalyKind = "double-lease"
-	// StaleTokenAccepted: extend, fulfill or fail succeeded with a token that
-	// a later claim had certainly superseded, or whose lease had certainly
-	// expired.
-	StaleTokenAccepted AnomalyKind = "stale-token-accepted"
-	// FulfilledTwice: after a fulfill of an intent succeeded, another fulfill
-	// or a claim of it succeeded.
-	FulfilledTwice AnomalyKind = "fulfilled-twice"
-	// AttemptsExceeded: an intent was claimed more often than the
-	// max_attempts its publisher set; it should have been dead.
-	AttemptsExceeded AnomalyKind = "attempts-exceeded"
-	// DeadTooEarly: an intent was read dead before max_attempts claims of
-	// it could have been made: dead-lettered early (or cancelled by an
-	// admin, which the history does not hold).
-	DeadTooEarly AnomalyKind = "dead-too-early"
 	// IdempotencyViolation: the idempotency record broke: the same body under
 	// the same key got a different response, a different body was accepted
 	// instead of rejected, or a conflict was reported with no different body.
@@ -55,7 +39,7 @@ func (k AnomalyKind) Violation() bool { return k != Recovered }
 // effects that show it, and a plain-language explanation.
 type Anomaly struct {
 	Kind        AnomalyKind `json:"kind"`
-	Key         string      `json:"key"` // idempotency key or intent id the anomaly is about
+	Key         string      `json:"key"` // the idempotency key or the unit the anomaly is about
 	Explanation string      `json:"explanation"`
 	Ops         []Operation `json:"ops,omitempty"`
 	Effects     []Effect    `json:"effects,omitempty"`
@@ -71,11 +55,10 @@ const (
 	LinUnknown LinResult = "Unknown"
 )
 
-// Model names of the porcupine models Check runs.
-const (
-	ModelIdempotency = "idempotency" // partitioned by idempotency key, publish ops
-	ModelLease       = "lease"       // partitioned by intent id, claim/extend/fulfill/fail/status ops
-)
+// ModelIdempotency names the idempotency-record model (partitioned by
+// idempotency key: the first accepted body fixes the response, the same body
+// replays it, another body is refused) in a Report.
+const ModelIdempotency = "idempotency"
 
 // ModelCheck is the linearizability result of one model over the history.
 type ModelCheck struct {
@@ -94,9 +77,10 @@ type Partition struct {
 	Model string      `json:"model"`
 	Key   string      `json:"key"`
 	Ops   []Operation `json:"ops"`
-	// Bounds (lease partitions) is what the rest of the history says of the
-	// intent: when a publish can have created it, its max_attempts.
-	Bounds *IntentBounds `json:"bounds,omitempty"`
+	// Bounds is what the rest of the history says of the partition's
+	// object, in the profile's own type, when its model needs it (nil:
+	// nothing).
+	Bounds any `json:"bounds,omitempty"`
 }
 
 // QueueStats counts units of work in the manner of Jepsen's total-queue.
@@ -105,56 +89,17 @@ type QueueStats struct {
 	Attempted    int `json:"attempted"`    // keys with at least one publish
 	Acknowledged int `json:"acknowledged"` // keys with at least one publish OK
 	Effected     int `json:"effected"`     // keys with at least one effect
-	Fulfilled    int `json:"fulfilled"`    // keys whose intent was seen fulfilled
+	Fulfilled    int `json:"fulfilled"`    // keys whose unit was seen completed
 	Lost         int `json:"lost"`
 	Duplicated   int `json:"duplicated"`
 	Unexpected   int `json:"unexpected"`
 	Recovered    int `json:"recovered"`
-	Dead         int `json:"dead"`    // acknowledged keys whose intent was last seen dead
-	Expired      int `json:"expired"` // acknowledged keys whose intent was last seen gone
-	Pending      int `json:"pending"` // acknowledged, no effect, last seen open or claimed (Options.Undrained)
+	Dead         int `json:"dead"`    // acknowledged keys whose unit was last seen given up (dead-lettered)
+	Expired      int `json:"expired"` // acknowledged keys whose unit was last seen gone
+	Pending      int `json:"pending"` // acknowledged, no effect, still under way when an undrained run stopped
 }
 
-// Options say what the workload promised and how long the checker may work.
-type Options struct {
-	// Timeout bounds each porcupine run over the history; 0 means no bound.
-	// Running out of time makes a model's result LinUnknown, never LinOk.
-	Timeout time.Duration `json:"timeout_ns,omitempty"`
-	// MaxEffects is how many effects one key may have: 0 means 1
-	// (exactly-once effect), negative means any number (at-least-once
-	// execution with idempotent workers: only a second intent is duplicated).
-	MaxEffects int `json:"max_effects,omitempty"`
-	// DeadIsLost counts an acknowledged unit whose intent ended dead as lost
-	// (for workloads where workers never fail on purpose).
-	DeadIsLost bool `json:"dead_is_lost,omitempty"`
-	// ExpiredIsLost counts an acknowledged unit whose intent vanished (404 on
-	// a status read) without effect as lost.
-	ExpiredIsLost bool `json:"expired_is_lost,omitempty"`
-	// MustFinish says every acknowledged unit was driven to an end: one
-	// whose work ran but whose intent was last seen open or claimed (its
-	// completion never landed, e.g. a lease that never lapses) is lost too,
-	// not only one that never ran. Pending instead when Undrained.
-	MustFinish bool `json:"must_finish,omitempty"`
-	// Undrained says the workload stopped without waiting for every unit to
-	// finish: units still open or claimed at the end are Pending, not Lost.
-	Undrained bool `json:"undrained,omitempty"`
-	// ClockSlack is how far a duration the server measures (a lease, an
-	// extension) may differ from its length on the harness's clock, when
-	// judging that a lease had certainly expired or was certainly still
-	// live (default 50 ms; negative: none, the two clocks agree).
-	ClockSlack time.Duration `json:"clock_slack_ns,omitempty"`
-	// ConflictStatus is the status that reports an idempotency key reused
-	// with a different body (default 422, seed 004 §7.2).
-	ConflictStatus int `json:"conflict_status,omitempty"`
-	// SkipQueue turns the queue checks off, for workloads that execute
-	// nothing (no workers, no effect sink): lost would be meaningless.
-	SkipQueue bool `json:"skip_queue,omitempty"`
-	// MaxExamples bounds how many anomalies of each kind are kept with
-	// evidence; Counts hold the totals (default 20).
-	MaxExamples int `json:"max_examples,omitempty"`
-}
-
-// Report is what Check found. Verdict sums it up.
+// Report is what a profile's checks found in a run. Verdict sums it up.
 type Report struct {
 	Ops       int                 `json:"ops"`
 	Effects   int                 `json:"effects"`
@@ -162,26 +107,19 @@ type Report struct {
 	Models    []ModelCheck        `json:"models"`
 	Anomalies []Anomaly           `json:"anomalies,omitempty"`
 	Counts    map[AnomalyKind]int `json:"counts"`
-	// Options are the effective options of the check (defaults filled in).
-	Options Options `json:"options"`
-	// FirstHiddenClaim is the call time of the earliest claim whose outcome
-	// and intent are unknown (math.MaxInt64 if none): the models need it to
-	// re-check FailingPartitions alone.
-	FirstHiddenClaim int64 `json:"first_hidden_claim"`
-	// HiddenClaims are the call times of the earliest such claims (at most
-	// 20, the most any intent can use): the lease model needs them to
-	// re-check FailingPartitions alone.
-	HiddenClaims []int64 `json:"hidden_claims,omitempty"`
-	// ExtendReading is the reading of extend the lease model judged the
-	// history under ("from-now" or "added", spec.DecisionExtend): one for
-	// the whole history, the one that leaves fewer intents illegal.
-	ExtendReading string `json:"extend_reading,omitempty"`
+	// Options are the effective options of the check (defaults filled
+	// in), in the checking profile's own type.
+	Options any `json:"options,omitempty"`
+	// Detail is what the checking profile found besides the above, in its
+	// own type (nil: nothing).
+	Detail any `json:"detail,omitempty"`
 	// FailingPartitions holds, for each partition porcupine found illegal,
 	// its operations: Visualize renders these and nothing else.
 	FailingPartitions []Partition `json:"failing_partitions,omitempty"`
-	// contradicted counts named findings dropped because their model
-	// accepted the partition (never, the tests say).
-	contradicted int
+	// PartitionModel is the porcupine model FailingPartitions are drawn
+	// with, set by the check that found them (not recorded: a report read
+	// back from JSON has none, and is drawn by checking its run again).
+	PartitionModel *porcupine.Model `json:"-"`
 }
 
 // Verdict is Fail when any violation was found, Unknown when none was found
@@ -202,28 +140,4 @@ func (r Report) Verdict() verdict.Verdict {
 		}
 	}
 	return v
-}
-
-// Check checks a history and a ledger: porcupine models per key, the lease
-// checks, the idempotency checks and the queue checks. It is pure: same
-// input, same report (porcupine's own goroutines aside).
-func Check(h History, l Ledger, opts Options) Report {
-	opts = opts.withDefaults()
-	c := newCheck(h, l, opts)
-	c.run()
-	c.report.contradicted = c.contradicted
-	return c.report
-}
-
-func (o Options) withDefaults() Options {
-	if o.ClockSlack == 0 {
-		o.ClockSlack = 50 * time.Millisecond
-	}
-	if o.ConflictStatus == 0 {
-		o.ConflictStatus = 422
-	}
-	if o.MaxExamples == 0 {
-		o.MaxExamples = 20
-	}
-	return o
 }

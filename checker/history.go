@@ -8,53 +8,40 @@ import (
 	"io"
 )
 
-// OpKind names what one operation of a history did. The names are the
-// Intent Protocol's (seed 004 §7); IDS and ATP requests that create a unit of
-// work under an idempotency key are recorded as OpPublish.
+// OpKind names what one operation of a history did. Each profile defines
+// its own kinds (the names its protocol gives its requests); the two below
+// are shared: most profiles have a keyed request that creates a unit of
+// work, and a read of a unit's state.
 type OpKind string
 
 const (
-	// OpPublish creates a unit of work under an idempotency key: POST /intent
-	// with Idempotency-Key (Key = the idempotency key, Input.Body = digest of
-	// the canonical body, Output.ID = the intent id returned). For IDS and ATP
-	// it is the keyed request whose effect lands at the sink; for ATP the Key
-	// is "intent_id/idempotency_key".
+	// OpPublish is a keyed request that creates a unit of work: Key = the
+	// idempotency key (a profile may compose it of several parts),
+	// Input.Body = digest of the canonical body, Output.ID = the unit
+	// created or replayed. Its effect, if any, lands in the Ledger under
+	// its Key.
 	OpPublish OpKind = "publish"
-	// OpClaim is POST /claim. Key = the intent id claimed (empty when the
-	// answer was 204 or unknown); Output carries token, attempts and lease.
-	OpClaim OpKind = "claim"
-	// OpExtend is POST /extend_claim/<id> (Key = intent id, Input.Token,
-	// Input.ExtendNs = requested seconds as a duration).
-	OpExtend OpKind = "extend"
-	// OpFulfill is POST /fulfill/<id> (Key = intent id, Input.Token).
-	OpFulfill OpKind = "fulfill"
-	// OpFail is POST /fail/<id> (Key = intent id, Input.Token).
-	OpFail OpKind = "fail"
-	// OpStatus is GET /status/<id> or /result/<id> (Key = intent id,
-	// Output.State = the status read, or StateGone on 404).
+	// OpStatus is a read of a unit's state (Key = the unit, Output.State =
+	// the state read, or StateGone on 404).
 	OpStatus OpKind = "status"
 )
 
-// Intent states as the Intent Protocol names them (seed 004 §3.1), plus
-// StateGone for a 404 on a status read (purged, expired or never existed).
-const (
-	StateOpen      = "open"
-	StateClaimed   = "claimed"
-	StateFulfilled = "fulfilled"
-	StateDead      = "dead"
-	StateGone      = "gone"
-)
+// StateGone is the state a status read reports on a 404: the unit is gone
+// (purged, expired or never existed).
+const StateGone = "gone"
 
 // Input is what a client sent, reduced to what the models need. Bodies are
 // digests: two semantically identical JSON bodies must have equal digests
-// (the recorder canonicalises before hashing).
+// (the recorder canonicalises before hashing). Besides Body, the fields
+// serve the profiles whose units are leased to workers; each profile's
+// kinds say which they fill.
 type Input struct {
 	Body     string `json:"body,omitempty"`      // publish: digest of the canonical request body
-	Token    string `json:"token,omitempty"`     // extend, fulfill, fail: the claim token presented
-	ExtendNs int64  `json:"extend_ns,omitempty"` // extend: the lease length asked for, in ns
-	Worker   string `json:"worker,omitempty"`    // claim and lease ops: the worker that sent it
-	// MaxAttempts is the publish's max_attempts (seed 004 §4.1: 3 when the
-	// body leaves it out); 0 when the recorder does not say.
+	Token    string `json:"token,omitempty"`     // a lease operation: the lease token presented
+	ExtendNs int64  `json:"extend_ns,omitempty"` // a lease extension: the length asked for, in ns
+	Worker   string `json:"worker,omitempty"`    // a lease operation: the worker that sent it
+	// MaxAttempts is how many leases the publish allows its unit; 0 when
+	// the recorder does not say.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
@@ -62,12 +49,12 @@ type Input struct {
 // meaningless when the operation's Outcome is OutcomeUnknown.
 type Output struct {
 	Status   int    `json:"status,omitempty"`   // HTTP status; 0 when none came back
-	ID       string `json:"id,omitempty"`       // publish: intent id created or replayed; claim: intent id claimed
+	ID       string `json:"id,omitempty"`       // publish: the unit created or replayed; a lease: the unit leased
 	Body     string `json:"body,omitempty"`     // publish: digest of the response body that a replay must repeat
-	Token    string `json:"token,omitempty"`    // claim: the claim token granted
-	Attempts int    `json:"attempts,omitempty"` // claim: claim_attempts after this claim
-	LeaseNs  int64  `json:"lease_ns,omitempty"` // claim: claim_timeout as a duration; extend: new lease length
-	State    string `json:"state,omitempty"`    // status: one of the State* constants
+	Token    string `json:"token,omitempty"`    // a lease: the lease token granted
+	Attempts int    `json:"attempts,omitempty"` // a lease: how many leases of the unit so far
+	LeaseNs  int64  `json:"lease_ns,omitempty"` // a lease or an extension: its length as a duration
+	State    string `json:"state,omitempty"`    // status: the state read (StateGone on 404)
 }
 
 // Operation is one call of one client, with the interval in which it took
@@ -79,13 +66,11 @@ type Output struct {
 type Operation struct {
 	ClientID int    `json:"client"`
 	Kind     OpKind `json:"kind"`
-	Key      string `json:"key,omitempty"` // idempotency key (publish) or intent id (lease ops, status)
-	// KeyID names the API key (X-API-KEY) the request was sent with: a
-	// label or a digest, never the key itself. Idempotency records are
-	// scoped per API key (seed 004 §7.2: "the same response for the same
-	// API key and semantically identical JSON request body"), so publishes
-	// meet on (KeyID, Key). Empty: the run's one key (histories recorded
-	// before the field existed).
+	Key      string `json:"key,omitempty"` // idempotency key (publish) or the unit acted on
+	// KeyID names the API key the request was sent with: a label or a
+	// digest, never the key itself. Where idempotency records are scoped
+	// per API key, publishes meet on (KeyID, Key). Empty: the run's one key
+	// (histories recorded before the field existed).
 	KeyID   string          `json:"key_id,omitempty"`
 	Input   Input           `json:"in,omitzero"`
 	Output  Output          `json:"out,omitzero"`
@@ -152,10 +137,8 @@ func ReadHistory(r io.Reader) (History, error) {
 }
 
 func (op *Operation) validate() error {
-	switch op.Kind {
-	case OpPublish, OpClaim, OpExtend, OpFulfill, OpFail, OpStatus:
-	default:
-		return fmt.Errorf("unknown kind %q", op.Kind)
+	if op.Kind == "" {
+		return fmt.Errorf("operation without a kind")
 	}
 	switch op.Outcome {
 	case verdict.OutcomeOK, verdict.OutcomeFailed, verdict.OutcomeUnknown:

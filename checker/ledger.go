@@ -7,17 +7,16 @@ import (
 	"io"
 )
 
-// Effect is one side effect observed where it lands: for the Intent Protocol
-// an execution of an intent by one of the harness's workers, for IDS and ATP
-// one call to the harness-hosted effect sink. Key is the unit of work the
-// effect belongs to, spelled as the publishing operation's Key (the
-// idempotency key the publisher used; the workload carries it in the payload
-// so a worker can tell), so effects and publishes meet on it.
+// Effect is one side effect observed where it lands: an execution by one of
+// the harness's workers, or one call to the harness-hosted effect sink. Key
+// is the unit of work the effect belongs to, spelled as the publishing
+// operation's Key (the workload carries it in the payload), so effects and
+// publishes meet on it.
 type Effect struct {
 	Key    string `json:"key"`              // the publish Key this effect serves
-	Intent string `json:"intent,omitempty"` // Intent Protocol: the intent id executed
+	Intent string `json:"intent,omitempty"` // the instance of the unit executed (its id), when the profile has one
 	Worker string `json:"worker,omitempty"` // who performed it
-	Token  string `json:"token,omitempty"`  // Intent Protocol: the claim token held while executing
+	Token  string `json:"token,omitempty"`  // the lease token held while executing, when the profile leases units
 	At     int64  `json:"at"`               // ns on the harness's clock since the run started
 }
 

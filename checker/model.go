@@ -10,7 +10,7 @@ import (
 // interface: which object an operation acts on (its partition key), the
 // porcupine model that judges the operations of one object, and named
 // checks over them, each evidence against one rule. A profile brings its
-// own models (the lease model is the Intent Protocol's); the idempotency
+// own models (a lease model, a state machine, …); the idempotency
 // model is everyone's.
 //
 // The porcupine model receives *Operation as both input and output: the

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"errors"
 	"fmt"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
@@ -17,19 +18,10 @@ func (r Report) Visualize(w io.Writer) error {
 	if len(r.FailingPartitions) == 0 {
 		return nil
 	}
-	opts := r.Options.withDefaults()
-	env := &modelEnv{slack: max(int64(opts.ClockSlack), 0), conflictStatus: opts.ConflictStatus, hidden: r.HiddenClaims, intents: map[string]*IntentBounds{}}
-	if r.ExtendReading == "added" {
-		env.reading = readingAdded
-	} else {
-		env.reading = readingFromNow
+	if r.PartitionModel == nil {
+		return errors.New("visualize: the report carries no model to draw its failing partitions with")
 	}
-	for _, p := range r.FailingPartitions {
-		if p.Bounds != nil {
-			env.intents[p.Key] = p.Bounds
-		}
-	}
-	model := env.porcupineModel()
+	model := *r.PartitionModel
 
 	var all [][]porcupine.Operation
 	lanes := map[[2]int]int{} // (partition, client) → lane
@@ -53,7 +45,7 @@ func (r Report) Visualize(w io.Writer) error {
 				lanes[k] = lane
 			}
 			pops[i].ClientId = lane
-			pops[i].Metadata = fmt.Sprintf("%s; %s %s, lane of client %d", describeMeta(op), keyNoun(p.Model), p.Key, op.ClientID)
+			pops[i].Metadata = fmt.Sprintf("%s; %s partition %s, lane of client %d", describeMeta(op), p.Model, p.Key, op.ClientID)
 			if op.Effective() == verdict.OutcomeUnknown {
 				delete(lanes, k)
 			}
@@ -84,7 +76,7 @@ func (r Report) Visualize(w io.Writer) error {
 		}
 		notes = append(notes, porcupine.Annotation{Tag: "anomaly: " + string(a.Kind), Start: start, End: end, Description: string(a.Kind), Details: a.Explanation, BackgroundColor: "#f8d7da"})
 		for _, e := range a.Effects {
-			notes = append(notes, porcupine.Annotation{Tag: "effects", Start: e.At, Description: "effect " + short(e.Key), Details: fmt.Sprintf("effect of %s by %s (intent %s, token %s)", e.Key, e.Worker, e.Intent, e.Token)})
+			notes = append(notes, porcupine.Annotation{Tag: "effects", Start: e.At, Description: "effect " + short(e.Key), Details: describeEffect(e)})
 		}
 	}
 	info.AddAnnotations(notes)
@@ -92,4 +84,21 @@ func (r Report) Visualize(w io.Writer) error {
 		return fmt.Errorf("visualize: %w", err)
 	}
 	return nil
+}
+
+// describeEffect says what one effect was: whose, by whom, under which
+// instance and token (those the recorder gave).
+func describeEffect(e Effect) string {
+	s := "effect of " + e.Key
+	if e.Worker != "" {
+		s += " by " + e.Worker
+	}
+	if e.Intent != "" {
+		s += " (instance " + e.Intent
+		if e.Token != "" {
+			s += ", token " + e.Token
+		}
+		s += ")"
+	}
+	return s
 }

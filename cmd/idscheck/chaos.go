@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/idscheck/idscheck/harness"
 	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
+	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/redact"
 	"io"
 	"log/slog"
@@ -27,12 +28,10 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/profiles"
-	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/spec/httpidem"
-	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -53,7 +52,7 @@ type chaosConfig struct {
 	mutant     string
 	verbose    bool
 	// profile is --profile; workload its chaos workload, nil for the
-	// Intent Protocol's (chaos.Run, which predates the profiles' field).
+	// Intent Protocol's (profiles/intent.RunChaos on the pipeline below).
 	profile  spec.Profile
 	workload *harness.ChaosWorkload
 	mutants  []harness.Mutant // the profile's, for the failpoints a racy one carries
@@ -116,7 +115,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
 	}
-	// The Intent Protocol's workload (a leased job bus) is chaos.Run; a
+	// The Intent Protocol's workload (a leased job bus) is profiles/intent.RunChaos; a
 	// profile with a chaos workload of its own brings it in its Chaos field.
 	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Name == spec.ProfileIntent || p.Chaos != nil }); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -124,6 +123,9 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	prof, _ := profiles.Lookup(spec.Profile(*profile))
 	c.profile, c.workload, c.mutants = prof.Name, prof.Chaos, prof.Mutants
+	if c.profile == spec.ProfileIntent {
+		c.workload = nil // still the Intent pipeline below (runChaos), which calls into profiles/intent
+	}
 	if w := c.workload; w != nil && w.StormMax > 0 {
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "storm-max" })
@@ -317,7 +319,7 @@ type chaosRun struct {
 	Schedule    []faults.Planned   `json:"schedule"`
 	Timeline    []faults.Injection `json:"timeline"`
 	Series      []chaos.Bucket     `json:"series"`
-	Options     checker.Options    `json:"check_options"`
+	Options     profintent.Options `json:"check_options"`
 	// Coverage is every requested fault and what became of it: scheduled,
 	// injected, failed. One never injected makes the run UNKNOWN.
 	Coverage []faults.Coverage `json:"coverage"`
@@ -442,7 +444,7 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	fmt.Fprintf(stderr, "chaos: seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.seed, c.duration, c.workers,
 		len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr)
-	res, runErr := chaos.Run(ctx, chaos.Config{
+	res, runErr := profintent.RunChaos(ctx, profintent.ChaosConfig{
 		BaseURL: base, APIKey: tgt.apiKey, Seed: c.seed, Duration: c.duration, Workers: c.workers,
 		Lease: lease, Faults: usable, StormMax: c.stormMax, Logger: logger,
 		Progress: func(p chaos.Progress) {
@@ -499,42 +501,7 @@ func unmatchedReason(tok string, tgt *chaosTarget) string {
 // never sees. An error is expected: the failpoint ends the server
 // mid-request.
 func bundledFailpointTriggers(tgt *chaosTarget) map[string]func(context.Context) error {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	send := func(ctx context.Context, path string, header http.Header, body string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, tgt.url+path, strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header = header
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("POST %s: %s", path, resp.Status)
-		}
-		return nil
-	}
-	const ns = "chaos-failpoint-trigger"
-	publish := func(ctx context.Context) error {
-		return send(ctx, intent.PathIntent, http.Header{intent.HeaderAPIKey: {tgt.apiKey}},
-			`{"goal":"failpoint-trigger","payload":{},"namespace":"`+ns+`"}`)
-	}
-	return map[string]func(context.Context) error{
-		sut.FailpointInsideCleanup: func(ctx context.Context) error {
-			return send(ctx, intent.PathCleanup, http.Header{intent.HeaderAdminToken: {tgt.adminToken}}, "")
-		},
-		sut.FailpointAfterCommitBeforeReply: publish,
-		sut.FailpointAfterClaimBeforeResponse: func(ctx context.Context) error {
-			if err := publish(ctx); err != nil {
-				return err
-			}
-			return send(ctx, intent.PathClaim+"?namespace="+ns, http.Header{intent.HeaderAPIKey: {tgt.apiKey}, intent.HeaderWorkerID: {"failpoint-trigger"}}, "")
-		},
-	}
+	return profintent.FailpointTriggers(tgt.url, tgt.apiKey, tgt.adminToken)
 }
 
 // redactChaosRun removes every secret from what chaos.json holds: the
@@ -651,8 +618,8 @@ func applyChaosCoverage(c *reports.Chaos, run chaosRun, code int) int {
 // run is far shorter than the intents' TTL (an acknowledged intent that
 // vanished is lost), and the drain drives every unit to an end (one that ran
 // but is still open or claimed at the end is stuck: lost).
-func chaosCheckOptions() checker.Options {
-	return checker.Options{Timeout: 60 * time.Second, MaxEffects: -1, ExpiredIsLost: true, MustFinish: true}
+func chaosCheckOptions() profintent.Options {
+	return profintent.ChaosCheckOptions()
 }
 
 func writeChaosRun(dir string, run chaosRun, h checker.History, l checker.Ledger) error {
@@ -1103,7 +1070,7 @@ func chaosWaitAnswers(ctx context.Context, base string, d time.Duration) error {
 // is undecided.
 func checkChaosRun(run chaosRun, h checker.History, l checker.Ledger, files map[string][]byte) checker.Report {
 	if run.Profile == "" || run.Profile == string(spec.ProfileIntent) {
-		return checker.Check(h, l, run.Options)
+		return profintent.Check(h, l, run.Options)
 	}
 	p, ok := profiles.Lookup(spec.Profile(run.Profile))
 	if !ok || p.Chaos == nil || p.Chaos.Check == nil {

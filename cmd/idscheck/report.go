@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
+	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -220,7 +221,7 @@ func chaosDirResult(dir string) (*reports.Result, error) {
 		err = json.Unmarshal(b, &rep)
 	}
 	if err != nil {
-		rep = checker.Check(h, l, run.Options)
+		rep = profintent.Check(h, l, run.Options)
 	}
 	return chaosResult(run, rep, chaosViews(dir)), nil
 }

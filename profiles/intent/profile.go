@@ -50,6 +50,7 @@ func Profile() harness.Profile {
 		Credentials:       credentials,
 		Section:           section(),
 		Serve:             serve(),
+		Chaos:             Chaos(),
 	}
 }
 

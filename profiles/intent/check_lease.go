@@ -1,4 +1,4 @@
-package checker
+package intent
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -39,13 +40,13 @@ func (c *check) checkLease(key string, idx []int, b *IntentBounds, hidden []int6
 
 // leaseOps is one intent's operations, sorted for the named checks.
 type leaseOps struct {
-	claims    []*Operation // answered with a token, by call
-	lost      []*Operation // claims of this intent whose outcome is unknown
-	extends   []*Operation // may have taken effect, by call
-	releases  []*Operation // fail or fulfill that may have taken effect
-	mutations []*Operation // extend, fulfill or fail answered 200
-	fulfills  []*Operation // fulfill answered 200
-	reads     []*Operation // status reads answered
+	claims    []*checker.Operation // answered with a token, by call
+	lost      []*checker.Operation // claims of this intent whose outcome is unknown
+	extends   []*checker.Operation // may have taken effect, by call
+	releases  []*checker.Operation // fail or fulfill that may have taken effect
+	mutations []*checker.Operation // extend, fulfill or fail answered 200
+	fulfills  []*checker.Operation // fulfill answered 200
+	reads     []*checker.Operation // status reads answered
 	// tLo and tHi bound the instant of each claim (by index in claims).
 	tLo, tHi []int64
 	slack    int64
@@ -78,13 +79,13 @@ func (c *check) leaseOps(key string, idx []int, hidden []int64) *leaseOps {
 			if op.Kind == OpFulfill && out == verdict.OutcomeOK {
 				l.fulfills = append(l.fulfills, op)
 			}
-		case OpStatus:
+		case checker.OpStatus:
 			if out == verdict.OutcomeOK {
 				l.reads = append(l.reads, op)
 			}
 		}
 	}
-	byCall := func(a, b *Operation) int { return cmp.Compare(a.Call, b.Call) }
+	byCall := func(a, b *checker.Operation) int { return cmp.Compare(a.Call, b.Call) }
 	slices.SortStableFunc(l.claims, byCall)
 	slices.SortStableFunc(l.extends, byCall)
 	l.bounds()
@@ -188,8 +189,8 @@ func (c *check) beforeCreation(key string, l *leaseOps, b *IntentBounds) {
 	if b.BornAfter == math.MinInt64 {
 		return
 	}
-	var first *Operation
-	see := func(op *Operation) {
+	var first *checker.Operation
+	see := func(op *checker.Operation) {
 		if op.Return < b.BornAfter && (first == nil || op.Return < first.Return) {
 			first = op
 		}
@@ -213,11 +214,11 @@ func (c *check) beforeCreation(key string, l *leaseOps, b *IntentBounds) {
 	if b.BornAfter == math.MaxInt64 {
 		why = "yet no publish of the history could have created it (none answered its id, none of its key was left without an answer)"
 	}
-	c.add(Anomaly{
-		Kind: Unexpected, Key: key,
+	c.add(checker.Anomaly{
+		Kind: checker.Unexpected, Key: key,
 		Explanation: fmt.Sprintf("intent %s existed at %s (%s), %s: an intent exists only once a publish created it",
 			key, ms(first.Return), describeOp(first), why),
-		Ops: []Operation{*first},
+		Ops: []checker.Operation{*first},
 	})
 }
 
@@ -241,12 +242,12 @@ func (c *check) doubleLease(key string, l *leaseOps) {
 			if !l.before(i, j) && a.Return >= l.endsFrom(j) {
 				continue
 			}
-			c.add(Anomaly{
+			c.add(checker.Anomaly{
 				Kind: DoubleLease, Key: key,
 				Explanation: fmt.Sprintf("intent %s was claimed twice with leases that certainly overlap: the claim of token %s (lease %s) took effect no earlier than %s, "+
 					"so its lease could not end before %s, yet the claim of token %s took effect by %s: two workers held it at once",
 					key, short(a.Output.Token), ms(a.Output.LeaseNs), ms(l.tLo[i]), ms(l.endsFrom(i)), short(b.Output.Token), ms(b.Return)),
-				Ops: []Operation{*a, *b},
+				Ops: []checker.Operation{*a, *b},
 			})
 			return
 		}
@@ -260,7 +261,7 @@ func (c *check) doubleLease(key string, l *leaseOps) {
 func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 	for _, m := range l.mutations {
 		if why, ev := l.stale(m); why != "" {
-			c.add(Anomaly{
+			c.add(checker.Anomaly{
 				Kind: StaleTokenAccepted, Key: key,
 				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, %s", m.Kind, key, short(m.Input.Token), why),
 				Ops:         append(ev, *m),
@@ -272,7 +273,7 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 		if r.Output.State != StateFulfilled {
 			continue
 		}
-		sent := func(f *Operation) bool { return f.Kind == OpFulfill && f.Call <= r.Return } // may have done it
+		sent := func(f *checker.Operation) bool { return f.Kind == OpFulfill && f.Call <= r.Return } // may have done it
 		some, fresh := false, false
 		for _, f := range l.releases {
 			if sent(f) {
@@ -287,7 +288,7 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 			continue // no fulfill at all (the model says so), or one may have been valid
 		}
 		var whys []string
-		var ev []Operation
+		var ev []checker.Operation
 		for _, f := range l.releases {
 			if !sent(f) {
 				continue
@@ -303,7 +304,7 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 		if whys == nil {
 			continue
 		}
-		c.add(Anomaly{
+		c.add(checker.Anomaly{
 			Kind: StaleTokenAccepted, Key: key,
 			Explanation: fmt.Sprintf("intent %s read fulfilled at %s, but every fulfill that may have done it was refusable: %s; so one was accepted with a token that must have got 404",
 				key, ms(r.Return), strings.Join(whys, "; ")),
@@ -315,7 +316,7 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 
 // stale says why m's token was certainly not valid when m took effect, with
 // the operations that show it ("" when it may have been valid).
-func (l *leaseOps) stale(m *Operation) (string, []Operation) {
+func (l *leaseOps) stale(m *checker.Operation) (string, []checker.Operation) {
 	ai := -1 // the claim that granted m's token
 	for i, cl := range l.claims {
 		if cl.Output.Token == m.Input.Token {
@@ -330,7 +331,7 @@ func (l *leaseOps) stale(m *Operation) (string, []Operation) {
 	for bi, b := range l.claims {
 		if bi != ai && b.Output.Token != a.Output.Token && l.before(ai, bi) && b.Return < m.Call {
 			return fmt.Sprintf("but a later claim had already replaced it with token %s (that claim returned at %s, the %s was called at %s): a superseded token must get 404",
-				short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)), []Operation{*a, *b}
+				short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)), []checker.Operation{*a, *b}
 		}
 	}
 	if a.Output.LeaseNs <= 0 {
@@ -338,7 +339,7 @@ func (l *leaseOps) stale(m *Operation) (string, []Operation) {
 	}
 	// the latest the lease can have lasted, through every extension that
 	// may have found it live before m
-	extended := func(see func(*Operation)) int64 {
+	extended := func(see func(*checker.Operation)) int64 {
 		until := satAdd(l.tHi[ai], a.Output.LeaseNs+l.slack)
 		for _, e := range l.extends {
 			if e.Input.Token != m.Input.Token || e.Call >= until || e.Call > m.Return {
@@ -352,12 +353,12 @@ func (l *leaseOps) stale(m *Operation) (string, []Operation) {
 		}
 		return until
 	}
-	until := extended(func(*Operation) {})
+	until := extended(func(*checker.Operation) {})
 	if m.Call < until {
 		return "", nil
 	}
-	evidence := []Operation{*a}
-	extended(func(e *Operation) { evidence = append(evidence, *e) })
+	evidence := []checker.Operation{*a}
+	extended(func(e *checker.Operation) { evidence = append(evidence, *e) })
 	if l.tHi[ai] < a.Return {
 		evidence = append(evidence, l.boundingOp(ai)...)
 	}
@@ -366,15 +367,15 @@ func (l *leaseOps) stale(m *Operation) (string, []Operation) {
 }
 
 // boundingOp is the operation that bounds claim i's instant from above.
-func (l *leaseOps) boundingOp(i int) []Operation {
+func (l *leaseOps) boundingOp(i int) []checker.Operation {
 	for _, op := range l.mutations {
 		if op.Input.Token == l.claims[i].Output.Token && op.Return == l.tHi[i] {
-			return []Operation{*op}
+			return []checker.Operation{*op}
 		}
 	}
 	for _, op := range l.reads {
 		if op.Return == l.tHi[i] {
-			return []Operation{*op}
+			return []checker.Operation{*op}
 		}
 	}
 	return nil
@@ -384,21 +385,21 @@ func (l *leaseOps) boundingOp(i int) []Operation {
 // made after a fulfill had succeeded.
 func (c *check) fulfilledTwice(key string, l *leaseOps) {
 	if len(l.fulfills) >= 2 {
-		c.add(Anomaly{
+		c.add(checker.Anomaly{
 			Kind: FulfilledTwice, Key: key,
 			Explanation: fmt.Sprintf("intent %s was fulfilled %d times: after the first fulfill succeeds, the intent is terminal and every other fulfill must get 404", key, len(l.fulfills)),
-			Ops:         []Operation{*l.fulfills[0], *l.fulfills[1]},
+			Ops:         []checker.Operation{*l.fulfills[0], *l.fulfills[1]},
 		})
 		return
 	}
 	for _, f := range l.fulfills {
 		for _, cl := range l.claims {
 			if cl.Call > f.Return {
-				c.add(Anomaly{
+				c.add(checker.Anomaly{
 					Kind: FulfilledTwice, Key: key,
 					Explanation: fmt.Sprintf("intent %s was claimed again (at %s) after it had been fulfilled (at %s): a fulfilled intent is terminal, and claiming it runs its work again",
 						key, ms(cl.Call), ms(f.Return)),
-					Ops: []Operation{*f, *cl},
+					Ops: []checker.Operation{*f, *cl},
 				})
 				return
 			}
@@ -412,11 +413,11 @@ func (c *check) fulfilledTwice(key string, l *leaseOps) {
 func (c *check) attemptsExceeded(key string, l *leaseOps, b *IntentBounds) {
 	for _, op := range l.claims {
 		if op.Output.Attempts > b.MaxHi {
-			c.add(Anomaly{
+			c.add(checker.Anomaly{
 				Kind: AttemptsExceeded, Key: key,
 				Explanation: fmt.Sprintf("intent %s was claimed for attempt %d although its publisher allowed %d: after the last attempt it must be dead, not handed out again",
 					key, op.Output.Attempts, b.MaxHi),
-				Ops: []Operation{*op},
+				Ops: []checker.Operation{*op},
 			})
 			return
 		}
@@ -455,7 +456,7 @@ func (c *check) deadTooEarly(key string, l *leaseOps, b *IntentBounds, hidden []
 		if n == 0 {
 			why = "it was never claimed"
 		}
-		c.add(Anomaly{
+		c.add(checker.Anomaly{
 			Kind: DeadTooEarly, Key: key,
 			Explanation: fmt.Sprintf("intent %s read dead at %s with max_attempts %d, but %s: an intent is dead-lettered only when a fail or a lease expiry finds claim_attempts >= max_attempts (an admin cancel would do it, and the history holds none)",
 				key, ms(r.Return), b.MaxLo, why),
@@ -465,8 +466,8 @@ func (c *check) deadTooEarly(key string, l *leaseOps, b *IntentBounds, hidden []
 	}
 }
 
-func derefOps(ops []*Operation) []Operation {
-	out := make([]Operation, 0, len(ops)+1)
+func derefOps(ops []*checker.Operation) []checker.Operation {
+	out := make([]checker.Operation, 0, len(ops)+1)
 	for _, op := range ops {
 		out = append(out, *op)
 	}

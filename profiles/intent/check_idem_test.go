@@ -1,11 +1,12 @@
-package checker
+package intent
 
 import (
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // TestIdemDecideMatchesPorcupine compares the linear-time decision of an
@@ -18,27 +19,27 @@ func TestIdemDecideMatchesPorcupine(t *testing.T) {
 	legal, illegal := 0, 0
 	for iter := range 20000 {
 		n := 1 + rng.IntN(6)
-		ops := make([]Operation, n)
+		ops := make([]checker.Operation, n)
 		idx := make([]int, n)
 		for i := range ops {
 			call := rng.Int64N(20)
-			op := Operation{ClientID: i, Kind: OpPublish, Key: "k", Input: Input{Body: []string{"a", "b"}[rng.IntN(2)]},
+			op := checker.Operation{ClientID: i, Kind: checker.OpPublish, Key: "k", Input: checker.Input{Body: []string{"a", "b"}[rng.IntN(2)]},
 				Call: call, Return: call + rng.Int64N(10)}
 			switch p := rng.IntN(10); {
 			case p < 5:
 				id := []string{"x", "y"}[min(rng.IntN(8), 1)] // mostly x
-				op.Outcome, op.Output = verdict.OutcomeOK, Output{Status: 201, ID: id, Body: "r" + id}
+				op.Outcome, op.Output = verdict.OutcomeOK, checker.Output{Status: 201, ID: id, Body: "r" + id}
 			case p < 7:
-				op.Outcome, op.Output = verdict.OutcomeFailed, Output{Status: 422}
+				op.Outcome, op.Output = verdict.OutcomeFailed, checker.Output{Status: 422}
 			case p < 8:
-				op.Outcome, op.Output = verdict.OutcomeFailed, Output{Status: 400}
+				op.Outcome, op.Output = verdict.OutcomeFailed, checker.Output{Status: 400}
 			default:
 				op.Outcome = verdict.OutcomeUnknown
 			}
 			ops[i], idx[i] = op, i
 		}
 		got, why := env.idemDecide(ops, idx)
-		want := porcupine.CheckOperations(model, porcupineOps(nil, ops, idx, false))
+		want := porcupine.CheckOperations(model, checker.PorcupineOps(nil, ops, idx, false))
 		if got != want {
 			t.Fatalf("iteration %d: idemDecide %v (%s), porcupine %v, ops:\n%s", iter, got, why, want, dumpOps(ops))
 		}
@@ -53,7 +54,7 @@ func TestIdemDecideMatchesPorcupine(t *testing.T) {
 	}
 }
 
-func dumpOps(ops []Operation) string {
+func dumpOps(ops []checker.Operation) string {
 	s := ""
 	for _, op := range ops {
 		s += describeOp(&op) + " [" + itoa(int(op.Call)) + ", " + itoa(int(op.Return)) + "] " + string(op.Outcome) + "\n"

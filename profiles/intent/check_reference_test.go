@@ -1,4 +1,4 @@
-package checker
+package intent
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -166,7 +167,7 @@ func (rd refReadings) eligible(in *refIntent, t int64) bool {
 
 // refStep is one operation of the history as the reference sees it.
 type refStep struct {
-	op       *Operation
+	op       *checker.Operation
 	must     bool   // it got an answer that constrains: it took effect in [Call, Return]
 	optional bool   // unknown outcome: it may take effect at any tick >= Call, or never
 	intent   string // lease operations: the intent
@@ -176,7 +177,7 @@ type refStep struct {
 type refSearch struct {
 	rd      refReadings
 	steps   []refStep
-	effects []Effect
+	effects []checker.Effect
 	ids     []string // intent ids the history names: an unknown publish may have created any
 	end     int64
 	memo    map[string]bool
@@ -190,7 +191,7 @@ type errRefTooBig struct{}
 
 // refLegal reports whether some run of a correct bus, under one of the
 // readings, produces h and l. It panics if the search exceeds limit nodes.
-func refLegal(h History, l Ledger, readings []refReadings, conflictStatus int, limit int) (legal bool, under refReadings) {
+func refLegal(h checker.History, l checker.Ledger, readings []refReadings, conflictStatus int, limit int) (legal bool, under refReadings) {
 	if conflictStatus == 0 {
 		conflictStatus = 422
 	}
@@ -208,9 +209,9 @@ func refLegal(h History, l Ledger, readings []refReadings, conflictStatus int, l
 // initial returns the buses a run may start from: empty, or, when the
 // history records no publish at all (a lease-only history), with every
 // intent it names already open, for every max_attempts the text allows.
-func (s *refSearch) initial(h History) []*refBus {
+func (s *refSearch) initial(h checker.History) []*refBus {
 	for _, op := range h.Ops {
-		if op.Kind == OpPublish {
+		if op.Kind == checker.OpPublish {
 			return []*refBus{{}}
 		}
 	}
@@ -229,7 +230,7 @@ func (s *refSearch) initial(h History) []*refBus {
 	return buses
 }
 
-func newRefSearch(h History, l Ledger, rd refReadings, conflictStatus int, limit int) *refSearch {
+func newRefSearch(h checker.History, l checker.Ledger, rd refReadings, conflictStatus int, limit int) *refSearch {
 	s := &refSearch{rd: rd, effects: l.Effects, memo: map[string]bool{}, limit: limit, end: math.MinInt64}
 	seen := map[string]bool{}
 	name := func(id string) {
@@ -243,7 +244,7 @@ func newRefSearch(h History, l Ledger, rd refReadings, conflictStatus int, limit
 		st := refStep{op: op}
 		out := op.Effective()
 		switch op.Kind {
-		case OpPublish:
+		case checker.OpPublish:
 			st.scope = op.KeyID + "\x00" + op.Key
 			switch {
 			case out == verdict.OutcomeOK:
@@ -275,7 +276,7 @@ func newRefSearch(h History, l Ledger, rd refReadings, conflictStatus int, limit
 				st.optional = true
 			}
 			name(st.intent)
-		case OpStatus:
+		case checker.OpStatus:
 			st.intent = op.Key
 			st.must = out == verdict.OutcomeOK
 			name(st.intent)
@@ -419,7 +420,7 @@ func (s *refSearch) maxChoices() []int {
 // operation anyway), so the search deletes only then.
 func (s *refSearch) goneRead(done uint64, id string) bool {
 	for i, st := range s.steps {
-		if done&(1<<i) == 0 && st.op.Kind == OpStatus && st.intent == id && st.op.Output.State == StateGone {
+		if done&(1<<i) == 0 && st.op.Kind == checker.OpStatus && st.intent == id && st.op.Output.State == checker.StateGone {
 			return true
 		}
 	}
@@ -427,7 +428,7 @@ func (s *refSearch) goneRead(done uint64, id string) bool {
 }
 
 // explains reports whether an intent created with e's key explains effect e.
-func (s *refSearch) explains(b *refBus, e Effect) bool {
+func (s *refSearch) explains(b *refBus, e checker.Effect) bool {
 	for _, in := range b.intents {
 		if in.key == e.Key && (e.Intent == "" || in.id == e.Intent) {
 			return true
@@ -441,7 +442,7 @@ func (s *refSearch) explains(b *refBus, e Effect) bool {
 func (s *refSearch) apply(st refStep, t int64, b *refBus) []*refBus {
 	op := st.op
 	switch op.Kind {
-	case OpPublish:
+	case checker.OpPublish:
 		return s.publish(st, t, b)
 	case OpClaim:
 		return s.claim(st, t, b)
@@ -485,9 +486,9 @@ func (s *refSearch) apply(st refStep, t int64, b *refBus) []*refBus {
 			}
 		}
 		return []*refBus{nb}
-	case OpStatus:
+	case checker.OpStatus:
 		in := b.intent(st.intent)
-		if op.Output.State == StateGone {
+		if op.Output.State == checker.StateGone {
 			if in == nil || !in.exists {
 				return []*refBus{b}
 			}
@@ -610,7 +611,7 @@ func (s *refSearch) claim(st refStep, t int64, b *refBus) []*refBus {
 // common divisor, so that saved runs written in milliseconds become small
 // tick counts. Strictness is kept only where the history's times are not on
 // the edge (a saved run's margins are milliseconds).
-func refScale(h History, l Ledger) (History, Ledger) {
+func refScale(h checker.History, l checker.Ledger) (checker.History, checker.Ledger) {
 	g := int64(0)
 	gcd := func(a, b int64) int64 {
 		if a < 0 {
@@ -630,12 +631,12 @@ func refScale(h History, l Ledger) (History, Ledger) {
 	if g <= 1 {
 		return h, l
 	}
-	h2 := History{Ops: slices.Clone(h.Ops)}
+	h2 := checker.History{Ops: slices.Clone(h.Ops)}
 	for i := range h2.Ops {
 		op := &h2.Ops[i]
 		op.Call, op.Return, op.Output.LeaseNs, op.Input.ExtendNs = op.Call/g, op.Return/g, op.Output.LeaseNs/g, op.Input.ExtendNs/g
 	}
-	l2 := Ledger{Effects: slices.Clone(l.Effects)}
+	l2 := checker.Ledger{Effects: slices.Clone(l.Effects)}
 	for i := range l2.Effects {
 		l2.Effects[i].At /= g
 	}

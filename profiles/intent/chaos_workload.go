@@ -1,12 +1,9 @@
-package chaos
+package intent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -14,9 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // maxAttempts is the max_attempts of every intent the workload publishes.
@@ -51,23 +50,10 @@ func (w *workload) publishBody(key string, variant int) []byte {
 	return b
 }
 
-// digest returns a short digest of a JSON document in canonical form (or of
-// the raw bytes when they are not JSON).
-func digest(b []byte) string {
-	var v any
-	if json.Unmarshal(b, &v) == nil {
-		if c, err := json.Marshal(v); err == nil {
-			b = c
-		}
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:8])
-}
-
 // publish sends one publish attempt of key and records it. It returns the
 // HTTP status (0 when none) and the intent id.
 func (w *workload) publish(ctx context.Context, clientID int, key string, body []byte) (int, string) {
-	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: digest(body), MaxAttempts: maxAttempts}, Call: w.now()}
+	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: chaos.Digest(body), MaxAttempts: maxAttempts}, Call: w.now()}
 	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/intent",
 		Header: http.Header{"Idempotency-Key": {key}}, Body: body})
 	op.Return = w.now()
@@ -77,7 +63,7 @@ func (w *workload) publish(ctx context.Context, clientID int, key string, body [
 		return 0, ""
 	}
 	op.Output.Status = resp.Status
-	op.Output.Body = digest(resp.Body)
+	op.Output.Body = chaos.Digest(resp.Body)
 	if resp.Status == http.StatusCreated {
 		var r struct {
 			ID string `json:"id"`
@@ -107,7 +93,7 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 		// Publish no faster than the workers finish: a backlog that the
 		// drain cannot clear would leave work unjudged.
 		for ctx.Err() == nil && w.backlog() > int64(backlogPerWorker*w.cfg.Workers) {
-			sleep(ctx, 5*time.Millisecond)
+			chaos.Sleep(ctx, 5*time.Millisecond)
 		}
 		key := fmt.Sprintf("p%d-%d-%d", id, n, rnd.Uint32())
 		body := w.publishBody(key, 0)
@@ -117,7 +103,7 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 			if status != 0 && status < 500 && status != http.StatusTooManyRequests {
 				break
 			}
-			sleep(ctx, time.Duration(10+rnd.IntN(40))*time.Millisecond*time.Duration(1<<try))
+			chaos.Sleep(ctx, time.Duration(10+rnd.IntN(40))*time.Millisecond*time.Duration(1<<try))
 		}
 		if status == http.StatusCreated && rnd.IntN(100) < 5 {
 			w.publish(ctx, id, key, w.publishBody(key, 1))
@@ -176,7 +162,7 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 					return
 				}
 			}
-			sleep(drainCtx, time.Duration(5+rnd.IntN(20))*time.Millisecond)
+			chaos.Sleep(drainCtx, time.Duration(5+rnd.IntN(20))*time.Millisecond)
 			continue
 		}
 		emptySince = time.Time{}
@@ -186,30 +172,30 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 		p := rnd.IntN(100)
 		switch {
 		case draining || p < 72:
-			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+			w.lease(ctx, id, name, OpFulfill, c, nil)
 		case p < 82:
-			w.lease(ctx, id, name, checker.OpFail, c, nil)
+			w.lease(ctx, id, name, OpFail, c, nil)
 		case p < 92:
 			ext := w.cfg.Lease / 6 // "seconds": 10 of a 60 s lease
-			w.lease(ctx, id, name, checker.OpExtend, c, &ext)
-			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+			w.lease(ctx, id, name, OpExtend, c, &ext)
+			w.lease(ctx, id, name, OpFulfill, c, nil)
 		case p < 96:
 			// A worker that stalls past its lease: its token must be dead by now.
-			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
-			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+			chaos.Sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			w.lease(ctx, id, name, OpFulfill, c, nil)
 		default:
 			// A worker that stalls past its lease and then tries to extend it:
 			// an expired lease must not be extended.
-			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			chaos.Sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
 			ext := w.cfg.Lease / 6
-			w.lease(ctx, id, name, checker.OpExtend, c, &ext)
-			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
+			w.lease(ctx, id, name, OpExtend, c, &ext)
+			w.lease(ctx, id, name, OpFulfill, c, nil)
 		}
 	}
 }
 
 func (w *workload) claim(ctx context.Context, clientID int, worker string) (*claimed, int) {
-	op := checker.Operation{ClientID: clientID, Kind: checker.OpClaim, Input: checker.Input{Worker: worker}, Call: w.now()}
+	op := checker.Operation{ClientID: clientID, Kind: OpClaim, Input: checker.Input{Worker: worker}, Call: w.now()}
 	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/claim?namespace=" + w.cfg.Namespace,
 		Header: http.Header{"X-Worker-ID": {worker}}})
 	op.Return = w.now()
@@ -241,13 +227,13 @@ func (w *workload) lease(ctx context.Context, clientID int, worker string, kind 
 	body := map[string]any{"claim_token": c.Token}
 	var path string
 	switch kind {
-	case checker.OpFulfill:
+	case OpFulfill:
 		path = "/fulfill/" + c.ID
 		body["result"] = map[string]any{"by": worker}
-	case checker.OpFail:
+	case OpFail:
 		path = "/fail/" + c.ID
 		body["error"] = "chaos: simulated failure"
-	case checker.OpExtend:
+	case OpExtend:
 		path = "/extend_claim/" + c.ID
 		body["seconds"] = 10
 	}
@@ -264,10 +250,10 @@ func (w *workload) lease(ctx context.Context, clientID int, worker string, kind 
 		if resp.Status >= 500 {
 			op.Outcome = verdict.OutcomeUnknown
 		}
-		if kind != checker.OpExtend && resp.Status == http.StatusOK {
+		if kind != OpExtend && resp.Status == http.StatusOK {
 			w.finished.Add(1)
 		}
-		if kind == checker.OpExtend && resp.Status == http.StatusOK {
+		if kind == OpExtend && resp.Status == http.StatusOK {
 			op.Output.LeaseNs = op.Input.ExtendNs
 		}
 	}
@@ -282,7 +268,7 @@ func (w *workload) readStatuses(ctx context.Context) {
 		ids[id] = true
 	}
 	for _, op := range w.ops {
-		if op.Kind == checker.OpClaim && op.Output.ID != "" {
+		if op.Kind == OpClaim && op.Output.ID != "" {
 			ids[op.Output.ID] = true
 		}
 	}
@@ -337,7 +323,7 @@ func (w *workload) status(ctx context.Context, clientID int, id string) {
 		if op.Outcome == verdict.OutcomeOK {
 			return
 		}
-		sleep(ctx, 100*time.Millisecond)
+		chaos.Sleep(ctx, 100*time.Millisecond)
 	}
 }
 
@@ -365,13 +351,4 @@ func (s *publishStorm) Inject(ctx context.Context, rnd *rand.Rand, d time.Durati
 	})
 	in.Params["key"] = key
 	return in, err
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

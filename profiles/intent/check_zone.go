@@ -1,4 +1,4 @@
-package checker
+package intent
 
 // A zone is what the lease model knows about time at one point of a
 // linearization: difference bounds (a DBM, as in timed automata) over three

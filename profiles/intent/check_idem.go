@@ -1,7 +1,9 @@
-package checker
+package intent
 
 import (
 	"fmt"
+
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -11,7 +13,7 @@ import (
 // body is a conflict. It reports whether it found anything.
 func (c *check) checkIdempotency(key string, idx []int) bool {
 	ops := c.h.Ops
-	var first *Operation // earliest accepted
+	var first *checker.Operation // earliest accepted
 	for _, i := range idx {
 		op := &ops[i]
 		if op.Effective() == verdict.OutcomeOK && (first == nil || op.Call < first.Call) {
@@ -25,20 +27,20 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 				continue
 			}
 			if op.Input.Body != first.Input.Body {
-				c.add(Anomaly{
-					Kind: IdempotencyViolation, Key: key,
+				c.add(checker.Anomaly{
+					Kind: checker.IdempotencyViolation, Key: key,
 					Explanation: fmt.Sprintf("key %s was accepted with two different bodies (%s and %s): once a body is recorded under a key, a different body must be refused with %d",
 						key, short(first.Input.Body), short(op.Input.Body), c.opts.ConflictStatus),
-					Ops: []Operation{*first, *op},
+					Ops: []checker.Operation{*first, *op},
 				})
 				return true
 			}
 			if op.Output.Status != first.Output.Status || op.Output.ID != first.Output.ID || op.Output.Body != first.Output.Body {
-				c.add(Anomaly{
-					Kind: IdempotencyViolation, Key: key,
+				c.add(checker.Anomaly{
+					Kind: checker.IdempotencyViolation, Key: key,
 					Explanation: fmt.Sprintf("key %s with the same body got two different responses (%s, then %s): a repeated request must replay the first response",
 						key, describeResp(first), describeResp(op)),
-					Ops: []Operation{*first, *op},
+					Ops: []checker.Operation{*first, *op},
 				})
 				return true
 			}
@@ -57,12 +59,12 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 			}
 		}
 		if !other {
-			ev := []Operation{*op}
+			ev := []checker.Operation{*op}
 			if first != nil {
-				ev = []Operation{*first, *op}
+				ev = []checker.Operation{*first, *op}
 			}
-			c.add(Anomaly{
-				Kind: IdempotencyViolation, Key: key,
+			c.add(checker.Anomaly{
+				Kind: checker.IdempotencyViolation, Key: key,
 				Explanation: fmt.Sprintf("key %s was refused as a conflict (%d), but no request with a different body under this key could have taken effect: a repeated identical request must be replayed, not refused",
 					key, op.Output.Status),
 				Ops: ev,
@@ -73,7 +75,7 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 	return false
 }
 
-func describeResp(op *Operation) string {
+func describeResp(op *checker.Operation) string {
 	s := fmt.Sprintf("%d", op.Output.Status)
 	if op.Output.ID != "" {
 		s += " id " + op.Output.ID

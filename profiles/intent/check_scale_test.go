@@ -1,13 +1,15 @@
-package checker
+package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // scaleHistory generates a correct Intent Protocol history of about n
@@ -15,9 +17,9 @@ import (
 // a concurrent duplicate that replays, a late retry whose answer is sometimes
 // lost, an empty claim (204), a claim, an extend, a fulfill, a retried
 // fulfill refused with 404, and two status reads. Units overlap in time.
-func scaleHistory(n, units int, seed uint64) History {
+func scaleHistory(n, units int, seed uint64) checker.History {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	ops := make([]Operation, 0, n)
+	ops := make([]checker.Operation, 0, n)
 	const clients = 64
 	lease := int64(30 * time.Second)
 	for u := 0; len(ops) < n && u < units*2; u++ {
@@ -34,43 +36,43 @@ func scaleHistory(n, units int, seed uint64) History {
 		p2c := t + rng.Int64N(200_000)
 		p2r := max(p2c+d(), p1r)
 		ops = append(ops,
-			Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p1c, Return: p1r, Outcome: verdict.OutcomeOK},
-			Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p2c, Return: p2r, Outcome: verdict.OutcomeOK},
+			checker.Operation{ClientID: c(), Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: body}, Output: checker.Output{Status: 201, ID: id, Body: resp}, Call: p1c, Return: p1r, Outcome: verdict.OutcomeOK},
+			checker.Operation{ClientID: c(), Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: body}, Output: checker.Output{Status: 201, ID: id, Body: resp}, Call: p2c, Return: p2r, Outcome: verdict.OutcomeOK},
 		)
 		p3c := p2r + d()
 		if rng.IntN(20) == 0 {
-			ops = append(ops, Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Call: p3c, Return: p3c + int64(time.Second), Outcome: verdict.OutcomeUnknown})
+			ops = append(ops, checker.Operation{ClientID: c(), Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: body}, Call: p3c, Return: p3c + int64(time.Second), Outcome: verdict.OutcomeUnknown})
 		} else {
-			ops = append(ops, Operation{ClientID: c(), Kind: OpPublish, Key: key, Input: Input{Body: body}, Output: Output{Status: 201, ID: id, Body: resp}, Call: p3c, Return: p3c + d(), Outcome: verdict.OutcomeOK})
+			ops = append(ops, checker.Operation{ClientID: c(), Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: body}, Output: checker.Output{Status: 201, ID: id, Body: resp}, Call: p3c, Return: p3c + d(), Outcome: verdict.OutcomeOK})
 		}
 		w := c()
 		cc := p1r + d()
-		ops = append(ops, Operation{ClientID: c(), Kind: OpClaim, Output: Output{Status: 204}, Call: cc - 50_000, Return: cc, Outcome: verdict.OutcomeOK})
+		ops = append(ops, checker.Operation{ClientID: c(), Kind: OpClaim, Output: checker.Output{Status: 204}, Call: cc - 50_000, Return: cc, Outcome: verdict.OutcomeOK})
 		cr := cc + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpClaim, Key: id, Output: Output{Status: 200, ID: id, Token: tok, Attempts: 1, LeaseNs: lease}, Call: cc, Return: cr, Outcome: verdict.OutcomeOK})
+		ops = append(ops, checker.Operation{ClientID: w, Kind: OpClaim, Key: id, Output: checker.Output{Status: 200, ID: id, Token: tok, Attempts: 1, LeaseNs: lease}, Call: cc, Return: cr, Outcome: verdict.OutcomeOK})
 		ec := cr + d()
 		er := ec + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpExtend, Key: id, Input: Input{Token: tok, ExtendNs: lease}, Output: Output{Status: 200}, Call: ec, Return: er, Outcome: verdict.OutcomeOK})
+		ops = append(ops, checker.Operation{ClientID: w, Kind: OpExtend, Key: id, Input: checker.Input{Token: tok, ExtendNs: lease}, Output: checker.Output{Status: 200}, Call: ec, Return: er, Outcome: verdict.OutcomeOK})
 		fc := er + d()
 		fr := fc + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: Input{Token: tok}, Output: Output{Status: 200}, Call: fc, Return: fr, Outcome: verdict.OutcomeOK})
+		ops = append(ops, checker.Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: checker.Input{Token: tok}, Output: checker.Output{Status: 200}, Call: fc, Return: fr, Outcome: verdict.OutcomeOK})
 		f2 := fr + d()
-		ops = append(ops, Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: Input{Token: tok}, Output: Output{Status: 404}, Call: f2, Return: f2 + d(), Outcome: verdict.OutcomeFailed})
+		ops = append(ops, checker.Operation{ClientID: w, Kind: OpFulfill, Key: id, Input: checker.Input{Token: tok}, Output: checker.Output{Status: 404}, Call: f2, Return: f2 + d(), Outcome: verdict.OutcomeFailed})
 		for range 2 {
 			sc := fr + d()
-			ops = append(ops, Operation{ClientID: c(), Kind: OpStatus, Key: id, Output: Output{Status: 200, State: StateFulfilled}, Call: sc, Return: sc + d(), Outcome: verdict.OutcomeOK})
+			ops = append(ops, checker.Operation{ClientID: c(), Kind: checker.OpStatus, Key: id, Output: checker.Output{Status: 200, State: StateFulfilled}, Call: sc, Return: sc + d(), Outcome: verdict.OutcomeOK})
 		}
 	}
-	return History{Ops: ops}
+	return checker.History{Ops: ops}
 }
 
 // scaleLedger is one effect per unit of h: each executed once.
-func scaleLedger(h History) Ledger {
-	var l Ledger
+func scaleLedger(h checker.History) checker.Ledger {
+	var l checker.Ledger
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		if op.Kind == OpClaim && op.Outcome == verdict.OutcomeOK && op.Key != "" {
-			l.Effects = append(l.Effects, Effect{Key: "k" + strconv.Itoa(i/10), Intent: op.Key, Worker: "w" + strconv.Itoa(op.ClientID), Token: op.Output.Token, At: op.Return + 1000})
+			l.Effects = append(l.Effects, checker.Effect{Key: "k" + strconv.Itoa(i/10), Intent: op.Key, Worker: "w" + strconv.Itoa(op.ClientID), Token: op.Output.Token, At: op.Return + 1000})
 		}
 	}
 	return l
@@ -92,7 +94,7 @@ func TestScaleSmoke(t *testing.T) {
 		t.Errorf("queue stats %+v, want 1000 acknowledged, effected and fulfilled", r.Queue)
 	}
 	// The same history with one unit's lease broken must fail, on that unit.
-	bad := History{Ops: append([]Operation(nil), h.Ops...)}
+	bad := checker.History{Ops: append([]checker.Operation(nil), h.Ops...)}
 	for i := range bad.Ops {
 		op := &bad.Ops[i]
 		if op.Kind == OpFulfill && op.Outcome == verdict.OutcomeFailed {
@@ -118,7 +120,7 @@ func BenchmarkCheckScale(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			b.ResetTimer()
-			var r Report
+			var r checker.Report
 			for range b.N {
 				r = Check(h, l, Options{})
 			}

@@ -1,33 +1,35 @@
-package checker
+package intent
 
 import (
 	"fmt"
 	"math"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
 // check holds the state of one Check call.
 type check struct {
-	h      History
-	l      Ledger
+	h      checker.History
+	l      checker.Ledger
 	opts   Options
-	report Report
+	report checker.Report
 	// held, when set, collects what add is given instead of reporting it:
 	// a named check's findings wait for its model's word.
-	held *[]Anomaly
+	held *[]checker.Anomaly
 	// contradicted counts named findings dropped because their model
 	// accepted the partition: a named check must never contradict its
 	// model, so the tests hold this at zero.
 	contradicted int
+	detail       CheckDetail
 	env          *modelEnv
 	// unexpectedIntents are the intents the lease checks found unexpected.
 	unexpectedIntents map[string]bool
 }
 
-func newCheck(h History, l Ledger, opts Options) *check {
-	return &check{h: h, l: l, opts: opts, unexpectedIntents: map[string]bool{}, report: Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}}
+func newCheck(h checker.History, l checker.Ledger, opts Options) *check {
+	return &check{h: h, l: l, opts: opts, unexpectedIntents: map[string]bool{}, report: checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{}}}
 }
 
 // maxFailingKeys bounds the failing keys listed per model.
@@ -38,7 +40,7 @@ const maxEvidenceOps = 24
 
 // add counts a and keeps it, with its evidence, while fewer than
 // Options.MaxExamples of its kind are kept.
-func (c *check) add(a Anomaly) {
+func (c *check) add(a checker.Anomaly) {
 	if c.held != nil {
 		*c.held = append(*c.held, a)
 		return
@@ -66,22 +68,22 @@ func (c *check) run() {
 	env := newModelEnv(c.h, c.l, c.opts, parts)
 	c.env = env
 	c.report.Options = c.opts
-	c.report.FirstHiddenClaim = math.MaxInt64
+	c.detail.FirstHiddenClaim = math.MaxInt64
 	if len(env.hidden) > 0 {
-		c.report.FirstHiddenClaim = env.hidden[0]
+		c.detail.FirstHiddenClaim = env.hidden[0]
 	}
-	c.report.HiddenClaims = env.hidden
+	c.detail.HiddenClaims = env.hidden
 
 	// named checks, per partition, held until the model has spoken
-	held := make([][]Anomaly, len(parts))
+	held := make([][]checker.Anomaly, len(parts))
 	suspect := make([]bool, len(parts))
 	count := map[string]int{}
 	for i, p := range parts {
 		count[p.model]++
-		var buf []Anomaly
+		var buf []checker.Anomaly
 		c.held = &buf
 		switch p.model {
-		case ModelIdempotency:
+		case checker.ModelIdempotency:
 			c.checkIdempotency(p.key, p.ops)
 		case ModelLease:
 			c.checkLease(p.key, p.ops, env.bounds(p.key), env.hidden)
@@ -126,16 +128,16 @@ func (c *check) run() {
 		}
 	}
 	env = envs[reading]
-	c.report.ExtendReading = [2]string{"from-now", "added"}[reading]
+	c.detail.ExtendReading = [2]string{"from-now", "added"}[reading]
 	notes := c.hiddenBudget(parts, status, env)
 
-	results := map[string]LinResult{ModelIdempotency: LinOk, ModelLease: LinOk}
+	results := map[string]checker.LinResult{checker.ModelIdempotency: checker.LinOk, ModelLease: checker.LinOk}
 	for i, p := range parts {
 		switch status[i] {
 		case partIllegal:
-			results[p.model] = LinIllegal
+			results[p.model] = checker.LinIllegal
 		case partUndecided:
-			results[p.model] = worse(results[p.model], LinUnknown)
+			results[p.model] = worse(results[p.model], checker.LinUnknown)
 		}
 	}
 	// the named findings stand where their model found the partition
@@ -151,7 +153,7 @@ func (c *check) run() {
 			continue
 		}
 		for _, a := range held[i] {
-			if a.Kind == Unexpected {
+			if a.Kind == checker.Unexpected {
 				c.report.Queue.Unexpected++
 				c.unexpectedIntents[a.Key] = true
 			}
@@ -170,7 +172,7 @@ func (c *check) run() {
 			failingKeys[p.model] = append(failingKeys[p.model], p.key)
 		}
 		if len(c.report.FailingPartitions) < c.opts.MaxExamples {
-			fp := Partition{Model: p.model, Key: p.key}
+			fp := checker.Partition{Model: p.model, Key: p.key}
 			for _, i := range p.ops {
 				fp.Ops = append(fp.Ops, c.h.Ops[i])
 			}
@@ -182,10 +184,10 @@ func (c *check) run() {
 		if !suspect[i] {
 			note := notes[i]
 			if other != nil && other[i] == partLegal {
-				note = fmt.Sprintf(" under the reading of extend the rest of the history needs (%s; the other would allow this intent)", c.report.ExtendReading)
+				note = fmt.Sprintf(" under the reading of extend the rest of the history needs (%s; the other would allow this intent)", c.detail.ExtendReading)
 			}
-			c.add(Anomaly{
-				Kind: NotLinearizable, Key: p.key,
+			c.add(checker.Anomaly{
+				Kind: checker.NotLinearizable, Key: p.key,
 				Explanation: fmt.Sprintf("no order of the %d operations on %s %s is allowed by the %s model (%s)%s%s",
 					len(p.ops), keyNoun(p.model), p.key, p.model, modelPromise(p.model), note, c.stuck(p, env)),
 				Ops: firstOps(c.h.Ops, p.ops, maxEvidenceOps),
@@ -196,8 +198,8 @@ func (c *check) run() {
 	for _, p := range parts {
 		nops[p.model] += len(p.ops)
 	}
-	for _, m := range []string{ModelIdempotency, ModelLease} {
-		c.report.Models = append(c.report.Models, ModelCheck{Model: m, Result: results[m], Ops: nops[m], Partitions: count[m], Failing: failingKeys[m], FailingTotal: failingTotal[m]})
+	for _, m := range []string{checker.ModelIdempotency, ModelLease} {
+		c.report.Models = append(c.report.Models, checker.ModelCheck{Model: m, Result: results[m], Ops: nops[m], Partitions: count[m], Failing: failingKeys[m], FailingTotal: failingTotal[m]})
 	}
 
 	if !c.opts.SkipQueue {
@@ -274,7 +276,7 @@ func (c *check) mayUseHidden(p part) bool {
 		if op.Effective() != verdict.OutcomeOK {
 			continue
 		}
-		if op.Kind == OpClaim && op.Output.Attempts >= 2 || op.Kind == OpStatus && (op.Output.State == StateClaimed || op.Output.State == StateDead) {
+		if op.Kind == OpClaim && op.Output.Attempts >= 2 || op.Kind == checker.OpStatus && (op.Output.State == StateClaimed || op.Output.State == StateDead) {
 			return true
 		}
 	}
@@ -304,14 +306,14 @@ func (c *check) extended(p part) bool {
 }
 
 func keyNoun(model string) string {
-	if model == ModelIdempotency {
+	if model == checker.ModelIdempotency {
 		return "idempotency key"
 	}
 	return "intent"
 }
 
 func modelPromise(model string) string {
-	if model == ModelIdempotency {
+	if model == checker.ModelIdempotency {
 		return "the first accepted body fixes the response, the same body replays it, another body is refused"
 	}
 	return "one live lease at a time, a superseded or expired token never succeeds, a fulfilled intent stays fulfilled, claim_attempts grows by one with every claim, dead only at max_attempts"
@@ -321,17 +323,17 @@ func modelPromise(model string) string {
 // operations of p it cannot place, the earliest first. Only for the first
 // Options.MaxExamples not-linearizable partitions; empty if undecided.
 func (c *check) stuck(p part, env *modelEnv) string {
-	if c.report.Counts[NotLinearizable] >= c.opts.MaxExamples {
+	if c.report.Counts[checker.NotLinearizable] >= c.opts.MaxExamples {
 		return ""
 	}
-	if p.model == ModelIdempotency {
+	if p.model == checker.ModelIdempotency {
 		if ok, why := env.idemDecide(c.h.Ops, p.ops); !ok {
 			return ": it cannot place them all, because " + why
 		}
 		return ""
 	}
 	model := env.porcupineModel()
-	pops := porcupineOps(nil, c.h.Ops, p.ops, false)
+	pops := checker.PorcupineOps(nil, c.h.Ops, p.ops, false)
 	res, info := porcupine.CheckOperationsVerbose(model, pops, c.opts.Timeout)
 	if res != porcupine.Illegal {
 		return ""
@@ -350,7 +352,7 @@ func (c *check) stuck(p part, env *modelEnv) string {
 			placed[j] = true
 		}
 	}
-	var first *Operation
+	var first *checker.Operation
 	for j, i := range p.ops {
 		if !placed[j] && (first == nil || c.h.Ops[i].Call < first.Call) {
 			first = &c.h.Ops[i]

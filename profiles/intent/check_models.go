@@ -1,13 +1,14 @@
-package checker
+package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // The porcupine models. Both are nondeterministic (an operation with an
@@ -42,8 +43,8 @@ func (e *modelEnv) porcupineModel() porcupine.Model {
 		Init: func() any { return lmState{} },
 		Step: func(state, input, output any) (bool, any) {
 			s := state.(lmState)
-			op := input.(*Operation)
-			if op.Kind == OpPublish {
+			op := input.(*checker.Operation)
+			if op.Kind == checker.OpPublish {
 				cur := s.idem
 				if cur == nil {
 					cur = []idemState{{}}
@@ -68,7 +69,7 @@ func (e *modelEnv) porcupineModel() porcupine.Model {
 			x, y := a.(lmState), b.(lmState)
 			return setEqual(x.idem, y.idem) && setEqual(x.lease, y.lease)
 		},
-		DescribeOperation: func(input, output any) string { return describeOp(input.(*Operation)) },
+		DescribeOperation: func(input, output any) string { return describeOp(input.(*checker.Operation)) },
 		DescribeState:     func(state any) string { return describeState(state.(lmState)) },
 		DescribeOperationMetadata: func(info any) string {
 			if s, ok := info.(string); ok {
@@ -109,7 +110,7 @@ func addState[T comparable](set []T, s T) []T {
 }
 
 // idemStep appends to next the states st can move to under op.
-func (e *modelEnv) idemStep(next []idemState, st idemState, op *Operation) []idemState {
+func (e *modelEnv) idemStep(next []idemState, st idemState, op *checker.Operation) []idemState {
 	switch op.Effective() {
 	case verdict.OutcomeUnknown:
 		next = addState(next, st) // it did not happen, or it replayed or conflicted
@@ -155,10 +156,10 @@ func short(s string) string {
 }
 
 // describeOp renders one operation for porcupine's visualization.
-func describeOp(op *Operation) string {
+func describeOp(op *checker.Operation) string {
 	var b strings.Builder
 	switch op.Kind {
-	case OpPublish:
+	case checker.OpPublish:
 		fmt.Fprintf(&b, "publish(%s, body %s)", op.Key, short(op.Input.Body))
 	case OpClaim:
 		b.WriteString("claim()")
@@ -166,7 +167,7 @@ func describeOp(op *Operation) string {
 		fmt.Fprintf(&b, "extend(%s, tok %s, +%dms)", short(op.Key), short(op.Input.Token), op.Input.ExtendNs/1e6)
 	case OpFulfill, OpFail:
 		fmt.Fprintf(&b, "%s(%s, tok %s)", op.Kind, short(op.Key), short(op.Input.Token))
-	case OpStatus:
+	case checker.OpStatus:
 		fmt.Fprintf(&b, "status(%s)", short(op.Key))
 	}
 	b.WriteString(" → ")
@@ -177,7 +178,7 @@ func describeOp(op *Operation) string {
 	}
 	fmt.Fprintf(&b, "%d", op.Output.Status)
 	switch op.Kind {
-	case OpPublish:
+	case checker.OpPublish:
 		if op.Output.ID != "" {
 			fmt.Fprintf(&b, " id %s", short(op.Output.ID))
 		}
@@ -185,7 +186,7 @@ func describeOp(op *Operation) string {
 		if op.Effective() == verdict.OutcomeOK {
 			fmt.Fprintf(&b, " %s tok %s attempt %d lease %dms", short(op.Output.ID), short(op.Output.Token), op.Output.Attempts, op.Output.LeaseNs/1e6)
 		}
-	case OpStatus:
+	case checker.OpStatus:
 		if op.Output.State != "" {
 			b.WriteString(" " + op.Output.State)
 		}
@@ -239,12 +240,12 @@ func describeState(s lmState) string {
 // when none was accepted) was called no later than every other accepted or
 // conflicting request returned. Refusals and unknown requests fit anywhere.
 // When the partition cannot linearize, why says so in plain words.
-func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) {
-	var first *Operation // an accepted request
+func (e *modelEnv) idemDecide(ops []checker.Operation, idx []int) (ok bool, why string) {
+	var first *checker.Operation // an accepted request
 	conflictBodies := map[string]bool{}
 	// the constrained requests (accepted or conflicting) with the two
 	// earliest returns
-	var min1, min2 *Operation
+	var min1, min2 *checker.Operation
 	for _, i := range idx {
 		op := &ops[i]
 		switch out := op.Effective(); {

@@ -1,10 +1,9 @@
-package chaos_test
+package intent
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -15,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pingcap/failpoint"
-
-	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	sut "github.com/idscheck/idscheck/sut/intent"
+	"github.com/idscheck/idscheck/verdict"
+	"github.com/pingcap/failpoint"
 )
 
 const timeScale = 60 // a 1 s lease
@@ -42,15 +40,15 @@ func bundled(t *testing.T, mutant string) (string, string) {
 	return hs.URL, key
 }
 
-func run(t *testing.T, cfg chaos.Config) (*chaos.Result, checker.Report) {
+func run(t *testing.T, cfg ChaosConfig) (*ChaosResult, checker.Report) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := chaos.Run(ctx, cfg)
+	res, err := RunChaos(ctx, cfg)
 	if err != nil {
-		t.Fatalf("chaos.Run: %v", err)
+		t.Fatalf("RunChaos: %v", err)
 	}
-	rep := checker.Check(res.History, res.Ledger, checker.Options{Timeout: 30 * time.Second, MaxEffects: -1, ExpiredIsLost: true, MustFinish: true, Undrained: !res.Drained})
+	rep := Check(res.History, res.Ledger, Options{Timeout: 30 * time.Second, MaxEffects: -1, ExpiredIsLost: true, MustFinish: true, Undrained: !res.Drained})
 	return res, rep
 }
 
@@ -67,7 +65,7 @@ func TestCleanServerUnderNetworkFaultsAndStormsHasNoAnomaly(t *testing.T) {
 	if len(usable) < 8 {
 		t.Fatalf("want every network fault and the storm usable, got %d", len(usable))
 	}
-	res, rep := run(t, chaos.Config{
+	res, rep := run(t, ChaosConfig{
 		BaseURL: network.URL(), APIKey: key, Seed: 42, Duration: 4 * time.Second, Workers: 12,
 		Lease: time.Minute / timeScale, Faults: usable, StormMax: 50,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 400 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 200 * time.Millisecond},
@@ -102,10 +100,10 @@ func TestMutantsAreCaught(t *testing.T) {
 		want   []checker.AnomalyKind // any of these
 		storms bool                  // duplicate storms in the schedule
 	}{
-		{sut.MutantStaleTokenAccepted, []checker.AnomalyKind{checker.StaleTokenAccepted}, false},
-		{sut.MutantClaimNonAtomic, []checker.AnomalyKind{checker.DoubleLease}, false},
+		{sut.MutantStaleTokenAccepted, []checker.AnomalyKind{StaleTokenAccepted}, false},
+		{sut.MutantClaimNonAtomic, []checker.AnomalyKind{DoubleLease}, false},
 		{sut.MutantIdemKeyIgnored, []checker.AnomalyKind{checker.IdempotencyViolation, checker.Duplicated}, false},
-		{sut.MutantLeaseNeverExpires, []checker.AnomalyKind{checker.Lost, checker.StaleTokenAccepted}, false},
+		{sut.MutantLeaseNeverExpires, []checker.AnomalyKind{checker.Lost, StaleTokenAccepted}, false},
 		{sut.MutantIdemCheckRacy, []checker.AnomalyKind{checker.IdempotencyViolation, checker.Duplicated}, true},
 	}
 	if testing.Short() {
@@ -114,7 +112,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.mutant, func(t *testing.T) {
 			url, key := bundled(t, tc.mutant)
-			cfg := chaos.Config{
+			cfg := ChaosConfig{
 				BaseURL: url, APIKey: key, Seed: 7, Duration: 3 * time.Second, Workers: 12,
 				Lease: time.Minute / timeScale,
 			}
@@ -230,7 +228,7 @@ func TestLoadIsBoundedInCount(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := chaos.Run(ctx, chaos.Config{BaseURL: url, APIKey: key, Seed: 3, Duration: 2 * time.Second, Workers: 8,
+	res, err := RunChaos(ctx, ChaosConfig{BaseURL: url, APIKey: key, Seed: 3, Duration: 2 * time.Second, Workers: 8,
 		Lease: time.Minute / timeScale, MaxOps: maxOps})
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("the run took %s", took)
@@ -245,12 +243,12 @@ func TestLoadIsBoundedInCount(t *testing.T) {
 		t.Error("a run cut by its bound says it drained")
 	}
 	if err != nil && !strings.Contains(err.Error(), "not recorded past the bound") {
-		t.Errorf("chaos.Run: %v", err)
+		t.Errorf("RunChaos: %v", err)
 	}
 	t.Logf("%d operations recorded; %v", len(res.History.Ops), err)
 }
 
-// TestSameSeedSameWorkload goes through chaos.Run twice with one seed, and
+// TestSameSeedSameWorkload goes through RunChaos twice with one seed, and
 // once with another, against fresh servers: each publisher's first
 // publishes (key and body) and the fault schedule are the seed's alone.
 // Which worker claims what depends on timing; what the harness chooses does
@@ -262,7 +260,7 @@ func TestSameSeedSameWorkload(t *testing.T) {
 	const firstN = 5
 	stream := func(seed uint64) (map[int][]string, []faults.Planned) {
 		url, key := bundled(t, "")
-		res, _ := run(t, chaos.Config{BaseURL: url, APIKey: key, Seed: seed, Duration: 1500 * time.Millisecond, Workers: 4,
+		res, _ := run(t, ChaosConfig{BaseURL: url, APIKey: key, Seed: seed, Duration: 1500 * time.Millisecond, Workers: 4,
 			Lease: time.Second, Faults: []faults.Fault{&faults.Latency{}}, Namespace: "same-seed"})
 		per := map[int][]string{}
 		for _, op := range res.History.Ops {
@@ -290,7 +288,7 @@ func TestSameSeedSameWorkload(t *testing.T) {
 // key it was sent with by a digest, never the key.
 func TestHistoryCarriesTheKeyIdentityNotTheKey(t *testing.T) {
 	url, key := bundled(t, "")
-	res, _ := run(t, chaos.Config{BaseURL: url, APIKey: key, Seed: 5, Duration: time.Second, Workers: 2, Lease: time.Second, Namespace: "key-id"})
+	res, _ := run(t, ChaosConfig{BaseURL: url, APIKey: key, Seed: 5, Duration: time.Second, Workers: 2, Lease: time.Second, Namespace: "key-id"})
 	if len(res.History.Ops) == 0 {
 		t.Fatal("no operation recorded")
 	}

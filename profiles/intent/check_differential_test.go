@@ -1,4 +1,4 @@
-package checker
+package intent
 
 import (
 	"flag"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -25,8 +26,8 @@ type tinyBus struct {
 	fromNow       bool
 	expiryBackoff bool
 	backoff       int64
-	ops           []Operation
-	effects       []Effect
+	ops           []checker.Operation
+	effects       []checker.Effect
 	intents       []*tinyIntent
 	records       map[string]*tinyRecord
 	held          [][2]string // (intent, token) a worker learned
@@ -62,12 +63,12 @@ func (b *tinyBus) fate() int {
 }
 
 // record adds op, applied at tick t (fate 0 and 1) or never (2).
-func (b *tinyBus) record(op Operation, fate int) {
+func (b *tinyBus) record(op checker.Operation, fate int) {
 	op.Call = max(b.t-b.rng.Int64N(3), 0)
 	op.Return = b.t + b.rng.Int64N(3)
 	if fate != 0 {
 		op.Outcome = verdict.OutcomeUnknown
-		op.Output = Output{}
+		op.Output = checker.Output{}
 		op.Return = b.t + 40 // the client gave up
 		if op.Kind == OpClaim {
 			op.Key = ""
@@ -117,7 +118,7 @@ func (b *tinyBus) publish() {
 		body += "x"
 	}
 	max := b.maxes[key]
-	op := Operation{ClientID: b.rng.IntN(3), Kind: OpPublish, Key: key, Input: Input{Body: body, MaxAttempts: max}, Outcome: verdict.OutcomeOK}
+	op := checker.Operation{ClientID: b.rng.IntN(3), Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: body, MaxAttempts: max}, Outcome: verdict.OutcomeOK}
 	if b.rng.IntN(7) == 0 {
 		op.KeyID = "a2" // another API key: another record
 	}
@@ -131,11 +132,11 @@ func (b *tinyBus) publish() {
 			b.intents = append(b.intents, &tinyIntent{id: id, key: key, max: max, runAt: -1})
 			r = &tinyRecord{body: body, intent: id, status: 201}
 			b.records[op.KeyID+"/"+key] = r
-			op.Output = Output{Status: 201, ID: id, Body: "r-" + id}
+			op.Output = checker.Output{Status: 201, ID: id, Body: "r-" + id}
 		case r.body == body:
-			op.Output = Output{Status: 201, ID: r.intent, Body: "r-" + r.intent}
+			op.Output = checker.Output{Status: 201, ID: r.intent, Body: "r-" + r.intent}
 		default:
-			op.Output = Output{Status: 422}
+			op.Output = checker.Output{Status: 422}
 		}
 	}
 	b.record(op, fate)
@@ -152,7 +153,7 @@ func (b *tinyBus) claim() {
 	fate := b.fate()
 	if in == nil || fate == 2 {
 		if b.rng.IntN(3) == 0 {
-			op := Operation{ClientID: 5, Kind: OpClaim, Output: Output{Status: 204}, Outcome: verdict.OutcomeOK}
+			op := checker.Operation{ClientID: 5, Kind: OpClaim, Output: checker.Output{Status: 204}, Outcome: verdict.OutcomeOK}
 			b.record(op, fate)
 		}
 		return
@@ -160,12 +161,12 @@ func (b *tinyBus) claim() {
 	b.n++
 	in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, b.t+b.lease
 	in.token = fmt.Sprintf("t%d", b.n)
-	b.record(Operation{ClientID: 5, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
-		Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, fate)
+	b.record(checker.Operation{ClientID: 5, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
+		Output: checker.Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, fate)
 	if fate == 0 {
 		b.held = append(b.held, [2]string{in.id, in.token})
 		if b.rng.IntN(2) == 0 {
-			b.effects = append(b.effects, Effect{Key: in.key, Intent: in.id, Token: in.token, At: b.ops[len(b.ops)-1].Return + b.rng.Int64N(2)})
+			b.effects = append(b.effects, checker.Effect{Key: in.key, Intent: in.id, Token: in.token, At: b.ops[len(b.ops)-1].Return + b.rng.Int64N(2)})
 		}
 	}
 }
@@ -182,8 +183,8 @@ func (b *tinyBus) mutate() {
 			in = x
 		}
 	}
-	kind := []OpKind{OpExtend, OpFulfill, OpFail}[b.rng.IntN(3)]
-	op := Operation{ClientID: 6, Kind: kind, Key: in.id, Input: Input{Token: h[1]}, Outcome: verdict.OutcomeOK, Output: Output{Status: 404}}
+	kind := []checker.OpKind{OpExtend, OpFulfill, OpFail}[b.rng.IntN(3)]
+	op := checker.Operation{ClientID: 6, Kind: kind, Key: in.id, Input: checker.Input{Token: h[1]}, Outcome: verdict.OutcomeOK, Output: checker.Output{Status: 404}}
 	if kind == OpExtend {
 		op.Input.ExtendNs = []int64{2, 4, 9}[b.rng.IntN(3)]
 	}
@@ -222,13 +223,13 @@ func (b *tinyBus) status() {
 	state := phaseNames[in.phase]
 	code := 200
 	if in.deleted {
-		state, code = StateGone, 404
+		state, code = checker.StateGone, 404
 	}
-	b.record(Operation{ClientID: 7, Kind: OpStatus, Key: in.id, Output: Output{Status: code, State: state}, Outcome: verdict.OutcomeOK}, 0)
+	b.record(checker.Operation{ClientID: 7, Kind: checker.OpStatus, Key: in.id, Output: checker.Output{Status: code, State: state}, Outcome: verdict.OutcomeOK}, 0)
 }
 
 // tinyHistory is one history of a correct bus with up to n operations.
-func tinyHistory(rng *rand.Rand, n int) (History, Ledger, string) {
+func tinyHistory(rng *rand.Rand, n int) (checker.History, checker.Ledger, string) {
 	b := &tinyBus{rng: rng, lease: 4 + rng.Int64N(5), fromNow: rng.IntN(2) == 0, records: map[string]*tinyRecord{},
 		maxes: map[string]int{"k1": 1 + rng.IntN(2), "k2": 1 + rng.IntN(3)}}
 	if rng.IntN(3) == 0 {
@@ -258,13 +259,13 @@ func tinyHistory(rng *rand.Rand, n int) (History, Ledger, string) {
 		}
 	}
 	desc := fmt.Sprintf("lease %d, extend from now %v, backoff %d (on expiry %v)", b.lease, b.fromNow, b.backoff, b.expiryBackoff)
-	return History{Ops: b.ops[:min(len(b.ops), n)]}, Ledger{Effects: b.effects}, desc
+	return checker.History{Ops: b.ops[:min(len(b.ops), n)]}, checker.Ledger{Effects: b.effects}, desc
 }
 
 // alter changes one answer (or one time, or one effect) of h and l.
-func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
-	h = History{Ops: slices.Clone(h.Ops)}
-	l = Ledger{Effects: slices.Clone(l.Effects)}
+func alter(rng *rand.Rand, h checker.History, l checker.Ledger) (checker.History, checker.Ledger, string) {
+	h = checker.History{Ops: slices.Clone(h.Ops)}
+	l = checker.Ledger{Effects: slices.Clone(l.Effects)}
 	if len(l.Effects) > 0 && rng.IntN(6) == 0 {
 		e := &l.Effects[rng.IntN(len(l.Effects))]
 		switch rng.IntN(3) {
@@ -293,8 +294,8 @@ func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
 		op.Call += d
 		op.Return += d
 		return h, l, what + "later"
-	case r < 3 && op.Outcome == verdict.OutcomeOK && op.Output.Status != 204 && op.Kind != OpStatus:
-		op.Outcome, op.Output, op.Return = verdict.OutcomeUnknown, Output{}, op.Return+40
+	case r < 3 && op.Outcome == verdict.OutcomeOK && op.Output.Status != 204 && op.Kind != checker.OpStatus:
+		op.Outcome, op.Output, op.Return = verdict.OutcomeUnknown, checker.Output{}, op.Return+40
 		if op.Kind == OpClaim {
 			op.Key = ""
 		}
@@ -303,13 +304,13 @@ func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
 	if op.Outcome != verdict.OutcomeOK {
 		// an unknown outcome gets an answer
 		switch op.Kind {
-		case OpPublish:
-			op.Output = Output{Status: 201, ID: "i1", Body: "r-i1"}
+		case checker.OpPublish:
+			op.Output = checker.Output{Status: 201, ID: "i1", Body: "r-i1"}
 		case OpClaim:
 			op.Key = "i1"
-			op.Output = Output{Status: 200, ID: "i1", Token: "t99", Attempts: 1 + rng.IntN(2), LeaseNs: 5}
+			op.Output = checker.Output{Status: 200, ID: "i1", Token: "t99", Attempts: 1 + rng.IntN(2), LeaseNs: 5}
 		case OpExtend, OpFulfill, OpFail:
-			op.Output = Output{Status: []int{200, 404}[rng.IntN(2)]}
+			op.Output = checker.Output{Status: []int{200, 404}[rng.IntN(2)]}
 		default:
 			return h, l, what + "unchanged"
 		}
@@ -318,7 +319,7 @@ func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
 		return h, l, what + "answered"
 	}
 	switch op.Kind {
-	case OpPublish:
+	case checker.OpPublish:
 		switch rng.IntN(3) {
 		case 0:
 			op.Output.ID = []string{"i1", "i2", "i9"}[rng.IntN(3)]
@@ -327,9 +328,9 @@ func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
 			return h, l, what + "id " + op.Output.ID
 		case 1:
 			if op.Output.Status == 422 {
-				op.Output = Output{Status: 201, ID: "i1", Body: "r-i1"}
+				op.Output = checker.Output{Status: 201, ID: "i1", Body: "r-i1"}
 			} else {
-				op.Output = Output{Status: 422}
+				op.Output = checker.Output{Status: 422}
 			}
 			return h, l, what + "status " + fmt.Sprint(op.Output.Status)
 		default:
@@ -339,7 +340,7 @@ func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
 	case OpClaim:
 		if op.Output.Status == 204 {
 			op.Key = "i1"
-			op.Output = Output{Status: 200, ID: "i1", Token: "t98", Attempts: 1 + rng.IntN(3), LeaseNs: 5}
+			op.Output = checker.Output{Status: 200, ID: "i1", Token: "t98", Attempts: 1 + rng.IntN(3), LeaseNs: 5}
 			return h, l, what + "204 became a claim"
 		}
 		switch rng.IntN(3) {
@@ -362,11 +363,11 @@ func alter(rng *rand.Rand, h History, l Ledger) (History, Ledger, string) {
 			op.Outcome = verdict.OutcomeOK
 		}
 		return h, l, what + fmt.Sprint(op.Output.Status)
-	case OpStatus:
-		states := []string{StateOpen, StateClaimed, StateFulfilled, StateDead, StateGone}
+	case checker.OpStatus:
+		states := []string{StateOpen, StateClaimed, StateFulfilled, StateDead, checker.StateGone}
 		op.Output.State = states[rng.IntN(len(states))]
 		op.Output.Status = 200
-		if op.Output.State == StateGone {
+		if op.Output.State == checker.StateGone {
 			op.Output.Status = 404
 		}
 		return h, l, what + op.Output.State
@@ -400,14 +401,14 @@ func TestDifferential(t *testing.T) {
 		h, l, desc := tinyHistory(rng, 3+rng.IntN(4))
 		// the history itself, then altered
 		cases := []struct {
-			h    History
-			l    Ledger
+			h    checker.History
+			l    checker.Ledger
 			what string
 		}{{h, l, "as recorded"}}
 		h2, l2, what := alter(rng, h, l)
 		cases = append(cases, struct {
-			h    History
-			l    Ledger
+			h    checker.History
+			l    checker.Ledger
 			what string
 		}{h2, l2, what})
 		for k, c := range cases {
@@ -440,7 +441,7 @@ func TestDifferential(t *testing.T) {
 // differentialRef is the reference's verdict: legal under some reading, the
 // backoff at its least (the checker does not know backoff_base). ok is
 // false when the history is too big for it.
-func differentialRef(h History, l Ledger) (legal, ok bool) {
+func differentialRef(h checker.History, l checker.Ledger) (legal, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			if _, big := r.(errRefTooBig); !big {
@@ -453,7 +454,7 @@ func differentialRef(h History, l Ledger) (legal, ok bool) {
 	return legal, true
 }
 
-func dumpHistory(h History, l Ledger) string {
+func dumpHistory(h checker.History, l checker.Ledger) string {
 	var b strings.Builder
 	_ = h.WriteJSONL(&b)
 	_ = l.WriteJSONL(&b)

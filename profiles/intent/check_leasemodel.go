@@ -1,9 +1,10 @@
-package checker
+package intent
 
 import (
 	"math"
 	"slices"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -138,7 +139,7 @@ type leaseState struct {
 
 // initial returns the states of op's intent before its first operation: one
 // per way it may have come to exist.
-func (e *modelEnv) initial(op *Operation) []leaseState {
+func (e *modelEnv) initial(op *checker.Operation) []leaseState {
 	key := op.Key
 	if key == "" {
 		key = op.Output.ID
@@ -182,7 +183,7 @@ func addLease(set []leaseState, s leaseState) []leaseState {
 
 // window is where op may take effect: [Call, Return], or from Call on when
 // its outcome is unknown.
-func window(op *Operation) (int64, int64) {
+func window(op *checker.Operation) (int64, int64) {
 	if op.Effective() == verdict.OutcomeUnknown {
 		return op.Call, zinf
 	}
@@ -285,7 +286,7 @@ func (e *modelEnv) hiddenClaim(st leaseState) (leaseState, bool) {
 }
 
 // leaseStep appends to next the states st can move to under op.
-func (e *modelEnv) leaseStep(next []leaseState, st leaseState, op *Operation) []leaseState {
+func (e *modelEnv) leaseStep(next []leaseState, st leaseState, op *checker.Operation) []leaseState {
 	out := op.Effective()
 	switch op.Kind {
 	case OpClaim:
@@ -313,7 +314,7 @@ func (e *modelEnv) leaseStep(next []leaseState, st leaseState, op *Operation) []
 			return e.refused(next, st, op)
 		}
 		return addLease(next, st) // busy, rate limited, invalid: no effect
-	case OpStatus:
+	case checker.OpStatus:
 		if out != verdict.OutcomeOK {
 			return addLease(next, st)
 		}
@@ -323,7 +324,7 @@ func (e *modelEnv) leaseStep(next []leaseState, st leaseState, op *Operation) []
 }
 
 // claimed: a claim answered with a token took effect.
-func (e *modelEnv) claimed(next []leaseState, st leaseState, op *Operation) []leaseState {
+func (e *modelEnv) claimed(next []leaseState, st leaseState, op *checker.Operation) []leaseState {
 	if a := op.Output.Attempts; a > 0 {
 		// claim_attempts grows by one per claim: a gap is claims whose
 		// answer was lost
@@ -346,7 +347,7 @@ func (e *modelEnv) claimed(next []leaseState, st leaseState, op *Operation) []le
 }
 
 // mutate: extend, fulfill or fail took effect with a valid token.
-func (e *modelEnv) mutate(next []leaseState, st leaseState, op *Operation) []leaseState {
+func (e *modelEnv) mutate(next []leaseState, st leaseState, op *checker.Operation) []leaseState {
 	if st.phase != phaseClaimed || st.token != op.Input.Token {
 		return next
 	}
@@ -387,7 +388,7 @@ func (e *modelEnv) mutate(next []leaseState, st leaseState, op *Operation) []lea
 }
 
 // refused: extend, fulfill or fail got 404: the token was not valid then.
-func (e *modelEnv) refused(next []leaseState, st leaseState, op *Operation) []leaseState {
+func (e *modelEnv) refused(next []leaseState, st leaseState, op *checker.Operation) []leaseState {
 	if !st.z.advance(op.Call, op.Return) {
 		return next
 	}
@@ -410,10 +411,10 @@ func (e *modelEnv) refused(next []leaseState, st leaseState, op *Operation) []le
 }
 
 // read: a status read answered.
-func (e *modelEnv) read(next []leaseState, st leaseState, op *Operation) []leaseState {
+func (e *modelEnv) read(next []leaseState, st leaseState, op *checker.Operation) []leaseState {
 	state := op.Output.State
 	switch state {
-	case StateOpen, StateClaimed, StateFulfilled, StateDead, StateGone:
+	case StateOpen, StateClaimed, StateFulfilled, StateDead, checker.StateGone:
 	default:
 		return addLease(next, st) // a state the model does not know: says nothing
 	}
@@ -422,7 +423,7 @@ func (e *modelEnv) read(next []leaseState, st leaseState, op *Operation) []lease
 		return next
 	}
 	switch state {
-	case StateGone:
+	case checker.StateGone:
 		if u := n; u.unborn() {
 			next = addLease(next, u) // not created yet
 		}
@@ -503,7 +504,7 @@ func leaseReadings(states []leaseState) (fromNow, added bool) {
 // sortedHidden returns the calls of the hidden claims of ops, earliest first,
 // at most maxMaxAttempts of them (the most one intent can use; the earliest
 // serve any intent best), and how many there are.
-func sortedHidden(ops []Operation) ([]int64, int) {
+func sortedHidden(ops []checker.Operation) ([]int64, int) {
 	var calls []int64
 	for i := range ops {
 		op := &ops[i]

@@ -1,10 +1,12 @@
-package checker
+package intent
 
 import (
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // simBus is a correct Intent Protocol bus, simulated one intent at a time in
@@ -14,8 +16,8 @@ import (
 // it records.
 type simBus struct {
 	rng     *rand.Rand
-	ops     []Operation
-	effects []Effect
+	ops     []checker.Operation
+	effects []checker.Effect
 	lease   int64
 	// extendFromNow: extend sets expiry = now + seconds; otherwise it adds
 	// the seconds to the current expiry.
@@ -66,11 +68,11 @@ func (b *simBus) outcome() int {
 	return 0
 }
 
-func (b *simBus) record(op Operation, fate int, t int64) {
+func (b *simBus) record(op checker.Operation, fate int, t int64) {
 	op.Call, op.Return = b.window(t)
 	if fate != 0 {
 		op.Outcome = verdict.OutcomeUnknown
-		op.Output = Output{}
+		op.Output = checker.Output{}
 		op.Return = t + 1e9 // the client gave up
 		if op.Kind == OpClaim {
 			op.Key = "" // nobody learned which intent it took
@@ -95,7 +97,7 @@ func (b *simBus) claim(in *simIntent, client int, t int64) {
 	in.expire(t)
 	fate := b.outcome()
 	if fate == 2 {
-		b.record(Operation{ClientID: client, Kind: OpClaim}, 2, t)
+		b.record(checker.Operation{ClientID: client, Kind: OpClaim}, 2, t)
 		return
 	}
 	open := in.phase == phaseOpen ||
@@ -103,23 +105,23 @@ func (b *simBus) claim(in *simIntent, client int, t int64) {
 		(b.bug == bugReclaimDone && in.phase == phaseFulfilled)
 	if !open || in.attempts >= in.max {
 		// 204: no key; nothing to model
-		b.record(Operation{ClientID: client, Kind: OpClaim, Output: Output{Status: 204}, Outcome: verdict.OutcomeOK}, fate, t)
+		b.record(checker.Operation{ClientID: client, Kind: OpClaim, Output: checker.Output{Status: 204}, Outcome: verdict.OutcomeOK}, fate, t)
 		return
 	}
 	in.seq++
 	in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, t+b.lease
 	in.token = fmt.Sprintf("%s-t%d", in.id, in.seq)
-	b.record(Operation{ClientID: client, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
-		Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, fate, t)
+	b.record(checker.Operation{ClientID: client, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
+		Output: checker.Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, fate, t)
 	if fate == 0 { // only a worker that got the answer holds the token
 		in.tokens = append(in.tokens, in.token)
-		b.effects = append(b.effects, Effect{Key: in.key, Intent: in.id, Token: in.token, At: t + 1})
+		b.effects = append(b.effects, checker.Effect{Key: in.key, Intent: in.id, Token: in.token, At: t + 1})
 	}
 }
 
-func (b *simBus) mutate(in *simIntent, kind OpKind, token string, client int, t int64) {
+func (b *simBus) mutate(in *simIntent, kind checker.OpKind, token string, client int, t int64) {
 	fate := b.outcome()
-	op := Operation{ClientID: client, Kind: kind, Key: in.id, Input: Input{Token: token}, Outcome: verdict.OutcomeOK}
+	op := checker.Operation{ClientID: client, Kind: kind, Key: in.id, Input: checker.Input{Token: token}, Outcome: verdict.OutcomeOK}
 	if kind == OpExtend {
 		op.Input.ExtendNs = b.lease / 2
 	}
@@ -165,7 +167,7 @@ func (b *simBus) status(in *simIntent, client int, t int64) {
 		in.expire(t) // lazy: a cleanup pass ran before this read
 	}
 	state := phaseNames[in.phase]
-	b.record(Operation{ClientID: client, Kind: OpStatus, Key: in.id, Outcome: verdict.OutcomeOK, Output: Output{Status: 200, State: state}}, 0, t)
+	b.record(checker.Operation{ClientID: client, Kind: checker.OpStatus, Key: in.id, Outcome: verdict.OutcomeOK, Output: checker.Output{Status: 200, State: state}}, 0, t)
 }
 
 // unit simulates one unit of work from publish to its end.
@@ -186,8 +188,8 @@ func (b *simBus) unit(u int, start int64) {
 		if b.bug == bugReplayNewID && created {
 			id = fmt.Sprintf("%s-dup%d", in.id, try)
 		}
-		op := Operation{ClientID: b.rng.IntN(8), Kind: OpPublish, Key: in.key, Input: Input{Body: body, MaxAttempts: declared}, Outcome: verdict.OutcomeOK,
-			Output: Output{Status: 201, ID: id, Body: "r-" + id}}
+		op := checker.Operation{ClientID: b.rng.IntN(8), Kind: checker.OpPublish, Key: in.key, Input: checker.Input{Body: body, MaxAttempts: declared}, Outcome: verdict.OutcomeOK,
+			Output: checker.Output{Status: 201, ID: id, Body: "r-" + id}}
 		if fate != 2 {
 			created = true
 		}
@@ -200,12 +202,12 @@ func (b *simBus) unit(u int, start int64) {
 		return
 	}
 	if b.bug == bugReplayNewID {
-		b.record(Operation{ClientID: 8, Kind: OpPublish, Key: in.key, Input: Input{Body: body}, Outcome: verdict.OutcomeOK,
-			Output: Output{Status: 201, ID: in.id + "-again", Body: "r-" + in.id + "-again"}}, 0, step())
+		b.record(checker.Operation{ClientID: 8, Kind: checker.OpPublish, Key: in.key, Input: checker.Input{Body: body}, Outcome: verdict.OutcomeOK,
+			Output: checker.Output{Status: 201, ID: in.id + "-again", Body: "r-" + in.id + "-again"}}, 0, step())
 	}
 	if b.rng.IntN(4) == 0 {
-		b.record(Operation{ClientID: 9, Kind: OpPublish, Key: in.key, Input: Input{Body: body + "x"}, Outcome: verdict.OutcomeOK,
-			Output: Output{Status: 422}}, 0, step())
+		b.record(checker.Operation{ClientID: 9, Kind: checker.OpPublish, Key: in.key, Input: checker.Input{Body: body + "x"}, Outcome: verdict.OutcomeOK,
+			Output: checker.Output{Status: 422}}, 0, step())
 	}
 	// random work
 	for range 4 + b.rng.IntN(12) {
@@ -215,7 +217,7 @@ func (b *simBus) unit(u int, start int64) {
 			b.claim(in, 10+b.rng.IntN(4), t)
 		case p < 70 && len(in.tokens) > 0:
 			tok := in.tokens[b.rng.IntN(len(in.tokens))]
-			kinds := []OpKind{OpFulfill, OpFail, OpExtend}
+			kinds := []checker.OpKind{OpFulfill, OpFail, OpExtend}
 			b.mutate(in, kinds[b.rng.IntN(3)], tok, 20+b.rng.IntN(4), t)
 		case p < 85:
 			b.status(in, 30, t)
@@ -235,9 +237,9 @@ func (b *simBus) unit(u int, start int64) {
 			in.phase, in.attempts, in.expiry = phaseClaimed, in.attempts+1, in.t+b.lease
 			in.token = fmt.Sprintf("%s-t%d", in.id, in.seq)
 			in.tokens = append(in.tokens, in.token)
-			b.record(Operation{ClientID: 40, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
-				Output: Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, 0, in.t)
-			b.effects = append(b.effects, Effect{Key: in.key, Intent: in.id, Token: in.token, At: in.t + 1})
+			b.record(checker.Operation{ClientID: 40, Kind: OpClaim, Key: in.id, Outcome: verdict.OutcomeOK,
+				Output: checker.Output{Status: 200, ID: in.id, Token: in.token, Attempts: in.attempts, LeaseNs: b.lease}}, 0, in.t)
+			b.effects = append(b.effects, checker.Effect{Key: in.key, Intent: in.id, Token: in.token, At: in.t + 1})
 			b.mutate(in, OpFulfill, in.token, 40, step())
 		}
 	}
@@ -257,7 +259,7 @@ func TestSimulatedCorrectBus(t *testing.T) {
 		for u := range 30 {
 			b.unit(u, int64(u)*3e8)
 		}
-		r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+		r := Check(checker.History{Ops: b.ops}, checker.Ledger{Effects: b.effects}, Options{MaxEffects: -1})
 		if v := r.Verdict(); v != verdict.Pass {
 			t.Fatalf("seed %d (extend from now %v): verdict %s on a correct bus, counts %v:%s", seed, b.extendFromNow, v, r.Counts, explain(r))
 		}
@@ -273,14 +275,14 @@ func TestSimulatedBuggyBus(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		bug  simBug
-		want []AnomalyKind // any of these
+		want []checker.AnomalyKind // any of these
 	}{
-		{"stale token accepted", bugStaleToken, []AnomalyKind{StaleTokenAccepted, NotLinearizable}},
-		{"lease hijack", bugHijack, []AnomalyKind{DoubleLease, NotLinearizable}},
-		{"fulfilled intent reclaimed", bugReclaimDone, []AnomalyKind{FulfilledTwice, NotLinearizable}},
-		{"replay creates a new intent", bugReplayNewID, []AnomalyKind{IdempotencyViolation}},
-		{"extend does nothing", bugForgetsExtend, []AnomalyKind{StaleTokenAccepted, DoubleLease, NotLinearizable}},
-		{"claims beyond max attempts", bugNoMaxAttempts, []AnomalyKind{AttemptsExceeded}},
+		{"stale token accepted", bugStaleToken, []checker.AnomalyKind{StaleTokenAccepted, checker.NotLinearizable}},
+		{"lease hijack", bugHijack, []checker.AnomalyKind{DoubleLease, checker.NotLinearizable}},
+		{"fulfilled intent reclaimed", bugReclaimDone, []checker.AnomalyKind{FulfilledTwice, checker.NotLinearizable}},
+		{"replay creates a new intent", bugReplayNewID, []checker.AnomalyKind{checker.IdempotencyViolation}},
+		{"extend does nothing", bugForgetsExtend, []checker.AnomalyKind{StaleTokenAccepted, DoubleLease, checker.NotLinearizable}},
+		{"claims beyond max attempts", bugNoMaxAttempts, []checker.AnomalyKind{AttemptsExceeded}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			caught := 0
@@ -290,7 +292,7 @@ func TestSimulatedBuggyBus(t *testing.T) {
 				for u := range 30 {
 					b.unit(u, int64(u)*3e8)
 				}
-				r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+				r := Check(checker.History{Ops: b.ops}, checker.Ledger{Effects: b.effects}, Options{MaxEffects: -1})
 				assertNamedAgreeWithModels(t, r)
 				for _, k := range tc.want {
 					if r.Counts[k] > 0 {
@@ -319,7 +321,7 @@ func FuzzSimulatedBus(f *testing.F) {
 		for u := range 10 {
 			b.unit(u, int64(u)*3e8)
 		}
-		r := Check(History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1})
+		r := Check(checker.History{Ops: b.ops}, checker.Ledger{Effects: b.effects}, Options{MaxEffects: -1})
 		if v := r.Verdict(); v != verdict.Pass {
 			t.Fatalf("verdict %s on a correct bus, counts %v:%s", v, r.Counts, explain(r))
 		}
@@ -329,10 +331,10 @@ func FuzzSimulatedBus(f *testing.F) {
 // assertNamedAgreeWithModels checks that every key a named check flagged is
 // one its porcupine model also found illegal: two independent readings of
 // the protocol must agree.
-func assertNamedAgreeWithModels(t *testing.T, r Report) {
+func assertNamedAgreeWithModels(t *testing.T, r checker.Report) {
 	t.Helper()
-	if r.contradicted > 0 {
-		t.Errorf("%d named findings were dropped: their model accepted the partition", r.contradicted)
+	if detailOf(r).contradicted > 0 {
+		t.Errorf("%d named findings were dropped: their model accepted the partition", detailOf(r).contradicted)
 	}
 	failing := map[string]bool{}
 	for _, m := range r.Models {
@@ -345,8 +347,8 @@ func assertNamedAgreeWithModels(t *testing.T, r Report) {
 		switch a.Kind {
 		case DoubleLease, StaleTokenAccepted, FulfilledTwice, DeadTooEarly, AttemptsExceeded:
 			model = ModelLease
-		case IdempotencyViolation:
-			model = ModelIdempotency
+		case checker.IdempotencyViolation:
+			model = checker.ModelIdempotency
 		default:
 			continue
 		}

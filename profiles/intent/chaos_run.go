@@ -1,10 +1,11 @@
-// Package chaos drives a seeded random workload of the Intent Protocol
-// (publishers with idempotency keys, workers that claim, extend, fail and
-// fulfil) against a target while a fault schedule drawn from the same seed
-// runs, and records what happened: every operation into a checker.History,
-// every execution into a checker.Ledger, every fault into a timeline. It
-// judges nothing: checker does.
-package chaos
+package intent
+
+// The Intent Protocol's chaos workload (RunChaos) drives a seeded random
+// workload of the bus (publishers with idempotency keys, workers that
+// claim, extend, fail and fulfil) against a target while a fault schedule
+// drawn from the same seed runs, and records what happened: every operation
+// into a checker.History, every execution into a checker.Ledger, every
+// fault into a timeline. It judges nothing: Check does.
 
 import (
 	"context"
@@ -12,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -21,13 +21,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/verdict"
 )
 
-// Config is one chaos run.
-type Config struct {
+// ChaosConfig is one chaos run of the Intent workload.
+type ChaosConfig struct {
 	BaseURL   string                             // where the workload sends: the proxy's URL when network faults run
 	APIKey    string                             // the key every publisher and worker uses
 	Sign      func(r *http.Request, body []byte) // signs every request (client.Options.Sign); nil: none
@@ -48,22 +50,11 @@ type Config struct {
 	MaxOps          int           // bound on recorded operations (default 2,000,000)
 	Logger          *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
-// Progress is a snapshot of a running chaos run.
-type Progress struct {
-	Elapsed   time.Duration
-	Phase     string // "faults", "drain", "status"
-	Ops       int
-	Unknown   int
-	Published int // acknowledged publishes
-	Executed  int // effects
-	Fault     string
-}
-
-// Result is everything a chaos run recorded.
-type Result struct {
+// ChaosResult is everything a chaos run of the Intent workload recorded.
+type ChaosResult struct {
 	Start     time.Time          `json:"start"`
 	End       time.Time          `json:"end"`
 	Namespace string             `json:"namespace"`
@@ -71,25 +62,14 @@ type Result struct {
 	Timeline  []faults.Injection `json:"timeline"`
 	History   checker.History    `json:"-"`
 	Ledger    checker.Ledger     `json:"-"`
-	Series    []Bucket           `json:"series"`
+	Series    []chaos.Bucket     `json:"series"`
 	// Drained is true when every worker ran out of work before the drain
 	// timeout; otherwise intents still open or claimed at the end may be
-	// unfinished rather than lost (checker.Options.Undrained).
+	// unfinished rather than lost (Options.Undrained).
 	Drained bool `json:"drained"`
 }
 
-// Bucket is one second of the run: operations completed, unknown outcomes,
-// and latency percentiles of the operations that got a response.
-type Bucket struct {
-	At      time.Duration `json:"at"`
-	Ops     int           `json:"ops"`
-	Unknown int           `json:"unknown"`
-	Failed  int           `json:"failed"`
-	P50     time.Duration `json:"p50"`
-	P99     time.Duration `json:"p99"`
-}
-
-func (c *Config) defaults() error {
+func (c *ChaosConfig) defaults() error {
 	if c.BaseURL == "" {
 		return errors.New("chaos: no target URL")
 	}
@@ -124,9 +104,9 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Run carries out one chaos run. It returns what was recorded even when ctx
+// RunChaos carries out one chaos run. It returns what was recorded even when ctx
 // ends early (then with ctx's error).
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func RunChaos(ctx context.Context, cfg ChaosConfig) (*ChaosResult, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -139,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // workload is the state of one run shared by its goroutines.
 type workload struct {
-	cfg   Config
+	cfg   ChaosConfig
 	start time.Time
 	http  *client.Client
 	keyID string // the API key's identity in the history (a digest, never the key)
@@ -158,7 +138,7 @@ type workload struct {
 	fault    atomic.Value // string
 }
 
-func newWorkload(cfg Config) (*workload, error) {
+func newWorkload(cfg ChaosConfig) (*workload, error) {
 	tr := client.NewTransport()
 	tr.MaxConnsPerHost = 0
 	tr.ResponseHeaderTimeout = cfg.RequestTimeout
@@ -208,7 +188,7 @@ func (w *workload) effect(e checker.Effect) {
 	w.mu.Unlock()
 }
 
-func (w *workload) run(ctx context.Context) (*Result, error) {
+func (w *workload) run(ctx context.Context) (*ChaosResult, error) {
 	cfg := w.cfg
 	master := rand.New(rand.NewPCG(cfg.Seed, 0x1d5c4ec4))
 	schedRnd := rand.New(rand.NewPCG(master.Uint64(), master.Uint64()))
@@ -217,13 +197,13 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 		if f.Name() == "storm" {
 			f = &publishStorm{w: w, max: cfg.StormMax}
 		}
-		list = append(list, tracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
 
 	w.start = time.Now()
-	res := &Result{Start: w.start, Namespace: cfg.Namespace, Schedule: schedule}
+	res := &ChaosResult{Start: w.start, Namespace: cfg.Namespace, Schedule: schedule}
 	cfg.Logger.Info("chaos: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"faults", len(list), "schedule", len(schedule), "namespace", cfg.Namespace)
 
@@ -285,7 +265,7 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 	dropped := w.dropped
 	w.mu.Unlock()
 	sort.SliceStable(res.History.Ops, func(i, j int) bool { return res.History.Ops[i].Call < res.History.Ops[j].Call })
-	res.Series = series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	var errs []error
 	if dropped > 0 {
 		errs = append(errs, fmt.Errorf("chaos: %d operations not recorded past the bound of %d", dropped, cfg.MaxOps))
@@ -310,7 +290,7 @@ func (w *workload) progress(ctx context.Context, done chan<- struct{}, tl *fault
 		case <-t.C:
 		}
 		w.mu.Lock()
-		p := Progress{Elapsed: time.Since(w.start), Ops: len(w.ops), Published: len(w.acked)}
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: len(w.ops), Published: len(w.acked)}
 		w.mu.Unlock()
 		p.Phase, _ = w.phase.Load().(string)
 		p.Fault, _ = w.fault.Load().(string)
@@ -318,56 +298,6 @@ func (w *workload) progress(ctx context.Context, done chan<- struct{}, tl *fault
 		p.Executed = int(w.executed.Load())
 		w.cfg.Progress(p)
 	}
-}
-
-// series buckets the history by return time.
-func series(h checker.History, width time.Duration) []Bucket {
-	if len(h.Ops) == 0 {
-		return nil
-	}
-	var last int64
-	for _, op := range h.Ops {
-		last = max(last, op.Return)
-	}
-	n := int(last/int64(width)) + 1
-	buckets := make([]Bucket, n)
-	lat := make([][]time.Duration, n)
-	for _, op := range h.Ops {
-		i := int(op.Return / int64(width))
-		b := &buckets[i]
-		b.Ops++
-		switch op.Outcome {
-		case verdict.OutcomeUnknown:
-			b.Unknown++
-		case verdict.OutcomeFailed:
-			b.Failed++
-		default:
-			lat[i] = append(lat[i], time.Duration(op.Return-op.Call))
-		}
-	}
-	for i := range buckets {
-		buckets[i].At = time.Duration(i) * width
-		l := lat[i]
-		if len(l) == 0 {
-			continue
-		}
-		sort.Slice(l, func(a, b int) bool { return l[a] < l[b] })
-		buckets[i].P50 = l[len(l)/2]
-		buckets[i].P99 = l[min(len(l)-1, len(l)*99/100)]
-	}
-	return buckets
-}
-
-// tracked shows the fault in effect in the progress line.
-type tracked struct {
-	faults.Fault
-	w *workload
-}
-
-func (t tracked) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }
 
 // keyID is the identity of an API key in a history: the first 16 hex digits

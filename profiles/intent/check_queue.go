@@ -1,4 +1,4 @@
-package checker
+package intent
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -21,19 +22,19 @@ import (
 
 // intentFacts is what the history says about one intent id.
 type intentFacts struct {
-	fulfilled *Operation   // a fulfill OK, or a status read "fulfilled"
-	reads     []*Operation // status reads answered
+	fulfilled *checker.Operation   // a fulfill OK, or a status read "fulfilled"
+	reads     []*checker.Operation // status reads answered
 }
 
 // final is the read that shows where the intent ended: among the reads no
 // other read certainly follows (called after it returned), one of an end
 // (fulfilled, dead, gone: an end comes after whatever it overlaps), the
 // latest to return.
-func (f *intentFacts) final() *Operation {
-	var best *Operation
-	end := func(op *Operation) bool {
+func (f *intentFacts) final() *checker.Operation {
+	var best *checker.Operation
+	end := func(op *checker.Operation) bool {
 		switch op.Output.State {
-		case StateFulfilled, StateDead, StateGone:
+		case StateFulfilled, StateDead, checker.StateGone:
 			return true
 		}
 		return false
@@ -78,13 +79,13 @@ func (c *check) queue(parts []part) {
 				continue
 			}
 			switch op.Kind {
-			case OpFulfill, OpStatus:
+			case OpFulfill, checker.OpStatus:
 				f := facts[p.key]
 				if f == nil {
 					f = &intentFacts{}
 					facts[p.key] = f
 				}
-				if op.Kind == OpStatus {
+				if op.Kind == checker.OpStatus {
 					f.reads = append(f.reads, op)
 				}
 				if (op.Kind == OpFulfill || op.Output.State == StateFulfilled) && f.fulfilled == nil {
@@ -97,7 +98,7 @@ func (c *check) queue(parts []part) {
 	var units []*unit
 	byKey := make(map[string]*unit, len(parts)/2)
 	for _, p := range parts {
-		if p.model != ModelIdempotency {
+		if p.model != checker.ModelIdempotency {
 			continue
 		}
 		u := byKey[p.unit]
@@ -155,18 +156,18 @@ func (c *check) queue(parts []part) {
 			named[effects[i].Intent] = true
 		}
 		c.report.Queue.Unexpected++
-		c.add(Anomaly{
-			Kind: Unexpected, Key: k,
+		c.add(checker.Anomaly{
+			Kind: checker.Unexpected, Key: k,
 			Explanation: fmt.Sprintf("an effect for key %s landed, but nobody ever published with that key", k),
 			Effects:     pick(effects, strayEffects[k], 2),
 		})
 	}
 	if x := c.env.unexplained; x != nil && !named[x.id] {
-		a := Anomaly{Kind: Unexpected, Key: x.id,
+		a := checker.Anomaly{Kind: checker.Unexpected, Key: x.id,
 			Explanation: fmt.Sprintf("intent %s existed at %s, yet no publish can have created it: none was answered with it, and no publish whose answer named no intent can have made it (each makes one intent at most, of its own key, before it is seen)",
 				x.id, ms(x.seen))}
 		if x.op != nil {
-			a.Ops = []Operation{*x.op}
+			a.Ops = []checker.Operation{*x.op}
 		}
 		for _, e := range effects {
 			if e.Intent == x.id {
@@ -186,7 +187,7 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 	q := &c.report.Queue
 	q.Attempted++
 
-	var acked, unknown *Operation
+	var acked, unknown *checker.Operation
 	var ackedIDs []string       // intents the publishes of this key were answered with
 	scopes := map[string]bool{} // API keys whose publishes may have created an intent
 	creators := int64(math.MaxInt64)
@@ -241,8 +242,8 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 		for _, id := range intents {
 			named[id] = true
 		}
-		c.add(Anomaly{
-			Kind: Duplicated, Key: u.key,
+		c.add(checker.Anomaly{
+			Kind: checker.Duplicated, Key: u.key,
 			Explanation: fmt.Sprintf("key %s was given %d different intents (%s): one idempotency key yields one intent (per API key), so its work was queued more than once",
 				u.key, len(intents), strings.Join(intents, ", ")),
 			Ops:     firstOps(ops, u.ops, 4),
@@ -250,8 +251,8 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 		})
 	case allowed > 0 && len(u.effects) > allowed:
 		q.Duplicated++
-		c.add(Anomaly{
-			Kind: Duplicated, Key: u.key,
+		c.add(checker.Anomaly{
+			Kind: checker.Duplicated, Key: u.key,
 			Explanation: fmt.Sprintf("key %s took effect %d times where at most %d is allowed", u.key, len(u.effects), allowed),
 			Ops:         firstOps(ops, u.ops, 4),
 			Effects:     pick(effects, u.effects, allowed+1),
@@ -268,10 +269,10 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 			}
 		} else if acked == nil && unknown != nil {
 			q.Recovered++
-			c.add(Anomaly{
-				Kind: Recovered, Key: u.key,
+			c.add(checker.Anomaly{
+				Kind: checker.Recovered, Key: u.key,
 				Explanation: fmt.Sprintf("no publish with key %s was acknowledged (the answers were lost), yet its work took effect: not a violation, the request had reached the bus", u.key),
-				Ops:         []Operation{*unknown},
+				Ops:         []checker.Operation{*unknown},
 				Effects:     pick(effects, u.effects, 1),
 			})
 		}
@@ -291,7 +292,7 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 	}
 	if len(ackedIDs) == 0 {
 		var fulfilled bool
-		var last *Operation
+		var last *checker.Operation
 		for _, id := range intents {
 			if f := facts[id]; f != nil {
 				fulfilled = fulfilled || f.fulfilled != nil
@@ -320,8 +321,8 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 	for _, id := range ackedIDs {
 		if len(scopes2[id]) > 1 {
 			q.Lost++
-			c.add(Anomaly{
-				Kind: Lost, Key: u.key,
+			c.add(checker.Anomaly{
+				Kind: checker.Lost, Key: u.key,
 				Explanation: fmt.Sprintf("publishes with key %s under %d API keys (%s) were all acknowledged with intent %s: the record is kept per API key, each makes its own intent, so the work of all but one is lost",
 					u.key, len(scopes2[id]), strings.Join(scopes2[id], ", "), id),
 				Ops: firstOps(ops, u.ops, 4),
@@ -332,8 +333,8 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 	for _, id := range ackedIDs {
 		if o := owner(id); o != u.key && len(ackedFor[id]) > 1 {
 			q.Lost++
-			c.add(Anomaly{
-				Kind: Lost, Key: u.key,
+			c.add(checker.Anomaly{
+				Kind: checker.Lost, Key: u.key,
 				Explanation: fmt.Sprintf("the publish with key %s was acknowledged with intent %s, which was also given to key %s and carries the work of %s: one intent runs one payload, so the work of %s is lost",
 					u.key, id, strings.Join(slices.DeleteFunc(slices.Clone(ackedFor[id]), func(k string) bool { return k == u.key }), ", "), o, u.key),
 				Ops: firstOps(ops, u.ops, 4),
@@ -349,7 +350,7 @@ func (c *check) judgeUnit(u *unit, facts map[string]*intentFacts, ackedFor map[s
 		if ran(id) && !c.opts.MustFinish {
 			continue
 		}
-		var last *Operation
+		var last *checker.Operation
 		if f != nil {
 			last = f.final()
 		}
@@ -368,8 +369,8 @@ func (c *check) unexpected(u *unit, creators int64, dup bool) bool {
 	ops := c.h.Ops
 	effects := c.l.Effects
 	if creators == math.MaxInt64 {
-		c.add(Anomaly{
-			Kind: Unexpected, Key: u.key,
+		c.add(checker.Anomaly{
+			Kind: checker.Unexpected, Key: u.key,
 			Explanation: fmt.Sprintf("key %s took effect although every publish with it was refused: a refused request must have no effect", u.key),
 			Ops:         firstOps(ops, u.ops, 4),
 			Effects:     pick(effects, u.effects, 2),
@@ -400,11 +401,11 @@ func (c *check) unexpected(u *unit, creators int64, dup bool) bool {
 		if why == "" {
 			continue
 		}
-		c.add(Anomaly{
-			Kind: Unexpected, Key: u.key,
+		c.add(checker.Anomaly{
+			Kind: checker.Unexpected, Key: u.key,
 			Explanation: fmt.Sprintf("an effect of key %s is unexpected: %s; work exists only once a publish asked for it", u.key, why),
 			Ops:         firstOps(ops, u.ops, 4),
-			Effects:     []Effect{e},
+			Effects:     []checker.Effect{e},
 		})
 		return true
 	}
@@ -414,13 +415,13 @@ func (c *check) unexpected(u *unit, creators int64, dup bool) bool {
 // lostOrNot decides what became of an acknowledged intent (id; "" when the
 // answers name none) that never took effect, or never finished when it must;
 // last is the read that shows where it ended. It reports whether it was lost.
-func (c *check) lostOrNot(key, id string, acked, last *Operation, ran bool) bool {
+func (c *check) lostOrNot(key, id string, acked, last *checker.Operation, ran bool) bool {
 	q := &c.report.Queue
 	state := ""
 	if last != nil {
 		state = last.Output.State
 	}
-	ev := []Operation{*acked}
+	ev := []checker.Operation{*acked}
 	if last != nil {
 		ev = append(ev, *last)
 	}
@@ -435,7 +436,7 @@ func (c *check) lostOrNot(key, id string, acked, last *Operation, ran bool) bool
 			return false
 		}
 		why = "it ended dead without ever running"
-	case StateGone:
+	case checker.StateGone:
 		q.Expired++
 		if !c.opts.ExpiredIsLost {
 			return false
@@ -462,16 +463,16 @@ func (c *check) lostOrNot(key, id string, acked, last *Operation, ran bool) bool
 		what = fmt.Sprintf("the publish with key %s was acknowledged with intent %s", key, id)
 	}
 	q.Lost++
-	c.add(Anomaly{
-		Kind: Lost, Key: key,
+	c.add(checker.Anomaly{
+		Kind: checker.Lost, Key: key,
 		Explanation: fmt.Sprintf("%s but %s: acknowledged work must not be lost", what, why),
 		Ops:         ev,
 	})
 	return true
 }
 
-func firstOps(ops []Operation, idx []int, n int) []Operation {
-	var out []Operation
+func firstOps(ops []checker.Operation, idx []int, n int) []checker.Operation {
+	var out []checker.Operation
 	for _, i := range idx {
 		if len(out) == n {
 			break
@@ -481,8 +482,8 @@ func firstOps(ops []Operation, idx []int, n int) []Operation {
 	return out
 }
 
-func pick(effects []Effect, idx []int, n int) []Effect {
-	var out []Effect
+func pick(effects []checker.Effect, idx []int, n int) []checker.Effect {
+	var out []checker.Effect
 	for _, i := range idx {
 		if len(out) == n {
 			break

@@ -1,9 +1,10 @@
-package checker
+package intent
 
 import (
 	"math"
 	"slices"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -21,8 +22,8 @@ import (
 // creation is what newModelEnv could not explain.
 type creation struct {
 	id   string
-	seen int64      // when it was first seen to exist
-	op   *Operation // what saw it (nil: an effect)
+	seen int64              // when it was first seen to exist
+	op   *checker.Operation // what saw it (nil: an effect)
 }
 
 // maxMatched bounds the intents no answer names that are matched exactly
@@ -33,13 +34,13 @@ const maxMatched = 64
 // newModelEnv gathers what the lease model needs beyond one partition: the
 // claims whose intent nobody learned, and for each intent when a publish can
 // have created it, for which key, and its max_attempts.
-func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
+func newModelEnv(h checker.History, l checker.Ledger, opts Options, parts []part) *modelEnv {
 	env := &modelEnv{slack: max(int64(opts.ClockSlack), 0), conflictStatus: opts.ConflictStatus}
 	env.hidden, env.hiddenTotal = sortedHidden(h.Ops)
 	ops := h.Ops
 	published := false
 	for i := range ops {
-		if ops[i].Kind == OpPublish {
+		if ops[i].Kind == checker.OpPublish {
 			published = true
 			break
 		}
@@ -62,7 +63,7 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 	refused := map[scopeBody]bool{}
 	for i := range ops {
 		op := &ops[i]
-		if op.Kind != OpPublish {
+		if op.Kind != checker.OpPublish {
 			continue
 		}
 		switch op.Effective() {
@@ -102,7 +103,7 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 	for i := range ops {
 		op := &ops[i]
 		sc := scope{op.KeyID, op.Key}
-		if op.Kind != OpPublish || answered[sc] || op.Effective() == verdict.OutcomeFailed || refused[scopeBody{op.KeyID, op.Key, op.Input.Body}] {
+		if op.Kind != checker.OpPublish || answered[sc] || op.Effective() == verdict.OutcomeFailed || refused[scopeBody{op.KeyID, op.Key, op.Input.Body}] {
 			continue
 		}
 		j, ok := slotOf[sc]
@@ -140,12 +141,12 @@ func newModelEnv(h History, l Ledger, opts Options, parts []part) *modelEnv {
 	// to exist and the key its effects name
 	type intent struct {
 		seen int64
-		op   *Operation
+		op   *checker.Operation
 		keys []string
 	}
 	intents := map[string]*intent{}
 	var order []string
-	see := func(id string, at int64, op *Operation, key string) {
+	see := func(id string, at int64, op *checker.Operation, key string) {
 		in := intents[id]
 		if in == nil {
 			in = &intent{seen: math.MaxInt64}
@@ -323,7 +324,7 @@ func (b *IntentBounds) add(call int64, key string, lo, hi int) {
 
 // addOp counts publish op, answered with the intent (or of the same scope
 // and body), as one that may have created it; its key is counted apart.
-func (b *IntentBounds) addOp(op *Operation) {
+func (b *IntentBounds) addOp(op *checker.Operation) {
 	lo, hi := widen(op.Input.MaxAttempts)
 	b.BornAfter = min(b.BornAfter, op.Call)
 	b.MaxLo, b.MaxHi = min(b.MaxLo, lo), max(b.MaxHi, hi)
@@ -338,13 +339,13 @@ func widen(m int) (lo, hi int) {
 }
 
 // showsIntent reports whether op, answered, shows its intent existed.
-func showsIntent(op *Operation) bool {
+func showsIntent(op *checker.Operation) bool {
 	switch op.Kind {
 	case OpClaim:
 		return op.Output.Token != ""
 	case OpExtend, OpFulfill, OpFail:
 		return true
-	case OpStatus:
+	case checker.OpStatus:
 		switch op.Output.State {
 		case StateOpen, StateClaimed, StateFulfilled, StateDead:
 			return true

@@ -1,32 +1,34 @@
-package checker
+package intent
 
 import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"github.com/idscheck/idscheck/verdict"
 	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/verdict"
 )
 
-var update = flag.Bool("update", false, "rewrite checker/testdata from the failing table cases")
+var update = flag.Bool("update", false, "rewrite testdata/histories from the failing table cases")
 
 // savedExpect is what a saved run must keep producing.
 type savedExpect struct {
-	Name    string              `json:"name"`
-	Why     string              `json:"why,omitempty"`
-	Options Options             `json:"options"`
-	Verdict verdict.Verdict     `json:"verdict"`
-	Counts  map[AnomalyKind]int `json:"counts"`
-	Failing []string            `json:"failing_partitions,omitempty"` // model/key
+	Name    string                      `json:"name"`
+	Why     string                      `json:"why,omitempty"`
+	Options Options                     `json:"options"`
+	Verdict verdict.Verdict             `json:"verdict"`
+	Counts  map[checker.AnomalyKind]int `json:"counts"`
+	Failing []string                    `json:"failing_partitions,omitempty"` // model/key
 }
 
-func expectOf(name string, opts Options, r Report) savedExpect {
-	e := savedExpect{Name: name, Options: opts, Verdict: r.Verdict(), Counts: map[AnomalyKind]int{}}
+func expectOf(name string, opts Options, r checker.Report) savedExpect {
+	e := savedExpect{Name: name, Options: opts, Verdict: r.Verdict(), Counts: map[checker.AnomalyKind]int{}}
 	for k, n := range r.Counts {
 		if n > 0 {
 			e.Counts[k] = n
@@ -46,7 +48,7 @@ func TestSavedRuns(t *testing.T) {
 	if *update {
 		writeSavedRuns(t)
 	}
-	dirs, err := filepath.Glob(filepath.Join("testdata", "*", expectFile))
+	dirs, err := filepath.Glob(filepath.Join(savedDir, "*", expectFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,14 +70,17 @@ func TestSavedRuns(t *testing.T) {
 	}
 }
 
+// savedDir holds the saved runs (testdata/histories).
+const savedDir = "testdata/histories"
+
 // expectFile is the expectation of a saved run in testdata.
 const expectFile = "expect.json"
 
 // savedRun is one run to save under testdata.
 type savedRun struct {
 	name string
-	h    History
-	l    Ledger
+	h    checker.History
+	l    checker.Ledger
 	opts Options
 }
 
@@ -84,7 +89,7 @@ func writeSavedRuns(t *testing.T) {
 	// runs saved from real chaos runs (testdata/real-*, trimmed to the keys
 	// of their anomalies by hand): keep their name and options, refresh the
 	// rest of expect.json from what Check says now
-	reals, err := filepath.Glob(filepath.Join("testdata", "real-*", expectFile))
+	reals, err := filepath.Glob(filepath.Join(savedDir, "real-*", expectFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +102,7 @@ func writeSavedRuns(t *testing.T) {
 		if err := json.Unmarshal(raw, &e); err != nil {
 			t.Fatalf("%s: %v", ef, err)
 		}
-		h, l, err := Load(os.DirFS(filepath.Dir(ef)))
+		h, l, err := checker.Load(os.DirFS(filepath.Dir(ef)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +117,7 @@ func writeSavedRuns(t *testing.T) {
 	var runs []savedRun
 	for _, tc := range checkCases {
 		if tc.verdict == verdict.Fail {
-			runs = append(runs, savedRun{tc.name, History{Ops: tc.ops}, Ledger{Effects: tc.effects}, tc.opts})
+			runs = append(runs, savedRun{tc.name, checker.History{Ops: tc.ops}, checker.Ledger{Effects: tc.effects}, tc.opts})
 		}
 	}
 	// whole runs of the simulated bus with a defect: realistic shape
@@ -124,11 +129,11 @@ func writeSavedRuns(t *testing.T) {
 		for u := range 8 {
 			b.unit(u, int64(u)*3e8)
 		}
-		runs = append(runs, savedRun{sb.name, History{Ops: b.ops}, Ledger{Effects: b.effects}, Options{MaxEffects: -1}})
+		runs = append(runs, savedRun{sb.name, checker.History{Ops: b.ops}, checker.Ledger{Effects: b.effects}, Options{MaxEffects: -1}})
 	}
 	for _, run := range runs {
 		name := strings.NewReplacer("fail/", "", "sim/", "sim-", " ", "-").Replace(run.name)
-		dir := filepath.Join("testdata", name)
+		dir := filepath.Join(savedDir, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +150,7 @@ func writeSavedRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for f, b := range map[string][]byte{HistoryFile: hb.Bytes(), LedgerFile: lb.Bytes(), expectFile: append(exp, '\n')} {
+		for f, b := range map[string][]byte{checker.HistoryFile: hb.Bytes(), checker.LedgerFile: lb.Bytes(), expectFile: append(exp, '\n')} {
 			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -157,17 +162,17 @@ func writeSavedRuns(t *testing.T) {
 // histories the checker used to get wrong), each against the verdict the
 // protocol gives it, with the anomalies that name the cause.
 func TestIssue12(t *testing.T) {
-	names := map[string][]AnomalyKind{ // what must name each failing case
+	names := map[string][]checker.AnomalyKind{ // what must name each failing case
 		"1-slow-claim-reply-hides-a-double-lease": {DoubleLease},
 		"2-extend-bound-too-weak":                 {DoubleLease},
 		"3-claim-instant-bounded-by-a-later-read": {StaleTokenAccepted},
-		"4a-loss-per-acknowledged-intent":         {Duplicated, Lost},
-		"4b-one-intent-for-two-keys":              {Lost},
+		"4a-loss-per-acknowledged-intent":         {checker.Duplicated, checker.Lost},
+		"4b-one-intent-for-two-keys":              {checker.Lost},
 		"5a-dead-after-the-first-fail":            {DeadTooEarly},
 		"5b-dead-after-the-first-expiry":          {DeadTooEarly},
 		"5c-dead-without-any-claim":               {DeadTooEarly},
-		"6a-effect-before-the-publish":            {Unexpected},
-		"6b-claim-and-fulfil-before-the-publish":  {Unexpected},
+		"6a-effect-before-the-publish":            {checker.Unexpected},
+		"6b-claim-and-fulfil-before-the-publish":  {checker.Unexpected},
 	}
 	cases := loadIssue12(t)
 	if len(cases) != 12 {
@@ -185,7 +190,7 @@ func TestIssue12(t *testing.T) {
 					t.Errorf("no %s anomaly; anomalies:%s", k, explain(r))
 				}
 			}
-			if r.Counts[Recovered] > 0 && c.want.Verdict == verdict.Fail {
+			if r.Counts[checker.Recovered] > 0 && c.want.Verdict == verdict.Fail {
 				t.Errorf("recovered in a failing case:%s", explain(r))
 			}
 			assertNamedAgreeWithModels(t, r)
@@ -196,7 +201,7 @@ func TestIssue12(t *testing.T) {
 
 // loadSaved reads one saved run: its expected verdict (expectFile) and the
 // history and ledger beside it.
-func loadSaved(t *testing.T, expectPath string) (savedExpect, History, Ledger) {
+func loadSaved(t *testing.T, expectPath string) (savedExpect, checker.History, checker.Ledger) {
 	t.Helper()
 	raw, err := os.ReadFile(expectPath)
 	if err != nil {
@@ -206,7 +211,7 @@ func loadSaved(t *testing.T, expectPath string) (savedExpect, History, Ledger) {
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatalf("%s: %v", expectPath, err)
 	}
-	h, l, err := Load(os.DirFS(filepath.Dir(expectPath)))
+	h, l, err := checker.Load(os.DirFS(filepath.Dir(expectPath)))
 	if err != nil {
 		t.Fatal(err)
 	}
