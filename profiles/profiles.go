@@ -48,6 +48,11 @@ func Register(p Profile) error {
 	if p.Name == "" || p.Rules == nil {
 		return fmt.Errorf("profiles: a profile needs a name and rules")
 	}
+	for _, r := range p.Rules() {
+		if r.Profile != p.Name {
+			return fmt.Errorf("profiles: rule %s of %q says it is of profile %q", r.ID, p.Name, r.Profile)
+		}
+	}
 	if slices.ContainsFunc(registry, func(q Profile) bool { return q.Name == p.Name }) {
 		return fmt.Errorf("profiles: %q is registered twice", p.Name)
 	}

@@ -27,6 +27,11 @@ func TestRegistry(t *testing.T) {
 	if err := Register(harness.Profile{Name: "nameless-rules"}); err == nil {
 		t.Error("a profile without rules was accepted")
 	}
+	stray := harness.Profile{Name: "stray", Rules: func() []spec.Rule { return []spec.Rule{{ID: "X-1-a", Profile: "other"}} }}
+	if err := Register(stray); err == nil {
+		Deregister("stray")
+		t.Error("a profile whose rule names another profile was accepted")
+	}
 	if _, ok := Lookup("no-such"); ok {
 		t.Error("an unknown profile was found")
 	}

@@ -43,7 +43,7 @@ func TestCatalogCheckFails(t *testing.T) {
 		{"bad id", []spec.Rule{with(good, func(r *spec.Rule) { r.ID = "intent_7.2_x" })}, "does not match"},
 		{"section", []spec.Rule{with(good, func(r *spec.Rule) { r.Section = "7.3" })}, "section"},
 		{"level", []spec.Rule{with(good, func(r *spec.Rule) { r.Level = "REQUIRED" })}, "level"},
-		{"profile", []spec.Rule{with(good, func(r *spec.Rule) { r.Profile = "x" })}, "profile"},
+		{"profile", []spec.Rule{with(good, func(r *spec.Rule) { r.Profile = "" })}, "profile"},
 		{"explanation", []spec.Rule{with(good, func(r *spec.Rule) { r.Explanation = " " })}, "explanation"},
 		{"seed", []spec.Rule{with(good, func(r *spec.Rule) { r.Source = "nope.txt" })}, "not embedded"},
 		{"quote", []spec.Rule{with(good, func(r *spec.Rule) { r.Quote = "The 204 response MUST include Retry-After: 2." })}, "quote"},
