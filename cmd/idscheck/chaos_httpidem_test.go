@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
@@ -48,11 +47,11 @@ func TestChaosHTTPIdemBundledServer(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	rec, err := os.ReadFile(filepath.Join(dir, checker.HTTPIdemRecordFile))
+	rec, err := os.ReadFile(filepath.Join(dir, profhttpidem.HTTPIdemRecordFile))
 	if err != nil || !bytes.Contains(rec, []byte(`"variant":"ietf"`)) {
-		t.Fatalf("%s: %v %.200s", checker.HTTPIdemRecordFile, err, rec)
+		t.Fatalf("%s: %v %.200s", profhttpidem.HTTPIdemRecordFile, err, rec)
 	}
-	for _, f := range []string{"history.jsonl", "ledger.jsonl", checker.HTTPIdemRecordFile, "chaos.json", "check.json"} {
+	for _, f := range []string{"history.jsonl", "ledger.jsonl", profhttpidem.HTTPIdemRecordFile, "chaos.json", "check.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)

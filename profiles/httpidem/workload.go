@@ -1,4 +1,4 @@
-package chaos
+package httpidem
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
@@ -37,7 +38,7 @@ import (
 // checker.Operation keyed by caller and key; after the drain, the count
 // read of every logical request, and the effect sink's effects (when the
 // target calls it) attributed to the requests, as the ledger. It judges
-// nothing: checker.CheckHTTPIdem does.
+// nothing: CheckHTTPIdem does.
 //
 // A request is delivered only within half its key's published lifetime
 // (key_ttl_seconds at the target's time scale) from its first delivery:
@@ -74,22 +75,22 @@ type HTTPIdemConfig struct {
 	DrainTimeout       time.Duration // after Duration: how long requests may still be driven (default 15 s)
 	MaxOps             int           // bound on recorded operations (default 2,000,000)
 	// Recorder receives every operation (nil: one of MaxOps is made).
-	Recorder *Recorder
+	Recorder *chaos.Recorder
 	Logger   *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
 // HTTPIdemResult is everything an http-idempotency chaos run recorded.
 type HTTPIdemResult struct {
-	Start    time.Time              `json:"start"`
-	End      time.Time              `json:"end"`
-	Schedule []faults.Planned       `json:"schedule"`
-	Timeline []faults.Injection     `json:"timeline"`
-	History  checker.History        `json:"-"`
-	Ledger   checker.Ledger         `json:"-"`
-	Record   checker.HTTPIdemRecord `json:"-"`
-	Series   []Bucket               `json:"series"`
+	Start    time.Time          `json:"start"`
+	End      time.Time          `json:"end"`
+	Schedule []faults.Planned   `json:"schedule"`
+	Timeline []faults.Injection `json:"timeline"`
+	History  checker.History    `json:"-"`
+	Ledger   checker.Ledger     `json:"-"`
+	Record   HTTPIdemRecord     `json:"-"`
+	Series   []chaos.Bucket     `json:"series"`
 	// Drained is true when the drain ended in time: every logical request
 	// got a terminal answer or was given up at the end of its key's window.
 	Drained bool `json:"drained"`
@@ -113,7 +114,7 @@ func (c *HTTPIdemConfig) defaults() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	chaos.WorkloadKnobs{Duration: &c.Duration, TimeScale: &c.TimeScale, StormMin: &c.StormMin, StormMax: &c.StormMax, RequestTimeout: &c.RequestTimeout, MaxOps: &c.MaxOps, Logger: &c.Logger, RunID: &c.RunID}.Fill()
 	return nil
 }
 
@@ -123,7 +124,7 @@ type hiLogical struct {
 	caller int
 	key    string
 	unique string
-	recKey string // checker.HTTPIdemKey(caller label, key)
+	recKey string // HTTPIdemKey(caller label, key)
 	inv    bool   // a body the endpoint declares it rejects
 	req    client.Request
 	first  time.Time
@@ -147,7 +148,7 @@ type hiWorkload struct {
 	window  time.Duration
 	start   time.Time
 	http    *client.Client
-	rec     *Recorder
+	rec     *chaos.Recorder
 
 	mu       sync.Mutex
 	logical  []*hiLogical // every logical request, in the order minted (and first sent)
@@ -221,9 +222,9 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 
 	w.rec = cfg.Recorder
 	if w.rec == nil {
-		w.rec = NewRecorder(time.Now(), cfg.MaxOps)
+		w.rec = chaos.NewRecorder(time.Now(), cfg.MaxOps)
 	}
-	w.start = w.rec.start
+	w.start = w.rec.Start()
 	res := &HTTPIdemResult{Start: w.start, Schedule: schedule}
 	cfg.Logger.Info("chaos http-idempotency: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"variant", w.ep.Variant, "callers", len(w.callers), "key_window", w.window, "faults", len(list), "schedule", len(schedule))
@@ -268,7 +269,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 	reqs := append([]*hiLogical(nil), w.logical...)
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
-	res.Record = checker.HTTPIdemRecord{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
+	res.Record = HTTPIdemRecord{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
 		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs)}
 	stopCount()
 	<-progDone
@@ -280,7 +281,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 	if cfg.Sink != nil {
 		res.Ledger = w.ledger(reqs)
 	}
-	res.Series = series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	res.Requests, res.Storms = len(reqs), int(w.storms.Load())
 	for _, c := range reqs {
 		c.mu.Lock()
@@ -320,7 +321,7 @@ func (w *hiWorkload) progress(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
 		if w.cfg.Sink != nil {
 			p.Executed = len(w.cfg.Sink.AllEffects())
 		} else {
@@ -362,7 +363,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 		key = fmt.Sprintf("k-%s-%016x", w.cfg.RunID, rnd.Uint64())
 	}
 	c := &hiLogical{n: n, caller: caller, key: key, unique: fmt.Sprintf("hi-%s-%d", w.cfg.RunID, n), inv: invalid, first: time.Now()}
-	c.recKey = checker.HTTPIdemKey(w.callers[caller], key)
+	c.recKey = HTTPIdemKey(w.callers[caller], key)
 	body := fillUnique(w.ep.Body, c.unique).(map[string]any)
 	if invalid {
 		for k, v := range fillUnique(w.ep.Invalid, c.unique).(map[string]any) {
@@ -396,7 +397,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 // inWindow reports whether a delivery now is well within the key's life
 // (half of it from the first delivery): past its expiry a retry MAY
 // execute again. (One sent in time may still arrive late: the checks
-// allow what that explains, checker.HTTPIdemRecord.KeyLifeNs.)
+// allow what that explains, HTTPIdemRecord.KeyLifeNs.)
 func (w *hiWorkload) inWindow(c *hiLogical) bool {
 	return w.window == 0 || time.Since(c.first) < w.window/2
 }
@@ -517,7 +518,7 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 	a := hiUnknown
 	if err == nil {
 		op.Output.Status = resp.Status
-		op.Output.Body = digest(resp.Body)
+		op.Output.Body = chaos.Digest(resp.Body)
 		switch st := resp.Status; {
 		case resp.Exchange.Err != "" || st >= 500:
 			op.Outcome = verdict.OutcomeUnknown // a body cut short, a server error: it may have happened
@@ -526,7 +527,7 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 			if w.ep.ID != "" {
 				op.Output.ID = memberString(resp.Body, w.ep.ID)
 			}
-		case st >= 400 && st < 500 && checker.HTTPIdemRetryLater(w.ep.Variant, st):
+		case st >= 400 && st < 500 && HTTPIdemRetryLater(w.ep.Variant, st):
 			a = hiRetryLater
 		default:
 			a = hiRefused
@@ -581,7 +582,7 @@ func (w *hiWorkload) drive(ctx context.Context, c *hiLogical, rnd *mrand.Rand) {
 		case hiRetryLater:
 			backoff = max(backoff, 20*time.Millisecond)
 		}
-		sleep(ctx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
+		chaos.Sleep(ctx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
@@ -627,7 +628,7 @@ func (w *hiWorkload) waitQuiet(ctx context.Context) {
 	last := len(w.cfg.Sink.AllCalls())
 	quietSince := time.Now()
 	for t := time.Now(); ctx.Err() == nil && time.Since(t) < 3*time.Second && time.Since(quietSince) < 300*time.Millisecond; {
-		sleep(ctx, 50*time.Millisecond)
+		chaos.Sleep(ctx, 50*time.Millisecond)
 		if n := len(w.cfg.Sink.AllCalls()); n != last {
 			last, quietSince = n, time.Now()
 		}
@@ -637,10 +638,10 @@ func (w *hiWorkload) waitQuiet(ctx context.Context) {
 // readCounts reads, for every logical request, what the endpoint's count
 // read lists for its unique value (a few tries each), as the caller that
 // sent it.
-func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []checker.HTTPIdemRequest {
-	out := make([]checker.HTTPIdemRequest, len(reqs))
+func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []HTTPIdemRequest {
+	out := make([]HTTPIdemRequest, len(reqs))
 	for i, c := range reqs {
-		out[i] = checker.HTTPIdemRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
+		out[i] = HTTPIdemRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
 	}
 	if w.ep.Count == nil {
 		return out
@@ -667,7 +668,7 @@ func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []checke
 }
 
 // count reads what c created into r.
-func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIdemRequest) {
+func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *HTTPIdemRequest) {
 	h := http.Header{}
 	if c.caller < len(w.ep.Callers) {
 		for k, v := range w.ep.Callers[c.caller].Headers {
@@ -677,7 +678,7 @@ func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIde
 	path := strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", c.unique)
 	for try := 0; try < 5 && ctx.Err() == nil; try++ {
 		if try > 0 {
-			sleep(ctx, 100*time.Millisecond)
+			chaos.Sleep(ctx, 100*time.Millisecond)
 		}
 		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: h})
 		r.CountStatus, r.CountErr, r.Created = 0, "", nil
@@ -720,7 +721,7 @@ func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIde
 			}
 			if id == "" {
 				b, _ := json.Marshal(it)
-				id = "digest " + digest(b)
+				id = "digest " + chaos.Digest(b)
 			}
 			r.Created = append(r.Created, id)
 		}

@@ -1,4 +1,4 @@
-package checker
+package httpidem
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -167,24 +168,24 @@ const maxHTTPIdemAnomalyOps = 16
 // effects no request names and refused requests that created something,
 // Recovered requests never answered 2xx that created their one thing,
 // Pending). It is pure.
-func CheckHTTPIdem(h History, l Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions) Report {
+func CheckHTTPIdem(h checker.History, l checker.Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions) checker.Report {
 	if opts.MaxExamples <= 0 {
 		opts.MaxExamples = 20
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	rep := Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}
-	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: HTTPIdemRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]Effect{}}
+	rep := checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{}}
+	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: HTTPIdemRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]checker.Effect{}}
 	kept := map[string]int{} // examples kept per check: both checks name one rule
-	r.add = func(check string, a Anomaly) {
+	r.add = func(check string, a checker.Anomaly) {
 		rep.Counts[a.Kind]++
 		if kept[check]++; kept[check] <= opts.MaxExamples {
 			rep.Anomalies = append(rep.Anomalies, a)
 		}
 	}
 	for i := range h.Ops {
-		if op := &h.Ops[i]; op.Kind == OpPublish && op.Key != "" {
+		if op := &h.Ops[i]; op.Kind == checker.OpPublish && op.Key != "" {
 			r.byKey[op.Key] = append(r.byKey[op.Key], i)
 		}
 	}
@@ -197,23 +198,23 @@ func CheckHTTPIdem(h History, l Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions
 		}
 	}
 	effects, q := r.checkEffects()
-	rep.Models = []ModelCheck{effects, r.checkReplay()}
+	rep.Models = []checker.ModelCheck{effects, r.checkReplay()}
 	rep.Queue = q
 	return rep
 }
 
 type httpIdemRun struct {
-	h       History
+	h       checker.History
 	rec     HTTPIdemRecord
 	opts    HTTPIdemOptions
 	rule    string
 	byKey   map[string][]int
-	effects map[string][]Effect
-	add     func(check string, a Anomaly)
+	effects map[string][]checker.Effect
+	add     func(check string, a checker.Anomaly)
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.
-func httpIdem2xx(op *Operation) bool {
+func httpIdem2xx(op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 200 && op.Output.Status < 300
 }
 
@@ -234,7 +235,7 @@ func HTTPIdemRetryLater(variant string, status int) bool {
 
 // httpIdemRefusal reports whether op is a final refusal: a 4xx answer,
 // read whole, that does not ask to retry later.
-func httpIdemRefusal(variant string, op *Operation) bool {
+func httpIdemRefusal(variant string, op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
 		!HTTPIdemRetryLater(variant, op.Output.Status)
 }
@@ -242,23 +243,23 @@ func httpIdemRefusal(variant string, op *Operation) bool {
 // httpIdemNotResult reports whether op is a 4xx answer that is not the
 // result of the request (a refusal, or "still in flight"): once a 2xx was
 // answered, a request sent after it must get that result instead.
-func httpIdemNotResult(op *Operation) bool {
+func httpIdemNotResult(op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
 		op.Output.Status != 408 && op.Output.Status != 425 && op.Output.Status != 429
 }
 
 // httpIdemResult names the result a 2xx answer carries: its declared id,
 // else the digest of its body.
-func httpIdemResult(op *Operation) string {
+func httpIdemResult(op *checker.Operation) string {
 	if op.Output.ID != "" {
 		return "id " + op.Output.ID
 	}
 	return "body " + op.Output.Body
 }
 
-func describeHTTPIdemOp(op *Operation) string {
+func describeHTTPIdemOp(op *checker.Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, fmtNs(op.Call))
+	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, checker.FormatNs(op.Call))
 	if op.Effective() == verdict.OutcomeUnknown {
 		if op.Output.Status != 0 {
 			fmt.Fprintf(&b, " → %d (unknown outcome)", op.Output.Status)
@@ -271,15 +272,15 @@ func describeHTTPIdemOp(op *Operation) string {
 	if httpIdem2xx(op) {
 		b.WriteString(" " + httpIdemResult(op))
 	}
-	fmt.Fprintf(&b, " (returned %s)", fmtNs(op.Return))
+	fmt.Fprintf(&b, " (returned %s)", checker.FormatNs(op.Return))
 	return b.String()
 }
 
 // evidence returns at most maxHTTPIdemAnomalyOps operations of key: the
 // named ones, its 2xx answers, then the rest, in call order.
-func (r *httpIdemRun) evidence(key string, named ...Operation) []Operation {
-	out := append([]Operation(nil), named...)
-	var ok, rest []Operation
+func (r *httpIdemRun) evidence(key string, named ...checker.Operation) []checker.Operation {
+	out := append([]checker.Operation(nil), named...)
+	var ok, rest []checker.Operation
 	for _, i := range r.byKey[key] {
 		op := r.h.Ops[i]
 		if httpIdem2xx(&op) {
@@ -296,8 +297,8 @@ func (r *httpIdemRun) evidence(key string, named ...Operation) []Operation {
 	return out
 }
 
-func httpIdemFail(mc *ModelCheck, key string) {
-	mc.Result = LinIllegal
+func httpIdemFail(mc *checker.ModelCheck, key string) {
+	mc.Result = checker.LinIllegal
 	mc.FailingTotal++
 	if len(mc.Failing) < 100 {
 		mc.Failing = append(mc.Failing, key)
@@ -312,7 +313,7 @@ func describeRequest(q *HTTPIdemRequest) string {
 	return s + ")"
 }
 
-func describeHTTPIdemEffects(es []Effect) string {
+func describeHTTPIdemEffects(es []checker.Effect) string {
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i] = e.Intent
@@ -334,14 +335,14 @@ func describeHTTPIdemEffects(es []Effect) string {
 // been on its way (its outcome unknown), is a late delivery executed
 // after the key expired, which the texts allow: counted (Expired), not an
 // anomaly.
-func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
-	mc := ModelCheck{Model: ModelHTTPIdemEffects, Result: LinOk, Partitions: len(r.rec.Requests)}
+func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
+	mc := checker.ModelCheck{Model: ModelHTTPIdemEffects, Result: checker.LinOk, Partitions: len(r.rec.Requests)}
 	for _, es := range r.effects {
 		mc.Ops += len(es)
 	}
-	var q QueueStats
+	var q checker.QueueStats
 	if !r.rec.Sink && !r.rec.Count {
-		mc.Result = LinUnknown // nothing tells what a request created: neither a count read nor the sink
+		mc.Result = checker.LinUnknown // nothing tells what a request created: neither a count read nor the sink
 	}
 	known := map[string]bool{}
 	unread, answered := 0, 0
@@ -350,9 +351,9 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 	for i := range reqs {
 		req := &reqs[i]
 		known[req.Key] = true
-		var ok []Operation
+		var ok []checker.Operation
 		refused := false
-		var refusal Operation
+		var refusal checker.Operation
 		for _, j := range r.byKey[req.Key] {
 			op := &r.h.Ops[j]
 			switch {
@@ -377,7 +378,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 			q.Expired += lives - 1
 		}
 		var whys []string
-		var named []Operation
+		var named []checker.Operation
 		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
 		if r.rec.Count {
 			switch n := len(req.Created); {
@@ -422,7 +423,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 		if len(whys) > 0 {
 			httpIdemFail(&mc, req.Key)
-			r.add(ModelHTTPIdemEffects, Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
+			r.add(ModelHTTPIdemEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
 				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelHTTPIdemEffects, describeRequest(req), strings.Join(whys, "; it "))})
 		}
 		switch {
@@ -443,22 +444,22 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 	}
 	if r.rec.Sink {
-		for _, k := range sortedKeys(r.effects) {
+		for _, k := range checker.SortedKeys(r.effects) {
 			if known[k] {
 				continue
 			}
 			es := r.effects[k]
 			q.Unexpected += len(es)
 			httpIdemFail(&mc, k)
-			r.add(ModelHTTPIdemEffects, Anomaly{Kind: AnomalyKind(r.rule), Key: k, Effects: es,
+			r.add(ModelHTTPIdemEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Effects: es,
 				Explanation: fmt.Sprintf("%s: %s: the sink performed %d effect(s) under %q (%s), which no request of the run names: an effect no request asked for",
 					r.rule, ModelHTTPIdemEffects, len(es), k, describeHTTPIdemEffects(es))})
 		}
 	}
-	if mc.Result == LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
+	if mc.Result == checker.LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
 		// A count read not answered, an effect still owed, or nothing
 		// answered 2xx at all: the run did not show what it must.
-		mc.Result = LinUnknown
+		mc.Result = checker.LinUnknown
 	}
 	return mc, q
 }
@@ -470,7 +471,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 // answered after it). Past its key's life a late delivery MAY execute
 // again (IETF-2.3-expiry-kept); the workload sends none that late, but a
 // delivery it gave up on may arrive that late.
-func (r *httpIdemRun) lives(key string, es []Effect) int {
+func (r *httpIdemRun) lives(key string, es []checker.Effect) int {
 	if r.rec.KeyLifeNs <= 0 || len(es) < 2 {
 		return 1
 	}
@@ -511,14 +512,14 @@ func clipList(items []string) string {
 // no answer) leaves it unchanged.
 type HTTPIdemReplayModel struct{}
 
-var _ Model = HTTPIdemReplayModel{}
+var _ checker.Model = HTTPIdemReplayModel{}
 
 // Name is ModelHTTPIdemReplay.
 func (HTTPIdemReplayModel) Name() string { return ModelHTTPIdemReplay }
 
 // Partition is the (caller, key) of a request.
-func (HTTPIdemReplayModel) Partition(op *Operation) (string, bool) {
-	return op.Key, op.Kind == OpPublish && op.Key != ""
+func (HTTPIdemReplayModel) Partition(op *checker.Operation) (string, bool) {
+	return op.Key, op.Kind == checker.OpPublish && op.Key != ""
 }
 
 // Porcupine is the model for porcupine.
@@ -527,7 +528,7 @@ func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
 		Init: func() any { return "" },
 		Step: func(state, input, _ any) (bool, any) {
 			s := state.(string)
-			op := input.(*Operation)
+			op := input.(*checker.Operation)
 			switch {
 			case httpIdem2xx(op) && s == "":
 				return true, httpIdemResult(op)
@@ -539,7 +540,7 @@ func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
 			return true, s
 		},
 		Equal:             func(a, b any) bool { return a == b },
-		DescribeOperation: func(input, _ any) string { return describeHTTPIdemOp(input.(*Operation)) },
+		DescribeOperation: func(input, _ any) string { return describeHTTPIdemOp(input.(*checker.Operation)) },
 		DescribeState: func(state any) string {
 			if s := state.(string); s != "" {
 				return s
@@ -551,8 +552,8 @@ func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
 
 // Checks is the exact decision (HTTPIdemReplayDecide); its failures name
 // ietf's rule: CheckHTTPIdem names the variant's.
-func (HTTPIdemReplayModel) Checks() []NamedCheck {
-	return []NamedCheck{{Rule: RuleHTTPIdemIETF, Check: func(ops []Operation) (bool, string) {
+func (HTTPIdemReplayModel) Checks() []checker.NamedCheck {
+	return []checker.NamedCheck{{Rule: RuleHTTPIdemIETF, Check: func(ops []checker.Operation) (bool, string) {
 		ok, why, _ := HTTPIdemReplayDecide(ops)
 		return ok, why
 	}}}
@@ -563,8 +564,8 @@ func (HTTPIdemReplayModel) Checks() []NamedCheck {
 // every 2xx answer carries the same result and no 4xx answer that is not
 // the result was sent after a 2xx had come back. When they do not, it
 // says why and which operations show it.
-func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Operation) {
-	var first, firstRet *Operation // the earliest-sent 2xx answer, the one that returned first
+func HTTPIdemReplayDecide(ops []checker.Operation) (ok bool, why string, evidence []checker.Operation) {
+	var first, firstRet *checker.Operation // the earliest-sent 2xx answer, the one that returned first
 	for i := range ops {
 		op := &ops[i]
 		if !httpIdem2xx(op) {
@@ -584,10 +585,10 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 		op := &ops[i]
 		if httpIdem2xx(op) && httpIdemResult(op) != httpIdemResult(first) {
 			return false, fmt.Sprintf("two 2xx answers carry different results: %s, then %s; every delivery of one request gets the first result (a second result is a second thing created, or a replay that is not one)",
-				describeHTTPIdemOp(first), describeHTTPIdemOp(op)), []Operation{*first, *op}
+				describeHTTPIdemOp(first), describeHTTPIdemOp(op)), []checker.Operation{*first, *op}
 		}
 	}
-	var late *Operation // the latest-sent answer that is not the result
+	var late *checker.Operation // the latest-sent answer that is not the result
 	for i := range ops {
 		op := &ops[i]
 		if httpIdemNotResult(op) && op.Call > firstRet.Return && (late == nil || op.Call > late.Call) {
@@ -596,7 +597,7 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 	}
 	if late != nil {
 		return false, fmt.Sprintf("a delivery sent %s after the result %s had been answered got %d instead of that result: a retry after the original completed gets its result",
-			fmtNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []Operation{*firstRet, *late}
+			checker.FormatNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []checker.Operation{*firstRet, *late}
 	}
 	return true, "", nil
 }
@@ -608,7 +609,7 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 // kind form one stretch of any linearization (the 4xx before the 2xx), so
 // the reduction linearizes iff the key's answers do, and keeps porcupine
 // fast on a storm's hundreds of concurrent answers.
-func httpIdemReduce(ops []Operation, idx []int) []int {
+func httpIdemReduce(ops []checker.Operation, idx []int) []int {
 	lastCall, firstReturn := map[string]int{}, map[string]int{}
 	var kinds []string
 	for _, i := range idx {
@@ -651,14 +652,14 @@ func httpIdemReduce(ops []Operation, idx []int) []int {
 // it), within a key life of the first delivery, with porcupine over HTTPIdemReplayModel on the answers
 // httpIdemReduce keeps; a key porcupine runs out of time on makes the
 // result UNKNOWN, never PASS. The evidence is HTTPIdemReplayDecide's.
-func (r *httpIdemRun) checkReplay() ModelCheck {
-	mc := ModelCheck{Model: ModelHTTPIdemReplay, Result: LinOk}
+func (r *httpIdemRun) checkReplay() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelHTTPIdemReplay, Result: checker.LinOk}
 	pm := HTTPIdemReplayModel{}.Porcupine()
 	names := map[string]*HTTPIdemRequest{}
 	for i := range r.rec.Requests {
 		names[r.rec.Requests[i].Key] = &r.rec.Requests[i]
 	}
-	for _, k := range sortedKeys(r.byKey) {
+	for _, k := range checker.SortedKeys(r.byKey) {
 		idx := r.byKey[k]
 		mc.Partitions++
 		mc.Ops += len(idx)
@@ -674,21 +675,21 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 			}
 			idx = kept
 		}
-		ops := make([]Operation, len(idx))
+		ops := make([]checker.Operation, len(idx))
 		for j, i := range idx {
 			ops[j] = r.h.Ops[i]
 		}
 		ok, why, ev := HTTPIdemReplayDecide(ops)
 		res := porcupine.Ok
 		if ok {
-			res = porcupine.CheckOperationsTimeout(pm, porcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
+			res = porcupine.CheckOperationsTimeout(pm, checker.PorcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
 		}
 		switch {
 		case ok && res == porcupine.Ok:
 			continue
 		case ok && res == porcupine.Unknown:
-			if mc.Result == LinOk {
-				mc.Result = LinUnknown
+			if mc.Result == checker.LinOk {
+				mc.Result = checker.LinUnknown
 			}
 			continue
 		case ok: // porcupine found what the exact decision did not: say so
@@ -700,7 +701,7 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 		if q := names[k]; q != nil {
 			name = describeRequest(q)
 		}
-		r.add(ModelHTTPIdemReplay, Anomaly{Kind: AnomalyKind(r.rule), Key: k, Ops: ev,
+		r.add(ModelHTTPIdemReplay, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Ops: ev,
 			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelHTTPIdemReplay, name, why)})
 	}
 	return mc

@@ -1,14 +1,14 @@
-package chaos_test
+package httpidem
 
 import (
 	"context"
-	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/chaos"
+	"github.com/pingcap/failpoint"
+
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
@@ -52,24 +52,24 @@ func startHI(t *testing.T, variant, mutant string, timeScale float64) *hiEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { network.Close() })
-	return &hiEnv{sink: s, net: network, ep: profhttpidem.BundledEndpoint(variant, callers), url: network.URL()}
+	return &hiEnv{sink: s, net: network, ep: BundledEndpoint(variant, callers), url: network.URL()}
 }
 
-func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*chaos.HTTPIdemResult, checker.Report) {
+func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*HTTPIdemResult, checker.Report) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := chaos.RunHTTPIdem(ctx, chaos.HTTPIdemConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: seed, Duration: d,
+	res, err := RunHTTPIdem(ctx, HTTPIdemConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: seed, Duration: d,
 		Workers: 8, TimeScale: timeScale, Faults: fs, StormMin: 200, StormMax: 220, RequestTimeout: 500 * time.Millisecond,
 		DrainTimeout:    10 * time.Second,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 300 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}})
 	if err != nil {
 		t.Fatalf("RunHTTPIdem: %v", err)
 	}
-	return res, checker.CheckHTTPIdem(res.History, res.Ledger, res.Record, checker.HTTPIdemOptions{Undrained: !res.Drained})
+	return res, CheckHTTPIdem(res.History, res.Ledger, res.Record, HTTPIdemOptions{Undrained: !res.Drained})
 }
 
-func hiMustPass(t *testing.T, res *chaos.HTTPIdemResult, rep checker.Report) {
+func hiMustPass(t *testing.T, res *HTTPIdemResult, rep checker.Report) {
 	t.Helper()
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
@@ -168,7 +168,7 @@ func TestHTTPIdemKeyWindowIsKept(t *testing.T) {
 func TestHTTPIdemExpiresEarlyIsCaught(t *testing.T) {
 	e := startHI(t, httpidem.VariantStripe, suthttpidem.MutantExpiresEarly, hiTimeScale)
 	_, rep := runHI(t, e, 9, 2*time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, checker.RuleHTTPIdemStripe, checker.ModelHTTPIdemEffects, "created 2 things")
+	hiMustFail(t, rep, RuleHTTPIdemStripe, ModelHTTPIdemEffects, "created 2 things")
 }
 
 // hiMustFail asserts model fails, its anomalies naming rule.
@@ -210,8 +210,8 @@ func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 	enableFailpoint(t, suthttpidem.FailpointNoReservationRacyWindow, `return("barrier")`)
 	e := startHI(t, httpidem.VariantIETF, suthttpidem.MutantNoReservation, hiTimeScale)
 	_, rep := runHI(t, e, 5, 1500*time.Millisecond, hiTimeScale, []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}})
-	hiMustFail(t, rep, checker.RuleHTTPIdemIETF, checker.ModelHTTPIdemEffects, "things (pay_", "times at the sink")
-	hiMustFail(t, rep, checker.RuleHTTPIdemIETF, checker.ModelHTTPIdemReplay, "two 2xx answers carry different results")
+	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemEffects, "things (pay_", "times at the sink")
+	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemReplay, "two 2xx answers carry different results")
 }
 
 // TestHTTPIdemEffectOnReplayIsCaught: a replay that calls the processor
@@ -219,9 +219,9 @@ func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
 	e := startHI(t, httpidem.VariantT0, suthttpidem.MutantEffectOnReplay, hiTimeScale)
 	_, rep := runHI(t, e, 6, time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, checker.RuleHTTPIdemT0, checker.ModelHTTPIdemEffects, "times at the sink")
+	hiMustFail(t, rep, RuleHTTPIdemT0, ModelHTTPIdemEffects, "times at the sink")
 	for _, m := range rep.Models {
-		if m.Model == checker.ModelHTTPIdemReplay && m.Result != checker.LinOk {
+		if m.Model == ModelHTTPIdemReplay && m.Result != checker.LinOk {
 			t.Errorf("replay %s: the answers carry the one payment", m.Result)
 		}
 	}
@@ -232,9 +232,9 @@ func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
 func TestHTTPIdemFreshReplayIDIsCaught(t *testing.T) {
 	e := startHI(t, httpidem.VariantIETF, suthttpidem.MutantReplayFreshID, hiTimeScale)
 	_, rep := runHI(t, e, 7, time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, checker.RuleHTTPIdemIETF, checker.ModelHTTPIdemReplay, "two 2xx answers carry different results")
+	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemReplay, "two 2xx answers carry different results")
 	for _, m := range rep.Models {
-		if m.Model == checker.ModelHTTPIdemEffects && m.Result != checker.LinOk {
+		if m.Model == ModelHTTPIdemEffects && m.Result != checker.LinOk {
 			t.Errorf("effects %s: one payment each", m.Result)
 		}
 	}
@@ -250,4 +250,13 @@ func TestHTTPIdemWithoutSink(t *testing.T) {
 	if res.Record.Sink || len(res.Ledger.Effects) != 0 || !res.Record.Count {
 		t.Fatalf("record %+v, %d effects", res.Record.Sink, len(res.Ledger.Effects))
 	}
+}
+
+// enableFailpoint arms a failpoint of the bundled server for the test.
+func enableFailpoint(t *testing.T, path, term string) {
+	t.Helper()
+	if err := failpoint.Enable(path, term); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Disable(path) })
 }

@@ -1,4 +1,4 @@
-package checker
+package httpidem
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
 	specidem "github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/verdict"
@@ -23,14 +24,14 @@ const (
 
 // post is one delivery of key answered status (0: no answer) with id, from
 // call to ret (ms).
-func post(key string, client int, call, ret int64, status int, id string) Operation {
+func post(key string, client int, call, ret int64, status int, id string) checker.Operation {
 	caller, _, _ := strings.Cut(key, " ")
-	op := Operation{ClientID: client, Kind: OpPublish, Key: key, KeyID: caller, Input: Input{Body: "u-" + key},
+	op := checker.Operation{ClientID: client, Kind: checker.OpPublish, Key: key, KeyID: caller, Input: checker.Input{Body: "u-" + key},
 		Call: call * 1e6, Return: ret * 1e6, Outcome: verdict.OutcomeOK}
-	op.Output = Output{Status: status, ID: id, Body: "digest-" + id}
+	op.Output = checker.Output{Status: status, ID: id, Body: "digest-" + id}
 	switch {
 	case status == 0:
-		op.Outcome, op.Output = verdict.OutcomeUnknown, Output{}
+		op.Outcome, op.Output = verdict.OutcomeUnknown, checker.Output{}
 	case status >= 500:
 		op.Outcome, op.Output.ID = verdict.OutcomeUnknown, ""
 	case status >= 300:
@@ -44,7 +45,9 @@ func hiReq(key string, created ...string) HTTPIdemRequest {
 	return HTTPIdemRequest{Key: key, Caller: caller, IdempotencyKey: k, Unique: "u-" + key, CountStatus: 200, Created: created}
 }
 
-func hiEffect(key, id, cmd string) Effect { return Effect{Key: key, Intent: id, Worker: cmd, At: 1} }
+func hiEffect(key, id, cmd string) checker.Effect {
+	return checker.Effect{Key: key, Intent: id, Worker: cmd, At: 1}
+}
 
 // hiClean is a run of four logical requests under ietf: one delivered
 // through a lost answer, a 409 while in flight, its 201 and a replay; the
@@ -52,8 +55,8 @@ func hiEffect(key, id, cmd string) Effect { return Effect{Key: key, Intent: id, 
 // rejects, refused twice; one whose every answer was lost and that
 // happened all the same. One creation and one effect each for the three
 // that happened.
-func hiClean() (History, Ledger, HTTPIdemRecord) {
-	h := History{Ops: []Operation{
+func hiClean() (checker.History, checker.Ledger, HTTPIdemRecord) {
+	h := checker.History{Ops: []checker.Operation{
 		post(hiKey1, 1, 0, 10, 0, ""),
 		post(hiKey1, 2, 2, 3, 409, ""),
 		post(hiKey1, 1, 20, 21, 201, "pay_1"),
@@ -64,7 +67,7 @@ func hiClean() (History, Ledger, HTTPIdemRecord) {
 		post(hiKey3, 5, 9, 10, 400, ""),
 		post(hiKey4, 6, 40, 50, 0, ""),
 	}}
-	l := Ledger{Effects: []Effect{hiEffect(hiKey1, "eff_1", "pay_1"), hiEffect(hiKey2, "eff_2", "pay_2"), hiEffect(hiKey4, "eff_4", "pay_4")}}
+	l := checker.Ledger{Effects: []checker.Effect{hiEffect(hiKey1, "eff_1", "pay_1"), hiEffect(hiKey2, "eff_2", "pay_2"), hiEffect(hiKey4, "eff_4", "pay_4")}}
 	inv := hiReq(hiKey3)
 	inv.Invalid = true
 	rec := HTTPIdemRecord{Variant: "ietf", Sink: true, Count: true, Requests: []HTTPIdemRequest{
@@ -90,13 +93,13 @@ func TestHTTPIdemCleanRunPasses(t *testing.T) {
 
 // hiOnly asserts the run fails on model alone, every anomaly naming the
 // variant's rule and the check, and returns the anomalies' text.
-func hiOnly(t *testing.T, rep Report, rule, model string) string {
+func hiOnly(t *testing.T, rep checker.Report, rule, model string) string {
 	t.Helper()
 	if rep.Verdict() != verdict.Fail {
 		t.Fatalf("verdict %s, want FAIL: %+v", rep.Verdict(), rep.Models)
 	}
 	for _, m := range rep.Models {
-		if want := m.Model == model; want != (m.Result == LinIllegal) {
+		if want := m.Model == model; want != (m.Result == checker.LinIllegal) {
 			t.Errorf("model %s: %s", m.Model, m.Result)
 		}
 	}
@@ -228,13 +231,13 @@ func TestHTTPIdemNamesTheVariantsRule(t *testing.T) {
 // sink, or whose count reads went unanswered, judged nothing: UNKNOWN.
 func TestHTTPIdemUndecided(t *testing.T) {
 	h, l, rec := hiClean()
-	var only []Operation
+	var only []checker.Operation
 	for _, op := range h.Ops {
 		if !httpIdem2xx(&op) {
 			only = append(only, op)
 		}
 	}
-	if v := CheckHTTPIdem(History{Ops: only}, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+	if v := CheckHTTPIdem(checker.History{Ops: only}, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
 		t.Errorf("no 2xx: %s", v)
 	}
 	rec.Sink, rec.Count = false, false
@@ -268,8 +271,8 @@ func TestHTTPIdemRecordRoundTrip(t *testing.T) {
 // 409s, lost answers) is decided at once, and one second id among them is
 // found.
 func TestHTTPIdemReplayStormIsFast(t *testing.T) {
-	storm := func(bad bool) History {
-		var h History
+	storm := func(bad bool) checker.History {
+		var h checker.History
 		for i := range 300 {
 			status, id := []int{201, 409, 0, 201}[i%4], "pay_1"
 			if bad && i == 156 {
@@ -281,10 +284,10 @@ func TestHTTPIdemReplayStormIsFast(t *testing.T) {
 	}
 	rec := HTTPIdemRecord{Variant: "ietf", Count: true, Requests: []HTTPIdemRequest{hiReq(hiKey1, "pay_1")}}
 	start := time.Now()
-	if rep := CheckHTTPIdem(storm(false), Ledger{}, rec, HTTPIdemOptions{}); rep.Verdict() != verdict.Pass {
+	if rep := CheckHTTPIdem(storm(false), checker.Ledger{}, rec, HTTPIdemOptions{}); rep.Verdict() != verdict.Pass {
 		t.Fatalf("clean storm: %s %+v", rep.Verdict(), rep.Anomalies)
 	}
-	hiOnly(t, CheckHTTPIdem(storm(true), Ledger{}, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	hiOnly(t, CheckHTTPIdem(storm(true), checker.Ledger{}, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("two storms took %v", d)
 	}
@@ -296,7 +299,7 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 7))
 	pm := HTTPIdemReplayModel{}.Porcupine()
 	for n := range 3000 {
-		var ops []Operation
+		var ops []checker.Operation
 		for i := range 2 + rnd.IntN(6) {
 			call := int64(rnd.IntN(20))
 			status := []int{201, 201, 201, 409, 400, 0, 503, 429}[rnd.IntN(8)]
@@ -306,8 +309,8 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 		for i := range idx {
 			idx[i] = i
 		}
-		full := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
-		reduced := porcupine.CheckOperations(pm, porcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
+		full := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, idx, false))
+		reduced := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
 		ok, why, _ := HTTPIdemReplayDecide(ops)
 		if full != ok || reduced != ok {
 			t.Fatalf("history %d: porcupine %t, reduced %t, decision %t (%s)\n%+v", n, full, reduced, ok, why, ops)
@@ -322,11 +325,11 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 // The same second payment 50 ms after the first, or with every delivery
 // answered long before it, is a second effect.
 func TestHTTPIdemKeyLife(t *testing.T) {
-	late := func(at int64, lostAnswer bool) (History, Ledger, HTTPIdemRecord) {
+	late := func(at int64, lostAnswer bool) (checker.History, checker.Ledger, HTTPIdemRecord) {
 		h, l, rec := hiClean()
 		rec.KeyLifeNs = 100e6
 		rec.Requests[0].Created = []string{"pay_1", "pay_1b"}
-		l.Effects = append(l.Effects, Effect{Key: hiKey1, Intent: "eff_1b", Worker: "pay_1b", At: at * 1e6})
+		l.Effects = append(l.Effects, checker.Effect{Key: hiKey1, Intent: "eff_1b", Worker: "pay_1b", At: at * 1e6})
 		if !lostAnswer {
 			h.Ops[0] = post(hiKey1, 1, 0, 10, 201, "pay_1")
 		}
@@ -347,7 +350,7 @@ func TestHTTPIdemKeyLife(t *testing.T) {
 	h, l, rec = late(150, true)
 	rec.KeyLifeNs = 0 // no life published: keys outlive the run
 	rep = CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
-	if rep.Verdict() != verdict.Fail || rep.Models[0].Result != LinIllegal || rep.Models[1].Result != LinIllegal {
+	if rep.Verdict() != verdict.Fail || rep.Models[0].Result != checker.LinIllegal || rep.Models[1].Result != checker.LinIllegal {
 		t.Fatalf("no key life: %s %+v", rep.Verdict(), rep.Models)
 	}
 }
@@ -355,7 +358,7 @@ func TestHTTPIdemKeyLife(t *testing.T) {
 // Each check keeps its own examples: a run with many duplicate creations
 // still shows the replay check's.
 func TestHTTPIdemEachCheckKeepsItsExamples(t *testing.T) {
-	var h History
+	var h checker.History
 	var rec HTTPIdemRecord
 	rec.Variant, rec.Count = "ietf", true
 	for i := range 30 {
@@ -363,7 +366,7 @@ func TestHTTPIdemEachCheckKeepsItsExamples(t *testing.T) {
 		h.Ops = append(h.Ops, post(key, i, 0, 1, 201, "pay_a"), post(key, i, 2, 3, 201, "pay_b"))
 		rec.Requests = append(rec.Requests, hiReq(key, "pay_a", "pay_b"))
 	}
-	rep := CheckHTTPIdem(h, Ledger{}, rec, HTTPIdemOptions{MaxExamples: 5})
+	rep := CheckHTTPIdem(h, checker.Ledger{}, rec, HTTPIdemOptions{MaxExamples: 5})
 	per := map[string]int{}
 	for _, a := range rep.Anomalies {
 		for _, m := range []string{ModelHTTPIdemEffects, ModelHTTPIdemReplay} {

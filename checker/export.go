@@ -1,0 +1,23 @@
+package checker
+
+import "github.com/anishathalye/porcupine"
+
+// What this file exports is the checker's own toolkit, for the checks a
+// profile (profiles/<name>) writes over its histories outside this package.
+
+// FormatNs renders a duration in ns of a run's clock for an explanation:
+// seconds, milliseconds or microseconds, whichever reads best.
+func FormatNs(ns int64) string { return fmtNs(ns) }
+
+// SortedKeys returns the keys of m in increasing order: explanations and
+// evidence list keys in a stable order.
+func SortedKeys[V any](m map[string]V) []string { return sortedKeys(m) }
+
+// PorcupineOps converts the operations ops[idx] of one partition for
+// porcupine (reusing out when it has the room). An operation with an
+// unknown outcome returns after every other of the partition: it may take
+// effect at any instant after its call, or never. meta puts a description
+// of each operation into its porcupine metadata (for visualizations).
+func PorcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bool) []porcupine.Operation {
+	return porcupineOps(out, ops, idx, meta)
+}
