@@ -298,10 +298,10 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	}
 	env := []string{"IDSCHECK_API_KEY=" + target.APIKey, "IDSCHECK_ADMIN_TOKEN=" + target.AdminToken,
 		"IDSCHECK_METRICS_TOKEN=" + target.MetricsToken, "IDSCHECK_DASHBOARD_PASSWORD=" + target.DashboardPassword}
-	if target.HTTPIdem != nil {
+	if ep, _ := target.Described.(*httpidem.Endpoint); ep != nil {
 		// The endpoint goes in a target file; its callers' headers (secrets)
 		// in the environment, named by the file.
-		file, vars, err := endpointTargetFile(*target.HTTPIdem)
+		file, vars, err := endpointTargetFile(*ep)
 		if err != nil {
 			return nil, err
 		}

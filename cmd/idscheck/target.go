@@ -681,7 +681,7 @@ func (t *targetFlags) Target() features.Target {
 	}
 	if t.HTTPIdem != nil {
 		e := *t.HTTPIdem
-		ft.HTTPIdem = &e
+		ft.Described = &e
 	}
 	return ft
 }

@@ -3,6 +3,7 @@ package httpidem
 import (
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
 	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
@@ -13,12 +14,14 @@ import (
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
 
-// HTTPIdem is any HTTP endpoint with an idempotency key, judged under the
+//go:embed http_idempotency.feature
+var feature embed.FS
+
+// Profile is any HTTP endpoint with an idempotency key, judged under the
 // variant its target declares (docs/http-idempotency.md): the IETF draft,
 // t-0's receiver rules or Stripe's conventions. The bundled endpoint is a
 // small payments API that follows each variant (sut/httpidem).
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileHTTPIdem)
 	var mutants []harness.Mutant
 	for _, m := range suthttpidem.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant}
@@ -31,7 +34,7 @@ func Profile() harness.Profile {
 		Name:       spec.ProfileHTTPIdem,
 		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
 		Rules:      httpidem.Rules,
-		Suite:      &suite,
+		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: httpIdemSteps},
 		Bundled:    httpIdemBundled,
 		EffectSink: true,
 		Mutants:    mutants,
@@ -62,7 +65,7 @@ func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bun
 	if err != nil {
 		return nil, err
 	}
-	return &harness.Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, HTTPIdem: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
+	return &harness.Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, Described: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
 }
 
 // BundledEndpoint is the bundled payments endpoint as a target file
