@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/faults"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
 
@@ -136,7 +135,7 @@ func TestChaosHTTPIdemTarget(t *testing.T) {
 	for i, tok := range tokens {
 		name := fmt.Sprintf("HI_CHAOS_CALLER_%d", i+1)
 		t.Setenv(name, "Bearer "+tok)
-		ep.Callers = append(ep.Callers, httpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
+		ep.Callers = append(ep.Callers, profhttpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
 	}
 	raw, _ := json.Marshal(map[string]any{"url": hs.URL, "time_scale": 20000, "effect_sink": map[string]string{"listen": sinkAddr}, "http_idempotency": ep})
 	file := filepath.Join(t.TempDir(), "target.json")

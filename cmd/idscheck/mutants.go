@@ -24,9 +24,9 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 const mutantsSynopsis = `mutants [--mutants NAME[,NAME]] [--rules GLOB[,GLOB]] [--seed N] [--time-scale F] [--parallel N] [--out DIR]

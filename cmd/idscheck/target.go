@@ -18,8 +18,8 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // targetFlags is the target description that every subcommand talking to a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/idscheck/idscheck/harness"
-	"github.com/idscheck/idscheck/spec/httpidem"
 
 	"github.com/idscheck/idscheck/checker"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
@@ -40,7 +39,7 @@ func HTTPIdemChaos() *harness.ChaosWorkload {
 }
 
 func runHTTPIdemChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
-	ep, _ := c.Described.(*httpidem.Endpoint)
+	ep, _ := c.Described.(*Endpoint)
 	if ep == nil {
 		return nil, errors.New("chaos http-idempotency: no endpoint described (\"http_idempotency\" in the target file)")
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
-	specidem "github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -219,9 +218,9 @@ func TestHTTPIdemNamesTheVariantsRule(t *testing.T) {
 		r, ok := spec.Lookup(id)
 		want := variant
 		if want == "" {
-			want = specidem.VariantIETF
+			want = VariantIETF
 		}
-		if !ok || r.Profile != spec.ProfileHTTPIdem || specidem.Variant(r) != want {
+		if !ok || r.Profile != Name || Variant(r) != want {
 			t.Errorf("rule %s: not a rule of the %q variant (%+v)", id, variant, r)
 		}
 	}

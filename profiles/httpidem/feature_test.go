@@ -26,7 +26,7 @@ func scenarios(t *testing.T) []*godog.Scenario {
 // TestHTTPIdemFeatureCoversTheCatalog fails when an assertion names no rule of
 // the http-idempotency catalog, or a testable http-idempotency rule is judged by no assertion.
 func TestHTTPIdemFeatureCoversTheCatalog(t *testing.T) {
-	for _, msg := range features.CoverageProblems(scenarios(t), spec.RulesFor(spec.ProfileHTTPIdem), "", httpDecision) {
+	for _, msg := range features.CoverageProblems(scenarios(t), spec.RulesFor(Name), "", httpDecision) {
 		t.Error(msg)
 	}
 }

@@ -5,22 +5,21 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
+	"github.com/idscheck/idscheck/harness"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
 
 //go:embed http_idempotency.feature
 var feature embed.FS
 
-// Profile is any HTTP endpoint with an idempotency key, judged under the
-// variant its target declares (docs/http-idempotency.md): the IETF draft,
-// t-0's receiver rules or Stripe's conventions. The bundled endpoint is a
-// small payments API that follows each variant (sut/httpidem).
+// Profile returns the http-idempotency profile: any HTTP endpoint with an
+// idempotency key, judged under the variant its target declares
+// (docs/http-idempotency.md): the IETF draft, t-0's receiver rules or
+// Stripe's conventions. The bundled endpoint is a small payments API that
+// follows each variant (sut/httpidem).
 func Profile() harness.Profile {
 	var mutants []harness.Mutant
 	for _, m := range suthttpidem.Mutants() {
@@ -31,9 +30,9 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:       spec.ProfileHTTPIdem,
+		Name:       Name,
 		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
-		Rules:      httpidem.Rules,
+		Rules:      Rules,
 		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: httpIdemSteps},
 		Bundled:    httpIdemBundled,
 		EffectSink: true,
@@ -56,7 +55,7 @@ func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bun
 	callers := []string{tok(), tok()}
 	variant := c.Variant
 	if variant == "" {
-		variant = httpidem.VariantIETF
+		variant = VariantIETF
 	}
 	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{
 		DBPath: filepath.Join(c.Dir, "payments.db"), SinkURL: c.SinkURL, Variant: variant, Callers: callers,
@@ -70,22 +69,22 @@ func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bun
 
 // BundledEndpoint is the bundled payments endpoint as a target file
 // describes it (docs/http-idempotency.md, the worked example).
-func BundledEndpoint(variant string, callers []string) *httpidem.Endpoint {
-	e := &httpidem.Endpoint{
+func BundledEndpoint(variant string, callers []string) *Endpoint {
+	e := &Endpoint{
 		Variant: variant, Method: "POST", Path: "/v1/payments",
 		Body:          map[string]any{"amount": 1250, "currency": "EUR", "reference": "{{unique}}"},
 		Vary:          map[string]any{"amount": 990},
 		Invalid:       map[string]any{"amount": -1},
-		RequiresKey:   variant != httpidem.VariantStripe,
+		RequiresKey:   variant != VariantStripe,
 		KeyTTLSeconds: 86400,
 		ID:            "id",
-		Count:         &httpidem.CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
+		Count:         &CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
 	}
-	if variant == httpidem.VariantT0 {
-		e.Key = httpidem.KeyPlace{Body: "paymentRef"}
+	if variant == VariantT0 {
+		e.Key = KeyPlace{Body: "paymentRef"}
 	}
 	for _, t := range callers {
-		e.Callers = append(e.Callers, httpidem.Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})
+		e.Callers = append(e.Callers, Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})
 	}
 	e.Defaults()
 	return e

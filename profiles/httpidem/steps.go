@@ -14,7 +14,6 @@ import (
 
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // httpIdemSteps registers the step definitions of http_idempotency.feature. A fresh httpWorld serves every
@@ -53,7 +52,7 @@ type httpHeld struct {
 type httpWorld struct {
 	env *features.Env
 	run string
-	ep  *httpidem.Endpoint
+	ep  *Endpoint
 
 	reqs     map[string]*httpRequest
 	last     *client.Response
@@ -131,7 +130,7 @@ func (w *httpWorld) steps() []features.StepDef {
 // --- set-up ---------------------------------------------------------------
 
 func (w *httpWorld) describe() error {
-	ep, _ := w.env.Target.Described.(*httpidem.Endpoint)
+	ep, _ := w.env.Target.Described.(*Endpoint)
 	if ep == nil {
 		return features.NotApplicable("the target describes no endpoint (\"http_idempotency\" in the target file: docs/http-idempotency.md)")
 	}
@@ -271,7 +270,7 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 		case w.ep.Key.Body != "":
 			body[w.ep.Key.Body] = r.key
 		case w.ep.KeyFormat == "sf-string":
-			v, ok := httpidem.SFString(r.key)
+			v, ok := SFString(r.key)
 			if !ok {
 				return client.Request{}, fmt.Errorf("%w: key %q is no sf-string", features.ErrRunnerBug, r.key)
 			}

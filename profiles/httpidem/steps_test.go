@@ -16,7 +16,6 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -71,19 +70,19 @@ func TestHTTPIdemPassesTheBundledEndpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole profile per variant")
 	}
-	for _, v := range httpidem.Variants() {
+	for _, v := range Variants() {
 		t.Run(v, func(t *testing.T) {
 			res := runHTTPIdem(t, v, "", nil)
 			pass := 0
 			for _, r := range res.Rules {
 				rule, _ := spec.Lookup(r.RuleID)
-				mine := httpidem.Variant(rule) == v
+				mine := Variant(rule) == v
 				switch {
 				case r.Verdict == verdict.Pass && mine:
 					pass++
 				case r.Verdict == verdict.NA && (!mine || rule.Untestable != ""):
 				default:
-					t.Errorf("rule %s (%s): %s: %s", r.RuleID, httpidem.Variant(rule), r.Verdict, r.Reason)
+					t.Errorf("rule %s (%s): %s: %s", r.RuleID, Variant(rule), r.Verdict, r.Reason)
 				}
 			}
 			if pass < 5 {

@@ -19,13 +19,12 @@ import (
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
 
 // The http-idempotency chaos workload (docs/http-idempotency.md): any HTTP
 // endpoint with an idempotency key, as its target describes it
-// (httpidem.Endpoint). A seeded stream of logical requests, each one body
+// (Endpoint). A seeded stream of logical requests, each one body
 // (a fresh "{{unique}}"), one key and one caller (the same key now and then
 // from two callers at once: two logical requests), each delivered until a
 // terminal answer: a 2xx, or a final 4xx that is not the variant's "still
@@ -51,7 +50,7 @@ type HTTPIdemConfig struct {
 	// Endpoint is what the target declares (Defaults is applied): how a
 	// request is built, where its key goes, the callers' headers (resolved:
 	// HeadersEnv is not read), the count read.
-	Endpoint httpidem.Endpoint
+	Endpoint Endpoint
 	// Sink is the harness's effect sink the target calls for its side
 	// effect; nil: effects are not counted (the count read alone judges).
 	Sink *sink.Sink
@@ -143,7 +142,7 @@ func (c *hiLogical) settled() bool {
 // hiWorkload is the state of one run shared by its goroutines.
 type hiWorkload struct {
 	cfg     HTTPIdemConfig
-	ep      *httpidem.Endpoint
+	ep      *Endpoint
 	callers []string // labels: caller1, caller2, …
 	window  time.Duration
 	start   time.Time
@@ -376,7 +375,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 	case w.ep.Key.Body != "":
 		body[w.ep.Key.Body] = key
 	case w.ep.KeyFormat == "sf-string":
-		v, _ := httpidem.SFString(key) // the workload's keys are printable ASCII
+		v, _ := SFString(key) // the workload's keys are printable ASCII
 		h.Set(w.ep.Key.Header, v)
 	default:
 		h.Set(w.ep.Key.Header, key)

@@ -12,7 +12,6 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 
@@ -24,7 +23,7 @@ import (
 type hiEnv struct {
 	sink *sink.Sink
 	net  *faults.Network
-	ep   *httpidem.Endpoint
+	ep   *Endpoint
 	url  string
 }
 
@@ -86,7 +85,7 @@ func hiMustPass(t *testing.T, res *HTTPIdemResult, rep checker.Report) {
 // effect attributed to the request that caused it (the same key from two
 // callers included), and each injected fault shows in the timeline.
 func TestHTTPIdemBundledUnderFaultsHasNoAnomaly(t *testing.T) {
-	for _, variant := range httpidem.Variants() {
+	for _, variant := range Variants() {
 		t.Run(variant, func(t *testing.T) {
 			e := startHI(t, variant, "", hiTimeScale)
 			fs := []faults.Fault{&faults.LostResponse{Network: e.net}, &faults.ResetPeer{Network: e.net}, &faults.Partition{Network: e.net},
@@ -142,7 +141,7 @@ func TestHTTPIdemBundledUnderFaultsHasNoAnomaly(t *testing.T) {
 // correct endpoint shows no anomaly.
 func TestHTTPIdemKeyWindowIsKept(t *testing.T) {
 	const scale = 200000
-	e := startHI(t, httpidem.VariantIETF, "", scale)
+	e := startHI(t, VariantIETF, "", scale)
 	res, rep := runHI(t, e, 11, 2*time.Second, scale, nil)
 	hiMustPass(t, res, rep)
 	life := time.Duration(res.Record.KeyLifeNs)
@@ -166,7 +165,7 @@ func TestHTTPIdemKeyWindowIsKept(t *testing.T) {
 // TestHTTPIdemExpiresEarlyIsCaught: keys forgotten after a tenth of their
 // published life (stripe): a retry well within the life pays again.
 func TestHTTPIdemExpiresEarlyIsCaught(t *testing.T) {
-	e := startHI(t, httpidem.VariantStripe, suthttpidem.MutantExpiresEarly, hiTimeScale)
+	e := startHI(t, VariantStripe, suthttpidem.MutantExpiresEarly, hiTimeScale)
 	_, rep := runHI(t, e, 9, 2*time.Second, hiTimeScale, nil)
 	hiMustFail(t, rep, RuleHTTPIdemStripe, ModelHTTPIdemEffects, "created 2 things")
 }
@@ -208,7 +207,7 @@ func hiMustFail(t *testing.T, rep checker.Report, rule, model string, wants ...s
 // 2xx answers of one key with different ids.
 func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 	enableFailpoint(t, suthttpidem.FailpointNoReservationRacyWindow, `return("barrier")`)
-	e := startHI(t, httpidem.VariantIETF, suthttpidem.MutantNoReservation, hiTimeScale)
+	e := startHI(t, VariantIETF, suthttpidem.MutantNoReservation, hiTimeScale)
 	_, rep := runHI(t, e, 5, 1500*time.Millisecond, hiTimeScale, []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}})
 	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemEffects, "things (pay_", "times at the sink")
 	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemReplay, "two 2xx answers carry different results")
@@ -217,7 +216,7 @@ func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 // TestHTTPIdemEffectOnReplayIsCaught: a replay that calls the processor
 // again (one payment, a second effect) under t0: the sink shows it.
 func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
-	e := startHI(t, httpidem.VariantT0, suthttpidem.MutantEffectOnReplay, hiTimeScale)
+	e := startHI(t, VariantT0, suthttpidem.MutantEffectOnReplay, hiTimeScale)
 	_, rep := runHI(t, e, 6, time.Second, hiTimeScale, nil)
 	hiMustFail(t, rep, RuleHTTPIdemT0, ModelHTTPIdemEffects, "times at the sink")
 	for _, m := range rep.Models {
@@ -230,7 +229,7 @@ func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
 // TestHTTPIdemFreshReplayIDIsCaught: a replay that renders the payment
 // with a freshly drawn id: one payment, one effect, two results.
 func TestHTTPIdemFreshReplayIDIsCaught(t *testing.T) {
-	e := startHI(t, httpidem.VariantIETF, suthttpidem.MutantReplayFreshID, hiTimeScale)
+	e := startHI(t, VariantIETF, suthttpidem.MutantReplayFreshID, hiTimeScale)
 	_, rep := runHI(t, e, 7, time.Second, hiTimeScale, nil)
 	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemReplay, "two 2xx answers carry different results")
 	for _, m := range rep.Models {
@@ -243,7 +242,7 @@ func TestHTTPIdemFreshReplayIDIsCaught(t *testing.T) {
 // TestHTTPIdemWithoutSink: a target that calls no sink of the harness is
 // judged by its count read alone.
 func TestHTTPIdemWithoutSink(t *testing.T) {
-	e := startHI(t, httpidem.VariantStripe, "", hiTimeScale)
+	e := startHI(t, VariantStripe, "", hiTimeScale)
 	e.sink = nil
 	res, rep := runHI(t, e, 8, time.Second, hiTimeScale, nil)
 	hiMustPass(t, res, rep)

@@ -11,6 +11,9 @@ package httpidem
 
 import "github.com/idscheck/idscheck/spec"
 
+// Name is the profile's name (--profile http-idempotency).
+const Name spec.Profile = "http-idempotency"
+
 // The texts of the profile (spec.SeedText finds each).
 const (
 	SourceIETF   = "draft-ietf-httpapi-idempotency-key-header.txt"
@@ -51,7 +54,7 @@ func init() { spec.RegisterRules(Rules) }
 // Stripe's, each in the order of its text.
 func Rules() []spec.Rule {
 	r := func(id, source, section string, level spec.Level, quote, explanation string) spec.Rule {
-		return spec.Rule{ID: id, Profile: spec.ProfileHTTPIdem, Source: source, Section: section, Level: level,
+		return spec.Rule{ID: id, Profile: Name, Source: source, Section: section, Level: level,
 			Quote: quote, Explanation: explanation}
 	}
 	untestable := func(rule spec.Rule, why string) spec.Rule { rule.Untestable = why; return rule }
