@@ -41,6 +41,7 @@ func Profile() harness.Profile {
 		// stripe rule on keys kept a day fits a scenario.
 		BundledTimeScale: 20000,
 		Chaos:            HTTPIdemChaos(),
+		Section:          Section(),
 	}
 }
 
