@@ -42,6 +42,7 @@ func Profile() harness.Profile {
 		BundledTimeScale: 20000,
 		Chaos:            HTTPIdemChaos(),
 		Section:          Section(),
+		Serve:            Serve(),
 	}
 }
 
