@@ -46,11 +46,11 @@ func TestChaosHTTPIdemBundledServer(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	rec, err := os.ReadFile(filepath.Join(dir, profhttpidem.HTTPIdemRecordFile))
+	rec, err := os.ReadFile(filepath.Join(dir, profhttpidem.RecordFile))
 	if err != nil || !bytes.Contains(rec, []byte(`"variant":"ietf"`)) {
-		t.Fatalf("%s: %v %.200s", profhttpidem.HTTPIdemRecordFile, err, rec)
+		t.Fatalf("%s: %v %.200s", profhttpidem.RecordFile, err, rec)
 	}
-	for _, f := range []string{"history.jsonl", "ledger.jsonl", profhttpidem.HTTPIdemRecordFile, "chaos.json", "check.json"} {
+	for _, f := range []string{"history.jsonl", "ledger.jsonl", profhttpidem.RecordFile, "chaos.json", "check.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)

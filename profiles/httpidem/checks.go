@@ -19,71 +19,64 @@ import (
 // http-idempotency chaos workload records:
 //
 //   - History: every request to the mutating endpoint as an OpPublish
-//     whose Key is HTTPIdemKey(caller, idempotency key) and KeyID the
+//     whose Key is HistoryKey(caller, idempotency key) and KeyID the
 //     caller; Input.Body the logical request's unique value; Output.Status
 //     the HTTP status, Output.ID the declared id member of a 2xx answer
 //     ("" when none is declared), Output.Body the digest of the answer's
 //     body. A transport error, a body cut short and a 5xx are
 //     OutcomeUnknown.
 //   - Ledger (when the target calls the harness's effect sink): every
-//     effect the sink performed, Key the HTTPIdemKey of the logical request
+//     effect the sink performed, Key the HistoryKey of the logical request
 //     it was attributed to (the sink's own idempotency_key when the
 //     workload could attribute it to none), Intent the sink's effect_id,
 //     Worker the command_id the target sent with it.
-//   - HTTPIdemRecord (HTTPIdemRecordFile): the variant, whether the sink
-//     and a count read were there, and every logical request with what the
-//     count read listed for it after the drain.
+//   - Record (RecordFile): the variant, whether the sink and a count read
+//     were there, and every logical request with what the count read
+//     listed for it after the drain.
 //
 // Two checks, each judging the variant's rule that a retry has no second
-// effect and gets the first result (HTTPIdemRule): an anomaly's Kind is
-// that rule's ID, its explanation names the check.
+// effect and gets the first result (RetryRule): an anomaly's Kind is that
+// rule's ID, its explanation names the check.
 
 // The rule each variant's checks judge: the one that forbids a second
-// effect of a retry and asks for the first result (spec/httpidem).
+// effect of a retry and asks for the first result (Rules).
 const (
-	RuleHTTPIdemIETF   = "IETF-2.6-retry-result"
-	RuleHTTPIdemT0     = "T0-0-no-further-effect"
-	RuleHTTPIdemStripe = "STRIPE-IDEM-same-result"
+	RuleRetryIETF   = "IETF-2.6-retry-result"
+	RuleRetryT0     = "T0-0-no-further-effect"
+	RuleRetryStripe = "STRIPE-IDEM-same-result"
 )
 
 // Model names of the http-idempotency checks in Report.Models.
 const (
-	// ModelHTTPIdemEffects: what each logical request created (the count
+	// ModelEffects: what each logical request created (the count
 	// read) and the effects it had at the sink.
-	ModelHTTPIdemEffects = "http-idem-effects"
-	// ModelHTTPIdemReplay: one result per (caller, key) (porcupine model
-	// HTTPIdemReplayModel).
-	ModelHTTPIdemReplay = "http-idem-replay"
+	ModelEffects = "http-idem-effects"
+	// ModelReplay: one result per (caller, key) (porcupine model
+	// ReplayModel).
+	ModelReplay = "http-idem-replay"
 )
 
-// HTTPIdemRecordFile is the name of the record in a run directory.
-const HTTPIdemRecordFile = "httpidem-requests.json"
+// RecordFile is the name of the record in a run directory.
+const RecordFile = "httpidem-requests.json"
 
-// The variants (spec/httpidem names them the same).
-const (
-	httpIdemIETF   = "ietf"
-	httpIdemT0     = "t0"
-	httpIdemStripe = "stripe"
-)
-
-// HTTPIdemRule is the rule the checks judge under variant ("" is ietf).
-func HTTPIdemRule(variant string) string {
+// RetryRule is the rule the checks judge under variant ("" is ietf).
+func RetryRule(variant string) string {
 	switch variant {
-	case httpIdemT0:
-		return RuleHTTPIdemT0
-	case httpIdemStripe:
-		return RuleHTTPIdemStripe
+	case VariantT0:
+		return RuleRetryT0
+	case VariantStripe:
+		return RuleRetryStripe
 	}
-	return RuleHTTPIdemIETF
+	return RuleRetryIETF
 }
 
-// HTTPIdemKey is the history's Key of a logical request: its caller, a
+// HistoryKey is the history's Key of a logical request: its caller, a
 // space, its idempotency key (a caller label has no space).
-func HTTPIdemKey(caller, key string) string { return caller + " " + key }
+func HistoryKey(caller, key string) string { return caller + " " + key }
 
-// HTTPIdemRecord is what the workload knows of a run besides the history
+// Record is what the workload knows of a run besides the history
 // and the ledger.
-type HTTPIdemRecord struct {
+type Record struct {
 	Variant string `json:"variant"`
 	// Sink says the target called the harness's effect sink: the ledger
 	// holds every effect (false: the ledger means nothing).
@@ -93,14 +86,14 @@ type HTTPIdemRecord struct {
 	Count bool `json:"count"`
 	// KeyLifeNs is a key's published life on the harness's clock
 	// (key_ttl_seconds at the target's time scale); 0: none published.
-	KeyLifeNs int64             `json:"key_life_ns,omitempty"`
-	Requests  []HTTPIdemRequest `json:"requests"`
+	KeyLifeNs int64            `json:"key_life_ns,omitempty"`
+	Requests  []LogicalRequest `json:"requests"`
 }
 
-// HTTPIdemRequest is one logical request: one body (its unique value), one
+// LogicalRequest is one logical request: one body (its unique value), one
 // key, one caller, delivered any number of times.
-type HTTPIdemRequest struct {
-	Key            string `json:"key"` // HTTPIdemKey(Caller, IdempotencyKey)
+type LogicalRequest struct {
+	Key            string `json:"key"` // HistoryKey(Caller, IdempotencyKey)
 	Caller         string `json:"caller"`
 	IdempotencyKey string `json:"idempotency_key"`
 	Unique         string `json:"unique"`
@@ -116,10 +109,10 @@ type HTTPIdemRequest struct {
 }
 
 // CountRead reports whether the count read of the request answered.
-func (r HTTPIdemRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
+func (r LogicalRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
 
-// WriteHTTPIdemRecord writes the record as JSON.
-func WriteHTTPIdemRecord(w io.Writer, rec HTTPIdemRecord) error {
+// WriteRecord writes the record as JSON.
+func WriteRecord(w io.Writer, rec Record) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(rec); err != nil {
@@ -128,23 +121,23 @@ func WriteHTTPIdemRecord(w io.Writer, rec HTTPIdemRecord) error {
 	return nil
 }
 
-// ReadHTTPIdemRecord parses what WriteHTTPIdemRecord wrote.
-func ReadHTTPIdemRecord(r io.Reader) (HTTPIdemRecord, error) {
-	var rec HTTPIdemRecord
+// ReadRecord parses what WriteRecord wrote.
+func ReadRecord(r io.Reader) (Record, error) {
+	var rec Record
 	if err := json.NewDecoder(r).Decode(&rec); err != nil {
-		return HTTPIdemRecord{}, fmt.Errorf("read http-idempotency record: %w", err)
+		return Record{}, fmt.Errorf("read http-idempotency record: %w", err)
 	}
 	for i, q := range rec.Requests {
 		if q.Key == "" {
-			return HTTPIdemRecord{}, fmt.Errorf("read http-idempotency record: request %d has no key", i)
+			return Record{}, fmt.Errorf("read http-idempotency record: request %d has no key", i)
 		}
 	}
 	return rec, nil
 }
 
-// HTTPIdemOptions say what the workload promised and how long the checks
+// CheckOptions say what the workload promised and how long the checks
 // may work.
-type HTTPIdemOptions struct {
+type CheckOptions struct {
 	// Undrained says the drain ran out of time: a request answered 2xx
 	// whose creation or effect is not seen yet is pending, not missing,
 	// and the verdict is at best UNKNOWN.
@@ -161,14 +154,14 @@ type HTTPIdemOptions struct {
 // has hundreds per key).
 const maxHTTPIdemAnomalyOps = 16
 
-// CheckHTTPIdem runs the two checks over a run and sums them up in a
+// Check runs the two checks over a run and sums them up in a
 // Report (Queue: Attempted logical requests, Acknowledged with a terminal
 // answer, Fulfilled answered 2xx, Effected with a creation or an effect,
 // Duplicated with more than one, Lost answered 2xx with none, Unexpected
 // effects no request names and refused requests that created something,
 // Recovered requests never answered 2xx that created their one thing,
 // Pending). It is pure.
-func CheckHTTPIdem(h checker.History, l checker.Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions) checker.Report {
+func Check(h checker.History, l checker.Ledger, rec Record, opts CheckOptions) checker.Report {
 	if opts.MaxExamples <= 0 {
 		opts.MaxExamples = 20
 	}
@@ -176,7 +169,7 @@ func CheckHTTPIdem(h checker.History, l checker.Ledger, rec HTTPIdemRecord, opts
 		opts.Timeout = 10 * time.Second
 	}
 	rep := checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{}}
-	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: HTTPIdemRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]checker.Effect{}}
+	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: RetryRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]checker.Effect{}}
 	kept := map[string]int{} // examples kept per check: both checks name one rule
 	r.add = func(check string, a checker.Anomaly) {
 		rep.Counts[a.Kind]++
@@ -205,8 +198,8 @@ func CheckHTTPIdem(h checker.History, l checker.Ledger, rec HTTPIdemRecord, opts
 
 type httpIdemRun struct {
 	h       checker.History
-	rec     HTTPIdemRecord
-	opts    HTTPIdemOptions
+	rec     Record
+	opts    CheckOptions
 	rule    string
 	byKey   map[string][]int
 	effects map[string][]checker.Effect
@@ -218,26 +211,26 @@ func httpIdem2xx(op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 200 && op.Output.Status < 300
 }
 
-// HTTPIdemInFlight reports whether status is the variant's answer to a
+// InFlight reports whether status is the variant's answer to a
 // duplicate of a request still in flight, after which a client retries
 // later: 409 under ietf and stripe (t0's 503 in_flight_timeout is a 5xx:
 // an unknown outcome anyway).
-func HTTPIdemInFlight(variant string, status int) bool {
-	return status == 409 && variant != httpIdemT0
+func InFlight(variant string, status int) bool {
+	return status == 409 && variant != VariantT0
 }
 
-// HTTPIdemRetryLater reports whether a 4xx status asks the client to try
+// RetryLater reports whether a 4xx status asks the client to try
 // again later rather than refusing the request: the variant's in-flight
 // answer, 408, 425, 429.
-func HTTPIdemRetryLater(variant string, status int) bool {
-	return HTTPIdemInFlight(variant, status) || status == 408 || status == 425 || status == 429
+func RetryLater(variant string, status int) bool {
+	return InFlight(variant, status) || status == 408 || status == 425 || status == 429
 }
 
 // httpIdemRefusal reports whether op is a final refusal: a 4xx answer,
 // read whole, that does not ask to retry later.
 func httpIdemRefusal(variant string, op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
-		!HTTPIdemRetryLater(variant, op.Output.Status)
+		!RetryLater(variant, op.Output.Status)
 }
 
 // httpIdemNotResult reports whether op is a 4xx answer that is not the
@@ -305,7 +298,7 @@ func httpIdemFail(mc *checker.ModelCheck, key string) {
 	}
 }
 
-func describeRequest(q *HTTPIdemRequest) string {
+func describeRequest(q *LogicalRequest) string {
 	s := fmt.Sprintf("the request of %s under key %q (unique %s", q.Caller, q.IdempotencyKey, q.Unique)
 	if q.Invalid {
 		s += ", a body the endpoint declares invalid"
@@ -336,7 +329,7 @@ func describeHTTPIdemEffects(es []checker.Effect) string {
 // after the key expired, which the texts allow: counted (Expired), not an
 // anomaly.
 func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
-	mc := checker.ModelCheck{Model: ModelHTTPIdemEffects, Result: checker.LinOk, Partitions: len(r.rec.Requests)}
+	mc := checker.ModelCheck{Model: ModelEffects, Result: checker.LinOk, Partitions: len(r.rec.Requests)}
 	for _, es := range r.effects {
 		mc.Ops += len(es)
 	}
@@ -346,7 +339,7 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 	}
 	known := map[string]bool{}
 	unread, answered := 0, 0
-	reqs := append([]HTTPIdemRequest(nil), r.rec.Requests...)
+	reqs := append([]LogicalRequest(nil), r.rec.Requests...)
 	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Key < reqs[b].Key })
 	for i := range reqs {
 		req := &reqs[i]
@@ -423,8 +416,8 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		}
 		if len(whys) > 0 {
 			httpIdemFail(&mc, req.Key)
-			r.add(ModelHTTPIdemEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
-				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelHTTPIdemEffects, describeRequest(req), strings.Join(whys, "; it "))})
+			r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
+				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelEffects, describeRequest(req), strings.Join(whys, "; it "))})
 		}
 		switch {
 		case dup:
@@ -451,9 +444,9 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 			es := r.effects[k]
 			q.Unexpected += len(es)
 			httpIdemFail(&mc, k)
-			r.add(ModelHTTPIdemEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Effects: es,
+			r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Effects: es,
 				Explanation: fmt.Sprintf("%s: %s: the sink performed %d effect(s) under %q (%s), which no request of the run names: an effect no request asked for",
-					r.rule, ModelHTTPIdemEffects, len(es), k, describeHTTPIdemEffects(es))})
+					r.rule, ModelEffects, len(es), k, describeHTTPIdemEffects(es))})
 		}
 	}
 	if mc.Result == checker.LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
@@ -504,26 +497,26 @@ func clipList(items []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:5], ", "), len(items)-5)
 }
 
-// HTTPIdemReplayModel is the replay rule as a checker.Model: partitioned by
+// ReplayModel is the replay rule as a checker.Model: partitioned by
 // (caller, key), its state the result of the first 2xx answer (its
 // declared id, else its body's digest); every 2xx answer must carry that
 // result; a 4xx answer that is not the result (a refusal, "still in
 // flight") is allowed only before it; every other answer (a 5xx, a 429,
 // no answer) leaves it unchanged.
-type HTTPIdemReplayModel struct{}
+type ReplayModel struct{}
 
-var _ checker.Model = HTTPIdemReplayModel{}
+var _ checker.Model = ReplayModel{}
 
-// Name is ModelHTTPIdemReplay.
-func (HTTPIdemReplayModel) Name() string { return ModelHTTPIdemReplay }
+// Name is ModelReplay.
+func (ReplayModel) Name() string { return ModelReplay }
 
 // Partition is the (caller, key) of a request.
-func (HTTPIdemReplayModel) Partition(op *checker.Operation) (string, bool) {
+func (ReplayModel) Partition(op *checker.Operation) (string, bool) {
 	return op.Key, op.Kind == checker.OpPublish && op.Key != ""
 }
 
 // Porcupine is the model for porcupine.
-func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
+func (ReplayModel) Porcupine() porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return "" },
 		Step: func(state, input, _ any) (bool, any) {
@@ -550,21 +543,21 @@ func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
 	}
 }
 
-// Checks is the exact decision (HTTPIdemReplayDecide); its failures name
-// ietf's rule: CheckHTTPIdem names the variant's.
-func (HTTPIdemReplayModel) Checks() []checker.NamedCheck {
-	return []checker.NamedCheck{{Rule: RuleHTTPIdemIETF, Check: func(ops []checker.Operation) (bool, string) {
-		ok, why, _ := HTTPIdemReplayDecide(ops)
+// Checks is the exact decision (ReplayDecide); its failures name
+// ietf's rule: Check names the variant's.
+func (ReplayModel) Checks() []checker.NamedCheck {
+	return []checker.NamedCheck{{Rule: RuleRetryIETF, Check: func(ops []checker.Operation) (bool, string) {
+		ok, why, _ := ReplayDecide(ops)
 		return ok, why
 	}}}
 }
 
-// HTTPIdemReplayDecide decides one (caller, key)'s answers (any order)
-// under HTTPIdemReplayModel exactly, in linear time: they linearize iff
+// ReplayDecide decides one (caller, key)'s answers (any order)
+// under ReplayModel exactly, in linear time: they linearize iff
 // every 2xx answer carries the same result and no 4xx answer that is not
 // the result was sent after a 2xx had come back. When they do not, it
 // says why and which operations show it.
-func HTTPIdemReplayDecide(ops []checker.Operation) (ok bool, why string, evidence []checker.Operation) {
+func ReplayDecide(ops []checker.Operation) (ok bool, why string, evidence []checker.Operation) {
 	var first, firstRet *checker.Operation // the earliest-sent 2xx answer, the one that returned first
 	for i := range ops {
 		op := &ops[i]
@@ -605,7 +598,7 @@ func HTTPIdemReplayDecide(ops []checker.Operation) (ok bool, why string, evidenc
 // httpIdemReduce keeps, of one key's answers (idx into ops), those the
 // model can reject, and of each kind (a 2xx result, a 4xx that is not the
 // result) the one sent last and the one that returned first. Under
-// HTTPIdemReplayModel every other answer is a no-op and the answers of one
+// ReplayModel every other answer is a no-op and the answers of one
 // kind form one stretch of any linearization (the 4xx before the 2xx), so
 // the reduction linearizes iff the key's answers do, and keeps porcupine
 // fast on a storm's hundreds of concurrent answers.
@@ -649,13 +642,13 @@ func httpIdemReduce(ops []checker.Operation, idx []int) []int {
 
 // checkReplay judges, per (caller, key), that every 2xx answer carries the
 // same result (and nothing but the result answers a delivery sent after
-// it), within a key life of the first delivery, with porcupine over HTTPIdemReplayModel on the answers
+// it), within a key life of the first delivery, with porcupine over ReplayModel on the answers
 // httpIdemReduce keeps; a key porcupine runs out of time on makes the
-// result UNKNOWN, never PASS. The evidence is HTTPIdemReplayDecide's.
+// result UNKNOWN, never PASS. The evidence is ReplayDecide's.
 func (r *httpIdemRun) checkReplay() checker.ModelCheck {
-	mc := checker.ModelCheck{Model: ModelHTTPIdemReplay, Result: checker.LinOk}
-	pm := HTTPIdemReplayModel{}.Porcupine()
-	names := map[string]*HTTPIdemRequest{}
+	mc := checker.ModelCheck{Model: ModelReplay, Result: checker.LinOk}
+	pm := ReplayModel{}.Porcupine()
+	names := map[string]*LogicalRequest{}
 	for i := range r.rec.Requests {
 		names[r.rec.Requests[i].Key] = &r.rec.Requests[i]
 	}
@@ -679,7 +672,7 @@ func (r *httpIdemRun) checkReplay() checker.ModelCheck {
 		for j, i := range idx {
 			ops[j] = r.h.Ops[i]
 		}
-		ok, why, ev := HTTPIdemReplayDecide(ops)
+		ok, why, ev := ReplayDecide(ops)
 		res := porcupine.Ok
 		if ok {
 			res = porcupine.CheckOperationsTimeout(pm, checker.PorcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
@@ -701,8 +694,8 @@ func (r *httpIdemRun) checkReplay() checker.ModelCheck {
 		if q := names[k]; q != nil {
 			name = describeRequest(q)
 		}
-		r.add(ModelHTTPIdemReplay, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Ops: ev,
-			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelHTTPIdemReplay, name, why)})
+		r.add(ModelReplay, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Ops: ev,
+			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelReplay, name, why)})
 	}
 	return mc
 }

@@ -33,22 +33,22 @@ func Profile() harness.Profile {
 		Name:       Name,
 		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
 		Rules:      Rules,
-		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: httpIdemSteps},
-		Bundled:    httpIdemBundled,
+		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
+		Bundled:    bundled,
 		EffectSink: true,
 		Mutants:    mutants,
 		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
 		// stripe rule on keys kept a day fits a scenario.
 		BundledTimeScale: 20000,
-		Chaos:            HTTPIdemChaos(),
+		Chaos:            Chaos(),
 		Section:          Section(),
 		Serve:            Serve(),
 	}
 }
 
-// httpIdemBundled opens the bundled payments endpoint over a fresh
+// bundled opens the bundled payments endpoint over a fresh
 // database with two callers of its own, and describes it as a target does.
-func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
+func bundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	tok := func() string {
 		var b [16]byte
 		rand.Read(b[:])

@@ -7,6 +7,13 @@
 // for a target, with the reason, since the texts disagree on exactly the
 // points that matter (an in-flight duplicate: 409, or wait and replay; a
 // rejection that does or does not consume the key).
+//
+// The package is the whole profile: its rules (rules.go), what a target
+// declares of its endpoint (endpoint.go) and its part of the target file
+// (target.go), its feature file and steps (http_idempotency.feature,
+// steps.go), the checks and model of its chaos histories (checks.go), its
+// chaos workload (workload.go, chaos.go), and its bundled endpoint, as
+// the harness starts it (profile.go) and as a process (serve.go).
 package httpidem
 
 import "github.com/idscheck/idscheck/spec"

@@ -16,9 +16,9 @@ import (
 	"github.com/idscheck/idscheck/features"
 )
 
-// httpIdemSteps registers the step definitions of http_idempotency.feature. A fresh httpWorld serves every
+// registerSteps registers the step definitions of http_idempotency.feature. A fresh httpWorld serves every
 // scenario.
-func httpIdemSteps(sc *godog.ScenarioContext, env *features.Env) {
+func registerSteps(sc *godog.ScenarioContext, env *features.Env) {
 	w := &httpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()

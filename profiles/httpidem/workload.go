@@ -23,9 +23,9 @@ import (
 )
 
 // The http-idempotency chaos workload (docs/http-idempotency.md): any HTTP
-// endpoint with an idempotency key, as its target describes it
-// (Endpoint). A seeded stream of logical requests, each one body
-// (a fresh "{{unique}}"), one key and one caller (the same key now and then
+// endpoint with an idempotency key, as its target describes it (Endpoint).
+// A seeded stream of logical requests, each one body (a fresh
+// "{{unique}}"), one key and one caller (the same key now and then
 // from two callers at once: two logical requests), each delivered until a
 // terminal answer: a 2xx, or a final 4xx that is not the variant's "still
 // in flight" answer (ietf and stripe: 409, retried later with backoff,
@@ -37,15 +37,15 @@ import (
 // checker.Operation keyed by caller and key; after the drain, the count
 // read of every logical request, and the effect sink's effects (when the
 // target calls it) attributed to the requests, as the ledger. It judges
-// nothing: CheckHTTPIdem does.
+// nothing: Check does.
 //
 // A request is delivered only within half its key's published lifetime
 // (key_ttl_seconds at the target's time scale) from its first delivery:
 // past its expiry a retry MAY execute again, which the checks would call a
 // second effect.
 
-// HTTPIdemConfig is one http-idempotency chaos run.
-type HTTPIdemConfig struct {
+// WorkloadConfig is one http-idempotency chaos run.
+type WorkloadConfig struct {
 	BaseURL string // the target, through the network proxy when network faults run
 	// Endpoint is what the target declares (Defaults is applied): how a
 	// request is built, where its key goes, the callers' headers (resolved:
@@ -80,15 +80,15 @@ type HTTPIdemConfig struct {
 	Progress func(chaos.Progress)
 }
 
-// HTTPIdemResult is everything an http-idempotency chaos run recorded.
-type HTTPIdemResult struct {
+// WorkloadResult is everything an http-idempotency chaos run recorded.
+type WorkloadResult struct {
 	Start    time.Time          `json:"start"`
 	End      time.Time          `json:"end"`
 	Schedule []faults.Planned   `json:"schedule"`
 	Timeline []faults.Injection `json:"timeline"`
 	History  checker.History    `json:"-"`
 	Ledger   checker.Ledger     `json:"-"`
-	Record   HTTPIdemRecord     `json:"-"`
+	Record   Record             `json:"-"`
 	Series   []chaos.Bucket     `json:"series"`
 	// Drained is true when the drain ended in time: every logical request
 	// got a terminal answer or was given up at the end of its key's window.
@@ -99,7 +99,7 @@ type HTTPIdemResult struct {
 	Requests, Answered, Refused, Unsettled, Storms int
 }
 
-func (c *HTTPIdemConfig) defaults() error {
+func (c *WorkloadConfig) defaults() error {
 	if c.BaseURL == "" {
 		return errors.New("chaos http-idempotency: no target URL")
 	}
@@ -123,7 +123,7 @@ type hiLogical struct {
 	caller int
 	key    string
 	unique string
-	recKey string // HTTPIdemKey(caller label, key)
+	recKey string // HistoryKey(caller label, key)
 	inv    bool   // a body the endpoint declares it rejects
 	req    client.Request
 	first  time.Time
@@ -141,7 +141,7 @@ func (c *hiLogical) settled() bool {
 
 // hiWorkload is the state of one run shared by its goroutines.
 type hiWorkload struct {
-	cfg     HTTPIdemConfig
+	cfg     WorkloadConfig
 	ep      *Endpoint
 	callers []string // labels: caller1, caller2, …
 	window  time.Duration
@@ -166,9 +166,9 @@ type hiWorkload struct {
 // driver.
 const hiMaxDeliveries = 40
 
-// RunHTTPIdem carries out one http-idempotency chaos run. It returns what
+// RunWorkload carries out one http-idempotency chaos run. It returns what
 // was recorded even when ctx ends early (then with ctx's error).
-func RunHTTPIdem(ctx context.Context, cfg HTTPIdemConfig) (*HTTPIdemResult, error) {
+func RunWorkload(ctx context.Context, cfg WorkloadConfig) (*WorkloadResult, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func RunHTTPIdem(ctx context.Context, cfg HTTPIdemConfig) (*HTTPIdemResult, erro
 	return w.run(ctx)
 }
 
-func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
+func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	cfg := w.cfg
 	master := mrand.New(mrand.NewPCG(cfg.Seed, 0x1de3))
 	schedRnd := mrand.New(mrand.NewPCG(master.Uint64(), master.Uint64()))
@@ -224,7 +224,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 		w.rec = chaos.NewRecorder(time.Now(), cfg.MaxOps)
 	}
 	w.start = w.rec.Start()
-	res := &HTTPIdemResult{Start: w.start, Schedule: schedule}
+	res := &WorkloadResult{Start: w.start, Schedule: schedule}
 	cfg.Logger.Info("chaos http-idempotency: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"variant", w.ep.Variant, "callers", len(w.callers), "key_window", w.window, "faults", len(list), "schedule", len(schedule))
 
@@ -268,7 +268,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 	reqs := append([]*hiLogical(nil), w.logical...)
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
-	res.Record = HTTPIdemRecord{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
+	res.Record = Record{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
 		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs)}
 	stopCount()
 	<-progDone
@@ -362,7 +362,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 		key = fmt.Sprintf("k-%s-%016x", w.cfg.RunID, rnd.Uint64())
 	}
 	c := &hiLogical{n: n, caller: caller, key: key, unique: fmt.Sprintf("hi-%s-%d", w.cfg.RunID, n), inv: invalid, first: time.Now()}
-	c.recKey = HTTPIdemKey(w.callers[caller], key)
+	c.recKey = HistoryKey(w.callers[caller], key)
 	body := fillUnique(w.ep.Body, c.unique).(map[string]any)
 	if invalid {
 		for k, v := range fillUnique(w.ep.Invalid, c.unique).(map[string]any) {
@@ -396,7 +396,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 // inWindow reports whether a delivery now is well within the key's life
 // (half of it from the first delivery): past its expiry a retry MAY
 // execute again. (One sent in time may still arrive late: the checks
-// allow what that explains, HTTPIdemRecord.KeyLifeNs.)
+// allow what that explains, Record.KeyLifeNs.)
 func (w *hiWorkload) inWindow(c *hiLogical) bool {
 	return w.window == 0 || time.Since(c.first) < w.window/2
 }
@@ -526,7 +526,7 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 			if w.ep.ID != "" {
 				op.Output.ID = memberString(resp.Body, w.ep.ID)
 			}
-		case st >= 400 && st < 500 && HTTPIdemRetryLater(w.ep.Variant, st):
+		case st >= 400 && st < 500 && RetryLater(w.ep.Variant, st):
 			a = hiRetryLater
 		default:
 			a = hiRefused
@@ -637,10 +637,10 @@ func (w *hiWorkload) waitQuiet(ctx context.Context) {
 // readCounts reads, for every logical request, what the endpoint's count
 // read lists for its unique value (a few tries each), as the caller that
 // sent it.
-func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []HTTPIdemRequest {
-	out := make([]HTTPIdemRequest, len(reqs))
+func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []LogicalRequest {
+	out := make([]LogicalRequest, len(reqs))
 	for i, c := range reqs {
-		out[i] = HTTPIdemRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
+		out[i] = LogicalRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
 	}
 	if w.ep.Count == nil {
 		return out
@@ -667,7 +667,7 @@ func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []HTTPId
 }
 
 // count reads what c created into r.
-func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *HTTPIdemRequest) {
+func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *LogicalRequest) {
 	h := http.Header{}
 	if c.caller < len(w.ep.Callers) {
 		for k, v := range w.ep.Callers[c.caller].Headers {

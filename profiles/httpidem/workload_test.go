@@ -54,21 +54,21 @@ func startHI(t *testing.T, variant, mutant string, timeScale float64) *hiEnv {
 	return &hiEnv{sink: s, net: network, ep: BundledEndpoint(variant, callers), url: network.URL()}
 }
 
-func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*HTTPIdemResult, checker.Report) {
+func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*WorkloadResult, checker.Report) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := RunHTTPIdem(ctx, HTTPIdemConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: seed, Duration: d,
+	res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: seed, Duration: d,
 		Workers: 8, TimeScale: timeScale, Faults: fs, StormMin: 200, StormMax: 220, RequestTimeout: 500 * time.Millisecond,
 		DrainTimeout:    10 * time.Second,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 300 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}})
 	if err != nil {
-		t.Fatalf("RunHTTPIdem: %v", err)
+		t.Fatalf("RunWorkload: %v", err)
 	}
-	return res, CheckHTTPIdem(res.History, res.Ledger, res.Record, HTTPIdemOptions{Undrained: !res.Drained})
+	return res, Check(res.History, res.Ledger, res.Record, CheckOptions{Undrained: !res.Drained})
 }
 
-func hiMustPass(t *testing.T, res *HTTPIdemResult, rep checker.Report) {
+func hiMustPass(t *testing.T, res *WorkloadResult, rep checker.Report) {
 	t.Helper()
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
@@ -167,7 +167,7 @@ func TestHTTPIdemKeyWindowIsKept(t *testing.T) {
 func TestHTTPIdemExpiresEarlyIsCaught(t *testing.T) {
 	e := startHI(t, VariantStripe, suthttpidem.MutantExpiresEarly, hiTimeScale)
 	_, rep := runHI(t, e, 9, 2*time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, RuleHTTPIdemStripe, ModelHTTPIdemEffects, "created 2 things")
+	hiMustFail(t, rep, RuleRetryStripe, ModelEffects, "created 2 things")
 }
 
 // hiMustFail asserts model fails, its anomalies naming rule.
@@ -209,8 +209,8 @@ func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 	enableFailpoint(t, suthttpidem.FailpointNoReservationRacyWindow, `return("barrier")`)
 	e := startHI(t, VariantIETF, suthttpidem.MutantNoReservation, hiTimeScale)
 	_, rep := runHI(t, e, 5, 1500*time.Millisecond, hiTimeScale, []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}})
-	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemEffects, "things (pay_", "times at the sink")
-	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemReplay, "two 2xx answers carry different results")
+	hiMustFail(t, rep, RuleRetryIETF, ModelEffects, "things (pay_", "times at the sink")
+	hiMustFail(t, rep, RuleRetryIETF, ModelReplay, "two 2xx answers carry different results")
 }
 
 // TestHTTPIdemEffectOnReplayIsCaught: a replay that calls the processor
@@ -218,9 +218,9 @@ func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
 	e := startHI(t, VariantT0, suthttpidem.MutantEffectOnReplay, hiTimeScale)
 	_, rep := runHI(t, e, 6, time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, RuleHTTPIdemT0, ModelHTTPIdemEffects, "times at the sink")
+	hiMustFail(t, rep, RuleRetryT0, ModelEffects, "times at the sink")
 	for _, m := range rep.Models {
-		if m.Model == ModelHTTPIdemReplay && m.Result != checker.LinOk {
+		if m.Model == ModelReplay && m.Result != checker.LinOk {
 			t.Errorf("replay %s: the answers carry the one payment", m.Result)
 		}
 	}
@@ -231,9 +231,9 @@ func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
 func TestHTTPIdemFreshReplayIDIsCaught(t *testing.T) {
 	e := startHI(t, VariantIETF, suthttpidem.MutantReplayFreshID, hiTimeScale)
 	_, rep := runHI(t, e, 7, time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemReplay, "two 2xx answers carry different results")
+	hiMustFail(t, rep, RuleRetryIETF, ModelReplay, "two 2xx answers carry different results")
 	for _, m := range rep.Models {
-		if m.Model == ModelHTTPIdemEffects && m.Result != checker.LinOk {
+		if m.Model == ModelEffects && m.Result != checker.LinOk {
 			t.Errorf("effects %s: one payment each", m.Result)
 		}
 	}
