@@ -10,7 +10,6 @@ import (
 
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/sink"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // Target is what the harness knows of the implementation under test.
@@ -23,10 +22,6 @@ type Target struct {
 	// spec.Decision). A check of a declared decision is held to that reading
 	// alone; an undeclared one is judged under every reading.
 	Readings map[string]string
-	// HTTPIdem is the endpoint an http-idempotency target declares (its
-	// variant included); nil for the other profiles.
-	// Deprecated: moving to Described.
-	HTTPIdem *httpidem.Endpoint
 	// Credentials are the named secrets the target was given besides the
 	// API key (harness.Credential), by name: "admin-token" → its value.
 	// Every one is redacted from every output.

@@ -31,7 +31,6 @@ import (
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -151,7 +150,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			c.timeScale = c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
 			c.callerTokens = []string{"tok_" + chaosRandomHex(16), "tok_" + chaosRandomHex(16)}
 		}
-		c.variant = httpidem.VariantIETF
+		c.variant = profhttpidem.VariantIETF
 		if e := c.tgt.HTTPIdem; e != nil && e.Variant != "" {
 			c.variant = e.Variant
 		}
@@ -660,7 +659,7 @@ type chaosTarget struct {
 	failpointAddr string
 	// httpIdem is the bundled http-idempotency endpoint as a target file
 	// describes it (its callers' tokens drawn for the run); nil otherwise.
-	httpIdem *httpidem.Endpoint
+	httpIdem *profhttpidem.Endpoint
 }
 
 func (t *chaosTarget) describe() string {

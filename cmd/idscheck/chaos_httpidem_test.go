@@ -11,9 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
 
@@ -48,11 +46,11 @@ func TestChaosHTTPIdemBundledServer(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	rec, err := os.ReadFile(filepath.Join(dir, checker.HTTPIdemRecordFile))
+	rec, err := os.ReadFile(filepath.Join(dir, profhttpidem.RecordFile))
 	if err != nil || !bytes.Contains(rec, []byte(`"variant":"ietf"`)) {
-		t.Fatalf("%s: %v %.200s", checker.HTTPIdemRecordFile, err, rec)
+		t.Fatalf("%s: %v %.200s", profhttpidem.RecordFile, err, rec)
 	}
-	for _, f := range []string{"history.jsonl", "ledger.jsonl", checker.HTTPIdemRecordFile, "chaos.json", "check.json"} {
+	for _, f := range []string{"history.jsonl", "ledger.jsonl", profhttpidem.RecordFile, "chaos.json", "check.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +135,7 @@ func TestChaosHTTPIdemTarget(t *testing.T) {
 	for i, tok := range tokens {
 		name := fmt.Sprintf("HI_CHAOS_CALLER_%d", i+1)
 		t.Setenv(name, "Bearer "+tok)
-		ep.Callers = append(ep.Callers, httpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
+		ep.Callers = append(ep.Callers, profhttpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
 	}
 	raw, _ := json.Marshal(map[string]any{"url": hs.URL, "time_scale": 20000, "effect_sink": map[string]string{"listen": sinkAddr}, "http_idempotency": ep})
 	file := filepath.Join(t.TempDir(), "target.json")

@@ -25,9 +25,9 @@ import (
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/profiles/intent"
+	"github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 const mutantsSynopsis = `mutants [--mutants NAME[,NAME]] [--rules GLOB[,GLOB]] [--seed N] [--time-scale F] [--parallel N] [--out DIR]
@@ -299,10 +299,10 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	}
 	env := []string{"IDSCHECK_API_KEY=" + target.APIKey, "IDSCHECK_ADMIN_TOKEN=" + target.Credentials[intent.CredentialAdminToken],
 		"IDSCHECK_METRICS_TOKEN=" + target.Credentials[intent.CredentialMetricsToken], "IDSCHECK_DASHBOARD_PASSWORD=" + target.Credentials[intent.CredentialDashboardPassword]}
-	if target.HTTPIdem != nil {
+	if ep, _ := target.Described.(*httpidem.Endpoint); ep != nil {
 		// The endpoint goes in a target file; its callers' headers (secrets)
 		// in the environment, named by the file.
-		file, vars, err := endpointTargetFile(*target.HTTPIdem)
+		file, vars, err := endpointTargetFile(*ep)
 		if err != nil {
 			return nil, err
 		}

@@ -20,8 +20,8 @@ import (
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles/intent"
+	"github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 // targetFlags is the target description that every subcommand talking to a
@@ -694,7 +694,7 @@ func (t *targetFlags) Target() features.Target {
 	}
 	if t.HTTPIdem != nil {
 		e := *t.HTTPIdem
-		ft.HTTPIdem = &e
+		ft.Described = &e
 	}
 	return ft
 }

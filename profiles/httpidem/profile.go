@@ -3,22 +3,24 @@ package httpidem
 import (
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
+	"github.com/idscheck/idscheck/harness"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
 
-// HTTPIdem is any HTTP endpoint with an idempotency key, judged under the
-// variant its target declares (docs/http-idempotency.md): the IETF draft,
-// t-0's receiver rules or Stripe's conventions. The bundled endpoint is a
-// small payments API that follows each variant (sut/httpidem).
+//go:embed http_idempotency.feature
+var feature embed.FS
+
+// Profile returns the http-idempotency profile: any HTTP endpoint with an
+// idempotency key, judged under the variant its target declares
+// (docs/http-idempotency.md): the IETF draft, t-0's receiver rules or
+// Stripe's conventions. The bundled endpoint is a small payments API that
+// follows each variant (sut/httpidem).
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileHTTPIdem)
 	var mutants []harness.Mutant
 	for _, m := range suthttpidem.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant}
@@ -28,23 +30,25 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:       spec.ProfileHTTPIdem,
+		Name:       Name,
 		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
-		Rules:      httpidem.Rules,
-		Suite:      &suite,
-		Bundled:    httpIdemBundled,
+		Rules:      Rules,
+		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
+		Bundled:    bundled,
 		EffectSink: true,
 		Mutants:    mutants,
 		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
 		// stripe rule on keys kept a day fits a scenario.
 		BundledTimeScale: 20000,
-		Chaos:            HTTPIdemChaos(),
+		Chaos:            Chaos(),
+		Section:          Section(),
+		Serve:            Serve(),
 	}
 }
 
-// httpIdemBundled opens the bundled payments endpoint over a fresh
+// bundled opens the bundled payments endpoint over a fresh
 // database with two callers of its own, and describes it as a target does.
-func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
+func bundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, error) {
 	tok := func() string {
 		var b [16]byte
 		rand.Read(b[:])
@@ -53,7 +57,7 @@ func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bun
 	callers := []string{tok(), tok()}
 	variant := c.Variant
 	if variant == "" {
-		variant = httpidem.VariantIETF
+		variant = VariantIETF
 	}
 	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{
 		DBPath: filepath.Join(c.Dir, "payments.db"), SinkURL: c.SinkURL, Variant: variant, Callers: callers,
@@ -62,27 +66,27 @@ func httpIdemBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bun
 	if err != nil {
 		return nil, err
 	}
-	return &harness.Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, HTTPIdem: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
+	return &harness.Bundled{Handler: srv.Handler(), Target: features.Target{TimeScale: c.TimeScale, Described: BundledEndpoint(variant, callers)}, Close: srv.Close}, nil
 }
 
 // BundledEndpoint is the bundled payments endpoint as a target file
 // describes it (docs/http-idempotency.md, the worked example).
-func BundledEndpoint(variant string, callers []string) *httpidem.Endpoint {
-	e := &httpidem.Endpoint{
+func BundledEndpoint(variant string, callers []string) *Endpoint {
+	e := &Endpoint{
 		Variant: variant, Method: "POST", Path: "/v1/payments",
 		Body:          map[string]any{"amount": 1250, "currency": "EUR", "reference": "{{unique}}"},
 		Vary:          map[string]any{"amount": 990},
 		Invalid:       map[string]any{"amount": -1},
-		RequiresKey:   variant != httpidem.VariantStripe,
+		RequiresKey:   variant != VariantStripe,
 		KeyTTLSeconds: 86400,
 		ID:            "id",
-		Count:         &httpidem.CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
+		Count:         &CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
 	}
-	if variant == httpidem.VariantT0 {
-		e.Key = httpidem.KeyPlace{Body: "paymentRef"}
+	if variant == VariantT0 {
+		e.Key = KeyPlace{Body: "paymentRef"}
 	}
 	for _, t := range callers {
-		e.Callers = append(e.Callers, httpidem.Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})
+		e.Callers = append(e.Callers, Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})
 	}
 	e.Defaults()
 	return e

@@ -3,12 +3,12 @@ package httpidem_test
 import (
 	"testing"
 
+	"github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 )
 
 func TestCatalogInvariants(t *testing.T) {
-	rules := spec.RulesFor(spec.ProfileHTTPIdem)
+	rules := spec.RulesFor(httpidem.Name)
 	if len(rules) < 25 {
 		t.Fatalf("http-idempotency has %d rules", len(rules))
 	}

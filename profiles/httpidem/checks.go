@@ -1,4 +1,4 @@
-package checker
+package httpidem
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -18,71 +19,64 @@ import (
 // http-idempotency chaos workload records:
 //
 //   - History: every request to the mutating endpoint as an OpPublish
-//     whose Key is HTTPIdemKey(caller, idempotency key) and KeyID the
+//     whose Key is HistoryKey(caller, idempotency key) and KeyID the
 //     caller; Input.Body the logical request's unique value; Output.Status
 //     the HTTP status, Output.ID the declared id member of a 2xx answer
 //     ("" when none is declared), Output.Body the digest of the answer's
 //     body. A transport error, a body cut short and a 5xx are
 //     OutcomeUnknown.
 //   - Ledger (when the target calls the harness's effect sink): every
-//     effect the sink performed, Key the HTTPIdemKey of the logical request
+//     effect the sink performed, Key the HistoryKey of the logical request
 //     it was attributed to (the sink's own idempotency_key when the
 //     workload could attribute it to none), Intent the sink's effect_id,
 //     Worker the command_id the target sent with it.
-//   - HTTPIdemRecord (HTTPIdemRecordFile): the variant, whether the sink
-//     and a count read were there, and every logical request with what the
-//     count read listed for it after the drain.
+//   - Record (RecordFile): the variant, whether the sink and a count read
+//     were there, and every logical request with what the count read
+//     listed for it after the drain.
 //
 // Two checks, each judging the variant's rule that a retry has no second
-// effect and gets the first result (HTTPIdemRule): an anomaly's Kind is
-// that rule's ID, its explanation names the check.
+// effect and gets the first result (RetryRule): an anomaly's Kind is that
+// rule's ID, its explanation names the check.
 
 // The rule each variant's checks judge: the one that forbids a second
-// effect of a retry and asks for the first result (spec/httpidem).
+// effect of a retry and asks for the first result (Rules).
 const (
-	RuleHTTPIdemIETF   = "IETF-2.6-retry-result"
-	RuleHTTPIdemT0     = "T0-0-no-further-effect"
-	RuleHTTPIdemStripe = "STRIPE-IDEM-same-result"
+	RuleRetryIETF   = "IETF-2.6-retry-result"
+	RuleRetryT0     = "T0-0-no-further-effect"
+	RuleRetryStripe = "STRIPE-IDEM-same-result"
 )
 
 // Model names of the http-idempotency checks in Report.Models.
 const (
-	// ModelHTTPIdemEffects: what each logical request created (the count
+	// ModelEffects: what each logical request created (the count
 	// read) and the effects it had at the sink.
-	ModelHTTPIdemEffects = "http-idem-effects"
-	// ModelHTTPIdemReplay: one result per (caller, key) (porcupine model
-	// HTTPIdemReplayModel).
-	ModelHTTPIdemReplay = "http-idem-replay"
+	ModelEffects = "http-idem-effects"
+	// ModelReplay: one result per (caller, key) (porcupine model
+	// ReplayModel).
+	ModelReplay = "http-idem-replay"
 )
 
-// HTTPIdemRecordFile is the name of the record in a run directory.
-const HTTPIdemRecordFile = "httpidem-requests.json"
+// RecordFile is the name of the record in a run directory.
+const RecordFile = "httpidem-requests.json"
 
-// The variants (spec/httpidem names them the same).
-const (
-	httpIdemIETF   = "ietf"
-	httpIdemT0     = "t0"
-	httpIdemStripe = "stripe"
-)
-
-// HTTPIdemRule is the rule the checks judge under variant ("" is ietf).
-func HTTPIdemRule(variant string) string {
+// RetryRule is the rule the checks judge under variant ("" is ietf).
+func RetryRule(variant string) string {
 	switch variant {
-	case httpIdemT0:
-		return RuleHTTPIdemT0
-	case httpIdemStripe:
-		return RuleHTTPIdemStripe
+	case VariantT0:
+		return RuleRetryT0
+	case VariantStripe:
+		return RuleRetryStripe
 	}
-	return RuleHTTPIdemIETF
+	return RuleRetryIETF
 }
 
-// HTTPIdemKey is the history's Key of a logical request: its caller, a
+// HistoryKey is the history's Key of a logical request: its caller, a
 // space, its idempotency key (a caller label has no space).
-func HTTPIdemKey(caller, key string) string { return caller + " " + key }
+func HistoryKey(caller, key string) string { return caller + " " + key }
 
-// HTTPIdemRecord is what the workload knows of a run besides the history
+// Record is what the workload knows of a run besides the history
 // and the ledger.
-type HTTPIdemRecord struct {
+type Record struct {
 	Variant string `json:"variant"`
 	// Sink says the target called the harness's effect sink: the ledger
 	// holds every effect (false: the ledger means nothing).
@@ -92,14 +86,14 @@ type HTTPIdemRecord struct {
 	Count bool `json:"count"`
 	// KeyLifeNs is a key's published life on the harness's clock
 	// (key_ttl_seconds at the target's time scale); 0: none published.
-	KeyLifeNs int64             `json:"key_life_ns,omitempty"`
-	Requests  []HTTPIdemRequest `json:"requests"`
+	KeyLifeNs int64            `json:"key_life_ns,omitempty"`
+	Requests  []LogicalRequest `json:"requests"`
 }
 
-// HTTPIdemRequest is one logical request: one body (its unique value), one
+// LogicalRequest is one logical request: one body (its unique value), one
 // key, one caller, delivered any number of times.
-type HTTPIdemRequest struct {
-	Key            string `json:"key"` // HTTPIdemKey(Caller, IdempotencyKey)
+type LogicalRequest struct {
+	Key            string `json:"key"` // HistoryKey(Caller, IdempotencyKey)
 	Caller         string `json:"caller"`
 	IdempotencyKey string `json:"idempotency_key"`
 	Unique         string `json:"unique"`
@@ -115,10 +109,10 @@ type HTTPIdemRequest struct {
 }
 
 // CountRead reports whether the count read of the request answered.
-func (r HTTPIdemRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
+func (r LogicalRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
 
-// WriteHTTPIdemRecord writes the record as JSON.
-func WriteHTTPIdemRecord(w io.Writer, rec HTTPIdemRecord) error {
+// WriteRecord writes the record as JSON.
+func WriteRecord(w io.Writer, rec Record) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(rec); err != nil {
@@ -127,23 +121,23 @@ func WriteHTTPIdemRecord(w io.Writer, rec HTTPIdemRecord) error {
 	return nil
 }
 
-// ReadHTTPIdemRecord parses what WriteHTTPIdemRecord wrote.
-func ReadHTTPIdemRecord(r io.Reader) (HTTPIdemRecord, error) {
-	var rec HTTPIdemRecord
+// ReadRecord parses what WriteRecord wrote.
+func ReadRecord(r io.Reader) (Record, error) {
+	var rec Record
 	if err := json.NewDecoder(r).Decode(&rec); err != nil {
-		return HTTPIdemRecord{}, fmt.Errorf("read http-idempotency record: %w", err)
+		return Record{}, fmt.Errorf("read http-idempotency record: %w", err)
 	}
 	for i, q := range rec.Requests {
 		if q.Key == "" {
-			return HTTPIdemRecord{}, fmt.Errorf("read http-idempotency record: request %d has no key", i)
+			return Record{}, fmt.Errorf("read http-idempotency record: request %d has no key", i)
 		}
 	}
 	return rec, nil
 }
 
-// HTTPIdemOptions say what the workload promised and how long the checks
+// CheckOptions say what the workload promised and how long the checks
 // may work.
-type HTTPIdemOptions struct {
+type CheckOptions struct {
 	// Undrained says the drain ran out of time: a request answered 2xx
 	// whose creation or effect is not seen yet is pending, not missing,
 	// and the verdict is at best UNKNOWN.
@@ -160,31 +154,31 @@ type HTTPIdemOptions struct {
 // has hundreds per key).
 const maxHTTPIdemAnomalyOps = 16
 
-// CheckHTTPIdem runs the two checks over a run and sums them up in a
+// Check runs the two checks over a run and sums them up in a
 // Report (Queue: Attempted logical requests, Acknowledged with a terminal
 // answer, Fulfilled answered 2xx, Effected with a creation or an effect,
 // Duplicated with more than one, Lost answered 2xx with none, Unexpected
 // effects no request names and refused requests that created something,
 // Recovered requests never answered 2xx that created their one thing,
 // Pending). It is pure.
-func CheckHTTPIdem(h History, l Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions) Report {
+func Check(h checker.History, l checker.Ledger, rec Record, opts CheckOptions) checker.Report {
 	if opts.MaxExamples <= 0 {
 		opts.MaxExamples = 20
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	rep := Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}
-	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: HTTPIdemRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]Effect{}}
+	rep := checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{}}
+	r := &httpIdemRun{h: h, rec: rec, opts: opts, rule: RetryRule(rec.Variant), byKey: map[string][]int{}, effects: map[string][]checker.Effect{}}
 	kept := map[string]int{} // examples kept per check: both checks name one rule
-	r.add = func(check string, a Anomaly) {
+	r.add = func(check string, a checker.Anomaly) {
 		rep.Counts[a.Kind]++
 		if kept[check]++; kept[check] <= opts.MaxExamples {
 			rep.Anomalies = append(rep.Anomalies, a)
 		}
 	}
 	for i := range h.Ops {
-		if op := &h.Ops[i]; op.Kind == OpPublish && op.Key != "" {
+		if op := &h.Ops[i]; op.Kind == checker.OpPublish && op.Key != "" {
 			r.byKey[op.Key] = append(r.byKey[op.Key], i)
 		}
 	}
@@ -197,68 +191,68 @@ func CheckHTTPIdem(h History, l Ledger, rec HTTPIdemRecord, opts HTTPIdemOptions
 		}
 	}
 	effects, q := r.checkEffects()
-	rep.Models = []ModelCheck{effects, r.checkReplay()}
+	rep.Models = []checker.ModelCheck{effects, r.checkReplay()}
 	rep.Queue = q
 	return rep
 }
 
 type httpIdemRun struct {
-	h       History
-	rec     HTTPIdemRecord
-	opts    HTTPIdemOptions
+	h       checker.History
+	rec     Record
+	opts    CheckOptions
 	rule    string
 	byKey   map[string][]int
-	effects map[string][]Effect
-	add     func(check string, a Anomaly)
+	effects map[string][]checker.Effect
+	add     func(check string, a checker.Anomaly)
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.
-func httpIdem2xx(op *Operation) bool {
+func httpIdem2xx(op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 200 && op.Output.Status < 300
 }
 
-// HTTPIdemInFlight reports whether status is the variant's answer to a
+// InFlight reports whether status is the variant's answer to a
 // duplicate of a request still in flight, after which a client retries
 // later: 409 under ietf and stripe (t0's 503 in_flight_timeout is a 5xx:
 // an unknown outcome anyway).
-func HTTPIdemInFlight(variant string, status int) bool {
-	return status == 409 && variant != httpIdemT0
+func InFlight(variant string, status int) bool {
+	return status == 409 && variant != VariantT0
 }
 
-// HTTPIdemRetryLater reports whether a 4xx status asks the client to try
+// RetryLater reports whether a 4xx status asks the client to try
 // again later rather than refusing the request: the variant's in-flight
 // answer, 408, 425, 429.
-func HTTPIdemRetryLater(variant string, status int) bool {
-	return HTTPIdemInFlight(variant, status) || status == 408 || status == 425 || status == 429
+func RetryLater(variant string, status int) bool {
+	return InFlight(variant, status) || status == 408 || status == 425 || status == 429
 }
 
 // httpIdemRefusal reports whether op is a final refusal: a 4xx answer,
 // read whole, that does not ask to retry later.
-func httpIdemRefusal(variant string, op *Operation) bool {
+func httpIdemRefusal(variant string, op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
-		!HTTPIdemRetryLater(variant, op.Output.Status)
+		!RetryLater(variant, op.Output.Status)
 }
 
 // httpIdemNotResult reports whether op is a 4xx answer that is not the
 // result of the request (a refusal, or "still in flight"): once a 2xx was
 // answered, a request sent after it must get that result instead.
-func httpIdemNotResult(op *Operation) bool {
+func httpIdemNotResult(op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status >= 400 && op.Output.Status < 500 &&
 		op.Output.Status != 408 && op.Output.Status != 425 && op.Output.Status != 429
 }
 
 // httpIdemResult names the result a 2xx answer carries: its declared id,
 // else the digest of its body.
-func httpIdemResult(op *Operation) string {
+func httpIdemResult(op *checker.Operation) string {
 	if op.Output.ID != "" {
 		return "id " + op.Output.ID
 	}
 	return "body " + op.Output.Body
 }
 
-func describeHTTPIdemOp(op *Operation) string {
+func describeHTTPIdemOp(op *checker.Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, fmtNs(op.Call))
+	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, checker.FormatNs(op.Call))
 	if op.Effective() == verdict.OutcomeUnknown {
 		if op.Output.Status != 0 {
 			fmt.Fprintf(&b, " → %d (unknown outcome)", op.Output.Status)
@@ -271,15 +265,15 @@ func describeHTTPIdemOp(op *Operation) string {
 	if httpIdem2xx(op) {
 		b.WriteString(" " + httpIdemResult(op))
 	}
-	fmt.Fprintf(&b, " (returned %s)", fmtNs(op.Return))
+	fmt.Fprintf(&b, " (returned %s)", checker.FormatNs(op.Return))
 	return b.String()
 }
 
 // evidence returns at most maxHTTPIdemAnomalyOps operations of key: the
 // named ones, its 2xx answers, then the rest, in call order.
-func (r *httpIdemRun) evidence(key string, named ...Operation) []Operation {
-	out := append([]Operation(nil), named...)
-	var ok, rest []Operation
+func (r *httpIdemRun) evidence(key string, named ...checker.Operation) []checker.Operation {
+	out := append([]checker.Operation(nil), named...)
+	var ok, rest []checker.Operation
 	for _, i := range r.byKey[key] {
 		op := r.h.Ops[i]
 		if httpIdem2xx(&op) {
@@ -296,15 +290,15 @@ func (r *httpIdemRun) evidence(key string, named ...Operation) []Operation {
 	return out
 }
 
-func httpIdemFail(mc *ModelCheck, key string) {
-	mc.Result = LinIllegal
+func httpIdemFail(mc *checker.ModelCheck, key string) {
+	mc.Result = checker.LinIllegal
 	mc.FailingTotal++
 	if len(mc.Failing) < 100 {
 		mc.Failing = append(mc.Failing, key)
 	}
 }
 
-func describeRequest(q *HTTPIdemRequest) string {
+func describeRequest(q *LogicalRequest) string {
 	s := fmt.Sprintf("the request of %s under key %q (unique %s", q.Caller, q.IdempotencyKey, q.Unique)
 	if q.Invalid {
 		s += ", a body the endpoint declares invalid"
@@ -312,7 +306,7 @@ func describeRequest(q *HTTPIdemRequest) string {
 	return s + ")"
 }
 
-func describeHTTPIdemEffects(es []Effect) string {
+func describeHTTPIdemEffects(es []checker.Effect) string {
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i] = e.Intent
@@ -334,25 +328,25 @@ func describeHTTPIdemEffects(es []Effect) string {
 // been on its way (its outcome unknown), is a late delivery executed
 // after the key expired, which the texts allow: counted (Expired), not an
 // anomaly.
-func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
-	mc := ModelCheck{Model: ModelHTTPIdemEffects, Result: LinOk, Partitions: len(r.rec.Requests)}
+func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
+	mc := checker.ModelCheck{Model: ModelEffects, Result: checker.LinOk, Partitions: len(r.rec.Requests)}
 	for _, es := range r.effects {
 		mc.Ops += len(es)
 	}
-	var q QueueStats
+	var q checker.QueueStats
 	if !r.rec.Sink && !r.rec.Count {
-		mc.Result = LinUnknown // nothing tells what a request created: neither a count read nor the sink
+		mc.Result = checker.LinUnknown // nothing tells what a request created: neither a count read nor the sink
 	}
 	known := map[string]bool{}
 	unread, answered := 0, 0
-	reqs := append([]HTTPIdemRequest(nil), r.rec.Requests...)
+	reqs := append([]LogicalRequest(nil), r.rec.Requests...)
 	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Key < reqs[b].Key })
 	for i := range reqs {
 		req := &reqs[i]
 		known[req.Key] = true
-		var ok []Operation
+		var ok []checker.Operation
 		refused := false
-		var refusal Operation
+		var refusal checker.Operation
 		for _, j := range r.byKey[req.Key] {
 			op := &r.h.Ops[j]
 			switch {
@@ -377,7 +371,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 			q.Expired += lives - 1
 		}
 		var whys []string
-		var named []Operation
+		var named []checker.Operation
 		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
 		if r.rec.Count {
 			switch n := len(req.Created); {
@@ -422,8 +416,8 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 		if len(whys) > 0 {
 			httpIdemFail(&mc, req.Key)
-			r.add(ModelHTTPIdemEffects, Anomaly{Kind: AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
-				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelHTTPIdemEffects, describeRequest(req), strings.Join(whys, "; it "))})
+			r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: req.Key, Ops: r.evidence(req.Key, named...), Effects: es,
+				Explanation: fmt.Sprintf("%s: %s: %s %s", r.rule, ModelEffects, describeRequest(req), strings.Join(whys, "; it "))})
 		}
 		switch {
 		case dup:
@@ -443,22 +437,22 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 	}
 	if r.rec.Sink {
-		for _, k := range sortedKeys(r.effects) {
+		for _, k := range checker.SortedKeys(r.effects) {
 			if known[k] {
 				continue
 			}
 			es := r.effects[k]
 			q.Unexpected += len(es)
 			httpIdemFail(&mc, k)
-			r.add(ModelHTTPIdemEffects, Anomaly{Kind: AnomalyKind(r.rule), Key: k, Effects: es,
+			r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Effects: es,
 				Explanation: fmt.Sprintf("%s: %s: the sink performed %d effect(s) under %q (%s), which no request of the run names: an effect no request asked for",
-					r.rule, ModelHTTPIdemEffects, len(es), k, describeHTTPIdemEffects(es))})
+					r.rule, ModelEffects, len(es), k, describeHTTPIdemEffects(es))})
 		}
 	}
-	if mc.Result == LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
+	if mc.Result == checker.LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
 		// A count read not answered, an effect still owed, or nothing
 		// answered 2xx at all: the run did not show what it must.
-		mc.Result = LinUnknown
+		mc.Result = checker.LinUnknown
 	}
 	return mc, q
 }
@@ -470,7 +464,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 // answered after it). Past its key's life a late delivery MAY execute
 // again (IETF-2.3-expiry-kept); the workload sends none that late, but a
 // delivery it gave up on may arrive that late.
-func (r *httpIdemRun) lives(key string, es []Effect) int {
+func (r *httpIdemRun) lives(key string, es []checker.Effect) int {
 	if r.rec.KeyLifeNs <= 0 || len(es) < 2 {
 		return 1
 	}
@@ -503,31 +497,31 @@ func clipList(items []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:5], ", "), len(items)-5)
 }
 
-// HTTPIdemReplayModel is the replay rule as a checker.Model: partitioned by
+// ReplayModel is the replay rule as a checker.Model: partitioned by
 // (caller, key), its state the result of the first 2xx answer (its
 // declared id, else its body's digest); every 2xx answer must carry that
 // result; a 4xx answer that is not the result (a refusal, "still in
 // flight") is allowed only before it; every other answer (a 5xx, a 429,
 // no answer) leaves it unchanged.
-type HTTPIdemReplayModel struct{}
+type ReplayModel struct{}
 
-var _ Model = HTTPIdemReplayModel{}
+var _ checker.Model = ReplayModel{}
 
-// Name is ModelHTTPIdemReplay.
-func (HTTPIdemReplayModel) Name() string { return ModelHTTPIdemReplay }
+// Name is ModelReplay.
+func (ReplayModel) Name() string { return ModelReplay }
 
 // Partition is the (caller, key) of a request.
-func (HTTPIdemReplayModel) Partition(op *Operation) (string, bool) {
-	return op.Key, op.Kind == OpPublish && op.Key != ""
+func (ReplayModel) Partition(op *checker.Operation) (string, bool) {
+	return op.Key, op.Kind == checker.OpPublish && op.Key != ""
 }
 
 // Porcupine is the model for porcupine.
-func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
+func (ReplayModel) Porcupine() porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return "" },
 		Step: func(state, input, _ any) (bool, any) {
 			s := state.(string)
-			op := input.(*Operation)
+			op := input.(*checker.Operation)
 			switch {
 			case httpIdem2xx(op) && s == "":
 				return true, httpIdemResult(op)
@@ -539,7 +533,7 @@ func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
 			return true, s
 		},
 		Equal:             func(a, b any) bool { return a == b },
-		DescribeOperation: func(input, _ any) string { return describeHTTPIdemOp(input.(*Operation)) },
+		DescribeOperation: func(input, _ any) string { return describeHTTPIdemOp(input.(*checker.Operation)) },
 		DescribeState: func(state any) string {
 			if s := state.(string); s != "" {
 				return s
@@ -549,22 +543,22 @@ func (HTTPIdemReplayModel) Porcupine() porcupine.Model {
 	}
 }
 
-// Checks is the exact decision (HTTPIdemReplayDecide); its failures name
-// ietf's rule: CheckHTTPIdem names the variant's.
-func (HTTPIdemReplayModel) Checks() []NamedCheck {
-	return []NamedCheck{{Rule: RuleHTTPIdemIETF, Check: func(ops []Operation) (bool, string) {
-		ok, why, _ := HTTPIdemReplayDecide(ops)
+// Checks is the exact decision (ReplayDecide); its failures name
+// ietf's rule: Check names the variant's.
+func (ReplayModel) Checks() []checker.NamedCheck {
+	return []checker.NamedCheck{{Rule: RuleRetryIETF, Check: func(ops []checker.Operation) (bool, string) {
+		ok, why, _ := ReplayDecide(ops)
 		return ok, why
 	}}}
 }
 
-// HTTPIdemReplayDecide decides one (caller, key)'s answers (any order)
-// under HTTPIdemReplayModel exactly, in linear time: they linearize iff
+// ReplayDecide decides one (caller, key)'s answers (any order)
+// under ReplayModel exactly, in linear time: they linearize iff
 // every 2xx answer carries the same result and no 4xx answer that is not
 // the result was sent after a 2xx had come back. When they do not, it
 // says why and which operations show it.
-func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Operation) {
-	var first, firstRet *Operation // the earliest-sent 2xx answer, the one that returned first
+func ReplayDecide(ops []checker.Operation) (ok bool, why string, evidence []checker.Operation) {
+	var first, firstRet *checker.Operation // the earliest-sent 2xx answer, the one that returned first
 	for i := range ops {
 		op := &ops[i]
 		if !httpIdem2xx(op) {
@@ -584,10 +578,10 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 		op := &ops[i]
 		if httpIdem2xx(op) && httpIdemResult(op) != httpIdemResult(first) {
 			return false, fmt.Sprintf("two 2xx answers carry different results: %s, then %s; every delivery of one request gets the first result (a second result is a second thing created, or a replay that is not one)",
-				describeHTTPIdemOp(first), describeHTTPIdemOp(op)), []Operation{*first, *op}
+				describeHTTPIdemOp(first), describeHTTPIdemOp(op)), []checker.Operation{*first, *op}
 		}
 	}
-	var late *Operation // the latest-sent answer that is not the result
+	var late *checker.Operation // the latest-sent answer that is not the result
 	for i := range ops {
 		op := &ops[i]
 		if httpIdemNotResult(op) && op.Call > firstRet.Return && (late == nil || op.Call > late.Call) {
@@ -596,7 +590,7 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 	}
 	if late != nil {
 		return false, fmt.Sprintf("a delivery sent %s after the result %s had been answered got %d instead of that result: a retry after the original completed gets its result",
-			fmtNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []Operation{*firstRet, *late}
+			checker.FormatNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []checker.Operation{*firstRet, *late}
 	}
 	return true, "", nil
 }
@@ -604,11 +598,11 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 // httpIdemReduce keeps, of one key's answers (idx into ops), those the
 // model can reject, and of each kind (a 2xx result, a 4xx that is not the
 // result) the one sent last and the one that returned first. Under
-// HTTPIdemReplayModel every other answer is a no-op and the answers of one
+// ReplayModel every other answer is a no-op and the answers of one
 // kind form one stretch of any linearization (the 4xx before the 2xx), so
 // the reduction linearizes iff the key's answers do, and keeps porcupine
 // fast on a storm's hundreds of concurrent answers.
-func httpIdemReduce(ops []Operation, idx []int) []int {
+func httpIdemReduce(ops []checker.Operation, idx []int) []int {
 	lastCall, firstReturn := map[string]int{}, map[string]int{}
 	var kinds []string
 	for _, i := range idx {
@@ -648,17 +642,17 @@ func httpIdemReduce(ops []Operation, idx []int) []int {
 
 // checkReplay judges, per (caller, key), that every 2xx answer carries the
 // same result (and nothing but the result answers a delivery sent after
-// it), within a key life of the first delivery, with porcupine over HTTPIdemReplayModel on the answers
+// it), within a key life of the first delivery, with porcupine over ReplayModel on the answers
 // httpIdemReduce keeps; a key porcupine runs out of time on makes the
-// result UNKNOWN, never PASS. The evidence is HTTPIdemReplayDecide's.
-func (r *httpIdemRun) checkReplay() ModelCheck {
-	mc := ModelCheck{Model: ModelHTTPIdemReplay, Result: LinOk}
-	pm := HTTPIdemReplayModel{}.Porcupine()
-	names := map[string]*HTTPIdemRequest{}
+// result UNKNOWN, never PASS. The evidence is ReplayDecide's.
+func (r *httpIdemRun) checkReplay() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelReplay, Result: checker.LinOk}
+	pm := ReplayModel{}.Porcupine()
+	names := map[string]*LogicalRequest{}
 	for i := range r.rec.Requests {
 		names[r.rec.Requests[i].Key] = &r.rec.Requests[i]
 	}
-	for _, k := range sortedKeys(r.byKey) {
+	for _, k := range checker.SortedKeys(r.byKey) {
 		idx := r.byKey[k]
 		mc.Partitions++
 		mc.Ops += len(idx)
@@ -674,21 +668,21 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 			}
 			idx = kept
 		}
-		ops := make([]Operation, len(idx))
+		ops := make([]checker.Operation, len(idx))
 		for j, i := range idx {
 			ops[j] = r.h.Ops[i]
 		}
-		ok, why, ev := HTTPIdemReplayDecide(ops)
+		ok, why, ev := ReplayDecide(ops)
 		res := porcupine.Ok
 		if ok {
-			res = porcupine.CheckOperationsTimeout(pm, porcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
+			res = porcupine.CheckOperationsTimeout(pm, checker.PorcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
 		}
 		switch {
 		case ok && res == porcupine.Ok:
 			continue
 		case ok && res == porcupine.Unknown:
-			if mc.Result == LinOk {
-				mc.Result = LinUnknown
+			if mc.Result == checker.LinOk {
+				mc.Result = checker.LinUnknown
 			}
 			continue
 		case ok: // porcupine found what the exact decision did not: say so
@@ -700,8 +694,8 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 		if q := names[k]; q != nil {
 			name = describeRequest(q)
 		}
-		r.add(ModelHTTPIdemReplay, Anomaly{Kind: AnomalyKind(r.rule), Key: k, Ops: ev,
-			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelHTTPIdemReplay, name, why)})
+		r.add(ModelReplay, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: k, Ops: ev,
+			Explanation: fmt.Sprintf("%s: %s: %s: %s", r.rule, ModelReplay, name, why)})
 	}
 	return mc
 }

@@ -1,18 +1,17 @@
-package chaos_test
+package httpidem
 
 import (
 	"context"
-	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/chaos"
+	"github.com/pingcap/failpoint"
+
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 
@@ -24,7 +23,7 @@ import (
 type hiEnv struct {
 	sink *sink.Sink
 	net  *faults.Network
-	ep   *httpidem.Endpoint
+	ep   *Endpoint
 	url  string
 }
 
@@ -52,24 +51,24 @@ func startHI(t *testing.T, variant, mutant string, timeScale float64) *hiEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { network.Close() })
-	return &hiEnv{sink: s, net: network, ep: profhttpidem.BundledEndpoint(variant, callers), url: network.URL()}
+	return &hiEnv{sink: s, net: network, ep: BundledEndpoint(variant, callers), url: network.URL()}
 }
 
-func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*chaos.HTTPIdemResult, checker.Report) {
+func runHI(t *testing.T, e *hiEnv, seed uint64, d time.Duration, timeScale float64, fs []faults.Fault) (*WorkloadResult, checker.Report) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := chaos.RunHTTPIdem(ctx, chaos.HTTPIdemConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: seed, Duration: d,
+	res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: seed, Duration: d,
 		Workers: 8, TimeScale: timeScale, Faults: fs, StormMin: 200, StormMax: 220, RequestTimeout: 500 * time.Millisecond,
 		DrainTimeout:    10 * time.Second,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 300 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}})
 	if err != nil {
-		t.Fatalf("RunHTTPIdem: %v", err)
+		t.Fatalf("RunWorkload: %v", err)
 	}
-	return res, checker.CheckHTTPIdem(res.History, res.Ledger, res.Record, checker.HTTPIdemOptions{Undrained: !res.Drained})
+	return res, Check(res.History, res.Ledger, res.Record, CheckOptions{Undrained: !res.Drained})
 }
 
-func hiMustPass(t *testing.T, res *chaos.HTTPIdemResult, rep checker.Report) {
+func hiMustPass(t *testing.T, res *WorkloadResult, rep checker.Report) {
 	t.Helper()
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
@@ -86,7 +85,7 @@ func hiMustPass(t *testing.T, res *chaos.HTTPIdemResult, rep checker.Report) {
 // effect attributed to the request that caused it (the same key from two
 // callers included), and each injected fault shows in the timeline.
 func TestHTTPIdemBundledUnderFaultsHasNoAnomaly(t *testing.T) {
-	for _, variant := range httpidem.Variants() {
+	for _, variant := range Variants() {
 		t.Run(variant, func(t *testing.T) {
 			e := startHI(t, variant, "", hiTimeScale)
 			fs := []faults.Fault{&faults.LostResponse{Network: e.net}, &faults.ResetPeer{Network: e.net}, &faults.Partition{Network: e.net},
@@ -142,7 +141,7 @@ func TestHTTPIdemBundledUnderFaultsHasNoAnomaly(t *testing.T) {
 // correct endpoint shows no anomaly.
 func TestHTTPIdemKeyWindowIsKept(t *testing.T) {
 	const scale = 200000
-	e := startHI(t, httpidem.VariantIETF, "", scale)
+	e := startHI(t, VariantIETF, "", scale)
 	res, rep := runHI(t, e, 11, 2*time.Second, scale, nil)
 	hiMustPass(t, res, rep)
 	life := time.Duration(res.Record.KeyLifeNs)
@@ -166,9 +165,9 @@ func TestHTTPIdemKeyWindowIsKept(t *testing.T) {
 // TestHTTPIdemExpiresEarlyIsCaught: keys forgotten after a tenth of their
 // published life (stripe): a retry well within the life pays again.
 func TestHTTPIdemExpiresEarlyIsCaught(t *testing.T) {
-	e := startHI(t, httpidem.VariantStripe, suthttpidem.MutantExpiresEarly, hiTimeScale)
+	e := startHI(t, VariantStripe, suthttpidem.MutantExpiresEarly, hiTimeScale)
 	_, rep := runHI(t, e, 9, 2*time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, checker.RuleHTTPIdemStripe, checker.ModelHTTPIdemEffects, "created 2 things")
+	hiMustFail(t, rep, RuleRetryStripe, ModelEffects, "created 2 things")
 }
 
 // hiMustFail asserts model fails, its anomalies naming rule.
@@ -208,20 +207,20 @@ func hiMustFail(t *testing.T, rep checker.Report, rule, model string, wants ...s
 // 2xx answers of one key with different ids.
 func TestHTTPIdemNoReservationIsCaught(t *testing.T) {
 	enableFailpoint(t, suthttpidem.FailpointNoReservationRacyWindow, `return("barrier")`)
-	e := startHI(t, httpidem.VariantIETF, suthttpidem.MutantNoReservation, hiTimeScale)
+	e := startHI(t, VariantIETF, suthttpidem.MutantNoReservation, hiTimeScale)
 	_, rep := runHI(t, e, 5, 1500*time.Millisecond, hiTimeScale, []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}})
-	hiMustFail(t, rep, checker.RuleHTTPIdemIETF, checker.ModelHTTPIdemEffects, "things (pay_", "times at the sink")
-	hiMustFail(t, rep, checker.RuleHTTPIdemIETF, checker.ModelHTTPIdemReplay, "two 2xx answers carry different results")
+	hiMustFail(t, rep, RuleRetryIETF, ModelEffects, "things (pay_", "times at the sink")
+	hiMustFail(t, rep, RuleRetryIETF, ModelReplay, "two 2xx answers carry different results")
 }
 
 // TestHTTPIdemEffectOnReplayIsCaught: a replay that calls the processor
 // again (one payment, a second effect) under t0: the sink shows it.
 func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
-	e := startHI(t, httpidem.VariantT0, suthttpidem.MutantEffectOnReplay, hiTimeScale)
+	e := startHI(t, VariantT0, suthttpidem.MutantEffectOnReplay, hiTimeScale)
 	_, rep := runHI(t, e, 6, time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, checker.RuleHTTPIdemT0, checker.ModelHTTPIdemEffects, "times at the sink")
+	hiMustFail(t, rep, RuleRetryT0, ModelEffects, "times at the sink")
 	for _, m := range rep.Models {
-		if m.Model == checker.ModelHTTPIdemReplay && m.Result != checker.LinOk {
+		if m.Model == ModelReplay && m.Result != checker.LinOk {
 			t.Errorf("replay %s: the answers carry the one payment", m.Result)
 		}
 	}
@@ -230,11 +229,11 @@ func TestHTTPIdemEffectOnReplayIsCaught(t *testing.T) {
 // TestHTTPIdemFreshReplayIDIsCaught: a replay that renders the payment
 // with a freshly drawn id: one payment, one effect, two results.
 func TestHTTPIdemFreshReplayIDIsCaught(t *testing.T) {
-	e := startHI(t, httpidem.VariantIETF, suthttpidem.MutantReplayFreshID, hiTimeScale)
+	e := startHI(t, VariantIETF, suthttpidem.MutantReplayFreshID, hiTimeScale)
 	_, rep := runHI(t, e, 7, time.Second, hiTimeScale, nil)
-	hiMustFail(t, rep, checker.RuleHTTPIdemIETF, checker.ModelHTTPIdemReplay, "two 2xx answers carry different results")
+	hiMustFail(t, rep, RuleRetryIETF, ModelReplay, "two 2xx answers carry different results")
 	for _, m := range rep.Models {
-		if m.Model == checker.ModelHTTPIdemEffects && m.Result != checker.LinOk {
+		if m.Model == ModelEffects && m.Result != checker.LinOk {
 			t.Errorf("effects %s: one payment each", m.Result)
 		}
 	}
@@ -243,11 +242,20 @@ func TestHTTPIdemFreshReplayIDIsCaught(t *testing.T) {
 // TestHTTPIdemWithoutSink: a target that calls no sink of the harness is
 // judged by its count read alone.
 func TestHTTPIdemWithoutSink(t *testing.T) {
-	e := startHI(t, httpidem.VariantStripe, "", hiTimeScale)
+	e := startHI(t, VariantStripe, "", hiTimeScale)
 	e.sink = nil
 	res, rep := runHI(t, e, 8, time.Second, hiTimeScale, nil)
 	hiMustPass(t, res, rep)
 	if res.Record.Sink || len(res.Ledger.Effects) != 0 || !res.Record.Count {
 		t.Fatalf("record %+v, %d effects", res.Record.Sink, len(res.Ledger.Effects))
 	}
+}
+
+// enableFailpoint arms a failpoint of the bundled server for the test.
+func enableFailpoint(t *testing.T, path, term string) {
+	t.Helper()
+	if err := failpoint.Enable(path, term); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Disable(path) })
 }

@@ -7,9 +7,19 @@
 // for a target, with the reason, since the texts disagree on exactly the
 // points that matter (an in-flight duplicate: 409, or wait and replay; a
 // rejection that does or does not consume the key).
+//
+// The package is the whole profile: its rules (rules.go), what a target
+// declares of its endpoint (endpoint.go) and its part of the target file
+// (target.go), its feature file and steps (http_idempotency.feature,
+// steps.go), the checks and model of its chaos histories (checks.go), its
+// chaos workload (workload.go, chaos.go), and its bundled endpoint, as
+// the harness starts it (profile.go) and as a process (serve.go).
 package httpidem
 
 import "github.com/idscheck/idscheck/spec"
+
+// Name is the profile's name (--profile http-idempotency).
+const Name spec.Profile = "http-idempotency"
 
 // The texts of the profile (spec.SeedText finds each).
 const (
@@ -51,7 +61,7 @@ func init() { spec.RegisterRules(Rules) }
 // Stripe's, each in the order of its text.
 func Rules() []spec.Rule {
 	r := func(id, source, section string, level spec.Level, quote, explanation string) spec.Rule {
-		return spec.Rule{ID: id, Profile: spec.ProfileHTTPIdem, Source: source, Section: section, Level: level,
+		return spec.Rule{ID: id, Profile: Name, Source: source, Section: section, Level: level,
 			Quote: quote, Explanation: explanation}
 	}
 	untestable := func(rule spec.Rule, why string) spec.Rule { rule.Untestable = why; return rule }

@@ -1,4 +1,4 @@
-package features
+package httpidem
 
 import (
 	"context"
@@ -13,47 +13,27 @@ import (
 
 	"github.com/pingcap/failpoint"
 
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
 
-// bundledEndpoint describes the bundled payments endpoint as a target file
-// does (profiles.BundledEndpoint; features cannot import profiles).
-func bundledEndpoint(variant string, callers []string) *httpidem.Endpoint {
-	e := &httpidem.Endpoint{
-		Variant: variant, Path: "/v1/payments",
-		Body: map[string]any{"amount": 1250, "currency": "EUR", "reference": "{{unique}}"},
-		Vary: map[string]any{"amount": 990}, Invalid: map[string]any{"amount": -1},
-		RequiresKey: variant != httpidem.VariantStripe, KeyTTLSeconds: 86400, ID: "id",
-		Count: &httpidem.CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
-	}
-	if variant == httpidem.VariantT0 {
-		e.Key = httpidem.KeyPlace{Body: "paymentRef"}
-	}
-	for _, t := range callers {
-		e.Callers = append(e.Callers, httpidem.Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})
-	}
-	e.Defaults()
-	return e
-}
-
 // runHTTPIdem certifies the bundled endpoint under variant (mutant "" for
 // the correct one) on the rules sel selects (nil: all).
-func runHTTPIdem(t *testing.T, variant, mutant string, sel []string) *RunResult {
+func runHTTPIdem(t *testing.T, variant, mutant string, sel []string) *features.RunResult {
 	t.Helper()
 	return runHTTPIdemWith(t, variant, mutant, nil, sel)
 }
 
 // runHTTPIdemThrough certifies the correct endpoint behind change.
-func runHTTPIdemThrough(t *testing.T, variant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *RunResult {
+func runHTTPIdemThrough(t *testing.T, variant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *features.RunResult {
 	t.Helper()
 	return runHTTPIdemWith(t, variant, "", change, sel)
 }
 
-func runHTTPIdemWith(t *testing.T, variant, mutant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *RunResult {
+func runHTTPIdemWith(t *testing.T, variant, mutant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *features.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -76,8 +56,8 @@ func runHTTPIdemWith(t *testing.T, variant, mutant string, change func(*http.Req
 	}
 	hs := httptest.NewServer(h)
 	defer hs.Close()
-	res, err := Run(ctx, RunConfig{Profile: spec.ProfileHTTPIdem, Rules: spec.RulesFor(spec.ProfileHTTPIdem), Seed: 1, Select: sel,
-		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, TimeScale: scale, HTTPIdem: bundledEndpoint(variant, callers)}})
+	res, err := Profile().Run(ctx, features.RunConfig{Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, TimeScale: scale, Described: BundledEndpoint(variant, callers)}})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -90,19 +70,19 @@ func TestHTTPIdemPassesTheBundledEndpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole profile per variant")
 	}
-	for _, v := range httpidem.Variants() {
+	for _, v := range Variants() {
 		t.Run(v, func(t *testing.T) {
 			res := runHTTPIdem(t, v, "", nil)
 			pass := 0
 			for _, r := range res.Rules {
 				rule, _ := spec.Lookup(r.RuleID)
-				mine := httpidem.Variant(rule) == v
+				mine := Variant(rule) == v
 				switch {
 				case r.Verdict == verdict.Pass && mine:
 					pass++
 				case r.Verdict == verdict.NA && (!mine || rule.Untestable != ""):
 				default:
-					t.Errorf("rule %s (%s): %s: %s", r.RuleID, httpidem.Variant(rule), r.Verdict, r.Reason)
+					t.Errorf("rule %s (%s): %s: %s", r.RuleID, Variant(rule), r.Verdict, r.Reason)
 				}
 			}
 			if pass < 5 {

@@ -1,4 +1,4 @@
-package features
+package httpidem
 
 import (
 	"bytes"
@@ -13,13 +13,12 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/httpidem"
+	"github.com/idscheck/idscheck/features"
 )
 
-// httpIdemSteps registers the step definitions of
-// features/http_idempotency.feature. A fresh httpWorld serves every
+// registerSteps registers the step definitions of http_idempotency.feature. A fresh httpWorld serves every
 // scenario.
-func httpIdemSteps(sc *godog.ScenarioContext, env *Env) {
+func registerSteps(sc *godog.ScenarioContext, env *features.Env) {
 	w := &httpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
@@ -29,7 +28,7 @@ func httpIdemSteps(sc *godog.ScenarioContext, env *Env) {
 		w.releaseAll()
 		return ctx, nil
 	})
-	Register(sc, env, w.steps())
+	features.Register(sc, env, w.steps())
 }
 
 // The rule that covers the set-up steps.
@@ -51,9 +50,9 @@ type httpHeld struct {
 }
 
 type httpWorld struct {
-	env *Env
+	env *features.Env
 	run string
-	ep  *httpidem.Endpoint
+	ep  *Endpoint
 
 	reqs     map[string]*httpRequest
 	last     *client.Response
@@ -85,60 +84,60 @@ func (w *httpWorld) releaseAll() {
 	}
 }
 
-func (w *httpWorld) steps() []StepDef {
+func (w *httpWorld) steps() []features.StepDef {
 	q := `"(\w+)"`
-	return []StepDef{
-		{Pattern: `^the endpoint the target describes$`, Fn: w.describe, Kind: Action, Covers: coversHTTPEndpoint},
-		{Pattern: `^the endpoint follows the (ietf|t0|stripe) variant$`, Fn: w.variant, Kind: Action},
-		{Pattern: `^the endpoint requires a key$`, Fn: w.requiresKey, Kind: Action},
-		{Pattern: `^the endpoint declares a request it rejects$`, Fn: w.declaresInvalid, Kind: Action},
-		{Pattern: `^two callers$`, Fn: w.twoCallers, Kind: Action},
-		{Pattern: `^a request ` + q + `$`, Fn: func(a string) error { return w.newRequest(a, 0, "") }, Kind: Action},
-		{Pattern: `^a request ` + q + ` whose key needs escaping as a String$`, Fn: w.escapedKey, Kind: Action},
-		{Pattern: `^a request ` + q + ` whose key is 255 characters long$`, Fn: w.longKey, Kind: Action},
-		{Pattern: `^a request ` + q + ` of the second caller under the key of ` + q + `$`, Fn: w.secondCaller, Kind: Action},
+	return []features.StepDef{
+		{Pattern: `^the endpoint the target describes$`, Fn: w.describe, Kind: features.Action, Covers: coversHTTPEndpoint},
+		{Pattern: `^the endpoint follows the (ietf|t0|stripe) variant$`, Fn: w.variant, Kind: features.Action},
+		{Pattern: `^the endpoint requires a key$`, Fn: w.requiresKey, Kind: features.Action},
+		{Pattern: `^the endpoint declares a request it rejects$`, Fn: w.declaresInvalid, Kind: features.Action},
+		{Pattern: `^two callers$`, Fn: w.twoCallers, Kind: features.Action},
+		{Pattern: `^a request ` + q + `$`, Fn: func(a string) error { return w.newRequest(a, 0, "") }, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` whose key needs escaping as a String$`, Fn: w.escapedKey, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` whose key is 255 characters long$`, Fn: w.longKey, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` of the second caller under the key of ` + q + `$`, Fn: w.secondCaller, Kind: features.Action},
 
-		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: Action, Covers: coversHTTPEndpoint},
-		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: Action},
-		{Pattern: `^I send ` + q + ` again (\d+) times$`, Fn: w.sendTimes, Kind: Action},
-		{Pattern: `^I send ` + q + ` without a key( again)?$`, Fn: func(ctx context.Context, a, _ string) error { return w.send(ctx, a, "nokey") }, Kind: Action},
-		{Pattern: `^I send ` + q + ` with another payload( again)?$`, Fn: func(ctx context.Context, a, _ string) error { return w.send(ctx, a, "vary") }, Kind: Action},
-		{Pattern: `^I send ` + q + ` made invalid$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "invalid") }, Kind: Action},
-		{Pattern: `^I send ` + q + ` and its effect is held$`, Fn: w.sendHeld, Kind: Action},
-		{Pattern: `^I send ` + q + ` again while the first is held$`, Fn: w.sendDuplicate, Kind: Action},
-		{Pattern: `^the effect is released$`, Fn: w.releaseHeld, Kind: Action},
-		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: Action},
-		{Pattern: `^the effect sink fails the next call$`, Fn: w.sinkFails, Kind: Action},
-		{Pattern: `^the first answer to ` + q + ` is a 5xx$`, Fn: w.first5xx, Kind: Action},
-		{Pattern: `^the effect sink saw exactly (\d+) effects? in this scenario$`, Fn: w.sinkEffects, Kind: Probe},
+		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: features.Action, Covers: coversHTTPEndpoint},
+		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again (\d+) times$`, Fn: w.sendTimes, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` without a key( again)?$`, Fn: func(ctx context.Context, a, _ string) error { return w.send(ctx, a, "nokey") }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` with another payload( again)?$`, Fn: func(ctx context.Context, a, _ string) error { return w.send(ctx, a, "vary") }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` made invalid$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "invalid") }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` and its effect is held$`, Fn: w.sendHeld, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again while the first is held$`, Fn: w.sendDuplicate, Kind: features.Action},
+		{Pattern: `^the effect is released$`, Fn: w.releaseHeld, Kind: features.Action},
+		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: features.Action},
+		{Pattern: `^the effect sink fails the next call$`, Fn: w.sinkFails, Kind: features.Action},
+		{Pattern: `^the first answer to ` + q + ` is a 5xx$`, Fn: w.first5xx, Kind: features.Action},
+		{Pattern: `^the effect sink saw exactly (\d+) effects? in this scenario$`, Fn: w.sinkEffects, Kind: features.Probe},
 
-		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: Gate},
-		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: Gate},
-		{Pattern: `^the last answer is one of the draft's errors: 400, 409 or 422$`, Fn: w.draftError, Kind: Gate},
-		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error { return w.lastIn(409, 409, "409 Conflict, the resource conflict error") }, Kind: Gate},
-		{Pattern: `^the last answer is 409 with a problem description$`, Fn: w.problem409, Kind: Check},
-		{Pattern: `^the last answer is (400|422) with a link to documentation$`, Fn: w.withLink, Kind: Check},
-		{Pattern: `^the last answer has the status and body of the first answer to ` + q + `$`, Fn: w.sameAsFirst, Kind: Check},
-		{Pattern: `^the last answer is a 2xx that is not the first answer to ` + q + `$`, Fn: w.notFirst, Kind: Check},
-		{Pattern: `^the first answer to ` + q + ` is a 2xx$`, Fn: w.firstIs2xx, Kind: Check},
-		{Pattern: `^the duplicate was answered after the release, with the status and body of the first answer to ` + q + `$`, Fn: w.dupWaited, Kind: Check},
-		{Pattern: `^the duplicate's answer is a 2xx$`, Fn: w.dupIs2xx, Kind: Check},
-		{Pattern: `^` + q + ` created exactly one thing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 1) }, Kind: Probe},
-		{Pattern: `^` + q + ` created nothing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 0) }, Kind: Probe},
+		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: features.Gate},
+		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: features.Gate},
+		{Pattern: `^the last answer is one of the draft's errors: 400, 409 or 422$`, Fn: w.draftError, Kind: features.Gate},
+		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error { return w.lastIn(409, 409, "409 Conflict, the resource conflict error") }, Kind: features.Gate},
+		{Pattern: `^the last answer is 409 with a problem description$`, Fn: w.problem409, Kind: features.Check},
+		{Pattern: `^the last answer is (400|422) with a link to documentation$`, Fn: w.withLink, Kind: features.Check},
+		{Pattern: `^the last answer has the status and body of the first answer to ` + q + `$`, Fn: w.sameAsFirst, Kind: features.Check},
+		{Pattern: `^the last answer is a 2xx that is not the first answer to ` + q + `$`, Fn: w.notFirst, Kind: features.Check},
+		{Pattern: `^the first answer to ` + q + ` is a 2xx$`, Fn: w.firstIs2xx, Kind: features.Check},
+		{Pattern: `^the duplicate was answered after the release, with the status and body of the first answer to ` + q + `$`, Fn: w.dupWaited, Kind: features.Check},
+		{Pattern: `^the duplicate's answer is a 2xx$`, Fn: w.dupIs2xx, Kind: features.Check},
+		{Pattern: `^` + q + ` created exactly one thing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 1) }, Kind: features.Probe},
+		{Pattern: `^` + q + ` created nothing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 0) }, Kind: features.Probe},
 	}
 }
 
 // --- set-up ---------------------------------------------------------------
 
 func (w *httpWorld) describe() error {
-	ep := w.env.Target.HTTPIdem
+	ep, _ := w.env.Target.Described.(*Endpoint)
 	if ep == nil {
-		return NotApplicable("the target describes no endpoint (\"http_idempotency\" in the target file: docs/http-idempotency.md)")
+		return features.NotApplicable("the target describes no endpoint (\"http_idempotency\" in the target file: docs/http-idempotency.md)")
 	}
 	e := *ep
 	e.Defaults()
 	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errRunnerBug, err)
+		return fmt.Errorf("%w: %v", features.ErrRunnerBug, err)
 	}
 	w.ep = &e
 	if w.env.Sink != nil {
@@ -149,28 +148,28 @@ func (w *httpWorld) describe() error {
 
 func (w *httpWorld) variant(v string) error {
 	if w.ep.Variant != v {
-		return NotApplicable(fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
+		return features.NotApplicable(fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
 	}
 	return nil
 }
 
 func (w *httpWorld) requiresKey() error {
 	if !w.ep.RequiresKey {
-		return NotApplicable("the endpoint does not declare that it requires a key (requires_key)")
+		return features.NotApplicable("the endpoint does not declare that it requires a key (requires_key)")
 	}
 	return nil
 }
 
 func (w *httpWorld) declaresInvalid() error {
 	if len(w.ep.Invalid) == 0 {
-		return NotApplicable("the endpoint declares no request it rejects (invalid)")
+		return features.NotApplicable("the endpoint declares no request it rejects (invalid)")
 	}
 	return nil
 }
 
 func (w *httpWorld) twoCallers() error {
 	if len(w.ep.Callers) < 2 {
-		return NotApplicable("the target declares fewer than two callers (callers)")
+		return features.NotApplicable("the target declares fewer than two callers (callers)")
 	}
 	return nil
 }
@@ -198,7 +197,7 @@ func (w *httpWorld) newRequest(alias string, caller int, key string) error {
 
 func (w *httpWorld) escapedKey(alias string) error {
 	if w.ep.KeyFormat != "sf-string" {
-		return NotApplicable("the endpoint declares its keys are raw tokens, not RFC 8941 Strings (key_format)")
+		return features.NotApplicable("the endpoint declares its keys are raw tokens, not RFC 8941 Strings (key_format)")
 	}
 	return w.newRequest(alias, 0, `k"`+w.newKey()+`\x`)
 }
@@ -219,7 +218,7 @@ func (w *httpWorld) secondCaller(alias, of string) error {
 func (w *httpWorld) req(alias string) (*httpRequest, error) {
 	r, ok := w.reqs[alias]
 	if !ok {
-		return nil, fmt.Errorf("%w: no request %q in this scenario", errRunnerBug, alias)
+		return nil, fmt.Errorf("%w: no request %q in this scenario", features.ErrRunnerBug, alias)
 	}
 	return r, nil
 }
@@ -254,7 +253,7 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 	switch how {
 	case "vary":
 		if len(w.ep.Vary) == 0 {
-			return client.Request{}, NotApplicable("the endpoint declares no other payload (vary)")
+			return client.Request{}, features.NotApplicable("the endpoint declares no other payload (vary)")
 		}
 		for k, v := range fill(w.ep.Vary, r.unique).(map[string]any) {
 			body[k] = v
@@ -271,9 +270,9 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 		case w.ep.Key.Body != "":
 			body[w.ep.Key.Body] = r.key
 		case w.ep.KeyFormat == "sf-string":
-			v, ok := httpidem.SFString(r.key)
+			v, ok := SFString(r.key)
 			if !ok {
-				return client.Request{}, fmt.Errorf("%w: key %q is no sf-string", errRunnerBug, r.key)
+				return client.Request{}, fmt.Errorf("%w: key %q is no sf-string", features.ErrRunnerBug, r.key)
 			}
 			h.Set(w.ep.Key.Header, v)
 		default:
@@ -333,7 +332,7 @@ func (w *httpWorld) sendTimes(ctx context.Context, alias string, n int) error {
 // until its effect call is at the sink: the original is in flight.
 func (w *httpWorld) sendHeld(ctx context.Context, alias string) error {
 	if w.env.Sink == nil {
-		return NotApplicable("holding a request in flight needs the effect sink (effect_sink in the target file): the endpoint's effect call is held there")
+		return features.NotApplicable("holding a request in flight needs the effect sink (effect_sink in the target file): the endpoint's effect call is held there")
 	}
 	r, err := w.req(alias)
 	if err != nil {
@@ -414,15 +413,15 @@ func (w *httpWorld) releaseHeld(ctx context.Context) error {
 func (w *httpWorld) waitHalfDay(ctx context.Context) error {
 	d := w.env.Scaled(12 * time.Hour)
 	if d > w.env.Budget {
-		return NotApplicable(fmt.Sprintf("half of 24 hours lasts %v at this time scale, beyond the budget of %v (give --time-scale)", d, w.env.Budget))
+		return features.NotApplicable(fmt.Sprintf("half of 24 hours lasts %v at this time scale, beyond the budget of %v (give --time-scale)", d, w.env.Budget))
 	}
-	sleepCtx(ctx, d)
+	features.Sleep(ctx, d)
 	return ctx.Err()
 }
 
 func (w *httpWorld) sinkFails() error {
 	if w.env.Sink == nil {
-		return NotApplicable("failing the endpoint's side effect needs the effect sink (effect_sink in the target file)")
+		return features.NotApplicable("failing the endpoint's side effect needs the effect sink (effect_sink in the target file)")
 	}
 	w.env.Sink.FailNext(1)
 	return nil
@@ -441,17 +440,17 @@ func (w *httpWorld) first5xx(alias string) error {
 		if r.first != nil {
 			got = fmt.Sprint(r.first.Status)
 		}
-		return NotApplicable("the endpoint did not answer its processor's failure with a 5xx (" + got + "): there is no error result to replay")
+		return features.NotApplicable("the endpoint did not answer its processor's failure with a 5xx (" + got + "): there is no error result to replay")
 	}
 	return nil
 }
 
 func (w *httpWorld) sinkEffects(n int) error {
 	if w.env.Sink == nil {
-		return NotApplicable("counting side effects needs the effect sink (effect_sink in the target file)")
+		return features.NotApplicable("counting side effects needs the effect sink (effect_sink in the target file)")
 	}
 	if got := w.env.Sink.TotalEffects() - w.effects0; got != n {
-		return Mismatch(fmt.Sprintf("%d side effect(s) at the effect sink in this scenario", n), fmt.Sprint(got))
+		return features.Mismatch(fmt.Sprintf("%d side effect(s) at the effect sink in this scenario", n), fmt.Sprint(got))
 	}
 	return nil
 }
@@ -462,12 +461,12 @@ func (w *httpWorld) describeLast() string {
 	if w.last == nil {
 		return "no answer while the original was in flight"
 	}
-	return fmt.Sprintf("%d %s", w.last.Status, clip(w.last.Body))
+	return fmt.Sprintf("%d %s", w.last.Status, features.Clip(w.last.Body))
 }
 
 func (w *httpWorld) lastIn(lo, hi int, want string) error {
 	if w.last == nil || w.last.Status < lo || w.last.Status > hi {
-		return Mismatch(want, w.describeLast())
+		return features.Mismatch(want, w.describeLast())
 	}
 	return nil
 }
@@ -478,7 +477,7 @@ func (w *httpWorld) draftError() error {
 	if w.last != nil && (w.last.Status == 400 || w.last.Status == 409 || w.last.Status == 422) {
 		return nil
 	}
-	return Mismatch("one of the errors of §2.7 (400, 409 or 422)", w.describeLast())
+	return features.Mismatch("one of the errors of §2.7 (400, 409 or 422)", w.describeLast())
 }
 
 func (w *httpWorld) problem409() error {
@@ -487,7 +486,7 @@ func (w *httpWorld) problem409() error {
 	}
 	var doc map[string]any
 	if json.Unmarshal(w.last.Body, &doc) != nil || (doc["title"] == nil && doc["detail"] == nil && doc["type"] == nil) {
-		return Mismatch("409 with a body containing a problem description (RFC 9457 title, detail or type)", w.describeLast())
+		return features.Mismatch("409 with a body containing a problem description (RFC 9457 title, detail or type)", w.describeLast())
 	}
 	return nil
 }
@@ -500,7 +499,7 @@ func (w *httpWorld) withLink(code int) error {
 	if strings.Contains(link, `rel="describedby"`) || bytes.Contains(w.last.Body, []byte("http://")) || bytes.Contains(w.last.Body, []byte("https://")) {
 		return nil
 	}
-	return Mismatch(fmt.Sprintf("%d with a link to documentation (in the body, or a Link header rel=\"describedby\")", code), w.describeLast()+" Link: "+link)
+	return features.Mismatch(fmt.Sprintf("%d with a link to documentation (in the body, or a Link header rel=\"describedby\")", code), w.describeLast()+" Link: "+link)
 }
 
 // same says how two answers differ as results ("" when they are the same
@@ -518,8 +517,8 @@ func (w *httpWorld) same(a, b *client.Response) string {
 		}
 		return ""
 	}
-	if !bytes.Equal(compactJSON(a.Body), compactJSON(b.Body)) {
-		return fmt.Sprintf("body %s, then %s", clip(a.Body), clip(b.Body))
+	if !bytes.Equal(features.CompactJSON(a.Body), features.CompactJSON(b.Body)) {
+		return fmt.Sprintf("body %s, then %s", features.Clip(a.Body), features.Clip(b.Body))
 	}
 	return ""
 }
@@ -530,10 +529,10 @@ func (w *httpWorld) sameAsFirst(alias string) error {
 		return err
 	}
 	if r.first == nil || w.last == nil {
-		return Mismatch("the first answer again", w.describeLast())
+		return features.Mismatch("the first answer again", w.describeLast())
 	}
 	if d := w.same(r.first, w.last); d != "" {
-		return Mismatch(fmt.Sprintf("the status and body of the first answer to %q (%d %s)", alias, r.first.Status, clip(r.first.Body)), d)
+		return features.Mismatch(fmt.Sprintf("the status and body of the first answer to %q (%d %s)", alias, r.first.Status, features.Clip(r.first.Body)), d)
 	}
 	return nil
 }
@@ -547,7 +546,7 @@ func (w *httpWorld) notFirst(alias string) error {
 		return err
 	}
 	if r.first != nil && w.same(r.first, w.last) == "" {
-		return Mismatch(fmt.Sprintf("another result than the first answer to %q (another caller's request)", alias), w.describeLast())
+		return features.Mismatch(fmt.Sprintf("another result than the first answer to %q (another caller's request)", alias), w.describeLast())
 	}
 	return nil
 }
@@ -556,25 +555,25 @@ func (w *httpWorld) firstIs2xx(alias string) error {
 	if w.first == nil || w.first.answer == nil || w.first.answer.Status > 299 || w.first.answer.Status < 200 {
 		got := "no answer"
 		if w.first != nil && w.first.answer != nil {
-			got = fmt.Sprintf("%d %s", w.first.answer.Status, clip(w.first.answer.Body))
+			got = fmt.Sprintf("%d %s", w.first.answer.Status, features.Clip(w.first.answer.Body))
 		}
-		return Mismatch(fmt.Sprintf("the original %q answered 2xx once released", alias), got)
+		return features.Mismatch(fmt.Sprintf("the original %q answered 2xx once released", alias), got)
 	}
 	return nil
 }
 
 func (w *httpWorld) dupWaited(alias string) error {
 	if w.dup == nil || w.dup.answer == nil {
-		return Mismatch("an answer to the duplicate", "none")
+		return features.Mismatch("an answer to the duplicate", "none")
 	}
 	if w.dup.answered.Before(w.released) {
-		return Mismatch("the duplicate answered after the original completed (it waits)", fmt.Sprintf("answered while the original was in flight: %d %s", w.dup.answer.Status, clip(w.dup.answer.Body)))
+		return features.Mismatch("the duplicate answered after the original completed (it waits)", fmt.Sprintf("answered while the original was in flight: %d %s", w.dup.answer.Status, features.Clip(w.dup.answer.Body)))
 	}
 	if w.first == nil || w.first.answer == nil {
-		return Mismatch("an answer to the original", "none")
+		return features.Mismatch("an answer to the original", "none")
 	}
 	if d := w.same(w.first.answer, w.dup.answer); d != "" {
-		return Mismatch("the same response to both", d)
+		return features.Mismatch("the same response to both", d)
 	}
 	return nil
 }
@@ -583,9 +582,9 @@ func (w *httpWorld) dupIs2xx() error {
 	if w.dup == nil || w.dup.answer == nil || w.dup.answer.Status < 200 || w.dup.answer.Status > 299 {
 		got := "none"
 		if w.dup != nil && w.dup.answer != nil {
-			got = fmt.Sprintf("%d %s", w.dup.answer.Status, clip(w.dup.answer.Body))
+			got = fmt.Sprintf("%d %s", w.dup.answer.Status, features.Clip(w.dup.answer.Body))
 		}
-		return Mismatch("a 2xx to the duplicate (a duplicate is not an error)", got)
+		return features.Mismatch("a 2xx to the duplicate (a duplicate is not an error)", got)
 	}
 	return nil
 }
@@ -598,7 +597,7 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 		return err
 	}
 	if w.ep.Count == nil {
-		return NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
+		return features.NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
 	}
 	h := http.Header{}
 	if r.caller < len(w.ep.Callers) {
@@ -612,7 +611,7 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	}
 	var doc any
 	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &doc) != nil {
-		return fmt.Errorf("the count read answered %d %s", resp.Status, clip(resp.Body))
+		return fmt.Errorf("the count read answered %d %s", resp.Status, features.Clip(resp.Body))
 	}
 	if w.ep.Count.Items != "" {
 		m, _ := doc.(map[string]any)
@@ -620,10 +619,10 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	}
 	items, ok := doc.([]any)
 	if !ok {
-		return fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, clip(resp.Body))
+		return fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, features.Clip(resp.Body))
 	}
 	if len(items) != want {
-		return Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprintf("%d: %s", len(items), clip(resp.Body)))
+		return features.Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprintf("%d: %s", len(items), features.Clip(resp.Body)))
 	}
 	return nil
 }

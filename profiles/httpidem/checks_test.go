@@ -1,4 +1,4 @@
-package checker
+package httpidem
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/spec"
-	specidem "github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -23,14 +23,14 @@ const (
 
 // post is one delivery of key answered status (0: no answer) with id, from
 // call to ret (ms).
-func post(key string, client int, call, ret int64, status int, id string) Operation {
+func post(key string, client int, call, ret int64, status int, id string) checker.Operation {
 	caller, _, _ := strings.Cut(key, " ")
-	op := Operation{ClientID: client, Kind: OpPublish, Key: key, KeyID: caller, Input: Input{Body: "u-" + key},
+	op := checker.Operation{ClientID: client, Kind: checker.OpPublish, Key: key, KeyID: caller, Input: checker.Input{Body: "u-" + key},
 		Call: call * 1e6, Return: ret * 1e6, Outcome: verdict.OutcomeOK}
-	op.Output = Output{Status: status, ID: id, Body: "digest-" + id}
+	op.Output = checker.Output{Status: status, ID: id, Body: "digest-" + id}
 	switch {
 	case status == 0:
-		op.Outcome, op.Output = verdict.OutcomeUnknown, Output{}
+		op.Outcome, op.Output = verdict.OutcomeUnknown, checker.Output{}
 	case status >= 500:
 		op.Outcome, op.Output.ID = verdict.OutcomeUnknown, ""
 	case status >= 300:
@@ -39,12 +39,14 @@ func post(key string, client int, call, ret int64, status int, id string) Operat
 	return op
 }
 
-func hiReq(key string, created ...string) HTTPIdemRequest {
+func hiReq(key string, created ...string) LogicalRequest {
 	caller, k, _ := strings.Cut(key, " ")
-	return HTTPIdemRequest{Key: key, Caller: caller, IdempotencyKey: k, Unique: "u-" + key, CountStatus: 200, Created: created}
+	return LogicalRequest{Key: key, Caller: caller, IdempotencyKey: k, Unique: "u-" + key, CountStatus: 200, Created: created}
 }
 
-func hiEffect(key, id, cmd string) Effect { return Effect{Key: key, Intent: id, Worker: cmd, At: 1} }
+func hiEffect(key, id, cmd string) checker.Effect {
+	return checker.Effect{Key: key, Intent: id, Worker: cmd, At: 1}
+}
 
 // hiClean is a run of four logical requests under ietf: one delivered
 // through a lost answer, a 409 while in flight, its 201 and a replay; the
@@ -52,8 +54,8 @@ func hiEffect(key, id, cmd string) Effect { return Effect{Key: key, Intent: id, 
 // rejects, refused twice; one whose every answer was lost and that
 // happened all the same. One creation and one effect each for the three
 // that happened.
-func hiClean() (History, Ledger, HTTPIdemRecord) {
-	h := History{Ops: []Operation{
+func hiClean() (checker.History, checker.Ledger, Record) {
+	h := checker.History{Ops: []checker.Operation{
 		post(hiKey1, 1, 0, 10, 0, ""),
 		post(hiKey1, 2, 2, 3, 409, ""),
 		post(hiKey1, 1, 20, 21, 201, "pay_1"),
@@ -64,10 +66,10 @@ func hiClean() (History, Ledger, HTTPIdemRecord) {
 		post(hiKey3, 5, 9, 10, 400, ""),
 		post(hiKey4, 6, 40, 50, 0, ""),
 	}}
-	l := Ledger{Effects: []Effect{hiEffect(hiKey1, "eff_1", "pay_1"), hiEffect(hiKey2, "eff_2", "pay_2"), hiEffect(hiKey4, "eff_4", "pay_4")}}
+	l := checker.Ledger{Effects: []checker.Effect{hiEffect(hiKey1, "eff_1", "pay_1"), hiEffect(hiKey2, "eff_2", "pay_2"), hiEffect(hiKey4, "eff_4", "pay_4")}}
 	inv := hiReq(hiKey3)
 	inv.Invalid = true
-	rec := HTTPIdemRecord{Variant: "ietf", Sink: true, Count: true, Requests: []HTTPIdemRequest{
+	rec := Record{Variant: "ietf", Sink: true, Count: true, Requests: []LogicalRequest{
 		hiReq(hiKey1, "pay_1"), hiReq(hiKey2, "pay_2"), inv, hiReq(hiKey4, "pay_4"),
 	}}
 	return h, l, rec
@@ -75,11 +77,11 @@ func hiClean() (History, Ledger, HTTPIdemRecord) {
 
 func TestHTTPIdemCleanRunPasses(t *testing.T) {
 	h, l, rec := hiClean()
-	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	rep := Check(h, l, rec, CheckOptions{})
 	if v := rep.Verdict(); v != verdict.Pass {
 		t.Fatalf("verdict %s, want PASS: %+v %+v", v, rep.Anomalies, rep.Models)
 	}
-	if len(rep.Models) != 2 || rep.Models[0].Model != ModelHTTPIdemEffects || rep.Models[1].Model != ModelHTTPIdemReplay {
+	if len(rep.Models) != 2 || rep.Models[0].Model != ModelEffects || rep.Models[1].Model != ModelReplay {
 		t.Fatalf("models %+v", rep.Models)
 	}
 	q := rep.Queue
@@ -90,13 +92,13 @@ func TestHTTPIdemCleanRunPasses(t *testing.T) {
 
 // hiOnly asserts the run fails on model alone, every anomaly naming the
 // variant's rule and the check, and returns the anomalies' text.
-func hiOnly(t *testing.T, rep Report, rule, model string) string {
+func hiOnly(t *testing.T, rep checker.Report, rule, model string) string {
 	t.Helper()
 	if rep.Verdict() != verdict.Fail {
 		t.Fatalf("verdict %s, want FAIL: %+v", rep.Verdict(), rep.Models)
 	}
 	for _, m := range rep.Models {
-		if want := m.Model == model; want != (m.Result == LinIllegal) {
+		if want := m.Model == model; want != (m.Result == checker.LinIllegal) {
 			t.Errorf("model %s: %s", m.Model, m.Result)
 		}
 	}
@@ -129,8 +131,8 @@ func TestHTTPIdemEffectsFailsOnASecondCreation(t *testing.T) {
 	h, l, rec := hiClean()
 	rec.Requests[0].Created = []string{"pay_1", "pay_1b"}
 	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1b"))
-	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
-	text := hiOnly(t, rep, RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	rep := Check(h, l, rec, CheckOptions{})
+	text := hiOnly(t, rep, RuleRetryIETF, ModelEffects)
 	wantIn(t, text, `caller1 under key "k-shared"`, "created 2 things (pay_1, pay_1b)", "took effect 2 times at the sink (eff_1 (command_id pay_1), eff_1b (command_id pay_1b))")
 	if rep.Queue.Duplicated != 1 {
 		t.Errorf("queue %+v", rep.Queue)
@@ -148,7 +150,7 @@ func TestHTTPIdemEffectsFailsOnAnEffectOfAReplay(t *testing.T) {
 			h.Ops[i] = post(hiKey1, 2, 2, 3, 503, "")
 		}
 	}
-	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemT0, ModelHTTPIdemEffects)
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryT0, ModelEffects)
 	wantIn(t, text, "took effect 2 times at the sink")
 }
 
@@ -159,9 +161,9 @@ func TestHTTPIdemEffectsFailsOnA2xxThatCreatedNothing(t *testing.T) {
 	rec.Requests[1].Created = nil
 	l.Effects = l.Effects[:1:1]
 	l.Effects = append(l.Effects, hiEffect(hiKey4, "eff_4", "pay_4"))
-	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
 	wantIn(t, text, "count read lists nothing it created", "its effect never reached the sink", "caller2")
-	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{Undrained: true})
+	rep := Check(h, l, rec, CheckOptions{Undrained: true})
 	if rep.Verdict() != verdict.Unknown || rep.Queue.Pending != 1 {
 		t.Fatalf("undrained: verdict %s, queue %+v", rep.Verdict(), rep.Queue)
 	}
@@ -173,7 +175,7 @@ func TestHTTPIdemEffectsFailsOnARefusedRequestThatHappenedAndAStrayEffect(t *tes
 	h, l, rec := hiClean()
 	rec.Requests[2].Created = []string{"pay_3"}
 	l.Effects = append(l.Effects, hiEffect(hiKey3, "eff_3", "pay_3"), hiEffect("caller_x:nobody", "eff_9", "pay_9"))
-	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
 	wantIn(t, text, "was refused (POST by client 5", "yet the count read lists pay_3", "yet took effect at the sink (eff_3",
 		`under "caller_x:nobody" (eff_9 (command_id pay_9)), which no request of the run names`)
 }
@@ -184,7 +186,7 @@ func TestHTTPIdemEffectsFailsOnARefusedRequestThatHappenedAndAStrayEffect(t *tes
 func TestHTTPIdemReplayFailsOnAnotherID(t *testing.T) {
 	h, l, rec := hiClean()
 	h.Ops[3] = post(hiKey1, 3, 30, 31, 201, "pay_fresh")
-	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelReplay)
 	wantIn(t, text, `caller1 under key "k-shared"`, "two 2xx answers carry different results", "id pay_1", "id pay_fresh")
 }
 
@@ -193,12 +195,12 @@ func TestHTTPIdemReplayFailsOnAnotherID(t *testing.T) {
 func TestHTTPIdemReplayFailsOnAConflictAfterTheResult(t *testing.T) {
 	h, l, rec := hiClean()
 	h.Ops = append(h.Ops, post(hiKey1, 7, 25, 26, 409, ""))
-	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelReplay)
 	wantIn(t, text, "sent 4.0 ms after the result", "got 409 instead of that result")
 
 	h, l, rec = hiClean()
 	h.Ops = append(h.Ops, post(hiKey1, 7, 20, 26, 409, ""), post(hiKey1, 8, 21, 40, 0, ""), post(hiKey1, 9, 50, 51, 429, ""))
-	if rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}); rep.Verdict() != verdict.Pass {
+	if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Pass {
 		t.Fatalf("a 409 concurrent with the 201, a lost answer and a 429 after it: %s %+v", rep.Verdict(), rep.Anomalies)
 	}
 }
@@ -208,17 +210,17 @@ func TestHTTPIdemNamesTheVariantsRule(t *testing.T) {
 	h, l, rec := hiClean()
 	rec.Variant = "stripe"
 	h.Ops[3] = post(hiKey1, 3, 30, 31, 201, "pay_fresh")
-	hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemStripe, ModelHTTPIdemReplay)
-	for variant, id := range map[string]string{"ietf": RuleHTTPIdemIETF, "t0": RuleHTTPIdemT0, "stripe": RuleHTTPIdemStripe, "": RuleHTTPIdemIETF} {
-		if HTTPIdemRule(variant) != id {
-			t.Errorf("variant %q: rule %s", variant, HTTPIdemRule(variant))
+	hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryStripe, ModelReplay)
+	for variant, id := range map[string]string{"ietf": RuleRetryIETF, "t0": RuleRetryT0, "stripe": RuleRetryStripe, "": RuleRetryIETF} {
+		if RetryRule(variant) != id {
+			t.Errorf("variant %q: rule %s", variant, RetryRule(variant))
 		}
 		r, ok := spec.Lookup(id)
 		want := variant
 		if want == "" {
-			want = specidem.VariantIETF
+			want = VariantIETF
 		}
-		if !ok || r.Profile != spec.ProfileHTTPIdem || specidem.Variant(r) != want {
+		if !ok || r.Profile != Name || Variant(r) != want {
 			t.Errorf("rule %s: not a rule of the %q variant (%+v)", id, variant, r)
 		}
 	}
@@ -228,22 +230,22 @@ func TestHTTPIdemNamesTheVariantsRule(t *testing.T) {
 // sink, or whose count reads went unanswered, judged nothing: UNKNOWN.
 func TestHTTPIdemUndecided(t *testing.T) {
 	h, l, rec := hiClean()
-	var only []Operation
+	var only []checker.Operation
 	for _, op := range h.Ops {
 		if !httpIdem2xx(&op) {
 			only = append(only, op)
 		}
 	}
-	if v := CheckHTTPIdem(History{Ops: only}, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+	if v := Check(checker.History{Ops: only}, l, rec, CheckOptions{}).Verdict(); v != verdict.Unknown {
 		t.Errorf("no 2xx: %s", v)
 	}
 	rec.Sink, rec.Count = false, false
-	if v := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+	if v := Check(h, l, rec, CheckOptions{}).Verdict(); v != verdict.Unknown {
 		t.Errorf("neither count read nor sink: %s", v)
 	}
 	h, l, rec = hiClean()
 	rec.Requests[0].CountStatus, rec.Requests[0].CountErr = 0, "connection refused"
-	if v := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}).Verdict(); v != verdict.Unknown {
+	if v := Check(h, l, rec, CheckOptions{}).Verdict(); v != verdict.Unknown {
 		t.Errorf("a count read unanswered: %s", v)
 	}
 }
@@ -252,14 +254,14 @@ func TestHTTPIdemUndecided(t *testing.T) {
 func TestHTTPIdemRecordRoundTrip(t *testing.T) {
 	_, _, rec := hiClean()
 	var b bytes.Buffer
-	if err := WriteHTTPIdemRecord(&b, rec); err != nil {
+	if err := WriteRecord(&b, rec); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadHTTPIdemRecord(&b)
+	got, err := ReadRecord(&b)
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(rec) {
 		t.Fatalf("%v\n%+v\n%+v", err, got, rec)
 	}
-	if _, err := ReadHTTPIdemRecord(strings.NewReader(`{"requests":[{"caller":"x"}]}`)); err == nil {
+	if _, err := ReadRecord(strings.NewReader(`{"requests":[{"caller":"x"}]}`)); err == nil {
 		t.Error("a request without a key was read")
 	}
 }
@@ -268,8 +270,8 @@ func TestHTTPIdemRecordRoundTrip(t *testing.T) {
 // 409s, lost answers) is decided at once, and one second id among them is
 // found.
 func TestHTTPIdemReplayStormIsFast(t *testing.T) {
-	storm := func(bad bool) History {
-		var h History
+	storm := func(bad bool) checker.History {
+		var h checker.History
 		for i := range 300 {
 			status, id := []int{201, 409, 0, 201}[i%4], "pay_1"
 			if bad && i == 156 {
@@ -279,12 +281,12 @@ func TestHTTPIdemReplayStormIsFast(t *testing.T) {
 		}
 		return h
 	}
-	rec := HTTPIdemRecord{Variant: "ietf", Count: true, Requests: []HTTPIdemRequest{hiReq(hiKey1, "pay_1")}}
+	rec := Record{Variant: "ietf", Count: true, Requests: []LogicalRequest{hiReq(hiKey1, "pay_1")}}
 	start := time.Now()
-	if rep := CheckHTTPIdem(storm(false), Ledger{}, rec, HTTPIdemOptions{}); rep.Verdict() != verdict.Pass {
+	if rep := Check(storm(false), checker.Ledger{}, rec, CheckOptions{}); rep.Verdict() != verdict.Pass {
 		t.Fatalf("clean storm: %s %+v", rep.Verdict(), rep.Anomalies)
 	}
-	hiOnly(t, CheckHTTPIdem(storm(true), Ledger{}, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemReplay)
+	hiOnly(t, Check(storm(true), checker.Ledger{}, rec, CheckOptions{}), RuleRetryIETF, ModelReplay)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("two storms took %v", d)
 	}
@@ -294,9 +296,9 @@ func TestHTTPIdemReplayStormIsFast(t *testing.T) {
 // answer, on random small histories of one key.
 func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 7))
-	pm := HTTPIdemReplayModel{}.Porcupine()
+	pm := ReplayModel{}.Porcupine()
 	for n := range 3000 {
-		var ops []Operation
+		var ops []checker.Operation
 		for i := range 2 + rnd.IntN(6) {
 			call := int64(rnd.IntN(20))
 			status := []int{201, 201, 201, 409, 400, 0, 503, 429}[rnd.IntN(8)]
@@ -306,9 +308,9 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 		for i := range idx {
 			idx[i] = i
 		}
-		full := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
-		reduced := porcupine.CheckOperations(pm, porcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
-		ok, why, _ := HTTPIdemReplayDecide(ops)
+		full := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, idx, false))
+		reduced := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
+		ok, why, _ := ReplayDecide(ops)
 		if full != ok || reduced != ok {
 			t.Fatalf("history %d: porcupine %t, reduced %t, decision %t (%s)\n%+v", n, full, reduced, ok, why, ops)
 		}
@@ -322,11 +324,11 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 // The same second payment 50 ms after the first, or with every delivery
 // answered long before it, is a second effect.
 func TestHTTPIdemKeyLife(t *testing.T) {
-	late := func(at int64, lostAnswer bool) (History, Ledger, HTTPIdemRecord) {
+	late := func(at int64, lostAnswer bool) (checker.History, checker.Ledger, Record) {
 		h, l, rec := hiClean()
 		rec.KeyLifeNs = 100e6
 		rec.Requests[0].Created = []string{"pay_1", "pay_1b"}
-		l.Effects = append(l.Effects, Effect{Key: hiKey1, Intent: "eff_1b", Worker: "pay_1b", At: at * 1e6})
+		l.Effects = append(l.Effects, checker.Effect{Key: hiKey1, Intent: "eff_1b", Worker: "pay_1b", At: at * 1e6})
 		if !lostAnswer {
 			h.Ops[0] = post(hiKey1, 1, 0, 10, 201, "pay_1")
 		}
@@ -334,20 +336,20 @@ func TestHTTPIdemKeyLife(t *testing.T) {
 		return h, l, rec
 	}
 	h, l, rec := late(150, true)
-	rep := CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
+	rep := Check(h, l, rec, CheckOptions{})
 	if rep.Verdict() != verdict.Pass || rep.Queue.Expired != 1 {
 		t.Fatalf("late delivery: verdict %s, queue %+v, %+v", rep.Verdict(), rep.Queue, rep.Anomalies)
 	}
 	h, l, rec = late(50, true)
-	text := hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
 	wantIn(t, text, "created 2 things", "took effect 2 times")
 	h, l, rec = late(150, false)
 	h.Ops = h.Ops[:len(h.Ops)-1] // every delivery answered by 31 ms
-	hiOnly(t, CheckHTTPIdem(h, l, rec, HTTPIdemOptions{}), RuleHTTPIdemIETF, ModelHTTPIdemEffects)
+	hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
 	h, l, rec = late(150, true)
 	rec.KeyLifeNs = 0 // no life published: keys outlive the run
-	rep = CheckHTTPIdem(h, l, rec, HTTPIdemOptions{})
-	if rep.Verdict() != verdict.Fail || rep.Models[0].Result != LinIllegal || rep.Models[1].Result != LinIllegal {
+	rep = Check(h, l, rec, CheckOptions{})
+	if rep.Verdict() != verdict.Fail || rep.Models[0].Result != checker.LinIllegal || rep.Models[1].Result != checker.LinIllegal {
 		t.Fatalf("no key life: %s %+v", rep.Verdict(), rep.Models)
 	}
 }
@@ -355,24 +357,24 @@ func TestHTTPIdemKeyLife(t *testing.T) {
 // Each check keeps its own examples: a run with many duplicate creations
 // still shows the replay check's.
 func TestHTTPIdemEachCheckKeepsItsExamples(t *testing.T) {
-	var h History
-	var rec HTTPIdemRecord
+	var h checker.History
+	var rec Record
 	rec.Variant, rec.Count = "ietf", true
 	for i := range 30 {
 		key := fmt.Sprintf("caller1 k%02d", i)
 		h.Ops = append(h.Ops, post(key, i, 0, 1, 201, "pay_a"), post(key, i, 2, 3, 201, "pay_b"))
 		rec.Requests = append(rec.Requests, hiReq(key, "pay_a", "pay_b"))
 	}
-	rep := CheckHTTPIdem(h, Ledger{}, rec, HTTPIdemOptions{MaxExamples: 5})
+	rep := Check(h, checker.Ledger{}, rec, CheckOptions{MaxExamples: 5})
 	per := map[string]int{}
 	for _, a := range rep.Anomalies {
-		for _, m := range []string{ModelHTTPIdemEffects, ModelHTTPIdemReplay} {
+		for _, m := range []string{ModelEffects, ModelReplay} {
 			if strings.Contains(a.Explanation, ": "+m+": ") {
 				per[m]++
 			}
 		}
 	}
-	if per[ModelHTTPIdemEffects] != 5 || per[ModelHTTPIdemReplay] != 5 || rep.Counts[RuleHTTPIdemIETF] != 60 {
+	if per[ModelEffects] != 5 || per[ModelReplay] != 5 || rep.Counts[RuleRetryIETF] != 60 {
 		t.Fatalf("examples %v, counts %v", per, rep.Counts)
 	}
 }

@@ -1,4 +1,4 @@
-package chaos
+package httpidem
 
 import (
 	"context"
@@ -14,18 +14,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	"github.com/idscheck/idscheck/spec/httpidem"
 	"github.com/idscheck/idscheck/verdict"
 )
 
 // The http-idempotency chaos workload (docs/http-idempotency.md): any HTTP
-// endpoint with an idempotency key, as its target describes it
-// (httpidem.Endpoint). A seeded stream of logical requests, each one body
-// (a fresh "{{unique}}"), one key and one caller (the same key now and then
+// endpoint with an idempotency key, as its target describes it (Endpoint).
+// A seeded stream of logical requests, each one body (a fresh
+// "{{unique}}"), one key and one caller (the same key now and then
 // from two callers at once: two logical requests), each delivered until a
 // terminal answer: a 2xx, or a final 4xx that is not the variant's "still
 // in flight" answer (ietf and stripe: 409, retried later with backoff,
@@ -37,20 +37,20 @@ import (
 // checker.Operation keyed by caller and key; after the drain, the count
 // read of every logical request, and the effect sink's effects (when the
 // target calls it) attributed to the requests, as the ledger. It judges
-// nothing: checker.CheckHTTPIdem does.
+// nothing: Check does.
 //
 // A request is delivered only within half its key's published lifetime
 // (key_ttl_seconds at the target's time scale) from its first delivery:
 // past its expiry a retry MAY execute again, which the checks would call a
 // second effect.
 
-// HTTPIdemConfig is one http-idempotency chaos run.
-type HTTPIdemConfig struct {
+// WorkloadConfig is one http-idempotency chaos run.
+type WorkloadConfig struct {
 	BaseURL string // the target, through the network proxy when network faults run
 	// Endpoint is what the target declares (Defaults is applied): how a
 	// request is built, where its key goes, the callers' headers (resolved:
 	// HeadersEnv is not read), the count read.
-	Endpoint httpidem.Endpoint
+	Endpoint Endpoint
 	// Sink is the harness's effect sink the target calls for its side
 	// effect; nil: effects are not counted (the count read alone judges).
 	Sink *sink.Sink
@@ -74,22 +74,22 @@ type HTTPIdemConfig struct {
 	DrainTimeout       time.Duration // after Duration: how long requests may still be driven (default 15 s)
 	MaxOps             int           // bound on recorded operations (default 2,000,000)
 	// Recorder receives every operation (nil: one of MaxOps is made).
-	Recorder *Recorder
+	Recorder *chaos.Recorder
 	Logger   *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
-// HTTPIdemResult is everything an http-idempotency chaos run recorded.
-type HTTPIdemResult struct {
-	Start    time.Time              `json:"start"`
-	End      time.Time              `json:"end"`
-	Schedule []faults.Planned       `json:"schedule"`
-	Timeline []faults.Injection     `json:"timeline"`
-	History  checker.History        `json:"-"`
-	Ledger   checker.Ledger         `json:"-"`
-	Record   checker.HTTPIdemRecord `json:"-"`
-	Series   []Bucket               `json:"series"`
+// WorkloadResult is everything an http-idempotency chaos run recorded.
+type WorkloadResult struct {
+	Start    time.Time          `json:"start"`
+	End      time.Time          `json:"end"`
+	Schedule []faults.Planned   `json:"schedule"`
+	Timeline []faults.Injection `json:"timeline"`
+	History  checker.History    `json:"-"`
+	Ledger   checker.Ledger     `json:"-"`
+	Record   Record             `json:"-"`
+	Series   []chaos.Bucket     `json:"series"`
 	// Drained is true when the drain ended in time: every logical request
 	// got a terminal answer or was given up at the end of its key's window.
 	Drained bool `json:"drained"`
@@ -99,7 +99,7 @@ type HTTPIdemResult struct {
 	Requests, Answered, Refused, Unsettled, Storms int
 }
 
-func (c *HTTPIdemConfig) defaults() error {
+func (c *WorkloadConfig) defaults() error {
 	if c.BaseURL == "" {
 		return errors.New("chaos http-idempotency: no target URL")
 	}
@@ -113,7 +113,7 @@ func (c *HTTPIdemConfig) defaults() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	chaos.WorkloadKnobs{Duration: &c.Duration, TimeScale: &c.TimeScale, StormMin: &c.StormMin, StormMax: &c.StormMax, RequestTimeout: &c.RequestTimeout, MaxOps: &c.MaxOps, Logger: &c.Logger, RunID: &c.RunID}.Fill()
 	return nil
 }
 
@@ -123,7 +123,7 @@ type hiLogical struct {
 	caller int
 	key    string
 	unique string
-	recKey string // checker.HTTPIdemKey(caller label, key)
+	recKey string // HistoryKey(caller label, key)
 	inv    bool   // a body the endpoint declares it rejects
 	req    client.Request
 	first  time.Time
@@ -141,13 +141,13 @@ func (c *hiLogical) settled() bool {
 
 // hiWorkload is the state of one run shared by its goroutines.
 type hiWorkload struct {
-	cfg     HTTPIdemConfig
-	ep      *httpidem.Endpoint
+	cfg     WorkloadConfig
+	ep      *Endpoint
 	callers []string // labels: caller1, caller2, …
 	window  time.Duration
 	start   time.Time
 	http    *client.Client
-	rec     *Recorder
+	rec     *chaos.Recorder
 
 	mu       sync.Mutex
 	logical  []*hiLogical // every logical request, in the order minted (and first sent)
@@ -166,9 +166,9 @@ type hiWorkload struct {
 // driver.
 const hiMaxDeliveries = 40
 
-// RunHTTPIdem carries out one http-idempotency chaos run. It returns what
+// RunWorkload carries out one http-idempotency chaos run. It returns what
 // was recorded even when ctx ends early (then with ctx's error).
-func RunHTTPIdem(ctx context.Context, cfg HTTPIdemConfig) (*HTTPIdemResult, error) {
+func RunWorkload(ctx context.Context, cfg WorkloadConfig) (*WorkloadResult, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func RunHTTPIdem(ctx context.Context, cfg HTTPIdemConfig) (*HTTPIdemResult, erro
 	return w.run(ctx)
 }
 
-func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
+func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	cfg := w.cfg
 	master := mrand.New(mrand.NewPCG(cfg.Seed, 0x1de3))
 	schedRnd := mrand.New(mrand.NewPCG(master.Uint64(), master.Uint64()))
@@ -221,10 +221,10 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 
 	w.rec = cfg.Recorder
 	if w.rec == nil {
-		w.rec = NewRecorder(time.Now(), cfg.MaxOps)
+		w.rec = chaos.NewRecorder(time.Now(), cfg.MaxOps)
 	}
-	w.start = w.rec.start
-	res := &HTTPIdemResult{Start: w.start, Schedule: schedule}
+	w.start = w.rec.Start()
+	res := &WorkloadResult{Start: w.start, Schedule: schedule}
 	cfg.Logger.Info("chaos http-idempotency: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"variant", w.ep.Variant, "callers", len(w.callers), "key_window", w.window, "faults", len(list), "schedule", len(schedule))
 
@@ -268,7 +268,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 	reqs := append([]*hiLogical(nil), w.logical...)
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
-	res.Record = checker.HTTPIdemRecord{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
+	res.Record = Record{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
 		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs)}
 	stopCount()
 	<-progDone
@@ -280,7 +280,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 	if cfg.Sink != nil {
 		res.Ledger = w.ledger(reqs)
 	}
-	res.Series = series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	res.Requests, res.Storms = len(reqs), int(w.storms.Load())
 	for _, c := range reqs {
 		c.mu.Lock()
@@ -320,7 +320,7 @@ func (w *hiWorkload) progress(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
 		if w.cfg.Sink != nil {
 			p.Executed = len(w.cfg.Sink.AllEffects())
 		} else {
@@ -362,7 +362,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 		key = fmt.Sprintf("k-%s-%016x", w.cfg.RunID, rnd.Uint64())
 	}
 	c := &hiLogical{n: n, caller: caller, key: key, unique: fmt.Sprintf("hi-%s-%d", w.cfg.RunID, n), inv: invalid, first: time.Now()}
-	c.recKey = checker.HTTPIdemKey(w.callers[caller], key)
+	c.recKey = HistoryKey(w.callers[caller], key)
 	body := fillUnique(w.ep.Body, c.unique).(map[string]any)
 	if invalid {
 		for k, v := range fillUnique(w.ep.Invalid, c.unique).(map[string]any) {
@@ -375,7 +375,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 	case w.ep.Key.Body != "":
 		body[w.ep.Key.Body] = key
 	case w.ep.KeyFormat == "sf-string":
-		v, _ := httpidem.SFString(key) // the workload's keys are printable ASCII
+		v, _ := SFString(key) // the workload's keys are printable ASCII
 		h.Set(w.ep.Key.Header, v)
 	default:
 		h.Set(w.ep.Key.Header, key)
@@ -396,7 +396,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 // inWindow reports whether a delivery now is well within the key's life
 // (half of it from the first delivery): past its expiry a retry MAY
 // execute again. (One sent in time may still arrive late: the checks
-// allow what that explains, checker.HTTPIdemRecord.KeyLifeNs.)
+// allow what that explains, Record.KeyLifeNs.)
 func (w *hiWorkload) inWindow(c *hiLogical) bool {
 	return w.window == 0 || time.Since(c.first) < w.window/2
 }
@@ -517,7 +517,7 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 	a := hiUnknown
 	if err == nil {
 		op.Output.Status = resp.Status
-		op.Output.Body = digest(resp.Body)
+		op.Output.Body = chaos.Digest(resp.Body)
 		switch st := resp.Status; {
 		case resp.Exchange.Err != "" || st >= 500:
 			op.Outcome = verdict.OutcomeUnknown // a body cut short, a server error: it may have happened
@@ -526,7 +526,7 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 			if w.ep.ID != "" {
 				op.Output.ID = memberString(resp.Body, w.ep.ID)
 			}
-		case st >= 400 && st < 500 && checker.HTTPIdemRetryLater(w.ep.Variant, st):
+		case st >= 400 && st < 500 && RetryLater(w.ep.Variant, st):
 			a = hiRetryLater
 		default:
 			a = hiRefused
@@ -581,7 +581,7 @@ func (w *hiWorkload) drive(ctx context.Context, c *hiLogical, rnd *mrand.Rand) {
 		case hiRetryLater:
 			backoff = max(backoff, 20*time.Millisecond)
 		}
-		sleep(ctx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
+		chaos.Sleep(ctx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
@@ -627,7 +627,7 @@ func (w *hiWorkload) waitQuiet(ctx context.Context) {
 	last := len(w.cfg.Sink.AllCalls())
 	quietSince := time.Now()
 	for t := time.Now(); ctx.Err() == nil && time.Since(t) < 3*time.Second && time.Since(quietSince) < 300*time.Millisecond; {
-		sleep(ctx, 50*time.Millisecond)
+		chaos.Sleep(ctx, 50*time.Millisecond)
 		if n := len(w.cfg.Sink.AllCalls()); n != last {
 			last, quietSince = n, time.Now()
 		}
@@ -637,10 +637,10 @@ func (w *hiWorkload) waitQuiet(ctx context.Context) {
 // readCounts reads, for every logical request, what the endpoint's count
 // read lists for its unique value (a few tries each), as the caller that
 // sent it.
-func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []checker.HTTPIdemRequest {
-	out := make([]checker.HTTPIdemRequest, len(reqs))
+func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []LogicalRequest {
+	out := make([]LogicalRequest, len(reqs))
 	for i, c := range reqs {
-		out[i] = checker.HTTPIdemRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
+		out[i] = LogicalRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
 	}
 	if w.ep.Count == nil {
 		return out
@@ -667,7 +667,7 @@ func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []checke
 }
 
 // count reads what c created into r.
-func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIdemRequest) {
+func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *LogicalRequest) {
 	h := http.Header{}
 	if c.caller < len(w.ep.Callers) {
 		for k, v := range w.ep.Callers[c.caller].Headers {
@@ -677,7 +677,7 @@ func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIde
 	path := strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", c.unique)
 	for try := 0; try < 5 && ctx.Err() == nil; try++ {
 		if try > 0 {
-			sleep(ctx, 100*time.Millisecond)
+			chaos.Sleep(ctx, 100*time.Millisecond)
 		}
 		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: h})
 		r.CountStatus, r.CountErr, r.Created = 0, "", nil
@@ -720,7 +720,7 @@ func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIde
 			}
 			if id == "" {
 				b, _ := json.Marshal(it)
-				id = "digest " + digest(b)
+				id = "digest " + chaos.Digest(b)
 			}
 			r.Created = append(r.Created, id)
 		}

@@ -1,0 +1,107 @@
+package httpidem
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idscheck/idscheck/harness"
+	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
+)
+
+// CallersEnv is the variable the served endpoint reads its callers' bearer
+// tokens from (comma-separated): secrets stay out of process listings.
+const CallersEnv = "HTTPIDEM_CALLERS"
+
+// Serve runs the bundled payments endpoint (sut/httpidem) as a process of
+// its own: idscheck serve --profile http-idempotency --sink URL
+// [--variant ietf|t0|stripe], its callers' tokens in HTTPIDEM_CALLERS. It
+// follows --variant and calls the effect sink at --sink for each payment.
+func Serve() *harness.ServeCommand {
+	return &harness.ServeCommand{
+		Flags: serveFlags,
+		Env:   CallersEnv + ": the callers' bearer tokens, comma-separated (required); each authenticates as Authorization: Bearer TOKEN",
+	}
+}
+
+// serveFlags registers --variant and --sink; the function it returns runs
+// the endpoint until ctx ends.
+func serveFlags(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
+	variant := fs.String("variant", VariantIETF, "the text the endpoint follows ("+strings.Join(Variants(), ", ")+")")
+	sinkURL := fs.String("sink", "", "base URL of the effect sink the endpoint calls for each payment (required)")
+	return func(ctx context.Context, c harness.ServeConfig) error {
+		getenv := c.Getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		var callers []string
+		for _, tok := range strings.Split(getenv(CallersEnv), ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				callers = append(callers, tok)
+			}
+		}
+		switch {
+		case *sinkURL == "":
+			return errors.New("--profile http-idempotency needs --sink URL: the effect sink its payments call")
+		case len(callers) == 0:
+			return fmt.Errorf("--profile http-idempotency needs %s: the callers' bearer tokens, comma-separated", CallersEnv)
+		case c.TimeScale < 0:
+			return errors.New("--time-scale must be > 0")
+		}
+		db := c.DB
+		if db == "" {
+			db = "payments.db"
+		}
+		logger := c.Logger
+		if logger == nil {
+			logger = slog.New(slog.DiscardHandler)
+		}
+		srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: db, SinkURL: *sinkURL, Variant: *variant, Callers: callers,
+			TimeScale: c.TimeScale, Mutant: c.Mutant, Logger: logger})
+		if err != nil {
+			return err
+		}
+		return serveHandler(ctx, c, db, srv.Handler(), srv.Close, logger)
+	}
+}
+
+// serveHandler serves h on c.Addr until ctx ends, then finishes the
+// requests in flight (15 s at most) and closes the server.
+func serveHandler(ctx context.Context, c harness.ServeConfig, db string, h http.Handler, closeFn func() error, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		closeFn()
+		return err
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	if c.Ready != nil {
+		c.Ready("http://" + ln.Addr().String())
+	}
+	logger.Info("serving "+string(Name), "addr", ln.Addr().String(), "db", db, "mutant", c.Mutant)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var errs []error
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		if err := hs.Shutdown(sctx); err != nil {
+			logger.Warn("shutdown", "err", err)
+		}
+		cancel()
+	}
+	if err := closeFn(); err != nil {
+		errs = append(errs, fmt.Errorf("close: %w", err))
+	}
+	return errors.Join(errs...)
+}

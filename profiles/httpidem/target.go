@@ -1,0 +1,151 @@
+package httpidem
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/idscheck/idscheck/harness"
+)
+
+// SectionKey is the target file's key of the endpoint (Endpoint).
+const SectionKey = "http_idempotency"
+
+// sectionHelp is the schema of the section, for -h.
+const sectionHelp = `
+http_idempotency (--profile http-idempotency): the endpoint the target offers
+(docs/http-idempotency.md). What it leaves out makes the rules that need it
+N/A, with the reason. --variant overrides its variant.
+
+  field              value
+  variant            ietf (default), t0 or stripe: the text the endpoint follows (--variant)
+  method             the method of one request (default POST)
+  path               its absolute path, e.g. /v1/payments
+  body               the JSON object of one request; a string "{{unique}}" is replaced
+                     by a value no other request of the run uses
+  vary               members that, put over body, make another payload under the same key
+  invalid            members that, put over body, make a request the endpoint rejects
+  key                where the key travels: {"header": "Idempotency-Key"} (default) or
+                     {"body": "paymentRef"}
+  key_format         sf-string (an RFC 8941 String: the ietf default) or token
+  requires_key       true: a request without a key is refused
+  key_ttl_seconds    the published expiry of a key
+  id                 the member of a 2xx answer that names what was created
+  count              {"path": "/v1/payments?reference={{unique}}", "items": "data"}: a GET
+                     that lists what one request created
+  callers            [{"headers": {...}} or {"headers_env": {"Authorization": "VAR"}}, ...]:
+                     the headers of each authenticated caller, or the NAMEs of the
+                     variables holding them (the first caller is the main one; the
+                     rules on keys scoped to the caller need two)
+`
+
+// Section is the profile's part of the target description: the target
+// file's "http_idempotency" object and --variant. Its value is the
+// *Endpoint the target declares (its callers' headers_env resolved into
+// headers), as the file gave it (Defaults not applied), its variant
+// overridden by --variant; nil when neither was given. Its secrets are the
+// callers' header values (and the token of each "Bearer <token>").
+func Section() *harness.TargetSection {
+	return &harness.TargetSection{Key: SectionKey, Help: sectionHelp, Flags: sectionFlags}
+}
+
+// sectionFlags registers --variant; the function it returns merges the
+// file's section with it.
+func sectionFlags(fs *flag.FlagSet) func(raw json.RawMessage, getenv func(string) string) (any, []string, error) {
+	variant := fs.String("variant", "", "http-idempotency: the text the endpoint follows, ietf (default), t0 or stripe (http_idempotency.variant in the target file)")
+	return func(raw json.RawMessage, getenv func(string) string) (any, []string, error) {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "variant" })
+		e, err := ParseEndpoint(raw, getenv)
+		if err != nil {
+			return nil, nil, err
+		}
+		if given {
+			if e == nil {
+				e = &Endpoint{}
+			}
+			e.Variant = *variant
+		}
+		if e == nil {
+			return nil, nil, nil
+		}
+		d := *e
+		d.Defaults()
+		switch {
+		case !slices.Contains(Variants(), d.Variant) && given:
+			return nil, nil, fmt.Errorf("--variant is %q: want %s", d.Variant, strings.Join(Variants(), ", "))
+		case !slices.Contains(Variants(), d.Variant):
+			return nil, nil, fmt.Errorf("%q is %q: want %s", SectionKey+".variant", d.Variant, strings.Join(Variants(), ", "))
+		case d.Path != "":
+			if err := d.Validate(); err != nil {
+				return nil, nil, fmt.Errorf("%w (docs/http-idempotency.md)", err)
+			}
+		}
+		return e, e.Secrets(), nil
+	}
+}
+
+// envName is the name of an environment variable.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseEndpoint reads the target file's "http_idempotency" object (nil or
+// null: none, and a nil *Endpoint): every member must be one Endpoint
+// knows, and each caller's headers_env names a variable that getenv finds
+// set; its value becomes the header's.
+func ParseEndpoint(raw json.RawMessage, getenv func(string) string) (*Endpoint, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, nil
+	}
+	var e Endpoint
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, fmt.Errorf("%q: want a JSON %s, got a JSON %s", SectionKey+"."+te.Field, te.Type.Kind(), te.Value)
+		}
+		return nil, fmt.Errorf("%q: %v", SectionKey, err)
+	}
+	// Callers' headers named by variables: secrets stay out of files.
+	for i, c := range e.Callers {
+		for h, env := range c.HeadersEnv {
+			if !envName.MatchString(env) {
+				shown := env
+				if len(shown) > 4 {
+					shown = shown[:2] + "…"
+				}
+				return nil, fmt.Errorf("%q of caller %d is %q: want the NAME of an environment variable", "headers_env."+h, i+1, shown)
+			}
+			v := getenv(env)
+			if v == "" {
+				return nil, fmt.Errorf("%q of caller %d names $%s, which is not set (or empty)", "headers_env."+h, i+1, env)
+			}
+			if e.Callers[i].Headers == nil {
+				e.Callers[i].Headers = map[string]string{}
+			}
+			e.Callers[i].Headers[h] = v
+		}
+	}
+	return &e, nil
+}
+
+// Secrets lists the secrets of the description: every caller's header
+// values, and the token of each "<scheme> <token>" among them.
+func (e *Endpoint) Secrets() []string {
+	var out []string
+	for _, c := range e.Callers {
+		for _, v := range c.Headers {
+			out = append(out, v)
+			if _, tok, ok := strings.Cut(v, " "); ok {
+				out = append(out, tok)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
