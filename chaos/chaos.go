@@ -285,7 +285,7 @@ func (w *workload) run(ctx context.Context) (*Result, error) {
 	dropped := w.dropped
 	w.mu.Unlock()
 	sort.SliceStable(res.History.Ops, func(i, j int) bool { return res.History.Ops[i].Call < res.History.Ops[j].Call })
-	res.Series = series(res.History, time.Second)
+	res.Series = Series(res.History, time.Second)
 	var errs []error
 	if dropped > 0 {
 		errs = append(errs, fmt.Errorf("chaos: %d operations not recorded past the bound of %d", dropped, cfg.MaxOps))
@@ -320,8 +320,8 @@ func (w *workload) progress(ctx context.Context, done chan<- struct{}, tl *fault
 	}
 }
 
-// series buckets the history by return time.
-func series(h checker.History, width time.Duration) []Bucket {
+// Series buckets a history by return time, width wide.
+func Series(h checker.History, width time.Duration) []Bucket {
 	if len(h.Ops) == 0 {
 		return nil
 	}

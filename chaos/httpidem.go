@@ -113,7 +113,7 @@ func (c *HTTPIdemConfig) defaults() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	WorkloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.Fill()
 	return nil
 }
 
@@ -280,7 +280,7 @@ func (w *hiWorkload) run(ctx context.Context) (*HTTPIdemResult, error) {
 	if cfg.Sink != nil {
 		res.Ledger = w.ledger(reqs)
 	}
-	res.Series = series(res.History, time.Second)
+	res.Series = Series(res.History, time.Second)
 	res.Requests, res.Storms = len(reqs), int(w.storms.Load())
 	for _, c := range reqs {
 		c.mu.Lock()
@@ -517,7 +517,7 @@ func (w *hiWorkload) post(ctx context.Context, c *hiLogical) hiAnswer {
 	a := hiUnknown
 	if err == nil {
 		op.Output.Status = resp.Status
-		op.Output.Body = digest(resp.Body)
+		op.Output.Body = Digest(resp.Body)
 		switch st := resp.Status; {
 		case resp.Exchange.Err != "" || st >= 500:
 			op.Outcome = verdict.OutcomeUnknown // a body cut short, a server error: it may have happened
@@ -581,7 +581,7 @@ func (w *hiWorkload) drive(ctx context.Context, c *hiLogical, rnd *mrand.Rand) {
 		case hiRetryLater:
 			backoff = max(backoff, 20*time.Millisecond)
 		}
-		sleep(ctx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
+		Sleep(ctx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
@@ -627,7 +627,7 @@ func (w *hiWorkload) waitQuiet(ctx context.Context) {
 	last := len(w.cfg.Sink.AllCalls())
 	quietSince := time.Now()
 	for t := time.Now(); ctx.Err() == nil && time.Since(t) < 3*time.Second && time.Since(quietSince) < 300*time.Millisecond; {
-		sleep(ctx, 50*time.Millisecond)
+		Sleep(ctx, 50*time.Millisecond)
 		if n := len(w.cfg.Sink.AllCalls()); n != last {
 			last, quietSince = n, time.Now()
 		}
@@ -677,7 +677,7 @@ func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIde
 	path := strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", c.unique)
 	for try := 0; try < 5 && ctx.Err() == nil; try++ {
 		if try > 0 {
-			sleep(ctx, 100*time.Millisecond)
+			Sleep(ctx, 100*time.Millisecond)
 		}
 		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: h})
 		r.CountStatus, r.CountErr, r.Created = 0, "", nil
@@ -720,7 +720,7 @@ func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *checker.HTTPIde
 			}
 			if id == "" {
 				b, _ := json.Marshal(it)
-				id = "digest " + digest(b)
+				id = "digest " + Digest(b)
 			}
 			r.Created = append(r.Created, id)
 		}

@@ -51,9 +51,9 @@ func (w *workload) publishBody(key string, variant int) []byte {
 	return b
 }
 
-// digest returns a short digest of a JSON document in canonical form (or of
+// Digest returns a short digest of a JSON document in canonical form (or of
 // the raw bytes when they are not JSON).
-func digest(b []byte) string {
+func Digest(b []byte) string {
 	var v any
 	if json.Unmarshal(b, &v) == nil {
 		if c, err := json.Marshal(v); err == nil {
@@ -67,7 +67,7 @@ func digest(b []byte) string {
 // publish sends one publish attempt of key and records it. It returns the
 // HTTP status (0 when none) and the intent id.
 func (w *workload) publish(ctx context.Context, clientID int, key string, body []byte) (int, string) {
-	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: digest(body), MaxAttempts: maxAttempts}, Call: w.now()}
+	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: Digest(body), MaxAttempts: maxAttempts}, Call: w.now()}
 	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/intent",
 		Header: http.Header{"Idempotency-Key": {key}}, Body: body})
 	op.Return = w.now()
@@ -77,7 +77,7 @@ func (w *workload) publish(ctx context.Context, clientID int, key string, body [
 		return 0, ""
 	}
 	op.Output.Status = resp.Status
-	op.Output.Body = digest(resp.Body)
+	op.Output.Body = Digest(resp.Body)
 	if resp.Status == http.StatusCreated {
 		var r struct {
 			ID string `json:"id"`
@@ -107,7 +107,7 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 		// Publish no faster than the workers finish: a backlog that the
 		// drain cannot clear would leave work unjudged.
 		for ctx.Err() == nil && w.backlog() > int64(backlogPerWorker*w.cfg.Workers) {
-			sleep(ctx, 5*time.Millisecond)
+			Sleep(ctx, 5*time.Millisecond)
 		}
 		key := fmt.Sprintf("p%d-%d-%d", id, n, rnd.Uint32())
 		body := w.publishBody(key, 0)
@@ -117,7 +117,7 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 			if status != 0 && status < 500 && status != http.StatusTooManyRequests {
 				break
 			}
-			sleep(ctx, time.Duration(10+rnd.IntN(40))*time.Millisecond*time.Duration(1<<try))
+			Sleep(ctx, time.Duration(10+rnd.IntN(40))*time.Millisecond*time.Duration(1<<try))
 		}
 		if status == http.StatusCreated && rnd.IntN(100) < 5 {
 			w.publish(ctx, id, key, w.publishBody(key, 1))
@@ -176,7 +176,7 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 					return
 				}
 			}
-			sleep(drainCtx, time.Duration(5+rnd.IntN(20))*time.Millisecond)
+			Sleep(drainCtx, time.Duration(5+rnd.IntN(20))*time.Millisecond)
 			continue
 		}
 		emptySince = time.Time{}
@@ -195,12 +195,12 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
 		case p < 96:
 			// A worker that stalls past its lease: its token must be dead by now.
-			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			Sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
 			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
 		default:
 			// A worker that stalls past its lease and then tries to extend it:
 			// an expired lease must not be extended.
-			sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			Sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
 			ext := w.cfg.Lease / 6
 			w.lease(ctx, id, name, checker.OpExtend, c, &ext)
 			w.lease(ctx, id, name, checker.OpFulfill, c, nil)
@@ -337,7 +337,7 @@ func (w *workload) status(ctx context.Context, clientID int, id string) {
 		if op.Outcome == verdict.OutcomeOK {
 			return
 		}
-		sleep(ctx, 100*time.Millisecond)
+		Sleep(ctx, 100*time.Millisecond)
 	}
 }
 
@@ -367,7 +367,8 @@ func (s *publishStorm) Inject(ctx context.Context, rnd *rand.Rand, d time.Durati
 	return in, err
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Sleep waits for d, or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

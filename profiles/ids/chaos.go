@@ -12,7 +12,7 @@ import (
 	"github.com/idscheck/idscheck/sut/ids"
 )
 
-// IDSChaos is the IDS profile's chaos workload (chaos.RunIDS): logical
+// IDSChaos is the IDS profile's chaos workload (RunIDS): logical
 // commands over tenants and actors delivered at least once, storms of 200
 // and more identical envelopes, every unknown outcome retried with the same
 // envelope; effects counted at the harness's sink (which the sink's own
@@ -39,7 +39,7 @@ func IDSChaos() *harness.ChaosWorkload {
 }
 
 func runIDSChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
-	res, err := chaos.RunIDS(ctx, chaos.IDSConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
+	res, err := RunIDS(ctx, IDSConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {

@@ -1,9 +1,7 @@
-package chaos
+package ids
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
@@ -67,10 +66,10 @@ type IDSConfig struct {
 	DrainTimeout       time.Duration // after Duration: how long deliveries and the outbox may go on (default 15 s)
 	MaxOps             int           // bound on recorded operations (default 2,000,000)
 	// Recorder receives every operation (nil: one of MaxOps is made).
-	Recorder *Recorder
+	Recorder *chaos.Recorder
 	Logger   *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
 // IDSResult is everything an IDS chaos run recorded.
@@ -82,7 +81,7 @@ type IDSResult struct {
 	History  checker.History    `json:"-"`
 	Ledger   checker.Ledger     `json:"-"`
 	Keys     []checker.IDSKey   `json:"-"`
-	Series   []Bucket           `json:"series"`
+	Series   []chaos.Bucket     `json:"series"`
 	// Drained is true when every logical command reached a terminal answer
 	// (or was given up on its window) and every executed I3 command's
 	// effect reached the sink before the drain timeout.
@@ -104,65 +103,9 @@ func (c *IDSConfig) defaults() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	chaos.WorkloadKnobs{Duration: &c.Duration, TimeScale: &c.TimeScale, StormMin: &c.StormMin, StormMax: &c.StormMax,
+		RequestTimeout: &c.RequestTimeout, MaxOps: &c.MaxOps, Logger: &c.Logger, RunID: &c.RunID}.Fill()
 	return nil
-}
-
-// Recorder collects the operations of a run, bounded in count: past its
-// bound it drops them (and says how many), so a run is bounded in memory
-// whatever the load.
-type Recorder struct {
-	start    time.Time
-	max      int
-	mu       sync.Mutex
-	ops      []checker.Operation
-	dropped  int
-	recorded atomic.Int64
-	unknown  atomic.Int64
-}
-
-// NewRecorder returns a recorder of at most max operations whose times
-// count from start.
-func NewRecorder(start time.Time, max int) *Recorder {
-	return &Recorder{start: start, max: max}
-}
-
-// Now is the time of the run's clock: ns since its start.
-func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
-
-// Op records one operation.
-func (r *Recorder) Op(op checker.Operation) {
-	r.recorded.Add(1)
-	if op.Outcome == verdict.OutcomeUnknown {
-		r.unknown.Add(1)
-	}
-	r.mu.Lock()
-	if len(r.ops) < r.max {
-		r.ops = append(r.ops, op)
-	} else {
-		r.dropped++
-	}
-	r.mu.Unlock()
-}
-
-// Full reports that the bound is reached: every load loop stops there.
-func (r *Recorder) Full() bool { return r.recorded.Load() >= int64(r.max) }
-
-// Len is how many operations were recorded or dropped.
-func (r *Recorder) Len() int { return int(r.recorded.Load()) }
-
-// Unknown is how many had an unknown outcome.
-func (r *Recorder) Unknown() int { return int(r.unknown.Load()) }
-
-// History returns the recorded operations in call order, and how many were
-// dropped past the bound.
-func (r *Recorder) History() (checker.History, int) {
-	r.mu.Lock()
-	ops := append([]checker.Operation(nil), r.ops...)
-	dropped := r.dropped
-	r.mu.Unlock()
-	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
-	return checker.History{Ops: ops}, dropped
 }
 
 // The IDS binding's paths and headers (docs/ids-binding.md).
@@ -291,7 +234,7 @@ type idsWorkload struct {
 	cfg   IDSConfig
 	start time.Time
 	http  *client.Client
-	rec   *Recorder
+	rec   *chaos.Recorder
 	types []idsCommandType
 
 	mu       sync.Mutex
@@ -390,7 +333,7 @@ func (w *idsWorkload) readRegistry(ctx context.Context) ([]idsCommandType, error
 		if _, err = w.get(ctx, idsPathRegistry, &reg); err == nil {
 			break
 		}
-		sleep(ctx, 200*time.Millisecond)
+		chaos.Sleep(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("chaos ids: the registry: %w", err)
@@ -455,9 +398,9 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 	w.start = time.Now()
 	w.rec = cfg.Recorder
 	if w.rec == nil {
-		w.rec = NewRecorder(w.start, cfg.MaxOps)
+		w.rec = chaos.NewRecorder(w.start, cfg.MaxOps)
 	}
-	w.start = w.rec.start
+	w.start = w.rec.Start()
 	res := &IDSResult{Start: w.start, Schedule: schedule}
 	for _, t := range w.types {
 		res.Commands = append(res.Commands, t.Name)
@@ -514,7 +457,7 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 	var dropped int
 	res.History, dropped = w.rec.History()
 	res.Ledger = w.ledger()
-	res.Series = series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	var errs []error
 	if dropped > 0 {
 		errs = append(errs, fmt.Errorf("chaos ids: %d operations not recorded past the bound of %d", dropped, cfg.MaxOps))
@@ -541,7 +484,7 @@ func (w *idsWorkload) progress(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
 			Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
 		p.Phase, _ = w.phase.Load().(string)
 		p.Fault, _ = w.fault.Load().(string)
@@ -733,7 +676,7 @@ func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsA
 	a := idsAnswer{}
 	if err == nil {
 		op.Output.Status = resp.Status
-		op.Output.Body = digest(resp.Body)
+		op.Output.Body = chaos.Digest(resp.Body)
 		var b idsBody
 		json.Unmarshal(resp.Body, &b)
 		op.Output.ID = b.CommandID
@@ -824,12 +767,12 @@ func (w *idsWorkload) drive(loadCtx, drainCtx context.Context, c *idsLogical, rn
 				continue // resend to get the outcome
 			}
 		case op.Outcome == verdict.OutcomeOK && op.Output.Status == http.StatusTooManyRequests:
-			sleep(drainCtx, min(a.retryIn, 2*time.Second)+time.Duration(rnd.IntN(50))*time.Millisecond)
+			chaos.Sleep(drainCtx, min(a.retryIn, 2*time.Second)+time.Duration(rnd.IntN(50))*time.Millisecond)
 			continue
 		case op.Outcome == verdict.OutcomeOK && op.Output.Status < 500:
 			return // refused outright (400, 401, 403, 409, 422 problem): resending changes nothing
 		}
-		sleep(drainCtx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
+		chaos.Sleep(drainCtx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
@@ -849,7 +792,7 @@ func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string,
 	}
 	wait := 10 * time.Millisecond
 	for i := 0; i < idsMaxPolls && ctx.Err() == nil && !w.rec.Full(); i++ {
-		sleep(ctx, wait+time.Duration(rnd.Int64N(int64(wait))))
+		chaos.Sleep(ctx, wait+time.Duration(rnd.Int64N(int64(wait))))
 		wait = min(2*wait, 300*time.Millisecond)
 		op := checker.Operation{ClientID: int(w.clientID.Add(1)), Kind: checker.OpStatus, Key: c.recKey, KeyID: c.tenant, Call: w.rec.Now()}
 		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: w.header()})
@@ -955,13 +898,13 @@ func (w *idsWorkload) waitOutbox(ctx context.Context) bool {
 		if missing == 0 {
 			break
 		}
-		sleep(ctx, 50*time.Millisecond)
+		chaos.Sleep(ctx, 50*time.Millisecond)
 	}
 	// Quiet: no new sink call for 300 ms (at most 3 s).
 	last := len(w.cfg.Sink.AllCalls())
 	quietSince := time.Now()
 	for t := time.Now(); ctx.Err() == nil && time.Since(t) < 3*time.Second && time.Since(quietSince) < 300*time.Millisecond; {
-		sleep(ctx, 50*time.Millisecond)
+		chaos.Sleep(ctx, 50*time.Millisecond)
 		if n := len(w.cfg.Sink.AllCalls()); n != last {
 			last, quietSince = n, time.Now()
 		}
@@ -1000,7 +943,7 @@ func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
 					if st != 0 && st < 500 {
 						break
 					}
-					sleep(ctx, 100*time.Millisecond)
+					chaos.Sleep(ctx, 100*time.Millisecond)
 				}
 				out[i] = k
 			}
@@ -1080,55 +1023,4 @@ func (t idsTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration
 	t.w.fault.Store(t.Name())
 	defer t.w.fault.Store("")
 	return t.Fault.Inject(ctx, rnd, d)
-}
-
-// randomHex returns n random bytes in hex (not from the seed: for names
-// that must not repeat across runs).
-// workloadKnobs are the settings every chaos workload shares; fill gives
-// each its default: 30 s, real time, storms of 200 to 300 (at most
-// faults.MaxStorm), 2 s per request, 2,000,000 operations recorded, a
-// silent logger, a random run ID.
-type workloadKnobs struct {
-	Duration           *time.Duration
-	TimeScale          *float64
-	StormMin, StormMax *int
-	RequestTimeout     *time.Duration
-	MaxOps             *int
-	Logger             **slog.Logger
-	RunID              *string
-}
-
-func (k workloadKnobs) fill() {
-	if *k.Duration <= 0 {
-		*k.Duration = 30 * time.Second
-	}
-	if *k.TimeScale <= 0 {
-		*k.TimeScale = 1
-	}
-	if *k.StormMin <= 0 {
-		*k.StormMin = 200
-	}
-	if *k.StormMax < *k.StormMin {
-		*k.StormMax = max(*k.StormMin, 300)
-	}
-	*k.StormMax = min(*k.StormMax, faults.MaxStorm)
-	*k.StormMin = min(*k.StormMin, *k.StormMax)
-	if *k.RequestTimeout <= 0 {
-		*k.RequestTimeout = 2 * time.Second
-	}
-	if *k.MaxOps <= 0 {
-		*k.MaxOps = 2_000_000
-	}
-	if *k.Logger == nil {
-		*k.Logger = slog.New(slog.DiscardHandler)
-	}
-	if *k.RunID == "" {
-		*k.RunID = randomHex(3)
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

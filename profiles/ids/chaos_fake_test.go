@@ -1,4 +1,4 @@
-package chaos_test
+package ids_test
 
 import (
 	"bytes"
