@@ -9,15 +9,16 @@ import (
 )
 
 // OpKind names what one operation of a history did. The names are the
-// Intent Protocol's (seed 004 §7); IDS and ATP requests that create a unit of
-// work under an idempotency key are recorded as OpPublish.
+// Intent Protocol's (seed 004 §7); other profiles' requests that create a
+// unit of work under an idempotency key are recorded as OpPublish.
 type OpKind string
 
 const (
 	// OpPublish creates a unit of work under an idempotency key: POST /intent
 	// with Idempotency-Key (Key = the idempotency key, Input.Body = digest of
-	// the canonical body, Output.ID = the intent id returned). For IDS and ATP
-	// it is the keyed request whose effect lands at the sink; for ATP the Key
+	// the canonical body, Output.ID = the intent id returned). For a profile
+	// whose effects land at the harness's sink it is the keyed request whose
+	// effect lands there; for ATP the Key
 	// is "intent_id/idempotency_key".
 	OpPublish OpKind = "publish"
 	// OpClaim is POST /claim. Key = the intent id claimed (empty when the

@@ -6,7 +6,7 @@ import (
 )
 
 // checkIdempotency runs the named idempotency-record checks over the publishes
-// of one key (seed 004 §7.2; IDS outcome replay; ATP key uniqueness): the
+// of one key (seed 004 §7.2; ATP key uniqueness; any profile's outcome replay): the
 // first accepted body fixes the response, the same body replays it, another
 // body is a conflict. It reports whether it found anything.
 func (c *check) checkIdempotency(key string, idx []int) bool {

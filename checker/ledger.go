@@ -8,8 +8,8 @@ import (
 )
 
 // Effect is one side effect observed where it lands: for the Intent Protocol
-// an execution of an intent by one of the harness's workers, for IDS and ATP
-// one call to the harness-hosted effect sink. Key is the unit of work the
+// an execution of an intent by one of the harness's workers, for a profile
+// whose target calls the harness-hosted effect sink one call to it. Key is the unit of work the
 // effect belongs to, spelled as the publishing operation's Key (the
 // idempotency key the publisher used; the workload carries it in the payload
 // so a worker can tell), so effects and publishes meet on it.
