@@ -258,7 +258,7 @@ func httpIdemResult(op *Operation) string {
 
 func describeHTTPIdemOp(op *Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, fmtNs(op.Call))
+	fmt.Fprintf(&b, "POST by client %d at %s", op.ClientID, FormatNs(op.Call))
 	if op.Effective() == verdict.OutcomeUnknown {
 		if op.Output.Status != 0 {
 			fmt.Fprintf(&b, " → %d (unknown outcome)", op.Output.Status)
@@ -271,7 +271,7 @@ func describeHTTPIdemOp(op *Operation) string {
 	if httpIdem2xx(op) {
 		b.WriteString(" " + httpIdemResult(op))
 	}
-	fmt.Fprintf(&b, " (returned %s)", fmtNs(op.Return))
+	fmt.Fprintf(&b, " (returned %s)", FormatNs(op.Return))
 	return b.String()
 }
 
@@ -443,7 +443,7 @@ func (r *httpIdemRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 	}
 	if r.rec.Sink {
-		for _, k := range sortedKeys(r.effects) {
+		for _, k := range SortedKeys(r.effects) {
 			if known[k] {
 				continue
 			}
@@ -596,7 +596,7 @@ func HTTPIdemReplayDecide(ops []Operation) (ok bool, why string, evidence []Oper
 	}
 	if late != nil {
 		return false, fmt.Sprintf("a delivery sent %s after the result %s had been answered got %d instead of that result: a retry after the original completed gets its result",
-			fmtNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []Operation{*firstRet, *late}
+			FormatNs(late.Call-firstRet.Return), describeHTTPIdemOp(firstRet), late.Output.Status), []Operation{*firstRet, *late}
 	}
 	return true, "", nil
 }
@@ -658,7 +658,7 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 	for i := range r.rec.Requests {
 		names[r.rec.Requests[i].Key] = &r.rec.Requests[i]
 	}
-	for _, k := range sortedKeys(r.byKey) {
+	for _, k := range SortedKeys(r.byKey) {
 		idx := r.byKey[k]
 		mc.Partitions++
 		mc.Ops += len(idx)
@@ -681,7 +681,7 @@ func (r *httpIdemRun) checkReplay() ModelCheck {
 		ok, why, ev := HTTPIdemReplayDecide(ops)
 		res := porcupine.Ok
 		if ok {
-			res = porcupine.CheckOperationsTimeout(pm, porcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
+			res = porcupine.CheckOperationsTimeout(pm, PorcupineOps(nil, r.h.Ops, httpIdemReduce(r.h.Ops, idx), false), r.opts.Timeout)
 		}
 		switch {
 		case ok && res == porcupine.Ok:

@@ -306,8 +306,8 @@ func TestHTTPIdemReplayDecisionAgreesWithPorcupine(t *testing.T) {
 		for i := range idx {
 			idx[i] = i
 		}
-		full := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
-		reduced := porcupine.CheckOperations(pm, porcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
+		full := porcupine.CheckOperations(pm, PorcupineOps(nil, ops, idx, false))
+		reduced := porcupine.CheckOperations(pm, PorcupineOps(nil, ops, httpIdemReduce(ops, idx), false))
 		ok, why, _ := HTTPIdemReplayDecide(ops)
 		if full != ok || reduced != ok {
 			t.Fatalf("history %d: porcupine %t, reduced %t, decision %t (%s)\n%+v", n, full, reduced, ok, why, ops)

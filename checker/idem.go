@@ -28,7 +28,7 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 				c.add(Anomaly{
 					Kind: IdempotencyViolation, Key: key,
 					Explanation: fmt.Sprintf("key %s was accepted with two different bodies (%s and %s): once a body is recorded under a key, a different body must be refused with %d",
-						key, short(first.Input.Body), short(op.Input.Body), c.opts.ConflictStatus),
+						key, Abbreviate(first.Input.Body), Abbreviate(op.Input.Body), c.opts.ConflictStatus),
 					Ops: []Operation{*first, *op},
 				})
 				return true
@@ -79,7 +79,7 @@ func describeResp(op *Operation) string {
 		s += " id " + op.Output.ID
 	}
 	if op.Output.Body != "" {
-		s += " body " + short(op.Output.Body)
+		s += " body " + Abbreviate(op.Output.Body)
 	}
 	return s
 }

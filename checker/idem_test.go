@@ -38,7 +38,7 @@ func TestIdemDecideMatchesPorcupine(t *testing.T) {
 			ops[i], idx[i] = op, i
 		}
 		got, why := env.idemDecide(ops, idx)
-		want := porcupine.CheckOperations(model, porcupineOps(nil, ops, idx, false))
+		want := porcupine.CheckOperations(model, PorcupineOps(nil, ops, idx, false))
 		if got != want {
 			t.Fatalf("iteration %d: idemDecide %v (%s), porcupine %v, ops:\n%s", iter, got, why, want, dumpOps(ops))
 		}
@@ -56,7 +56,7 @@ func TestIdemDecideMatchesPorcupine(t *testing.T) {
 func dumpOps(ops []Operation) string {
 	s := ""
 	for _, op := range ops {
-		s += describeOp(&op) + " [" + itoa(int(op.Call)) + ", " + itoa(int(op.Return)) + "] " + string(op.Outcome) + "\n"
+		s += DescribeOp(&op) + " [" + itoa(int(op.Call)) + ", " + itoa(int(op.Return)) + "] " + string(op.Outcome) + "\n"
 	}
 	return s
 }

@@ -216,7 +216,7 @@ func (c *check) beforeCreation(key string, l *leaseOps, b *IntentBounds) {
 	c.add(Anomaly{
 		Kind: Unexpected, Key: key,
 		Explanation: fmt.Sprintf("intent %s existed at %s (%s), %s: an intent exists only once a publish created it",
-			key, ms(first.Return), describeOp(first), why),
+			key, ms(first.Return), DescribeOp(first), why),
 		Ops: []Operation{*first},
 	})
 }
@@ -245,7 +245,7 @@ func (c *check) doubleLease(key string, l *leaseOps) {
 				Kind: DoubleLease, Key: key,
 				Explanation: fmt.Sprintf("intent %s was claimed twice with leases that certainly overlap: the claim of token %s (lease %s) took effect no earlier than %s, "+
 					"so its lease could not end before %s, yet the claim of token %s took effect by %s: two workers held it at once",
-					key, short(a.Output.Token), ms(a.Output.LeaseNs), ms(l.tLo[i]), ms(l.endsFrom(i)), short(b.Output.Token), ms(b.Return)),
+					key, Abbreviate(a.Output.Token), ms(a.Output.LeaseNs), ms(l.tLo[i]), ms(l.endsFrom(i)), Abbreviate(b.Output.Token), ms(b.Return)),
 				Ops: []Operation{*a, *b},
 			})
 			return
@@ -262,7 +262,7 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 		if why, ev := l.stale(m); why != "" {
 			c.add(Anomaly{
 				Kind: StaleTokenAccepted, Key: key,
-				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, %s", m.Kind, key, short(m.Input.Token), why),
+				Explanation: fmt.Sprintf("%s of intent %s succeeded with token %s, %s", m.Kind, key, Abbreviate(m.Input.Token), why),
 				Ops:         append(ev, *m),
 			})
 			return
@@ -297,7 +297,7 @@ func (c *check) staleToken(key string, l *leaseOps, hidden []int64) {
 				whys = nil
 				break
 			}
-			whys = append(whys, fmt.Sprintf("the fulfill with token %s (%s) %s", short(f.Input.Token), f.Effective(), why))
+			whys = append(whys, fmt.Sprintf("the fulfill with token %s (%s) %s", Abbreviate(f.Input.Token), f.Effective(), why))
 			ev = append(append(ev, e...), *f)
 		}
 		if whys == nil {
@@ -330,7 +330,7 @@ func (l *leaseOps) stale(m *Operation) (string, []Operation) {
 	for bi, b := range l.claims {
 		if bi != ai && b.Output.Token != a.Output.Token && l.before(ai, bi) && b.Return < m.Call {
 			return fmt.Sprintf("but a later claim had already replaced it with token %s (that claim returned at %s, the %s was called at %s): a superseded token must get 404",
-				short(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)), []Operation{*a, *b}
+				Abbreviate(b.Output.Token), ms(b.Return), m.Kind, ms(m.Call)), []Operation{*a, *b}
 		}
 	}
 	if a.Output.LeaseNs <= 0 {

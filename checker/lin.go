@@ -78,11 +78,12 @@ func partitions(ops []Operation) []part {
 	return parts
 }
 
-// porcupineOps converts one partition for porcupine. An operation with an
-// unknown outcome returns after everything else in its partition: it may
-// take effect at any instant after its call, or never (the models always
-// allow "never").
-func porcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bool) []porcupine.Operation {
+// PorcupineOps converts the operations idx of ops (one partition) for
+// porcupine, with their descriptions as metadata when meta is set. An
+// operation with an unknown outcome returns after everything else in its
+// partition: it may take effect at any instant after its call, or never
+// (the models always allow "never").
+func PorcupineOps(out []porcupine.Operation, ops []Operation, idx []int, meta bool) []porcupine.Operation {
 	var end int64
 	for _, i := range idx {
 		end = max(end, ops[i].Return)
@@ -162,7 +163,7 @@ func (c *check) decideParts(parts []part, todo, suspect []bool, env *modelEnv) [
 		if !pending[i] {
 			continue
 		}
-		all[i] = porcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
+		all[i] = PorcupineOps(backing[:len(p.ops):len(p.ops)], ops, p.ops, false)
 		backing = backing[len(p.ops):]
 	}
 	// porcupine's Partition ignores the (empty) flat history it is given:

@@ -68,7 +68,7 @@ func (e *modelEnv) porcupineModel() porcupine.Model {
 			x, y := a.(lmState), b.(lmState)
 			return setEqual(x.idem, y.idem) && setEqual(x.lease, y.lease)
 		},
-		DescribeOperation: func(input, output any) string { return describeOp(input.(*Operation)) },
+		DescribeOperation: func(input, output any) string { return DescribeOp(input.(*Operation)) },
 		DescribeState:     func(state any) string { return describeState(state.(lmState)) },
 		DescribeOperationMetadata: func(info any) string {
 			if s, ok := info.(string); ok {
@@ -147,27 +147,29 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-func short(s string) string {
+// Abbreviate shortens an ID or a digest to its first 8 characters (and an
+// ellipsis) for a one-line rendering.
+func Abbreviate(s string) string {
 	if len(s) > 10 {
 		return s[:8] + "…"
 	}
 	return s
 }
 
-// describeOp renders one operation for porcupine's visualization.
-func describeOp(op *Operation) string {
+// DescribeOp renders one operation for porcupine's visualization.
+func DescribeOp(op *Operation) string {
 	var b strings.Builder
 	switch op.Kind {
 	case OpPublish:
-		fmt.Fprintf(&b, "publish(%s, body %s)", op.Key, short(op.Input.Body))
+		fmt.Fprintf(&b, "publish(%s, body %s)", op.Key, Abbreviate(op.Input.Body))
 	case OpClaim:
 		b.WriteString("claim()")
 	case OpExtend:
-		fmt.Fprintf(&b, "extend(%s, tok %s, +%dms)", short(op.Key), short(op.Input.Token), op.Input.ExtendNs/1e6)
+		fmt.Fprintf(&b, "extend(%s, tok %s, +%dms)", Abbreviate(op.Key), Abbreviate(op.Input.Token), op.Input.ExtendNs/1e6)
 	case OpFulfill, OpFail:
-		fmt.Fprintf(&b, "%s(%s, tok %s)", op.Kind, short(op.Key), short(op.Input.Token))
+		fmt.Fprintf(&b, "%s(%s, tok %s)", op.Kind, Abbreviate(op.Key), Abbreviate(op.Input.Token))
 	case OpStatus:
-		fmt.Fprintf(&b, "status(%s)", short(op.Key))
+		fmt.Fprintf(&b, "status(%s)", Abbreviate(op.Key))
 	}
 	b.WriteString(" → ")
 	switch op.Effective() {
@@ -179,11 +181,11 @@ func describeOp(op *Operation) string {
 	switch op.Kind {
 	case OpPublish:
 		if op.Output.ID != "" {
-			fmt.Fprintf(&b, " id %s", short(op.Output.ID))
+			fmt.Fprintf(&b, " id %s", Abbreviate(op.Output.ID))
 		}
 	case OpClaim:
 		if op.Effective() == verdict.OutcomeOK {
-			fmt.Fprintf(&b, " %s tok %s attempt %d lease %dms", short(op.Output.ID), short(op.Output.Token), op.Output.Attempts, op.Output.LeaseNs/1e6)
+			fmt.Fprintf(&b, " %s tok %s attempt %d lease %dms", Abbreviate(op.Output.ID), Abbreviate(op.Output.Token), op.Output.Attempts, op.Output.LeaseNs/1e6)
 		}
 	case OpStatus:
 		if op.Output.State != "" {
@@ -200,15 +202,15 @@ func describeState(s lmState) string {
 		case !st.has:
 			parts = append(parts, "no record")
 		case !st.respKnown:
-			parts = append(parts, fmt.Sprintf("body %s, response unseen", short(st.body)))
+			parts = append(parts, fmt.Sprintf("body %s, response unseen", Abbreviate(st.body)))
 		default:
-			parts = append(parts, fmt.Sprintf("body %s → %d id %s", short(st.body), st.status, short(st.id)))
+			parts = append(parts, fmt.Sprintf("body %s → %d id %s", Abbreviate(st.body), st.status, Abbreviate(st.id)))
 		}
 	}
 	for _, st := range s.lease {
 		p := phaseNames[st.phase]
 		if st.phase == phaseClaimed {
-			tok := short(st.token)
+			tok := Abbreviate(st.token)
 			if st.token == unknownToken {
 				tok = "(lost answer)"
 			}
@@ -252,7 +254,7 @@ func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) 
 			if first == nil {
 				first = op
 			} else if op.Input.Body != first.Input.Body {
-				return false, fmt.Sprintf("two different bodies were accepted (%s and %s)", short(first.Input.Body), short(op.Input.Body))
+				return false, fmt.Sprintf("two different bodies were accepted (%s and %s)", Abbreviate(first.Input.Body), Abbreviate(op.Input.Body))
 			} else if op.Output.Status != first.Output.Status || op.Output.ID != first.Output.ID || op.Output.Body != first.Output.Body {
 				return false, fmt.Sprintf("the same body got two responses (%s and %s)", describeResp(first), describeResp(op))
 			}
@@ -272,7 +274,7 @@ func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) 
 		return true, ""
 	}
 	if first != nil && conflictBodies[first.Input.Body] {
-		return false, fmt.Sprintf("a request with the accepted body %s was refused as a conflict", short(first.Input.Body))
+		return false, fmt.Sprintf("a request with the accepted body %s was refused as a conflict", Abbreviate(first.Input.Body))
 	}
 	for _, i := range idx {
 		x := &ops[i]
@@ -288,5 +290,5 @@ func (e *modelEnv) idemDecide(ops []Operation, idx []int) (ok bool, why string) 
 			return true, ""
 		}
 	}
-	return false, fmt.Sprintf("%s returned at %s, before any request that could have created the record it answers from had been sent", describeOp(min1), ms(min1.Return))
+	return false, fmt.Sprintf("%s returned at %s, before any request that could have created the record it answers from had been sent", DescribeOp(min1), ms(min1.Return))
 }

@@ -331,7 +331,7 @@ func (c *check) stuck(p part, env *modelEnv) string {
 		return ""
 	}
 	model := env.porcupineModel()
-	pops := porcupineOps(nil, c.h.Ops, p.ops, false)
+	pops := PorcupineOps(nil, c.h.Ops, p.ops, false)
 	res, info := porcupine.CheckOperationsVerbose(model, pops, c.opts.Timeout)
 	if res != porcupine.Illegal {
 		return ""
@@ -372,5 +372,5 @@ func (c *check) stuck(p part, env *modelEnv) string {
 		state = next
 	}
 	return fmt.Sprintf(": the longest order it accepts places %d of them, after which the intent can only be %s; it cannot place %s, called at %s",
-		len(longest), describeState(state.(lmState)), describeOp(first), ms(first.Call))
+		len(longest), describeState(state.(lmState)), DescribeOp(first), ms(first.Call))
 }

@@ -39,7 +39,7 @@ func (r Report) Visualize(w io.Writer) error {
 		for i := range idx {
 			idx[i] = i
 		}
-		pops := porcupineOps(nil, p.Ops, idx, true)
+		pops := PorcupineOps(nil, p.Ops, idx, true)
 		// porcupine draws one lane per client id, numbered from zero; a
 		// client whose operation had an unknown outcome continues on a
 		// fresh lane, since that operation may still be pending.
@@ -84,7 +84,7 @@ func (r Report) Visualize(w io.Writer) error {
 		}
 		notes = append(notes, porcupine.Annotation{Tag: "anomaly: " + string(a.Kind), Start: start, End: end, Description: string(a.Kind), Details: a.Explanation, BackgroundColor: "#f8d7da"})
 		for _, e := range a.Effects {
-			notes = append(notes, porcupine.Annotation{Tag: "effects", Start: e.At, Description: "effect " + short(e.Key), Details: fmt.Sprintf("effect of %s by %s (intent %s, token %s)", e.Key, e.Worker, e.Intent, e.Token)})
+			notes = append(notes, porcupine.Annotation{Tag: "effects", Start: e.At, Description: "effect " + Abbreviate(e.Key), Details: fmt.Sprintf("effect of %s by %s (intent %s, token %s)", e.Key, e.Worker, e.Intent, e.Token)})
 		}
 	}
 	info.AddAnnotations(notes)

@@ -35,8 +35,8 @@ import (
 // processing) retried with the same envelope until a terminal answer or the
 // drain's end. It records every request into a checker.History, every
 // effect the harness's sink performed into a checker.Ledger, and, after the
-// drain, GET /evidence of every key (checker.IDSKey). It judges nothing:
-// checker.CheckIDS does.
+// drain, GET /evidence of every key (IDSKey). It judges nothing:
+// CheckIDS does.
 
 // IDSConfig is one IDS chaos run.
 type IDSConfig struct {
@@ -80,7 +80,7 @@ type IDSResult struct {
 	Timeline []faults.Injection `json:"timeline"`
 	History  checker.History    `json:"-"`
 	Ledger   checker.Ledger     `json:"-"`
-	Keys     []checker.IDSKey   `json:"-"`
+	Keys     []IDSKey           `json:"-"`
 	Series   []chaos.Bucket     `json:"series"`
 	// Drained is true when every logical command reached a terminal answer
 	// (or was given up on its window) and every executed I3 command's
@@ -913,11 +913,11 @@ func (w *idsWorkload) waitOutbox(ctx context.Context) bool {
 }
 
 // readEvidence reads GET /evidence of every key (a few tries each).
-func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
+func (w *idsWorkload) readEvidence(ctx context.Context) []IDSKey {
 	w.mu.Lock()
 	cmds := append([]*idsLogical(nil), w.logical...)
 	w.mu.Unlock()
-	out := make([]checker.IDSKey, len(cmds))
+	out := make([]IDSKey, len(cmds))
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	for range min(16, max(1, len(cmds))) {
@@ -928,11 +928,11 @@ func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
 					return
 				}
 				c := cmds[i]
-				k := checker.IDSKey{Key: c.recKey, Command: c.typ.Name, External: c.typ.External()}
+				k := IDSKey{Key: c.recKey, Command: c.typ.Name, External: c.typ.External()}
 				q := url.Values{"tenant_id": {c.tenant}, "idempotency_key": {c.key}}
 				for try := 0; try < 5 && ctx.Err() == nil; try++ {
 					var body struct {
-						Evidence []checker.IDSEvidenceItem `json:"evidence"`
+						Evidence []IDSEvidenceItem `json:"evidence"`
 					}
 					st, err := w.get(ctx, idsPathEvidence+"?"+q.Encode(), &body)
 					k.EvidenceStatus, k.Evidence, k.EvidenceErr = st, body.Evidence, ""
@@ -952,7 +952,7 @@ func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
 	wg.Wait()
 	for i := range out {
 		if out[i].Key == "" { // not reached: ctx ended
-			out[i] = checker.IDSKey{Key: cmds[i].recKey, Command: cmds[i].typ.Name, External: cmds[i].typ.External(), EvidenceErr: "not read: out of time"}
+			out[i] = IDSKey{Key: cmds[i].recKey, Command: cmds[i].typ.Name, External: cmds[i].typ.External(), EvidenceErr: "not read: out of time"}
 		}
 	}
 	return out

@@ -57,7 +57,7 @@ func runIDS(t *testing.T, e *idsEnv, seed uint64, d time.Duration, fs []faults.F
 	if err != nil {
 		t.Fatalf("RunIDS: %v", err)
 	}
-	return res, checker.CheckIDS(res.History, res.Ledger, res.Keys, checker.IDSOptions{Undrained: !res.Drained})
+	return res, ids.CheckIDS(res.History, res.Ledger, res.Keys, ids.IDSOptions{Undrained: !res.Drained})
 }
 
 // TestIDSCleanTargetUnderFaultsHasNoAnomaly: a correct target under lost
@@ -119,11 +119,11 @@ func TestIDSMutantsAreCaught(t *testing.T) {
 			e := startIDS(t, m)
 			fs := []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
 			_, rep := runIDS(t, e, 5, 1500*time.Millisecond, fs)
-			if rep.Verdict() != verdict.Fail || rep.Counts[checker.IDSEffects] == 0 {
+			if rep.Verdict() != verdict.Fail || rep.Counts[ids.IDSEffects] == 0 {
 				t.Fatalf("verdict %s, counts %v: want IDS-V duplicated effects", rep.Verdict(), rep.Counts)
 			}
 			for _, a := range rep.Anomalies {
-				if a.Kind == checker.IDSEffects && (!strings.Contains(a.Explanation, "eff_") || len(a.Effects) < 2 || len(a.Ops) == 0) {
+				if a.Kind == ids.IDSEffects && (!strings.Contains(a.Explanation, "eff_") || len(a.Effects) < 2 || len(a.Ops) == 0) {
 					t.Fatalf("the anomaly must name the effects and the operations: %+v", a)
 				}
 			}
