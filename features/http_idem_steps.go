@@ -138,7 +138,7 @@ func (w *httpWorld) describe() error {
 	e := *ep
 	e.Defaults()
 	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errRunnerBug, err)
+		return fmt.Errorf("%w: %v", ErrRunnerBug, err)
 	}
 	w.ep = &e
 	if w.env.Sink != nil {
@@ -219,7 +219,7 @@ func (w *httpWorld) secondCaller(alias, of string) error {
 func (w *httpWorld) req(alias string) (*httpRequest, error) {
 	r, ok := w.reqs[alias]
 	if !ok {
-		return nil, fmt.Errorf("%w: no request %q in this scenario", errRunnerBug, alias)
+		return nil, fmt.Errorf("%w: no request %q in this scenario", ErrRunnerBug, alias)
 	}
 	return r, nil
 }
@@ -273,7 +273,7 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 		case w.ep.KeyFormat == "sf-string":
 			v, ok := httpidem.SFString(r.key)
 			if !ok {
-				return client.Request{}, fmt.Errorf("%w: key %q is no sf-string", errRunnerBug, r.key)
+				return client.Request{}, fmt.Errorf("%w: key %q is no sf-string", ErrRunnerBug, r.key)
 			}
 			h.Set(w.ep.Key.Header, v)
 		default:
@@ -416,7 +416,7 @@ func (w *httpWorld) waitHalfDay(ctx context.Context) error {
 	if d > w.env.Budget {
 		return NotApplicable(fmt.Sprintf("half of 24 hours lasts %v at this time scale, beyond the budget of %v (give --time-scale)", d, w.env.Budget))
 	}
-	sleepCtx(ctx, d)
+	Sleep(ctx, d)
 	return ctx.Err()
 }
 

@@ -130,7 +130,7 @@ func (w *intentWorld) unsigned(ctx context.Context, method, path string) error {
 
 func (w *intentWorld) statusCode(want int) error {
 	if w.last == nil || w.last.Status != want {
-		return Mismatch(fmt.Sprintf("status %d", want), describe(w.last))
+		return Mismatch(fmt.Sprintf("status %d", want), Describe(w.last))
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (w *intentWorld) errorWith(status int, code string) error {
 		return err
 	}
 	if got != code {
-		return Mismatch(fmt.Sprintf(`%d {"error": {"code": %q, …}}`, status, code), describe(w.last))
+		return Mismatch(fmt.Sprintf(`%d {"error": {"code": %q, …}}`, status, code), Describe(w.last))
 	}
 	return nil
 }
@@ -155,14 +155,14 @@ func (w *intentWorld) errorPrefix(prefix string) error {
 		return err
 	}
 	if !strings.HasPrefix(got, prefix) {
-		return Mismatch(fmt.Sprintf("an error code starting with %q", prefix), describe(w.last))
+		return Mismatch(fmt.Sprintf("an error code starting with %q", prefix), Describe(w.last))
 	}
 	return nil
 }
 
 func (w *intentWorld) jsonError() error {
 	if w.last == nil || w.last.Status < 400 {
-		return Mismatch("an error status", describe(w.last))
+		return Mismatch("an error status", Describe(w.last))
 	}
 	_, err := checkErrorShape(w.last)
 	return err
@@ -174,7 +174,7 @@ func (w *intentWorld) headerIs(name, value string) error {
 		if w.last != nil {
 			got = w.last.Header.Get(name)
 		}
-		return Mismatch(fmt.Sprintf("%s: %s", name, value), fmt.Sprintf("%s: %q on %s", name, got, describe(w.last)))
+		return Mismatch(fmt.Sprintf("%s: %s", name, value), fmt.Sprintf("%s: %q on %s", name, got, Describe(w.last)))
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (w *intentWorld) headerContains(name, value string) error {
 		if w.last != nil {
 			got = w.last.Header.Get(name)
 		}
-		return Mismatch(fmt.Sprintf("%s containing %q", name, value), fmt.Sprintf("%s: %q on %s", name, got, describe(w.last)))
+		return Mismatch(fmt.Sprintf("%s containing %q", name, value), fmt.Sprintf("%s: %q on %s", name, got, Describe(w.last)))
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ func (w *intentWorld) bodyContains(s string) error {
 		return err
 	}
 	if w.last == nil || !strings.Contains(string(w.last.Body), v) {
-		return Mismatch(fmt.Sprintf("a body containing %q", v), describe(w.last))
+		return Mismatch(fmt.Sprintf("a body containing %q", v), Describe(w.last))
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func (w *intentWorld) fieldIs(path, literal string) error {
 	}
 	gb, _ := json.Marshal(got)
 	if !ok || !sameJSON(gb, []byte(lit)) {
-		return Mismatch(fmt.Sprintf("%q: %s", path, lit), describe(w.last))
+		return Mismatch(fmt.Sprintf("%q: %s", path, lit), Describe(w.last))
 	}
 	return nil
 }
@@ -231,7 +231,7 @@ func (w *intentWorld) fieldNumber(path string) error {
 		return err
 	}
 	if _, ok := numberField(m, path); !ok {
-		return Mismatch(fmt.Sprintf("a number in %q", path), describe(w.last))
+		return Mismatch(fmt.Sprintf("a number in %q", path), Describe(w.last))
 	}
 	return nil
 }
@@ -242,7 +242,7 @@ func (w *intentWorld) fieldAbsent(path string) error {
 		return err
 	}
 	if v, ok := field(m, path); ok && v != nil {
-		return Mismatch(fmt.Sprintf("no %q", path), describe(w.last))
+		return Mismatch(fmt.Sprintf("no %q", path), Describe(w.last))
 	}
 	return nil
 }
@@ -253,7 +253,7 @@ func (w *intentWorld) fieldPresent(path string) error {
 		return err
 	}
 	if v, ok := field(m, path); !ok || v == nil {
-		return Mismatch(fmt.Sprintf("a %q field", path), describe(w.last))
+		return Mismatch(fmt.Sprintf("a %q field", path), Describe(w.last))
 	}
 	return nil
 }
@@ -270,7 +270,7 @@ func (w *intentWorld) fieldMatches(path, pattern string) error {
 	v, _ := field(m, path)
 	s, ok := v.(string)
 	if !ok || !re.MatchString(s) {
-		return Mismatch(fmt.Sprintf("%q matching %s", path, pattern), describe(w.last))
+		return Mismatch(fmt.Sprintf("%q matching %s", path, pattern), Describe(w.last))
 	}
 	return nil
 }
@@ -291,7 +291,7 @@ func (w *intentWorld) fieldDiffers(path, name string) error {
 	va, _ := field(a, path)
 	vb, okb := field(b, path)
 	if !okb || fmt.Sprint(va) == fmt.Sprint(vb) {
-		return Mismatch(fmt.Sprintf("%q other than %v", path, va), describe(w.last))
+		return Mismatch(fmt.Sprintf("%q other than %v", path, va), Describe(w.last))
 	}
 	return nil
 }
@@ -309,7 +309,7 @@ func (w *intentWorld) numberFields(list string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return Mismatch("numbers in "+list, "missing "+strings.Join(missing, ", ")+": "+describe(w.last))
+		return Mismatch("numbers in "+list, "missing "+strings.Join(missing, ", ")+": "+Describe(w.last))
 	}
 	return nil
 }
@@ -329,7 +329,7 @@ func (w *intentWorld) sameResponse(name string) error {
 		return fmt.Errorf("no response remembered as %q", name)
 	}
 	if w.last == nil || w.last.Status != old.Status || !sameJSON(w.last.Body, old.Body) {
-		return Mismatch("the same response as "+name+": "+describe(old), describe(w.last))
+		return Mismatch("the same response as "+name+": "+Describe(old), Describe(w.last))
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (w *intentWorld) statusOneOf(list string) error {
 			return nil
 		}
 	}
-	return Mismatch("status "+list, describe(w.last))
+	return Mismatch("status "+list, Describe(w.last))
 }
 
 // codeIfStatus checks the error code only when the status is the one the
@@ -64,7 +64,7 @@ func (w *intentWorld) claimNotReturned(alias string) error {
 	if w.last.Status == http.StatusOK {
 		if m, err := jsonBody(w.last); err == nil {
 			if id, _ := m["id"].(string); id == want {
-				return Mismatch("any answer but intent "+alias+" ("+want+")", describe(w.last))
+				return Mismatch("any answer but intent "+alias+" ("+want+")", Describe(w.last))
 			}
 		}
 	}
@@ -75,7 +75,7 @@ func (w *intentWorld) claimNotReturned(alias string) error {
 // response is a 201.
 func (w *intentWorld) publishAccepted() error {
 	if w.last == nil || w.last.Status != http.StatusCreated {
-		return Mismatch("201 from the publish", describe(w.last))
+		return Mismatch("201 from the publish", Describe(w.last))
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ func (w *intentWorld) publishAccepted() error {
 // request was accepted.
 func (w *intentWorld) signedAccepted() error {
 	if w.last == nil || w.last.Status/100 != 2 {
-		return Mismatch("a 2xx for the signed request", describe(w.last))
+		return Mismatch("a 2xx for the signed request", Describe(w.last))
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func (w *intentWorld) isDead(ctx context.Context, alias string) error {
 // jsonObject checks that the body is a JSON object.
 func (w *intentWorld) jsonObject() error {
 	if _, err := jsonBody(w.last); err != nil {
-		return Mismatch("a JSON object", describe(w.last))
+		return Mismatch("a JSON object", Describe(w.last))
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (w *intentWorld) prometheusText() error {
 			}
 		}
 	}
-	return Mismatch("a sample line such as `name 1`", describe(w.last))
+	return Mismatch("a sample line such as `name 1`", Describe(w.last))
 }
 
 // extendRefusedOrClamped judges an extension with seconds outside 10–3600:
@@ -139,7 +139,7 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 		return nil
 	}
 	if r.Status != http.StatusOK {
-		return Mismatch("a 4xx, or 200 with the lease clamped into 10–3600 s", describe(r))
+		return Mismatch("a 4xx, or 200 with the lease clamped into 10–3600 s", Describe(r))
 	}
 	sent, got := w.sentAt, time.Now()
 	m, err := w.intentView(ctx, alias)
@@ -148,7 +148,7 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 	}
 	ts, ok := numberField(m, "claim_expires_at")
 	if !ok {
-		return Mismatch("a numeric claim_expires_at after the extension", describe(w.last))
+		return Mismatch("a numeric claim_expires_at after the extension", Describe(w.last))
 	}
 	timeout := 60.0
 	if v, ok := numberField(m, "claim_timeout"); ok && v > 0 {
@@ -210,7 +210,7 @@ func (w *intentWorld) signedWayAccepted(way string) error {
 		return fmt.Errorf("no request signed %s in this scenario", way)
 	}
 	if r.Status/100 != 2 {
-		return Mismatch("a 2xx for the request signed "+way, describe(r))
+		return Mismatch("a 2xx for the request signed "+way, Describe(r))
 	}
 	return nil
 }
@@ -249,5 +249,5 @@ func (w *intentWorld) fieldAbsentOrOneOf(path, list string) error {
 			return nil
 		}
 	}
-	return Mismatch(fmt.Sprintf("%s absent, null or one of %s", path, list), describe(w.last))
+	return Mismatch(fmt.Sprintf("%s absent, null or one of %s", path, list), Describe(w.last))
 }

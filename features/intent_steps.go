@@ -185,7 +185,7 @@ func (w *intentWorld) testerKey(ctx context.Context, name string) error {
 	}
 	k, _ := m["api_key"].(string)
 	if r.Status != http.StatusCreated || k == "" {
-		return Mismatch(`201 {"api_key": "tk_…"}`, describe(r))
+		return Mismatch(`201 {"api_key": "tk_…"}`, Describe(r))
 	}
 	w.keys[name] = k
 	return nil
@@ -198,7 +198,7 @@ func (w *intentWorld) takeGenerated(name string) error {
 	}
 	k, _ := m["api_key"].(string)
 	if k == "" {
-		return Mismatch("an api_key in the last response", describe(w.last))
+		return Mismatch("an api_key in the last response", Describe(w.last))
 	}
 	w.keys[name] = k
 	return nil

@@ -58,7 +58,7 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	}
 	if r.Status != http.StatusCreated {
 		if check {
-			return Mismatch("201 Created for intent "+alias, describe(r))
+			return Mismatch("201 Created for intent "+alias, Describe(r))
 		}
 		return nil
 	}
@@ -68,7 +68,7 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	}
 	id, _ := body["id"].(string)
 	if id == "" {
-		return Mismatch(`201 {"id": "<hex>", …}`, describe(r))
+		return Mismatch(`201 {"id": "<hex>", …}`, Describe(r))
 	}
 	w.register(alias, id, actor)
 	if ns, ok := body["namespace"].(string); ok {
@@ -151,7 +151,7 @@ func (w *intentWorld) sameIDs() error {
 			return Mismatch("an answer to every request", fmt.Sprintf("request %d got no response", i))
 		}
 		if r.Status != http.StatusCreated {
-			return Mismatch("201 for every duplicate", fmt.Sprintf("request %d: %s", i, describe(r)))
+			return Mismatch("201 for every duplicate", fmt.Sprintf("request %d: %s", i, Describe(r)))
 		}
 		m, err := jsonBody(r)
 		if err != nil {
@@ -162,7 +162,7 @@ func (w *intentWorld) sameIDs() error {
 			first = id
 		}
 		if id != first || id == "" {
-			return Mismatch("the same id "+first+" for every duplicate", fmt.Sprintf("request %d: %s", i, describe(r)))
+			return Mismatch("the same id "+first+" for every duplicate", fmt.Sprintf("request %d: %s", i, Describe(r)))
 		}
 	}
 	return nil
@@ -175,7 +175,7 @@ func (w *intentWorld) rememberID(alias string) error {
 	}
 	id, _ := m["id"].(string)
 	if id == "" {
-		return Mismatch("an id in the last response", describe(w.last))
+		return Mismatch("an id in the last response", Describe(w.last))
 	}
 	w.register(alias, id, actorMain)
 	w.bases[alias] = defaultBackoffBase
@@ -243,7 +243,7 @@ func (w *intentWorld) publishMany(ctx context.Context, n int) error {
 func (w *intentWorld) allAccepted() error {
 	for i, r := range w.batch {
 		if r == nil || r.Status != http.StatusCreated {
-			return Mismatch(fmt.Sprintf("201 for all %d publishes", len(w.batch)), fmt.Sprintf("publish %d: %s", i+1, describe(r)))
+			return Mismatch(fmt.Sprintf("201 for all %d publishes", len(w.batch)), fmt.Sprintf("publish %d: %s", i+1, Describe(r)))
 		}
 	}
 	return nil
@@ -274,7 +274,7 @@ func (w *intentWorld) publishPaced(ctx context.Context, actor string, n int) err
 				return err
 			}
 		default:
-			return Mismatch("201 or 429 rate_limited while filling the cap", describe(r))
+			return Mismatch("201 or 429 rate_limited while filling the cap", Describe(r))
 		}
 	}
 	return nil
@@ -387,16 +387,16 @@ func (w *intentWorld) claimUntil(ctx context.Context, actor, alias string) error
 		case http.StatusOK:
 			m, _ := jsonBody(r)
 			if id, _ := m["id"].(string); id != want {
-				return Mismatch("intent "+alias+" ("+want+") once claimable again", describe(r))
+				return Mismatch("intent "+alias+" ("+want+") once claimable again", Describe(r))
 			}
 			w.waited += time.Since(start)
 			return nil
 		case http.StatusNoContent:
 		default:
-			return Mismatch("200 or 204 while waiting for "+alias, describe(r))
+			return Mismatch("200 or 204 while waiting for "+alias, Describe(r))
 		}
 		if time.Since(start) > limit {
-			return Mismatch(fmt.Sprintf("intent %s claimable again within %s", alias, limit.Round(time.Millisecond)), describe(r))
+			return Mismatch(fmt.Sprintf("intent %s claimable again within %s", alias, limit.Round(time.Millisecond)), Describe(r))
 		}
 		t := time.NewTimer(w.pollEvery())
 		select {
@@ -415,7 +415,7 @@ func (w *intentWorld) claimReturned(alias string) error {
 		return fmt.Errorf("no intent %q in this scenario", alias)
 	}
 	if w.last == nil || w.last.Status != http.StatusOK {
-		return Mismatch("200 with intent "+alias+" ("+want+")", describe(w.last))
+		return Mismatch("200 with intent "+alias+" ("+want+")", Describe(w.last))
 	}
 	m, err := jsonBody(w.last)
 	if err != nil {
@@ -426,7 +426,7 @@ func (w *intentWorld) claimReturned(alias string) error {
 		if a, ok := w.aliases[id]; ok {
 			got = "intent " + a + " (" + id + ")"
 		}
-		return Mismatch("intent "+alias+" ("+want+")", got+": "+describe(w.last))
+		return Mismatch("intent "+alias+" ("+want+")", got+": "+Describe(w.last))
 	}
 	return nil
 }
@@ -452,7 +452,7 @@ func (w *intentWorld) tokenFormat() error {
 	}
 	tok, _ := m["claim_token"].(string)
 	if !isLowerHex(strings.ToLower(tok), 32) {
-		return Mismatch("claim_token of 32 hex characters (16 bytes)", describe(w.last))
+		return Mismatch("claim_token of 32 hex characters (16 bytes)", Describe(w.last))
 	}
 	return nil
 }
@@ -564,7 +564,7 @@ func (w *intentWorld) claimAll(ctx context.Context) error {
 				w.claimSeq = append(w.claimSeq, id)
 			}
 		default:
-			return Mismatch("200 or 204", describe(r))
+			return Mismatch("200 or 204", Describe(r))
 		}
 	}
 	return fmt.Errorf("claim every intent: more than 500 intents")
@@ -599,7 +599,7 @@ func (w *intentWorld) adminDetail(ctx context.Context, id string) (map[string]an
 		return nil, err
 	}
 	if r.Status != http.StatusOK {
-		return nil, Mismatch("200 with the intent detail", describe(r))
+		return nil, Mismatch("200 with the intent detail", Describe(r))
 	}
 	m, err := jsonBody(r)
 	if err != nil {
@@ -615,7 +615,7 @@ func (w *intentWorld) adminDetail(ctx context.Context, id string) (map[string]an
 			}
 		}
 	}
-	return nil, Mismatch("an intent object with an id", describe(r))
+	return nil, Mismatch("an intent object with an id", Describe(r))
 }
 
 func (w *intentWorld) noteSchedule(ctx context.Context) error {
@@ -634,7 +634,7 @@ func (w *intentWorld) noteSchedule(ctx context.Context) error {
 		s.ClaimAttempts, ok[2] = numberField(m, "claim_attempts")
 		s.CreatedAt, ok[3] = numberField(m, "created_at")
 		if !ok[0] || !ok[1] || !ok[2] || !ok[3] {
-			return Mismatch("priority, run_at, claim_attempts and created_at in the admin detail", describe(w.last))
+			return Mismatch("priority, run_at, claim_attempts and created_at in the admin detail", Describe(w.last))
 		}
 		w.schedule[id] = s
 	}
@@ -703,14 +703,14 @@ func (w *intentWorld) burstRefused(code string) error {
 				return err
 			}
 			if got != code {
-				return Mismatch("429 with code "+code, describe(r))
+				return Mismatch("429 with code "+code, Describe(r))
 			}
 			w.last = r
 			return nil
 		}
 	}
 	last := w.batch[len(w.batch)-1]
-	return Mismatch(fmt.Sprintf("at least one 429 among %d requests in one window", len(w.batch)), "none; the last: "+describe(last))
+	return Mismatch(fmt.Sprintf("at least one 429 among %d requests in one window", len(w.batch)), "none; the last: "+Describe(last))
 }
 
 // ------------------------------------------------------------ leases, time
@@ -735,7 +735,7 @@ func (w *intentWorld) failTimes(ctx context.Context, alias string, n int) error 
 		}
 		w.lastFail = [2]time.Time{call, time.Now()}
 		if r.Status != http.StatusOK {
-			return Mismatch(fmt.Sprintf("200 for fail %d of %s", i, alias), describe(r))
+			return Mismatch(fmt.Sprintf("200 for fail %d of %s", i, alias), Describe(r))
 		}
 	}
 	return nil
@@ -752,7 +752,7 @@ func (w *intentWorld) intentView(ctx context.Context, alias string) (map[string]
 		return nil, err
 	}
 	if r.Status != http.StatusOK {
-		return nil, Mismatch("200 from /result of "+alias, describe(r))
+		return nil, Mismatch("200 from /result of "+alias, Describe(r))
 	}
 	return jsonBody(r)
 }
@@ -771,7 +771,7 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 	}
 	runAt, ok := numberField(m, "run_at")
 	if !ok {
-		return Mismatch("a numeric run_at", describe(w.last))
+		return Mismatch("a numeric run_at", Describe(w.last))
 	}
 	delay := b * math.Pow(2, float64(attempts))
 	const slack = 5 * time.Millisecond
@@ -794,7 +794,7 @@ func (w *intentWorld) waitUntil(ctx context.Context, alias, name string) error {
 	}
 	ts, ok := numberField(m, name)
 	if !ok {
-		return Mismatch("a numeric "+name+" for "+alias, describe(w.last))
+		return Mismatch("a numeric "+name+" for "+alias, Describe(w.last))
 	}
 	d := time.Until(unixTime(ts))
 	if d <= 0 {
@@ -819,7 +819,7 @@ func (w *intentWorld) leaseEndsAfter(ctx context.Context, alias string, seconds 
 	ts, ok := numberField(m, "claim_expires_at")
 	want := time.Now().Add(w.protocol(float64(seconds)))
 	if !ok || unixTime(ts).Before(want) {
-		return Mismatch(fmt.Sprintf("claim_expires_at after %.3f", float64(want.UnixNano())/1e9), describe(w.last))
+		return Mismatch(fmt.Sprintf("claim_expires_at after %.3f", float64(want.UnixNano())/1e9), Describe(w.last))
 	}
 	return nil
 }
@@ -837,7 +837,7 @@ func (w *intentWorld) expiresAfter(ctx context.Context, alias string, seconds in
 	created, ok2 := numberField(m, "created_at")
 	want := w.protocol(float64(seconds)).Seconds()
 	if !ok1 || !ok2 || math.Abs((exp-created)-want) > 0.01*want+0.01 {
-		return Mismatch(fmt.Sprintf("expires_at - created_at = %.3fs", want), describe(w.last))
+		return Mismatch(fmt.Sprintf("expires_at - created_at = %.3fs", want), Describe(w.last))
 	}
 	return nil
 }
@@ -858,7 +858,7 @@ func (w *intentWorld) statusIs(ctx context.Context, alias, status string) error 
 		return err
 	}
 	if r.Status != http.StatusOK || m["status"] != status {
-		return Mismatch(fmt.Sprintf(`200 {"status": %q} for %s`, status, alias), describe(r))
+		return Mismatch(fmt.Sprintf(`200 {"status": %q} for %s`, status, alias), Describe(r))
 	}
 	return nil
 }
@@ -874,13 +874,13 @@ func (w *intentWorld) inDead(ctx context.Context, alias string, want bool) error
 		return err
 	}
 	if r.Status != http.StatusOK {
-		return Mismatch("200 from /admin/dead", describe(r))
+		return Mismatch("200 from /admin/dead", Describe(r))
 	}
 	if got := strings.Contains(string(r.Body), id); got != want {
 		if want {
-			return Mismatch("dead-letter list with "+alias+" ("+id+")", describe(r))
+			return Mismatch("dead-letter list with "+alias+" ("+id+")", Describe(r))
 		}
-		return Mismatch("dead-letter list without "+alias+" ("+id+")", describe(r))
+		return Mismatch("dead-letter list without "+alias+" ("+id+")", Describe(r))
 	}
 	w.last = keep
 	return nil
@@ -898,7 +898,7 @@ func (w *intentWorld) namespaceHolds(ctx context.Context, n int) error {
 			break
 		}
 		if r.Status != http.StatusOK {
-			return Mismatch("200 or 204", describe(r))
+			return Mismatch("200 or 204", Describe(r))
 		}
 		got++
 	}

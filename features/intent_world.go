@@ -293,21 +293,6 @@ func (w *intentWorld) sendWith(ctx context.Context, c *client.Client, h http.Hea
 	return resp, nil
 }
 
-// describe quotes a response for a Mismatch: status and a short body.
-func describe(r *client.Response) string {
-	if r == nil {
-		return "no response"
-	}
-	b := strings.Join(strings.Fields(string(r.Body)), " ")
-	if len(b) > 200 {
-		b = b[:200] + "…"
-	}
-	if b == "" {
-		return fmt.Sprintf("status %d (empty body)", r.Status)
-	}
-	return fmt.Sprintf("status %d %s", r.Status, b)
-}
-
 // jsonBody decodes a response body.
 func jsonBody(r *client.Response) (map[string]any, error) {
 	if r == nil {
@@ -315,7 +300,7 @@ func jsonBody(r *client.Response) (map[string]any, error) {
 	}
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
-		return nil, Mismatch("a JSON object body", describe(r))
+		return nil, Mismatch("a JSON object body", Describe(r))
 	}
 	return m, nil
 }
@@ -362,14 +347,14 @@ func checkErrorShape(r *client.Response) (string, error) {
 	}
 	var m map[string]any
 	if err := json.Unmarshal(r.Body, &m); err != nil {
-		return "", Mismatch(want, describe(r))
+		return "", Mismatch(want, Describe(r))
 	}
 	code, _ := field(m, "error.code")
 	msg, _ := field(m, "error.message")
 	cs, ok1 := code.(string)
 	ms, ok2 := msg.(string)
 	if !ok1 || !ok2 || !snakeCase.MatchString(cs) || strings.TrimSpace(ms) == "" {
-		return "", Mismatch(want, describe(r))
+		return "", Mismatch(want, Describe(r))
 	}
 	return cs, nil
 }

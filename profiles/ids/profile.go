@@ -16,7 +16,7 @@ import (
 // IDS is RFC-WF-0010, Idempotency & Delivery Semantics (seed 001), over
 // idscheck's wire binding (docs/ids-binding.md).
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileIDS)
+	suite := Suite()
 	var mutants []harness.Mutant
 	for _, m := range sutids.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
