@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/profiles"
-	"github.com/idscheck/idscheck/spec"
-	specids "github.com/idscheck/idscheck/spec/ids"
 	"github.com/idscheck/idscheck/sut/ids"
 )
 
@@ -27,13 +25,13 @@ var idsOnce sync.Once
 func needIDSChaos(t *testing.T) {
 	t.Helper()
 	idsOnce.Do(func() {
-		if _, ok := profiles.Lookup(spec.ProfileIDS); !ok {
-			if err := profiles.Register(profiles.Profile{Name: spec.ProfileIDS, Title: "IDS", Rules: specids.Rules, Chaos: profids.IDSChaos()}); err != nil {
+		if _, ok := profiles.Lookup(profids.Name); !ok {
+			if err := profiles.Register(profiles.Profile{Name: profids.Name, Title: "IDS", Rules: profids.Rules, Chaos: profids.IDSChaos()}); err != nil {
 				panic(err)
 			}
 		}
 	})
-	if p, _ := profiles.Lookup(spec.ProfileIDS); p.Chaos == nil {
+	if p, _ := profiles.Lookup(profids.Name); p.Chaos == nil {
 		t.Skip("the ids profile is registered without its chaos workload")
 	}
 	t.Setenv(testBinaryIsCLI, "1")

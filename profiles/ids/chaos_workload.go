@@ -22,7 +22,6 @@ import (
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	specids "github.com/idscheck/idscheck/spec/ids"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -222,11 +221,11 @@ func (c *idsLogical) intentObj() map[string]any {
 
 // spec returns the logical command as the binding's envelope (no
 // command_id, no ephemeral fields): its Key and Fingerprint are the
-// binding's (spec/ids).
-func (c *idsLogical) spec() specids.Envelope {
+// binding's (wire.go).
+func (c *idsLogical) spec() Envelope {
 	args, _ := json.Marshal(c.args)
-	return specids.Envelope{TenantID: c.tenant, ActorID: c.actor, EffectiveActorID: c.effActor,
-		Intent: specids.Intent{Entity: c.typ.Entity, Action: c.typ.Action, Target: c.target}, Args: args, CommandKind: c.kind}
+	return Envelope{TenantID: c.tenant, ActorID: c.actor, EffectiveActorID: c.effActor,
+		Intent: Intent{Entity: c.typ.Entity, Action: c.typ.Action, Target: c.target}, Args: args, CommandKind: c.kind}
 }
 
 // idsWorkload is the state of one IDS run shared by its goroutines.

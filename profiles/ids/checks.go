@@ -36,7 +36,7 @@ import (
 //
 // Each check judges one rule and names it: the anomaly's Kind is the rule ID.
 
-// The IDS rules the chaos checks judge (spec/ids names them the same).
+// The IDS rules the chaos checks judge (rules.go names them the same).
 const (
 	RuleIDSExactlyOnceEffects = "IDS-V-exactly-once-effects"
 	RuleIDSSameOutcome        = "IDS-IX.A-same-outcome"
@@ -66,13 +66,6 @@ const (
 	IDSFailed     = "failed"
 	IDSProcessing = "processing"
 	IDSInProgress = "in_progress"
-)
-
-// The evidence decisions of the IDS binding (IDS §XII).
-const (
-	DecisionFirstSeen  = "first_seen"
-	DecisionReplayed   = "duplicate_replayed"
-	DecisionConflicted = "conflict_rejected"
 )
 
 // IDSKeysFile is the name of the per-key records in a run directory.

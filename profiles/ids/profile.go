@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec"
-	specids "github.com/idscheck/idscheck/spec/ids"
 	sutids "github.com/idscheck/idscheck/sut/ids"
 )
 
@@ -26,10 +24,10 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:       spec.ProfileIDS,
+		Name:       Name,
 		Title:      "IDS RFC-WF-0010 (idempotency and exactly-once effects)",
-		Rules:      specids.Rules,
-		Decisions:  specids.Decisions,
+		Rules:      Rules,
+		Decisions:  Decisions,
 		Suite:      &suite,
 		Bundled:    idsBundled,
 		EffectSink: true,

@@ -17,7 +17,6 @@ import (
 
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec/ids"
 )
 
 //go:embed ids.feature
@@ -55,8 +54,8 @@ const (
 
 // idsCommand is one logical command of a scenario and what it was answered.
 type idsCommand struct {
-	entry    ids.RegistryEntry
-	env      ids.Envelope
+	entry    RegistryEntry
+	env      Envelope
 	first    *client.Response // the first answer that is an outcome, or the first answer
 	executed *client.Response // the answer that executed it (confirmation scenarios)
 	token    string
@@ -68,17 +67,17 @@ type idsWorld struct {
 	env *features.Env
 	run string // tags this process's tenants so two runs against one target never meet
 
-	reg       ids.Registry
+	reg       Registry
 	cmds      map[string]*idsCommand
 	last      *client.Response
 	storm     map[string][]*client.Response
-	evidence  map[string][]ids.Evidence
-	status    map[string]ids.CommandStatus
+	evidence  map[string][]Evidence
+	status    map[string]CommandStatus
 	n         int    // fresh names drawn in this scenario
 	lastAlias string // the command of the last answer
 
-	candidates []ids.RegistryEntry // commands that may call the sink while they execute
-	heldCalls  int                 // sink calls for the held key when the duplicate was answered
+	candidates []RegistryEntry // commands that may call the sink while they execute
+	heldCalls  int             // sink calls for the held key when the duplicate was answered
 	pending    chan *client.Response
 	releases   []func()
 	refused    *client.Response // the duplicate the rate limit refused
@@ -88,7 +87,7 @@ type idsWorld struct {
 func (w *idsWorld) reset() {
 	w.releaseAll()
 	*w = idsWorld{env: w.env, run: w.run, cmds: map[string]*idsCommand{}, storm: map[string][]*client.Response{},
-		evidence: map[string][]ids.Evidence{}, status: map[string]ids.CommandStatus{}}
+		evidence: map[string][]Evidence{}, status: map[string]CommandStatus{}}
 }
 
 func (w *idsWorld) releaseAll() {
@@ -114,23 +113,23 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^a mutating command ` + q + `$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` with args it refuses$`, Fn: w.chooseRefused, Kind: features.Action},
 		{Pattern: `^an I1 command ` + q + `$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && e.Class == "I1" })
+			return w.choose(a, func(e RegistryEntry) bool { return w.mutating(e) && e.Class == "I1" })
 		}, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` whose window fits the budget$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
+			return w.choose(a, func(e RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
 		}, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` whose args have several members$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool {
+			return w.choose(a, func(e RegistryEntry) bool {
 				var m map[string]json.RawMessage
 				return w.mutating(e) && json.Unmarshal(e.ArgsExamples[0], &m) == nil && len(m) >= 2
 			})
 		}, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` whose outcome has private details$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: features.Action},
 		{Pattern: `^a command ` + q + ` that requires confirmation$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation })
+			return w.choose(a, func(e RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation })
 		}, Kind: features.Action},
 		{Pattern: `^a command ` + q + ` that requires confirmation and whose window fits the budget$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation && w.windowFits(e) })
+			return w.choose(a, func(e RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation && w.windowFits(e) })
 		}, Kind: features.Action},
 		{Pattern: `^a command ` + q + ` that calls the sink while it executes$`, Fn: w.chooseSynchronous, Kind: features.Action},
 		{Pattern: `^the I3 commands of the registry$`, Fn: w.chooseI3, Kind: features.Action},
@@ -226,14 +225,14 @@ func (w *idsWorld) loadRegistry(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathRegistry})
+	r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: PathRegistry})
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK {
 		return features.Mismatch("GET /registry answers 200", features.Describe(r))
 	}
-	var reg ids.Registry
+	var reg Registry
 	if err := json.Unmarshal(r.Body, &reg); err != nil || len(reg.Commands) == 0 {
 		return features.Mismatch("a registry of at least one command (docs/ids-binding.md)", fmt.Sprintf("%s (%v)", trimBody(r.Body), err))
 	}
@@ -298,22 +297,22 @@ func strOrNull(s *string) string {
 
 // effectful is a command the binding says makes an effect: a mutation the
 // harness can build (it has args examples).
-func (w *idsWorld) effectful(e ids.RegistryEntry) bool {
+func (w *idsWorld) effectful(e RegistryEntry) bool {
 	return e.Class != "I0" && e.Class != "" && len(e.ArgsExamples) > 0
 }
 
 // mutating is an effectful command that needs no confirmation.
-func (w *idsWorld) mutating(e ids.RegistryEntry) bool {
+func (w *idsWorld) mutating(e RegistryEntry) bool {
 	return w.effectful(e) && !e.RequiresConfirmation
 }
 
 // windowFits says whether the command's window, as the target runs it, ends
 // within the scenario budget (with room to send after it).
-func (w *idsWorld) windowFits(e ids.RegistryEntry) bool {
+func (w *idsWorld) windowFits(e RegistryEntry) bool {
 	return e.TTLSeconds != nil && w.window(e)+time.Second <= w.env.Budget
 }
 
-func (w *idsWorld) window(e ids.RegistryEntry) time.Duration {
+func (w *idsWorld) window(e RegistryEntry) time.Duration {
 	return w.env.Scaled(time.Duration(*e.TTLSeconds * float64(time.Second)))
 }
 
@@ -323,7 +322,7 @@ func (w *idsWorld) window(e ids.RegistryEntry) time.Duration {
 // support (S1) absorbs a second call under the same key, so a command
 // shielded by S1 would hide a re-execution from the effect count; the
 // others show every execution at the sink.
-func (w *idsWorld) choose(alias string, ok func(ids.RegistryEntry) bool) error {
+func (w *idsWorld) choose(alias string, ok func(RegistryEntry) bool) error {
 	if c := w.byPreference(ok); len(c) > 0 {
 		w.cmds[alias] = &idsCommand{entry: c[0], env: w.fresh(c[0], 0)}
 		return nil
@@ -332,8 +331,8 @@ func (w *idsWorld) choose(alias string, ok func(ids.RegistryEntry) bool) error {
 }
 
 // byPreference lists the entries ok accepts in choose's order.
-func (w *idsWorld) byPreference(ok func(ids.RegistryEntry) bool) []ids.RegistryEntry {
-	rank := func(e ids.RegistryEntry) int {
+func (w *idsWorld) byPreference(ok func(RegistryEntry) bool) []RegistryEntry {
+	rank := func(e RegistryEntry) int {
 		switch {
 		case e.Shielding == nil:
 			return 0
@@ -342,7 +341,7 @@ func (w *idsWorld) byPreference(ok func(ids.RegistryEntry) bool) []ids.RegistryE
 		}
 		return 1
 	}
-	var out []ids.RegistryEntry
+	var out []RegistryEntry
 	for r := 0; r < 3; r++ {
 		for _, e := range w.reg.Commands {
 			if ok(e) && rank(e) == r {
@@ -372,7 +371,7 @@ func (w *idsWorld) chooseSynchronous(alias string) error {
 	if w.env.Sink == nil {
 		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
 	}
-	rank := func(e ids.RegistryEntry) int {
+	rank := func(e RegistryEntry) int {
 		switch {
 		case e.Shielding != nil && *e.Shielding == "S1":
 			return 0
@@ -415,11 +414,11 @@ func (w *idsWorld) chooseI3() error {
 
 // fresh returns a new logical command of entry: a tenant, actor, target
 // and command_id no other scenario uses, with the example args ex.
-func (w *idsWorld) fresh(e ids.RegistryEntry, ex int) ids.Envelope {
+func (w *idsWorld) fresh(e RegistryEntry, ex int) Envelope {
 	entity, action, _ := strings.Cut(e.Command, ".")
-	return ids.Envelope{
+	return Envelope{
 		CommandID: w.name("cmd"), TenantID: w.name("tenant"), ActorID: w.name("actor"),
-		Intent:      ids.Intent{Entity: entity, Action: action, Target: w.name("target")},
+		Intent:      Intent{Entity: entity, Action: action, Target: w.name("target")},
 		Args:        e.ArgsExamples[ex%len(e.ArgsExamples)],
 		CommandKind: e.Class,
 	}
@@ -441,7 +440,7 @@ func (w *idsWorld) cmd(alias string) (*idsCommand, error) {
 // --- sending --------------------------------------------------------------
 
 // post sends one envelope and returns the answer.
-func (w *idsWorld) post(ctx context.Context, e ids.Envelope) (*client.Response, error) {
+func (w *idsWorld) post(ctx context.Context, e Envelope) (*client.Response, error) {
 	body, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
@@ -456,12 +455,12 @@ func (w *idsWorld) postRaw(ctx context.Context, body []byte) (*client.Response, 
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	return c.Do(ctx, client.Request{Method: http.MethodPost, Path: ids.PathCommands, Header: h, Body: body})
+	return c.Do(ctx, client.Request{Method: http.MethodPost, Path: PathCommands, Header: h, Body: body})
 }
 
 // send sends the command's envelope (changed by edit, if given) and keeps
 // the answer as the last one, and as the first when it is the first.
-func (w *idsWorld) send(ctx context.Context, alias string, edit func(*ids.Envelope)) error {
+func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope)) error {
 	c, err := w.cmd(alias)
 	if err != nil {
 		return err
@@ -498,7 +497,7 @@ func (w *idsWorld) sendTimes(ctx context.Context, alias string, n int) error {
 
 func (w *idsWorld) sendWithNew(ctx context.Context, alias, field string) error {
 	v := w.name(field)
-	return w.send(ctx, alias, func(e *ids.Envelope) {
+	return w.send(ctx, alias, func(e *Envelope) {
 		switch field {
 		case "timestamp":
 			e.Timestamp = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(w.n) * time.Second).Format(time.RFC3339)
@@ -541,7 +540,7 @@ func (w *idsWorld) sendRespelled(ctx context.Context, alias string) error {
 		b.Write(members[k])
 	}
 	b.WriteString(" }")
-	return w.send(ctx, alias, func(e *ids.Envelope) { e.Args = b.Bytes() })
+	return w.send(ctx, alias, func(e *Envelope) { e.Args = b.Bytes() })
 }
 
 // sendCopy sends, as a new command, a copy of alias with one key input
@@ -578,7 +577,7 @@ func (w *idsWorld) sendOnBehalf(ctx context.Context, alias string) error {
 		return err
 	}
 	principal := c.env.Principal()
-	return w.send(ctx, alias, func(e *ids.Envelope) {
+	return w.send(ctx, alias, func(e *Envelope) {
 		e.CommandID = w.name("cmd")
 		e.ActorID = w.name("bot")
 		e.EffectiveActorID = principal
@@ -651,15 +650,15 @@ func isOutcome(r *client.Response) bool {
 	if r == nil {
 		return false
 	}
-	var o ids.Outcome
+	var o Outcome
 	if json.Unmarshal(r.Body, &o) != nil {
 		return false
 	}
-	return slices.Contains([]string{ids.StatusExecuted, ids.StatusRejected, ids.StatusFailed, ids.StatusCompensated}, o.Status)
+	return slices.Contains([]string{StatusExecuted, StatusRejected, StatusFailed, StatusCompensated}, o.Status)
 }
 
-func outcomeOf(r *client.Response) ids.Outcome {
-	var o ids.Outcome
+func outcomeOf(r *client.Response) Outcome {
+	var o Outcome
 	if r != nil {
 		json.Unmarshal(r.Body, &o)
 	}
@@ -678,7 +677,7 @@ func (w *idsWorld) firstIsOutcome(ctx context.Context, alias string) error {
 	if isOutcome(c.first) {
 		return nil
 	}
-	if c.first == nil || outcomeOf(c.first).Status != ids.StatusProcessing {
+	if c.first == nil || outcomeOf(c.first).Status != StatusProcessing {
 		return features.Mismatch("an outcome document (status executed, rejected, failed or compensated) or processing", features.Describe(c.first))
 	}
 	if err := w.pollStatus(ctx, outcomeOf(c.first).StatusURL, nil); err != nil {
@@ -760,8 +759,8 @@ func sameDoc(a, b *client.Response) (bool, string) {
 	if a.Status != b.Status {
 		return false, fmt.Sprintf("status %d, the first was %d", b.Status, a.Status)
 	}
-	ca, err1 := ids.Canonical(a.Body)
-	cb, err2 := ids.Canonical(b.Body)
+	ca, err1 := Canonical(a.Body)
+	cb, err2 := Canonical(b.Body)
 	if err1 != nil || err2 != nil || !bytes.Equal(ca, cb) {
 		return false, "another outcome document: " + trimBody(b.Body)
 	}
@@ -921,7 +920,7 @@ func (w *idsWorld) notExecuted(alias string) error {
 	}
 	// The text gives no status for "not yet confirmed": a 2xx that says so
 	// (and the sink's count, judged apart) is no execution either.
-	if w.last.Status < 300 && outcomeOf(w.last).Status == ids.StatusConfirm {
+	if w.last.Status < 300 && outcomeOf(w.last).Status == StatusConfirm {
 		return nil
 	}
 	return features.Mismatch("a refusal (4xx) or status confirmation_required: the command must not run", features.Describe(w.last))
@@ -1087,7 +1086,7 @@ func (w *idsWorld) sendHeld(ctx context.Context, alias string) error {
 		release := w.env.Sink.Hold(key)
 		w.releases = append(w.releases, release)
 		c.held = make(chan *client.Response, 1)
-		go func(e ids.Envelope) {
+		go func(e Envelope) {
 			r, _ := w.post(context.WithoutCancel(ctx), e)
 			c.held <- r
 		}(c.env)
@@ -1121,7 +1120,7 @@ func (w *idsWorld) sendWhileHeld(ctx context.Context, alias string) error {
 	}
 	key := c.env.MustKey()
 	w.pending = make(chan *client.Response, 1)
-	go func(e ids.Envelope) {
+	go func(e Envelope) {
 		r, _ := w.post(context.WithoutCancel(ctx), e)
 		w.pending <- r
 	}(c.env)
@@ -1157,7 +1156,7 @@ func (w *idsWorld) processing() error {
 	if w.last == nil {
 		return features.Mismatch("an answer saying processing", "no answer: the duplicate was executing (its effect call reached the sink)")
 	}
-	if o := outcomeOf(w.last); o.Status != ids.StatusProcessing {
+	if o := outcomeOf(w.last); o.Status != StatusProcessing {
 		return features.Mismatch(`status "processing"`, features.Describe(w.last))
 	}
 	return nil
@@ -1214,8 +1213,8 @@ func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 	if u == "" {
 		return features.Mismatch("a status_url in the processing answer", trimBody(w.last.Body))
 	}
-	return w.pollStatus(ctx, u, func(st ids.CommandStatus) error {
-		if st.Status != ids.StatusExecuted {
+	return w.pollStatus(ctx, u, func(st CommandStatus) error {
+		if st.Status != StatusExecuted {
 			return features.Mismatch("status executed", st.Status)
 		}
 		return nil
@@ -1224,7 +1223,7 @@ func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 
 // pollStatus reads a status URL until it reports a terminal status (within
 // the budget); check, when given, judges the terminal status.
-func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(ids.CommandStatus) error) error {
+func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(CommandStatus) error) error {
 	p, err := url.Parse(statusURL)
 	if err != nil || p.Path == "" {
 		return features.Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
@@ -1238,13 +1237,13 @@ func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(
 		return err
 	}
 	deadline := time.Now().Add(w.env.Budget)
-	var st ids.CommandStatus
+	var st CommandStatus
 	for {
 		r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: path})
 		if err != nil {
 			return err
 		}
-		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != ids.StatusInProgress && st.Status != "" {
+		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != StatusInProgress && st.Status != "" {
 			if check != nil {
 				return check(st)
 			}
@@ -1264,7 +1263,7 @@ func (w *idsWorld) conflictAnswer(string) error {
 		return features.Mismatch("a 4xx rejection", features.Describe(w.last))
 	}
 	o := outcomeOf(w.last)
-	if o.Event != ids.EventRejected || o.Reason != ids.ReasonConflict {
+	if o.Event != EventRejected || o.Reason != ReasonConflict {
 		return features.Mismatch(`event "execution.rejected", reason "idempotency_conflict"`, trimBody(w.last.Body))
 	}
 	return nil
@@ -1280,12 +1279,12 @@ func (w *idsWorld) readEvidence(ctx context.Context, alias string) error {
 		return err
 	}
 	q := url.Values{"tenant_id": {c.env.TenantID}, "idempotency_key": {c.env.MustKey()}}
-	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathEvidence + "?" + q.Encode()})
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: PathEvidence + "?" + q.Encode()})
 	if err != nil {
 		return err
 	}
 	var body struct {
-		Evidence []ids.Evidence `json:"evidence"`
+		Evidence []Evidence `json:"evidence"`
 	}
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &body) != nil {
 		return features.Mismatch("200 with an evidence list", features.Describe(r))
@@ -1307,7 +1306,7 @@ func (w *idsWorld) conflictFingerprints(alias, a, b string) error {
 	fa, _ := ca.env.Fingerprint()
 	fb, _ := cb.env.Fingerprint()
 	for _, ev := range w.evidence[alias] {
-		if ev.Decision != ids.DecisionConflicted {
+		if ev.Decision != DecisionConflicted {
 			continue
 		}
 		if ev.Fingerprints == nil || ev.Fingerprints.Stored == "" || ev.Fingerprints.Received == "" || ev.Fingerprints.Stored == ev.Fingerprints.Received {
@@ -1321,7 +1320,7 @@ func (w *idsWorld) conflictFingerprints(alias, a, b string) error {
 
 func (w *idsWorld) conflictRecorded(alias string) error {
 	for _, ev := range w.evidence[alias] {
-		if ev.Decision == ids.DecisionConflicted {
+		if ev.Decision == DecisionConflicted {
 			return nil
 		}
 	}
@@ -1333,7 +1332,7 @@ func (w *idsWorld) evidenceDecisions(alias string) error {
 	for _, ev := range w.evidence[alias] {
 		got = append(got, ev.Decision)
 	}
-	if !slices.Equal(got, []string{ids.DecisionFirstSeen, ids.DecisionReplayed}) {
+	if !slices.Equal(got, []string{DecisionFirstSeen, DecisionReplayed}) {
 		return features.Mismatch("decisions [first_seen duplicate_replayed]", fmt.Sprint(got))
 	}
 	return nil
@@ -1385,7 +1384,7 @@ func (w *idsWorld) evidenceOutcomeRef(alias string) error {
 	return nil
 }
 
-func evidenceSummary(ev []ids.Evidence) string {
+func evidenceSummary(ev []Evidence) string {
 	var parts []string
 	for _, e := range ev {
 		ex := "null"
@@ -1409,11 +1408,11 @@ func (w *idsWorld) readStatus(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathCommands + "/" + url.PathEscape(c.env.CommandID)})
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: PathCommands + "/" + url.PathEscape(c.env.CommandID)})
 	if err != nil {
 		return err
 	}
-	var st ids.CommandStatus
+	var st CommandStatus
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &st) != nil {
 		return features.Mismatch("200 with the command's record", features.Describe(r))
 	}
@@ -1441,7 +1440,7 @@ func (w *idsWorld) statusFields(alias string) error {
 		return features.Mismatch("every stored field of §VIII.B", "missing: "+strings.Join(missing, ", "))
 	case st.IdempotencyKey != c.env.MustKey() || st.CommandID != c.env.CommandID:
 		return features.Mismatch("the key and the original command_id of "+alias, fmt.Sprintf("key %q, command_id %q", st.IdempotencyKey, st.CommandID))
-	case !slices.Contains([]string{ids.StatusInProgress, ids.StatusExecuted, ids.StatusFailed, ids.StatusRejected, ids.StatusCompensated}, st.Status):
+	case !slices.Contains([]string{StatusInProgress, StatusExecuted, StatusFailed, StatusRejected, StatusCompensated}, st.Status):
 		return features.Mismatch("status in_progress, executed, failed, rejected or compensated", st.Status)
 	case st.OutcomeRef == nil || st.CreatedAt == "" || st.UpdatedAt == "":
 		return features.Mismatch("an outcome_ref, created_at and updated_at", trimBody(w.last.Body))
@@ -1482,7 +1481,7 @@ func (w *idsWorld) getToken(ctx context.Context, alias string) error {
 		"command_id": c.env.CommandID, "idempotency_key": c.env.MustKey()})
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	r, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: ids.PathConfirmations, Header: h, Body: body})
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: PathConfirmations, Header: h, Body: body})
 	if err != nil {
 		return err
 	}
@@ -1501,7 +1500,7 @@ func (w *idsWorld) sendWithToken(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	return w.send(ctx, alias, func(e *ids.Envelope) { e.ConfirmationToken = c.token })
+	return w.send(ctx, alias, func(e *Envelope) { e.ConfirmationToken = c.token })
 }
 
 func (w *idsWorld) sendTokenMismatch(ctx context.Context, alias, what string) error {
@@ -1509,7 +1508,7 @@ func (w *idsWorld) sendTokenMismatch(ctx context.Context, alias, what string) er
 	if err != nil {
 		return err
 	}
-	return w.send(ctx, alias, func(e *ids.Envelope) {
+	return w.send(ctx, alias, func(e *Envelope) {
 		e.ConfirmationToken = c.token
 		if what == "another command_id" {
 			e.CommandID = w.name("cmd")
@@ -1526,7 +1525,7 @@ func (w *idsWorld) lastExecuted(ctx context.Context, alias string) error {
 		return err
 	}
 	r := w.last
-	if o := outcomeOf(r); r != nil && o.Status == ids.StatusProcessing {
+	if o := outcomeOf(r); r != nil && o.Status == StatusProcessing {
 		if err := w.pollStatus(ctx, o.StatusURL, nil); err != nil {
 			return err
 		}
@@ -1534,7 +1533,7 @@ func (w *idsWorld) lastExecuted(ctx context.Context, alias string) error {
 			return err
 		}
 	}
-	if r == nil || r.Status < 200 || r.Status > 299 || outcomeOf(r).Status != ids.StatusExecuted {
+	if r == nil || r.Status < 200 || r.Status > 299 || outcomeOf(r).Status != StatusExecuted {
 		return features.Mismatch("2xx with status executed", features.Describe(r))
 	}
 	c.executed, w.last = r, r

@@ -7,7 +7,6 @@ import (
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/ids"
 )
 
 // pickles parses the profile's feature file into its scenarios.
@@ -25,7 +24,7 @@ func pickles(t *testing.T) []*messages.Pickle {
 }
 
 func idsDecision(id string) (spec.Decision, bool) {
-	for _, d := range ids.Decisions() {
+	for _, d := range Decisions() {
 		if d.ID == id {
 			return d, true
 		}
@@ -36,7 +35,7 @@ func idsDecision(id string) (spec.Decision, bool) {
 // TestIDSFeatureCoversTheCatalog fails when an assertion names no rule of
 // the IDS catalog, or a testable IDS rule is judged by no assertion.
 func TestIDSFeatureCoversTheCatalog(t *testing.T) {
-	for _, msg := range features.CoverageProblems(pickles(t), spec.RulesFor(spec.ProfileIDS), "IDS-", idsDecision) {
+	for _, msg := range features.CoverageProblems(pickles(t), spec.RulesFor(Name), "IDS-", idsDecision) {
 		t.Error(msg)
 	}
 }

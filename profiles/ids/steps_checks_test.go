@@ -139,7 +139,7 @@ func runIDSThrough(t *testing.T, change rewrite, sel []string) *features.RunResu
 	}))
 	defer hs.Close()
 	suite := Suite()
-	res, err := features.Run(ctx, features.RunConfig{Profile: spec.ProfileIDS, Rules: spec.RulesFor(spec.ProfileIDS), Suite: &suite, Seed: 1, Select: sel,
+	res, err := features.Run(ctx, features.RunConfig{Profile: Name, Rules: spec.RulesFor(Name), Suite: &suite, Seed: 1, Select: sel,
 		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, TimeScale: 60}})
 	if err != nil {
 		t.Fatal(err)

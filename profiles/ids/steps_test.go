@@ -37,7 +37,7 @@ func runIDS(t *testing.T, mutant string, sel []string) *features.RunResult {
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	suite := Suite()
-	res, err := features.Run(ctx, features.RunConfig{Profile: spec.ProfileIDS, Rules: spec.RulesFor(spec.ProfileIDS), Suite: &suite, Seed: 1, Select: sel,
+	res, err := features.Run(ctx, features.RunConfig{Profile: Name, Rules: spec.RulesFor(Name), Suite: &suite, Seed: 1, Select: sel,
 		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, APIKey: "ids-key", TimeScale: 60}})
 	if err != nil {
 		t.Fatalf("run: %v", err)
