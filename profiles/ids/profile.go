@@ -33,6 +33,7 @@ func Profile() harness.Profile {
 		EffectSink: true,
 		Mutants:    mutants,
 		Chaos:      IDSChaos(),
+		Serve:      ServeCommand(),
 	}
 }
 
