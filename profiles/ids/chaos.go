@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/idscheck/idscheck/harness"
 	"strings"
 
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
-	"github.com/idscheck/idscheck/sut/ids"
+	"github.com/idscheck/idscheck/harness"
+	sutids "github.com/idscheck/idscheck/sut/ids"
 )
 
 // IDSChaos is the IDS profile's chaos workload (RunIDS): logical
@@ -23,7 +23,7 @@ import (
 // profile.Mutant carries).
 func IDSChaos() *harness.ChaosWorkload {
 	fps := map[string]string{}
-	for _, p := range ids.Failpoints() {
+	for _, p := range sutids.Failpoints() {
 		fps[p] = `return("exit")`
 	}
 	return &harness.ChaosWorkload{

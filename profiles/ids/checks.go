@@ -58,16 +58,6 @@ const (
 	ModelIDSEvidence = "ids-evidence" // XII: evidence per key against the effects
 )
 
-// The answer states of the IDS binding (the "status" of an answer's body
-// and of GET /commands/{id}).
-const (
-	IDSExecuted   = "executed"
-	IDSRejected   = "rejected"
-	IDSFailed     = "failed"
-	IDSProcessing = "processing"
-	IDSInProgress = "in_progress"
-)
-
 // IDSKeysFile is the name of the per-key records in a run directory.
 const IDSKeysFile = "ids-keys.jsonl"
 
@@ -205,7 +195,7 @@ func idsTerminal(op *checker.Operation) bool {
 		return false
 	}
 	switch op.Output.State {
-	case IDSExecuted, IDSRejected, IDSFailed, "compensated":
+	case StatusExecuted, StatusRejected, StatusFailed, "compensated":
 		return true
 	}
 	return false
@@ -214,7 +204,7 @@ func idsTerminal(op *checker.Operation) bool {
 // idsProcessing reports whether op is a POST /commands answered 202
 // processing.
 func idsProcessing(op *checker.Operation) bool {
-	return op.Kind == checker.OpPublish && idsAnswered(op) && op.Output.State == IDSProcessing
+	return op.Kind == checker.OpPublish && idsAnswered(op) && op.Output.State == StatusProcessing
 }
 
 func idsOutcomeOf(op *checker.Operation) string {
@@ -356,7 +346,7 @@ func keyOps(h checker.History, idx []int) []checker.Operation {
 	var first, rest []checker.Operation
 	for _, i := range idx {
 		op := h.Ops[i]
-		if idsTerminal(&op) || (op.Kind == checker.OpStatus && op.Output.State == IDSExecuted) {
+		if idsTerminal(&op) || (op.Kind == checker.OpStatus && op.Output.State == StatusExecuted) {
 			first = append(first, op)
 		} else {
 			rest = append(rest, op)
@@ -376,8 +366,8 @@ func executedBy(h checker.History, idx []int) []checker.Operation {
 	var out []checker.Operation
 	for _, i := range idx {
 		op := &h.Ops[i]
-		if (idsTerminal(op) && op.Output.State == IDSExecuted) ||
-			(op.Kind == checker.OpStatus && idsAnswered(op) && op.Output.State == IDSExecuted) {
+		if (idsTerminal(op) && op.Output.State == StatusExecuted) ||
+			(op.Kind == checker.OpStatus && idsAnswered(op) && op.Output.State == StatusExecuted) {
 			out = append(out, *op)
 		}
 	}

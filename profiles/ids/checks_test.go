@@ -45,9 +45,9 @@ func ev(decision string, executed bool, cmd string) IDSEvidenceItem {
 func cleanRun() (checker.History, checker.Ledger, []IDSKey) {
 	h := checker.History{Ops: []checker.Operation{
 		lost(1, 0, 10),
-		deliver(2, 5, 6, 202, IDSProcessing, "p"),
-		deliver(1, 20, 21, 201, IDSExecuted, "out"),
-		deliver(3, 30, 31, 201, IDSExecuted, "out"),
+		deliver(2, 5, 6, 202, StatusProcessing, "p"),
+		deliver(1, 20, 21, 201, StatusExecuted, "out"),
+		deliver(3, 30, 31, 201, StatusExecuted, "out"),
 	}}
 	l := checker.Ledger{Effects: []checker.Effect{effect(idsKey, "eff_1")}}
 	keys := []IDSKey{{Key: idsKey, Command: "payment.capture", External: true, EvidenceStatus: 200, Evidence: []IDSEvidenceItem{
@@ -139,9 +139,9 @@ func TestIDSExactlyOnceEffectsFails(t *testing.T) {
 // or "processing" after the outcome had been answered, breaks IX.A.
 func TestIDSSameOutcomeFails(t *testing.T) {
 	for name, extra := range map[string]checker.Operation{
-		"another body":                 deliver(4, 40, 41, 201, IDSExecuted, "other"),
-		"another status":               deliver(4, 40, 41, 422, IDSRejected, "out"),
-		"processing after the outcome": deliver(4, 40, 41, 202, IDSProcessing, "p"),
+		"another body":                 deliver(4, 40, 41, 201, StatusExecuted, "other"),
+		"another status":               deliver(4, 40, 41, 422, StatusRejected, "out"),
+		"processing after the outcome": deliver(4, 40, 41, 202, StatusProcessing, "p"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			h, l, keys := cleanRun()
@@ -155,7 +155,7 @@ func TestIDSSameOutcomeFails(t *testing.T) {
 	}
 	// Refusals before any decision and overlapping processing answers are fine.
 	h, l, keys := cleanRun()
-	h.Ops = append(h.Ops, deliver(5, 40, 41, 429, "", "rate"), deliver(6, 19, 25, 202, IDSProcessing, "p"), lost(7, 50, 60))
+	h.Ops = append(h.Ops, deliver(5, 40, 41, 429, "", "rate"), deliver(6, 19, 25, 202, StatusProcessing, "p"), lost(7, 50, 60))
 	if rep := CheckIDS(h, l, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
 		t.Fatalf("%s: %+v", rep.Verdict(), rep.Anomalies)
 	}
@@ -190,8 +190,8 @@ func TestIDSExecutedOrReplayedFails(t *testing.T) {
 	// it was performed, not replayed, and has no effect.
 	h, _, keys := cleanRun()
 	for i := range h.Ops {
-		if h.Ops[i].Output.State == IDSExecuted {
-			h.Ops[i].Output.Status, h.Ops[i].Output.State = 422, IDSRejected
+		if h.Ops[i].Output.State == StatusExecuted {
+			h.Ops[i].Output.Status, h.Ops[i].Output.State = 422, StatusRejected
 		}
 	}
 	if rep := CheckIDS(h, checker.Ledger{}, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
@@ -221,13 +221,13 @@ func TestIDSOutcomeDecideAgreesWithPorcupine(t *testing.T) {
 			case 0:
 				ops[i] = lost(i, call, ret)
 			case 1:
-				ops[i] = deliver(i, call, ret, 202, IDSProcessing, "p")
+				ops[i] = deliver(i, call, ret, 202, StatusProcessing, "p")
 			case 2:
 				ops[i] = deliver(i, call, ret, 429, "", "x")
 			case 3:
-				ops[i] = deliver(i, call, ret, 201, IDSExecuted, "b")
+				ops[i] = deliver(i, call, ret, 201, StatusExecuted, "b")
 			default:
-				ops[i] = deliver(i, call, ret, 201, IDSExecuted, "a")
+				ops[i] = deliver(i, call, ret, 201, StatusExecuted, "a")
 			}
 		}
 		pops := checker.PorcupineOps(nil, ops, seq(len(ops)), false)

@@ -4,15 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/harness"
 	sutids "github.com/idscheck/idscheck/sut/ids"
 )
 
-// IDS is RFC-WF-0010, Idempotency & Delivery Semantics (seed 001), over
-// idscheck's wire binding (docs/ids-binding.md).
+// Profile returns the IDS profile: RFC-WF-0010, Idempotency & Delivery
+// Semantics (seed 001), over idscheck's wire binding (docs/ids-binding.md).
 func Profile() harness.Profile {
 	suite := Suite()
 	var mutants []harness.Mutant
