@@ -137,7 +137,7 @@ func (c *ATPConfig) defaults() error {
 	if c.ExpiryLead <= 0 {
 		c.ExpiryLead = 3 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	WorkloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.Fill()
 	return nil
 }
 
@@ -257,7 +257,7 @@ func (w *atpWorkload) readConfig(ctx context.Context) error {
 		if cfg, _, err = w.site.Config(ctx); err == nil {
 			break
 		}
-		sleep(ctx, 200*time.Millisecond)
+		Sleep(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("chaos atp: GET %s: %w", specatp.PathConfig, err)
@@ -289,7 +289,7 @@ func (w *atpWorkload) register(ctx context.Context) error {
 			if a, err = ag.Register(ctx); err == nil && a.Status < 500 {
 				break
 			}
-			sleep(ctx, 200*time.Millisecond)
+			Sleep(ctx, 200*time.Millisecond)
 		}
 		if err != nil {
 			return fmt.Errorf("chaos atp: register %s: %w", ag.ID, err)
@@ -398,7 +398,7 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 	res.History, dropped = w.rec.History()
 	res.Ledger, record.Charges, record.RailCalls, record.Callbacks = w.rail()
 	res.Record = record
-	res.Series = series(res.History, time.Second)
+	res.Series = Series(res.History, time.Second)
 	res.Transactions = map[string]int{}
 	w.mu.Lock()
 	for _, tx := range w.txs {
@@ -801,7 +801,7 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 			tx.setFinal()
 		}
 	}
-	sleep(drainCtx, time.Until(exp.Add(w.cfg.ClockSlack)))
+	Sleep(drainCtx, time.Until(exp.Add(w.cfg.ClockSlack)))
 	for _, tx := range txs {
 		if drainCtx.Err() != nil {
 			return
@@ -815,7 +815,7 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 			if a := w.once(drainCtx, tx, checker.ATPRouteExecute); a.Outcome == verdict.OutcomeOK && a.Status < 500 {
 				break
 			}
-			sleep(drainCtx, 20*time.Millisecond)
+			Sleep(drainCtx, 20*time.Millisecond)
 		}
 		w.once(drainCtx, tx, checker.ATPRouteGet)
 		tx.setFinal()
@@ -891,7 +891,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 			rec.ReconcileCutShort = true
 			break
 		}
-		sleep(ctx, min(max(w.interval/5, 20*time.Millisecond), 500*time.Millisecond, rec.ReconcileBound-time.Since(began)))
+		Sleep(ctx, min(max(w.interval/5, 20*time.Millisecond), 500*time.Millisecond, rec.ReconcileBound-time.Since(began)))
 	}
 	rec.ReconcileWait = time.Since(began)
 	rec.Rows = rows
@@ -903,7 +903,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 			break
 		}
 		rec.KeysErr = err.Error()
-		sleep(readCtx, 100*time.Millisecond)
+		Sleep(readCtx, 100*time.Millisecond)
 	}
 	w.mu.Lock()
 	rec.Receipts = make(map[string]json.RawMessage, len(w.receipts))
@@ -945,7 +945,7 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 					if row.Status != 0 {
 						break
 					}
-					sleep(ctx, 100*time.Millisecond)
+					Sleep(ctx, 100*time.Millisecond)
 				}
 				rows[idx[j]] = row
 			}

@@ -263,7 +263,7 @@ func WriteATPRows(w io.Writer, rows []ATPRow) error {
 // ReadATPRows parses what WriteATPRows wrote.
 func ReadATPRows(r io.Reader) ([]ATPRow, error) {
 	var out []ATPRow
-	err := readJSONL(r, func(line []byte, n int) error {
+	err := ReadJSONL(r, func(line []byte, n int) error {
 		var row ATPRow
 		if err := json.Unmarshal(line, &row); err != nil {
 			return fmt.Errorf("read atp rows: line %d: %w", n, err)
@@ -438,7 +438,7 @@ func atpRoute(op *Operation) string {
 // describeATPOp renders one operation as evidence.
 func describeATPOp(op *Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s(%s) by client %d at %s", atpRoute(op), op.Key, op.ClientID, fmtNs(op.Call))
+	fmt.Fprintf(&b, "%s(%s) by client %d at %s", atpRoute(op), op.Key, op.ClientID, FormatNs(op.Call))
 	if op.Effective() == verdict.OutcomeUnknown {
 		b.WriteString(" → unknown")
 		return b.String()
@@ -450,11 +450,11 @@ func describeATPOp(op *Operation) string {
 	a := parseATPAnswer(op.Output.Body)
 	switch {
 	case a.row:
-		fmt.Fprintf(&b, " body %s receipt %s", short(a.body), short(a.receipt))
+		fmt.Fprintf(&b, " body %s receipt %s", Abbreviate(a.body), Abbreviate(a.receipt))
 	case a.code != "":
 		b.WriteString(" " + a.code)
 	}
-	fmt.Fprintf(&b, " (returned %s)", fmtNs(op.Return))
+	fmt.Fprintf(&b, " (returned %s)", FormatNs(op.Return))
 	return b.String()
 }
 
@@ -618,7 +618,7 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 		intents[i] = true
 	}
 	undecided := false
-	for _, intent := range sortedKeys(intents) {
+	for _, intent := range SortedKeys(intents) {
 		es := r.effects[intent]
 		mc.Partitions++
 		if len(es) > 0 {
@@ -695,7 +695,7 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 // read after the run too).
 func (r *atpRun) checkVerbatim() ModelCheck {
 	mc := ModelCheck{Model: ModelATPVerbatim, Result: LinOk}
-	for _, k := range sortedKeys(r.byKey) {
+	for _, k := range SortedKeys(r.byKey) {
 		var rows []Operation
 		for _, i := range r.byKey[k] {
 			if op := r.h.Ops[i]; atpObserved(&op) && parseATPAnswer(op.Output.Body).row {
@@ -820,7 +820,7 @@ func (r *atpRun) checkReceipts() ModelCheck {
 			order = append(order, s)
 		}
 	}
-	for _, k := range sortedKeys(r.byKey) {
+	for _, k := range SortedKeys(r.byKey) {
 		for _, i := range r.byKey[k] {
 			op := &r.h.Ops[i]
 			if !atpObserved(op) {
@@ -1043,7 +1043,7 @@ func (r *atpRun) checkSpeculative() ModelCheck {
 	for k := range r.rows {
 		keys[k] = true
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range SortedKeys(keys) {
 		mc.Partitions++
 		intent, key := ATPSplitKey(k)
 		var bad *Operation
@@ -1191,7 +1191,7 @@ func regressionWhy(a, b *Operation) string {
 			a.Output.State, describeATPOp(a), b.Output.State, describeATPOp(b))
 	}
 	return fmt.Sprintf("the row was seen %s (%s), then, in a request sent %s after that answer, %s (%s): once a row leaves a state it does not return",
-		a.Output.State, describeATPOp(a), fmtNs(b.Call-a.Return), b.Output.State, describeATPOp(b))
+		a.Output.State, describeATPOp(a), FormatNs(b.Call-a.Return), b.Output.State, describeATPOp(b))
 }
 
 // atpReduce keeps, of one transaction's answers (idx into ops), for each
@@ -1242,7 +1242,7 @@ func (r *atpRun) checkStates() ModelCheck {
 	mc := ModelCheck{Model: ModelATPStates, Result: LinOk}
 	m := ATPStateModel{}
 	pm := m.Porcupine()
-	for _, k := range sortedKeys(r.byKey) {
+	for _, k := range SortedKeys(r.byKey) {
 		var idx []int
 		for _, i := range r.byKey[k] {
 			if _, ok := m.Partition(&r.h.Ops[i]); ok {
@@ -1254,7 +1254,7 @@ func (r *atpRun) checkStates() ModelCheck {
 		}
 		mc.Partitions++
 		mc.Ops += len(idx)
-		switch porcupine.CheckOperationsTimeout(pm, porcupineOps(nil, r.h.Ops, atpReduce(r.h.Ops, idx), false), r.opts.Timeout) {
+		switch porcupine.CheckOperationsTimeout(pm, PorcupineOps(nil, r.h.Ops, atpReduce(r.h.Ops, idx), false), r.opts.Timeout) {
 		case porcupine.Ok:
 			continue
 		case porcupine.Unknown:
@@ -1307,7 +1307,7 @@ func (r *atpRun) checkReconciliation() ModelCheck {
 	}
 	waited := fmt.Sprintf("after waiting %s for rows to leave executing (interval %s, bound %s)",
 		r.rec.ReconcileWait.Round(time.Millisecond), r.rec.ReconcileInterval, r.rec.ReconcileBound.Round(time.Millisecond))
-	for _, intent := range sortedKeys(byIntent) {
+	for _, intent := range SortedKeys(byIntent) {
 		rows := byIntent[intent]
 		mc.Partitions++
 		es := r.effects[intent]

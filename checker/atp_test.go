@@ -553,8 +553,8 @@ func TestATPReductionDecidesLikeTheWholePartition(t *testing.T) {
 				Output: Output{Status: 200, State: st}}
 			idx[i] = i
 		}
-		whole := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
-		red := porcupine.CheckOperations(pm, porcupineOps(nil, ops, atpReduce(ops, idx), false))
+		whole := porcupine.CheckOperations(pm, PorcupineOps(nil, ops, idx, false))
+		red := porcupine.CheckOperations(pm, PorcupineOps(nil, ops, atpReduce(ops, idx), false))
 		a, _ := ATPRegression(ops)
 		if whole != red || whole != (a == nil) {
 			t.Fatalf("trial %d: whole %t, reduced %t, pair %v: %+v", trial, whole, red, a, ops)

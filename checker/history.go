@@ -122,7 +122,7 @@ func (h History) WriteJSONL(w io.Writer) error {
 // and lines starting with '#' are skipped (comments in saved test histories).
 func ReadHistory(r io.Reader) (History, error) {
 	var h History
-	err := readJSONL(r, func(line []byte, n int) error {
+	err := ReadJSONL(r, func(line []byte, n int) error {
 		var op Operation
 		if err := json.Unmarshal(line, &op); err != nil {
 			return fmt.Errorf("read history: line %d: %w", n, err)
@@ -151,8 +151,8 @@ func (op *Operation) validate() error {
 	return nil
 }
 
-// readJSONL calls f with each non-blank, non-comment line and its number.
-func readJSONL(r io.Reader, f func(line []byte, n int) error) error {
+// ReadJSONL calls f with each non-blank, non-comment line and its number.
+func ReadJSONL(r io.Reader, f func(line []byte, n int) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	n := 0

@@ -45,7 +45,7 @@ func (l Ledger) WriteJSONL(w io.Writer) error {
 // lines starting with '#' are skipped.
 func ReadLedger(r io.Reader) (Ledger, error) {
 	var l Ledger
-	err := readJSONL(r, func(line []byte, n int) error {
+	err := ReadJSONL(r, func(line []byte, n int) error {
 		var e Effect
 		if err := json.Unmarshal(line, &e); err != nil {
 			return fmt.Errorf("read ledger: line %d: %w", n, err)

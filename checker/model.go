@@ -81,7 +81,7 @@ func CheckModels(h History, models []Model, timeout time.Duration) []ModelResult
 		pm := m.Porcupine()
 		for _, k := range keys {
 			idx := byKey[k]
-			switch porcupine.CheckOperationsTimeout(pm, porcupineOps(nil, h.Ops, idx, false), timeout) {
+			switch porcupine.CheckOperationsTimeout(pm, PorcupineOps(nil, h.Ops, idx, false), timeout) {
 			case porcupine.Illegal:
 				res.Result = LinIllegal
 				res.Illegal = append(res.Illegal, k)

@@ -134,7 +134,7 @@ func (w *atpWorld) steps() []StepDef {
 		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: func(ctx context.Context, a string) error {
 			// Let the site's clock move past the last replay's millisecond, so
 			// a first_consumed_at drawn at each replay shows.
-			sleepCtx(ctx, 20*time.Millisecond)
+			Sleep(ctx, 20*time.Millisecond)
 			return w.authorize(ctx, a, "third")
 		}, Kind: Action},
 		{Pattern: `^I authorize ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "none") }, Kind: Action},
@@ -271,7 +271,7 @@ func (w *atpWorld) newKey() string {
 // signs it, and draws its key.
 func (w *atpWorld) newIntent(alias string, edit func(*atpIntent)) error {
 	if w.priv == nil {
-		return fmt.Errorf("%w: no agent registered before intent %q", errRunnerBug, alias)
+		return fmt.Errorf("%w: no agent registered before intent %q", ErrRunnerBug, alias)
 	}
 	i := &atpIntent{key: w.newKey(), obj: atp.Intent{
 		IntentID: w.name("int"), AgentID: w.agentID, Nonce: w.name("n"),
@@ -295,7 +295,7 @@ func (w *atpWorld) sign(i *atpIntent) error {
 		return err
 	}
 	if i.raw, err = atp.SignIntent(raw, w.priv); err != nil {
-		return fmt.Errorf("%w: signing: %v", errRunnerBug, err)
+		return fmt.Errorf("%w: signing: %v", ErrRunnerBug, err)
 	}
 	return nil
 }
@@ -351,7 +351,7 @@ func (w *atpWorld) optsIn() error {
 func (w *atpWorld) intent(alias string) (*atpIntent, error) {
 	i, ok := w.intents[alias]
 	if !ok {
-		return nil, fmt.Errorf("%w: no intent %q in this scenario", errRunnerBug, alias)
+		return nil, fmt.Errorf("%w: no intent %q in this scenario", ErrRunnerBug, alias)
 	}
 	return i, nil
 }
@@ -557,7 +557,7 @@ func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
 		return err
 	}
 	if n < 2 || n > 1000 {
-		return fmt.Errorf("%w: a storm of %d", errRunnerBug, n)
+		return fmt.Errorf("%w: a storm of %d", ErrRunnerBug, n)
 	}
 	c, err := w.client()
 	if err != nil {
@@ -631,7 +631,7 @@ func (w *atpWorld) poll(ctx context.Context, i *atpIntent, bound time.Duration, 
 		if time.Now().After(deadline) {
 			return false, nil
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
+		Sleep(ctx, 50*time.Millisecond)
 	}
 }
 
@@ -694,13 +694,13 @@ func (w *atpWorld) waitExpired(ctx context.Context, alias string) error {
 	}
 	at, err := atp.ParseTime(i.obj.ExpiresAt)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errRunnerBug, err)
+		return fmt.Errorf("%w: %v", ErrRunnerBug, err)
 	}
 	wait := time.Until(at) + 2*time.Second // the binding's clock slack
 	if wait > w.env.Budget {
 		return NotApplicable(fmt.Sprintf("the expiry is %v away, beyond the budget of %v", wait, w.env.Budget))
 	}
-	sleepCtx(ctx, wait)
+	Sleep(ctx, wait)
 	return ctx.Err()
 }
 
@@ -723,7 +723,7 @@ func (w *atpWorld) pollPastAuthorized(ctx context.Context, alias string) error {
 
 func (w *atpWorld) noReceipt(r *client.Response) error {
 	if r == nil {
-		return fmt.Errorf("%w: no answer to check", errRunnerBug)
+		return fmt.Errorf("%w: no answer to check", ErrRunnerBug)
 	}
 	var t atp.Transaction
 	if json.Unmarshal(r.Body, &t) == nil && t.HasReceipt() && !receiptState(t.State) {
@@ -850,7 +850,7 @@ func (w *atpWorld) allVerbatim(alias string) error {
 		return err
 	}
 	if i.final == nil {
-		return fmt.Errorf("%w: %q never seen terminal", errRunnerBug, alias)
+		return fmt.Errorf("%w: %q never seen terminal", ErrRunnerBug, alias)
 	}
 	n := 0
 	for _, s := range i.seen {
@@ -1075,7 +1075,7 @@ func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
 	var doc map[string]json.RawMessage
 	var body map[string]any
 	if json.Unmarshal(i.last.row.Receipt, &doc) != nil || json.Unmarshal(doc["body"], &body) != nil {
-		return fmt.Errorf("%w: the receipt has no body object", errRunnerBug)
+		return fmt.Errorf("%w: the receipt has no body object", ErrRunnerBug)
 	}
 	amount, _ := body["amount"].(float64)
 	body["amount"] = amount + 1

@@ -45,7 +45,7 @@ type Env struct {
 	RequestTimeout time.Duration
 	Logger         *slog.Logger // never nil when the runner built the Env
 	// Sink is the harness's effect sink the target sends its external
-	// effects to (IDS, ATP); nil when the run has none, and the rules that
+	// effects to; nil when the run has none, and the rules that
 	// count effects are N/A.
 	Sink *sink.Sink
 

@@ -42,8 +42,6 @@ type Suite struct {
 // profile has no scenarios yet.
 func ProfileSuite(p spec.Profile) (Suite, bool) {
 	switch p {
-	case spec.ProfileIDS:
-		return Suite{FS: embedded, Paths: []string{"ids.feature"}, Steps: idsSteps}, true
 	case spec.ProfileATP:
 		return Suite{FS: embedded, Paths: []string{"atp.feature"}, Steps: atpSteps}, true
 	}
@@ -143,8 +141,9 @@ type RunResult struct {
 // ErrNoSuchRules is returned when --rules selects nothing.
 var ErrNoSuchRules = errors.New("no rule matches")
 
-// errRunnerBug marks a scenario the runner itself could not run properly.
-var errRunnerBug = errors.New("runner bug")
+// ErrRunnerBug marks a scenario the runner itself could not run properly
+// (a step wraps it when the scenario, not the target, is wrong).
+var ErrRunnerBug = errors.New("runner bug")
 
 // errRunAborted ends the scenarios left after the target stopped answering.
 var errRunAborted = errors.New("not run: the target stopped answering")
@@ -397,7 +396,7 @@ type hooks struct {
 func (h *hooks) register(sc *godog.ScenarioContext, steps func(*godog.ScenarioContext, *Env), env *Env) {
 	defer func() {
 		if p := recover(); p != nil {
-			h.setupErr = fmt.Errorf("%w: registering steps panicked: %v", errRunnerBug, p)
+			h.setupErr = fmt.Errorf("%w: registering steps panicked: %v", ErrRunnerBug, p)
 		}
 	}()
 	steps(sc, env)

@@ -44,7 +44,7 @@ func Classify(err error, exs []verdict.Exchange) ScenarioResult {
 	switch {
 	case errors.Is(err, errRunAborted):
 		r.Verdict, r.Reason = verdict.Unknown, errRunAborted.Error()
-	case errors.Is(err, errRunnerBug):
+	case errors.Is(err, ErrRunnerBug):
 		r.Verdict, r.Reason = verdict.Unknown, err.Error()
 	case isStepPanic(err):
 		r.Verdict, r.Reason = verdict.Unknown, "runner bug: a step panicked: "+err.Error()

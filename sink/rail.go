@@ -219,7 +219,7 @@ func (s *Sink) WaitConfirms(ctx context.Context, intentID string, n int) error {
 func (s *Sink) HoldConfirms(intentID string) (release func()) { return s.Hold(confirmKey(intentID)) }
 
 // confirmKey is the key under which confirms are counted and held (it
-// shares the sink's machinery; no IDS key starts with it).
+// shares the sink's machinery; no effect's idempotency key starts with it).
 func confirmKey(intentID string) string { return "rail-confirm:" + intentID }
 
 func (s *Sink) serveRail(w http.ResponseWriter, r *http.Request) {

@@ -1,12 +1,12 @@
 // Package sink is the effect sink the harness hosts: the stand-in for every
 // external provider (a card processor, a mailer, a legacy ledger) of a
 // target whose commands have external side effects. The target calls it for
-// each effect (docs/ids-binding.md, "External effects"); the sink counts
+// each effect (its API is documented with the bindings, in docs/); the sink counts
 // what it did per idempotency key and per call, so a verdict is about
 // effects, not responses.
 //
 // The sink honours an Idempotency-Key header only for the commands it is
-// told are shielded by provider-side idempotency (IDS §XI S1); for every
+// told are shielded by provider-side idempotency (HonourKeys); for every
 // other command it acts on every call, as a legacy provider does. It can be
 // told to act and lose its reply, to answer slowly, or to hold the calls
 // of one key until released (a handler held open); partitions are
@@ -27,7 +27,7 @@ import (
 	"time"
 )
 
-// Paths of the sink's API (docs/ids-binding.md).
+// Paths of the sink's API (documented with the bindings, in docs/).
 const (
 	PathEffects = "/effects" // POST: act; GET /effects/{key}: what was done for key
 	HeaderKey   = "Idempotency-Key"
@@ -364,7 +364,7 @@ func (s *Sink) AllEffects() []Effect {
 	return append([]Effect(nil), s.effects...)
 }
 
-// callBody is what a target sends (docs/ids-binding.md).
+// callBody is what a target sends (documented with the bindings, in docs/).
 type callBody struct {
 	TenantID       string          `json:"tenant_id"`
 	IdempotencyKey string          `json:"idempotency_key"`

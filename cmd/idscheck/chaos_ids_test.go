@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/profiles"
-	"github.com/idscheck/idscheck/spec"
-	specids "github.com/idscheck/idscheck/spec/ids"
 	"github.com/idscheck/idscheck/sut/ids"
 )
 
@@ -28,13 +25,13 @@ var idsOnce sync.Once
 func needIDSChaos(t *testing.T) {
 	t.Helper()
 	idsOnce.Do(func() {
-		if _, ok := profiles.Lookup(spec.ProfileIDS); !ok {
-			if err := profiles.Register(profiles.Profile{Name: spec.ProfileIDS, Title: "IDS", Rules: specids.Rules, Chaos: profids.IDSChaos()}); err != nil {
+		if _, ok := profiles.Lookup(profids.Name); !ok {
+			if err := profiles.Register(profiles.Profile{Name: profids.Name, Title: "IDS", Rules: profids.Rules, Chaos: profids.IDSChaos()}); err != nil {
 				panic(err)
 			}
 		}
 	})
-	if p, _ := profiles.Lookup(spec.ProfileIDS); p.Chaos == nil {
+	if p, _ := profiles.Lookup(profids.Name); p.Chaos == nil {
 		t.Skip("the ids profile is registered without its chaos workload")
 	}
 	t.Setenv(testBinaryIsCLI, "1")
@@ -76,7 +73,7 @@ func TestChaosIDSBundledServer(t *testing.T) {
 			t.Errorf("%s has no kind", c.Fault)
 		}
 	}
-	for _, f := range []string{"history.jsonl", "ledger.jsonl", checker.IDSKeysFile, "check.json", "index.html", "result.json"} {
+	for _, f := range []string{"history.jsonl", "ledger.jsonl", profids.IDSKeysFile, "check.json", "index.html", "result.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("run directory lacks %s: %v", f, err)
 		}
@@ -102,7 +99,7 @@ func TestChaosIDSCatchesNoReservation(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
 	}
-	for _, want := range []string{"- " + checker.RuleIDSExactlyOnceEffects + " ", "took effect 2 times at the sink: eff_",
+	for _, want := range []string{"- " + profids.RuleIDSExactlyOnceEffects + " ", "took effect 2 times at the sink: eff_",
 		"replay: idscheck chaos --profile ids --seed 7 --duration 3s --workers 8 --faults storm --time-scale 60 --mutant no-reservation"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)

@@ -14,12 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/profiles"
+	profids "github.com/idscheck/idscheck/profiles/ids"
 	"github.com/idscheck/idscheck/spec"
 	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/sut/httpidem"
-	"github.com/idscheck/idscheck/sut/ids"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
 
@@ -144,7 +145,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitUsage
 		}
 		return serveIDS(ctx, idsServeConfig{addr: *addr, db: *db, sink: *sinkURL, scale: *scale, mutant: *mutant,
-			apiKey: os.Getenv("IDS_API_KEY"), level: lv}, stdout, stderr)
+			level: lv}, stdout, stderr)
 	}
 	if *profile == string(spec.ProfileHTTPIdem) {
 		var lv slog.Level
@@ -293,32 +294,31 @@ func mutantList() []string {
 
 // idsServeConfig is what serve --profile ids was asked.
 type idsServeConfig struct {
-	addr, db, sink, mutant, apiKey string
-	scale                          float64
-	level                          slog.Level
+	addr, db, sink, mutant string
+	scale                  float64
+	level                  slog.Level
 }
 
-// serveIDS runs the bundled IDS reference server (sut/ids) until ctx ends.
+// serveIDS runs the bundled IDS reference server (profiles/ids.Serve) until
+// ctx ends: an error before it listens is a usage error, one after it a
+// failure.
 func serveIDS(ctx context.Context, c idsServeConfig, stdout, stderr io.Writer) int {
-	switch {
-	case c.sink == "":
-		fmt.Fprintln(stderr, "idscheck serve: --profile ids needs --sink URL: the effect sink its commands send their effects to")
-		return exitUsage
-	case c.scale < 0:
-		fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
-		return exitUsage
-	}
-	if c.db == "" {
-		c.db = "ids.db"
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.level}))
-	srv, err := ids.Open(ctx, ids.Config{DBPath: c.db, SinkURL: c.sink, APIKey: c.apiKey, TimeScale: c.scale,
-		Mutant: c.mutant, Logger: logger})
-	if err != nil {
+	listening := false
+	err := profids.Serve(ctx, c.sink, harness.ServeConfig{Addr: c.addr, DB: c.db, TimeScale: c.scale, Mutant: c.mutant,
+		Logger: logger, Getenv: os.Getenv, Stdout: stdout, Stderr: stderr, Ready: func(baseURL string) {
+			listening = true
+			fmt.Fprintf(stdout, "listening on %s\n", baseURL)
+		}})
+	switch {
+	case err == nil:
+		return exitOK
+	case !listening:
 		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
 		return exitUsage
 	}
-	return serveHandler(ctx, "ids", c.addr, c.db, c.mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
+	fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+	return exitFailed
 }
 
 // atpServeConfig is what serve --profile atp was asked.

@@ -4,19 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec"
-	specids "github.com/idscheck/idscheck/spec/ids"
+	"github.com/idscheck/idscheck/harness"
 	sutids "github.com/idscheck/idscheck/sut/ids"
 )
 
-// IDS is RFC-WF-0010, Idempotency & Delivery Semantics (seed 001), over
-// idscheck's wire binding (docs/ids-binding.md).
+// Profile returns the IDS profile: RFC-WF-0010, Idempotency & Delivery
+// Semantics (seed 001), over idscheck's wire binding (docs/ids-binding.md).
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileIDS)
+	suite := Suite()
 	var mutants []harness.Mutant
 	for _, m := range sutids.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
@@ -26,15 +24,16 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:       spec.ProfileIDS,
+		Name:       Name,
 		Title:      "IDS RFC-WF-0010 (idempotency and exactly-once effects)",
-		Rules:      specids.Rules,
-		Decisions:  specids.Decisions,
+		Rules:      Rules,
+		Decisions:  Decisions,
 		Suite:      &suite,
 		Bundled:    idsBundled,
 		EffectSink: true,
 		Mutants:    mutants,
 		Chaos:      IDSChaos(),
+		Serve:      ServeCommand(),
 	}
 }
 

@@ -135,7 +135,7 @@ var mutantScenarios = map[string]func(t *testing.T, e *testEnv) bool{
 	},
 }
 
-// ruleIDs are the IDS rule IDs a mutant may name (spec/ids's catalog).
+// ruleIDs are the IDS rule IDs a mutant may name (profiles/ids's catalog).
 var ruleIDs = map[string]bool{}
 
 func init() {

@@ -4,7 +4,7 @@ from docs/ids-binding.md with Python's own json and hashlib (not idscheck's
 code). For these vectors (integers, strings of the Basic Multilingual Plane)
 json.dumps(sort_keys, compact, ensure_ascii=False) is exactly RFC 8785 JCS.
 
-    python3 spec/ids/testdata/key_kat.py > spec/ids/testdata/key_kat.json
+    python3 profiles/ids/testdata/key_kat.py > profiles/ids/testdata/key_kat.json
 """
 import hashlib, json
 

@@ -1,4 +1,4 @@
-package checker
+package ids
 
 import (
 	"bytes"
@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	specids "github.com/idscheck/idscheck/spec/ids"
+
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -16,21 +17,23 @@ const idsKey = "acme/9e0c"
 
 // deliver is one POST /commands of idsKey answered with status, state and
 // body, from call to ret (ms).
-func deliver(client int, call, ret int64, status int, state, body string) Operation {
-	op := Operation{ClientID: client, Kind: OpPublish, Key: idsKey, KeyID: "acme", Input: Input{Body: "env"},
+func deliver(client int, call, ret int64, status int, state, body string) checker.Operation {
+	op := checker.Operation{ClientID: client, Kind: checker.OpPublish, Key: idsKey, KeyID: "acme", Input: checker.Input{Body: "env"},
 		Call: call * 1e6, Return: ret * 1e6, Outcome: verdict.OutcomeOK}
-	op.Output = Output{Status: status, State: state, Body: body, ID: "cmd-1"}
+	op.Output = checker.Output{Status: status, State: state, Body: body, ID: "cmd-1"}
 	return op
 }
 
-func lost(client int, call, ret int64) Operation {
+func lost(client int, call, ret int64) checker.Operation {
 	op := deliver(client, call, ret, 0, "", "")
 	op.Outcome = verdict.OutcomeUnknown
-	op.Output = Output{}
+	op.Output = checker.Output{}
 	return op
 }
 
-func effect(key, id string) Effect { return Effect{Key: key, Intent: id, Worker: "cmd-1", At: 1} }
+func effect(key, id string) checker.Effect {
+	return checker.Effect{Key: key, Intent: id, Worker: "cmd-1", At: 1}
+}
 
 func ev(decision string, executed bool, cmd string) IDSEvidenceItem {
 	return IDSEvidenceItem{Decision: decision, Executed: executed, CommandID: cmd, OriginalCommandID: "cmd-1"}
@@ -39,14 +42,14 @@ func ev(decision string, executed bool, cmd string) IDSEvidenceItem {
 // cleanRun is a key delivered four times under faults: a lost answer, a
 // processing, the executed outcome and its replay; one effect; evidence of
 // one execution and two replays.
-func cleanRun() (History, Ledger, []IDSKey) {
-	h := History{Ops: []Operation{
+func cleanRun() (checker.History, checker.Ledger, []IDSKey) {
+	h := checker.History{Ops: []checker.Operation{
 		lost(1, 0, 10),
-		deliver(2, 5, 6, 202, IDSProcessing, "p"),
-		deliver(1, 20, 21, 201, IDSExecuted, "out"),
-		deliver(3, 30, 31, 201, IDSExecuted, "out"),
+		deliver(2, 5, 6, 202, StatusProcessing, "p"),
+		deliver(1, 20, 21, 201, StatusExecuted, "out"),
+		deliver(3, 30, 31, 201, StatusExecuted, "out"),
 	}}
-	l := Ledger{Effects: []Effect{effect(idsKey, "eff_1")}}
+	l := checker.Ledger{Effects: []checker.Effect{effect(idsKey, "eff_1")}}
 	keys := []IDSKey{{Key: idsKey, Command: "payment.capture", External: true, EvidenceStatus: 200, Evidence: []IDSEvidenceItem{
 		ev(DecisionFirstSeen, true, "cmd-1"), ev(DecisionReplayed, false, "cmd-2"), ev(DecisionReplayed, false, "cmd-3"),
 	}}}
@@ -64,7 +67,7 @@ func TestIDSCleanRunPasses(t *testing.T) {
 	}
 }
 
-func onlyKind(t *testing.T, rep Report, kind AnomalyKind) Anomaly {
+func onlyKind(t *testing.T, rep checker.Report, kind checker.AnomalyKind) checker.Anomaly {
 	t.Helper()
 	if rep.Verdict() != verdict.Fail {
 		t.Fatalf("verdict %s, want FAIL", rep.Verdict())
@@ -104,13 +107,13 @@ func TestIDSExactlyOnceEffectsFails(t *testing.T) {
 		h, _, keys := cleanRun()
 		keys[0].Evidence[0].Executed = false
 		keys[0].Evidence = keys[0].Evidence[1:]
-		rep := CheckIDS(h, Ledger{}, keys, IDSOptions{})
+		rep := CheckIDS(h, checker.Ledger{}, keys, IDSOptions{})
 		a := onlyKind(t, rep, IDSEffects)
 		if !strings.Contains(a.Explanation, "never reached the sink") {
 			t.Fatalf("explanation %q", a.Explanation)
 		}
 		// The same run with the drain cut short: pending, UNKNOWN.
-		rep = CheckIDS(h, Ledger{}, keys, IDSOptions{Undrained: true})
+		rep = CheckIDS(h, checker.Ledger{}, keys, IDSOptions{Undrained: true})
 		if rep.Verdict() != verdict.Unknown || rep.Queue.Pending != 1 {
 			t.Fatalf("undrained: verdict %s, queue %+v, anomalies %+v", rep.Verdict(), rep.Queue, rep.Anomalies)
 		}
@@ -126,7 +129,7 @@ func TestIDSExactlyOnceEffectsFails(t *testing.T) {
 	t.Run("not I3: no effect is fine", func(t *testing.T) {
 		h, _, keys := cleanRun()
 		keys[0].External = false
-		if rep := CheckIDS(h, Ledger{}, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
+		if rep := CheckIDS(h, checker.Ledger{}, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
 			t.Fatalf("%s: %+v", rep.Verdict(), rep.Anomalies)
 		}
 	})
@@ -135,10 +138,10 @@ func TestIDSExactlyOnceEffectsFails(t *testing.T) {
 // TestIDSSameOutcomeFails: a duplicate answered another terminal outcome,
 // or "processing" after the outcome had been answered, breaks IX.A.
 func TestIDSSameOutcomeFails(t *testing.T) {
-	for name, extra := range map[string]Operation{
-		"another body":                 deliver(4, 40, 41, 201, IDSExecuted, "other"),
-		"another status":               deliver(4, 40, 41, 422, IDSRejected, "out"),
-		"processing after the outcome": deliver(4, 40, 41, 202, IDSProcessing, "p"),
+	for name, extra := range map[string]checker.Operation{
+		"another body":                 deliver(4, 40, 41, 201, StatusExecuted, "other"),
+		"another status":               deliver(4, 40, 41, 422, StatusRejected, "out"),
+		"processing after the outcome": deliver(4, 40, 41, 202, StatusProcessing, "p"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			h, l, keys := cleanRun()
@@ -152,7 +155,7 @@ func TestIDSSameOutcomeFails(t *testing.T) {
 	}
 	// Refusals before any decision and overlapping processing answers are fine.
 	h, l, keys := cleanRun()
-	h.Ops = append(h.Ops, deliver(5, 40, 41, 429, "", "rate"), deliver(6, 19, 25, 202, IDSProcessing, "p"), lost(7, 50, 60))
+	h.Ops = append(h.Ops, deliver(5, 40, 41, 429, "", "rate"), deliver(6, 19, 25, 202, StatusProcessing, "p"), lost(7, 50, 60))
 	if rep := CheckIDS(h, l, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
 		t.Fatalf("%s: %+v", rep.Verdict(), rep.Anomalies)
 	}
@@ -161,13 +164,13 @@ func TestIDSSameOutcomeFails(t *testing.T) {
 // TestIDSExecutedOrReplayedFails: evidence that disagrees with the effects
 // or with itself breaks XII.
 func TestIDSExecutedOrReplayedFails(t *testing.T) {
-	cases := map[string]func(k *IDSKey, l *Ledger){
-		"two executed":               func(k *IDSKey, l *Ledger) { k.Evidence[1] = ev(DecisionFirstSeen, true, "cmd-2") },
-		"replayed says executed":     func(k *IDSKey, l *Ledger) { k.Evidence[2].Executed = true },
-		"effect but nothing says so": func(k *IDSKey, l *Ledger) { k.Evidence[0].Executed = false },
-		"executed, no effect":        func(k *IDSKey, l *Ledger) { l.Effects = nil },
-		"unknown decision":           func(k *IDSKey, l *Ledger) { k.Evidence[1].Decision = "replayed" },
-		"two first_seen":             func(k *IDSKey, l *Ledger) { k.Evidence[1].Decision = DecisionFirstSeen },
+	cases := map[string]func(k *IDSKey, l *checker.Ledger){
+		"two executed":               func(k *IDSKey, l *checker.Ledger) { k.Evidence[1] = ev(DecisionFirstSeen, true, "cmd-2") },
+		"replayed says executed":     func(k *IDSKey, l *checker.Ledger) { k.Evidence[2].Executed = true },
+		"effect but nothing says so": func(k *IDSKey, l *checker.Ledger) { k.Evidence[0].Executed = false },
+		"executed, no effect":        func(k *IDSKey, l *checker.Ledger) { l.Effects = nil },
+		"unknown decision":           func(k *IDSKey, l *checker.Ledger) { k.Evidence[1].Decision = "replayed" },
+		"two first_seen":             func(k *IDSKey, l *checker.Ledger) { k.Evidence[1].Decision = DecisionFirstSeen },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -187,11 +190,11 @@ func TestIDSExecutedOrReplayedFails(t *testing.T) {
 	// it was performed, not replayed, and has no effect.
 	h, _, keys := cleanRun()
 	for i := range h.Ops {
-		if h.Ops[i].Output.State == IDSExecuted {
-			h.Ops[i].Output.Status, h.Ops[i].Output.State = 422, IDSRejected
+		if h.Ops[i].Output.State == StatusExecuted {
+			h.Ops[i].Output.Status, h.Ops[i].Output.State = 422, StatusRejected
 		}
 	}
-	if rep := CheckIDS(h, Ledger{}, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
+	if rep := CheckIDS(h, checker.Ledger{}, keys, IDSOptions{}); rep.Verdict() != verdict.Pass {
 		t.Fatalf("rejected: %s %+v", rep.Verdict(), rep.Anomalies)
 	}
 	// Evidence that was never read is undecided, not a pass.
@@ -210,7 +213,7 @@ func TestIDSOutcomeDecideAgreesWithPorcupine(t *testing.T) {
 	illegal := 0
 	for n := range 2000 {
 		k := 1 + rnd.IntN(5)
-		ops := make([]Operation, k)
+		ops := make([]checker.Operation, k)
 		for i := range ops {
 			call := int64(rnd.IntN(20))
 			ret := call + int64(rnd.IntN(6))
@@ -218,16 +221,16 @@ func TestIDSOutcomeDecideAgreesWithPorcupine(t *testing.T) {
 			case 0:
 				ops[i] = lost(i, call, ret)
 			case 1:
-				ops[i] = deliver(i, call, ret, 202, IDSProcessing, "p")
+				ops[i] = deliver(i, call, ret, 202, StatusProcessing, "p")
 			case 2:
 				ops[i] = deliver(i, call, ret, 429, "", "x")
 			case 3:
-				ops[i] = deliver(i, call, ret, 201, IDSExecuted, "b")
+				ops[i] = deliver(i, call, ret, 201, StatusExecuted, "b")
 			default:
-				ops[i] = deliver(i, call, ret, 201, IDSExecuted, "a")
+				ops[i] = deliver(i, call, ret, 201, StatusExecuted, "a")
 			}
 		}
-		pops := porcupineOps(nil, ops, seq(len(ops)), false)
+		pops := checker.PorcupineOps(nil, ops, seq(len(ops)), false)
 		want := porcupine.CheckOperations(m, pops)
 		got, why, _ := IDSOutcomeDecide(ops)
 		if got != want {
@@ -262,21 +265,21 @@ func TestIDSKeysRoundTrip(t *testing.T) {
 	}
 	// The model is usable through CheckModels too.
 	h, _, _ := cleanRun()
-	res := CheckModels(h, []Model{IDSOutcomeModel{}}, time.Second)
-	if res[0].Result != LinOk || len(res[0].Failed) != 0 {
+	res := checker.CheckModels(h, []checker.Model{IDSOutcomeModel{}}, time.Second)
+	if res[0].Result != checker.LinOk || len(res[0].Failed) != 0 {
 		t.Fatalf("%+v", res)
 	}
 }
 
-// TestIDSRulesAreInTheCatalog: each IDS check names a rule of spec/ids.
+// TestIDSRulesAreInTheCatalog: each IDS check names a rule of the profile's catalog.
 func TestIDSRulesAreInTheCatalog(t *testing.T) {
 	ids := map[string]bool{}
-	for _, r := range specids.Rules() {
+	for _, r := range Rules() {
 		ids[r.ID] = true
 	}
 	for _, r := range []string{RuleIDSExactlyOnceEffects, RuleIDSSameOutcome, RuleIDSExecutedOrReplayed} {
 		if !ids[r] {
-			t.Errorf("%s is not a rule of spec/ids", r)
+			t.Errorf("%s is not a rule of the profile's catalog", r)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // The faults of the effect sink, for profiles whose commands have external
-// effects (IDS): the target's calls to the sink are cut off (a partition of
+// effects: the target's calls to the sink are cut off (a partition of
 // the toxiproxy proxy the target is given as its sink), or the sink acts and
 // loses its replies. Both are network faults: --faults net selects them.
 const (
@@ -131,8 +131,8 @@ func (p *SinkProxy) partition() (func() error, error) {
 // the sink stops (new calls are refused, open ones closed), and heals.
 type SinkPartition struct {
 	Proxy *SinkProxy
-	// As is the fault's name ("": FaultSinkPartition): ATP's rail, which
-	// the sink serves, names it FaultRailPartition.
+	// As is the fault's name ("": FaultSinkPartition): a profile whose
+	// target calls the sink under another name names the fault after it.
 	As string
 }
 

@@ -1,11 +1,18 @@
-// Package ids is the IDS profile's text made checkable: RFC-WF-0010,
-// Idempotency & Delivery Semantics (seed 001), its rules, the places where
-// it leaves a choice open, and idscheck's wire binding of it
+// Package ids is the IDS profile: RFC-WF-0010, Idempotency & Delivery
+// Semantics (seed 001), made certifiable. It holds the text's rules, the
+// places where it leaves a choice open, and idscheck's wire binding of it
 // (docs/ids-binding.md): the envelope, the key derivation (SHA-256 over
-// RFC 8785 JCS) and the envelope fingerprint.
+// RFC 8785 JCS) and the envelope fingerprint; its feature file and step
+// definitions (ids.feature, steps.go); the checks and the outcome model of
+// its chaos runs (checks.go) and its chaos workload (chaos_workload.go,
+// chaos.go); and its bundled server as a process (serve.go). Profile
+// returns all of it; the bundled server itself is sut/ids.
 package ids
 
 import "github.com/idscheck/idscheck/spec"
+
+// Name is the profile's name (--profile ids).
+const Name spec.Profile = "ids"
 
 // Source is the seed file of RFC-WF-0010 (profile ids).
 const Source = "001_cde8541928f420cc.txt"
@@ -35,7 +42,7 @@ func init() { spec.RegisterRules(Rules) }
 // Rules returns the catalog of seed 001, in the order of the text.
 func Rules() []spec.Rule {
 	r := func(id, section string, level spec.Level, binding, quote, explanation string) spec.Rule {
-		return spec.Rule{ID: id, Profile: spec.ProfileIDS, Source: Source, Section: section, Level: level,
+		return spec.Rule{ID: id, Profile: Name, Source: Source, Section: section, Level: level,
 			Binding: binding, Quote: quote, Explanation: explanation}
 	}
 	untestable := func(rule spec.Rule, why string) spec.Rule { rule.Untestable = why; return rule }

@@ -1,8 +1,7 @@
-package chaos_test
+package ids_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/profiles/ids"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -47,17 +47,17 @@ func startIDS(t *testing.T, mutant string) *idsEnv {
 	return &idsEnv{sink: s, sinkNet: sinkNet, net: network, fake: fake, url: network.URL()}
 }
 
-func runIDS(t *testing.T, e *idsEnv, seed uint64, d time.Duration, fs []faults.Fault) (*chaos.IDSResult, checker.Report) {
+func runIDS(t *testing.T, e *idsEnv, seed uint64, d time.Duration, fs []faults.Fault) (*ids.IDSResult, checker.Report) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := chaos.RunIDS(ctx, chaos.IDSConfig{BaseURL: e.url, Sink: e.sink, Seed: seed, Duration: d, Workers: 8,
+	res, err := ids.RunIDS(ctx, ids.IDSConfig{BaseURL: e.url, Sink: e.sink, Seed: seed, Duration: d, Workers: 8,
 		TimeScale: 60, Faults: fs, StormMin: 200, StormMax: 220, RequestTimeout: 500 * time.Millisecond, DrainTimeout: 10 * time.Second,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 300 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}})
 	if err != nil {
 		t.Fatalf("RunIDS: %v", err)
 	}
-	return res, checker.CheckIDS(res.History, res.Ledger, res.Keys, checker.IDSOptions{Undrained: !res.Drained})
+	return res, ids.CheckIDS(res.History, res.Ledger, res.Keys, ids.IDSOptions{Undrained: !res.Drained})
 }
 
 // TestIDSCleanTargetUnderFaultsHasNoAnomaly: a correct target under lost
@@ -119,62 +119,14 @@ func TestIDSMutantsAreCaught(t *testing.T) {
 			e := startIDS(t, m)
 			fs := []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
 			_, rep := runIDS(t, e, 5, 1500*time.Millisecond, fs)
-			if rep.Verdict() != verdict.Fail || rep.Counts[checker.IDSEffects] == 0 {
+			if rep.Verdict() != verdict.Fail || rep.Counts[ids.IDSEffects] == 0 {
 				t.Fatalf("verdict %s, counts %v: want IDS-V duplicated effects", rep.Verdict(), rep.Counts)
 			}
 			for _, a := range rep.Anomalies {
-				if a.Kind == checker.IDSEffects && (!strings.Contains(a.Explanation, "eff_") || len(a.Effects) < 2 || len(a.Ops) == 0) {
+				if a.Kind == ids.IDSEffects && (!strings.Contains(a.Explanation, "eff_") || len(a.Effects) < 2 || len(a.Ops) == 0) {
 					t.Fatalf("the anomaly must name the effects and the operations: %+v", a)
 				}
 			}
 		})
-	}
-}
-
-// TestSinkProxyListensWhereToldAndPartitions: the proxy in front of the sink
-// listens on the declared address, refuses calls while partitioned, and
-// heals on the same address.
-func TestSinkProxyListensWhereToldAndPartitions(t *testing.T) {
-	s, err := sink.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	addr, err := faults.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := chaos.NewSinkProxy(addr, s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if p.Addr() != addr {
-		t.Fatalf("listens on %s, want %s", p.Addr(), addr)
-	}
-	healthy := func() bool {
-		resp, err := http.Get(p.URL() + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}
-	if !healthy() {
-		t.Fatal("the sink does not answer through the proxy")
-	}
-	f := chaos.SinkFaults(p, s)[0]
-	done := make(chan faults.Injection, 1)
-	go func() {
-		in, _ := f.Inject(context.Background(), nil, 300*time.Millisecond)
-		done <- in
-	}()
-	time.Sleep(100 * time.Millisecond)
-	if healthy() {
-		t.Fatal("the sink answers through a partitioned proxy")
-	}
-	in := <-done
-	if in.Err != "" || in.Fault != chaos.FaultSinkPartition || !healthy() {
-		t.Fatalf("injection %+v; healthy after: %t", in, healthy())
 	}
 }

@@ -1,4 +1,4 @@
-package features
+package ids
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/pingcap/failpoint"
 
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 	sutids "github.com/idscheck/idscheck/sut/ids"
@@ -18,7 +19,7 @@ import (
 
 // runIDS certifies the bundled IDS server (mutant "" for the correct one)
 // on the rules sel selects (nil: all), with an effect sink of its own.
-func runIDS(t *testing.T, mutant string, sel []string) *RunResult {
+func runIDS(t *testing.T, mutant string, sel []string) *features.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -35,8 +36,9 @@ func runIDS(t *testing.T, mutant string, sel []string) *RunResult {
 	defer srv.Close()
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
-	res, err := Run(ctx, RunConfig{Profile: spec.ProfileIDS, Rules: spec.RulesFor(spec.ProfileIDS), Seed: 1, Select: sel,
-		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, APIKey: "ids-key", TimeScale: 60}})
+	suite := Suite()
+	res, err := features.Run(ctx, features.RunConfig{Profile: Name, Rules: spec.RulesFor(Name), Suite: &suite, Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, APIKey: "ids-key", TimeScale: 60}})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

@@ -1,4 +1,4 @@
-package features
+package ids
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 	sutids "github.com/idscheck/idscheck/sut/ids"
@@ -104,7 +105,7 @@ func TestIDSChecksFailOnATamperedAnswer(t *testing.T) {
 
 // runIDSThrough certifies the correct IDS server behind a proxy that
 // applies change to every JSON answer.
-func runIDSThrough(t *testing.T, change rewrite, sel []string) *RunResult {
+func runIDSThrough(t *testing.T, change rewrite, sel []string) *features.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -137,8 +138,9 @@ func runIDSThrough(t *testing.T, change rewrite, sel []string) *RunResult {
 		io.Copy(w, bytes.NewReader(body))
 	}))
 	defer hs.Close()
-	res, err := Run(ctx, RunConfig{Profile: spec.ProfileIDS, Rules: spec.RulesFor(spec.ProfileIDS), Seed: 1, Select: sel,
-		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, TimeScale: 60}})
+	suite := Suite()
+	res, err := features.Run(ctx, features.RunConfig{Profile: Name, Rules: spec.RulesFor(Name), Suite: &suite, Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, TimeScale: 60}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idscheck/idscheck/spec/ids"
+	"github.com/idscheck/idscheck/profiles/ids"
 )
 
 // TestKeyKnownAnswers checks the key and the fingerprint against vectors

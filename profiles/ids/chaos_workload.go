@@ -1,9 +1,7 @@
-package chaos
+package ids
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,11 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	specids "github.com/idscheck/idscheck/spec/ids"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -36,8 +34,8 @@ import (
 // processing) retried with the same envelope until a terminal answer or the
 // drain's end. It records every request into a checker.History, every
 // effect the harness's sink performed into a checker.Ledger, and, after the
-// drain, GET /evidence of every key (checker.IDSKey). It judges nothing:
-// checker.CheckIDS does.
+// drain, GET /evidence of every key (IDSKey). It judges nothing:
+// CheckIDS does.
 
 // IDSConfig is one IDS chaos run.
 type IDSConfig struct {
@@ -67,10 +65,10 @@ type IDSConfig struct {
 	DrainTimeout       time.Duration // after Duration: how long deliveries and the outbox may go on (default 15 s)
 	MaxOps             int           // bound on recorded operations (default 2,000,000)
 	// Recorder receives every operation (nil: one of MaxOps is made).
-	Recorder *Recorder
+	Recorder *chaos.Recorder
 	Logger   *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
 // IDSResult is everything an IDS chaos run recorded.
@@ -81,8 +79,8 @@ type IDSResult struct {
 	Timeline []faults.Injection `json:"timeline"`
 	History  checker.History    `json:"-"`
 	Ledger   checker.Ledger     `json:"-"`
-	Keys     []checker.IDSKey   `json:"-"`
-	Series   []Bucket           `json:"series"`
+	Keys     []IDSKey           `json:"-"`
+	Series   []chaos.Bucket     `json:"series"`
 	// Drained is true when every logical command reached a terminal answer
 	// (or was given up on its window) and every executed I3 command's
 	// effect reached the sink before the drain timeout.
@@ -104,65 +102,9 @@ func (c *IDSConfig) defaults() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 15 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	chaos.WorkloadKnobs{Duration: &c.Duration, TimeScale: &c.TimeScale, StormMin: &c.StormMin, StormMax: &c.StormMax,
+		RequestTimeout: &c.RequestTimeout, MaxOps: &c.MaxOps, Logger: &c.Logger, RunID: &c.RunID}.Fill()
 	return nil
-}
-
-// Recorder collects the operations of a run, bounded in count: past its
-// bound it drops them (and says how many), so a run is bounded in memory
-// whatever the load.
-type Recorder struct {
-	start    time.Time
-	max      int
-	mu       sync.Mutex
-	ops      []checker.Operation
-	dropped  int
-	recorded atomic.Int64
-	unknown  atomic.Int64
-}
-
-// NewRecorder returns a recorder of at most max operations whose times
-// count from start.
-func NewRecorder(start time.Time, max int) *Recorder {
-	return &Recorder{start: start, max: max}
-}
-
-// Now is the time of the run's clock: ns since its start.
-func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
-
-// Op records one operation.
-func (r *Recorder) Op(op checker.Operation) {
-	r.recorded.Add(1)
-	if op.Outcome == verdict.OutcomeUnknown {
-		r.unknown.Add(1)
-	}
-	r.mu.Lock()
-	if len(r.ops) < r.max {
-		r.ops = append(r.ops, op)
-	} else {
-		r.dropped++
-	}
-	r.mu.Unlock()
-}
-
-// Full reports that the bound is reached: every load loop stops there.
-func (r *Recorder) Full() bool { return r.recorded.Load() >= int64(r.max) }
-
-// Len is how many operations were recorded or dropped.
-func (r *Recorder) Len() int { return int(r.recorded.Load()) }
-
-// Unknown is how many had an unknown outcome.
-func (r *Recorder) Unknown() int { return int(r.unknown.Load()) }
-
-// History returns the recorded operations in call order, and how many were
-// dropped past the bound.
-func (r *Recorder) History() (checker.History, int) {
-	r.mu.Lock()
-	ops := append([]checker.Operation(nil), r.ops...)
-	dropped := r.dropped
-	r.mu.Unlock()
-	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
-	return checker.History{Ops: ops}, dropped
 }
 
 // The IDS binding's paths and headers (docs/ids-binding.md).
@@ -279,11 +221,11 @@ func (c *idsLogical) intentObj() map[string]any {
 
 // spec returns the logical command as the binding's envelope (no
 // command_id, no ephemeral fields): its Key and Fingerprint are the
-// binding's (spec/ids).
-func (c *idsLogical) spec() specids.Envelope {
+// binding's (wire.go).
+func (c *idsLogical) spec() Envelope {
 	args, _ := json.Marshal(c.args)
-	return specids.Envelope{TenantID: c.tenant, ActorID: c.actor, EffectiveActorID: c.effActor,
-		Intent: specids.Intent{Entity: c.typ.Entity, Action: c.typ.Action, Target: c.target}, Args: args, CommandKind: c.kind}
+	return Envelope{TenantID: c.tenant, ActorID: c.actor, EffectiveActorID: c.effActor,
+		Intent: Intent{Entity: c.typ.Entity, Action: c.typ.Action, Target: c.target}, Args: args, CommandKind: c.kind}
 }
 
 // idsWorkload is the state of one IDS run shared by its goroutines.
@@ -291,7 +233,7 @@ type idsWorkload struct {
 	cfg   IDSConfig
 	start time.Time
 	http  *client.Client
-	rec   *Recorder
+	rec   *chaos.Recorder
 	types []idsCommandType
 
 	mu       sync.Mutex
@@ -390,7 +332,7 @@ func (w *idsWorkload) readRegistry(ctx context.Context) ([]idsCommandType, error
 		if _, err = w.get(ctx, idsPathRegistry, &reg); err == nil {
 			break
 		}
-		sleep(ctx, 200*time.Millisecond)
+		chaos.Sleep(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("chaos ids: the registry: %w", err)
@@ -455,9 +397,9 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 	w.start = time.Now()
 	w.rec = cfg.Recorder
 	if w.rec == nil {
-		w.rec = NewRecorder(w.start, cfg.MaxOps)
+		w.rec = chaos.NewRecorder(w.start, cfg.MaxOps)
 	}
-	w.start = w.rec.start
+	w.start = w.rec.Start()
 	res := &IDSResult{Start: w.start, Schedule: schedule}
 	for _, t := range w.types {
 		res.Commands = append(res.Commands, t.Name)
@@ -514,7 +456,7 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 	var dropped int
 	res.History, dropped = w.rec.History()
 	res.Ledger = w.ledger()
-	res.Series = series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	var errs []error
 	if dropped > 0 {
 		errs = append(errs, fmt.Errorf("chaos ids: %d operations not recorded past the bound of %d", dropped, cfg.MaxOps))
@@ -541,7 +483,7 @@ func (w *idsWorkload) progress(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
 			Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
 		p.Phase, _ = w.phase.Load().(string)
 		p.Fault, _ = w.fault.Load().(string)
@@ -733,7 +675,7 @@ func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsA
 	a := idsAnswer{}
 	if err == nil {
 		op.Output.Status = resp.Status
-		op.Output.Body = digest(resp.Body)
+		op.Output.Body = chaos.Digest(resp.Body)
 		var b idsBody
 		json.Unmarshal(resp.Body, &b)
 		op.Output.ID = b.CommandID
@@ -824,12 +766,12 @@ func (w *idsWorkload) drive(loadCtx, drainCtx context.Context, c *idsLogical, rn
 				continue // resend to get the outcome
 			}
 		case op.Outcome == verdict.OutcomeOK && op.Output.Status == http.StatusTooManyRequests:
-			sleep(drainCtx, min(a.retryIn, 2*time.Second)+time.Duration(rnd.IntN(50))*time.Millisecond)
+			chaos.Sleep(drainCtx, min(a.retryIn, 2*time.Second)+time.Duration(rnd.IntN(50))*time.Millisecond)
 			continue
 		case op.Outcome == verdict.OutcomeOK && op.Output.Status < 500:
 			return // refused outright (400, 401, 403, 409, 422 problem): resending changes nothing
 		}
-		sleep(drainCtx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
+		chaos.Sleep(drainCtx, backoff+time.Duration(rnd.Int64N(int64(backoff))))
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
@@ -849,7 +791,7 @@ func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string,
 	}
 	wait := 10 * time.Millisecond
 	for i := 0; i < idsMaxPolls && ctx.Err() == nil && !w.rec.Full(); i++ {
-		sleep(ctx, wait+time.Duration(rnd.Int64N(int64(wait))))
+		chaos.Sleep(ctx, wait+time.Duration(rnd.Int64N(int64(wait))))
 		wait = min(2*wait, 300*time.Millisecond)
 		op := checker.Operation{ClientID: int(w.clientID.Add(1)), Kind: checker.OpStatus, Key: c.recKey, KeyID: c.tenant, Call: w.rec.Now()}
 		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: w.header()})
@@ -955,13 +897,13 @@ func (w *idsWorkload) waitOutbox(ctx context.Context) bool {
 		if missing == 0 {
 			break
 		}
-		sleep(ctx, 50*time.Millisecond)
+		chaos.Sleep(ctx, 50*time.Millisecond)
 	}
 	// Quiet: no new sink call for 300 ms (at most 3 s).
 	last := len(w.cfg.Sink.AllCalls())
 	quietSince := time.Now()
 	for t := time.Now(); ctx.Err() == nil && time.Since(t) < 3*time.Second && time.Since(quietSince) < 300*time.Millisecond; {
-		sleep(ctx, 50*time.Millisecond)
+		chaos.Sleep(ctx, 50*time.Millisecond)
 		if n := len(w.cfg.Sink.AllCalls()); n != last {
 			last, quietSince = n, time.Now()
 		}
@@ -970,11 +912,11 @@ func (w *idsWorkload) waitOutbox(ctx context.Context) bool {
 }
 
 // readEvidence reads GET /evidence of every key (a few tries each).
-func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
+func (w *idsWorkload) readEvidence(ctx context.Context) []IDSKey {
 	w.mu.Lock()
 	cmds := append([]*idsLogical(nil), w.logical...)
 	w.mu.Unlock()
-	out := make([]checker.IDSKey, len(cmds))
+	out := make([]IDSKey, len(cmds))
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	for range min(16, max(1, len(cmds))) {
@@ -985,11 +927,11 @@ func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
 					return
 				}
 				c := cmds[i]
-				k := checker.IDSKey{Key: c.recKey, Command: c.typ.Name, External: c.typ.External()}
+				k := IDSKey{Key: c.recKey, Command: c.typ.Name, External: c.typ.External()}
 				q := url.Values{"tenant_id": {c.tenant}, "idempotency_key": {c.key}}
 				for try := 0; try < 5 && ctx.Err() == nil; try++ {
 					var body struct {
-						Evidence []checker.IDSEvidenceItem `json:"evidence"`
+						Evidence []IDSEvidenceItem `json:"evidence"`
 					}
 					st, err := w.get(ctx, idsPathEvidence+"?"+q.Encode(), &body)
 					k.EvidenceStatus, k.Evidence, k.EvidenceErr = st, body.Evidence, ""
@@ -1000,7 +942,7 @@ func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
 					if st != 0 && st < 500 {
 						break
 					}
-					sleep(ctx, 100*time.Millisecond)
+					chaos.Sleep(ctx, 100*time.Millisecond)
 				}
 				out[i] = k
 			}
@@ -1009,7 +951,7 @@ func (w *idsWorkload) readEvidence(ctx context.Context) []checker.IDSKey {
 	wg.Wait()
 	for i := range out {
 		if out[i].Key == "" { // not reached: ctx ended
-			out[i] = checker.IDSKey{Key: cmds[i].recKey, Command: cmds[i].typ.Name, External: cmds[i].typ.External(), EvidenceErr: "not read: out of time"}
+			out[i] = IDSKey{Key: cmds[i].recKey, Command: cmds[i].typ.Name, External: cmds[i].typ.External(), EvidenceErr: "not read: out of time"}
 		}
 	}
 	return out
@@ -1080,55 +1022,4 @@ func (t idsTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration
 	t.w.fault.Store(t.Name())
 	defer t.w.fault.Store("")
 	return t.Fault.Inject(ctx, rnd, d)
-}
-
-// randomHex returns n random bytes in hex (not from the seed: for names
-// that must not repeat across runs).
-// workloadKnobs are the settings every chaos workload shares; fill gives
-// each its default: 30 s, real time, storms of 200 to 300 (at most
-// faults.MaxStorm), 2 s per request, 2,000,000 operations recorded, a
-// silent logger, a random run ID.
-type workloadKnobs struct {
-	Duration           *time.Duration
-	TimeScale          *float64
-	StormMin, StormMax *int
-	RequestTimeout     *time.Duration
-	MaxOps             *int
-	Logger             **slog.Logger
-	RunID              *string
-}
-
-func (k workloadKnobs) fill() {
-	if *k.Duration <= 0 {
-		*k.Duration = 30 * time.Second
-	}
-	if *k.TimeScale <= 0 {
-		*k.TimeScale = 1
-	}
-	if *k.StormMin <= 0 {
-		*k.StormMin = 200
-	}
-	if *k.StormMax < *k.StormMin {
-		*k.StormMax = max(*k.StormMin, 300)
-	}
-	*k.StormMax = min(*k.StormMax, faults.MaxStorm)
-	*k.StormMin = min(*k.StormMin, *k.StormMax)
-	if *k.RequestTimeout <= 0 {
-		*k.RequestTimeout = 2 * time.Second
-	}
-	if *k.MaxOps <= 0 {
-		*k.MaxOps = 2_000_000
-	}
-	if *k.Logger == nil {
-		*k.Logger = slog.New(slog.DiscardHandler)
-	}
-	if *k.RunID == "" {
-		*k.RunID = randomHex(3)
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

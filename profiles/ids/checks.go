@@ -1,4 +1,4 @@
-package checker
+package ids
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -34,7 +36,7 @@ import (
 //
 // Each check judges one rule and names it: the anomaly's Kind is the rule ID.
 
-// The IDS rules the chaos checks judge (spec/ids names them the same).
+// The IDS rules the chaos checks judge (rules.go names them the same).
 const (
 	RuleIDSExactlyOnceEffects = "IDS-V-exactly-once-effects"
 	RuleIDSSameOutcome        = "IDS-IX.A-same-outcome"
@@ -44,9 +46,9 @@ const (
 // The anomaly kinds of the IDS checks: each is the ID of the one rule it
 // breaks.
 const (
-	IDSEffects  AnomalyKind = RuleIDSExactlyOnceEffects
-	IDSOutcome  AnomalyKind = RuleIDSSameOutcome
-	IDSEvidence AnomalyKind = RuleIDSExecutedOrReplayed
+	IDSEffects  checker.AnomalyKind = RuleIDSExactlyOnceEffects
+	IDSOutcome  checker.AnomalyKind = RuleIDSSameOutcome
+	IDSEvidence checker.AnomalyKind = RuleIDSExecutedOrReplayed
 )
 
 // Model names of the IDS checks in Report.Models.
@@ -54,23 +56,6 @@ const (
 	ModelIDSOutcome  = "ids-outcome"  // IX.A: one terminal outcome per key (porcupine model IDSOutcomeModel)
 	ModelIDSEffects  = "ids-effects"  // V: effects per key, after the drain
 	ModelIDSEvidence = "ids-evidence" // XII: evidence per key against the effects
-)
-
-// The answer states of the IDS binding (the "status" of an answer's body
-// and of GET /commands/{id}).
-const (
-	IDSExecuted   = "executed"
-	IDSRejected   = "rejected"
-	IDSFailed     = "failed"
-	IDSProcessing = "processing"
-	IDSInProgress = "in_progress"
-)
-
-// The evidence decisions of the IDS binding (IDS §XII).
-const (
-	DecisionFirstSeen  = "first_seen"
-	DecisionReplayed   = "duplicate_replayed"
-	DecisionConflicted = "conflict_rejected"
 )
 
 // IDSKeysFile is the name of the per-key records in a run directory.
@@ -120,7 +105,7 @@ func WriteIDSKeys(w io.Writer, keys []IDSKey) error {
 // ReadIDSKeys parses what WriteIDSKeys wrote.
 func ReadIDSKeys(r io.Reader) ([]IDSKey, error) {
 	var out []IDSKey
-	err := readJSONL(r, func(line []byte, n int) error {
+	err := checker.ReadJSONL(r, func(line []byte, n int) error {
 		var k IDSKey
 		if err := json.Unmarshal(line, &k); err != nil {
 			return fmt.Errorf("read ids keys: line %d: %w", n, err)
@@ -152,12 +137,12 @@ const maxIDSAnomalyOps = 16
 // Report (Queue: Attempted keys, Acknowledged with a terminal answer,
 // Effected, Fulfilled = executed, Duplicated, Lost = executed without
 // effect, Unexpected, Pending). It is pure.
-func CheckIDS(h History, l Ledger, keys []IDSKey, opts IDSOptions) Report {
+func CheckIDS(h checker.History, l checker.Ledger, keys []IDSKey, opts IDSOptions) checker.Report {
 	if opts.MaxExamples <= 0 {
 		opts.MaxExamples = 20
 	}
-	rep := Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}
-	add := func(a Anomaly) {
+	rep := checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{}}
+	add := func(a checker.Anomaly) {
 		rep.Counts[a.Kind]++
 		if rep.Counts[a.Kind] <= opts.MaxExamples {
 			rep.Anomalies = append(rep.Anomalies, a)
@@ -169,7 +154,7 @@ func CheckIDS(h History, l Ledger, keys []IDSKey, opts IDSOptions) Report {
 	effects, q := checkIDSEffects(h, l, byKey, keys, opts, add)
 	outcome := checkIDSOutcomes(h, byKey, add)
 	evidence := checkIDSEvidence(h, byKey, l, keys, opts, add)
-	rep.Models = []ModelCheck{effects, outcome, evidence}
+	rep.Models = []checker.ModelCheck{effects, outcome, evidence}
 	rep.Queue = q
 	for k := range rep.Counts {
 		if rep.Counts[k] == 0 {
@@ -181,11 +166,11 @@ func CheckIDS(h History, l Ledger, keys []IDSKey, opts IDSOptions) Report {
 
 // opsByKey indexes the keyed operations (publishes and status reads) by
 // key, in call order.
-func opsByKey(h History) map[string][]int {
+func opsByKey(h checker.History) map[string][]int {
 	m := map[string][]int{}
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Key == "" || (op.Kind != OpPublish && op.Kind != OpStatus) {
+		if op.Key == "" || (op.Kind != checker.OpPublish && op.Kind != checker.OpStatus) {
 			continue
 		}
 		m[op.Key] = append(m[op.Key], i)
@@ -196,30 +181,21 @@ func opsByKey(h History) map[string][]int {
 	return m
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // idsAnswered reports whether op got an answer (a response whose body was
 // read whole, not a 5xx).
-func idsAnswered(op *Operation) bool {
+func idsAnswered(op *checker.Operation) bool {
 	return op.Outcome == verdict.OutcomeOK && op.Output.Status != 0 && op.Output.Status < 500
 }
 
 // idsTerminal reports whether op is a POST /commands answered with a
 // terminal outcome document (201 executed, 422 rejected, …): what every
 // later delivery of the key must replay.
-func idsTerminal(op *Operation) bool {
-	if op.Kind != OpPublish || !idsAnswered(op) {
+func idsTerminal(op *checker.Operation) bool {
+	if op.Kind != checker.OpPublish || !idsAnswered(op) {
 		return false
 	}
 	switch op.Output.State {
-	case IDSExecuted, IDSRejected, IDSFailed, "compensated":
+	case StatusExecuted, StatusRejected, StatusFailed, "compensated":
 		return true
 	}
 	return false
@@ -227,12 +203,12 @@ func idsTerminal(op *Operation) bool {
 
 // idsProcessing reports whether op is a POST /commands answered 202
 // processing.
-func idsProcessing(op *Operation) bool {
-	return op.Kind == OpPublish && idsAnswered(op) && op.Output.State == IDSProcessing
+func idsProcessing(op *checker.Operation) bool {
+	return op.Kind == checker.OpPublish && idsAnswered(op) && op.Output.State == StatusProcessing
 }
 
-func idsOutcomeOf(op *Operation) string {
-	return fmt.Sprintf("%d %s command_id %s body %s", op.Output.Status, op.Output.State, op.Output.ID, short(op.Output.Body))
+func idsOutcomeOf(op *checker.Operation) string {
+	return fmt.Sprintf("%d %s command_id %s body %s", op.Output.Status, op.Output.State, op.Output.ID, checker.Abbreviate(op.Output.Body))
 }
 
 // IDSOutcomeDecide decides one key's deliveries (its publishes, any order)
@@ -240,9 +216,9 @@ func idsOutcomeOf(op *Operation) string {
 // terminal answer is the same (status and body) and no delivery answered
 // "processing" was sent after a terminal answer had come back. When they do
 // not, it says why and which operations show it.
-func IDSOutcomeDecide(ops []Operation) (ok bool, why string, evidence []Operation) {
-	var first *Operation    // the earliest terminal answer
-	var firstRet *Operation // the terminal answer that returned first
+func IDSOutcomeDecide(ops []checker.Operation) (ok bool, why string, evidence []checker.Operation) {
+	var first *checker.Operation    // the earliest terminal answer
+	var firstRet *checker.Operation // the terminal answer that returned first
 	for i := range ops {
 		op := &ops[i]
 		if !idsTerminal(op) {
@@ -262,27 +238,17 @@ func IDSOutcomeDecide(ops []Operation) (ok bool, why string, evidence []Operatio
 		op := &ops[i]
 		if idsTerminal(op) && (op.Output.Status != first.Output.Status || op.Output.Body != first.Output.Body) {
 			return false, fmt.Sprintf("two deliveries of one envelope got different terminal outcomes: %s (client %d), then %s (client %d); a duplicate must get the same terminal outcome",
-				idsOutcomeOf(first), first.ClientID, idsOutcomeOf(op), op.ClientID), []Operation{*first, *op}
+				idsOutcomeOf(first), first.ClientID, idsOutcomeOf(op), op.ClientID), []checker.Operation{*first, *op}
 		}
 	}
 	for i := range ops {
 		op := &ops[i]
 		if idsProcessing(op) && op.Call > firstRet.Return {
 			return false, fmt.Sprintf("a delivery sent %s after the terminal outcome %s had been answered got \"processing\" instead of that outcome",
-				fmtNs(op.Call-firstRet.Return), idsOutcomeOf(firstRet)), []Operation{*firstRet, *op}
+				checker.FormatNs(op.Call-firstRet.Return), idsOutcomeOf(firstRet)), []checker.Operation{*firstRet, *op}
 		}
 	}
 	return true, "", nil
-}
-
-func fmtNs(ns int64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2f s", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
-	}
-	return fmt.Sprintf("%d µs", ns/1e3)
 }
 
 // IDSOutcomeModel is the idempotency model of IDS (IX.A) as a checker.Model:
@@ -292,14 +258,14 @@ func fmtNs(ns int64) string {
 // unknown outcome leaves it unchanged.
 type IDSOutcomeModel struct{}
 
-var _ Model = IDSOutcomeModel{}
+var _ checker.Model = IDSOutcomeModel{}
 
 // Name is ModelIDSOutcome.
 func (IDSOutcomeModel) Name() string { return ModelIDSOutcome }
 
 // Partition is the key of a publish.
-func (IDSOutcomeModel) Partition(op *Operation) (string, bool) {
-	return op.Key, op.Kind == OpPublish && op.Key != ""
+func (IDSOutcomeModel) Partition(op *checker.Operation) (string, bool) {
+	return op.Key, op.Kind == checker.OpPublish && op.Key != ""
 }
 
 type idsOutcomeState struct {
@@ -314,7 +280,7 @@ func (IDSOutcomeModel) Porcupine() porcupine.Model {
 		Init: func() any { return idsOutcomeState{} },
 		Step: func(state, input, _ any) (bool, any) {
 			s := state.(idsOutcomeState)
-			op := input.(*Operation)
+			op := input.(*checker.Operation)
 			switch {
 			case idsTerminal(op) && !s.has:
 				return true, idsOutcomeState{has: true, status: op.Output.Status, body: op.Output.Body}
@@ -326,32 +292,32 @@ func (IDSOutcomeModel) Porcupine() porcupine.Model {
 			return true, s
 		},
 		Equal:             func(a, b any) bool { return a == b },
-		DescribeOperation: func(input, _ any) string { return describeOp(input.(*Operation)) },
+		DescribeOperation: func(input, _ any) string { return checker.DescribeOp(input.(*checker.Operation)) },
 		DescribeState: func(state any) string {
 			s := state.(idsOutcomeState)
 			if !s.has {
 				return "no terminal outcome"
 			}
-			return fmt.Sprintf("%d %s", s.status, short(s.body))
+			return fmt.Sprintf("%d %s", s.status, checker.Abbreviate(s.body))
 		},
 	}
 }
 
 // Checks is the exact decision, named after IX.A.
-func (IDSOutcomeModel) Checks() []NamedCheck {
-	return []NamedCheck{{Rule: RuleIDSSameOutcome, Check: func(ops []Operation) (bool, string) {
+func (IDSOutcomeModel) Checks() []checker.NamedCheck {
+	return []checker.NamedCheck{{Rule: RuleIDSSameOutcome, Check: func(ops []checker.Operation) (bool, string) {
 		ok, why, _ := IDSOutcomeDecide(ops)
 		return ok, why
 	}}}
 }
 
 // checkIDSOutcomes judges IX.A per key with IDSOutcomeDecide.
-func checkIDSOutcomes(h History, byKey map[string][]int, add func(Anomaly)) ModelCheck {
-	mc := ModelCheck{Model: ModelIDSOutcome, Result: LinOk}
-	for _, k := range sortedKeys(byKey) {
-		var ops []Operation
+func checkIDSOutcomes(h checker.History, byKey map[string][]int, add func(checker.Anomaly)) checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelIDSOutcome, Result: checker.LinOk}
+	for _, k := range checker.SortedKeys(byKey) {
+		var ops []checker.Operation
 		for _, i := range byKey[k] {
-			if h.Ops[i].Kind == OpPublish {
+			if h.Ops[i].Kind == checker.OpPublish {
 				ops = append(ops, h.Ops[i])
 			}
 		}
@@ -364,23 +330,23 @@ func checkIDSOutcomes(h History, byKey map[string][]int, add func(Anomaly)) Mode
 		if ok {
 			continue
 		}
-		mc.Result = LinIllegal
+		mc.Result = checker.LinIllegal
 		mc.FailingTotal++
 		if len(mc.Failing) < 100 {
 			mc.Failing = append(mc.Failing, k)
 		}
-		add(Anomaly{Kind: IDSOutcome, Key: k, Explanation: RuleIDSSameOutcome + ": key " + k + ": " + why, Ops: ev})
+		add(checker.Anomaly{Kind: IDSOutcome, Key: k, Explanation: RuleIDSSameOutcome + ": key " + k + ": " + why, Ops: ev})
 	}
 	return mc
 }
 
 // keyOps returns at most maxIDSAnomalyOps operations of a key: its terminal
 // answers and status reads first, then the rest, in call order.
-func keyOps(h History, idx []int) []Operation {
-	var first, rest []Operation
+func keyOps(h checker.History, idx []int) []checker.Operation {
+	var first, rest []checker.Operation
 	for _, i := range idx {
 		op := h.Ops[i]
-		if idsTerminal(&op) || (op.Kind == OpStatus && op.Output.State == IDSExecuted) {
+		if idsTerminal(&op) || (op.Kind == checker.OpStatus && op.Output.State == StatusExecuted) {
 			first = append(first, op)
 		} else {
 			rest = append(rest, op)
@@ -396,19 +362,19 @@ func keyOps(h History, idx []int) []Operation {
 
 // executedBy returns the operations that show a key executed: a delivery
 // answered with the executed outcome, or a status read of it executed.
-func executedBy(h History, idx []int) []Operation {
-	var out []Operation
+func executedBy(h checker.History, idx []int) []checker.Operation {
+	var out []checker.Operation
 	for _, i := range idx {
 		op := &h.Ops[i]
-		if (idsTerminal(op) && op.Output.State == IDSExecuted) ||
-			(op.Kind == OpStatus && idsAnswered(op) && op.Output.State == IDSExecuted) {
+		if (idsTerminal(op) && op.Output.State == StatusExecuted) ||
+			(op.Kind == checker.OpStatus && idsAnswered(op) && op.Output.State == StatusExecuted) {
 			out = append(out, *op)
 		}
 	}
 	return out
 }
 
-func effectIDs(es []Effect) string {
+func effectIDs(es []checker.Effect) string {
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i] = e.Intent
@@ -423,10 +389,10 @@ func effectIDs(es []Effect) string {
 // key of an I3 command that executed (a delivery was answered executed, or
 // its status read executed), once the drain is over; no effect for a key
 // no delivery named.
-func checkIDSEffects(h History, l Ledger, byKey map[string][]int, keys []IDSKey, opts IDSOptions, add func(Anomaly)) (ModelCheck, QueueStats) {
-	mc := ModelCheck{Model: ModelIDSEffects, Result: LinOk, Partitions: len(byKey), Ops: len(l.Effects)}
-	var q QueueStats
-	effects := map[string][]Effect{}
+func checkIDSEffects(h checker.History, l checker.Ledger, byKey map[string][]int, keys []IDSKey, opts IDSOptions, add func(checker.Anomaly)) (checker.ModelCheck, checker.QueueStats) {
+	mc := checker.ModelCheck{Model: ModelIDSEffects, Result: checker.LinOk, Partitions: len(byKey), Ops: len(l.Effects)}
+	var q checker.QueueStats
+	effects := map[string][]checker.Effect{}
 	for _, e := range l.Effects {
 		effects[e.Key] = append(effects[e.Key], e)
 	}
@@ -435,15 +401,15 @@ func checkIDSEffects(h History, l Ledger, byKey map[string][]int, keys []IDSKey,
 		external[k.Key] = k.External
 	}
 	fail := func(k string) {
-		mc.Result = LinIllegal
+		mc.Result = checker.LinIllegal
 		mc.FailingTotal++
 		if len(mc.Failing) < 100 {
 			mc.Failing = append(mc.Failing, k)
 		}
 	}
-	for _, k := range sortedKeys(byKey) {
+	for _, k := range checker.SortedKeys(byKey) {
 		idx := byKey[k]
-		hasPublish := slices.ContainsFunc(idx, func(i int) bool { return h.Ops[i].Kind == OpPublish })
+		hasPublish := slices.ContainsFunc(idx, func(i int) bool { return h.Ops[i].Kind == checker.OpPublish })
 		if !hasPublish {
 			continue
 		}
@@ -459,14 +425,14 @@ func checkIDSEffects(h History, l Ledger, byKey map[string][]int, keys []IDSKey,
 		if len(es) > 0 {
 			q.Effected++
 		}
-		if len(es) > 0 && !slices.ContainsFunc(idx, func(i int) bool { return idsAnswered(&h.Ops[i]) && h.Ops[i].Kind == OpPublish }) {
+		if len(es) > 0 && !slices.ContainsFunc(idx, func(i int) bool { return idsAnswered(&h.Ops[i]) && h.Ops[i].Kind == checker.OpPublish }) {
 			q.Recovered++ // every delivery's answer was lost, and it took effect
 		}
 		switch {
 		case len(es) > 1:
 			q.Duplicated++
 			fail(k)
-			add(Anomaly{Kind: IDSEffects, Key: k,
+			add(checker.Anomaly{Kind: IDSEffects, Key: k,
 				Explanation: fmt.Sprintf("%s: key %s (%s) took effect %d times at the sink: %s; one logical command must have one effect however often it is delivered",
 					RuleIDSExactlyOnceEffects, k, effectCommand(es, keys, k), len(es), effectIDs(es)),
 				Ops: keyOps(h, idx), Effects: es})
@@ -475,31 +441,31 @@ func checkIDSEffects(h History, l Ledger, byKey map[string][]int, keys []IDSKey,
 		case len(es) == 0 && len(exec) > 0 && external[k]:
 			q.Lost++
 			fail(k)
-			add(Anomaly{Kind: IDSEffects, Key: k,
+			add(checker.Anomaly{Kind: IDSEffects, Key: k,
 				Explanation: fmt.Sprintf("%s: key %s (%s) was executed (%s) and its effect never reached the sink, the drain over: an executed I3 command must have its one effect",
-					RuleIDSExactlyOnceEffects, k, effectCommand(nil, keys, k), describeOp(&exec[0])),
+					RuleIDSExactlyOnceEffects, k, effectCommand(nil, keys, k), checker.DescribeOp(&exec[0])),
 				Ops: keyOps(h, idx)})
 		}
 	}
-	for _, k := range sortedKeys(effects) {
+	for _, k := range checker.SortedKeys(effects) {
 		if _, ok := byKey[k]; ok {
 			continue
 		}
 		es := effects[k]
 		q.Unexpected++
 		fail(k)
-		add(Anomaly{Kind: IDSEffects, Key: k,
+		add(checker.Anomaly{Kind: IDSEffects, Key: k,
 			Explanation: fmt.Sprintf("%s: the sink performed %d effect(s) for key %s (%s), which no delivery of the run names: an effect no command asked for (or a key the target derived otherwise)",
 				RuleIDSExactlyOnceEffects, len(es), k, effectIDs(es)),
 			Effects: es})
 	}
-	if mc.Result == LinOk && q.Pending > 0 {
-		mc.Result = LinUnknown
+	if mc.Result == checker.LinOk && q.Pending > 0 {
+		mc.Result = checker.LinUnknown
 	}
 	return mc, q
 }
 
-func effectCommand(es []Effect, keys []IDSKey, k string) string {
+func effectCommand(es []checker.Effect, keys []IDSKey, k string) string {
 	for _, r := range keys {
 		if r.Key == k && r.Command != "" {
 			return r.Command
@@ -516,9 +482,9 @@ func effectCommand(es []Effect, keys []IDSKey, k string) string {
 // read), as many. (A first delivery the command itself refused, 422
 // rejected, may say executed: it was performed, not replayed, and has no
 // effect.) A key whose evidence could not be read is undecided.
-func checkIDSEvidence(h History, byKey map[string][]int, l Ledger, keys []IDSKey, opts IDSOptions, add func(Anomaly)) ModelCheck {
-	mc := ModelCheck{Model: ModelIDSEvidence, Result: LinOk}
-	effects := map[string][]Effect{}
+func checkIDSEvidence(h checker.History, byKey map[string][]int, l checker.Ledger, keys []IDSKey, opts IDSOptions, add func(checker.Anomaly)) checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelIDSEvidence, Result: checker.LinOk}
+	effects := map[string][]checker.Effect{}
 	for _, e := range l.Effects {
 		effects[e.Key] = append(effects[e.Key], e)
 	}
@@ -534,17 +500,17 @@ func checkIDSEvidence(h History, byKey map[string][]int, l Ledger, keys []IDSKey
 		if why == "" {
 			continue
 		}
-		mc.Result = LinIllegal
+		mc.Result = checker.LinIllegal
 		mc.FailingTotal++
 		if len(mc.Failing) < 100 {
 			mc.Failing = append(mc.Failing, k.Key)
 		}
-		add(Anomaly{Kind: IDSEvidence, Key: k.Key,
+		add(checker.Anomaly{Kind: IDSEvidence, Key: k.Key,
 			Explanation: fmt.Sprintf("%s: key %s (%s): %s", RuleIDSExecutedOrReplayed, k.Key, k.Command, why),
 			Effects:     effects[k.Key]})
 	}
-	if unread > 0 && mc.Result == LinOk {
-		mc.Result = LinUnknown
+	if unread > 0 && mc.Result == checker.LinOk {
+		mc.Result = checker.LinUnknown
 	}
 	return mc
 }
@@ -557,7 +523,7 @@ func describeItem(it IDSEvidenceItem) string {
 	return s
 }
 
-func idsEvidenceWrong(k IDSKey, es []Effect, executedSeen bool, opts IDSOptions) string {
+func idsEvidenceWrong(k IDSKey, es []checker.Effect, executedSeen bool, opts IDSOptions) string {
 	var executed, firstSeen []IDSEvidenceItem
 	for _, it := range k.Evidence {
 		if it.Executed {

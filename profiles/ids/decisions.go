@@ -13,7 +13,7 @@ func Decisions() []spec.Decision {
 	return []spec.Decision{
 		{
 			ID:       DecisionReplayForm,
-			Profile:  spec.ProfileIDS,
+			Profile:  Name,
 			Section:  "IX.A",
 			Question: "Does a replay return the original outcome itself, or a reference to the original evidence chain?",
 			Readings: []spec.Reading{

@@ -1,8 +1,9 @@
-package features
+package ids
 
 import (
 	"bytes"
 	"context"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,12 +16,20 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/ids"
+	"github.com/idscheck/idscheck/features"
 )
 
-// idsSteps registers the step definitions of features/ids.feature. A fresh
+//go:embed ids.feature
+var feature embed.FS
+
+// Suite is the profile's feature file and its step definitions.
+func Suite() features.Suite {
+	return features.Suite{FS: feature, Paths: []string{"ids.feature"}, Steps: idsSteps}
+}
+
+// idsSteps registers the step definitions of ids.feature. A fresh
 // idsWorld serves every scenario.
-func idsSteps(sc *godog.ScenarioContext, env *Env) {
+func idsSteps(sc *godog.ScenarioContext, env *features.Env) {
 	w := &idsWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
@@ -30,7 +39,7 @@ func idsSteps(sc *godog.ScenarioContext, env *Env) {
 		w.releaseAll()
 		return ctx, nil
 	})
-	Register(sc, env, w.steps())
+	features.Register(sc, env, w.steps())
 }
 
 // Rules that cover the preconditions of the steps below.
@@ -45,8 +54,8 @@ const (
 
 // idsCommand is one logical command of a scenario and what it was answered.
 type idsCommand struct {
-	entry    ids.RegistryEntry
-	env      ids.Envelope
+	entry    RegistryEntry
+	env      Envelope
 	first    *client.Response // the first answer that is an outcome, or the first answer
 	executed *client.Response // the answer that executed it (confirmation scenarios)
 	token    string
@@ -55,20 +64,20 @@ type idsCommand struct {
 }
 
 type idsWorld struct {
-	env *Env
+	env *features.Env
 	run string // tags this process's tenants so two runs against one target never meet
 
-	reg       ids.Registry
+	reg       Registry
 	cmds      map[string]*idsCommand
 	last      *client.Response
 	storm     map[string][]*client.Response
-	evidence  map[string][]ids.Evidence
-	status    map[string]ids.CommandStatus
+	evidence  map[string][]Evidence
+	status    map[string]CommandStatus
 	n         int    // fresh names drawn in this scenario
 	lastAlias string // the command of the last answer
 
-	candidates []ids.RegistryEntry // commands that may call the sink while they execute
-	heldCalls  int                 // sink calls for the held key when the duplicate was answered
+	candidates []RegistryEntry // commands that may call the sink while they execute
+	heldCalls  int             // sink calls for the held key when the duplicate was answered
 	pending    chan *client.Response
 	releases   []func()
 	refused    *client.Response // the duplicate the rate limit refused
@@ -78,7 +87,7 @@ type idsWorld struct {
 func (w *idsWorld) reset() {
 	w.releaseAll()
 	*w = idsWorld{env: w.env, run: w.run, cmds: map[string]*idsCommand{}, storm: map[string][]*client.Response{},
-		evidence: map[string][]ids.Evidence{}, status: map[string]ids.CommandStatus{}}
+		evidence: map[string][]Evidence{}, status: map[string]CommandStatus{}}
 }
 
 func (w *idsWorld) releaseAll() {
@@ -91,112 +100,112 @@ func (w *idsWorld) releaseAll() {
 	}
 }
 
-func (w *idsWorld) steps() []StepDef {
+func (w *idsWorld) steps() []features.StepDef {
 	q := `"(\w+)"`
-	return []StepDef{
-		{Pattern: `^the command registry of the target$`, Fn: w.loadRegistry, Kind: Action, Covers: coversRegistry},
-		{Pattern: `^every command declares a class I0, I1, I2 or I3$`, Fn: w.everyClass, Kind: Check},
-		{Pattern: `^every mutating command declares its dedupe window$`, Fn: w.everyWindow, Kind: Check},
-		{Pattern: `^every I3 command declares a shielding strategy S1 to S4$`, Fn: w.everyShielding, Kind: Check},
-		{Pattern: `^every financial command declares a window of at least 24 hours$`, Fn: w.financialWindow, Kind: Check},
+	return []features.StepDef{
+		{Pattern: `^the command registry of the target$`, Fn: w.loadRegistry, Kind: features.Action, Covers: coversRegistry},
+		{Pattern: `^every command declares a class I0, I1, I2 or I3$`, Fn: w.everyClass, Kind: features.Check},
+		{Pattern: `^every mutating command declares its dedupe window$`, Fn: w.everyWindow, Kind: features.Check},
+		{Pattern: `^every I3 command declares a shielding strategy S1 to S4$`, Fn: w.everyShielding, Kind: features.Check},
+		{Pattern: `^every financial command declares a window of at least 24 hours$`, Fn: w.financialWindow, Kind: features.Check},
 
 		// choosing commands
-		{Pattern: `^a mutating command ` + q + `$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: Action},
-		{Pattern: `^a mutating command ` + q + ` with args it refuses$`, Fn: w.chooseRefused, Kind: Action},
+		{Pattern: `^a mutating command ` + q + `$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: features.Action},
+		{Pattern: `^a mutating command ` + q + ` with args it refuses$`, Fn: w.chooseRefused, Kind: features.Action},
 		{Pattern: `^an I1 command ` + q + `$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && e.Class == "I1" })
-		}, Kind: Action},
+			return w.choose(a, func(e RegistryEntry) bool { return w.mutating(e) && e.Class == "I1" })
+		}, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` whose window fits the budget$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
-		}, Kind: Action},
+			return w.choose(a, func(e RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
+		}, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` whose args have several members$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool {
+			return w.choose(a, func(e RegistryEntry) bool {
 				var m map[string]json.RawMessage
 				return w.mutating(e) && json.Unmarshal(e.ArgsExamples[0], &m) == nil && len(m) >= 2
 			})
-		}, Kind: Action},
-		{Pattern: `^a mutating command ` + q + ` whose outcome has private details$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: Action},
+		}, Kind: features.Action},
+		{Pattern: `^a mutating command ` + q + ` whose outcome has private details$`, Fn: func(a string) error { return w.choose(a, w.mutating) }, Kind: features.Action},
 		{Pattern: `^a command ` + q + ` that requires confirmation$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation })
-		}, Kind: Action},
+			return w.choose(a, func(e RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation })
+		}, Kind: features.Action},
 		{Pattern: `^a command ` + q + ` that requires confirmation and whose window fits the budget$`, Fn: func(a string) error {
-			return w.choose(a, func(e ids.RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation && w.windowFits(e) })
-		}, Kind: Action},
-		{Pattern: `^a command ` + q + ` that calls the sink while it executes$`, Fn: w.chooseSynchronous, Kind: Action},
-		{Pattern: `^the I3 commands of the registry$`, Fn: w.chooseI3, Kind: Action},
+			return w.choose(a, func(e RegistryEntry) bool { return w.effectful(e) && e.RequiresConfirmation && w.windowFits(e) })
+		}, Kind: features.Action},
+		{Pattern: `^a command ` + q + ` that calls the sink while it executes$`, Fn: w.chooseSynchronous, Kind: features.Action},
+		{Pattern: `^the I3 commands of the registry$`, Fn: w.chooseI3, Kind: features.Action},
 
 		// sending
-		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: Action},
-		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: Action},
-		{Pattern: `^I send ` + q + ` again (\d+) times$`, Fn: w.sendTimes, Kind: Action},
-		{Pattern: `^I send ` + q + ` again with a new (timestamp|message_id|trace_id|command_id)$`, Fn: w.sendWithNew, Kind: Action},
-		{Pattern: `^I send ` + q + ` again with its args members in another order and other whitespace$`, Fn: w.sendRespelled, Kind: Action},
-		{Pattern: `^I send a copy of ` + q + ` with another (tenant|actor|target|args) as ` + q + `$`, Fn: w.sendCopy, Kind: Action},
-		{Pattern: `^another actor sends ` + q + ` again on behalf of its actor$`, Fn: w.sendOnBehalf, Kind: Action},
-		{Pattern: `^(\d+) clients send ` + q + ` at once$`, Fn: w.sendStorm, Kind: Action},
-		{Pattern: `^I send another command ` + q + ` under the key of ` + q + `$`, Fn: w.sendUnderKey, Kind: Action},
-		{Pattern: `^the first answer to ` + q + ` is an outcome$`, Fn: w.firstIsOutcome, Kind: Action, Covers: coversOutcome},
-		{Pattern: `^the first answer to ` + q + ` has private details$`, Fn: w.firstHasPrivate, Kind: Action},
-		{Pattern: `^I send ` + q + ` again until refused, at most the declared limit and 50 more$`, Fn: w.sendUntilRefused, Kind: Action},
+		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again (\d+) times$`, Fn: w.sendTimes, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again with a new (timestamp|message_id|trace_id|command_id)$`, Fn: w.sendWithNew, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again with its args members in another order and other whitespace$`, Fn: w.sendRespelled, Kind: features.Action},
+		{Pattern: `^I send a copy of ` + q + ` with another (tenant|actor|target|args) as ` + q + `$`, Fn: w.sendCopy, Kind: features.Action},
+		{Pattern: `^another actor sends ` + q + ` again on behalf of its actor$`, Fn: w.sendOnBehalf, Kind: features.Action},
+		{Pattern: `^(\d+) clients send ` + q + ` at once$`, Fn: w.sendStorm, Kind: features.Action},
+		{Pattern: `^I send another command ` + q + ` under the key of ` + q + `$`, Fn: w.sendUnderKey, Kind: features.Action},
+		{Pattern: `^the first answer to ` + q + ` is an outcome$`, Fn: w.firstIsOutcome, Kind: features.Action, Covers: coversOutcome},
+		{Pattern: `^the first answer to ` + q + ` has private details$`, Fn: w.firstHasPrivate, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again until refused, at most the declared limit and 50 more$`, Fn: w.sendUntilRefused, Kind: features.Action},
 
 		// answers
-		{Pattern: `^the last answer is the first answer to ` + q + ` again$`, Fn: func(a string) error { return w.lastRepeats(a, false) }, Kind: Check},
-		{Pattern: `^the last answer is the executed answer to ` + q + ` again$`, Fn: func(a string) error { return w.lastRepeats(a, true) }, Kind: Check},
-		{Pattern: `^the last answer has the status and outcome document of the first answer to ` + q + `$`, Fn: w.sameDocument, Kind: Check},
-		{Pattern: `^the last answer has the outcome_ref and command_id of the first answer to ` + q + `$`, Fn: w.sameReference, Kind: Check},
-		{Pattern: `^the last answer is byte for byte the first answer to ` + q + `$`, Fn: w.sameBytes, Kind: Check},
-		{Pattern: `^the answer carries the key the binding derives for ` + q + `$`, Fn: w.keyDerived, Kind: Check},
-		{Pattern: `^the answer's key is a digest of at least 256 bits$`, Fn: w.keyLength, Kind: Check},
-		{Pattern: `^the answer to ` + q + ` is not an answer to ` + q + `$`, Fn: w.notAnswerTo, Kind: Check},
-		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: Check},
-		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: Check},
-		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: Check},
-		{Pattern: `^the last answer is a replay or a new execution, and the report says which$`, Fn: w.replayOrNew, Kind: Check},
-		{Pattern: `^the last answer shows none of the private details of the first answer to ` + q + `$`, Fn: w.noPrivate, Kind: Check},
-		{Pattern: `^a duplicate of ` + q + ` was refused$`, Fn: w.wasRefused, Kind: Check},
+		{Pattern: `^the last answer is the first answer to ` + q + ` again$`, Fn: func(a string) error { return w.lastRepeats(a, false) }, Kind: features.Check},
+		{Pattern: `^the last answer is the executed answer to ` + q + ` again$`, Fn: func(a string) error { return w.lastRepeats(a, true) }, Kind: features.Check},
+		{Pattern: `^the last answer has the status and outcome document of the first answer to ` + q + `$`, Fn: w.sameDocument, Kind: features.Check},
+		{Pattern: `^the last answer has the outcome_ref and command_id of the first answer to ` + q + `$`, Fn: w.sameReference, Kind: features.Check},
+		{Pattern: `^the last answer is byte for byte the first answer to ` + q + `$`, Fn: w.sameBytes, Kind: features.Check},
+		{Pattern: `^the answer carries the key the binding derives for ` + q + `$`, Fn: w.keyDerived, Kind: features.Check},
+		{Pattern: `^the answer's key is a digest of at least 256 bits$`, Fn: w.keyLength, Kind: features.Check},
+		{Pattern: `^the answer to ` + q + ` is not an answer to ` + q + `$`, Fn: w.notAnswerTo, Kind: features.Check},
+		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: features.Check},
+		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: features.Check},
+		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: features.Check},
+		{Pattern: `^the last answer is a replay or a new execution, and the report says which$`, Fn: w.replayOrNew, Kind: features.Check},
+		{Pattern: `^the last answer shows none of the private details of the first answer to ` + q + `$`, Fn: w.noPrivate, Kind: features.Check},
+		{Pattern: `^a duplicate of ` + q + ` was refused$`, Fn: w.wasRefused, Kind: features.Check},
 
 		// the effect sink
-		{Pattern: `^the sink saw at most 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 1) }, Kind: Check},
-		{Pattern: `^the sink saw exactly 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 1, 1) }, Kind: Check},
-		{Pattern: `^the sink saw no effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 0) }, Kind: Check},
+		{Pattern: `^the sink saw at most 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 1) }, Kind: features.Check},
+		{Pattern: `^the sink saw exactly 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 1, 1) }, Kind: features.Check},
+		{Pattern: `^the sink saw no effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 0) }, Kind: features.Check},
 
 		// in progress
-		{Pattern: `^I send ` + q + ` and the sink holds its effect$`, Fn: w.sendHeld, Kind: Action, Covers: coversInProgress},
-		{Pattern: `^I send ` + q + ` again while the first delivery is held$`, Fn: w.sendWhileHeld, Kind: Action},
-		{Pattern: `^the sink saw 1 call for ` + q + ` while the first delivery was held$`, Fn: w.oneCallWhileHeld, Kind: Check},
-		{Pattern: `^the last answer says the command is processing$`, Fn: w.processing, Kind: Check},
-		{Pattern: `^the last answer carries the original command_id and the key of ` + q + `$`, Fn: w.correlated, Kind: Check},
-		{Pattern: `^the sink releases ` + q + `$`, Fn: w.release, Kind: Action},
-		{Pattern: `^the status URL of the last answer reports ` + q + ` executed within the budget$`, Fn: w.statusURLReports, Kind: Probe},
+		{Pattern: `^I send ` + q + ` and the sink holds its effect$`, Fn: w.sendHeld, Kind: features.Action, Covers: coversInProgress},
+		{Pattern: `^I send ` + q + ` again while the first delivery is held$`, Fn: w.sendWhileHeld, Kind: features.Action},
+		{Pattern: `^the sink saw 1 call for ` + q + ` while the first delivery was held$`, Fn: w.oneCallWhileHeld, Kind: features.Check},
+		{Pattern: `^the last answer says the command is processing$`, Fn: w.processing, Kind: features.Check},
+		{Pattern: `^the last answer carries the original command_id and the key of ` + q + `$`, Fn: w.correlated, Kind: features.Check},
+		{Pattern: `^the sink releases ` + q + `$`, Fn: w.release, Kind: features.Action},
+		{Pattern: `^the status URL of the last answer reports ` + q + ` executed within the budget$`, Fn: w.statusURLReports, Kind: features.Probe},
 
 		// collision and evidence
-		{Pattern: `^the last answer rejects ` + q + ` as execution.rejected with reason idempotency_conflict$`, Fn: w.conflictAnswer, Kind: Check},
-		{Pattern: `^the last answer refuses ` + q + `$`, Fn: func(string) error { return w.refusal() }, Kind: Check},
-		{Pattern: `^I read the evidence of ` + q + `$`, Fn: w.readEvidence, Kind: Action, Covers: coversEvidence},
-		{Pattern: `^the evidence of ` + q + ` records the conflict with the fingerprints of ` + q + ` and ` + q + `$`, Fn: w.conflictFingerprints, Kind: Check},
-		{Pattern: `^the evidence of ` + q + ` records the conflict$`, Fn: w.conflictRecorded, Kind: Check},
-		{Pattern: `^the evidence of ` + q + ` is first_seen then duplicate_replayed$`, Fn: w.evidenceDecisions, Kind: Check},
-		{Pattern: `^the evidence of ` + q + ` says the first was executed and the second replayed$`, Fn: w.evidenceExecuted, Kind: Check},
-		{Pattern: `^every evidence item of ` + q + ` carries its original command_id and key$`, Fn: w.evidenceIDs, Kind: Check},
-		{Pattern: `^every evidence item of ` + q + ` carries the outcome_ref of the first answer$`, Fn: w.evidenceOutcomeRef, Kind: Check},
+		{Pattern: `^the last answer rejects ` + q + ` as execution.rejected with reason idempotency_conflict$`, Fn: w.conflictAnswer, Kind: features.Check},
+		{Pattern: `^the last answer refuses ` + q + `$`, Fn: func(string) error { return w.refusal() }, Kind: features.Check},
+		{Pattern: `^I read the evidence of ` + q + `$`, Fn: w.readEvidence, Kind: features.Action, Covers: coversEvidence},
+		{Pattern: `^the evidence of ` + q + ` records the conflict with the fingerprints of ` + q + ` and ` + q + `$`, Fn: w.conflictFingerprints, Kind: features.Check},
+		{Pattern: `^the evidence of ` + q + ` records the conflict$`, Fn: w.conflictRecorded, Kind: features.Check},
+		{Pattern: `^the evidence of ` + q + ` is first_seen then duplicate_replayed$`, Fn: w.evidenceDecisions, Kind: features.Check},
+		{Pattern: `^the evidence of ` + q + ` says the first was executed and the second replayed$`, Fn: w.evidenceExecuted, Kind: features.Check},
+		{Pattern: `^every evidence item of ` + q + ` carries its original command_id and key$`, Fn: w.evidenceIDs, Kind: features.Check},
+		{Pattern: `^every evidence item of ` + q + ` carries the outcome_ref of the first answer$`, Fn: w.evidenceOutcomeRef, Kind: features.Check},
 
 		// the record and the window
-		{Pattern: `^I read the status of ` + q + `$`, Fn: w.readStatus, Kind: Action, Covers: coversStatus},
-		{Pattern: `^the status of ` + q + ` shows its key, original command_id, status, outcome_ref, created_at, updated_at and ttl_expires_at$`, Fn: w.statusFields, Kind: Check},
-		{Pattern: `^I wait for the window of ` + q + ` to pass$`, Fn: w.waitWindow, Kind: Action},
+		{Pattern: `^I read the status of ` + q + `$`, Fn: w.readStatus, Kind: features.Action, Covers: coversStatus},
+		{Pattern: `^the status of ` + q + ` shows its key, original command_id, status, outcome_ref, created_at, updated_at and ttl_expires_at$`, Fn: w.statusFields, Kind: features.Check},
+		{Pattern: `^I wait for the window of ` + q + ` to pass$`, Fn: w.waitWindow, Kind: features.Action},
 
 		// confirmation
-		{Pattern: `^I get a confirmation token for ` + q + `$`, Fn: w.getToken, Kind: Action, Covers: coversConfirmation},
-		{Pattern: `^I send ` + q + ` with the token$`, Fn: w.sendWithToken, Kind: Action},
-		{Pattern: `^I send ` + q + ` again with the token$`, Fn: w.sendWithToken, Kind: Action},
-		{Pattern: `^I send ` + q + ` again without the token$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: Action},
-		{Pattern: `^I send ` + q + ` with the token but (another command_id|another key)$`, Fn: w.sendTokenMismatch, Kind: Action},
-		{Pattern: `^the last answer to ` + q + ` is executed$`, Fn: w.lastExecuted, Kind: Action, Covers: coversConfirmation},
-		{Pattern: `^I wait for the token to expire$`, Fn: w.waitToken, Kind: Action},
+		{Pattern: `^I get a confirmation token for ` + q + `$`, Fn: w.getToken, Kind: features.Action, Covers: coversConfirmation},
+		{Pattern: `^I send ` + q + ` with the token$`, Fn: w.sendWithToken, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again with the token$`, Fn: w.sendWithToken, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` again without the token$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` with the token but (another command_id|another key)$`, Fn: w.sendTokenMismatch, Kind: features.Action},
+		{Pattern: `^the last answer to ` + q + ` is executed$`, Fn: w.lastExecuted, Kind: features.Action, Covers: coversConfirmation},
+		{Pattern: `^I wait for the token to expire$`, Fn: w.waitToken, Kind: features.Action},
 
 		// shielding
-		{Pattern: `^I send each of them while the sink loses its first reply$`, Fn: w.sendI3Lossy, Kind: Action},
-		{Pattern: `^the sink saw exactly 1 effect for each, once the target has resolved the lost reply$`, Fn: w.i3Effects, Kind: Check},
+		{Pattern: `^I send each of them while the sink loses its first reply$`, Fn: w.sendI3Lossy, Kind: features.Action},
+		{Pattern: `^the sink saw exactly 1 effect for each, once the target has resolved the lost reply$`, Fn: w.i3Effects, Kind: features.Check},
 	}
 }
 
@@ -208,7 +217,7 @@ func (w *idsWorld) requestTimeout() time.Duration {
 	if w.env.RequestTimeout > 0 {
 		return w.env.RequestTimeout
 	}
-	return DefaultRequestTimeout
+	return features.DefaultRequestTimeout
 }
 
 func (w *idsWorld) loadRegistry(ctx context.Context) error {
@@ -216,16 +225,16 @@ func (w *idsWorld) loadRegistry(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathRegistry})
+	r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: PathRegistry})
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK {
-		return Mismatch("GET /registry answers 200", describe(r))
+		return features.Mismatch("GET /registry answers 200", features.Describe(r))
 	}
-	var reg ids.Registry
+	var reg Registry
 	if err := json.Unmarshal(r.Body, &reg); err != nil || len(reg.Commands) == 0 {
-		return Mismatch("a registry of at least one command (docs/ids-binding.md)", fmt.Sprintf("%s (%v)", trimBody(r.Body), err))
+		return features.Mismatch("a registry of at least one command (docs/ids-binding.md)", fmt.Sprintf("%s (%v)", trimBody(r.Body), err))
 	}
 	w.reg = reg
 	if w.env.Sink != nil {
@@ -243,7 +252,7 @@ func (w *idsWorld) loadRegistry(ctx context.Context) error {
 func (w *idsWorld) everyClass() error {
 	for _, e := range w.reg.Commands {
 		if !slices.Contains([]string{"I0", "I1", "I2", "I3"}, e.Class) {
-			return Mismatch("a class I0-I3 for every command", fmt.Sprintf("%s: class %q", e.Command, e.Class))
+			return features.Mismatch("a class I0-I3 for every command", fmt.Sprintf("%s: class %q", e.Command, e.Class))
 		}
 	}
 	return nil
@@ -252,7 +261,7 @@ func (w *idsWorld) everyClass() error {
 func (w *idsWorld) everyWindow() error {
 	for _, e := range w.reg.Commands {
 		if e.Class != "I0" && (!e.HasTTL || (e.TTLSeconds != nil && *e.TTLSeconds <= 0)) {
-			return Mismatch("ttl_seconds (a positive number, or null for a window that never ends) for every mutating command",
+			return features.Mismatch("ttl_seconds (a positive number, or null for a window that never ends) for every mutating command",
 				fmt.Sprintf("%s declares none", e.Command))
 		}
 	}
@@ -262,7 +271,7 @@ func (w *idsWorld) everyWindow() error {
 func (w *idsWorld) everyShielding() error {
 	for _, e := range w.reg.Commands {
 		if e.Class == "I3" && (e.Shielding == nil || !slices.Contains([]string{"S1", "S2", "S3", "S4"}, *e.Shielding)) {
-			return Mismatch("a shielding strategy S1-S4 for every I3 command", fmt.Sprintf("%s: %v", e.Command, strOrNull(e.Shielding)))
+			return features.Mismatch("a shielding strategy S1-S4 for every I3 command", fmt.Sprintf("%s: %v", e.Command, strOrNull(e.Shielding)))
 		}
 	}
 	return nil
@@ -271,7 +280,7 @@ func (w *idsWorld) everyShielding() error {
 func (w *idsWorld) financialWindow() error {
 	for _, e := range w.reg.Commands {
 		if e.Financial && e.TTLSeconds != nil && *e.TTLSeconds < 86400 {
-			return Mismatch("ttl_seconds ≥ 86400 for every financial command", fmt.Sprintf("%s: %g", e.Command, *e.TTLSeconds))
+			return features.Mismatch("ttl_seconds ≥ 86400 for every financial command", fmt.Sprintf("%s: %g", e.Command, *e.TTLSeconds))
 		}
 	}
 	return nil
@@ -288,22 +297,22 @@ func strOrNull(s *string) string {
 
 // effectful is a command the binding says makes an effect: a mutation the
 // harness can build (it has args examples).
-func (w *idsWorld) effectful(e ids.RegistryEntry) bool {
+func (w *idsWorld) effectful(e RegistryEntry) bool {
 	return e.Class != "I0" && e.Class != "" && len(e.ArgsExamples) > 0
 }
 
 // mutating is an effectful command that needs no confirmation.
-func (w *idsWorld) mutating(e ids.RegistryEntry) bool {
+func (w *idsWorld) mutating(e RegistryEntry) bool {
 	return w.effectful(e) && !e.RequiresConfirmation
 }
 
 // windowFits says whether the command's window, as the target runs it, ends
 // within the scenario budget (with room to send after it).
-func (w *idsWorld) windowFits(e ids.RegistryEntry) bool {
+func (w *idsWorld) windowFits(e RegistryEntry) bool {
 	return e.TTLSeconds != nil && w.window(e)+time.Second <= w.env.Budget
 }
 
-func (w *idsWorld) window(e ids.RegistryEntry) time.Duration {
+func (w *idsWorld) window(e RegistryEntry) time.Duration {
 	return w.env.Scaled(time.Duration(*e.TTLSeconds * float64(time.Second)))
 }
 
@@ -313,17 +322,17 @@ func (w *idsWorld) window(e ids.RegistryEntry) time.Duration {
 // support (S1) absorbs a second call under the same key, so a command
 // shielded by S1 would hide a re-execution from the effect count; the
 // others show every execution at the sink.
-func (w *idsWorld) choose(alias string, ok func(ids.RegistryEntry) bool) error {
+func (w *idsWorld) choose(alias string, ok func(RegistryEntry) bool) error {
 	if c := w.byPreference(ok); len(c) > 0 {
 		w.cmds[alias] = &idsCommand{entry: c[0], env: w.fresh(c[0], 0)}
 		return nil
 	}
-	return NotApplicable("the registry has no command this scenario needs")
+	return features.NotApplicable("the registry has no command this scenario needs")
 }
 
 // byPreference lists the entries ok accepts in choose's order.
-func (w *idsWorld) byPreference(ok func(ids.RegistryEntry) bool) []ids.RegistryEntry {
-	rank := func(e ids.RegistryEntry) int {
+func (w *idsWorld) byPreference(ok func(RegistryEntry) bool) []RegistryEntry {
+	rank := func(e RegistryEntry) int {
 		switch {
 		case e.Shielding == nil:
 			return 0
@@ -332,7 +341,7 @@ func (w *idsWorld) byPreference(ok func(ids.RegistryEntry) bool) []ids.RegistryE
 		}
 		return 1
 	}
-	var out []ids.RegistryEntry
+	var out []RegistryEntry
 	for r := 0; r < 3; r++ {
 		for _, e := range w.reg.Commands {
 			if ok(e) && rank(e) == r {
@@ -352,7 +361,7 @@ func (w *idsWorld) chooseRefused(alias string) error {
 			return nil
 		}
 	}
-	return NotApplicable("no command of the registry declares args_rejected")
+	return features.NotApplicable("no command of the registry declares args_rejected")
 }
 
 // chooseSynchronous lists the commands that may call the sink while the
@@ -360,9 +369,9 @@ func (w *idsWorld) chooseRefused(alias string) error {
 // other I3 commands. sendHeld tries them in turn.
 func (w *idsWorld) chooseSynchronous(alias string) error {
 	if w.env.Sink == nil {
-		return NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
 	}
-	rank := func(e ids.RegistryEntry) int {
+	rank := func(e RegistryEntry) int {
 		switch {
 		case e.Shielding != nil && *e.Shielding == "S1":
 			return 0
@@ -380,7 +389,7 @@ func (w *idsWorld) chooseSynchronous(alias string) error {
 		}
 	}
 	if len(w.candidates) == 0 {
-		return NotApplicable("the registry has no mutating command without confirmation")
+		return features.NotApplicable("the registry has no mutating command without confirmation")
 	}
 	w.cmds[alias] = &idsCommand{entry: w.candidates[0], env: w.fresh(w.candidates[0], 0)}
 	return nil
@@ -388,7 +397,7 @@ func (w *idsWorld) chooseSynchronous(alias string) error {
 
 func (w *idsWorld) chooseI3() error {
 	if w.env.Sink == nil {
-		return NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
 	}
 	for _, e := range w.reg.Commands {
 		if e.Class == "I3" && w.effectful(e) {
@@ -398,18 +407,18 @@ func (w *idsWorld) chooseI3() error {
 		}
 	}
 	if len(w.i3) == 0 {
-		return NotApplicable("the registry has no I3 command")
+		return features.NotApplicable("the registry has no I3 command")
 	}
 	return nil
 }
 
 // fresh returns a new logical command of entry: a tenant, actor, target
 // and command_id no other scenario uses, with the example args ex.
-func (w *idsWorld) fresh(e ids.RegistryEntry, ex int) ids.Envelope {
+func (w *idsWorld) fresh(e RegistryEntry, ex int) Envelope {
 	entity, action, _ := strings.Cut(e.Command, ".")
-	return ids.Envelope{
+	return Envelope{
 		CommandID: w.name("cmd"), TenantID: w.name("tenant"), ActorID: w.name("actor"),
-		Intent:      ids.Intent{Entity: entity, Action: action, Target: w.name("target")},
+		Intent:      Intent{Entity: entity, Action: action, Target: w.name("target")},
 		Args:        e.ArgsExamples[ex%len(e.ArgsExamples)],
 		CommandKind: e.Class,
 	}
@@ -423,7 +432,7 @@ func (w *idsWorld) name(kind string) string {
 func (w *idsWorld) cmd(alias string) (*idsCommand, error) {
 	c, ok := w.cmds[alias]
 	if !ok {
-		return nil, fmt.Errorf("%w: no command %q in this scenario", errRunnerBug, alias)
+		return nil, fmt.Errorf("%w: no command %q in this scenario", features.ErrRunnerBug, alias)
 	}
 	return c, nil
 }
@@ -431,7 +440,7 @@ func (w *idsWorld) cmd(alias string) (*idsCommand, error) {
 // --- sending --------------------------------------------------------------
 
 // post sends one envelope and returns the answer.
-func (w *idsWorld) post(ctx context.Context, e ids.Envelope) (*client.Response, error) {
+func (w *idsWorld) post(ctx context.Context, e Envelope) (*client.Response, error) {
 	body, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
@@ -446,12 +455,12 @@ func (w *idsWorld) postRaw(ctx context.Context, body []byte) (*client.Response, 
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	return c.Do(ctx, client.Request{Method: http.MethodPost, Path: ids.PathCommands, Header: h, Body: body})
+	return c.Do(ctx, client.Request{Method: http.MethodPost, Path: PathCommands, Header: h, Body: body})
 }
 
 // send sends the command's envelope (changed by edit, if given) and keeps
 // the answer as the last one, and as the first when it is the first.
-func (w *idsWorld) send(ctx context.Context, alias string, edit func(*ids.Envelope)) error {
+func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope)) error {
 	c, err := w.cmd(alias)
 	if err != nil {
 		return err
@@ -488,7 +497,7 @@ func (w *idsWorld) sendTimes(ctx context.Context, alias string, n int) error {
 
 func (w *idsWorld) sendWithNew(ctx context.Context, alias, field string) error {
 	v := w.name(field)
-	return w.send(ctx, alias, func(e *ids.Envelope) {
+	return w.send(ctx, alias, func(e *Envelope) {
 		switch field {
 		case "timestamp":
 			e.Timestamp = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(w.n) * time.Second).Format(time.RFC3339)
@@ -511,7 +520,7 @@ func (w *idsWorld) sendRespelled(ctx context.Context, alias string) error {
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(c.env.Args, &members); err != nil || len(members) < 2 {
-		return NotApplicable("the command's args example has fewer than two members to reorder")
+		return features.NotApplicable("the command's args example has fewer than two members to reorder")
 	}
 	names := make([]string, 0, len(members))
 	for k := range members {
@@ -531,7 +540,7 @@ func (w *idsWorld) sendRespelled(ctx context.Context, alias string) error {
 		b.Write(members[k])
 	}
 	b.WriteString(" }")
-	return w.send(ctx, alias, func(e *ids.Envelope) { e.Args = b.Bytes() })
+	return w.send(ctx, alias, func(e *Envelope) { e.Args = b.Bytes() })
 }
 
 // sendCopy sends, as a new command, a copy of alias with one key input
@@ -552,7 +561,7 @@ func (w *idsWorld) sendCopy(ctx context.Context, alias, input, as string) error 
 		e.Intent.Target = w.name("target")
 	case "args":
 		if len(c.entry.ArgsExamples) < 2 {
-			return NotApplicable(c.entry.Command + " declares one args example: no other args to send")
+			return features.NotApplicable(c.entry.Command + " declares one args example: no other args to send")
 		}
 		e.Args = c.entry.ArgsExamples[1]
 	}
@@ -568,7 +577,7 @@ func (w *idsWorld) sendOnBehalf(ctx context.Context, alias string) error {
 		return err
 	}
 	principal := c.env.Principal()
-	return w.send(ctx, alias, func(e *ids.Envelope) {
+	return w.send(ctx, alias, func(e *Envelope) {
 		e.CommandID = w.name("cmd")
 		e.ActorID = w.name("bot")
 		e.EffectiveActorID = principal
@@ -582,7 +591,7 @@ func (w *idsWorld) sendStorm(ctx context.Context, n int, alias string) error {
 		return err
 	}
 	if n < 1 || n > 1000 {
-		return fmt.Errorf("%w: a storm of %d", errRunnerBug, n)
+		return fmt.Errorf("%w: a storm of %d", features.ErrRunnerBug, n)
 	}
 	body, err := json.Marshal(c.env)
 	if err != nil {
@@ -610,7 +619,7 @@ func (w *idsWorld) sendStorm(ctx context.Context, n int, alias string) error {
 		}
 	}
 	if c.first == nil {
-		return Mismatch("an answer to at least one of the storm's requests", "none answered")
+		return features.Mismatch("an answer to at least one of the storm's requests", "none answered")
 	}
 	return nil
 }
@@ -641,15 +650,15 @@ func isOutcome(r *client.Response) bool {
 	if r == nil {
 		return false
 	}
-	var o ids.Outcome
+	var o Outcome
 	if json.Unmarshal(r.Body, &o) != nil {
 		return false
 	}
-	return slices.Contains([]string{ids.StatusExecuted, ids.StatusRejected, ids.StatusFailed, ids.StatusCompensated}, o.Status)
+	return slices.Contains([]string{StatusExecuted, StatusRejected, StatusFailed, StatusCompensated}, o.Status)
 }
 
-func outcomeOf(r *client.Response) ids.Outcome {
-	var o ids.Outcome
+func outcomeOf(r *client.Response) Outcome {
+	var o Outcome
 	if r != nil {
 		json.Unmarshal(r.Body, &o)
 	}
@@ -668,8 +677,8 @@ func (w *idsWorld) firstIsOutcome(ctx context.Context, alias string) error {
 	if isOutcome(c.first) {
 		return nil
 	}
-	if c.first == nil || outcomeOf(c.first).Status != ids.StatusProcessing {
-		return Mismatch("an outcome document (status executed, rejected, failed or compensated) or processing", describe(c.first))
+	if c.first == nil || outcomeOf(c.first).Status != StatusProcessing {
+		return features.Mismatch("an outcome document (status executed, rejected, failed or compensated) or processing", features.Describe(c.first))
 	}
 	if err := w.pollStatus(ctx, outcomeOf(c.first).StatusURL, nil); err != nil {
 		return err
@@ -680,7 +689,7 @@ func (w *idsWorld) firstIsOutcome(ctx context.Context, alias string) error {
 		return err
 	}
 	if !isOutcome(r) {
-		return Mismatch("an outcome once the status URL said the command ended", describe(r))
+		return features.Mismatch("an outcome once the status URL said the command ended", features.Describe(r))
 	}
 	c.first, w.last = r, r
 	return nil
@@ -713,7 +722,7 @@ func (w *idsWorld) firstHasPrivate(ctx context.Context, alias string) error {
 			return nil
 		}
 	}
-	return NotApplicable("no command's outcome has result.private: nothing to leak")
+	return features.NotApplicable("no command's outcome has result.private: nothing to leak")
 }
 
 func (w *idsWorld) sendUntilRefused(ctx context.Context, alias string) error {
@@ -750,8 +759,8 @@ func sameDoc(a, b *client.Response) (bool, string) {
 	if a.Status != b.Status {
 		return false, fmt.Sprintf("status %d, the first was %d", b.Status, a.Status)
 	}
-	ca, err1 := ids.Canonical(a.Body)
-	cb, err2 := ids.Canonical(b.Body)
+	ca, err1 := Canonical(a.Body)
+	cb, err2 := Canonical(b.Body)
 	if err1 != nil || err2 != nil || !bytes.Equal(ca, cb) {
 		return false, "another outcome document: " + trimBody(b.Body)
 	}
@@ -789,14 +798,14 @@ func (w *idsWorld) lastRepeats(alias string, executed bool) error {
 		ref = c.executed
 	}
 	if ref == nil {
-		return fmt.Errorf("%w: no reference answer for %s", errRunnerBug, alias)
+		return fmt.Errorf("%w: no reference answer for %s", features.ErrRunnerBug, alias)
 	}
 	ok1, why1 := sameDoc(ref, w.last)
 	ok2, why2 := sameRef(ref, w.last)
 	if ok1 || ok2 {
 		return nil
 	}
-	return Mismatch("a replay: the first outcome again (the same status and document, or the same outcome_ref and command_id)",
+	return features.Mismatch("a replay: the first outcome again (the same status and document, or the same outcome_ref and command_id)",
 		why1+"; "+why2)
 }
 
@@ -806,7 +815,7 @@ func (w *idsWorld) sameDocument(alias string) error {
 		return err
 	}
 	if ok, why := sameDoc(c.first, w.last); !ok {
-		return Mismatch("the first answer's status and outcome document", why)
+		return features.Mismatch("the first answer's status and outcome document", why)
 	}
 	return nil
 }
@@ -817,7 +826,7 @@ func (w *idsWorld) sameReference(alias string) error {
 		return err
 	}
 	if ok, why := sameRef(c.first, w.last); !ok {
-		return Mismatch("the first answer's outcome_ref and command_id", why)
+		return features.Mismatch("the first answer's outcome_ref and command_id", why)
 	}
 	return nil
 }
@@ -828,7 +837,7 @@ func (w *idsWorld) sameBytes(alias string) error {
 		return err
 	}
 	if c.first == nil || w.last == nil || c.first.Status != w.last.Status || !bytes.Equal(c.first.Body, w.last.Body) {
-		return Mismatch("the first answer byte for byte: "+describe(c.first), describe(w.last))
+		return features.Mismatch("the first answer byte for byte: "+features.Describe(c.first), features.Describe(w.last))
 	}
 	return nil
 }
@@ -845,7 +854,7 @@ func (w *idsWorld) keyDerived(ctx context.Context) error {
 	got := outcomeOf(w.last).IdempotencyKey
 	if got != want {
 		jcsText, _ := c.env.KeyInputsJCS()
-		return Mismatch("idempotency_key "+want+" = SHA-256 of "+string(jcsText), fmt.Sprintf("%q", got))
+		return features.Mismatch("idempotency_key "+want+" = SHA-256 of "+string(jcsText), fmt.Sprintf("%q", got))
 	}
 	return nil
 }
@@ -853,7 +862,7 @@ func (w *idsWorld) keyDerived(ctx context.Context) error {
 func (w *idsWorld) keyLength() error {
 	k := outcomeOf(w.last).IdempotencyKey
 	if len(k) < 64 || strings.Trim(strings.ToLower(k), "0123456789abcdef") != "" {
-		return Mismatch("a hex digest of at least 64 digits (256 bits)", fmt.Sprintf("%q", k))
+		return features.Mismatch("a hex digest of at least 64 digits (256 bits)", fmt.Sprintf("%q", k))
 	}
 	return nil
 }
@@ -870,11 +879,11 @@ func (w *idsWorld) notAnswerTo(b, a string) error {
 	ob, oa := outcomeOf(cb.first), outcomeOf(ca.first)
 	switch {
 	case cb.first == nil:
-		return Mismatch("an answer", "none")
+		return features.Mismatch("an answer", "none")
 	case cb.first.Status < 200 || cb.first.Status > 299:
-		return Mismatch("a 2xx: "+cb.entry.Command+" executed as a command of its own", describe(cb.first))
+		return features.Mismatch("a 2xx: "+cb.entry.Command+" executed as a command of its own", features.Describe(cb.first))
 	case ob.CommandID == oa.CommandID || (ob.OutcomeRef != nil && oa.OutcomeRef != nil && *ob.OutcomeRef == *oa.OutcomeRef):
-		return Mismatch("another command: its own command_id and outcome", "the answer to the first command: "+trimBody(cb.first.Body))
+		return features.Mismatch("another command: its own command_id and outcome", "the answer to the first command: "+trimBody(cb.first.Body))
 	}
 	return nil
 }
@@ -887,7 +896,7 @@ func (w *idsWorld) noNewExecution(alias string) error {
 		return err
 	}
 	if w.last == nil {
-		return Mismatch("an answer", "none")
+		return features.Mismatch("an answer", "none")
 	}
 	if w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
@@ -899,22 +908,22 @@ func (w *idsWorld) noNewExecution(alias string) error {
 	if o := outcomeOf(w.last); w.last.Status < 300 && o.CommandID == outcomeOf(ref).CommandID {
 		return nil
 	}
-	return Mismatch("a refusal (4xx) or a replay carrying the original command_id "+outcomeOf(ref).CommandID, describe(w.last))
+	return features.Mismatch("a refusal (4xx) or a replay carrying the original command_id "+outcomeOf(ref).CommandID, features.Describe(w.last))
 }
 
 func (w *idsWorld) notExecuted(alias string) error {
 	if w.last == nil {
-		return Mismatch("an answer", "none")
+		return features.Mismatch("an answer", "none")
 	}
 	if w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
 	}
 	// The text gives no status for "not yet confirmed": a 2xx that says so
 	// (and the sink's count, judged apart) is no execution either.
-	if w.last.Status < 300 && outcomeOf(w.last).Status == ids.StatusConfirm {
+	if w.last.Status < 300 && outcomeOf(w.last).Status == StatusConfirm {
 		return nil
 	}
-	return Mismatch("a refusal (4xx) or status confirmation_required: the command must not run", describe(w.last))
+	return features.Mismatch("a refusal (4xx) or status confirmation_required: the command must not run", features.Describe(w.last))
 }
 
 func (w *idsWorld) refusal() error { return w.notExecuted("") }
@@ -934,18 +943,18 @@ func (w *idsWorld) stormConverged(alias string) error {
 		ok1, why1 := sameDoc(ref, r)
 		ok2, why2 := sameRef(ref, r)
 		if !ok1 && !ok2 {
-			return Mismatch("one outcome for every answer of the storm", why1+"; "+why2)
+			return features.Mismatch("one outcome for every answer of the storm", why1+"; "+why2)
 		}
 	}
 	if outcomes == 0 {
-		return Mismatch("at least one outcome among the storm's answers", fmt.Sprintf("%d answers, none an outcome", len(w.storm[alias])))
+		return features.Mismatch("at least one outcome among the storm's answers", fmt.Sprintf("%d answers, none an outcome", len(w.storm[alias])))
 	}
 	return nil
 }
 
 func (w *idsWorld) replayOrNew() error {
 	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 {
-		return Mismatch("a replay or a new execution (2xx)", describe(w.last))
+		return features.Mismatch("a replay or a new execution (2xx)", features.Describe(w.last))
 	}
 	w.env.Logger.Info("window passed", "answer", trimBody(w.last.Body))
 	return nil
@@ -957,18 +966,18 @@ func (w *idsWorld) noPrivate(alias string) error {
 		return err
 	}
 	if w.last == nil {
-		return Mismatch("an answer", "none")
+		return features.Mismatch("an answer", "none")
 	}
 	if w.last.Status >= 400 {
 		return nil
 	}
 	priv := outcomeOf(c.first).Result["private"]
 	if o := outcomeOf(w.last); o.Result != nil && o.Result["private"] != nil {
-		return Mismatch("no result.private in a replay to another actor", trimBody(w.last.Body))
+		return features.Mismatch("no result.private in a replay to another actor", trimBody(w.last.Body))
 	}
 	for _, v := range leaves(priv) {
 		if len(v) >= 4 && bytes.Contains(w.last.Body, []byte(v)) {
-			return Mismatch("none of the original actor's private values", fmt.Sprintf("%q appears in %s", v, trimBody(w.last.Body)))
+			return features.Mismatch("none of the original actor's private values", fmt.Sprintf("%q appears in %s", v, trimBody(w.last.Body)))
 		}
 	}
 	return nil
@@ -1001,7 +1010,7 @@ func (w *idsWorld) wasRefused(string) error {
 		if w.reg.DuplicateRateLimit != nil {
 			n = fmt.Sprint(w.reg.DuplicateRateLimit.Max)
 		}
-		return Mismatch("a 4xx for some duplicate past the limit "+n, "every duplicate answered: "+describe(w.last))
+		return features.Mismatch("a 4xx for some duplicate past the limit "+n, "every duplicate answered: "+features.Describe(w.last))
 	}
 	return nil
 }
@@ -1017,7 +1026,7 @@ const settle = 250 * time.Millisecond
 // lost to be resolved, then a short settle for a late duplicate.
 func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error {
 	if w.env.Sink == nil {
-		return NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
 	}
 	c, err := w.cmd(alias)
 	if err != nil {
@@ -1033,10 +1042,10 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 		what = fmt.Sprintf("new effect(s) (beyond the %d the key had before %s was sent)", c.baseline, alias)
 	}
 	if n > hi {
-		return Mismatch(fmt.Sprintf("at most %d %s at the sink for key %s", hi, what, key), w.sinkReport(key))
+		return features.Mismatch(fmt.Sprintf("at most %d %s at the sink for key %s", hi, what, key), w.sinkReport(key))
 	}
 	if n < lo {
-		return Mismatch(fmt.Sprintf("%d %s at the sink for key %s within %s", lo, what, key, w.env.Budget), w.sinkReport(key))
+		return features.Mismatch(fmt.Sprintf("%d %s at the sink for key %s within %s", lo, what, key, w.env.Budget), w.sinkReport(key))
 	}
 	return nil
 }
@@ -1045,9 +1054,9 @@ func (w *idsWorld) waitEffects(ctx context.Context, key string, lo int) int {
 	s := w.env.Sink
 	deadline := time.Now().Add(w.env.Budget)
 	for time.Now().Before(deadline) && ctx.Err() == nil && (s.Effects(key) < lo || !s.Resolved(key)) {
-		sleepCtx(ctx, 20*time.Millisecond)
+		features.Sleep(ctx, 20*time.Millisecond)
 	}
-	sleepCtx(ctx, settle)
+	features.Sleep(ctx, settle)
 	return s.Effects(key)
 }
 
@@ -1061,15 +1070,6 @@ func (w *idsWorld) sinkReport(key string) string {
 		fmt.Fprintf(&b, "; call %d (command_id %s): effect %s new=%v lost=%v", c.Seq, c.CommandID, c.EffectID, c.New, c.Lost)
 	}
 	return b.String()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // --- in progress ----------------------------------------------------------
@@ -1086,7 +1086,7 @@ func (w *idsWorld) sendHeld(ctx context.Context, alias string) error {
 		release := w.env.Sink.Hold(key)
 		w.releases = append(w.releases, release)
 		c.held = make(chan *client.Response, 1)
-		go func(e ids.Envelope) {
+		go func(e Envelope) {
 			r, _ := w.post(context.WithoutCancel(ctx), e)
 			c.held <- r
 		}(c.env)
@@ -1099,7 +1099,7 @@ func (w *idsWorld) sendHeld(ctx context.Context, alias string) error {
 			if err == nil {
 				return nil
 			}
-			return Mismatch("the effect call of "+e.Command+" at the sink within "+w.env.Budget.String(), "none")
+			return features.Mismatch("the effect call of "+e.Command+" at the sink within "+w.env.Budget.String(), "none")
 		case r := <-c.held:
 			cancel()
 			release()
@@ -1107,7 +1107,7 @@ func (w *idsWorld) sendHeld(ctx context.Context, alias string) error {
 			w.env.Logger.Info("candidate answered before its effect", "command", e.Command, "index", i)
 		}
 	}
-	return NotApplicable("no command of the registry calls the sink while its first delivery is open")
+	return features.NotApplicable("no command of the registry calls the sink while its first delivery is open")
 }
 
 // sendWhileHeld sends a duplicate while the first delivery is held at the
@@ -1120,7 +1120,7 @@ func (w *idsWorld) sendWhileHeld(ctx context.Context, alias string) error {
 	}
 	key := c.env.MustKey()
 	w.pending = make(chan *client.Response, 1)
-	go func(e ids.Envelope) {
+	go func(e Envelope) {
 		r, _ := w.post(context.WithoutCancel(ctx), e)
 		w.pending <- r
 	}(c.env)
@@ -1133,11 +1133,11 @@ func (w *idsWorld) sendWhileHeld(ctx context.Context, alias string) error {
 		w.pending = nil
 		w.last = r
 		if r == nil {
-			return Mismatch("an answer to the duplicate", "no answer")
+			return features.Mismatch("an answer to the duplicate", "no answer")
 		}
 	case err := <-second:
 		if err != nil {
-			return Mismatch("an answer to the duplicate", "none within the request timeout")
+			return features.Mismatch("an answer to the duplicate", "none within the request timeout")
 		}
 		w.last = nil // the duplicate is executing: it has no answer yet
 	}
@@ -1147,17 +1147,17 @@ func (w *idsWorld) sendWhileHeld(ctx context.Context, alias string) error {
 
 func (w *idsWorld) oneCallWhileHeld(string) error {
 	if w.heldCalls != 1 {
-		return Mismatch("1 effect call at the sink while the first delivery was open", fmt.Sprintf("%d: the duplicate executed too", w.heldCalls))
+		return features.Mismatch("1 effect call at the sink while the first delivery was open", fmt.Sprintf("%d: the duplicate executed too", w.heldCalls))
 	}
 	return nil
 }
 
 func (w *idsWorld) processing() error {
 	if w.last == nil {
-		return Mismatch("an answer saying processing", "no answer: the duplicate was executing (its effect call reached the sink)")
+		return features.Mismatch("an answer saying processing", "no answer: the duplicate was executing (its effect call reached the sink)")
 	}
-	if o := outcomeOf(w.last); o.Status != ids.StatusProcessing {
-		return Mismatch(`status "processing"`, describe(w.last))
+	if o := outcomeOf(w.last); o.Status != StatusProcessing {
+		return features.Mismatch(`status "processing"`, features.Describe(w.last))
 	}
 	return nil
 }
@@ -1168,11 +1168,11 @@ func (w *idsWorld) correlated(alias string) error {
 		return err
 	}
 	if w.last == nil {
-		return Mismatch("an answer", "none")
+		return features.Mismatch("an answer", "none")
 	}
 	o := outcomeOf(w.last)
 	if o.CommandID != c.env.CommandID || o.IdempotencyKey != c.env.MustKey() {
-		return Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, c.env.MustKey()),
+		return features.Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, c.env.MustKey()),
 			fmt.Sprintf("command_id %q, idempotency_key %q", o.CommandID, o.IdempotencyKey))
 	}
 	return nil
@@ -1207,15 +1207,15 @@ func (w *idsWorld) release(ctx context.Context, alias string) error {
 
 func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 	if w.last == nil {
-		return Mismatch("an answer with a status URL", "none")
+		return features.Mismatch("an answer with a status URL", "none")
 	}
 	u := outcomeOf(w.last).StatusURL
 	if u == "" {
-		return Mismatch("a status_url in the processing answer", trimBody(w.last.Body))
+		return features.Mismatch("a status_url in the processing answer", trimBody(w.last.Body))
 	}
-	return w.pollStatus(ctx, u, func(st ids.CommandStatus) error {
-		if st.Status != ids.StatusExecuted {
-			return Mismatch("status executed", st.Status)
+	return w.pollStatus(ctx, u, func(st CommandStatus) error {
+		if st.Status != StatusExecuted {
+			return features.Mismatch("status executed", st.Status)
 		}
 		return nil
 	})
@@ -1223,10 +1223,10 @@ func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 
 // pollStatus reads a status URL until it reports a terminal status (within
 // the budget); check, when given, judges the terminal status.
-func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(ids.CommandStatus) error) error {
+func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(CommandStatus) error) error {
 	p, err := url.Parse(statusURL)
 	if err != nil || p.Path == "" {
-		return Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
+		return features.Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
 	}
 	path := p.Path
 	if p.RawQuery != "" {
@@ -1237,22 +1237,22 @@ func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(
 		return err
 	}
 	deadline := time.Now().Add(w.env.Budget)
-	var st ids.CommandStatus
+	var st CommandStatus
 	for {
 		r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: path})
 		if err != nil {
 			return err
 		}
-		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != ids.StatusInProgress && st.Status != "" {
+		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != StatusInProgress && st.Status != "" {
 			if check != nil {
 				return check(st)
 			}
 			return nil
 		}
 		if !time.Now().Before(deadline) {
-			return Mismatch("a terminal status at "+path+" within "+w.env.Budget.String(), describe(r))
+			return features.Mismatch("a terminal status at "+path+" within "+w.env.Budget.String(), features.Describe(r))
 		}
-		sleepCtx(ctx, 50*time.Millisecond)
+		features.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 
@@ -1260,11 +1260,11 @@ func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(
 
 func (w *idsWorld) conflictAnswer(string) error {
 	if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
-		return Mismatch("a 4xx rejection", describe(w.last))
+		return features.Mismatch("a 4xx rejection", features.Describe(w.last))
 	}
 	o := outcomeOf(w.last)
-	if o.Event != ids.EventRejected || o.Reason != ids.ReasonConflict {
-		return Mismatch(`event "execution.rejected", reason "idempotency_conflict"`, trimBody(w.last.Body))
+	if o.Event != EventRejected || o.Reason != ReasonConflict {
+		return features.Mismatch(`event "execution.rejected", reason "idempotency_conflict"`, trimBody(w.last.Body))
 	}
 	return nil
 }
@@ -1279,15 +1279,15 @@ func (w *idsWorld) readEvidence(ctx context.Context, alias string) error {
 		return err
 	}
 	q := url.Values{"tenant_id": {c.env.TenantID}, "idempotency_key": {c.env.MustKey()}}
-	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathEvidence + "?" + q.Encode()})
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: PathEvidence + "?" + q.Encode()})
 	if err != nil {
 		return err
 	}
 	var body struct {
-		Evidence []ids.Evidence `json:"evidence"`
+		Evidence []Evidence `json:"evidence"`
 	}
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &body) != nil {
-		return Mismatch("200 with an evidence list", describe(r))
+		return features.Mismatch("200 with an evidence list", features.Describe(r))
 	}
 	w.evidence[alias] = body.Evidence
 	w.last = r
@@ -1306,25 +1306,25 @@ func (w *idsWorld) conflictFingerprints(alias, a, b string) error {
 	fa, _ := ca.env.Fingerprint()
 	fb, _ := cb.env.Fingerprint()
 	for _, ev := range w.evidence[alias] {
-		if ev.Decision != ids.DecisionConflicted {
+		if ev.Decision != DecisionConflicted {
 			continue
 		}
 		if ev.Fingerprints == nil || ev.Fingerprints.Stored == "" || ev.Fingerprints.Received == "" || ev.Fingerprints.Stored == ev.Fingerprints.Received {
-			return Mismatch("two different envelope fingerprints in the conflict's evidence (the binding's: stored "+fa+", received "+fb+")",
+			return features.Mismatch("two different envelope fingerprints in the conflict's evidence (the binding's: stored "+fa+", received "+fb+")",
 				fmt.Sprintf("%+v", ev.Fingerprints))
 		}
 		return nil
 	}
-	return Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
+	return features.Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
 }
 
 func (w *idsWorld) conflictRecorded(alias string) error {
 	for _, ev := range w.evidence[alias] {
-		if ev.Decision == ids.DecisionConflicted {
+		if ev.Decision == DecisionConflicted {
 			return nil
 		}
 	}
-	return Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
+	return features.Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
 }
 
 func (w *idsWorld) evidenceDecisions(alias string) error {
@@ -1332,8 +1332,8 @@ func (w *idsWorld) evidenceDecisions(alias string) error {
 	for _, ev := range w.evidence[alias] {
 		got = append(got, ev.Decision)
 	}
-	if !slices.Equal(got, []string{ids.DecisionFirstSeen, ids.DecisionReplayed}) {
-		return Mismatch("decisions [first_seen duplicate_replayed]", fmt.Sprint(got))
+	if !slices.Equal(got, []string{DecisionFirstSeen, DecisionReplayed}) {
+		return features.Mismatch("decisions [first_seen duplicate_replayed]", fmt.Sprint(got))
 	}
 	return nil
 }
@@ -1341,7 +1341,7 @@ func (w *idsWorld) evidenceDecisions(alias string) error {
 func (w *idsWorld) evidenceExecuted(alias string) error {
 	ev := w.evidence[alias]
 	if len(ev) != 2 || ev[0].Executed == nil || ev[1].Executed == nil || !*ev[0].Executed || *ev[1].Executed {
-		return Mismatch("executed true for the first delivery, false for the second", evidenceSummary(ev))
+		return features.Mismatch("executed true for the first delivery, false for the second", evidenceSummary(ev))
 	}
 	return nil
 }
@@ -1353,11 +1353,11 @@ func (w *idsWorld) evidenceIDs(alias string) error {
 	}
 	ev := w.evidence[alias]
 	if len(ev) == 0 {
-		return Mismatch("evidence items", "none")
+		return features.Mismatch("evidence items", "none")
 	}
 	for _, e := range ev {
 		if e.OriginalCommandID != c.env.CommandID || e.IdempotencyKey != c.env.MustKey() {
-			return Mismatch(fmt.Sprintf("original_command_id %s and idempotency_key %s in every item", c.env.CommandID, c.env.MustKey()), evidenceSummary(ev))
+			return features.Mismatch(fmt.Sprintf("original_command_id %s and idempotency_key %s in every item", c.env.CommandID, c.env.MustKey()), evidenceSummary(ev))
 		}
 	}
 	return nil
@@ -1370,21 +1370,21 @@ func (w *idsWorld) evidenceOutcomeRef(alias string) error {
 	}
 	ref := outcomeOf(c.first).OutcomeRef
 	if ref == nil {
-		return Mismatch("an outcome_ref in the first answer", trimBody(c.first.Body))
+		return features.Mismatch("an outcome_ref in the first answer", trimBody(c.first.Body))
 	}
 	ev := w.evidence[alias]
 	if len(ev) == 0 {
-		return Mismatch("evidence items", "none")
+		return features.Mismatch("evidence items", "none")
 	}
 	for _, e := range ev {
 		if e.OutcomeRef == nil || *e.OutcomeRef != *ref {
-			return Mismatch("outcome_ref "+*ref+" in every item", evidenceSummary(ev))
+			return features.Mismatch("outcome_ref "+*ref+" in every item", evidenceSummary(ev))
 		}
 	}
 	return nil
 }
 
-func evidenceSummary(ev []ids.Evidence) string {
+func evidenceSummary(ev []Evidence) string {
 	var parts []string
 	for _, e := range ev {
 		ex := "null"
@@ -1408,13 +1408,13 @@ func (w *idsWorld) readStatus(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: ids.PathCommands + "/" + url.PathEscape(c.env.CommandID)})
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: PathCommands + "/" + url.PathEscape(c.env.CommandID)})
 	if err != nil {
 		return err
 	}
-	var st ids.CommandStatus
+	var st CommandStatus
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &st) != nil {
-		return Mismatch("200 with the command's record", describe(r))
+		return features.Mismatch("200 with the command's record", features.Describe(r))
 	}
 	w.status[alias] = st
 	w.last = r
@@ -1437,15 +1437,15 @@ func (w *idsWorld) statusFields(alias string) error {
 	}
 	switch {
 	case len(missing) > 0:
-		return Mismatch("every stored field of §VIII.B", "missing: "+strings.Join(missing, ", "))
+		return features.Mismatch("every stored field of §VIII.B", "missing: "+strings.Join(missing, ", "))
 	case st.IdempotencyKey != c.env.MustKey() || st.CommandID != c.env.CommandID:
-		return Mismatch("the key and the original command_id of "+alias, fmt.Sprintf("key %q, command_id %q", st.IdempotencyKey, st.CommandID))
-	case !slices.Contains([]string{ids.StatusInProgress, ids.StatusExecuted, ids.StatusFailed, ids.StatusRejected, ids.StatusCompensated}, st.Status):
-		return Mismatch("status in_progress, executed, failed, rejected or compensated", st.Status)
+		return features.Mismatch("the key and the original command_id of "+alias, fmt.Sprintf("key %q, command_id %q", st.IdempotencyKey, st.CommandID))
+	case !slices.Contains([]string{StatusInProgress, StatusExecuted, StatusFailed, StatusRejected, StatusCompensated}, st.Status):
+		return features.Mismatch("status in_progress, executed, failed, rejected or compensated", st.Status)
 	case st.OutcomeRef == nil || st.CreatedAt == "" || st.UpdatedAt == "":
-		return Mismatch("an outcome_ref, created_at and updated_at", trimBody(w.last.Body))
+		return features.Mismatch("an outcome_ref, created_at and updated_at", trimBody(w.last.Body))
 	case st.TTLExpiresAt == nil && c.entry.TTLSeconds != nil:
-		return Mismatch("a ttl_expires_at (the command's window is "+fmt.Sprint(*c.entry.TTLSeconds)+" s)", "null")
+		return features.Mismatch("a ttl_expires_at (the command's window is "+fmt.Sprint(*c.entry.TTLSeconds)+" s)", "null")
 	}
 	return nil
 }
@@ -1456,13 +1456,13 @@ func (w *idsWorld) waitWindow(ctx context.Context, alias string) error {
 		return err
 	}
 	if c.entry.TTLSeconds == nil {
-		return NotApplicable(c.entry.Command + "'s window never ends")
+		return features.NotApplicable(c.entry.Command + "'s window never ends")
 	}
 	d := w.window(c.entry) + w.window(c.entry)/10 + 100*time.Millisecond
 	if d > w.env.Budget {
-		return NotApplicable(fmt.Sprintf("%s's window is %s as the target runs it, beyond the budget %s", c.entry.Command, w.window(c.entry), w.env.Budget))
+		return features.NotApplicable(fmt.Sprintf("%s's window is %s as the target runs it, beyond the budget %s", c.entry.Command, w.window(c.entry), w.env.Budget))
 	}
-	sleepCtx(ctx, d)
+	features.Sleep(ctx, d)
 	return ctx.Err()
 }
 
@@ -1481,7 +1481,7 @@ func (w *idsWorld) getToken(ctx context.Context, alias string) error {
 		"command_id": c.env.CommandID, "idempotency_key": c.env.MustKey()})
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	r, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: ids.PathConfirmations, Header: h, Body: body})
+	r, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: PathConfirmations, Header: h, Body: body})
 	if err != nil {
 		return err
 	}
@@ -1489,7 +1489,7 @@ func (w *idsWorld) getToken(ctx context.Context, alias string) error {
 		Token string `json:"token"`
 	}
 	if r.Status != http.StatusCreated || json.Unmarshal(r.Body, &tok) != nil || tok.Token == "" {
-		return Mismatch("201 with a token", describe(r))
+		return features.Mismatch("201 with a token", features.Describe(r))
 	}
 	c.token = tok.Token
 	return nil
@@ -1500,7 +1500,7 @@ func (w *idsWorld) sendWithToken(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	return w.send(ctx, alias, func(e *ids.Envelope) { e.ConfirmationToken = c.token })
+	return w.send(ctx, alias, func(e *Envelope) { e.ConfirmationToken = c.token })
 }
 
 func (w *idsWorld) sendTokenMismatch(ctx context.Context, alias, what string) error {
@@ -1508,7 +1508,7 @@ func (w *idsWorld) sendTokenMismatch(ctx context.Context, alias, what string) er
 	if err != nil {
 		return err
 	}
-	return w.send(ctx, alias, func(e *ids.Envelope) {
+	return w.send(ctx, alias, func(e *Envelope) {
 		e.ConfirmationToken = c.token
 		if what == "another command_id" {
 			e.CommandID = w.name("cmd")
@@ -1525,7 +1525,7 @@ func (w *idsWorld) lastExecuted(ctx context.Context, alias string) error {
 		return err
 	}
 	r := w.last
-	if o := outcomeOf(r); r != nil && o.Status == ids.StatusProcessing {
+	if o := outcomeOf(r); r != nil && o.Status == StatusProcessing {
 		if err := w.pollStatus(ctx, o.StatusURL, nil); err != nil {
 			return err
 		}
@@ -1533,8 +1533,8 @@ func (w *idsWorld) lastExecuted(ctx context.Context, alias string) error {
 			return err
 		}
 	}
-	if r == nil || r.Status < 200 || r.Status > 299 || outcomeOf(r).Status != ids.StatusExecuted {
-		return Mismatch("2xx with status executed", describe(r))
+	if r == nil || r.Status < 200 || r.Status > 299 || outcomeOf(r).Status != StatusExecuted {
+		return features.Mismatch("2xx with status executed", features.Describe(r))
 	}
 	c.executed, w.last = r, r
 	return nil
@@ -1542,14 +1542,14 @@ func (w *idsWorld) lastExecuted(ctx context.Context, alias string) error {
 
 func (w *idsWorld) waitToken(ctx context.Context) error {
 	if w.reg.ConfirmationTTLSeconds == nil {
-		return NotApplicable("the registry declares no confirmation_ttl_seconds")
+		return features.NotApplicable("the registry declares no confirmation_ttl_seconds")
 	}
 	ttl := w.env.Scaled(time.Duration(*w.reg.ConfirmationTTLSeconds * float64(time.Second)))
 	d := ttl + ttl/10 + 100*time.Millisecond
 	if d > w.env.Budget {
-		return NotApplicable(fmt.Sprintf("a token lives %s as the target runs it, beyond the budget %s", ttl, w.env.Budget))
+		return features.NotApplicable(fmt.Sprintf("a token lives %s as the target runs it, beyond the budget %s", ttl, w.env.Budget))
 	}
-	sleepCtx(ctx, d)
+	features.Sleep(ctx, d)
 	return ctx.Err()
 }
 
@@ -1574,7 +1574,7 @@ func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
 		key := c.env.MustKey()
 		deadline := time.Now().Add(w.env.Budget)
 		for time.Now().Before(deadline) && w.env.Sink.Calls(key) == 0 {
-			sleepCtx(ctx, 20*time.Millisecond)
+			features.Sleep(ctx, 20*time.Millisecond)
 		}
 		w.env.Sink.LoseReplies(0)
 	}
@@ -1596,7 +1596,7 @@ func (w *idsWorld) i3Effects(ctx context.Context) error {
 		}
 	}
 	if len(bad) > 0 {
-		return Mismatch("exactly 1 effect per I3 command", strings.Join(bad, "; "))
+		return features.Mismatch("exactly 1 effect per I3 command", strings.Join(bad, "; "))
 	}
 	return nil
 }

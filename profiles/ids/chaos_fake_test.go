@@ -1,4 +1,4 @@
-package chaos_test
+package ids_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	specids "github.com/idscheck/idscheck/spec/ids"
+	specids "github.com/idscheck/idscheck/profiles/ids"
 )
 
 // fakeIDS is a small in-memory IDS target (docs/ids-binding.md) for the

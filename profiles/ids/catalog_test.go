@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idscheck/idscheck/profiles/ids"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/ids"
 )
 
 func TestCatalogInvariants(t *testing.T) {
-	rules := spec.RulesFor(spec.ProfileIDS)
+	rules := spec.RulesFor(ids.Name)
 	if len(rules) < 40 {
 		t.Fatalf("ids has %d rules, want the whole text", len(rules))
 	}

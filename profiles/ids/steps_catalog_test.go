@@ -1,14 +1,30 @@
-package features
+package ids
 
 import (
 	"testing"
 
+	messages "github.com/cucumber/messages/go/v21"
+
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/ids"
 )
 
+// pickles parses the profile's feature file into its scenarios.
+func pickles(t *testing.T) []*messages.Pickle {
+	t.Helper()
+	src, err := feature.ReadFile("ids.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := features.Pickles("ids.feature", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 func idsDecision(id string) (spec.Decision, bool) {
-	for _, d := range ids.Decisions() {
+	for _, d := range Decisions() {
 		if d.ID == id {
 			return d, true
 		}
@@ -19,11 +35,7 @@ func idsDecision(id string) (spec.Decision, bool) {
 // TestIDSFeatureCoversTheCatalog fails when an assertion names no rule of
 // the IDS catalog, or a testable IDS rule is judged by no assertion.
 func TestIDSFeatureCoversTheCatalog(t *testing.T) {
-	src, err := embedded.ReadFile("ids.feature")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, msg := range coverageProblems(pickles(t, src), spec.RulesFor(spec.ProfileIDS), "IDS-", idsDecision) {
+	for _, msg := range features.CoverageProblems(pickles(t), spec.RulesFor(Name), "IDS-", idsDecision) {
 		t.Error(msg)
 	}
 }
@@ -31,11 +43,7 @@ func TestIDSFeatureCoversTheCatalog(t *testing.T) {
 // TestIDSAssertionsNameTheirRule fails when a Then step checks without
 // naming its rule, or an action is written as an assertion.
 func TestIDSAssertionsNameTheirRule(t *testing.T) {
-	src, err := embedded.ReadFile("ids.feature")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, msg := range assertionProblems(pickles(t, src), (&idsWorld{}).steps()) {
+	for _, msg := range features.AssertionProblems(pickles(t), (&idsWorld{}).steps()) {
 		t.Error(msg)
 	}
 }
@@ -43,19 +51,15 @@ func TestIDSAssertionsNameTheirRule(t *testing.T) {
 // TestIDSStepsAreDefined: every step of ids.feature has exactly one
 // definition.
 func TestIDSStepsAreDefined(t *testing.T) {
-	src, err := embedded.ReadFile("ids.feature")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var patterns []string
 	for _, s := range (&idsWorld{}).steps() {
-		patterns = append(patterns, StepPattern(s.Pattern))
+		patterns = append(patterns, features.StepPattern(s.Pattern))
 	}
-	ps := pickles(t, src)
+	ps := pickles(t)
 	if len(ps) < 25 {
 		t.Fatalf("only %d scenarios", len(ps))
 	}
-	for _, msg := range undefinedSteps(ps, patterns) {
+	for _, msg := range features.UndefinedSteps(ps, patterns) {
 		t.Error(msg)
 	}
 }

@@ -1,0 +1,104 @@
+package ids
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/idscheck/idscheck/harness"
+	sutids "github.com/idscheck/idscheck/sut/ids"
+)
+
+// EnvAPIKey is the variable serve reads the bundled server's API key from
+// (X-API-Key; empty: the server asks for none).
+const EnvAPIKey = "IDS_API_KEY"
+
+// ServeCommand runs the bundled IDS reference server (sut/ids) as a process
+// of its own: idscheck serve --profile ids --sink URL. Its own flag is
+// --sink, the base URL of the effect sink it sends every external effect
+// to (docs/ids-binding.md, "External effects").
+func ServeCommand() *harness.ServeCommand {
+	return &harness.ServeCommand{
+		Flags: func(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
+			sinkURL := fs.String("sink", "", "base URL of the effect sink the server sends its effects to (required)")
+			return func(ctx context.Context, c harness.ServeConfig) error { return Serve(ctx, *sinkURL, c) }
+		},
+		Env: EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
+	}
+}
+
+// ErrServeUsage marks a serve that could not start for what it was asked
+// (no sink, a negative time scale): a usage error, before anything listens.
+var ErrServeUsage = errors.New("serve: usage error")
+
+// usageError is an error of what serve was asked; it is ErrServeUsage.
+type usageError string
+
+func (e usageError) Error() string        { return string(e) }
+func (e usageError) Is(target error) bool { return target == ErrServeUsage }
+
+// Serve runs the bundled IDS server over c.DB (default ids.db), sending
+// its effects to sinkURL, on c.Addr until ctx ends; then it stops
+// accepting, finishes the requests under way and closes the store. Its API
+// key is c.Getenv(EnvAPIKey). It calls c.Ready with its base URL once it
+// listens: an error before that is a configuration error (ErrServeUsage
+// for a bad request), one after it a failure of the running server.
+func Serve(ctx context.Context, sinkURL string, c harness.ServeConfig) error {
+	switch {
+	case sinkURL == "":
+		return usageError("--profile ids needs --sink URL: the effect sink its commands send their effects to")
+	case c.TimeScale < 0:
+		return usageError("--time-scale must be > 0")
+	}
+	if c.DB == "" {
+		c.DB = "ids.db"
+	}
+	logger := c.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	apiKey := ""
+	if c.Getenv != nil {
+		apiKey = c.Getenv(EnvAPIKey)
+	}
+	srv, err := sutids.Open(ctx, sutids.Config{DBPath: c.DB, SinkURL: sinkURL, APIKey: apiKey, TimeScale: c.TimeScale,
+		Mutant: c.Mutant, Seed: c.Seed, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	if c.Ready != nil {
+		c.Ready("http://" + ln.Addr().String())
+	}
+	logger.Info("serving ids", "addr", ln.Addr().String(), "db", c.DB, "mutant", c.Mutant)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	var serveErr error
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+		}
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := hs.Shutdown(sctx); err != nil {
+			logger.Warn("shutdown", "err", err)
+		}
+		cancel()
+	}
+	if err := srv.Close(); err != nil {
+		return errors.Join(serveErr, fmt.Errorf("close: %w", err))
+	}
+	return serveErr
+}
