@@ -462,7 +462,7 @@ func (w *httpWorld) describeLast() string {
 	if w.last == nil {
 		return "no answer while the original was in flight"
 	}
-	return fmt.Sprintf("%d %s", w.last.Status, clip(w.last.Body))
+	return fmt.Sprintf("%d %s", w.last.Status, Clip(w.last.Body))
 }
 
 func (w *httpWorld) lastIn(lo, hi int, want string) error {
@@ -518,8 +518,8 @@ func (w *httpWorld) same(a, b *client.Response) string {
 		}
 		return ""
 	}
-	if !bytes.Equal(compactJSON(a.Body), compactJSON(b.Body)) {
-		return fmt.Sprintf("body %s, then %s", clip(a.Body), clip(b.Body))
+	if !bytes.Equal(CompactJSON(a.Body), CompactJSON(b.Body)) {
+		return fmt.Sprintf("body %s, then %s", Clip(a.Body), Clip(b.Body))
 	}
 	return ""
 }
@@ -533,7 +533,7 @@ func (w *httpWorld) sameAsFirst(alias string) error {
 		return Mismatch("the first answer again", w.describeLast())
 	}
 	if d := w.same(r.first, w.last); d != "" {
-		return Mismatch(fmt.Sprintf("the status and body of the first answer to %q (%d %s)", alias, r.first.Status, clip(r.first.Body)), d)
+		return Mismatch(fmt.Sprintf("the status and body of the first answer to %q (%d %s)", alias, r.first.Status, Clip(r.first.Body)), d)
 	}
 	return nil
 }
@@ -556,7 +556,7 @@ func (w *httpWorld) firstIs2xx(alias string) error {
 	if w.first == nil || w.first.answer == nil || w.first.answer.Status > 299 || w.first.answer.Status < 200 {
 		got := "no answer"
 		if w.first != nil && w.first.answer != nil {
-			got = fmt.Sprintf("%d %s", w.first.answer.Status, clip(w.first.answer.Body))
+			got = fmt.Sprintf("%d %s", w.first.answer.Status, Clip(w.first.answer.Body))
 		}
 		return Mismatch(fmt.Sprintf("the original %q answered 2xx once released", alias), got)
 	}
@@ -568,7 +568,7 @@ func (w *httpWorld) dupWaited(alias string) error {
 		return Mismatch("an answer to the duplicate", "none")
 	}
 	if w.dup.answered.Before(w.released) {
-		return Mismatch("the duplicate answered after the original completed (it waits)", fmt.Sprintf("answered while the original was in flight: %d %s", w.dup.answer.Status, clip(w.dup.answer.Body)))
+		return Mismatch("the duplicate answered after the original completed (it waits)", fmt.Sprintf("answered while the original was in flight: %d %s", w.dup.answer.Status, Clip(w.dup.answer.Body)))
 	}
 	if w.first == nil || w.first.answer == nil {
 		return Mismatch("an answer to the original", "none")
@@ -583,7 +583,7 @@ func (w *httpWorld) dupIs2xx() error {
 	if w.dup == nil || w.dup.answer == nil || w.dup.answer.Status < 200 || w.dup.answer.Status > 299 {
 		got := "none"
 		if w.dup != nil && w.dup.answer != nil {
-			got = fmt.Sprintf("%d %s", w.dup.answer.Status, clip(w.dup.answer.Body))
+			got = fmt.Sprintf("%d %s", w.dup.answer.Status, Clip(w.dup.answer.Body))
 		}
 		return Mismatch("a 2xx to the duplicate (a duplicate is not an error)", got)
 	}
@@ -612,7 +612,7 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	}
 	var doc any
 	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &doc) != nil {
-		return fmt.Errorf("the count read answered %d %s", resp.Status, clip(resp.Body))
+		return fmt.Errorf("the count read answered %d %s", resp.Status, Clip(resp.Body))
 	}
 	if w.ep.Count.Items != "" {
 		m, _ := doc.(map[string]any)
@@ -620,10 +620,10 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	}
 	items, ok := doc.([]any)
 	if !ok {
-		return fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, clip(resp.Body))
+		return fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, Clip(resp.Body))
 	}
 	if len(items) != want {
-		return Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprintf("%d: %s", len(items), clip(resp.Body)))
+		return Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprintf("%d: %s", len(items), Clip(resp.Body)))
 	}
 	return nil
 }

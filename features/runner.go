@@ -46,8 +46,6 @@ func ProfileSuite(p spec.Profile) (Suite, bool) {
 		return Suite{FS: embedded, Paths: []string{"intent.feature"}, Steps: intentSteps}, true
 	case spec.ProfileIDS:
 		return Suite{FS: embedded, Paths: []string{"ids.feature"}, Steps: idsSteps}, true
-	case spec.ProfileATP:
-		return Suite{FS: embedded, Paths: []string{"atp.feature"}, Steps: atpSteps}, true
 	case spec.ProfileHTTPIdem:
 		return Suite{FS: embedded, Paths: []string{"http_idempotency.feature"}, Steps: httpIdemSteps}, true
 	}

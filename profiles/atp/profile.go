@@ -3,6 +3,7 @@ package atp
 import (
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
 	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
@@ -13,12 +14,16 @@ import (
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 
-// ATP is "ATP Consistency & Semantics" (seed 000), the Agent Transaction
+// feature is the profile's feature file.
+//
+//go:embed atp.feature
+var feature embed.FS
+
+// Profile is "ATP Consistency & Semantics" (seed 000), the Agent Transaction
 // Protocol, over idscheck's wire binding (docs/atp-binding.md): signed
 // intents, the transaction row, Ed25519 receipts over JCS, and the payment
 // rail the harness hosts (served by the effect sink).
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileATP)
 	var mutants []harness.Mutant
 	for _, m := range sutatp.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
@@ -32,7 +37,7 @@ func Profile() harness.Profile {
 		Title:             "ATP (the Agent Transaction Protocol: consistency and semantics)",
 		Rules:             specatp.Rules,
 		Decisions:         specatp.Decisions,
-		Suite:             &suite,
+		Suite:             &features.Suite{FS: feature, Paths: []string{"atp.feature"}, Steps: atpSteps},
 		Bundled:           atpBundled,
 		AlternateReadings: func() map[string]string { return map[string]string{specatp.DecisionNonceSameKey: "nonce"} },
 		EffectSink:        true,

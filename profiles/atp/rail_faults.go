@@ -1,8 +1,9 @@
-package chaos
+package atp
 
 import (
 	"context"
 	"fmt"
+	"github.com/idscheck/idscheck/chaos"
 	mrand "math/rand/v2"
 	"strconv"
 	"time"
@@ -28,8 +29,8 @@ const (
 // the rail's name: the rail's callbacks to the site are not cut) needs the
 // proxy in front of the sink, the others the sink itself; one whose need is nil is
 // listed, unavailable (its Available says why).
-func ATPRailFaults(proxy *SinkProxy, s *sink.Sink) []faults.Fault {
-	return []faults.Fault{&SinkPartition{Proxy: proxy, As: FaultRailPartition}, &RailLostReplies{Sink: s}, &RailCallbackDrop{Sink: s}, &RailCallbackDelay{Sink: s}}
+func ATPRailFaults(proxy *chaos.SinkProxy, s *sink.Sink) []faults.Fault {
+	return []faults.Fault{&chaos.SinkPartition{Proxy: proxy, As: FaultRailPartition}, &RailLostReplies{Sink: s}, &RailCallbackDrop{Sink: s}, &RailCallbackDelay{Sink: s}}
 }
 
 // ATPRailFaultNames are the names of ATPRailFaults, in order.
@@ -87,10 +88,10 @@ func (f *RailLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Du
 		return in, err
 	}
 	before := lostCharges(f.Sink)
-	f.Sink.LoseRailReplies(maxLostReplies)
-	herr := holdFor(ctx, d)
+	f.Sink.LoseRailReplies(chaos.MaxLostReplies)
+	herr := chaos.HoldFor(ctx, d)
 	for t := time.Now(); herr == nil && lostCharges(f.Sink) == before && time.Since(t) < 2*time.Second; {
-		herr = holdFor(ctx, 20*time.Millisecond)
+		herr = chaos.HoldFor(ctx, 20*time.Millisecond)
 	}
 	f.Sink.LoseRailReplies(0)
 	in.End = time.Now()
@@ -143,7 +144,7 @@ func (f *RailCallbackDrop) Inject(ctx context.Context, rnd *mrand.Rand, d time.D
 	}
 	before := droppedCallbacks(f.Sink)
 	f.Sink.DropAllCallbacks(true)
-	herr := holdFor(ctx, d)
+	herr := chaos.HoldFor(ctx, d)
 	f.Sink.DropAllCallbacks(false)
 	in.End = time.Now()
 	n := droppedCallbacks(f.Sink) - before
@@ -192,7 +193,7 @@ func (f *RailCallbackDelay) Inject(ctx context.Context, rnd *mrand.Rand, d time.
 	}
 	delay = min(delay, maxCallbackDelay)
 	f.Sink.SetCallbackDelay(delay)
-	herr := holdFor(ctx, d)
+	herr := chaos.HoldFor(ctx, d)
 	f.Sink.SetCallbackDelay(0)
 	in.End = time.Now()
 	in.Params["delay"] = delay.String()

@@ -1,4 +1,4 @@
-package chaos_test
+package atp
 
 import (
 	"bytes"
@@ -87,7 +87,7 @@ func atpWriteJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func atpFail(w http.ResponseWriter, status int, code string) {
+func fakeSiteFail(w http.ResponseWriter, status int, code string) {
 	atpWriteJSON(w, status, map[string]string{"error": code})
 }
 
@@ -142,7 +142,7 @@ func (f *fakeATP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		row := f.rows[strings.TrimPrefix(p, specatp.PathIntents)+" "+r.Header.Get(specatp.HeaderKey)]
 		f.mu.Unlock()
 		if row == nil {
-			atpFail(w, 404, "not_found")
+			fakeSiteFail(w, 404, "not_found")
 			return
 		}
 		f.answer(w, 200, row)
@@ -159,12 +159,12 @@ func (f *fakeATP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *fakeATP) register(w http.ResponseWriter, r *http.Request, id string) {
 	var reg specatp.AgentRegistration
 	if json.NewDecoder(r.Body).Decode(&reg) != nil {
-		atpFail(w, 400, "bad_registration")
+		fakeSiteFail(w, 400, "bad_registration")
 		return
 	}
 	pk, err := specatp.PublicKey(reg.PublicKey)
 	if err != nil {
-		atpFail(w, 400, "bad_key")
+		fakeSiteFail(w, 400, "bad_key")
 		return
 	}
 	f.mu.Lock()
@@ -176,14 +176,14 @@ func (f *fakeATP) register(w http.ResponseWriter, r *http.Request, id string) {
 	case old.Equal(pk):
 		w.WriteHeader(200)
 	default:
-		atpFail(w, 409, "agent_key_conflict")
+		fakeSiteFail(w, 409, "agent_key_conflict")
 	}
 }
 
 func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get(specatp.HeaderKey)
 	if len(key) < specatp.KeyMin || len(key) > specatp.KeyMax {
-		atpFail(w, 400, "idempotency_key_required")
+		fakeSiteFail(w, 400, "idempotency_key_required")
 		return
 	}
 	raw, _ := io.ReadAll(r.Body)
@@ -191,19 +191,19 @@ func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	if d.Decode(&in) != nil {
-		atpFail(w, 400, "invalid_intent")
+		fakeSiteFail(w, 400, "invalid_intent")
 		return
 	}
 	f.mu.Lock()
 	pk := f.agents[in.AgentID]
 	f.mu.Unlock()
 	if pk == nil || specatp.VerifyIntent(raw, pk) != nil {
-		atpFail(w, 400, "invalid_signature")
+		fakeSiteFail(w, 400, "invalid_signature")
 		return
 	}
 	exp, err := specatp.ParseTime(in.ExpiresAt)
 	if err != nil {
-		atpFail(w, 400, "invalid_intent")
+		fakeSiteFail(w, 400, "invalid_intent")
 		return
 	}
 	var body bytes.Buffer
@@ -223,15 +223,15 @@ func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !time.Now().Before(exp):
 		f.mu.Unlock()
-		atpFail(w, 410, specatp.ErrIntentExpired)
+		fakeSiteFail(w, 410, specatp.ErrIntentExpired)
 		return
 	case in.Precondition != nil && !f.settled[in.Precondition.IntentSettled]:
 		f.mu.Unlock()
-		atpFail(w, 422, "precondition_failed")
+		fakeSiteFail(w, 422, "precondition_failed")
 		return
 	case in.ActionDedupKey != "" && f.dedup[in.AgentID+"/"+in.ActionDedupKey]:
 		f.mu.Unlock()
-		atpFail(w, 409, "action_dedup_conflict")
+		fakeSiteFail(w, 409, "action_dedup_conflict")
 		return
 	}
 	t := atpNow()
@@ -249,14 +249,14 @@ func (f *fakeATP) execute(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get(specatp.HeaderKey)
 	var ex specatp.Execute
 	if json.NewDecoder(r.Body).Decode(&ex) != nil || len(key) < specatp.KeyMin {
-		atpFail(w, 400, "invalid_request")
+		fakeSiteFail(w, 400, "invalid_request")
 		return
 	}
 	f.mu.Lock()
 	row := f.rows[ex.IntentID+" "+key]
 	if row == nil {
 		f.mu.Unlock()
-		atpFail(w, 404, "not_authorized")
+		fakeSiteFail(w, 404, "not_authorized")
 		return
 	}
 	state := row.state
@@ -264,7 +264,7 @@ func (f *fakeATP) execute(w http.ResponseWriter, r *http.Request) {
 	case state == specatp.StateAuthorized && !time.Now().Before(row.expires):
 		row.state, row.updated = specatp.StateExpired, atpNow()
 		f.mu.Unlock()
-		atpFail(w, 410, specatp.ErrIntentExpired)
+		fakeSiteFail(w, 410, specatp.ErrIntentExpired)
 		return
 	case state == specatp.StateAuthorized:
 		row.state, row.updated = specatp.StateExecuting, atpNow()

@@ -1,10 +1,11 @@
-package features
+package atp
 
 import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"github.com/idscheck/idscheck/features"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,10 +29,10 @@ import (
 // so a tampering proxy can sign what it changed.
 var atpSiteSeed = bytes.Repeat([]byte{7}, ed25519.SeedSize)
 
-// runATP certifies the bundled ATP server (mutant "" for the correct one)
+// certify certifies the bundled ATP server (mutant "" for the correct one)
 // on the rules sel selects (nil: all), with a rail of its own; change, when
 // given, alters the server's JSON answers on their way to the harness.
-func runATP(t *testing.T, mutant string, sel []string, change rewrite) *RunResult {
+func certify(t *testing.T, mutant string, sel []string, change rewrite) *features.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -52,13 +53,17 @@ func runATP(t *testing.T, mutant string, sel []string, change rewrite) *RunResul
 	}
 	hs := httptest.NewServer(h)
 	defer hs.Close()
-	res, err := Run(ctx, RunConfig{Profile: spec.ProfileATP, Rules: spec.RulesFor(spec.ProfileATP), Seed: 1, Select: sel,
-		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, APIKey: "atp-key", TimeScale: 60}})
+	res, err := Profile().Run(ctx, features.RunConfig{Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, APIKey: "atp-key", TimeScale: 60}})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	return res
 }
+
+// rewrite edits one JSON answer of the bundled ATP server on its way to
+// the harness: path is the request's path, doc the decoded body.
+type rewrite func(method, path string, doc map[string]any)
 
 // tamper applies change to every JSON answer of h.
 func tamper(h http.Handler, change rewrite) http.Handler {
@@ -86,7 +91,7 @@ func TestATPProfilePassesTheBundledServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole ATP profile")
 	}
-	res := runATP(t, "", nil, nil)
+	res := certify(t, "", nil, nil)
 	pass := 0
 	for _, r := range res.Rules {
 		rule, _ := spec.Lookup(r.RuleID)
@@ -117,7 +122,7 @@ func TestATPProfileKillsMutants(t *testing.T) {
 	t.Cleanup(func() { failpoint.Disable(sutatp.FailpointNoReservationRacyWindow) })
 	for _, m := range sutatp.Mutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			res := runATP(t, m.Name, []string{m.Breaks}, nil)
+			res := certify(t, m.Name, []string{m.Breaks}, nil)
 			var failed []string
 			caught := false
 			for _, r := range res.Rules {
@@ -218,7 +223,7 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			n.Store(0)
-			res := runATP(t, "", []string{tc.rule}, tc.change)
+			res := certify(t, "", []string{tc.rule}, tc.change)
 			for _, r := range res.Rules {
 				if r.RuleID != tc.rule {
 					continue

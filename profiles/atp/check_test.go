@@ -1,10 +1,11 @@
-package checker
+package atp
 
 import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"github.com/idscheck/idscheck/checker"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -20,8 +21,8 @@ import (
 // atpFix builds ATP histories by hand: a site key, operations one after
 // the other (or overlapping, when told), rows, charges.
 type atpFix struct {
-	h      History
-	l      Ledger
+	h      checker.History
+	l      checker.Ledger
 	rec    ATPRecord
 	site   ed25519.PrivateKey
 	t      int64
@@ -62,13 +63,13 @@ func (f *atpFix) receipt(typ, k, state string, extra map[string]any) []byte {
 }
 
 // op appends an operation that returns before the next one is sent.
-func (f *atpFix) op(route, k string, status int, state string, receipt []byte) *Operation {
+func (f *atpFix) op(route, k string, status int, state string, receipt []byte) *checker.Operation {
 	f.t += 1000
 	f.client++
-	op := Operation{ClientID: f.client, Kind: OpPublish, Key: k, Input: Input{Body: route}, Call: f.t, Return: f.t + 500,
-		Outcome: verdict.OutcomeOK, Output: Output{Status: status, State: state}}
+	op := checker.Operation{ClientID: f.client, Kind: checker.OpPublish, Key: k, Input: checker.Input{Body: route}, Call: f.t, Return: f.t + 500,
+		Outcome: verdict.OutcomeOK, Output: checker.Output{Status: status, State: state}}
 	if route == ATPRouteGet {
-		op.Kind = OpStatus
+		op.Kind = checker.OpStatus
 	}
 	if state != "" {
 		op.Output.ID = k
@@ -81,7 +82,7 @@ func (f *atpFix) op(route, k string, status int, state string, receipt []byte) *
 	return &f.h.Ops[len(f.h.Ops)-1]
 }
 
-func (f *atpFix) fail(route, k string, status int, code string) *Operation {
+func (f *atpFix) fail(route, k string, status int, code string) *checker.Operation {
 	op := f.op(route, k, status, "", nil)
 	op.Output.Body = ATPErrorAnswer(code)
 	return op
@@ -102,11 +103,11 @@ func (f *atpFix) charge(intent string, refunded bool) {
 	c := ATPCharge{Seq: f.chg, PaymentIntent: fmt.Sprintf("pi_%d", f.chg), IntentID: intent, ChargeID: fmt.Sprintf("ch_%d", f.chg), Amount: 1250, Currency: "EUR", Refunded: refunded}
 	f.rec.Charges = append(f.rec.Charges, c)
 	if !refunded {
-		f.l.Effects = append(f.l.Effects, Effect{Key: intent, Intent: c.PaymentIntent, Worker: c.ChargeID})
+		f.l.Effects = append(f.l.Effects, checker.Effect{Key: intent, Intent: c.PaymentIntent, Worker: c.ChargeID})
 	}
 }
 
-func (f *atpFix) check() Report { return CheckATP(f.h, f.l, f.rec, ATPOptions{}) }
+func (f *atpFix) check() checker.Report { return CheckATP(f.h, f.l, f.rec, ATPOptions{}) }
 
 const (
 	kA  = "int_a 0123456789abcdef-a"
@@ -146,7 +147,7 @@ func goodATP() (*atpFix, []byte, []byte) {
 	return f, ra, rb
 }
 
-func wantPass(t *testing.T, rep Report) {
+func wantPass(t *testing.T, rep checker.Report) {
 	t.Helper()
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
@@ -158,12 +159,12 @@ func wantPass(t *testing.T, rep Report) {
 
 // wantFail asserts the report fails with kind (and only kinds in also),
 // and returns the anomalies of kind.
-func wantFail(t *testing.T, rep Report, kind AnomalyKind, also ...AnomalyKind) []Anomaly {
+func wantFail(t *testing.T, rep checker.Report, kind checker.AnomalyKind, also ...checker.AnomalyKind) []checker.Anomaly {
 	t.Helper()
 	if rep.Verdict() != verdict.Fail || rep.Counts[kind] == 0 {
 		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, kind)
 	}
-	var out []Anomaly
+	var out []checker.Anomaly
 	for _, a := range rep.Anomalies {
 		if a.Kind == kind {
 			out = append(out, a)
@@ -191,7 +192,7 @@ func TestATPGoodRunPasses(t *testing.T) {
 		t.Fatalf("models %+v", rep.Models)
 	}
 	for _, m := range rep.Models {
-		if m.Result != LinOk || m.Partitions == 0 {
+		if m.Result != checker.LinOk || m.Partitions == 0 {
 			t.Errorf("model %+v", m)
 		}
 	}
@@ -544,17 +545,17 @@ func TestATPReductionDecidesLikeTheWholePartition(t *testing.T) {
 	illegal := 0
 	for trial := 0; trial < 3000; trial++ {
 		n := 1 + rnd.IntN(8)
-		ops := make([]Operation, n)
+		ops := make([]checker.Operation, n)
 		idx := make([]int, n)
 		for i := range ops {
 			call := rnd.Int64N(100)
 			st := states[rnd.IntN(3+rnd.IntN(3))]
-			ops[i] = Operation{ClientID: i, Kind: OpStatus, Key: kA, Call: call, Return: call + rnd.Int64N(40), Outcome: verdict.OutcomeOK,
-				Output: Output{Status: 200, State: st}}
+			ops[i] = checker.Operation{ClientID: i, Kind: checker.OpStatus, Key: kA, Call: call, Return: call + rnd.Int64N(40), Outcome: verdict.OutcomeOK,
+				Output: checker.Output{Status: 200, State: st}}
 			idx[i] = i
 		}
-		whole := porcupine.CheckOperations(pm, porcupineOps(nil, ops, idx, false))
-		red := porcupine.CheckOperations(pm, porcupineOps(nil, ops, atpReduce(ops, idx), false))
+		whole := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, idx, false))
+		red := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, atpReduce(ops, idx), false))
 		a, _ := ATPRegression(ops)
 		if whole != red || whole != (a == nil) {
 			t.Fatalf("trial %d: whole %t, reduced %t, pair %v: %+v", trial, whole, red, a, ops)

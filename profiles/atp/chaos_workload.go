@@ -1,4 +1,4 @@
-package chaos
+package atp
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/chaos"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
@@ -87,10 +88,10 @@ type ATPConfig struct {
 	ReconcileSlack time.Duration
 	MaxOps         int // bound on recorded operations (default 2,000,000)
 	// Recorder receives every operation (nil: one of MaxOps is made).
-	Recorder *Recorder
+	Recorder *chaos.Recorder
 	Logger   *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
 // ATPResult is everything an ATP chaos run recorded.
@@ -105,8 +106,8 @@ type ATPResult struct {
 	Ledger checker.Ledger `json:"-"`
 	// Record holds the final rows, the site's keys, the receipts' bytes and
 	// the rail's charges, calls and callbacks (checker.ATPFiles writes it).
-	Record checker.ATPRecord `json:"-"`
-	Series []Bucket          `json:"series"`
+	Record ATPRecord      `json:"-"`
+	Series []chaos.Bucket `json:"series"`
 	// Drained is true when every transaction was driven to its end (a
 	// terminal state, a final refusal, or handed to the reconciliation
 	// wait while executing) before the drain timeout.
@@ -137,7 +138,8 @@ func (c *ATPConfig) defaults() error {
 	if c.ExpiryLead <= 0 {
 		c.ExpiryLead = 3 * time.Second
 	}
-	workloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.fill()
+	chaos.WorkloadKnobs{Duration: &c.Duration, TimeScale: &c.TimeScale, StormMin: &c.StormMin, StormMax: &c.StormMax,
+		RequestTimeout: &c.RequestTimeout, MaxOps: &c.MaxOps, Logger: &c.Logger, RunID: &c.RunID}.Fill()
 	return nil
 }
 
@@ -187,7 +189,7 @@ type atpWorkload struct {
 	cfg      ATPConfig
 	start    time.Time
 	site     *atpc.Site
-	rec      *Recorder
+	rec      *chaos.Recorder
 	agents   []*atpc.Agent
 	interval time.Duration // the reconciliation interval on the harness's clock
 	slack    time.Duration // the reconciliation slack
@@ -257,7 +259,7 @@ func (w *atpWorkload) readConfig(ctx context.Context) error {
 		if cfg, _, err = w.site.Config(ctx); err == nil {
 			break
 		}
-		sleep(ctx, 200*time.Millisecond)
+		chaos.HoldFor(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("chaos atp: GET %s: %w", specatp.PathConfig, err)
@@ -289,7 +291,7 @@ func (w *atpWorkload) register(ctx context.Context) error {
 			if a, err = ag.Register(ctx); err == nil && a.Status < 500 {
 				break
 			}
-			sleep(ctx, 200*time.Millisecond)
+			chaos.HoldFor(ctx, 200*time.Millisecond)
 		}
 		if err != nil {
 			return fmt.Errorf("chaos atp: register %s: %w", ag.ID, err)
@@ -325,9 +327,9 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 	w.start = time.Now()
 	w.rec = cfg.Recorder
 	if w.rec == nil {
-		w.rec = NewRecorder(w.start, cfg.MaxOps)
+		w.rec = chaos.NewRecorder(w.start, cfg.MaxOps)
 	}
-	w.start = w.rec.start
+	w.start = w.rec.Start()
 
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
 	defer stopFaults()
@@ -398,7 +400,7 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 	res.History, dropped = w.rec.History()
 	res.Ledger, record.Charges, record.RailCalls, record.Callbacks = w.rail()
 	res.Record = record
-	res.Series = series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	res.Transactions = map[string]int{}
 	w.mu.Lock()
 	for _, tx := range w.txs {
@@ -434,7 +436,7 @@ func (w *atpWorkload) progress(ctx context.Context, done chan<- struct{}) {
 		w.mu.Lock()
 		n := len(w.txs)
 		w.mu.Unlock()
-		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
 			Executed: len(w.cfg.Sink.AllCharges())}
 		p.Phase, _ = w.phase.Load().(string)
 		p.Fault, _ = w.fault.Load().(string)
@@ -493,7 +495,7 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 	if err != nil {
 		panic(fmt.Sprintf("chaos atp: sign an intent: %v", err)) // only a bad key; the agents' are good
 	}
-	tx := &atpTx{n: n, agent: ag, intentID: p.IntentID, key: key, recKey: checker.ATPKey(p.IntentID, key), intent: intent, expires: exp, purpose: purpose}
+	tx := &atpTx{n: n, agent: ag, intentID: p.IntentID, key: key, recKey: ATPKey(p.IntentID, key), intent: intent, expires: exp, purpose: purpose}
 	w.add(tx)
 	return tx
 }
@@ -502,7 +504,7 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 // key: the same bytes, another key.
 func (w *atpWorkload) replayTx(of *atpTx, rnd *mrand.Rand) *atpTx {
 	key := newKey(rnd)
-	tx := &atpTx{n: int(w.nextN.Add(1)), agent: of.agent, intentID: of.intentID, key: key, recKey: checker.ATPKey(of.intentID, key),
+	tx := &atpTx{n: int(w.nextN.Add(1)), agent: of.agent, intentID: of.intentID, key: key, recKey: ATPKey(of.intentID, key),
 		intent: of.intent, expires: of.expires, purpose: atpReplay}
 	w.add(tx)
 	return tx
@@ -536,9 +538,9 @@ func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (atpc.A
 	var a atpc.Answer
 	var err error
 	switch route {
-	case checker.ATPRouteAuthorize:
+	case ATPRouteAuthorize:
 		a, err = w.site.Authorize(ctx, tx.intent, tx.key)
-	case checker.ATPRouteExecute:
+	case ATPRouteExecute:
 		a, err = w.site.Execute(ctx, tx.intentID, tx.key)
 	default:
 		op.Kind = checker.OpStatus
@@ -554,13 +556,13 @@ func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (atpc.A
 		switch {
 		case a.Tx != nil:
 			op.Output.State = a.Tx.State
-			op.Output.ID = checker.ATPKey(a.Tx.IntentID, a.Tx.IdempotencyKey)
-			op.Output.Body = checker.ATPRowAnswer(a.Tx.Body, a.Tx.Receipt)
+			op.Output.ID = ATPKey(a.Tx.IntentID, a.Tx.IdempotencyKey)
+			op.Output.Body = ATPRowAnswer(a.Tx.Body, a.Tx.Receipt)
 			if a.Tx.HasReceipt() {
 				w.keepReceipt(a.Tx.Receipt)
 			}
 		case a.Error != nil:
-			op.Output.Body = checker.ATPErrorAnswer(a.Error.Error)
+			op.Output.Body = ATPErrorAnswer(a.Error.Error)
 		}
 	}
 	w.rec.Op(op)
@@ -579,7 +581,7 @@ func (w *atpWorkload) keepReceipt(raw json.RawMessage) {
 		b.Reset()
 		b.Write(raw)
 	}
-	d := checker.ATPReceiptDigest(raw)
+	d := ATPReceiptDigest(raw)
 	w.mu.Lock()
 	if _, ok := w.receipts[d]; !ok && len(w.receipts) < atpMaxReceipts {
 		w.receipts[d] = json.RawMessage(b.Bytes())
@@ -619,7 +621,7 @@ func (w *atpWorkload) step(ctx context.Context, tx *atpTx, route string, rnd *mr
 			cancel()
 			return atpc.Answer{}, errPollBudget
 		}
-		return w.call(ctx, tx, checker.ATPRouteGet)
+		return w.call(ctx, tx, ATPRouteGet)
 	}
 	return w.policy(rnd).Do(dctx, tx.expires, send, poll)
 }
@@ -635,7 +637,7 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 		return
 	}
 	if state == "" {
-		r := w.step(ctx, tx, checker.ATPRouteAuthorize, rnd)
+		r := w.step(ctx, tx, ATPRouteAuthorize, rnd)
 		if r.Stop != atpc.StopFinal {
 			return
 		}
@@ -648,7 +650,7 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 			return
 		}
 	}
-	r := w.step(ctx, tx, checker.ATPRouteExecute, rnd)
+	r := w.step(ctx, tx, ATPRouteExecute, rnd)
 	if r.Stop == atpc.StopFinal && r.Err == nil && r.Answer.Status >= 400 {
 		tx.setFinal()
 		w.unmeant(tx, "execute", r.Answer)
@@ -684,15 +686,15 @@ func (w *atpWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Ra
 			w.drive(drainCtx, tx, rnd)
 			if _, terminal, _ := tx.snapshot(); terminal && rnd.IntN(100) < 40 {
 				// Retries after success: the stored row, verbatim, no charge.
-				w.once(drainCtx, tx, checker.ATPRouteExecute)
-				w.once(drainCtx, tx, checker.ATPRouteAuthorize)
+				w.once(drainCtx, tx, ATPRouteExecute)
+				w.once(drainCtx, tx, ATPRouteAuthorize)
 			}
 			if rnd.IntN(100) < 25 {
 				// The signed intent replayed under another key: 409, and
 				// its execute finds no authorized row.
 				r := w.replayTx(tx, rnd)
-				w.once(drainCtx, r, checker.ATPRouteAuthorize)
-				w.once(drainCtx, r, checker.ATPRouteExecute)
+				w.once(drainCtx, r, ATPRouteAuthorize)
+				w.once(drainCtx, r, ATPRouteExecute)
 			}
 		case p < 55:
 			tx := w.mint(rnd, atpDecline, nil)
@@ -716,7 +718,7 @@ func (w *atpWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Ra
 			// (another worker) is still at it.
 			if tx := w.pick(rnd); tx != nil {
 				if _, terminal, _ := tx.snapshot(); terminal {
-					w.once(drainCtx, tx, checker.ATPRouteExecute)
+					w.once(drainCtx, tx, ATPRouteExecute)
 				} else {
 					w.drive(drainCtx, tx, rnd)
 				}
@@ -796,12 +798,12 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 		}
 		tx := w.mint(rnd, atpExpire, &atpIntentOpts{expires: exp})
 		txs = append(txs, tx)
-		r := w.step(drainCtx, tx, checker.ATPRouteAuthorize, rnd)
+		r := w.step(drainCtx, tx, ATPRouteAuthorize, rnd)
 		if r.Stop == atpc.StopFinal && r.Err == nil && r.Answer.Status >= 400 {
 			tx.setFinal()
 		}
 	}
-	sleep(drainCtx, time.Until(exp.Add(w.cfg.ClockSlack)))
+	chaos.HoldFor(drainCtx, time.Until(exp.Add(w.cfg.ClockSlack)))
 	for _, tx := range txs {
 		if drainCtx.Err() != nil {
 			return
@@ -812,12 +814,12 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 		// A probe, not a retry of the intent: re-sent on a lost answer, the
 		// site must answer 410 however often.
 		for try := 0; try < 3 && drainCtx.Err() == nil; try++ {
-			if a := w.once(drainCtx, tx, checker.ATPRouteExecute); a.Outcome == verdict.OutcomeOK && a.Status < 500 {
+			if a := w.once(drainCtx, tx, ATPRouteExecute); a.Outcome == verdict.OutcomeOK && a.Status < 500 {
 				break
 			}
-			sleep(drainCtx, 20*time.Millisecond)
+			chaos.HoldFor(drainCtx, 20*time.Millisecond)
 		}
-		w.once(drainCtx, tx, checker.ATPRouteGet)
+		w.once(drainCtx, tx, ATPRouteGet)
 		tx.setFinal()
 	}
 }
@@ -858,17 +860,17 @@ func (w *atpWorkload) finishAll(ctx context.Context, rnd *mrand.Rand) {
 // reconcile waits, up to two reconciliation intervals and the slack, while
 // rows are executing (or executed, not yet settled), then returns the
 // record of every transaction's final row and the site's keys.
-func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
-	rec := checker.ATPRecord{Start: w.start, ReconcileInterval: w.interval, ReconcileBound: 2*w.interval + w.slack}
+func (w *atpWorkload) reconcile(ctx context.Context) ATPRecord {
+	rec := ATPRecord{Start: w.start, ReconcileInterval: w.interval, ReconcileBound: 2*w.interval + w.slack}
 	w.mu.Lock()
 	txs := append([]*atpTx(nil), w.txs...)
 	w.mu.Unlock()
-	rows := make([]checker.ATPRow, len(txs))
+	rows := make([]ATPRow, len(txs))
 	// Reads go on when ctx ends (bounded), so that the record is whole.
 	readCtx, stopRead := context.WithTimeout(context.WithoutCancel(ctx), rec.ReconcileBound+30*time.Second+time.Duration(len(txs))*2*time.Millisecond)
 	defer stopRead()
 	began := time.Now()
-	pending := func(r checker.ATPRow) bool {
+	pending := func(r ATPRow) bool {
 		return r.Status == 0 || r.State == specatp.StateExecuting || r.State == specatp.StateExecuted
 	}
 	todo := make([]int, len(txs))
@@ -891,7 +893,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 			rec.ReconcileCutShort = true
 			break
 		}
-		sleep(ctx, min(max(w.interval/5, 20*time.Millisecond), 500*time.Millisecond, rec.ReconcileBound-time.Since(began)))
+		chaos.HoldFor(ctx, min(max(w.interval/5, 20*time.Millisecond), 500*time.Millisecond, rec.ReconcileBound-time.Since(began)))
 	}
 	rec.ReconcileWait = time.Since(began)
 	rec.Rows = rows
@@ -903,7 +905,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 			break
 		}
 		rec.KeysErr = err.Error()
-		sleep(readCtx, 100*time.Millisecond)
+		chaos.HoldFor(readCtx, 100*time.Millisecond)
 	}
 	w.mu.Lock()
 	rec.Receipts = make(map[string]json.RawMessage, len(w.receipts))
@@ -916,7 +918,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 
 // readRows reads the rows of txs[i] for i in idx (16 at a time, a few
 // tries each), recorded like every read, into rows.
-func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker.ATPRow, idx []int) {
+func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []ATPRow, idx []int) {
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	for range min(16, len(idx)) {
@@ -927,10 +929,10 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 					return
 				}
 				tx := txs[idx[j]]
-				row := checker.ATPRow{Key: tx.recKey, IntentID: tx.intentID, IdempotencyKey: tx.key, AgentID: tx.agent.ID,
+				row := ATPRow{Key: tx.recKey, IntentID: tx.intentID, IdempotencyKey: tx.key, AgentID: tx.agent.ID,
 					Purpose: tx.purpose, ExpiresAt: specatp.FormatTime(tx.expires)}
 				for try := 0; try < 5 && ctx.Err() == nil; try++ {
-					a, err := w.call(ctx, tx, checker.ATPRouteGet)
+					a, err := w.call(ctx, tx, ATPRouteGet)
 					row.At = w.rec.Now()
 					switch {
 					case err != nil:
@@ -945,7 +947,7 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 					if row.Status != 0 {
 						break
 					}
-					sleep(ctx, 100*time.Millisecond)
+					chaos.HoldFor(ctx, 100*time.Millisecond)
 				}
 				rows[idx[j]] = row
 			}
@@ -957,30 +959,30 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 // rail returns the rail's charges as the ledger (net of refunds: one effect
 // per charge not refunded, Key the ATP intent_id) and, for the record,
 // every charge, call and callback of the run.
-func (w *atpWorkload) rail() (checker.Ledger, []checker.ATPCharge, []checker.ATPRailCall, []checker.ATPCallback) {
+func (w *atpWorkload) rail() (checker.Ledger, []ATPCharge, []ATPRailCall, []ATPCallback) {
 	var l checker.Ledger
-	var charges []checker.ATPCharge
+	var charges []ATPCharge
 	at := func(t time.Time) int64 { return int64(t.Sub(w.start)) }
 	for _, c := range w.cfg.Sink.AllCharges() {
 		if c.At.Before(w.start) {
 			continue
 		}
-		charges = append(charges, checker.ATPCharge{Seq: c.Seq, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, ChargeID: c.ChargeID,
+		charges = append(charges, ATPCharge{Seq: c.Seq, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, ChargeID: c.ChargeID,
 			Amount: c.Amount, Currency: c.Currency, At: at(c.At), Refunded: c.Refunded, LostReply: c.LostReply})
 		if !c.Refunded {
 			l.Effects = append(l.Effects, checker.Effect{Key: c.IntentID, Intent: c.PaymentIntent, Worker: c.ChargeID, At: at(c.At)})
 		}
 	}
-	var calls []checker.ATPRailCall
+	var calls []ATPRailCall
 	for _, c := range w.cfg.Sink.RailCalls() {
 		if !c.At.Before(w.start) {
-			calls = append(calls, checker.ATPRailCall{Seq: c.Seq, Op: c.Op, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Status: c.Status, At: at(c.At)})
+			calls = append(calls, ATPRailCall{Seq: c.Seq, Op: c.Op, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Status: c.Status, At: at(c.At)})
 		}
 	}
-	var cbs []checker.ATPCallback
+	var cbs []ATPCallback
 	for _, c := range w.cfg.Sink.Callbacks() {
 		if !c.At.Before(w.start) {
-			cbs = append(cbs, checker.ATPCallback{PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Type: c.Type, Dropped: c.Dropped,
+			cbs = append(cbs, ATPCallback{PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Type: c.Type, Dropped: c.Dropped,
 				Status: c.Status, Err: c.Err, At: at(c.At)})
 		}
 	}
@@ -1008,9 +1010,9 @@ func (s *atpStormFault) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 		n += rnd.IntN(w.cfg.StormMax - n + 1)
 	}
 	tx := w.mint(rnd, atpStorm, nil)
-	w.step(ctx, tx, checker.ATPRouteAuthorize, rnd)
+	w.step(ctx, tx, ATPRouteAuthorize, rnd)
 	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {
-		w.once(ctx, tx, checker.ATPRouteExecute)
+		w.once(ctx, tx, ATPRouteExecute)
 	})
 	in.Params["intent_id"] = tx.intentID
 	in.Params["key"] = tx.key
