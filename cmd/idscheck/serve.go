@@ -16,7 +16,7 @@ import (
 
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
-	specatp "github.com/idscheck/idscheck/spec/atp"
+	atpprofile "github.com/idscheck/idscheck/profiles/atp"
 	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/sut/httpidem"
@@ -185,7 +185,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		readings := map[string]string{}
 		if *base == "alternate" {
-			readings[specatp.DecisionNonceSameKey] = "nonce"
+			readings[atpprofile.DecisionNonceSameKey] = "nonce"
 		} else if *base != "default" {
 			fmt.Fprintf(stderr, "idscheck serve: --readings %q: want default or alternate\n", *base)
 			return exitUsage

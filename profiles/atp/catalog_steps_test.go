@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/atp"
 )
 
 // pickles parses atp.feature's scenarios.
@@ -20,7 +19,7 @@ func pickles(t *testing.T, src []byte) []*messages.Pickle {
 }
 
 func atpDecision(id string) (spec.Decision, bool) {
-	for _, d := range atp.Decisions() {
+	for _, d := range Decisions() {
 		if d.ID == id {
 			return d, true
 		}
@@ -35,7 +34,7 @@ func TestATPFeatureCoversTheCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, msg := range features.CoverageProblems(pickles(t, src), spec.RulesFor(spec.ProfileATP), "ATP-", atpDecision) {
+	for _, msg := range features.CoverageProblems(pickles(t, src), Rules(), "ATP-", atpDecision) {
 		t.Error(msg)
 	}
 }

@@ -18,16 +18,14 @@ import (
 
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
-	atpc "github.com/idscheck/idscheck/client/atp"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
 // The ATP chaos workload (seed 000 over docs/atp-binding.md): agents sign
 // intents, and each transaction (one intent under one idempotency key) is
-// authorized then executed by the agent client (client/atp) with the
+// authorized then executed by the agent client (client.go) with the
 // text's retry policy, scaled to the site's time, until a terminal state
 // (settled, compensated, expired) or the drain's end: every unknown
 // outcome is re-issued with the same key, a row that is executing is
@@ -158,7 +156,7 @@ const (
 // atpTx is one transaction: one signed intent under one key.
 type atpTx struct {
 	n        int
-	agent    *atpc.Agent
+	agent    *Agent
 	intentID string
 	key      string
 	recKey   string // checker.ATPKey
@@ -188,9 +186,9 @@ func (t *atpTx) setFinal() {
 type atpWorkload struct {
 	cfg      ATPConfig
 	start    time.Time
-	site     *atpc.Site
+	site     *Site
 	rec      *chaos.Recorder
-	agents   []*atpc.Agent
+	agents   []*Agent
 	interval time.Duration // the reconciliation interval on the harness's clock
 	slack    time.Duration // the reconciliation slack
 	dedup    bool          // the site opts in to action_dedup_key
@@ -233,7 +231,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos atp: %w", err)
 	}
-	w := &atpWorkload{cfg: cfg, site: atpc.New(c), receipts: map[string]json.RawMessage{}}
+	w := &atpWorkload{cfg: cfg, site: New(c), receipts: map[string]json.RawMessage{}}
 	w.phase.Store("config")
 	w.fault.Store("")
 	if err := w.readConfig(ctx); err != nil {
@@ -245,7 +243,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err := w.register(ctx); err != nil {
 		return nil, err
 	}
-	cfg.Sink.SetRailCallback(strings.TrimSuffix(cfg.BaseURL, "/") + specatp.PathRailEvents)
+	cfg.Sink.SetRailCallback(strings.TrimSuffix(cfg.BaseURL, "/") + PathRailEvents)
 	return w.run(ctx)
 }
 
@@ -253,7 +251,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 // interval (default 60 s) and whether the site rejects duplicate
 // action_dedup_keys.
 func (w *atpWorkload) readConfig(ctx context.Context) error {
-	var cfg specatp.Config
+	var cfg Config
 	var err error
 	for try := 0; try < 5; try++ {
 		if cfg, _, err = w.site.Config(ctx); err == nil {
@@ -262,7 +260,7 @@ func (w *atpWorkload) readConfig(ctx context.Context) error {
 		chaos.HoldFor(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("chaos atp: GET %s: %w", specatp.PathConfig, err)
+		return fmt.Errorf("chaos atp: GET %s: %w", PathConfig, err)
 	}
 	secs := 60.0
 	if cfg.ReconcileIntervalSeconds != nil && *cfg.ReconcileIntervalSeconds > 0 {
@@ -281,12 +279,12 @@ func (w *atpWorkload) readConfig(ctx context.Context) error {
 func (w *atpWorkload) register(ctx context.Context) error {
 	keyRnd := mrand.NewChaCha8(seedBytes(w.cfg.Seed))
 	for i := range w.cfg.Agents {
-		key, err := atpc.KeyFromSeed(keyRnd)
+		key, err := KeyFromSeed(keyRnd)
 		if err != nil {
 			return err
 		}
-		ag := atpc.NewAgent(w.site, fmt.Sprintf("agt_%s_%d", w.cfg.RunID, i), key)
-		var a atpc.Answer
+		ag := NewAgent(w.site, fmt.Sprintf("agt_%s_%d", w.cfg.RunID, i), key)
+		var a Answer
 		for try := 0; try < 5; try++ {
 			if a, err = ag.Register(ctx); err == nil && a.Status < 500 {
 				break
@@ -460,9 +458,9 @@ func newKey(rnd *mrand.Rand) string {
 
 // atpIntentOpts are what a transaction's intent carries besides its draw.
 type atpIntentOpts struct {
-	agent        *atpc.Agent // nil: drawn
-	key          string      // "": a new key
-	expires      time.Time   // zero: atpLongExpiry ahead
+	agent        *Agent    // nil: drawn
+	key          string    // "": a new key
+	expires      time.Time // zero: atpLongExpiry ahead
 	dedupKey     string
 	precondition string // an intent_id that must be settled
 }
@@ -485,11 +483,11 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 	if exp.IsZero() {
 		exp = time.Now().Add(atpLongExpiry)
 	}
-	p := atpc.IntentParams{IntentID: fmt.Sprintf("int_%s_%d", w.cfg.RunID, n), Nonce: fmt.Sprintf("n_%s_%d_%08x", w.cfg.RunID, n, rnd.Uint32()),
+	p := IntentParams{IntentID: fmt.Sprintf("int_%s_%d", w.cfg.RunID, n), Nonce: fmt.Sprintf("n_%s_%d_%08x", w.cfg.RunID, n, rnd.Uint32()),
 		ExpiresAt: exp, Amount: int64(100 + rnd.IntN(99900)), Currency: []string{"EUR", "USD", "GBP"}[rnd.IntN(3)],
 		Payee: fmt.Sprintf("merchant_%d", rnd.IntN(50)), ActionDedupKey: o.dedupKey}
 	if o.precondition != "" {
-		p.Precondition = &specatp.Precondition{IntentSettled: o.precondition}
+		p.Precondition = &Precondition{IntentSettled: o.precondition}
 	}
 	intent, err := ag.NewIntent(p)
 	if err != nil {
@@ -533,9 +531,9 @@ func (w *atpWorkload) pick(rnd *mrand.Rand) *atpTx {
 }
 
 // call sends one step of tx and records it.
-func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (atpc.Answer, error) {
+func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (Answer, error) {
 	op := checker.Operation{ClientID: int(w.clientID.Add(1)), Kind: checker.OpPublish, Key: tx.recKey, Input: checker.Input{Body: route}, Call: w.rec.Now()}
-	var a atpc.Answer
+	var a Answer
 	var err error
 	switch route {
 	case ATPRouteAuthorize:
@@ -566,10 +564,10 @@ func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (atpc.A
 		}
 	}
 	w.rec.Op(op)
-	if op.Outcome == verdict.OutcomeOK && a.Tx != nil && a.Status >= 200 && a.Status < 300 && specatp.Rank(a.Tx.State) >= 0 {
+	if op.Outcome == verdict.OutcomeOK && a.Tx != nil && a.Status >= 200 && a.Status < 300 && Rank(a.Tx.State) >= 0 {
 		tx.mu.Lock()
 		tx.state = a.Tx.State
-		tx.terminal = tx.terminal || specatp.Terminal(a.Tx.State)
+		tx.terminal = tx.terminal || Terminal(a.Tx.State)
 		tx.mu.Unlock()
 	}
 	return a, err
@@ -591,8 +589,8 @@ func (w *atpWorkload) keepReceipt(raw json.RawMessage) {
 
 // policy is the agent's retry policy for one driver, at the site's time
 // scale, its jitter from rnd.
-func (w *atpWorkload) policy(rnd *mrand.Rand) atpc.Policy {
-	return atpc.Policy{Scale: w.cfg.TimeScale, Rand: rnd.Float64}
+func (w *atpWorkload) policy(rnd *mrand.Rand) Policy {
+	return Policy{Scale: w.cfg.TimeScale, Rand: rnd.Float64}
 }
 
 // errPollBudget ends a drive whose row stayed executing past the poll
@@ -602,24 +600,24 @@ var errPollBudget = errors.New("chaos atp: the row stayed executing past the pol
 // step drives one step of tx (authorize or execute) with the policy: the
 // same request until an answer is final, polling while the row is
 // executing, at most two reconciliation intervals and the slack of polls.
-func (w *atpWorkload) step(ctx context.Context, tx *atpTx, route string, rnd *mrand.Rand) atpc.Result {
+func (w *atpWorkload) step(ctx context.Context, tx *atpTx, route string, rnd *mrand.Rand) Result {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	budget := 2*w.interval + w.slack
 	var polling time.Time
-	send := func(ctx context.Context) (atpc.Answer, error) {
+	send := func(ctx context.Context) (Answer, error) {
 		if w.rec.Full() {
 			cancel()
-			return atpc.Answer{}, errors.New("chaos atp: the operation bound is reached")
+			return Answer{}, errors.New("chaos atp: the operation bound is reached")
 		}
 		return w.call(ctx, tx, route)
 	}
-	poll := func(ctx context.Context) (atpc.Answer, error) {
+	poll := func(ctx context.Context) (Answer, error) {
 		if polling.IsZero() {
 			polling = time.Now()
 		} else if time.Since(polling) > budget || w.rec.Full() {
 			cancel()
-			return atpc.Answer{}, errPollBudget
+			return Answer{}, errPollBudget
 		}
 		return w.call(ctx, tx, ATPRouteGet)
 	}
@@ -638,10 +636,10 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 	}
 	if state == "" {
 		r := w.step(ctx, tx, ATPRouteAuthorize, rnd)
-		if r.Stop != atpc.StopFinal {
+		if r.Stop != StopFinal {
 			return
 		}
-		if r.Err == nil && r.Answer.Status >= 400 && !(r.Answer.Status == http.StatusConflict && r.Answer.Code() == specatp.ErrNonceConsumed) {
+		if r.Err == nil && r.Answer.Status >= 400 && !(r.Answer.Status == http.StatusConflict && r.Answer.Code() == ErrNonceConsumed) {
 			tx.setFinal()
 			w.unmeant(tx, "authorize", r.Answer)
 			return
@@ -651,7 +649,7 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 		}
 	}
 	r := w.step(ctx, tx, ATPRouteExecute, rnd)
-	if r.Stop == atpc.StopFinal && r.Err == nil && r.Answer.Status >= 400 {
+	if r.Stop == StopFinal && r.Err == nil && r.Answer.Status >= 400 {
 		tx.setFinal()
 		w.unmeant(tx, "execute", r.Answer)
 	}
@@ -659,7 +657,7 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 
 // unmeant counts a refusal the workload did not mean (an ordinary payment
 // refused), for the log.
-func (w *atpWorkload) unmeant(tx *atpTx, step string, a atpc.Answer) {
+func (w *atpWorkload) unmeant(tx *atpTx, step string, a Answer) {
 	if tx.purpose == atpPay || tx.purpose == atpDecline || tx.purpose == atpReuseKey || tx.purpose == atpStorm {
 		w.refused.Add(1)
 		w.cfg.Logger.Debug("chaos atp: step refused", "step", step, "intent", tx.intentID, "status", a.Status, "body", clipBytes(a.Body))
@@ -668,9 +666,9 @@ func (w *atpWorkload) unmeant(tx *atpTx, step string, a atpc.Answer) {
 
 // once sends one step of tx, recorded, and drives nothing (a resend after
 // success, a replay, a probe after expiry).
-func (w *atpWorkload) once(ctx context.Context, tx *atpTx, route string) atpc.Answer {
+func (w *atpWorkload) once(ctx context.Context, tx *atpTx, route string) Answer {
 	if w.rec.Full() {
-		return atpc.Answer{}
+		return Answer{}
 	}
 	a, _ := w.call(ctx, tx, route)
 	return a
@@ -755,7 +753,7 @@ func (w *atpWorkload) burst(ctx context.Context, tx *atpTx, n int, rnd *mrand.Ra
 func (w *atpWorkload) preconditions(ctx context.Context, rnd *mrand.Rand) {
 	a := w.mint(rnd, atpPay, nil)
 	w.drive(ctx, a, rnd)
-	if state, _, _ := a.snapshot(); state == specatp.StateSettled {
+	if state, _, _ := a.snapshot(); state == StateSettled {
 		b := w.mint(rnd, atpPrecondition, &atpIntentOpts{agent: a.agent, precondition: a.intentID})
 		w.drive(ctx, b, rnd)
 	}
@@ -799,7 +797,7 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 		tx := w.mint(rnd, atpExpire, &atpIntentOpts{expires: exp})
 		txs = append(txs, tx)
 		r := w.step(drainCtx, tx, ATPRouteAuthorize, rnd)
-		if r.Stop == atpc.StopFinal && r.Err == nil && r.Answer.Status >= 400 {
+		if r.Stop == StopFinal && r.Err == nil && r.Answer.Status >= 400 {
 			tx.setFinal()
 		}
 	}
@@ -832,7 +830,7 @@ func (w *atpWorkload) finishAll(ctx context.Context, rnd *mrand.Rand) {
 	var todo []*atpTx
 	for _, tx := range w.txs {
 		state, terminal, final := tx.snapshot()
-		if terminal || final || state == specatp.StateExecuting || state == specatp.StateExecuted ||
+		if terminal || final || state == StateExecuting || state == StateExecuted ||
 			tx.purpose == atpReplay || tx.purpose == atpExpire || time.Now().After(tx.expires) {
 			continue
 		}
@@ -871,7 +869,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) ATPRecord {
 	defer stopRead()
 	began := time.Now()
 	pending := func(r ATPRow) bool {
-		return r.Status == 0 || r.State == specatp.StateExecuting || r.State == specatp.StateExecuted
+		return r.Status == 0 || r.State == StateExecuting || r.State == StateExecuted
 	}
 	todo := make([]int, len(txs))
 	for i := range todo {
@@ -930,7 +928,7 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []ATPRow,
 				}
 				tx := txs[idx[j]]
 				row := ATPRow{Key: tx.recKey, IntentID: tx.intentID, IdempotencyKey: tx.key, AgentID: tx.agent.ID,
-					Purpose: tx.purpose, ExpiresAt: specatp.FormatTime(tx.expires)}
+					Purpose: tx.purpose, ExpiresAt: FormatTime(tx.expires)}
 				for try := 0; try < 5 && ctx.Err() == nil; try++ {
 					a, err := w.call(ctx, tx, ATPRouteGet)
 					row.At = w.rec.Now()

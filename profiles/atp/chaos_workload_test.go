@@ -10,7 +10,6 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -133,8 +132,8 @@ func TestATPCleanSiteUnderFaultsHasNoAnomaly(t *testing.T) {
 			seen[op.Output.Body]++
 		}
 	}
-	for _, want := range []string{specatp.StateSettled, specatp.StateCompensated, specatp.StateExpired,
-		ATPErrorAnswer(specatp.ErrNonceConsumed), ATPErrorAnswer(specatp.ErrIntentExpired)} {
+	for _, want := range []string{StateSettled, StateCompensated, StateExpired,
+		ATPErrorAnswer(ErrNonceConsumed), ATPErrorAnswer(ErrIntentExpired)} {
 		if seen[want] == 0 {
 			t.Errorf("never seen %s: %v", want, seen)
 		}
@@ -177,7 +176,7 @@ func TestATPNonceReadingHasNoAnomaly(t *testing.T) {
 	}
 	sameKey409 := 0
 	for _, op := range res.History.Ops {
-		if op.Input.Body == ATPRouteAuthorize && op.Output.Body == ATPErrorAnswer(specatp.ErrNonceConsumed) &&
+		if op.Input.Body == ATPRouteAuthorize && op.Output.Body == ATPErrorAnswer(ErrNonceConsumed) &&
 			!strings.Contains(rowPurpose(res, op.Key), "replay") {
 			sameKey409++
 		}

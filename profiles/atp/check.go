@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -46,18 +45,18 @@ import (
 // Each check judges one rule and names it: an anomaly's Kind is the rule ID.
 
 // The anomaly kinds of the ATP checks: each is the ID of the one rule it
-// breaks (spec/atp).
+// breaks (rules.go).
 const (
-	ATPNoSecondEffect        checker.AnomalyKind = specatp.RuleNoSecondEffect
-	ATPRetryVerbatim         checker.AnomalyKind = specatp.RuleRetryVerbatim
-	ATPSignedBySiteKey       checker.AnomalyKind = specatp.RuleSignedBySiteKey
-	ATPSettlementSigned      checker.AnomalyKind = specatp.RuleSettlementSigned
-	ATPCompensationReceipt   checker.AnomalyKind = specatp.RuleCompensationReceipt
-	ATPNeverSpeculative      checker.AnomalyKind = specatp.RuleNeverSpeculative
-	ATPExpiredNoReceipt      checker.AnomalyKind = specatp.RuleExpiredNoReceipt
-	ATPMonotonic             checker.AnomalyKind = specatp.RuleMonotonic
-	ATPNoExecutingAuthorized checker.AnomalyKind = specatp.RuleNoExecutingAuthorized
-	ATPReconciliation        checker.AnomalyKind = specatp.RuleReconciliation
+	ATPNoSecondEffect        checker.AnomalyKind = RuleNoSecondEffect
+	ATPRetryVerbatim         checker.AnomalyKind = RuleRetryVerbatim
+	ATPSignedBySiteKey       checker.AnomalyKind = RuleSignedBySiteKey
+	ATPSettlementSigned      checker.AnomalyKind = RuleSettlementSigned
+	ATPCompensationReceipt   checker.AnomalyKind = RuleCompensationReceipt
+	ATPNeverSpeculative      checker.AnomalyKind = RuleNeverSpeculative
+	ATPExpiredNoReceipt      checker.AnomalyKind = RuleExpiredNoReceipt
+	ATPMonotonic             checker.AnomalyKind = RuleMonotonic
+	ATPNoExecutingAuthorized checker.AnomalyKind = RuleNoExecutingAuthorized
+	ATPReconciliation        checker.AnomalyKind = RuleReconciliation
 )
 
 // Model names of the ATP checks in Report.Models.
@@ -172,8 +171,8 @@ type ATPRecord struct {
 	ReconcileCutShort bool          `json:"reconcile_cut_short,omitempty"`
 	// Keys is GET /api/atp/keys after the run (nil: not read, KeysErr
 	// says why).
-	Keys    *specatp.JWKSet `json:"keys"`
-	KeysErr string          `json:"keys_err,omitempty"`
+	Keys    *JWKSet `json:"keys"`
+	KeysErr string  `json:"keys_err,omitempty"`
 	// Receipts are the bytes of every receipt an answer carried, by
 	// ATPReceiptDigest.
 	Receipts map[string]json.RawMessage `json:"receipts"`
@@ -424,7 +423,7 @@ func (r *atpRun) noteKey(k string) {
 // of the machine (2xx, whole, with a transaction).
 func atpObserved(op *checker.Operation) bool {
 	return op.Effective() == verdict.OutcomeOK && op.Output.Status >= 200 && op.Output.Status < 300 &&
-		specatp.Rank(op.Output.State) >= 0
+		Rank(op.Output.State) >= 0
 }
 
 func atpRoute(op *checker.Operation) string {
@@ -601,13 +600,13 @@ func (r *atpRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		}
 		if row := r.rows[k]; row != nil && row.Status == 200 {
 			switch row.State {
-			case specatp.StateSettled:
+			case StateSettled:
 				q.Fulfilled++
-			case specatp.StateCompensated:
+			case StateCompensated:
 				q.Dead++
-			case specatp.StateExpired:
+			case StateExpired:
 				q.Expired++
-			case specatp.StateExecuting:
+			case StateExecuting:
 				if r.rec.ReconcileCutShort {
 					q.Pending++
 				}
@@ -633,7 +632,7 @@ func (r *atpRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		fail := func(why string, ops ...checker.Operation) {
 			atpFail(&mc, intent)
 			r.add(checker.Anomaly{Kind: ATPNoSecondEffect, Key: intent,
-				Explanation: fmt.Sprintf("%s: intent %s (%s): %s", specatp.RuleNoSecondEffect, intent, r.describeRows(intent), why),
+				Explanation: fmt.Sprintf("%s: intent %s (%s): %s", RuleNoSecondEffect, intent, r.describeRows(intent), why),
 				Ops:         r.evidence(keys, ops...), Effects: es})
 		}
 		if len(keys) == 0 {
@@ -673,16 +672,16 @@ func (r *atpRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 			q.Duplicated++
 			fail(fmt.Sprintf("charged %d times at the rail: %s; one intent is paid once however often its steps are retried",
 				len(es), r.charged(intent)))
-		case states[specatp.StateSettled] && len(es) == 0:
-			op, seen := first[specatp.StateSettled]
+		case states[StateSettled] && len(es) == 0:
+			op, seen := first[StateSettled]
 			var ev []checker.Operation
 			where := "its final row"
 			if seen {
 				ev, where = []checker.Operation{op}, describeATPOp(&op)
 			}
 			fail(fmt.Sprintf("a row was settled (%s) and the rail holds no net charge for it (%s): a settled row has exactly one", where, r.charged(intent)), ev...)
-		case len(es) == 1 && !states[specatp.StateSettled] && allFinalRead && len(finals) > 0 &&
-			!slices.ContainsFunc(finals, func(s string) bool { return s != specatp.StateCompensated && s != specatp.StateExpired }):
+		case len(es) == 1 && !states[StateSettled] && allFinalRead && len(finals) > 0 &&
+			!slices.ContainsFunc(finals, func(s string) bool { return s != StateCompensated && s != StateExpired }):
 			fail(fmt.Sprintf("its rows ended %s and the rail holds %s: a compensated or expired transaction has no net charge",
 				strings.Join(finals, ", "), r.charged(intent)))
 		}
@@ -714,7 +713,7 @@ func (r *atpRun) checkVerbatim() checker.ModelCheck {
 		fail := func(why string, ops ...checker.Operation) {
 			atpFail(&mc, k)
 			r.add(checker.Anomaly{Kind: ATPRetryVerbatim, Key: k,
-				Explanation: fmt.Sprintf("%s: intent %s key %q: %s", specatp.RuleRetryVerbatim, ATPKeyIntent(k), keyOf(k), why), Ops: ops})
+				Explanation: fmt.Sprintf("%s: intent %s key %q: %s", RuleRetryVerbatim, ATPKeyIntent(k), keyOf(k), why), Ops: ops})
 		}
 		var firstBody, firstReceipt *checker.Operation
 		bad := false
@@ -806,7 +805,7 @@ type atpSighting struct {
 }
 
 // checkReceipts judges the receipts every answer and final row carried,
-// with the site's public key set alone (spec/atp.VerifyReceipt):
+// with the site's public key set alone (VerifyReceipt):
 // ATP-0-signed-by-site-key (each verifies; and a copy with one byte of its
 // body changed does not: the verifier's self-check), ATP-4-settlement-
 // signed (a settled row carries a settlement receipt naming its intent and
@@ -834,14 +833,14 @@ func (r *atpRun) checkReceipts() checker.ModelCheck {
 			if !a.row {
 				continue
 			}
-			if st := op.Output.State; st == specatp.StateSettled || st == specatp.StateCompensated {
+			if st := op.Output.State; st == StateSettled || st == StateCompensated {
 				see(atpSighting{k, st, a.receipt}, op)
 			}
 		}
 	}
 	for i := range r.rec.Rows {
 		row := &r.rec.Rows[i]
-		if row.Status == 200 && (row.State == specatp.StateSettled || row.State == specatp.StateCompensated) {
+		if row.Status == 200 && (row.State == StateSettled || row.State == StateCompensated) {
 			see(atpSighting{row.Key, row.State, ATPReceiptDigest(row.Receipt)}, nil)
 		}
 	}
@@ -856,10 +855,10 @@ func (r *atpRun) checkReceipts() checker.ModelCheck {
 		if op != nil {
 			ev, where = []checker.Operation{*op}, describeATPOp(op)
 		}
-		kind, rule := ATPSettlementSigned, specatp.RuleSettlementSigned
-		wantType := specatp.ReceiptSettlement
-		if s.state == specatp.StateCompensated {
-			kind, rule, wantType = ATPCompensationReceipt, specatp.RuleCompensationReceipt, specatp.ReceiptCompensation
+		kind, rule := ATPSettlementSigned, RuleSettlementSigned
+		wantType := ReceiptSettlement
+		if s.state == StateCompensated {
+			kind, rule, wantType = ATPCompensationReceipt, RuleCompensationReceipt, ReceiptCompensation
 		}
 		fail := func(kind checker.AnomalyKind, rule, why string) {
 			atpFail(&mc, s.key)
@@ -882,11 +881,11 @@ func (r *atpRun) checkReceipts() checker.ModelCheck {
 		}
 		switch {
 		case res.Err != nil:
-			fail(ATPSignedBySiteKey, specatp.RuleSignedBySiteKey, fmt.Sprintf("receipt %s does not verify with the site's published keys (%s): %v; receipt: %s",
+			fail(ATPSignedBySiteKey, RuleSignedBySiteKey, fmt.Sprintf("receipt %s does not verify with the site's published keys (%s): %v; receipt: %s",
 				s.receipt, describeKeys(*r.rec.Keys), res.Err, clip(raw, 400)))
 			continue
 		case res.TamperedVerifies:
-			fail(ATPSignedBySiteKey, specatp.RuleSignedBySiteKey, fmt.Sprintf("receipt %s verifies, and so does a copy with one byte of its body changed (%s): the signature does not bind the body",
+			fail(ATPSignedBySiteKey, RuleSignedBySiteKey, fmt.Sprintf("receipt %s verifies, and so does a copy with one byte of its body changed (%s): the signature does not bind the body",
 				s.receipt, res.Tamper))
 			continue
 		}
@@ -899,15 +898,15 @@ func (r *atpRun) checkReceipts() checker.ModelCheck {
 			wrong = append(wrong, fmt.Sprintf("state %q, not %q", b.State, s.state))
 		}
 		switch {
-		case s.state == specatp.StateSettled && b.IntentID != intent:
+		case s.state == StateSettled && b.IntentID != intent:
 			wrong = append(wrong, fmt.Sprintf("intent_id %q, not %q", b.IntentID, intent))
-		case s.state == specatp.StateCompensated && b.ReferencesIntentID != intent:
+		case s.state == StateCompensated && b.ReferencesIntentID != intent:
 			wrong = append(wrong, fmt.Sprintf("references_intent_id %q, not %q", b.ReferencesIntentID, intent))
 		}
-		if s.state == specatp.StateCompensated && b.IntentID != "" && b.IntentID != intent {
+		if s.state == StateCompensated && b.IntentID != "" && b.IntentID != intent {
 			wrong = append(wrong, fmt.Sprintf("intent_id %q, not %q", b.IntentID, intent))
 		}
-		if b.IdempotencyKey != key && (s.state == specatp.StateSettled || b.IdempotencyKey != "") {
+		if b.IdempotencyKey != key && (s.state == StateSettled || b.IdempotencyKey != "") {
 			wrong = append(wrong, fmt.Sprintf("idempotency_key %q, not %q", b.IdempotencyKey, key))
 		}
 		if len(wrong) > 0 {
@@ -923,7 +922,7 @@ func (r *atpRun) checkReceipts() checker.ModelCheck {
 
 // atpVerified is what verifying one receipt found.
 type atpVerified struct {
-	Body    specatp.ReceiptBody
+	Body    ReceiptBody
 	RawBody json.RawMessage
 	Err     error
 	// TamperedVerifies: a copy whose body differs in one byte verified
@@ -932,9 +931,9 @@ type atpVerified struct {
 	Tamper           string
 }
 
-func verifyATPReceipt(raw []byte, keys specatp.JWKSet) atpVerified {
+func verifyATPReceipt(raw []byte, keys JWKSet) atpVerified {
 	var res atpVerified
-	res.Body, res.Err = specatp.VerifyReceipt(raw, keys)
+	res.Body, res.Err = VerifyReceipt(raw, keys)
 	if res.Err != nil {
 		return res
 	}
@@ -950,7 +949,7 @@ func verifyATPReceipt(raw []byte, keys specatp.JWKSet) atpVerified {
 	}
 	doc["body"] = tampered
 	copyRaw, _ := json.Marshal(doc)
-	if _, err := specatp.VerifyReceipt(copyRaw, keys); err == nil {
+	if _, err := VerifyReceipt(copyRaw, keys); err == nil {
 		res.TamperedVerifies, res.Tamper = true, where
 	}
 	return res
@@ -1026,7 +1025,7 @@ func tamperOneByte(body []byte) ([]byte, string, bool) {
 	return nil, "", false
 }
 
-func describeKeys(k specatp.JWKSet) string {
+func describeKeys(k JWKSet) string {
 	var kids []string
 	for _, j := range k.Keys {
 		kids = append(kids, fmt.Sprintf("%q", j.Kid))
@@ -1055,7 +1054,7 @@ func (r *atpRun) checkSpeculative() checker.ModelCheck {
 		for _, i := range r.byKey[k] {
 			op := &r.h.Ops[i]
 			mc.Ops++
-			if !atpObserved(op) || specatp.Terminal(op.Output.State) && op.Output.State != specatp.StateExpired {
+			if !atpObserved(op) || Terminal(op.Output.State) && op.Output.State != StateExpired {
 				continue
 			}
 			if a := parseATPAnswer(op.Output.Body); a.row && a.receipt != ATPNoReceipt {
@@ -1066,8 +1065,8 @@ func (r *atpRun) checkSpeculative() checker.ModelCheck {
 		where := ""
 		if bad != nil {
 			where = describeATPOp(bad)
-		} else if row := r.rows[k]; row != nil && row.Status == 200 && specatp.Rank(row.State) >= 0 &&
-			(!specatp.Terminal(row.State) || row.State == specatp.StateExpired) && ATPReceiptDigest(row.Receipt) != ATPNoReceipt {
+		} else if row := r.rows[k]; row != nil && row.Status == 200 && Rank(row.State) >= 0 &&
+			(!Terminal(row.State) || row.State == StateExpired) && ATPReceiptDigest(row.Receipt) != ATPNoReceipt {
 			where, badState, badReceipt = "the final read", row.State, ATPReceiptDigest(row.Receipt)
 		}
 		if where == "" {
@@ -1079,15 +1078,15 @@ func (r *atpRun) checkSpeculative() checker.ModelCheck {
 			ev = []checker.Operation{*bad}
 		}
 		raw := r.receiptBytes(badReceipt, k)
-		if badState == specatp.StateExpired {
+		if badState == StateExpired {
 			r.add(checker.Anomaly{Kind: ATPExpiredNoReceipt, Key: k, Ops: ev,
 				Explanation: fmt.Sprintf("%s: intent %s key %q: an expired row carries receipt %s (%s): an expired intent has none; receipt: %s",
-					specatp.RuleExpiredNoReceipt, intent, key, badReceipt, where, clip(raw, 300))})
+					RuleExpiredNoReceipt, intent, key, badReceipt, where, clip(raw, 300))})
 			continue
 		}
 		r.add(checker.Anomaly{Kind: ATPNeverSpeculative, Key: k, Ops: ev,
 			Explanation: fmt.Sprintf("%s: intent %s key %q: a row in state %s carries receipt %s (%s): receipts are issued only on entry to settled or compensated; receipt: %s",
-				specatp.RuleNeverSpeculative, intent, key, badState, badReceipt, where, clip(raw, 300))})
+				RuleNeverSpeculative, intent, key, badState, badReceipt, where, clip(raw, 300))})
 	}
 	return mc
 }
@@ -1096,7 +1095,7 @@ func (r *atpRun) checkSpeculative() checker.ModelCheck {
 // checker.Model: partitioned by transaction, each answer that shows the
 // row observed its state at some instant in [call, return]; the model's
 // state is the row's state, and it accepts an observation equal to it or
-// later in the machine (spec/atp.Rank), never an earlier one (so no
+// later in the machine (Rank), never an earlier one (so no
 // executing → authorized), never another terminal state.
 type ATPStateModel struct{}
 
@@ -1113,7 +1112,7 @@ func (ATPStateModel) Partition(op *checker.Operation) (string, bool) {
 // atpFollows reports whether a row in state cur may next be observed in
 // state next.
 func atpFollows(cur, next string) bool {
-	return next == cur || specatp.Rank(next) > specatp.Rank(cur)
+	return next == cur || Rank(next) > Rank(cur)
 }
 
 // Porcupine is the model for porcupine.
@@ -1142,7 +1141,7 @@ func (ATPStateModel) Porcupine() porcupine.Model {
 // Checks is the exact search for a pair of answers that shows a row going
 // back, named after ATP-1-monotonic.
 func (ATPStateModel) Checks() []checker.NamedCheck {
-	return []checker.NamedCheck{{Rule: specatp.RuleMonotonic, Check: func(ops []checker.Operation) (bool, string) {
+	return []checker.NamedCheck{{Rule: RuleMonotonic, Check: func(ops []checker.Operation) (bool, string) {
 		a, b := ATPRegression(ops)
 		if a == nil {
 			return true, ""
@@ -1167,8 +1166,8 @@ func ATPRegression(ops []checker.Operation) (a, b *checker.Operation) {
 	for _, x := range seen {
 		for _, y := range seen {
 			if x.Return < y.Call && !atpFollows(x.Output.State, y.Output.State) &&
-				(a == nil || specatp.Rank(x.Output.State) > specatp.Rank(a.Output.State) ||
-					specatp.Rank(x.Output.State) == specatp.Rank(a.Output.State) && specatp.Rank(y.Output.State) < specatp.Rank(b.Output.State)) {
+				(a == nil || Rank(x.Output.State) > Rank(a.Output.State) ||
+					Rank(x.Output.State) == Rank(a.Output.State) && Rank(y.Output.State) < Rank(b.Output.State)) {
 				a, b = x, y
 			}
 		}
@@ -1178,7 +1177,7 @@ func ATPRegression(ops []checker.Operation) (a, b *checker.Operation) {
 	}
 	for _, x := range seen {
 		for _, y := range seen {
-			if specatp.Terminal(x.Output.State) && specatp.Terminal(y.Output.State) && x.Output.State != y.Output.State {
+			if Terminal(x.Output.State) && Terminal(y.Output.State) && x.Output.State != y.Output.State {
 				if y.Call < x.Call {
 					x, y = y, x
 				}
@@ -1190,7 +1189,7 @@ func ATPRegression(ops []checker.Operation) (a, b *checker.Operation) {
 }
 
 func regressionWhy(a, b *checker.Operation) string {
-	if specatp.Terminal(a.Output.State) && specatp.Terminal(b.Output.State) {
+	if Terminal(a.Output.State) && Terminal(b.Output.State) {
 		return fmt.Sprintf("the row was seen %s (%s) and %s (%s): a transaction ends in one terminal state",
 			a.Output.State, describeATPOp(a), b.Output.State, describeATPOp(b))
 	}
@@ -1277,12 +1276,12 @@ func (r *atpRun) checkStates() checker.ModelCheck {
 		if a == nil {
 			r.add(checker.Anomaly{Kind: ATPMonotonic, Key: k, Ops: r.evidence([]string{k}),
 				Explanation: fmt.Sprintf("%s: intent %s key %q: no order of the %d answers that showed the row follows the state machine (created → authorized → executing → executed → settled | compensated | expired)",
-					specatp.RuleMonotonic, intent, key, len(idx))})
+					RuleMonotonic, intent, key, len(idx))})
 			continue
 		}
-		kind, rule := ATPMonotonic, specatp.RuleMonotonic
-		if a.Output.State == specatp.StateExecuting && b.Output.State == specatp.StateAuthorized {
-			kind, rule = ATPNoExecutingAuthorized, specatp.RuleNoExecutingAuthorized
+		kind, rule := ATPMonotonic, RuleMonotonic
+		if a.Output.State == StateExecuting && b.Output.State == StateAuthorized {
+			kind, rule = ATPNoExecutingAuthorized, RuleNoExecutingAuthorized
 		}
 		r.add(checker.Anomaly{Kind: kind, Key: k, Ops: []checker.Operation{*a, *b},
 			Explanation: fmt.Sprintf("%s: intent %s key %q: %s", rule, intent, key, regressionWhy(a, b))})
@@ -1324,9 +1323,9 @@ func (r *atpRun) checkReconciliation() checker.ModelCheck {
 				continue
 			}
 			switch row.State {
-			case specatp.StateSettled:
+			case StateSettled:
 				settled = true
-			case specatp.StateExecuting:
+			case StateExecuting:
 				if r.rec.ReconcileCutShort {
 					unknown = true
 					continue
@@ -1334,7 +1333,7 @@ func (r *atpRun) checkReconciliation() checker.ModelCheck {
 				atpFail(&mc, row.Key)
 				r.add(checker.Anomaly{Kind: ATPReconciliation, Key: row.Key, Ops: r.evidence([]string{row.Key}), Effects: es,
 					Explanation: fmt.Sprintf("%s: intent %s key %q is still executing %s: the rail callback or the reconciliation sweep resolves an executing row to settled or compensated (the rail: %s; payment intents %s)",
-						specatp.RuleReconciliation, intent, row.IdempotencyKey, waited, r.charged(intent), r.paymentIntents(intent))})
+						RuleReconciliation, intent, row.IdempotencyKey, waited, r.charged(intent), r.paymentIntents(intent))})
 			}
 		}
 		if !read {
@@ -1346,12 +1345,12 @@ func (r *atpRun) checkReconciliation() checker.ModelCheck {
 			atpFail(&mc, intent)
 			r.add(checker.Anomaly{Kind: ATPReconciliation, Key: intent, Ops: r.evidence(keys),
 				Explanation: fmt.Sprintf("%s: intent %s ended settled (%s) %s, and the rail holds no net charge for it (%s): the row does not agree with the rail",
-					specatp.RuleReconciliation, intent, r.describeRows(intent), waited, r.charged(intent))})
-		case !settled && len(es) > 0 && !slices.ContainsFunc(rows, func(row *ATPRow) bool { return row.State == specatp.StateExecuting }):
+					RuleReconciliation, intent, r.describeRows(intent), waited, r.charged(intent))})
+		case !settled && len(es) > 0 && !slices.ContainsFunc(rows, func(row *ATPRow) bool { return row.State == StateExecuting }):
 			atpFail(&mc, intent)
 			r.add(checker.Anomaly{Kind: ATPReconciliation, Key: intent, Ops: r.evidence(keys), Effects: es,
 				Explanation: fmt.Sprintf("%s: the rail charged intent %s (%s), and its rows ended %s %s: a charged transaction is settled",
-					specatp.RuleReconciliation, intent, r.charged(intent), r.describeRows(intent), waited)})
+					RuleReconciliation, intent, r.charged(intent), r.describeRows(intent), waited)})
 		}
 	}
 	if unknown && mc.Result == checker.LinOk {

@@ -1,3 +1,16 @@
+// Package atp is the ATP profile: "ATP Consistency & Semantics" (seed 000),
+// the Agent Transaction Protocol, made certifiable. It holds the text's
+// rules, the places where it leaves a choice open, and idscheck's wire
+// binding of it (docs/atp-binding.md): signed intents, the transaction row,
+// receipts signed with Ed25519 over RFC 8785 (JCS); the agent client and
+// the text's retry policy; the feature file and its steps; the checks of a
+// chaos run and its workload; the payment rail the harness hosts and its
+// faults; and the bundled server's serve command (sut/atp).
+//
+// The text carries no RFC 2119 keyword: it states its guarantees in the
+// indicative. The catalog holds a rule to MUST only when its words say MUST,
+// so every ATP rule is a SHOULD (a broken one is NON-STRICT; --strict gates
+// on it).
 package atp
 
 import (
@@ -9,8 +22,6 @@ import (
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 
@@ -33,13 +44,13 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:              spec.ProfileATP,
+		Name:              Name,
 		Title:             "ATP (the Agent Transaction Protocol: consistency and semantics)",
-		Rules:             specatp.Rules,
-		Decisions:         specatp.Decisions,
+		Rules:             Rules,
+		Decisions:         Decisions,
 		Suite:             &features.Suite{FS: feature, Paths: []string{"atp.feature"}, Steps: atpSteps},
 		Bundled:           atpBundled,
-		AlternateReadings: func() map[string]string { return map[string]string{specatp.DecisionNonceSameKey: "nonce"} },
+		AlternateReadings: func() map[string]string { return map[string]string{DecisionNonceSameKey: "nonce"} },
 		EffectSink:        true,
 		Mutants:           mutants,
 		Chaos:             ATPChaos(),

@@ -17,7 +17,6 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/atp"
 )
 
 // atpSteps registers the step definitions of profiles/atp/atp.feature. A fresh
@@ -37,23 +36,23 @@ func atpSteps(sc *godog.ScenarioContext, env *features.Env) {
 
 // Rules that cover the preconditions of the steps below.
 const (
-	coversATPSetup    = atp.RuleSignedBySiteKey
-	coversATPRow      = atp.RuleUniqueRow
-	coversATPTerminal = atp.RuleReconciliation
+	coversATPSetup    = RuleSignedBySiteKey
+	coversATPRow      = RuleUniqueRow
+	coversATPTerminal = RuleReconciliation
 )
 
 // atpSeen is one answer that carried a row of a transaction.
 type atpSeen struct {
 	state      string
 	call, ret  time.Time
-	row        atp.Transaction
+	row        Transaction
 	resp       *client.Response
 	afterFinal bool // answered after the transaction was seen terminal
 }
 
 // atpIntent is one signed intent of a scenario and its transaction.
 type atpIntent struct {
-	obj        atp.Intent
+	obj        Intent
 	raw        []byte // the signed intent as sent
 	key        string // the Idempotency-Key it is authorized and executed with
 	otherKey   string // the key of a replay under another key
@@ -68,8 +67,8 @@ type atpWorld struct {
 	env *features.Env
 	run string
 
-	cfg  atp.Config
-	keys atp.JWKSet
+	cfg  Config
+	keys JWKSet
 	// The scenario's agent.
 	agentID string
 	priv    ed25519.PrivateKey
@@ -107,10 +106,10 @@ func (w *atpWorld) steps() []features.StepDef {
 		// intents
 		{Pattern: `^a signed intent ` + q + `$`, Fn: func(a string) error { return w.newIntent(a, nil) }, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` that expired a minute ago$`, Fn: func(a string) error {
-			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = atp.FormatTime(time.Now().Add(-time.Minute)) })
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = FormatTime(time.Now().Add(-time.Minute)) })
 		}, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` that expires in (\d+) seconds$`, Fn: func(a string, s int) error {
-			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = atp.FormatTime(time.Now().Add(time.Duration(s) * time.Second)) })
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = FormatTime(time.Now().Add(time.Duration(s) * time.Second)) })
 		}, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` with a key that is (16 characters|128 characters|a UUIDv4|printable punctuation)$`, Fn: w.intentWithKey, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` under the key of ` + q + `$`, Fn: w.intentUnderKey, Kind: features.Action},
@@ -169,7 +168,7 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^every answer to ` + q + ` that carries a receipt carries the same one$`, Fn: w.oneReceipt, Kind: features.Check},
 
 		// the transaction
-		{Pattern: `^` + q + ` is settled$`, Fn: func(a string) error { return w.isState(a, atp.StateSettled) }, Kind: features.Check},
+		{Pattern: `^` + q + ` is settled$`, Fn: func(a string) error { return w.isState(a, StateSettled) }, Kind: features.Check},
 		{Pattern: `^` + q + ` is settled with a receipt signed with Ed25519 over the JCS form of its body$`, Fn: w.settledSigned, Kind: features.Check},
 		{Pattern: `^the receipt of ` + q + ` verifies with the site's public key alone$`, Fn: w.receiptVerifies, Kind: features.Check},
 		{Pattern: `^the receipt of ` + q + ` names ` + q + `, its key and the state settled$`, Fn: w.receiptNames, Kind: features.Check},
@@ -202,37 +201,37 @@ func (w *atpWorld) do(ctx context.Context, method, path, key string, body []byte
 		h.Set("Content-Type", "application/json")
 	}
 	if key != "" {
-		h.Set(atp.HeaderKey, key)
+		h.Set(HeaderKey, key)
 	}
 	return c.Do(ctx, client.Request{Method: method, Path: path, Header: h, Body: body, NoAPIKey: noAPIKey})
 }
 
 func (w *atpWorld) setup(ctx context.Context) error {
-	r, err := w.do(ctx, http.MethodGet, atp.PathConfig, "", nil, false)
+	r, err := w.do(ctx, http.MethodGet, PathConfig, "", nil, false)
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &w.cfg) != nil {
-		return features.Mismatch("GET "+atp.PathConfig+" answers 200 with the configuration (docs/atp-binding.md)", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
+		return features.Mismatch("GET "+PathConfig+" answers 200 with the configuration (docs/atp-binding.md)", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
-	if w.cfg.Binding != atp.Binding {
-		return features.Mismatch("binding "+atp.Binding, fmt.Sprintf("binding %q", w.cfg.Binding))
+	if w.cfg.Binding != Binding {
+		return features.Mismatch("binding "+Binding, fmt.Sprintf("binding %q", w.cfg.Binding))
 	}
-	r, err = w.do(ctx, http.MethodGet, atp.PathKeys, "", nil, true)
+	r, err = w.do(ctx, http.MethodGet, PathKeys, "", nil, true)
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &w.keys) != nil || len(w.keys.Keys) == 0 {
-		return features.Mismatch("GET "+atp.PathKeys+" answers 200 with a JWK Set of at least one key, without credentials", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
+		return features.Mismatch("GET "+PathKeys+" answers 200 with a JWK Set of at least one key, without credentials", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
 	for _, k := range w.keys.Keys {
-		if _, err := atp.PublicKey(k); err != nil {
+		if _, err := PublicKey(k); err != nil {
 			return features.Mismatch("every key an Ed25519 OKP JWK", err.Error())
 		}
 	}
 	if w.env.Sink != nil {
 		// The rail calls the site back at the binding's path.
-		w.env.Sink.SetRailCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + atp.PathRailEvents)
+		w.env.Sink.SetRailCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + PathRailEvents)
 	}
 	return nil
 }
@@ -244,13 +243,13 @@ func (w *atpWorld) registerAgent(ctx context.Context) error {
 	}
 	w.priv = ed25519.NewKeyFromSeed(seed)
 	w.agentID = w.name("agt")
-	body, _ := json.Marshal(atp.AgentRegistration{PublicKey: atp.NewJWK("", w.priv.Public().(ed25519.PublicKey))})
-	r, err := w.do(ctx, http.MethodPut, atp.PathAgents+w.agentID, "", body, false)
+	body, _ := json.Marshal(AgentRegistration{PublicKey: NewJWK("", w.priv.Public().(ed25519.PublicKey))})
+	r, err := w.do(ctx, http.MethodPut, PathAgents+w.agentID, "", body, false)
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK && r.Status != http.StatusCreated {
-		return features.Mismatch("PUT "+atp.PathAgents+"{agent_id} answers 201 or 200", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
+		return features.Mismatch("PUT "+PathAgents+"{agent_id} answers 201 or 200", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
 	return nil
 }
@@ -274,9 +273,9 @@ func (w *atpWorld) newIntent(alias string, edit func(*atpIntent)) error {
 	if w.priv == nil {
 		return fmt.Errorf("%w: no agent registered before intent %q", features.ErrRunnerBug, alias)
 	}
-	i := &atpIntent{key: w.newKey(), obj: atp.Intent{
+	i := &atpIntent{key: w.newKey(), obj: Intent{
 		IntentID: w.name("int"), AgentID: w.agentID, Nonce: w.name("n"),
-		ExpiresAt: atp.FormatTime(time.Now().Add(time.Hour)),
+		ExpiresAt: FormatTime(time.Now().Add(time.Hour)),
 		Amount:    int64(100 + w.env.Rand.IntN(100000)), Currency: "EUR", Payee: "merchant_" + w.run,
 	}}
 	if edit != nil {
@@ -295,7 +294,7 @@ func (w *atpWorld) sign(i *atpIntent) error {
 	if err != nil {
 		return err
 	}
-	if i.raw, err = atp.SignIntent(raw, w.priv); err != nil {
+	if i.raw, err = SignIntent(raw, w.priv); err != nil {
 		return fmt.Errorf("%w: signing: %v", features.ErrRunnerBug, err)
 	}
 	return nil
@@ -339,12 +338,12 @@ func (w *atpWorld) intentRequires(alias, of string) error {
 	if err != nil {
 		return err
 	}
-	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &atp.Precondition{IntentSettled: o.obj.IntentID} })
+	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &Precondition{IntentSettled: o.obj.IntentID} })
 }
 
 func (w *atpWorld) optsIn() error {
 	if w.cfg.ActionDedupWindowSeconds == nil || *w.cfg.ActionDedupWindowSeconds <= 0 {
-		return features.NotApplicable("the site does not opt in to action_dedup_key (GET " + atp.PathConfig + " declares no action_dedup_window_seconds)")
+		return features.NotApplicable("the site does not opt in to action_dedup_key (GET " + PathConfig + " declares no action_dedup_window_seconds)")
 	}
 	return nil
 }
@@ -445,7 +444,7 @@ func (w *atpWorld) observe(i *atpIntent, key string, r *client.Response) *atpSee
 	if r == nil || r.Status < 200 || r.Status > 299 {
 		return nil
 	}
-	var t atp.Transaction
+	var t Transaction
 	if json.Unmarshal(r.Body, &t) != nil || t.IntentID != i.obj.IntentID || t.IdempotencyKey != key || t.State == "" {
 		return nil
 	}
@@ -454,7 +453,7 @@ func (w *atpWorld) observe(i *atpIntent, key string, r *client.Response) *atpSee
 	p := &i.seen[len(i.seen)-1]
 	if key == i.key {
 		i.last = p
-		if i.final == nil && atp.Terminal(t.State) {
+		if i.final == nil && Terminal(t.State) {
 			i.final = p
 		}
 	}
@@ -467,7 +466,7 @@ func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
 		return err
 	}
 	key := w.keyFor(i, which)
-	r, err := w.do(ctx, http.MethodPost, atp.PathAuthorize, key, i.raw, false)
+	r, err := w.do(ctx, http.MethodPost, PathAuthorize, key, i.raw, false)
 	if err != nil {
 		return err
 	}
@@ -478,7 +477,7 @@ func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
 }
 
 func (w *atpWorld) executeBody(i *atpIntent) []byte {
-	b, _ := json.Marshal(atp.Execute{IntentID: i.obj.IntentID})
+	b, _ := json.Marshal(Execute{IntentID: i.obj.IntentID})
 	return b
 }
 
@@ -488,7 +487,7 @@ func (w *atpWorld) execute(ctx context.Context, alias, which string) error {
 		return err
 	}
 	key := w.keyFor(i, which)
-	r, err := w.do(ctx, http.MethodPost, atp.PathExecute, key, w.executeBody(i), false)
+	r, err := w.do(ctx, http.MethodPost, PathExecute, key, w.executeBody(i), false)
 	if err != nil {
 		if which == "same" && w.lossy {
 			w.last = nil // the site's answer may be lost with the rail's: the agent polls
@@ -527,7 +526,7 @@ func (w *atpWorld) executeHeld(ctx context.Context, alias string) error {
 	defer cancel()
 	done := make(chan *client.Response, 1)
 	go func() {
-		r, _ := w.do(rctx, http.MethodPost, atp.PathExecute, i.key, w.executeBody(i), false)
+		r, _ := w.do(rctx, http.MethodPost, PathExecute, i.key, w.executeBody(i), false)
 		done <- r
 	}()
 	wctx, wcancel := context.WithTimeout(ctx, w.env.Budget)
@@ -575,8 +574,8 @@ func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
 			<-gate
 			h := http.Header{}
 			h.Set("Content-Type", "application/json")
-			h.Set(atp.HeaderKey, i.key)
-			out[k], _ = c.Do(ctx, client.Request{Method: http.MethodPost, Path: atp.PathExecute, Header: h, Body: body})
+			h.Set(HeaderKey, i.key)
+			out[k], _ = c.Do(ctx, client.Request{Method: http.MethodPost, Path: PathExecute, Header: h, Body: body})
 		}()
 	}
 	close(gate)
@@ -595,7 +594,7 @@ func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
 }
 
 func (w *atpWorld) get(ctx context.Context, i *atpIntent) (*atpSeen, *client.Response, error) {
-	r, err := w.do(ctx, http.MethodGet, atp.PathIntents+url.PathEscape(i.obj.IntentID), i.key, nil, false)
+	r, err := w.do(ctx, http.MethodGet, PathIntents+url.PathEscape(i.obj.IntentID), i.key, nil, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -612,7 +611,7 @@ func (w *atpWorld) read(ctx context.Context, alias string) error {
 		return err
 	}
 	if s == nil {
-		return features.Mismatch("GET "+atp.PathIntents+"{intent_id} with its key answers 200 with the row", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
+		return features.Mismatch("GET "+PathIntents+"{intent_id} with its key answers 200 with the row", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
 	return nil
 }
@@ -641,7 +640,7 @@ func (w *atpWorld) reachTerminal(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return atp.Terminal(s.state) })
+	ok, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return Terminal(s.state) })
 	if err != nil {
 		return err
 	}
@@ -681,7 +680,7 @@ func (w *atpWorld) waitSweep(ctx context.Context) error {
 		if i.last == nil && i.firstAuth == nil {
 			continue
 		}
-		if _, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return atp.Terminal(s.state) }); err != nil {
+		if _, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return Terminal(s.state) }); err != nil {
 			return err
 		}
 	}
@@ -693,7 +692,7 @@ func (w *atpWorld) waitExpired(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	at, err := atp.ParseTime(i.obj.ExpiresAt)
+	at, err := ParseTime(i.obj.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("%w: %v", features.ErrRunnerBug, err)
 	}
@@ -710,7 +709,7 @@ func (w *atpWorld) pollPastAuthorized(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := w.poll(ctx, i, w.env.Budget, func(s *atpSeen) bool { return s.state != atp.StateAuthorized })
+	ok, err := w.poll(ctx, i, w.env.Budget, func(s *atpSeen) bool { return s.state != StateAuthorized })
 	if err != nil {
 		return err
 	}
@@ -726,7 +725,7 @@ func (w *atpWorld) noReceipt(r *client.Response) error {
 	if r == nil {
 		return fmt.Errorf("%w: no answer to check", features.ErrRunnerBug)
 	}
-	var t atp.Transaction
+	var t Transaction
 	if json.Unmarshal(r.Body, &t) == nil && t.HasReceipt() && !receiptState(t.State) {
 		return features.Mismatch("no receipt on a row in state "+t.State, "receipt "+features.Clip(t.Receipt))
 	}
@@ -736,7 +735,7 @@ func (w *atpWorld) noReceipt(r *client.Response) error {
 // receiptState reports whether a row in state may carry a receipt (§4: on
 // entry to settled or compensated, never before, none when expired).
 func receiptState(state string) bool {
-	return state == atp.StateSettled || state == atp.StateCompensated
+	return state == StateSettled || state == StateCompensated
 }
 
 func (w *atpWorld) answerNoReceipt(alias string) error {
@@ -761,8 +760,8 @@ func (w *atpWorld) describeLast() string {
 	return fmt.Sprintf("%d %s", w.last.Status, features.Clip(w.last.Body))
 }
 
-func (w *atpWorld) lastRow() (atp.Transaction, bool) {
-	var t atp.Transaction
+func (w *atpWorld) lastRow() (Transaction, bool) {
+	var t Transaction
 	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 || json.Unmarshal(w.last.Body, &t) != nil || t.State == "" {
 		return t, false
 	}
@@ -777,7 +776,7 @@ func (w *atpWorld) lastIs200(alias, state, receipt string) error {
 	t, ok := w.lastRow()
 	// §9's retry example answers "200 OK"; an authorize is judged on what
 	// it did, whatever its 2xx (lastRow takes any).
-	exact := state == atp.StateSettled
+	exact := state == StateSettled
 	want := fmt.Sprintf("a 2xx with the row of %q in state %s", alias, state)
 	if exact {
 		want = fmt.Sprintf("200 with the row of %q in state %s", alias, state)
@@ -797,7 +796,7 @@ func (w *atpWorld) lastTerminal(alias string) error {
 		return err
 	}
 	t, ok := w.lastRow()
-	if !ok || t.IntentID != i.obj.IntentID || !atp.Terminal(t.State) {
+	if !ok || t.IntentID != i.obj.IntentID || !Terminal(t.State) {
 		return features.Mismatch(fmt.Sprintf("the terminal row of %q", alias), w.describeLast())
 	}
 	return nil
@@ -805,7 +804,7 @@ func (w *atpWorld) lastTerminal(alias string) error {
 
 // rowDiff says how two rows of one transaction differ in what §2 keeps
 // verbatim ("" when they do not).
-func rowDiff(a, b atp.Transaction) string {
+func rowDiff(a, b Transaction) string {
 	var d []string
 	for _, f := range []struct {
 		name string
@@ -876,8 +875,8 @@ func (w *atpWorld) lastIsFirstAuth(alias string) error {
 	return nil
 }
 
-func (w *atpWorld) lastError() (atp.Error, bool) {
-	var e atp.Error
+func (w *atpWorld) lastError() (Error, bool) {
+	var e Error
 	if w.last == nil {
 		return e, false
 	}
@@ -886,7 +885,7 @@ func (w *atpWorld) lastError() (atp.Error, bool) {
 
 func (w *atpWorld) nonceConsumed() error {
 	e, _ := w.lastError()
-	if w.last == nil || w.last.Status != http.StatusConflict || e.Error != atp.ErrNonceConsumed {
+	if w.last == nil || w.last.Status != http.StatusConflict || e.Error != ErrNonceConsumed {
 		return features.Mismatch(`409 {"error": "nonce_consumed"}`, w.describeLast())
 	}
 	return nil
@@ -894,7 +893,7 @@ func (w *atpWorld) nonceConsumed() error {
 
 func (w *atpWorld) firstConsumedAt() error {
 	e, _ := w.lastError()
-	if _, err := atp.ParseTime(e.FirstConsumedAt); err != nil {
+	if _, err := ParseTime(e.FirstConsumedAt); err != nil {
 		return features.Mismatch("first_consumed_at, an RFC 3339 time", w.describeLast())
 	}
 	for _, i := range w.intents {
@@ -917,7 +916,7 @@ func (w *atpWorld) sameConsumedAt() error {
 
 func (w *atpWorld) intentExpired() error {
 	e, _ := w.lastError()
-	if w.last == nil || w.last.Status != http.StatusGone || e.Error != atp.ErrIntentExpired {
+	if w.last == nil || w.last.Status != http.StatusGone || e.Error != ErrIntentExpired {
 		return features.Mismatch(`410 {"error": "intent_expired"}`, w.describeLast())
 	}
 	return nil
@@ -990,15 +989,15 @@ func (w *atpWorld) isState(alias, state string) error {
 
 // receipt returns the receipt of alias's last row read, verified with the
 // site's keys alone.
-func (w *atpWorld) receipt(alias string) (*atpIntent, atp.ReceiptBody, error) {
+func (w *atpWorld) receipt(alias string) (*atpIntent, ReceiptBody, error) {
 	i, err := w.intent(alias)
 	if err != nil {
-		return nil, atp.ReceiptBody{}, err
+		return nil, ReceiptBody{}, err
 	}
 	if i.last == nil || !i.last.row.HasReceipt() {
-		return i, atp.ReceiptBody{}, features.Mismatch(fmt.Sprintf("a receipt on the row of %q", alias), fmt.Sprintf("state %s, no receipt", w.lastState(i)))
+		return i, ReceiptBody{}, features.Mismatch(fmt.Sprintf("a receipt on the row of %q", alias), fmt.Sprintf("state %s, no receipt", w.lastState(i)))
 	}
-	body, err := atp.VerifyReceipt(i.last.row.Receipt, w.keys)
+	body, err := VerifyReceipt(i.last.row.Receipt, w.keys)
 	if err != nil {
 		return i, body, features.Mismatch("a receipt that the site's public keys verify (Ed25519 over the JCS form of its body)", err.Error()+": "+features.Clip(i.last.row.Receipt))
 	}
@@ -1006,7 +1005,7 @@ func (w *atpWorld) receipt(alias string) (*atpIntent, atp.ReceiptBody, error) {
 }
 
 func (w *atpWorld) settledSigned(alias string) error {
-	if err := w.isState(alias, atp.StateSettled); err != nil {
+	if err := w.isState(alias, StateSettled); err != nil {
 		return err
 	}
 	_, _, err := w.receipt(alias)
@@ -1023,7 +1022,7 @@ func (w *atpWorld) receiptNames(alias, of string) error {
 	if err != nil {
 		return err
 	}
-	if body.IntentID != i.obj.IntentID || body.IdempotencyKey != i.key || body.State != atp.StateSettled {
+	if body.IntentID != i.obj.IntentID || body.IdempotencyKey != i.key || body.State != StateSettled {
 		return features.Mismatch(fmt.Sprintf("a receipt of intent_id %s, idempotency_key %s, state settled", i.obj.IntentID, i.key),
 			fmt.Sprintf("intent_id %q, idempotency_key %q, state %q", body.IntentID, body.IdempotencyKey, body.State))
 	}
@@ -1031,11 +1030,11 @@ func (w *atpWorld) receiptNames(alias, of string) error {
 }
 
 func (w *atpWorld) verify(ctx context.Context, doc []byte) (bool, string, error) {
-	r, err := w.do(ctx, http.MethodPost, atp.PathVerify, "", doc, true)
+	r, err := w.do(ctx, http.MethodPost, PathVerify, "", doc, true)
 	if err != nil {
 		return false, "", err
 	}
-	var a atp.VerifyAnswer
+	var a VerifyAnswer
 	switch {
 	case r.Status == http.StatusOK && json.Unmarshal(r.Body, &a) == nil && a.Valid != nil:
 		return *a.Valid, fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)), nil
@@ -1107,12 +1106,12 @@ func (w *atpWorld) neverBack(alias string) error {
 		return err
 	}
 	for _, s := range i.seen {
-		if atp.Rank(s.state) < 0 {
-			return features.Mismatch("a state of the state machine ("+strings.Join(atp.States, ", ")+")", "state "+s.state)
+		if Rank(s.state) < 0 {
+			return features.Mismatch("a state of the state machine ("+strings.Join(States, ", ")+")", "state "+s.state)
 		}
 	}
 	return i.sequential(func(a, b atpSeen) error {
-		if atp.Rank(b.state) < atp.Rank(a.state) || (atp.Terminal(a.state) && b.state != a.state) {
+		if Rank(b.state) < Rank(a.state) || (Terminal(a.state) && b.state != a.state) {
 			return features.Mismatch("states that never go back", fmt.Sprintf("%s (answered %s) then %s (asked %s)", a.state, a.ret.Format(time.RFC3339Nano), b.state, b.call.Format(time.RFC3339Nano)))
 		}
 		return nil
@@ -1125,7 +1124,7 @@ func (w *atpWorld) neverExecutingToAuthorized(alias string) error {
 		return err
 	}
 	return i.sequential(func(a, b atpSeen) error {
-		if a.state == atp.StateExecuting && b.state == atp.StateAuthorized {
+		if a.state == StateExecuting && b.state == StateAuthorized {
 			return features.Mismatch("no executing → authorized edge", fmt.Sprintf("executing (answered %s) then authorized (asked %s)", a.ret.Format(time.RFC3339Nano), b.call.Format(time.RFC3339Nano)))
 		}
 		return nil
@@ -1136,9 +1135,9 @@ func (w *atpWorld) neverExecutingToAuthorized(alias string) error {
 func (w *atpWorld) railSays(i *atpIntent) (string, int) {
 	n := w.env.Sink.Charges(i.obj.IntentID)
 	if n > 0 {
-		return atp.StateSettled, n
+		return StateSettled, n
 	}
-	return atp.StateCompensated, n
+	return StateCompensated, n
 }
 
 func (w *atpWorld) executingOrResolved(alias string) error {
@@ -1153,7 +1152,7 @@ func (w *atpWorld) executingOrResolved(alias string) error {
 		return features.Mismatch("a row read", "none")
 	}
 	want, n := w.railSays(i)
-	if i.last.state == atp.StateExecuting || (atp.Terminal(i.last.state) && i.last.state == want) {
+	if i.last.state == StateExecuting || (Terminal(i.last.state) && i.last.state == want) {
 		return nil
 	}
 	return features.Mismatch(fmt.Sprintf("executing, or %s as the rail says (%d charge(s))", want, n), "state "+i.last.state)
@@ -1178,14 +1177,14 @@ func (w *atpWorld) resolvedAsRail(alias string) error {
 }
 
 func (w *atpWorld) compensated(alias, of string) error {
-	if err := w.isState(alias, atp.StateCompensated); err != nil {
+	if err := w.isState(alias, StateCompensated); err != nil {
 		return err
 	}
 	i, body, err := w.receipt(alias)
 	if err != nil {
 		return err
 	}
-	if body.ReferencesIntentID != i.obj.IntentID || body.State != atp.StateCompensated {
+	if body.ReferencesIntentID != i.obj.IntentID || body.State != StateCompensated {
 		return features.Mismatch(fmt.Sprintf("a compensation receipt with references_intent_id %s and state compensated", i.obj.IntentID),
 			fmt.Sprintf("references_intent_id %q, state %q", body.ReferencesIntentID, body.State))
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/atp"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -157,7 +156,7 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 			body, _ := rec["body"].(map[string]any)
 			edit(body)
 			raw, _ := json.Marshal(body)
-			signed, err := atp.SignReceipt(raw, rec["kid"].(string), site)
+			signed, err := SignReceipt(raw, rec["kid"].(string), site)
 			if err != nil {
 				panic(err)
 			}
@@ -168,7 +167,7 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 	}
 	executes := func(f func(doc map[string]any)) rewrite {
 		return func(method, path string, doc map[string]any) {
-			if method == http.MethodPost && path == atp.PathExecute {
+			if method == http.MethodPost && path == PathExecute {
 				f(doc)
 			}
 		}
@@ -178,45 +177,45 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 		rule   string
 		change rewrite
 	}{
-		{atp.RuleReceiptAfterSettled, receipt(func(b map[string]any) { b["intent_id"] = "int_someone_else" })},
-		{atp.RuleSignedBySiteKey, func(_, _ string, doc map[string]any) {
+		{RuleReceiptAfterSettled, receipt(func(b map[string]any) { b["intent_id"] = "int_someone_else" })},
+		{RuleSignedBySiteKey, func(_, _ string, doc map[string]any) {
 			if rec, ok := doc["receipt"].(map[string]any); ok {
 				rec["kid"] = "no-such-key"
 			}
 		}},
-		{atp.RuleRetryExample, executes(func(doc map[string]any) {
-			if doc["state"] == atp.StateSettled && n.Add(1) > 1 {
+		{RuleRetryExample, executes(func(doc map[string]any) {
+			if doc["state"] == StateSettled && n.Add(1) > 1 {
 				doc["receipt"] = nil
 			}
 		})},
-		{atp.RuleReissueAfterLoss, executes(func(doc map[string]any) {
-			if doc["state"] == atp.StateSettled {
-				doc["state"] = atp.StateExecuted
+		{RuleReissueAfterLoss, executes(func(doc map[string]any) {
+			if doc["state"] == StateSettled {
+				doc["state"] = StateExecuted
 			}
 		})},
-		{atp.RuleUniqueRow, executes(func(doc map[string]any) {
+		{RuleUniqueRow, executes(func(doc map[string]any) {
 			if _, ok := doc["created_at"]; ok {
-				doc["created_at"] = atp.FormatTime(time.Unix(n.Add(1), 0))
+				doc["created_at"] = FormatTime(time.Unix(n.Add(1), 0))
 			}
 		})},
-		{atp.RuleExpiredNoReceipt, func(_, _ string, doc map[string]any) {
-			if doc["state"] == atp.StateExpired {
+		{RuleExpiredNoReceipt, func(_, _ string, doc map[string]any) {
+			if doc["state"] == StateExpired {
 				doc["receipt"] = map[string]any{"body": map[string]any{"state": "expired"}, "alg": "Ed25519", "kid": "site-1", "signature": "x"}
 			}
 		}},
-		{atp.RuleFirstConsumedAt, func(_, _ string, doc map[string]any) {
-			if doc["error"] == atp.ErrNonceConsumed {
+		{RuleFirstConsumedAt, func(_, _ string, doc map[string]any) {
+			if doc["error"] == ErrNonceConsumed {
 				delete(doc, "first_consumed_at")
 			}
 		}},
-		{atp.RuleVerifyNoSecret, func(_, path string, doc map[string]any) {
-			if path == atp.PathVerify {
+		{RuleVerifyNoSecret, func(_, path string, doc map[string]any) {
+			if path == PathVerify {
 				doc["valid"] = false
 			}
 		}},
-		{atp.RuleRetryVerbatim, executes(func(doc map[string]any) {
+		{RuleRetryVerbatim, executes(func(doc map[string]any) {
 			if _, ok := doc["updated_at"]; ok {
-				doc["updated_at"] = atp.FormatTime(time.Unix(n.Add(1), 0))
+				doc["updated_at"] = FormatTime(time.Unix(n.Add(1), 0))
 			}
 		})},
 	}
