@@ -243,7 +243,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err := w.register(ctx); err != nil {
 		return nil, err
 	}
-	cfg.Sink.SetRailCallback(strings.TrimSuffix(cfg.BaseURL, "/") + PathRailEvents)
+	RailOf(cfg.Sink).SetCallback(strings.TrimSuffix(cfg.BaseURL, "/") + PathRailEvents)
 	return w.run(ctx)
 }
 
@@ -435,7 +435,7 @@ func (w *atpWorkload) progress(ctx context.Context, done chan<- struct{}) {
 		n := len(w.txs)
 		w.mu.Unlock()
 		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
-			Executed: len(w.cfg.Sink.AllCharges())}
+			Executed: len(RailOf(w.cfg.Sink).AllCharges())}
 		p.Phase, _ = w.phase.Load().(string)
 		p.Fault, _ = w.fault.Load().(string)
 		w.cfg.Progress(p)
@@ -696,7 +696,7 @@ func (w *atpWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Ra
 			}
 		case p < 55:
 			tx := w.mint(rnd, atpDecline, nil)
-			w.cfg.Sink.Decline(tx.intentID)
+			RailOf(w.cfg.Sink).Decline(tx.intentID)
 			w.drive(drainCtx, tx, rnd)
 		case p < 65:
 			// Concurrent duplicates: 2 to 4 drivers of one new transaction
@@ -961,7 +961,7 @@ func (w *atpWorkload) rail() (checker.Ledger, []ATPCharge, []ATPRailCall, []ATPC
 	var l checker.Ledger
 	var charges []ATPCharge
 	at := func(t time.Time) int64 { return int64(t.Sub(w.start)) }
-	for _, c := range w.cfg.Sink.AllCharges() {
+	for _, c := range RailOf(w.cfg.Sink).AllCharges() {
 		if c.At.Before(w.start) {
 			continue
 		}
@@ -972,13 +972,13 @@ func (w *atpWorkload) rail() (checker.Ledger, []ATPCharge, []ATPRailCall, []ATPC
 		}
 	}
 	var calls []ATPRailCall
-	for _, c := range w.cfg.Sink.RailCalls() {
+	for _, c := range RailOf(w.cfg.Sink).Calls() {
 		if !c.At.Before(w.start) {
 			calls = append(calls, ATPRailCall{Seq: c.Seq, Op: c.Op, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Status: c.Status, At: at(c.At)})
 		}
 	}
 	var cbs []ATPCallback
-	for _, c := range w.cfg.Sink.Callbacks() {
+	for _, c := range RailOf(w.cfg.Sink).Callbacks() {
 		if !c.At.Before(w.start) {
 			cbs = append(cbs, ATPCallback{PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Type: c.Type, Dropped: c.Dropped,
 				Status: c.Status, Err: c.Err, At: at(c.At)})

@@ -219,8 +219,8 @@ func TestATPDoubleChargeIsCaught(t *testing.T) {
 // intervals and the slack.
 func TestATPSkippedReconciliationIsCaught(t *testing.T) {
 	e := startATP(t, "no-reconcile")
-	e.sink.LoseRailReplies(3)
-	e.sink.DropAllCallbacks(true)
+	RailOf(e.sink).LoseReplies(3)
+	RailOf(e.sink).DropAllCallbacks(true)
 	res, rep := runChaos(t, e, 7, 1500*time.Millisecond, nil)
 	if rep.Verdict() != verdict.Fail || rep.Counts[ATPReconciliation] == 0 {
 		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, ATPReconciliation)

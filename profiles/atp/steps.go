@@ -31,8 +31,12 @@ func atpSteps(sc *godog.ScenarioContext, env *features.Env) {
 		w.releaseAll()
 		return ctx, nil
 	})
+	RailOf(env.Sink) // the rail is served before the scenario's first request
 	features.Register(sc, env, w.steps())
 }
+
+// rail is the payment rail the run's effect sink serves (nil without one).
+func (w *atpWorld) rail() *Rail { return RailOf(w.env.Sink) }
 
 // Rules that cover the preconditions of the steps below.
 const (
@@ -90,10 +94,10 @@ func (w *atpWorld) releaseAll() {
 		r()
 	}
 	w.releases = nil
-	if s := w.env.Sink; s != nil {
-		s.LoseRailReplies(0)
-		s.DropAllCallbacks(false)
-		s.DropCallbacks(0)
+	if r := w.rail(); r != nil {
+		r.LoseReplies(0)
+		r.DropAllCallbacks(false)
+		r.DropCallbacks(0)
 	}
 }
 
@@ -231,7 +235,7 @@ func (w *atpWorld) setup(ctx context.Context) error {
 	}
 	if w.env.Sink != nil {
 		// The rail calls the site back at the binding's path.
-		w.env.Sink.SetRailCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + PathRailEvents)
+		w.rail().SetCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + PathRailEvents)
 	}
 	return nil
 }
@@ -358,7 +362,8 @@ func (w *atpWorld) intent(alias string) (*atpIntent, error) {
 
 // --- the rail -------------------------------------------------------------
 
-func (w *atpWorld) rail() error {
+// needRail is N/A when the run hosts no payment rail.
+func (w *atpWorld) needRail() error {
 	if w.env.Sink == nil {
 		return features.NotApplicable("the run hosts no payment rail: give the target an effect sink (--effect-sink or effect_sink in the target file) and point its rail there")
 	}
@@ -366,11 +371,11 @@ func (w *atpWorld) rail() error {
 }
 
 func (w *atpWorld) loseCharge(dropCallbacks bool) error {
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.env.Sink.LoseRailReplies(1)
-	w.env.Sink.DropAllCallbacks(dropCallbacks)
+	w.rail().LoseReplies(1)
+	w.rail().DropAllCallbacks(dropCallbacks)
 	w.lossy = true
 	return nil
 }
@@ -380,10 +385,10 @@ func (w *atpWorld) hold(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.releases = append(w.releases, w.env.Sink.HoldConfirms(i.obj.IntentID))
+	w.releases = append(w.releases, w.rail().HoldConfirms(i.obj.IntentID))
 	return nil
 }
 
@@ -394,10 +399,10 @@ func (w *atpWorld) refuse(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.releases = append(w.releases, w.env.Sink.RefuseConfirms(i.obj.IntentID))
+	w.releases = append(w.releases, w.rail().RefuseConfirms(i.obj.IntentID))
 	return nil
 }
 
@@ -411,10 +416,10 @@ func (w *atpWorld) decline(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.env.Sink.Decline(i.obj.IntentID)
+	w.rail().Decline(i.obj.IntentID)
 	return nil
 }
 
@@ -516,11 +521,11 @@ func (w *atpWorld) executeHeld(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
 	if len(w.releases) == 0 {
-		w.releases = append(w.releases, w.env.Sink.HoldConfirms(i.obj.IntentID))
+		w.releases = append(w.releases, w.rail().HoldConfirms(i.obj.IntentID))
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -532,7 +537,7 @@ func (w *atpWorld) executeHeld(ctx context.Context, alias string) error {
 	wctx, wcancel := context.WithTimeout(ctx, w.env.Budget)
 	defer wcancel()
 	confirmed := make(chan error, 1)
-	go func() { confirmed <- w.env.Sink.WaitConfirms(wctx, i.obj.IntentID, 1) }()
+	go func() { confirmed <- w.rail().WaitConfirms(wctx, i.obj.IntentID, 1) }()
 	select {
 	case r := <-done:
 		if r != nil {
@@ -1133,7 +1138,7 @@ func (w *atpWorld) neverExecutingToAuthorized(alias string) error {
 
 // railSays is the state the rail's charges allow for a resolved row.
 func (w *atpWorld) railSays(i *atpIntent) (string, int) {
-	n := w.env.Sink.Charges(i.obj.IntentID)
+	n := w.rail().Charges(i.obj.IntentID)
 	if n > 0 {
 		return StateSettled, n
 	}
@@ -1145,7 +1150,7 @@ func (w *atpWorld) executingOrResolved(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
 	if i.last == nil {
@@ -1163,7 +1168,7 @@ func (w *atpWorld) resolvedAsRail(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
 	if i.last == nil {
@@ -1198,10 +1203,10 @@ func (w *atpWorld) charges(ctx context.Context, alias string, lo, hi int) error 
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	n := w.env.Sink.Charges(i.obj.IntentID)
+	n := w.rail().Charges(i.obj.IntentID)
 	if n < lo || n > hi {
 		want := fmt.Sprintf("%d to %d charge(s)", lo, hi)
 		if lo == hi {
@@ -1214,7 +1219,7 @@ func (w *atpWorld) charges(ctx context.Context, alias string, lo, hi int) error 
 
 func (w *atpWorld) chargeReport(i *atpIntent) string {
 	var b strings.Builder
-	for _, c := range w.env.Sink.AllCharges() {
+	for _, c := range w.rail().AllCharges() {
 		if c.IntentID == i.obj.IntentID {
 			fmt.Fprintf(&b, "charge %s of payment intent %s (refunded %v, reply lost %v); ", c.ChargeID, c.PaymentIntent, c.Refunded, c.LostReply)
 		}
