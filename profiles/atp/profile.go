@@ -50,9 +50,10 @@ func Profile() harness.Profile {
 		Decisions:         Decisions,
 		Suite:             &features.Suite{FS: feature, Paths: []string{"atp.feature"}, Steps: atpSteps},
 		Bundled:           atpBundled,
-		AlternateReadings: func() map[string]string { return map[string]string{DecisionNonceSameKey: "nonce"} },
+		AlternateReadings: alternateReadings,
 		EffectSink:        true,
 		Mutants:           mutants,
+		Serve:             serveCommand(),
 		Chaos:             ATPChaos(),
 	}
 }
