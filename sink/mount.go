@@ -9,11 +9,11 @@ import (
 )
 
 // A profile whose targets call an external provider of another shape than
-// /effects (a payment rail, …) mounts it on the sink: the provider serves
-// its own routes beside the sink's, and shares its machinery — calls held
-// per key (Hold), the sink's delay (SetDelay), arrivals counted for
-// WaitCalls and Arrived, replies lost (LostReplies) — through Relay and
-// NoteLostReply.
+// /effects (a payment processor's API, …) mounts it on the sink: the
+// provider serves its own routes beside the sink's, and shares its
+// machinery — calls held per key (Hold), the sink's delay (SetDelay),
+// arrivals counted for WaitCalls and Arrived, replies lost (LostReplies) —
+// through Relay and NoteLostReply.
 
 // mounted is one handler served under a path prefix.
 type mounted struct {
@@ -22,10 +22,10 @@ type mounted struct {
 }
 
 // Mount serves the handler newHandler makes for every path under prefix
-// (e.g. "/rail/payment_intents"), beside the sink's own routes, and returns
-// it; a prefix mounted before returns the handler mounted then (newHandler
-// is not called), so every caller of one sink shares one provider. A
-// handler that is an io.Closer is closed when the sink closes.
+// (e.g. "/payments/"), beside the sink's own routes, and returns it; a
+// prefix mounted before returns the handler mounted then (newHandler is not
+// called), so every caller of one sink shares one provider. A handler that
+// is an io.Closer is closed when the sink closes.
 func (s *Sink) Mount(prefix string, newHandler func() http.Handler) http.Handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -231,7 +231,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos atp: %w", err)
 	}
-	w := &atpWorkload{cfg: cfg, site: New(c), receipts: map[string]json.RawMessage{}}
+	w := &atpWorkload{cfg: cfg, site: NewSite(c), receipts: map[string]json.RawMessage{}}
 	w.phase.Store("config")
 	w.fault.Store("")
 	if err := w.readConfig(ctx); err != nil {

@@ -67,8 +67,8 @@ type Site struct {
 	c *client.Client
 }
 
-// New returns a Site over c (its base URL, API key, recorder and timeout).
-func New(c *client.Client) *Site { return &Site{c: c} }
+// NewSite returns a Site over c (its base URL, API key, recorder and timeout).
+func NewSite(c *client.Client) *Site { return &Site{c: c} }
 
 // Client is the underlying recording client.
 func (s *Site) Client() *client.Client { return s.c }

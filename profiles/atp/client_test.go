@@ -57,7 +57,7 @@ func TestAgentSpeaksTheBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := KeyFromSeed(bytes.NewReader(bytes.Repeat([]byte{7}, 32)))
-	ag := NewAgent(New(c), "agt_1", key)
+	ag := NewAgent(NewSite(c), "agt_1", key)
 	ctx := context.Background()
 
 	if a, err := ag.Register(ctx); err != nil || a.Status != 201 {
