@@ -1,10 +1,11 @@
 package atp
 
 import (
-	messages "github.com/cucumber/messages/go/v21"
-	"github.com/idscheck/idscheck/features"
 	"testing"
 
+	messages "github.com/cucumber/messages/go/v21"
+
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
 )
 

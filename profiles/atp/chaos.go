@@ -3,22 +3,22 @@ package atp
 import (
 	"context"
 	"fmt"
-	"github.com/idscheck/idscheck/harness"
 	"sort"
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/harness"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 
-// ATPChaos is the ATP profile's chaos workload (chaos.RunATP): agents sign
+// ATPChaos is the ATP profile's chaos workload (RunATP): agents sign
 // intents, each transaction authorized and executed under one key by the
 // agent client with the text's retry policy until a terminal state;
 // resends, concurrent duplicates, storms of 200 and more identical
 // executes, replays under another key, declines, expiries; money counted
 // at the rail the harness hosts (whose faults partition it, lose its
 // replies, drop or delay its callbacks); after the drain, the
-// reconciliation wait and every final row. Judged by checker.CheckATP
+// reconciliation wait and every final row. Judged by CheckATP
 // (ATP-2-no-second-effect, ATP-2-retry-verbatim, ATP-0-signed-by-site-key,
 // ATP-4-settlement-signed, ATP-4-compensation-receipt,
 // ATP-4-never-speculative, ATP-4-expired-no-receipt, ATP-1-monotonic,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/idscheck/idscheck/chaos"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
@@ -40,7 +40,7 @@ import (
 // site's reconciliation (up to two declared intervals and a slack) while
 // rows are executing, reads every transaction's final row and the site's
 // keys, and records the rail's charges. It judges nothing:
-// checker.CheckATP does.
+// CheckATP does.
 
 // ATPConfig is one ATP chaos run.
 type ATPConfig struct {
@@ -100,10 +100,10 @@ type ATPResult struct {
 	Timeline []faults.Injection `json:"timeline"`
 	History  checker.History    `json:"-"`
 	// Ledger is the rail's charges net of refunds: one effect per charge
-	// not refunded, Key the ATP intent_id (see checker.CheckATP).
+	// not refunded, Key the ATP intent_id (see CheckATP).
 	Ledger checker.Ledger `json:"-"`
 	// Record holds the final rows, the site's keys, the receipts' bytes and
-	// the rail's charges, calls and callbacks (checker.ATPFiles writes it).
+	// the rail's charges, calls and callbacks (ATPFiles writes it).
 	Record ATPRecord      `json:"-"`
 	Series []chaos.Bucket `json:"series"`
 	// Drained is true when every transaction was driven to its end (a
@@ -141,7 +141,7 @@ func (c *ATPConfig) defaults() error {
 	return nil
 }
 
-// The purposes of transactions (checker.ATPRow.Purpose).
+// The purposes of transactions (ATPRow.Purpose).
 const (
 	atpPay          = "pay"
 	atpDecline      = "decline"
@@ -159,7 +159,7 @@ type atpTx struct {
 	agent    *Agent
 	intentID string
 	key      string
-	recKey   string // checker.ATPKey
+	recKey   string // ATPKey
 	intent   []byte // the signed intent, the same bytes on every send
 	expires  time.Time
 	purpose  string

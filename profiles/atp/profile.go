@@ -18,10 +18,10 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/harness"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 

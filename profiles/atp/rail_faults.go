@@ -3,11 +3,11 @@ package atp
 import (
 	"context"
 	"fmt"
-	"github.com/idscheck/idscheck/chaos"
 	mrand "math/rand/v2"
 	"strconv"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
 )

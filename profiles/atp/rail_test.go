@@ -3,13 +3,14 @@ package atp
 import (
 	"context"
 	"encoding/json"
-	"github.com/idscheck/idscheck/sink"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/sink"
 )
 
 // startRail starts an effect sink with the rail mounted on it.

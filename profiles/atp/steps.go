@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/idscheck/idscheck/features"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/features"
 )
 
 // atpSteps registers the step definitions of profiles/atp/atp.feature. A fresh
