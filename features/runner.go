@@ -2,7 +2,6 @@ package features
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"github.com/idscheck/idscheck/verdict"
@@ -24,28 +23,14 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
-// embedded holds the feature files of every profile.
-//
-//go:embed *.feature
-var embedded embed.FS
-
 // Suite is a set of feature files and the step definitions that run them.
-// Every profile has one (ProfileSuite); tests build their own over testdata.
+// Every profile has one, embedded in its folder; tests build their own over
+// testdata.
 type Suite struct {
 	FS    fs.FS    // where the feature files are
 	Paths []string // feature files or directories inside FS
 	// Steps registers the step definitions of one scenario.
 	Steps func(sc *godog.ScenarioContext, env *Env)
-}
-
-// ProfileSuite returns the embedded suite of a profile; false when the
-// profile has no scenarios yet.
-func ProfileSuite(p spec.Profile) (Suite, bool) {
-	switch p {
-	case spec.ProfileATP:
-		return Suite{FS: embedded, Paths: []string{"atp.feature"}, Steps: atpSteps}, true
-	}
-	return Suite{}, false
 }
 
 // Defaults of RunConfig.
@@ -161,11 +146,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	cfg = withDefaults(cfg)
 	suite := cfg.Suite
 	if suite == nil {
-		s, ok := ProfileSuite(cfg.Profile)
-		if !ok {
-			return nil, fmt.Errorf("run: profile %q has no scenarios", cfg.Profile)
-		}
-		suite = &s
+		return nil, fmt.Errorf("run: profile %q has no scenarios", cfg.Profile)
 	}
 	if u, err := url.Parse(cfg.Target.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("run: target must be an http:// or https:// URL, got %q", cfg.Target.BaseURL)

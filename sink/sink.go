@@ -52,6 +52,8 @@ type Call struct {
 	Lost      bool      `json:"lost"`    // the sink acted and dropped its reply
 	Refused   string    `json:"refused"` // why the call was refused without acting ("" when it acted)
 	At        time.Time `json:"at"`
+
+	relayed bool // a mounted handler's call (Relay), not an effect's
 }
 
 // Effect is one effect the sink performed.
@@ -87,7 +89,7 @@ type Sink struct {
 	waiters  []waiter
 	closed   bool
 
-	rail rail // the ATP payment rail (rail.go)
+	mounts []mounted // handlers served beside the sink's routes (Mount)
 }
 
 type waiter struct {
@@ -105,7 +107,7 @@ func Start(addr string) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("effect sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}, rail: newRail()}
+	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -130,6 +132,7 @@ func (s *Sink) Close() error {
 		s.holdAll = nil
 	}
 	s.mu.Unlock()
+	s.closeMounts()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
@@ -248,11 +251,12 @@ func (s *Sink) WaitArrivals(ctx context.Context, n int) error {
 	}
 }
 
-// effectCalls are the recorded POSTs to /effects (not the rail's confirms).
+// effectCalls are the recorded POSTs to /effects (not the calls of a
+// mounted handler).
 func (s *Sink) effectCalls() []Call {
 	var out []Call
 	for _, c := range s.calls {
-		if c.Command != "rail.confirm" {
+		if !c.relayed {
 			out = append(out, c)
 		}
 	}
@@ -374,11 +378,13 @@ type callBody struct {
 }
 
 func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := s.mountFor(r.URL.Path); h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
 	switch {
 	case r.URL.Path == "/health":
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
-	case strings.HasPrefix(r.URL.Path, RailPath):
-		s.serveRail(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == PathEffects:
 		s.post(w, r)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, PathEffects+"/"):

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/idscheck/idscheck/harness"
+	atpprofile "github.com/idscheck/idscheck/profiles/atp"
 	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/redact"
@@ -870,7 +871,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 			listen = c.tgt.EffectSink.Listen
 		}
 		var err error
-		if wants(chaos.FaultSinkPartition) || wants(chaos.FaultRailPartition) {
+		if wants(chaos.FaultSinkPartition) || wants(atpprofile.FaultRailPartition) {
 			if snk, err = sink.Start("127.0.0.1:0"); err == nil {
 				if sinkProxy, err = chaos.NewSinkProxy(listen, snk.Addr()); err != nil {
 					snk.Close()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,9 +18,8 @@ import (
 	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/profiles"
 	profids "github.com/idscheck/idscheck/profiles/ids"
+	atpprofile "github.com/idscheck/idscheck/profiles/atp"
 	"github.com/idscheck/idscheck/spec"
-	specatp "github.com/idscheck/idscheck/spec/atp"
-	"github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/sut/httpidem"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
@@ -182,24 +182,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return serveHandler(ctx, "http-idempotency", *addr, *db, *mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
 	}
-	if *profile == string(spec.ProfileATP) {
+	if *profile == string(atpprofile.Name) {
 		var lv slog.Level
 		if err := lv.UnmarshalText([]byte(*level)); err != nil {
 			fmt.Fprintf(stderr, "idscheck serve: --log-level: %v\n", err)
 			return exitUsage
 		}
-		readings := map[string]string{}
-		if *base == "alternate" {
-			readings[specatp.DecisionNonceSameKey] = "nonce"
-		} else if *base != "default" {
-			fmt.Fprintf(stderr, "idscheck serve: --readings %q: want default or alternate\n", *base)
-			return exitUsage
-		}
+		// The profile's own flags (profiles/atp's ServeCommand), as serve
+		// parsed them.
+		pargs := []string{"--sink", *sinkURL, "--readings", *base}
 		for k, v := range set {
-			readings[k] = v
+			pargs = append(pargs, "--reading", k+"="+v)
 		}
-		return serveATP(ctx, atpServeConfig{addr: *addr, db: *db, rail: *sinkURL, scale: *scale, mutant: *mutant,
-			apiKey: os.Getenv("ATP_API_KEY"), level: lv, readings: readings}, stdout, stderr)
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+		return runServeCommand(ctx, atpprofile.Profile().Serve, pargs, harness.ServeConfig{Addr: *addr, DB: *db,
+			TimeScale: *scale, Mutant: *mutant, Logger: logger}, stdout, stderr)
 	}
 	if *sinkURL != "" {
 		fmt.Fprintln(stderr, "idscheck serve: --sink is for --profile ids and atp (the intent server has no external effects)")
@@ -321,35 +318,31 @@ func serveIDS(ctx context.Context, c idsServeConfig, stdout, stderr io.Writer) i
 	return exitFailed
 }
 
-// atpServeConfig is what serve --profile atp was asked.
-type atpServeConfig struct {
-	addr, db, rail, mutant, apiKey string
-	scale                          float64
-	level                          slog.Level
-	readings                       map[string]string
-}
-
-// serveATP runs the bundled ATP reference server (sut/atp) until ctx ends.
-func serveATP(ctx context.Context, c atpServeConfig, stdout, stderr io.Writer) int {
-	switch {
-	case c.rail == "":
-		fmt.Fprintln(stderr, "idscheck serve: --profile atp needs --sink URL: the payment rail it charges through (idscheck's effect sink)")
-		return exitUsage
-	case c.scale < 0:
-		fmt.Fprintln(stderr, "idscheck serve: --time-scale must be > 0")
-		return exitUsage
-	}
-	if c.db == "" {
-		c.db = "atp.db"
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.level}))
-	srv, err := atp.Open(ctx, atp.Config{DBPath: c.db, RailURL: c.rail, APIKey: c.apiKey, TimeScale: c.scale,
-		Mutant: c.mutant, Readings: c.readings, Logger: logger})
-	if err != nil {
+// runServeCommand runs a profile's serve command with its own flags taken
+// from args: an error before the server listens is a usage error (exit 2),
+// one after it a failure (exit 1).
+func runServeCommand(ctx context.Context, sc *harness.ServeCommand, args []string, c harness.ServeConfig, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	run := sc.Flags(fs)
+	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
 		return exitUsage
 	}
-	return serveHandler(ctx, "atp", c.addr, c.db, c.mutant, srv.Handler(), srv.Close, logger, stdout, stderr)
+	listening := false
+	c.Getenv, c.Stdout, c.Stderr = os.Getenv, stdout, stderr
+	c.Ready = func(url string) {
+		listening = true
+		fmt.Fprintf(stdout, "listening on %s\n", url)
+	}
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		if !listening {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	return exitOK
 }
 
 // serveHandler serves a bundled server's handler on addr until ctx ends,

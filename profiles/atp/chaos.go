@@ -3,23 +3,22 @@ package atp
 import (
 	"context"
 	"fmt"
-	"github.com/idscheck/idscheck/harness"
 	"sort"
 	"strings"
 
-	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/harness"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 
-// ATPChaos is the ATP profile's chaos workload (chaos.RunATP): agents sign
+// ATPChaos is the ATP profile's chaos workload (RunATP): agents sign
 // intents, each transaction authorized and executed under one key by the
 // agent client with the text's retry policy until a terminal state;
 // resends, concurrent duplicates, storms of 200 and more identical
 // executes, replays under another key, declines, expiries; money counted
 // at the rail the harness hosts (whose faults partition it, lose its
 // replies, drop or delay its callbacks); after the drain, the
-// reconciliation wait and every final row. Judged by checker.CheckATP
+// reconciliation wait and every final row. Judged by CheckATP
 // (ATP-2-no-second-effect, ATP-2-retry-verbatim, ATP-0-signed-by-site-key,
 // ATP-4-settlement-signed, ATP-4-compensation-receipt,
 // ATP-4-never-speculative, ATP-4-expired-no-receipt, ATP-1-monotonic,
@@ -33,7 +32,7 @@ func ATPChaos() *harness.ChaosWorkload {
 	return &harness.ChaosWorkload{
 		Summary:    "ATP transactions of signed intents authorized and executed under one key, retried, duplicated, stormed and replayed until a terminal state; money counted at the harness's payment rail",
 		Sink:       true,
-		Faults:     chaos.ATPRailFaults,
+		Faults:     ATPRailFaults,
 		StormMin:   200,
 		StormMax:   300,
 		Failpoints: fps,
@@ -43,13 +42,13 @@ func ATPChaos() *harness.ChaosWorkload {
 }
 
 func runATPChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
-	res, err := chaos.RunATP(ctx, chaos.ATPConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
+	res, err := RunATP(ctx, ATPConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {
 		return nil, err
 	}
-	files, ferr := checker.ATPFiles(res.Record)
+	files, ferr := ATPFiles(res.Record)
 	if ferr != nil {
 		return nil, ferr
 	}
@@ -67,11 +66,11 @@ func runATPChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResu
 }
 
 func checkATPChaos(r harness.ChaosRecord) checker.Report {
-	rec, err := checker.ReadATPFiles(r.Files)
+	rec, err := ReadATPFiles(r.Files)
 	if err != nil {
 		// No record: the keys and final rows are unknown, and the checks
 		// that need them are undecided (never passed).
-		rec = checker.ATPRecord{}
+		rec = ATPRecord{}
 	}
-	return checker.CheckATP(r.History, r.Ledger, rec, checker.ATPOptions{})
+	return CheckATP(r.History, r.Ledger, rec, ATPOptions{})
 }

@@ -1,24 +1,40 @@
+// Package atp is the ATP profile: "ATP Consistency & Semantics" (seed 000),
+// the Agent Transaction Protocol, made certifiable. It holds the text's
+// rules, the places where it leaves a choice open, and idscheck's wire
+// binding of it (docs/atp-binding.md): signed intents, the transaction row,
+// receipts signed with Ed25519 over RFC 8785 (JCS); the agent client and
+// the text's retry policy; the feature file and its steps; the checks of a
+// chaos run and its workload; the payment rail the harness hosts and its
+// faults; and the bundled server's serve command (sut/atp).
+//
+// The text carries no RFC 2119 keyword: it states its guarantees in the
+// indicative. The catalog holds a rule to MUST only when its words say MUST,
+// so every ATP rule is a SHOULD (a broken one is NON-STRICT; --strict gates
+// on it).
 package atp
 
 import (
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
-	"github.com/idscheck/idscheck/harness"
 	"path/filepath"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/spec"
-	specatp "github.com/idscheck/idscheck/spec/atp"
+	"github.com/idscheck/idscheck/harness"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 )
 
-// ATP is "ATP Consistency & Semantics" (seed 000), the Agent Transaction
+// feature is the profile's feature file.
+//
+//go:embed atp.feature
+var feature embed.FS
+
+// Profile is "ATP Consistency & Semantics" (seed 000), the Agent Transaction
 // Protocol, over idscheck's wire binding (docs/atp-binding.md): signed
 // intents, the transaction row, Ed25519 receipts over JCS, and the payment
 // rail the harness hosts (served by the effect sink).
 func Profile() harness.Profile {
-	suite, _ := features.ProfileSuite(spec.ProfileATP)
 	var mutants []harness.Mutant
 	for _, m := range sutatp.Mutants() {
 		mu := harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks}
@@ -28,15 +44,16 @@ func Profile() harness.Profile {
 		mutants = append(mutants, mu)
 	}
 	return harness.Profile{
-		Name:              spec.ProfileATP,
+		Name:              Name,
 		Title:             "ATP (the Agent Transaction Protocol: consistency and semantics)",
-		Rules:             specatp.Rules,
-		Decisions:         specatp.Decisions,
-		Suite:             &suite,
+		Rules:             Rules,
+		Decisions:         Decisions,
+		Suite:             &features.Suite{FS: feature, Paths: []string{"atp.feature"}, Steps: atpSteps},
 		Bundled:           atpBundled,
-		AlternateReadings: func() map[string]string { return map[string]string{specatp.DecisionNonceSameKey: "nonce"} },
+		AlternateReadings: alternateReadings,
 		EffectSink:        true,
 		Mutants:           mutants,
+		Serve:             serveCommand(),
 		Chaos:             ATPChaos(),
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// kat is spec/atp/testdata/kat.json, the binding's known answers (worked
+// kat is profiles/atp/testdata/kat.json, the binding's known answers (worked
 // out with OpenSSL and Python, not with idscheck's code). The file is read,
 // not the spec package imported: the server and the harness share no code.
 type kat struct {
@@ -36,7 +36,7 @@ type kat struct {
 
 func readKAT(t *testing.T) kat {
 	t.Helper()
-	b, err := os.ReadFile("../../spec/atp/testdata/kat.json")
+	b, err := os.ReadFile("../../profiles/atp/testdata/kat.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ var mutantScenarios = map[string]func(t *testing.T, e *testEnv) bool{
 	},
 }
 
-// atpRules are the rule IDs of seed 000 (spec/atp's catalog, copied: the
+// atpRules are the rule IDs of seed 000 (profiles/atp's catalog, copied: the
 // server does not import the harness).
 var atpRules = map[string]bool{}
 

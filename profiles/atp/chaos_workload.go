@@ -1,4 +1,4 @@
-package chaos
+package atp
 
 import (
 	"bytes"
@@ -15,18 +15,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
-	atpc "github.com/idscheck/idscheck/client/atp"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
 // The ATP chaos workload (seed 000 over docs/atp-binding.md): agents sign
 // intents, and each transaction (one intent under one idempotency key) is
-// authorized then executed by the agent client (client/atp) with the
+// authorized then executed by the agent client (client.go) with the
 // text's retry policy, scaled to the site's time, until a terminal state
 // (settled, compensated, expired) or the drain's end: every unknown
 // outcome is re-issued with the same key, a row that is executing is
@@ -41,7 +40,7 @@ import (
 // site's reconciliation (up to two declared intervals and a slack) while
 // rows are executing, reads every transaction's final row and the site's
 // keys, and records the rail's charges. It judges nothing:
-// checker.CheckATP does.
+// CheckATP does.
 
 // ATPConfig is one ATP chaos run.
 type ATPConfig struct {
@@ -87,10 +86,10 @@ type ATPConfig struct {
 	ReconcileSlack time.Duration
 	MaxOps         int // bound on recorded operations (default 2,000,000)
 	// Recorder receives every operation (nil: one of MaxOps is made).
-	Recorder *Recorder
+	Recorder *chaos.Recorder
 	Logger   *slog.Logger
 	// Progress, when set, is called about once a second.
-	Progress func(Progress)
+	Progress func(chaos.Progress)
 }
 
 // ATPResult is everything an ATP chaos run recorded.
@@ -101,12 +100,12 @@ type ATPResult struct {
 	Timeline []faults.Injection `json:"timeline"`
 	History  checker.History    `json:"-"`
 	// Ledger is the rail's charges net of refunds: one effect per charge
-	// not refunded, Key the ATP intent_id (see checker.CheckATP).
+	// not refunded, Key the ATP intent_id (see CheckATP).
 	Ledger checker.Ledger `json:"-"`
 	// Record holds the final rows, the site's keys, the receipts' bytes and
-	// the rail's charges, calls and callbacks (checker.ATPFiles writes it).
-	Record checker.ATPRecord `json:"-"`
-	Series []Bucket          `json:"series"`
+	// the rail's charges, calls and callbacks (ATPFiles writes it).
+	Record ATPRecord      `json:"-"`
+	Series []chaos.Bucket `json:"series"`
 	// Drained is true when every transaction was driven to its end (a
 	// terminal state, a final refusal, or handed to the reconciliation
 	// wait while executing) before the drain timeout.
@@ -137,11 +136,12 @@ func (c *ATPConfig) defaults() error {
 	if c.ExpiryLead <= 0 {
 		c.ExpiryLead = 3 * time.Second
 	}
-	WorkloadKnobs{&c.Duration, &c.TimeScale, &c.StormMin, &c.StormMax, &c.RequestTimeout, &c.MaxOps, &c.Logger, &c.RunID}.Fill()
+	chaos.WorkloadKnobs{Duration: &c.Duration, TimeScale: &c.TimeScale, StormMin: &c.StormMin, StormMax: &c.StormMax,
+		RequestTimeout: &c.RequestTimeout, MaxOps: &c.MaxOps, Logger: &c.Logger, RunID: &c.RunID}.Fill()
 	return nil
 }
 
-// The purposes of transactions (checker.ATPRow.Purpose).
+// The purposes of transactions (ATPRow.Purpose).
 const (
 	atpPay          = "pay"
 	atpDecline      = "decline"
@@ -156,10 +156,10 @@ const (
 // atpTx is one transaction: one signed intent under one key.
 type atpTx struct {
 	n        int
-	agent    *atpc.Agent
+	agent    *Agent
 	intentID string
 	key      string
-	recKey   string // checker.ATPKey
+	recKey   string // ATPKey
 	intent   []byte // the signed intent, the same bytes on every send
 	expires  time.Time
 	purpose  string
@@ -186,9 +186,9 @@ func (t *atpTx) setFinal() {
 type atpWorkload struct {
 	cfg      ATPConfig
 	start    time.Time
-	site     *atpc.Site
-	rec      *Recorder
-	agents   []*atpc.Agent
+	site     *Site
+	rec      *chaos.Recorder
+	agents   []*Agent
 	interval time.Duration // the reconciliation interval on the harness's clock
 	slack    time.Duration // the reconciliation slack
 	dedup    bool          // the site opts in to action_dedup_key
@@ -231,7 +231,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos atp: %w", err)
 	}
-	w := &atpWorkload{cfg: cfg, site: atpc.New(c), receipts: map[string]json.RawMessage{}}
+	w := &atpWorkload{cfg: cfg, site: NewSite(c), receipts: map[string]json.RawMessage{}}
 	w.phase.Store("config")
 	w.fault.Store("")
 	if err := w.readConfig(ctx); err != nil {
@@ -243,7 +243,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err := w.register(ctx); err != nil {
 		return nil, err
 	}
-	cfg.Sink.SetRailCallback(strings.TrimSuffix(cfg.BaseURL, "/") + specatp.PathRailEvents)
+	RailOf(cfg.Sink).SetCallback(strings.TrimSuffix(cfg.BaseURL, "/") + PathRailEvents)
 	return w.run(ctx)
 }
 
@@ -251,16 +251,16 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 // interval (default 60 s) and whether the site rejects duplicate
 // action_dedup_keys.
 func (w *atpWorkload) readConfig(ctx context.Context) error {
-	var cfg specatp.Config
+	var cfg Config
 	var err error
 	for try := 0; try < 5; try++ {
 		if cfg, _, err = w.site.Config(ctx); err == nil {
 			break
 		}
-		Sleep(ctx, 200*time.Millisecond)
+		chaos.HoldFor(ctx, 200*time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("chaos atp: GET %s: %w", specatp.PathConfig, err)
+		return fmt.Errorf("chaos atp: GET %s: %w", PathConfig, err)
 	}
 	secs := 60.0
 	if cfg.ReconcileIntervalSeconds != nil && *cfg.ReconcileIntervalSeconds > 0 {
@@ -279,17 +279,17 @@ func (w *atpWorkload) readConfig(ctx context.Context) error {
 func (w *atpWorkload) register(ctx context.Context) error {
 	keyRnd := mrand.NewChaCha8(seedBytes(w.cfg.Seed))
 	for i := range w.cfg.Agents {
-		key, err := atpc.KeyFromSeed(keyRnd)
+		key, err := KeyFromSeed(keyRnd)
 		if err != nil {
 			return err
 		}
-		ag := atpc.NewAgent(w.site, fmt.Sprintf("agt_%s_%d", w.cfg.RunID, i), key)
-		var a atpc.Answer
+		ag := NewAgent(w.site, fmt.Sprintf("agt_%s_%d", w.cfg.RunID, i), key)
+		var a Answer
 		for try := 0; try < 5; try++ {
 			if a, err = ag.Register(ctx); err == nil && a.Status < 500 {
 				break
 			}
-			Sleep(ctx, 200*time.Millisecond)
+			chaos.HoldFor(ctx, 200*time.Millisecond)
 		}
 		if err != nil {
 			return fmt.Errorf("chaos atp: register %s: %w", ag.ID, err)
@@ -325,9 +325,9 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 	w.start = time.Now()
 	w.rec = cfg.Recorder
 	if w.rec == nil {
-		w.rec = NewRecorder(w.start, cfg.MaxOps)
+		w.rec = chaos.NewRecorder(w.start, cfg.MaxOps)
 	}
-	w.start = w.rec.start
+	w.start = w.rec.Start()
 
 	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
 	defer stopFaults()
@@ -398,7 +398,7 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 	res.History, dropped = w.rec.History()
 	res.Ledger, record.Charges, record.RailCalls, record.Callbacks = w.rail()
 	res.Record = record
-	res.Series = Series(res.History, time.Second)
+	res.Series = chaos.Series(res.History, time.Second)
 	res.Transactions = map[string]int{}
 	w.mu.Lock()
 	for _, tx := range w.txs {
@@ -434,8 +434,8 @@ func (w *atpWorkload) progress(ctx context.Context, done chan<- struct{}) {
 		w.mu.Lock()
 		n := len(w.txs)
 		w.mu.Unlock()
-		p := Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
-			Executed: len(w.cfg.Sink.AllCharges())}
+		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
+			Executed: len(RailOf(w.cfg.Sink).AllCharges())}
 		p.Phase, _ = w.phase.Load().(string)
 		p.Fault, _ = w.fault.Load().(string)
 		w.cfg.Progress(p)
@@ -458,9 +458,9 @@ func newKey(rnd *mrand.Rand) string {
 
 // atpIntentOpts are what a transaction's intent carries besides its draw.
 type atpIntentOpts struct {
-	agent        *atpc.Agent // nil: drawn
-	key          string      // "": a new key
-	expires      time.Time   // zero: atpLongExpiry ahead
+	agent        *Agent    // nil: drawn
+	key          string    // "": a new key
+	expires      time.Time // zero: atpLongExpiry ahead
 	dedupKey     string
 	precondition string // an intent_id that must be settled
 }
@@ -483,17 +483,17 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 	if exp.IsZero() {
 		exp = time.Now().Add(atpLongExpiry)
 	}
-	p := atpc.IntentParams{IntentID: fmt.Sprintf("int_%s_%d", w.cfg.RunID, n), Nonce: fmt.Sprintf("n_%s_%d_%08x", w.cfg.RunID, n, rnd.Uint32()),
+	p := IntentParams{IntentID: fmt.Sprintf("int_%s_%d", w.cfg.RunID, n), Nonce: fmt.Sprintf("n_%s_%d_%08x", w.cfg.RunID, n, rnd.Uint32()),
 		ExpiresAt: exp, Amount: int64(100 + rnd.IntN(99900)), Currency: []string{"EUR", "USD", "GBP"}[rnd.IntN(3)],
 		Payee: fmt.Sprintf("merchant_%d", rnd.IntN(50)), ActionDedupKey: o.dedupKey}
 	if o.precondition != "" {
-		p.Precondition = &specatp.Precondition{IntentSettled: o.precondition}
+		p.Precondition = &Precondition{IntentSettled: o.precondition}
 	}
 	intent, err := ag.NewIntent(p)
 	if err != nil {
 		panic(fmt.Sprintf("chaos atp: sign an intent: %v", err)) // only a bad key; the agents' are good
 	}
-	tx := &atpTx{n: n, agent: ag, intentID: p.IntentID, key: key, recKey: checker.ATPKey(p.IntentID, key), intent: intent, expires: exp, purpose: purpose}
+	tx := &atpTx{n: n, agent: ag, intentID: p.IntentID, key: key, recKey: ATPKey(p.IntentID, key), intent: intent, expires: exp, purpose: purpose}
 	w.add(tx)
 	return tx
 }
@@ -502,7 +502,7 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 // key: the same bytes, another key.
 func (w *atpWorkload) replayTx(of *atpTx, rnd *mrand.Rand) *atpTx {
 	key := newKey(rnd)
-	tx := &atpTx{n: int(w.nextN.Add(1)), agent: of.agent, intentID: of.intentID, key: key, recKey: checker.ATPKey(of.intentID, key),
+	tx := &atpTx{n: int(w.nextN.Add(1)), agent: of.agent, intentID: of.intentID, key: key, recKey: ATPKey(of.intentID, key),
 		intent: of.intent, expires: of.expires, purpose: atpReplay}
 	w.add(tx)
 	return tx
@@ -531,14 +531,14 @@ func (w *atpWorkload) pick(rnd *mrand.Rand) *atpTx {
 }
 
 // call sends one step of tx and records it.
-func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (atpc.Answer, error) {
+func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (Answer, error) {
 	op := checker.Operation{ClientID: int(w.clientID.Add(1)), Kind: checker.OpPublish, Key: tx.recKey, Input: checker.Input{Body: route}, Call: w.rec.Now()}
-	var a atpc.Answer
+	var a Answer
 	var err error
 	switch route {
-	case checker.ATPRouteAuthorize:
+	case ATPRouteAuthorize:
 		a, err = w.site.Authorize(ctx, tx.intent, tx.key)
-	case checker.ATPRouteExecute:
+	case ATPRouteExecute:
 		a, err = w.site.Execute(ctx, tx.intentID, tx.key)
 	default:
 		op.Kind = checker.OpStatus
@@ -554,20 +554,20 @@ func (w *atpWorkload) call(ctx context.Context, tx *atpTx, route string) (atpc.A
 		switch {
 		case a.Tx != nil:
 			op.Output.State = a.Tx.State
-			op.Output.ID = checker.ATPKey(a.Tx.IntentID, a.Tx.IdempotencyKey)
-			op.Output.Body = checker.ATPRowAnswer(a.Tx.Body, a.Tx.Receipt)
+			op.Output.ID = ATPKey(a.Tx.IntentID, a.Tx.IdempotencyKey)
+			op.Output.Body = ATPRowAnswer(a.Tx.Body, a.Tx.Receipt)
 			if a.Tx.HasReceipt() {
 				w.keepReceipt(a.Tx.Receipt)
 			}
 		case a.Error != nil:
-			op.Output.Body = checker.ATPErrorAnswer(a.Error.Error)
+			op.Output.Body = ATPErrorAnswer(a.Error.Error)
 		}
 	}
 	w.rec.Op(op)
-	if op.Outcome == verdict.OutcomeOK && a.Tx != nil && a.Status >= 200 && a.Status < 300 && specatp.Rank(a.Tx.State) >= 0 {
+	if op.Outcome == verdict.OutcomeOK && a.Tx != nil && a.Status >= 200 && a.Status < 300 && Rank(a.Tx.State) >= 0 {
 		tx.mu.Lock()
 		tx.state = a.Tx.State
-		tx.terminal = tx.terminal || specatp.Terminal(a.Tx.State)
+		tx.terminal = tx.terminal || Terminal(a.Tx.State)
 		tx.mu.Unlock()
 	}
 	return a, err
@@ -579,7 +579,7 @@ func (w *atpWorkload) keepReceipt(raw json.RawMessage) {
 		b.Reset()
 		b.Write(raw)
 	}
-	d := checker.ATPReceiptDigest(raw)
+	d := ATPReceiptDigest(raw)
 	w.mu.Lock()
 	if _, ok := w.receipts[d]; !ok && len(w.receipts) < atpMaxReceipts {
 		w.receipts[d] = json.RawMessage(b.Bytes())
@@ -589,8 +589,8 @@ func (w *atpWorkload) keepReceipt(raw json.RawMessage) {
 
 // policy is the agent's retry policy for one driver, at the site's time
 // scale, its jitter from rnd.
-func (w *atpWorkload) policy(rnd *mrand.Rand) atpc.Policy {
-	return atpc.Policy{Scale: w.cfg.TimeScale, Rand: rnd.Float64}
+func (w *atpWorkload) policy(rnd *mrand.Rand) Policy {
+	return Policy{Scale: w.cfg.TimeScale, Rand: rnd.Float64}
 }
 
 // errPollBudget ends a drive whose row stayed executing past the poll
@@ -600,26 +600,26 @@ var errPollBudget = errors.New("chaos atp: the row stayed executing past the pol
 // step drives one step of tx (authorize or execute) with the policy: the
 // same request until an answer is final, polling while the row is
 // executing, at most two reconciliation intervals and the slack of polls.
-func (w *atpWorkload) step(ctx context.Context, tx *atpTx, route string, rnd *mrand.Rand) atpc.Result {
+func (w *atpWorkload) step(ctx context.Context, tx *atpTx, route string, rnd *mrand.Rand) Result {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	budget := 2*w.interval + w.slack
 	var polling time.Time
-	send := func(ctx context.Context) (atpc.Answer, error) {
+	send := func(ctx context.Context) (Answer, error) {
 		if w.rec.Full() {
 			cancel()
-			return atpc.Answer{}, errors.New("chaos atp: the operation bound is reached")
+			return Answer{}, errors.New("chaos atp: the operation bound is reached")
 		}
 		return w.call(ctx, tx, route)
 	}
-	poll := func(ctx context.Context) (atpc.Answer, error) {
+	poll := func(ctx context.Context) (Answer, error) {
 		if polling.IsZero() {
 			polling = time.Now()
 		} else if time.Since(polling) > budget || w.rec.Full() {
 			cancel()
-			return atpc.Answer{}, errPollBudget
+			return Answer{}, errPollBudget
 		}
-		return w.call(ctx, tx, checker.ATPRouteGet)
+		return w.call(ctx, tx, ATPRouteGet)
 	}
 	return w.policy(rnd).Do(dctx, tx.expires, send, poll)
 }
@@ -635,11 +635,11 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 		return
 	}
 	if state == "" {
-		r := w.step(ctx, tx, checker.ATPRouteAuthorize, rnd)
-		if r.Stop != atpc.StopFinal {
+		r := w.step(ctx, tx, ATPRouteAuthorize, rnd)
+		if r.Stop != StopFinal {
 			return
 		}
-		if r.Err == nil && r.Answer.Status >= 400 && !(r.Answer.Status == http.StatusConflict && r.Answer.Code() == specatp.ErrNonceConsumed) {
+		if r.Err == nil && r.Answer.Status >= 400 && !(r.Answer.Status == http.StatusConflict && r.Answer.Code() == ErrNonceConsumed) {
 			tx.setFinal()
 			w.unmeant(tx, "authorize", r.Answer)
 			return
@@ -648,8 +648,8 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 			return
 		}
 	}
-	r := w.step(ctx, tx, checker.ATPRouteExecute, rnd)
-	if r.Stop == atpc.StopFinal && r.Err == nil && r.Answer.Status >= 400 {
+	r := w.step(ctx, tx, ATPRouteExecute, rnd)
+	if r.Stop == StopFinal && r.Err == nil && r.Answer.Status >= 400 {
 		tx.setFinal()
 		w.unmeant(tx, "execute", r.Answer)
 	}
@@ -657,7 +657,7 @@ func (w *atpWorkload) drive(ctx context.Context, tx *atpTx, rnd *mrand.Rand) {
 
 // unmeant counts a refusal the workload did not mean (an ordinary payment
 // refused), for the log.
-func (w *atpWorkload) unmeant(tx *atpTx, step string, a atpc.Answer) {
+func (w *atpWorkload) unmeant(tx *atpTx, step string, a Answer) {
 	if tx.purpose == atpPay || tx.purpose == atpDecline || tx.purpose == atpReuseKey || tx.purpose == atpStorm {
 		w.refused.Add(1)
 		w.cfg.Logger.Debug("chaos atp: step refused", "step", step, "intent", tx.intentID, "status", a.Status, "body", clipBytes(a.Body))
@@ -666,9 +666,9 @@ func (w *atpWorkload) unmeant(tx *atpTx, step string, a atpc.Answer) {
 
 // once sends one step of tx, recorded, and drives nothing (a resend after
 // success, a replay, a probe after expiry).
-func (w *atpWorkload) once(ctx context.Context, tx *atpTx, route string) atpc.Answer {
+func (w *atpWorkload) once(ctx context.Context, tx *atpTx, route string) Answer {
 	if w.rec.Full() {
-		return atpc.Answer{}
+		return Answer{}
 	}
 	a, _ := w.call(ctx, tx, route)
 	return a
@@ -684,19 +684,19 @@ func (w *atpWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Ra
 			w.drive(drainCtx, tx, rnd)
 			if _, terminal, _ := tx.snapshot(); terminal && rnd.IntN(100) < 40 {
 				// Retries after success: the stored row, verbatim, no charge.
-				w.once(drainCtx, tx, checker.ATPRouteExecute)
-				w.once(drainCtx, tx, checker.ATPRouteAuthorize)
+				w.once(drainCtx, tx, ATPRouteExecute)
+				w.once(drainCtx, tx, ATPRouteAuthorize)
 			}
 			if rnd.IntN(100) < 25 {
 				// The signed intent replayed under another key: 409, and
 				// its execute finds no authorized row.
 				r := w.replayTx(tx, rnd)
-				w.once(drainCtx, r, checker.ATPRouteAuthorize)
-				w.once(drainCtx, r, checker.ATPRouteExecute)
+				w.once(drainCtx, r, ATPRouteAuthorize)
+				w.once(drainCtx, r, ATPRouteExecute)
 			}
 		case p < 55:
 			tx := w.mint(rnd, atpDecline, nil)
-			w.cfg.Sink.Decline(tx.intentID)
+			RailOf(w.cfg.Sink).Decline(tx.intentID)
 			w.drive(drainCtx, tx, rnd)
 		case p < 65:
 			// Concurrent duplicates: 2 to 4 drivers of one new transaction
@@ -716,7 +716,7 @@ func (w *atpWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Ra
 			// (another worker) is still at it.
 			if tx := w.pick(rnd); tx != nil {
 				if _, terminal, _ := tx.snapshot(); terminal {
-					w.once(drainCtx, tx, checker.ATPRouteExecute)
+					w.once(drainCtx, tx, ATPRouteExecute)
 				} else {
 					w.drive(drainCtx, tx, rnd)
 				}
@@ -753,7 +753,7 @@ func (w *atpWorkload) burst(ctx context.Context, tx *atpTx, n int, rnd *mrand.Ra
 func (w *atpWorkload) preconditions(ctx context.Context, rnd *mrand.Rand) {
 	a := w.mint(rnd, atpPay, nil)
 	w.drive(ctx, a, rnd)
-	if state, _, _ := a.snapshot(); state == specatp.StateSettled {
+	if state, _, _ := a.snapshot(); state == StateSettled {
 		b := w.mint(rnd, atpPrecondition, &atpIntentOpts{agent: a.agent, precondition: a.intentID})
 		w.drive(ctx, b, rnd)
 	}
@@ -796,12 +796,12 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 		}
 		tx := w.mint(rnd, atpExpire, &atpIntentOpts{expires: exp})
 		txs = append(txs, tx)
-		r := w.step(drainCtx, tx, checker.ATPRouteAuthorize, rnd)
-		if r.Stop == atpc.StopFinal && r.Err == nil && r.Answer.Status >= 400 {
+		r := w.step(drainCtx, tx, ATPRouteAuthorize, rnd)
+		if r.Stop == StopFinal && r.Err == nil && r.Answer.Status >= 400 {
 			tx.setFinal()
 		}
 	}
-	Sleep(drainCtx, time.Until(exp.Add(w.cfg.ClockSlack)))
+	chaos.HoldFor(drainCtx, time.Until(exp.Add(w.cfg.ClockSlack)))
 	for _, tx := range txs {
 		if drainCtx.Err() != nil {
 			return
@@ -812,12 +812,12 @@ func (w *atpWorkload) expiring(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 		// A probe, not a retry of the intent: re-sent on a lost answer, the
 		// site must answer 410 however often.
 		for try := 0; try < 3 && drainCtx.Err() == nil; try++ {
-			if a := w.once(drainCtx, tx, checker.ATPRouteExecute); a.Outcome == verdict.OutcomeOK && a.Status < 500 {
+			if a := w.once(drainCtx, tx, ATPRouteExecute); a.Outcome == verdict.OutcomeOK && a.Status < 500 {
 				break
 			}
-			Sleep(drainCtx, 20*time.Millisecond)
+			chaos.HoldFor(drainCtx, 20*time.Millisecond)
 		}
-		w.once(drainCtx, tx, checker.ATPRouteGet)
+		w.once(drainCtx, tx, ATPRouteGet)
 		tx.setFinal()
 	}
 }
@@ -830,7 +830,7 @@ func (w *atpWorkload) finishAll(ctx context.Context, rnd *mrand.Rand) {
 	var todo []*atpTx
 	for _, tx := range w.txs {
 		state, terminal, final := tx.snapshot()
-		if terminal || final || state == specatp.StateExecuting || state == specatp.StateExecuted ||
+		if terminal || final || state == StateExecuting || state == StateExecuted ||
 			tx.purpose == atpReplay || tx.purpose == atpExpire || time.Now().After(tx.expires) {
 			continue
 		}
@@ -858,18 +858,18 @@ func (w *atpWorkload) finishAll(ctx context.Context, rnd *mrand.Rand) {
 // reconcile waits, up to two reconciliation intervals and the slack, while
 // rows are executing (or executed, not yet settled), then returns the
 // record of every transaction's final row and the site's keys.
-func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
-	rec := checker.ATPRecord{Start: w.start, ReconcileInterval: w.interval, ReconcileBound: 2*w.interval + w.slack}
+func (w *atpWorkload) reconcile(ctx context.Context) ATPRecord {
+	rec := ATPRecord{Start: w.start, ReconcileInterval: w.interval, ReconcileBound: 2*w.interval + w.slack}
 	w.mu.Lock()
 	txs := append([]*atpTx(nil), w.txs...)
 	w.mu.Unlock()
-	rows := make([]checker.ATPRow, len(txs))
+	rows := make([]ATPRow, len(txs))
 	// Reads go on when ctx ends (bounded), so that the record is whole.
 	readCtx, stopRead := context.WithTimeout(context.WithoutCancel(ctx), rec.ReconcileBound+30*time.Second+time.Duration(len(txs))*2*time.Millisecond)
 	defer stopRead()
 	began := time.Now()
-	pending := func(r checker.ATPRow) bool {
-		return r.Status == 0 || r.State == specatp.StateExecuting || r.State == specatp.StateExecuted
+	pending := func(r ATPRow) bool {
+		return r.Status == 0 || r.State == StateExecuting || r.State == StateExecuted
 	}
 	todo := make([]int, len(txs))
 	for i := range todo {
@@ -891,7 +891,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 			rec.ReconcileCutShort = true
 			break
 		}
-		Sleep(ctx, min(max(w.interval/5, 20*time.Millisecond), 500*time.Millisecond, rec.ReconcileBound-time.Since(began)))
+		chaos.HoldFor(ctx, min(max(w.interval/5, 20*time.Millisecond), 500*time.Millisecond, rec.ReconcileBound-time.Since(began)))
 	}
 	rec.ReconcileWait = time.Since(began)
 	rec.Rows = rows
@@ -903,7 +903,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 			break
 		}
 		rec.KeysErr = err.Error()
-		Sleep(readCtx, 100*time.Millisecond)
+		chaos.HoldFor(readCtx, 100*time.Millisecond)
 	}
 	w.mu.Lock()
 	rec.Receipts = make(map[string]json.RawMessage, len(w.receipts))
@@ -916,7 +916,7 @@ func (w *atpWorkload) reconcile(ctx context.Context) checker.ATPRecord {
 
 // readRows reads the rows of txs[i] for i in idx (16 at a time, a few
 // tries each), recorded like every read, into rows.
-func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker.ATPRow, idx []int) {
+func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []ATPRow, idx []int) {
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	for range min(16, len(idx)) {
@@ -927,10 +927,10 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 					return
 				}
 				tx := txs[idx[j]]
-				row := checker.ATPRow{Key: tx.recKey, IntentID: tx.intentID, IdempotencyKey: tx.key, AgentID: tx.agent.ID,
-					Purpose: tx.purpose, ExpiresAt: specatp.FormatTime(tx.expires)}
+				row := ATPRow{Key: tx.recKey, IntentID: tx.intentID, IdempotencyKey: tx.key, AgentID: tx.agent.ID,
+					Purpose: tx.purpose, ExpiresAt: FormatTime(tx.expires)}
 				for try := 0; try < 5 && ctx.Err() == nil; try++ {
-					a, err := w.call(ctx, tx, checker.ATPRouteGet)
+					a, err := w.call(ctx, tx, ATPRouteGet)
 					row.At = w.rec.Now()
 					switch {
 					case err != nil:
@@ -945,7 +945,7 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 					if row.Status != 0 {
 						break
 					}
-					Sleep(ctx, 100*time.Millisecond)
+					chaos.HoldFor(ctx, 100*time.Millisecond)
 				}
 				rows[idx[j]] = row
 			}
@@ -957,30 +957,30 @@ func (w *atpWorkload) readRows(ctx context.Context, txs []*atpTx, rows []checker
 // rail returns the rail's charges as the ledger (net of refunds: one effect
 // per charge not refunded, Key the ATP intent_id) and, for the record,
 // every charge, call and callback of the run.
-func (w *atpWorkload) rail() (checker.Ledger, []checker.ATPCharge, []checker.ATPRailCall, []checker.ATPCallback) {
+func (w *atpWorkload) rail() (checker.Ledger, []ATPCharge, []ATPRailCall, []ATPCallback) {
 	var l checker.Ledger
-	var charges []checker.ATPCharge
+	var charges []ATPCharge
 	at := func(t time.Time) int64 { return int64(t.Sub(w.start)) }
-	for _, c := range w.cfg.Sink.AllCharges() {
+	for _, c := range RailOf(w.cfg.Sink).AllCharges() {
 		if c.At.Before(w.start) {
 			continue
 		}
-		charges = append(charges, checker.ATPCharge{Seq: c.Seq, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, ChargeID: c.ChargeID,
+		charges = append(charges, ATPCharge{Seq: c.Seq, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, ChargeID: c.ChargeID,
 			Amount: c.Amount, Currency: c.Currency, At: at(c.At), Refunded: c.Refunded, LostReply: c.LostReply})
 		if !c.Refunded {
 			l.Effects = append(l.Effects, checker.Effect{Key: c.IntentID, Intent: c.PaymentIntent, Worker: c.ChargeID, At: at(c.At)})
 		}
 	}
-	var calls []checker.ATPRailCall
-	for _, c := range w.cfg.Sink.RailCalls() {
+	var calls []ATPRailCall
+	for _, c := range RailOf(w.cfg.Sink).Calls() {
 		if !c.At.Before(w.start) {
-			calls = append(calls, checker.ATPRailCall{Seq: c.Seq, Op: c.Op, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Status: c.Status, At: at(c.At)})
+			calls = append(calls, ATPRailCall{Seq: c.Seq, Op: c.Op, PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Status: c.Status, At: at(c.At)})
 		}
 	}
-	var cbs []checker.ATPCallback
-	for _, c := range w.cfg.Sink.Callbacks() {
+	var cbs []ATPCallback
+	for _, c := range RailOf(w.cfg.Sink).Callbacks() {
 		if !c.At.Before(w.start) {
-			cbs = append(cbs, checker.ATPCallback{PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Type: c.Type, Dropped: c.Dropped,
+			cbs = append(cbs, ATPCallback{PaymentIntent: c.PaymentIntent, IntentID: c.IntentID, Type: c.Type, Dropped: c.Dropped,
 				Status: c.Status, Err: c.Err, At: at(c.At)})
 		}
 	}
@@ -1008,9 +1008,9 @@ func (s *atpStormFault) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 		n += rnd.IntN(w.cfg.StormMax - n + 1)
 	}
 	tx := w.mint(rnd, atpStorm, nil)
-	w.step(ctx, tx, checker.ATPRouteAuthorize, rnd)
+	w.step(ctx, tx, ATPRouteAuthorize, rnd)
 	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {
-		w.once(ctx, tx, checker.ATPRouteExecute)
+		w.once(ctx, tx, ATPRouteExecute)
 	})
 	in.Params["intent_id"] = tx.intentID
 	in.Params["key"] = tx.key

@@ -3,7 +3,7 @@
 without idscheck's code: the canonical form with Python's json module (for
 these objects, integers and strings only, it is RFC 8785 JCS: members sorted,
 no whitespace, UTF-8), the Ed25519 signatures with OpenSSL. Run:
-    python3 spec/atp/testdata/kat.py > spec/atp/testdata/kat.json
+    python3 profiles/atp/testdata/kat.py > profiles/atp/testdata/kat.json
 """
 import base64, json, os, subprocess, tempfile
 

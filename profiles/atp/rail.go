@@ -1,14 +1,19 @@
-package sink
+package atp
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/idscheck/idscheck/sink"
 )
 
 // The payment rail (docs/atp-binding.md, "The rail"): the ATP site charges
@@ -18,26 +23,20 @@ import (
 // reference. The rail counts money per ATP intent_id: a verdict on ATP is
 // a verdict on charges. It can charge and lose its reply, decline, hold a
 // confirm, answer slowly, and drop or delay its callback to the site.
-const (
-	RailPath = "/rail/payment_intents"
+//
+// The harness hosts it on its effect sink (RailOf mounts it there, under
+// RailPathPaymentIntents): the sink's faults (a partition of the proxy in
+// front of it, its delay) reach the rail too, and its confirms are counted
+// and held through the sink's machinery (sink.Relay).
 
-	RailRequiresConfirmation = "requires_confirmation"
-	RailSucceeded            = "succeeded"
-	RailDeclined             = "declined"
-	RailCanceled             = "canceled"
-	RailRefunded             = "refunded"
-)
+// maxBody bounds a create's body.
+const maxBody = 64 << 10
+
+// maxHold bounds how long one callback is delayed.
+const maxHold = 30 * time.Second
 
 // PaymentIntent is the rail's document of one payment intent.
-type PaymentIntent struct {
-	ID       string `json:"id"`
-	IntentID string `json:"intent_id"`
-	Status   string `json:"status"`
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
-	Payee    string `json:"payee,omitempty"`
-	ChargeID string `json:"charge_id,omitempty"`
-}
+type PaymentIntent = RailPaymentIntent
 
 // Charge is money the rail moved: one confirm that charged.
 type Charge struct {
@@ -73,6 +72,21 @@ type Callback struct {
 	At            time.Time `json:"at"`
 }
 
+// Rail is a running payment rail, served by one effect sink (RailOf). Its
+// methods are safe for concurrent use.
+type Rail struct {
+	sink   *sink.Sink
+	mu     sync.Mutex
+	closed bool // the sink closed: no more callbacks
+	rail   rail
+}
+
+var (
+	_ http.Handler = (*Rail)(nil)
+	_ io.Closer    = (*Rail)(nil)
+)
+
+// rail is the rail's state (under Rail.mu).
 type rail struct {
 	pis        map[string]*PaymentIntent
 	byCreate   map[string]string // the create's Idempotency-Key -> payment intent id
@@ -93,45 +107,64 @@ func newRail() rail {
 	return rail{pis: map[string]*PaymentIntent{}, byCreate: map[string]string{}, decline: map[string]bool{}, refuse: map[string]bool{}}
 }
 
-// SetRailCallback sets the URL the rail calls back after each confirm
-// that decided (the site's POST /api/atp/rail/events); "" sends none.
-func (s *Sink) SetRailCallback(url string) {
+// RailOf returns the payment rail the effect sink s serves, mounting it
+// under RailPathPaymentIntents on first use: every caller of one sink (the
+// steps, the chaos workload, its faults) shares one rail. nil for a nil
+// sink.
+func RailOf(s *sink.Sink) *Rail {
+	if s == nil {
+		return nil
+	}
+	return s.Mount(RailPathPaymentIntents, func() http.Handler { return &Rail{sink: s, rail: newRail()} }).(*Rail)
+}
+
+// Close stops the rail's callbacks (the sink closes it when it closes).
+func (s *Rail) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+// SetCallback sets the URL the rail calls back after each confirm that
+// decided (the site's POST /api/atp/rail/events); "" sends none.
+func (s *Rail) SetCallback(url string) {
 	s.mu.Lock()
 	s.rail.callback = url
 	s.mu.Unlock()
 }
 
-// LoseRailReplies makes the next n confirms that charge drop their reply
-// after charging.
-func (s *Sink) LoseRailReplies(n int) {
+// LoseReplies makes the next n confirms that charge drop their reply after
+// charging.
+func (s *Rail) LoseReplies(n int) {
 	s.mu.Lock()
 	s.rail.lose = n
 	s.mu.Unlock()
 }
 
 // DropCallbacks makes the next n callbacks be dropped (not sent).
-func (s *Sink) DropCallbacks(n int) {
+func (s *Rail) DropCallbacks(n int) {
 	s.mu.Lock()
 	s.rail.cbDrop = n
 	s.mu.Unlock()
 }
 
 // DropAllCallbacks drops every callback while on.
-func (s *Sink) DropAllCallbacks(on bool) {
+func (s *Rail) DropAllCallbacks(on bool) {
 	s.mu.Lock()
 	s.rail.cbDropAll = on
 	s.mu.Unlock()
 }
 
 // SetCallbackDelay delays every callback by d.
-func (s *Sink) SetCallbackDelay(d time.Duration) {
+func (s *Rail) SetCallbackDelay(d time.Duration) {
 	s.mu.Lock()
 	s.rail.cbDelay = d
 	s.mu.Unlock()
 }
 
 // Decline makes every confirm for the ATP intent decline (nothing charged).
-func (s *Sink) Decline(intentID string) {
+func (s *Rail) Decline(intentID string) {
 	s.mu.Lock()
 	s.rail.decline[intentID] = true
 	s.mu.Unlock()
@@ -140,7 +173,7 @@ func (s *Sink) Decline(intentID string) {
 // RefuseConfirms makes every confirm for the ATP intent answer 503 without
 // acting (the rail is unavailable for it: nothing is charged), until
 // release.
-func (s *Sink) RefuseConfirms(intentID string) (release func()) {
+func (s *Rail) RefuseConfirms(intentID string) (release func()) {
 	s.mu.Lock()
 	s.rail.refuse[intentID] = true
 	s.mu.Unlock()
@@ -153,7 +186,7 @@ func (s *Sink) RefuseConfirms(intentID string) (release func()) {
 
 // Charges returns the money the rail moved for an intent, net of refunds:
 // the number of charges not refunded.
-func (s *Sink) Charges(intentID string) int {
+func (s *Rail) Charges(intentID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -166,28 +199,28 @@ func (s *Sink) Charges(intentID string) int {
 }
 
 // AllCharges returns every charge, refunded ones included, in order.
-func (s *Sink) AllCharges() []Charge {
+func (s *Rail) AllCharges() []Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Charge(nil), s.rail.charges...)
 }
 
-// RailCalls returns every rail call, in order.
-func (s *Sink) RailCalls() []RailCall {
+// Calls returns every rail call, in order.
+func (s *Rail) Calls() []RailCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]RailCall(nil), s.rail.calls...)
 }
 
 // Callbacks returns every callback sent or dropped, in order.
-func (s *Sink) Callbacks() []Callback {
+func (s *Rail) Callbacks() []Callback {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Callback(nil), s.rail.callbacks...)
 }
 
 // PaymentIntents returns the payment intents created for an ATP intent.
-func (s *Sink) PaymentIntents(intentID string) []PaymentIntent {
+func (s *Rail) PaymentIntents(intentID string) []PaymentIntent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []PaymentIntent
@@ -201,29 +234,33 @@ func (s *Sink) PaymentIntents(intentID string) []PaymentIntent {
 
 // Confirms counts the confirm calls that reached the rail for an ATP intent
 // (held ones included).
-func (s *Sink) Confirms(intentID string) int {
+func (s *Rail) Confirms(intentID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.arrivedLocked(confirmKey(intentID))
+	return s.sink.Arrived(confirmKey(intentID))
 }
 
 // WaitConfirms waits until n confirms for the intent have reached the rail
 // (held ones included), or ctx ends.
-func (s *Sink) WaitConfirms(ctx context.Context, intentID string, n int) error {
-	return s.WaitCalls(ctx, confirmKey(intentID), n)
+func (s *Rail) WaitConfirms(ctx context.Context, intentID string, n int) error {
+	return s.sink.WaitCalls(ctx, confirmKey(intentID), n)
 }
 
 // HoldConfirms holds the confirms of an ATP intent before they act, until
-// release (or 30 s, or Close). A held confirm whose caller gives up acts
-// at once: the request reached the rail.
-func (s *Sink) HoldConfirms(intentID string) (release func()) { return s.Hold(confirmKey(intentID)) }
+// release (or 30 s, or the sink's Close). A held confirm whose caller gives
+// up acts at once: the request reached the rail.
+func (s *Rail) HoldConfirms(intentID string) (release func()) {
+	return s.sink.Hold(confirmKey(intentID))
+}
 
 // confirmKey is the key under which confirms are counted and held (it
-// shares the sink's machinery; no effect's idempotency key starts with it).
+// shares the sink's machinery; no sink key of a target's effect starts
+// with it).
 func confirmKey(intentID string) string { return "rail-confirm:" + intentID }
 
-func (s *Sink) serveRail(w http.ResponseWriter, r *http.Request) {
-	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, RailPath), "/")
+// ServeHTTP serves the rail's routes (mounted on the sink).
+func (s *Rail) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, RailPathPaymentIntents), "/")
 	parts := strings.Split(rest, "/")
 	switch {
 	case r.Method == http.MethodPost && rest == "":
@@ -239,11 +276,11 @@ func (s *Sink) serveRail(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Sink) railRecordLocked(op, pi, intent string, status int) {
+func (s *Rail) railRecordLocked(op, pi, intent string, status int) {
 	s.rail.calls = append(s.rail.calls, RailCall{Seq: len(s.rail.calls) + 1, Op: op, PaymentIntent: pi, IntentID: intent, Status: status, At: time.Now()})
 }
 
-func (s *Sink) railCreate(w http.ResponseWriter, r *http.Request) {
+func (s *Rail) railCreate(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	var b struct {
 		IntentID string `json:"intent_id"`
@@ -271,13 +308,13 @@ func (s *Sink) railCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": refused})
 		return
 	}
-	key := r.Header.Get(HeaderKey)
+	key := r.Header.Get(sink.HeaderKey)
 	if id, ok := s.rail.byCreate[key]; ok && key != "" {
 		s.railRecordLocked("create", id, b.IntentID, http.StatusOK)
 		writeJSON(w, http.StatusOK, s.rail.pis[id])
 		return
 	}
-	p := &PaymentIntent{ID: "pi_" + newID()[4:], IntentID: b.IntentID, Status: RailRequiresConfirmation, Amount: b.Amount, Currency: b.Currency, Payee: b.Payee}
+	p := &PaymentIntent{ID: "pi_" + newID(), IntentID: b.IntentID, Status: RailRequiresConfirmation, Amount: b.Amount, Currency: b.Currency, Payee: b.Payee}
 	s.rail.pis[p.ID] = p
 	if key != "" {
 		s.rail.byCreate[key] = p.ID
@@ -286,7 +323,7 @@ func (s *Sink) railCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, p)
 }
 
-func (s *Sink) railGet(w http.ResponseWriter, id string) {
+func (s *Rail) railGet(w http.ResponseWriter, id string) {
 	s.mu.Lock()
 	p, ok := s.rail.pis[id]
 	var doc PaymentIntent
@@ -303,7 +340,7 @@ func (s *Sink) railGet(w http.ResponseWriter, id string) {
 	writeJSON(w, status, doc)
 }
 
-func (s *Sink) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
+func (s *Rail) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	p, ok := s.rail.pis[id]
 	if !ok {
@@ -319,38 +356,22 @@ func (s *Sink) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	key := confirmKey(p.IntentID)
-	s.inflight[key]++
-	s.notifyLocked()
-	hold, delay := s.holds[key], s.delay
 	s.mu.Unlock()
-	if hold != nil {
-		select {
-		case <-hold:
-		case <-r.Context().Done():
-		case <-time.After(maxHold):
-		}
-	}
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-		}
-	}
+	// Counted as arrived at once (WaitConfirms), held, delayed: the sink's
+	// machinery, which records it as a call that is no effect.
+	s.sink.Relay(r.Context(), key, "rail.confirm", id)
 	s.mu.Lock()
-	s.inflight[key]--
-	// Count the confirm as a call for WaitConfirms.
-	s.calls = append(s.calls, Call{Seq: len(s.calls) + 1, Key: key, Command: "rail.confirm", EffectID: p.ID, At: time.Now(), Refused: "not an effect: a rail confirm"})
 	var event string
 	lost := false
 	if p.Status == RailRequiresConfirmation {
 		if s.rail.decline[p.IntentID] {
 			p.Status, event = RailDeclined, "payment_intent.declined"
 		} else {
-			p.Status, p.ChargeID, event = RailSucceeded, "ch_"+newID()[4:], "payment_intent.succeeded"
+			p.Status, p.ChargeID, event = RailSucceeded, "ch_"+newID(), "payment_intent.succeeded"
 			c := Charge{Seq: len(s.rail.charges) + 1, PaymentIntent: p.ID, IntentID: p.IntentID, ChargeID: p.ChargeID, Amount: p.Amount, Currency: p.Currency, At: time.Now()}
 			if s.rail.lose > 0 {
 				s.rail.lose--
-				s.lost++
+				s.sink.NoteLostReply()
 				c.LostReply, lost = true, true
 			}
 			s.rail.charges = append(s.rail.charges, c)
@@ -362,7 +383,6 @@ func (s *Sink) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 		status = 0
 	}
 	s.railRecordLocked("confirm", p.ID, p.IntentID, status)
-	s.notifyLocked()
 	var cb *Callback
 	url, drop, cbDelay := s.rail.callback, false, s.rail.cbDelay
 	if event != "" && url != "" {
@@ -383,14 +403,14 @@ func (s *Sink) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 		go s.sendCallback(url, *cb, doc, cbDelay)
 	}
 	if lost {
-		dropConnection(w)
+		sink.DropConnection(w)
 		return
 	}
 	writeJSON(w, status, doc)
 }
 
 // sendCallback posts one callback to the site (bounded: 5 s).
-func (s *Sink) sendCallback(url string, cb Callback, doc PaymentIntent, delay time.Duration) {
+func (s *Rail) sendCallback(url string, cb Callback, doc PaymentIntent, delay time.Duration) {
 	defer func() {
 		s.mu.Lock()
 		s.rail.cbInflight--
@@ -420,7 +440,7 @@ func (s *Sink) sendCallback(url string, cb Callback, doc PaymentIntent, delay ti
 	cb.Status = resp.StatusCode
 }
 
-func (s *Sink) railCancel(w http.ResponseWriter, id string) {
+func (s *Rail) railCancel(w http.ResponseWriter, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.rail.pis[id]
@@ -444,8 +464,8 @@ func (s *Sink) railCancel(w http.ResponseWriter, id string) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// String describes the rail's counts in one line (for logs).
-func (s *Sink) RailSummary() string {
+// Summary describes the rail's counts in one line (for logs).
+func (s *Rail) Summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	refunded := 0
@@ -455,4 +475,17 @@ func (s *Sink) RailSummary() string {
 		}
 	}
 	return fmt.Sprintf("%d payment intents, %d charges (%d refunded), %d callbacks", len(s.rail.pis), len(s.rail.charges), refunded, len(s.rail.callbacks))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// newID returns a fresh random ID (the suffix of pi_… and ch_…).
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -1,4 +1,4 @@
-package features
+package atp
 
 import (
 	"bytes"
@@ -16,12 +16,12 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
-	"github.com/idscheck/idscheck/spec/atp"
+	"github.com/idscheck/idscheck/features"
 )
 
-// atpSteps registers the step definitions of features/atp.feature. A fresh
+// atpSteps registers the step definitions of profiles/atp/atp.feature. A fresh
 // atpWorld serves every scenario; each scenario signs with a new agent key.
-func atpSteps(sc *godog.ScenarioContext, env *Env) {
+func atpSteps(sc *godog.ScenarioContext, env *features.Env) {
 	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
@@ -31,28 +31,32 @@ func atpSteps(sc *godog.ScenarioContext, env *Env) {
 		w.releaseAll()
 		return ctx, nil
 	})
-	Register(sc, env, w.steps())
+	RailOf(env.Sink) // the rail is served before the scenario's first request
+	features.Register(sc, env, w.steps())
 }
+
+// rail is the payment rail the run's effect sink serves (nil without one).
+func (w *atpWorld) rail() *Rail { return RailOf(w.env.Sink) }
 
 // Rules that cover the preconditions of the steps below.
 const (
-	coversATPSetup    = atp.RuleSignedBySiteKey
-	coversATPRow      = atp.RuleUniqueRow
-	coversATPTerminal = atp.RuleReconciliation
+	coversATPSetup    = RuleSignedBySiteKey
+	coversATPRow      = RuleUniqueRow
+	coversATPTerminal = RuleReconciliation
 )
 
 // atpSeen is one answer that carried a row of a transaction.
 type atpSeen struct {
 	state      string
 	call, ret  time.Time
-	row        atp.Transaction
+	row        Transaction
 	resp       *client.Response
 	afterFinal bool // answered after the transaction was seen terminal
 }
 
 // atpIntent is one signed intent of a scenario and its transaction.
 type atpIntent struct {
-	obj        atp.Intent
+	obj        Intent
 	raw        []byte // the signed intent as sent
 	key        string // the Idempotency-Key it is authorized and executed with
 	otherKey   string // the key of a replay under another key
@@ -64,11 +68,11 @@ type atpIntent struct {
 }
 
 type atpWorld struct {
-	env *Env
+	env *features.Env
 	run string
 
-	cfg  atp.Config
-	keys atp.JWKSet
+	cfg  Config
+	keys JWKSet
 	// The scenario's agent.
 	agentID string
 	priv    ed25519.PrivateKey
@@ -90,100 +94,100 @@ func (w *atpWorld) releaseAll() {
 		r()
 	}
 	w.releases = nil
-	if s := w.env.Sink; s != nil {
-		s.LoseRailReplies(0)
-		s.DropAllCallbacks(false)
-		s.DropCallbacks(0)
+	if r := w.rail(); r != nil {
+		r.LoseReplies(0)
+		r.DropAllCallbacks(false)
+		r.DropCallbacks(0)
 	}
 }
 
-func (w *atpWorld) steps() []StepDef {
+func (w *atpWorld) steps() []features.StepDef {
 	q := `"(\w+)"`
-	return []StepDef{
-		{Pattern: `^the site's configuration and public keys$`, Fn: w.setup, Kind: Action, Covers: coversATPSetup},
-		{Pattern: `^a registered agent$`, Fn: w.registerAgent, Kind: Action, Covers: coversATPSetup},
+	return []features.StepDef{
+		{Pattern: `^the site's configuration and public keys$`, Fn: w.setup, Kind: features.Action, Covers: coversATPSetup},
+		{Pattern: `^a registered agent$`, Fn: w.registerAgent, Kind: features.Action, Covers: coversATPSetup},
 
 		// intents
-		{Pattern: `^a signed intent ` + q + `$`, Fn: func(a string) error { return w.newIntent(a, nil) }, Kind: Action},
+		{Pattern: `^a signed intent ` + q + `$`, Fn: func(a string) error { return w.newIntent(a, nil) }, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` that expired a minute ago$`, Fn: func(a string) error {
-			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = atp.FormatTime(time.Now().Add(-time.Minute)) })
-		}, Kind: Action},
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = FormatTime(time.Now().Add(-time.Minute)) })
+		}, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` that expires in (\d+) seconds$`, Fn: func(a string, s int) error {
-			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = atp.FormatTime(time.Now().Add(time.Duration(s) * time.Second)) })
-		}, Kind: Action},
-		{Pattern: `^a signed intent ` + q + ` with a key that is (16 characters|128 characters|a UUIDv4|printable punctuation)$`, Fn: w.intentWithKey, Kind: Action},
-		{Pattern: `^a signed intent ` + q + ` under the key of ` + q + `$`, Fn: w.intentUnderKey, Kind: Action},
+			return w.newIntent(a, func(i *atpIntent) { i.obj.ExpiresAt = FormatTime(time.Now().Add(time.Duration(s) * time.Second)) })
+		}, Kind: features.Action},
+		{Pattern: `^a signed intent ` + q + ` with a key that is (16 characters|128 characters|a UUIDv4|printable punctuation)$`, Fn: w.intentWithKey, Kind: features.Action},
+		{Pattern: `^a signed intent ` + q + ` under the key of ` + q + `$`, Fn: w.intentUnderKey, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` with action_dedup_key "([^"]+)"$`, Fn: func(a, k string) error {
 			return w.newIntent(a, func(i *atpIntent) { i.obj.ActionDedupKey = k + "-" + w.run + "-" + w.agentID })
-		}, Kind: Action},
-		{Pattern: `^a signed intent ` + q + ` that requires ` + q + ` settled$`, Fn: w.intentRequires, Kind: Action},
-		{Pattern: `^the site opts in to action_dedup_key$`, Fn: w.optsIn, Kind: Action},
+		}, Kind: features.Action},
+		{Pattern: `^a signed intent ` + q + ` that requires ` + q + ` settled$`, Fn: w.intentRequires, Kind: features.Action},
+		{Pattern: `^the site opts in to action_dedup_key$`, Fn: w.optsIn, Kind: features.Action},
 
 		// the rail
-		{Pattern: `^the rail will lose its answer to the next charge and drop its callbacks$`, Fn: func() error { return w.loseCharge(true) }, Kind: Action},
-		{Pattern: `^the rail will lose its answer to the next charge$`, Fn: func() error { return w.loseCharge(false) }, Kind: Action},
-		{Pattern: `^the rail holds the charges of ` + q + `$`, Fn: w.hold, Kind: Action},
-		{Pattern: `^the rail refuses the charges of ` + q + `$`, Fn: w.refuse, Kind: Action},
-		{Pattern: `^the rail releases ` + q + `$`, Fn: w.release, Kind: Action},
-		{Pattern: `^the rail declines ` + q + `$`, Fn: w.decline, Kind: Action},
+		{Pattern: `^the rail will lose its answer to the next charge and drop its callbacks$`, Fn: func() error { return w.loseCharge(true) }, Kind: features.Action},
+		{Pattern: `^the rail will lose its answer to the next charge$`, Fn: func() error { return w.loseCharge(false) }, Kind: features.Action},
+		{Pattern: `^the rail holds the charges of ` + q + `$`, Fn: w.hold, Kind: features.Action},
+		{Pattern: `^the rail refuses the charges of ` + q + `$`, Fn: w.refuse, Kind: features.Action},
+		{Pattern: `^the rail releases ` + q + `$`, Fn: w.release, Kind: features.Action},
+		{Pattern: `^the rail declines ` + q + `$`, Fn: w.decline, Kind: features.Action},
 
 		// requests
-		{Pattern: `^I authorize ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: Action, Covers: coversATPRow},
-		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: Action},
-		{Pattern: `^I authorize ` + q + ` again under another key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "other") }, Kind: Action},
+		{Pattern: `^I authorize ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
+		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action},
+		{Pattern: `^I authorize ` + q + ` again under another key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "other") }, Kind: features.Action},
 		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: func(ctx context.Context, a string) error {
 			// Let the site's clock move past the last replay's millisecond, so
 			// a first_consumed_at drawn at each replay shows.
-			Sleep(ctx, 20*time.Millisecond)
+			features.Sleep(ctx, 20*time.Millisecond)
 			return w.authorize(ctx, a, "third")
-		}, Kind: Action},
-		{Pattern: `^I authorize ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "none") }, Kind: Action},
-		{Pattern: `^I execute ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: Action, Covers: coversATPRow},
-		{Pattern: `^I execute ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: Action},
-		{Pattern: `^I execute ` + q + ` again (\d+) times$`, Fn: w.executeTimes, Kind: Action},
-		{Pattern: `^I execute ` + q + ` under the other key$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "other") }, Kind: Action},
-		{Pattern: `^I execute ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "none") }, Kind: Action},
-		{Pattern: `^I execute ` + q + ` and give up waiting while the rail holds its charge$`, Fn: w.executeHeld, Kind: Action},
-		{Pattern: `^(\d+) agents execute ` + q + ` at once$`, Fn: w.storm, Kind: Action},
-		{Pattern: `^I read ` + q + `$`, Fn: w.read, Kind: Action, Covers: coversATPRow},
-		{Pattern: `^` + q + ` reaches a terminal state$`, Fn: w.reachTerminal, Kind: Action, Covers: coversATPTerminal},
-		{Pattern: `^I wait until ` + q + ` has expired$`, Fn: w.waitExpired, Kind: Action},
-		{Pattern: `^I wait for a reconciliation sweep$`, Fn: w.waitSweep, Kind: Action, Covers: coversATPTerminal},
-		{Pattern: `^I poll ` + q + ` until it is no longer authorized$`, Fn: w.pollPastAuthorized, Kind: Action},
+		}, Kind: features.Action},
+		{Pattern: `^I authorize ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "none") }, Kind: features.Action},
+		{Pattern: `^I execute ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
+		{Pattern: `^I execute ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: features.Action},
+		{Pattern: `^I execute ` + q + ` again (\d+) times$`, Fn: w.executeTimes, Kind: features.Action},
+		{Pattern: `^I execute ` + q + ` under the other key$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "other") }, Kind: features.Action},
+		{Pattern: `^I execute ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "none") }, Kind: features.Action},
+		{Pattern: `^I execute ` + q + ` and give up waiting while the rail holds its charge$`, Fn: w.executeHeld, Kind: features.Action},
+		{Pattern: `^(\d+) agents execute ` + q + ` at once$`, Fn: w.storm, Kind: features.Action},
+		{Pattern: `^I read ` + q + `$`, Fn: w.read, Kind: features.Action, Covers: coversATPRow},
+		{Pattern: `^` + q + ` reaches a terminal state$`, Fn: w.reachTerminal, Kind: features.Action, Covers: coversATPTerminal},
+		{Pattern: `^I wait until ` + q + ` has expired$`, Fn: w.waitExpired, Kind: features.Action},
+		{Pattern: `^I wait for a reconciliation sweep$`, Fn: w.waitSweep, Kind: features.Action, Covers: coversATPTerminal},
+		{Pattern: `^I poll ` + q + ` until it is no longer authorized$`, Fn: w.pollPastAuthorized, Kind: features.Action},
 
 		// answers
-		{Pattern: `^the answer to ` + q + ` carries no receipt$`, Fn: w.answerNoReceipt, Kind: Check},
-		{Pattern: `^the last answer carries no receipt$`, Fn: func() error { return w.noReceipt(w.last) }, Kind: Check},
-		{Pattern: `^the last answer is (?:200|a 2xx) with ` + q + ` (authorized|settled)( and a receipt)?$`, Fn: w.lastIs200, Kind: Check},
-		{Pattern: `^the last answer is the terminal row of ` + q + `$`, Fn: w.lastTerminal, Kind: Check},
-		{Pattern: `^the last answer carries the body, receipt and signature of ` + q + ` byte for byte$`, Fn: w.lastVerbatim, Kind: Check},
-		{Pattern: `^every answer to ` + q + ` since it settled carries its body, receipt and signature byte for byte$`, Fn: w.allVerbatim, Kind: Check},
-		{Pattern: `^the last answer is the row of ` + q + ` as first authorized$`, Fn: w.lastIsFirstAuth, Kind: Check},
-		{Pattern: `^the last answer is 409 nonce_consumed$`, Fn: w.nonceConsumed, Kind: Gate},
-		{Pattern: `^the last answer carries first_consumed_at$`, Fn: w.firstConsumedAt, Kind: Check},
-		{Pattern: `^the last answer carries the same first_consumed_at as before$`, Fn: w.sameConsumedAt, Kind: Check},
-		{Pattern: `^the last answer is 410 intent_expired$`, Fn: w.intentExpired, Kind: Gate},
-		{Pattern: `^the last answer is a 4xx$`, Fn: w.is4xx, Kind: Gate},
-		{Pattern: `^every answer to ` + q + ` carries one row: the same created_at and body$`, Fn: w.oneRow, Kind: Check},
-		{Pattern: `^every answer to ` + q + ` that carries a receipt carries the same one$`, Fn: w.oneReceipt, Kind: Check},
+		{Pattern: `^the answer to ` + q + ` carries no receipt$`, Fn: w.answerNoReceipt, Kind: features.Check},
+		{Pattern: `^the last answer carries no receipt$`, Fn: func() error { return w.noReceipt(w.last) }, Kind: features.Check},
+		{Pattern: `^the last answer is (?:200|a 2xx) with ` + q + ` (authorized|settled)( and a receipt)?$`, Fn: w.lastIs200, Kind: features.Check},
+		{Pattern: `^the last answer is the terminal row of ` + q + `$`, Fn: w.lastTerminal, Kind: features.Check},
+		{Pattern: `^the last answer carries the body, receipt and signature of ` + q + ` byte for byte$`, Fn: w.lastVerbatim, Kind: features.Check},
+		{Pattern: `^every answer to ` + q + ` since it settled carries its body, receipt and signature byte for byte$`, Fn: w.allVerbatim, Kind: features.Check},
+		{Pattern: `^the last answer is the row of ` + q + ` as first authorized$`, Fn: w.lastIsFirstAuth, Kind: features.Check},
+		{Pattern: `^the last answer is 409 nonce_consumed$`, Fn: w.nonceConsumed, Kind: features.Gate},
+		{Pattern: `^the last answer carries first_consumed_at$`, Fn: w.firstConsumedAt, Kind: features.Check},
+		{Pattern: `^the last answer carries the same first_consumed_at as before$`, Fn: w.sameConsumedAt, Kind: features.Check},
+		{Pattern: `^the last answer is 410 intent_expired$`, Fn: w.intentExpired, Kind: features.Gate},
+		{Pattern: `^the last answer is a 4xx$`, Fn: w.is4xx, Kind: features.Gate},
+		{Pattern: `^every answer to ` + q + ` carries one row: the same created_at and body$`, Fn: w.oneRow, Kind: features.Check},
+		{Pattern: `^every answer to ` + q + ` that carries a receipt carries the same one$`, Fn: w.oneReceipt, Kind: features.Check},
 
 		// the transaction
-		{Pattern: `^` + q + ` is settled$`, Fn: func(a string) error { return w.isState(a, atp.StateSettled) }, Kind: Check},
-		{Pattern: `^` + q + ` is settled with a receipt signed with Ed25519 over the JCS form of its body$`, Fn: w.settledSigned, Kind: Check},
-		{Pattern: `^the receipt of ` + q + ` verifies with the site's public key alone$`, Fn: w.receiptVerifies, Kind: Check},
-		{Pattern: `^the receipt of ` + q + ` names ` + q + `, its key and the state settled$`, Fn: w.receiptNames, Kind: Check},
-		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` without credentials$`, Fn: w.verifyAccepts, Kind: Probe},
-		{Pattern: `^the site's verify endpoint refuses the receipt of ` + q + ` with its amount changed$`, Fn: w.verifyRefuses, Kind: Probe},
-		{Pattern: `^the states seen for ` + q + ` never went back$`, Fn: w.neverBack, Kind: Check},
-		{Pattern: `^the states seen for ` + q + ` never went from executing to authorized$`, Fn: w.neverExecutingToAuthorized, Kind: Check},
-		{Pattern: `^` + q + ` is executing, or resolved as the rail says$`, Fn: w.executingOrResolved, Kind: Check},
-		{Pattern: `^` + q + ` is settled or compensated, as the rail says$`, Fn: w.resolvedAsRail, Kind: Check},
-		{Pattern: `^` + q + ` is compensated with a signed receipt referencing ` + q + `$`, Fn: w.compensated, Kind: Check},
+		{Pattern: `^` + q + ` is settled$`, Fn: func(a string) error { return w.isState(a, StateSettled) }, Kind: features.Check},
+		{Pattern: `^` + q + ` is settled with a receipt signed with Ed25519 over the JCS form of its body$`, Fn: w.settledSigned, Kind: features.Check},
+		{Pattern: `^the receipt of ` + q + ` verifies with the site's public key alone$`, Fn: w.receiptVerifies, Kind: features.Check},
+		{Pattern: `^the receipt of ` + q + ` names ` + q + `, its key and the state settled$`, Fn: w.receiptNames, Kind: features.Check},
+		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` without credentials$`, Fn: w.verifyAccepts, Kind: features.Probe},
+		{Pattern: `^the site's verify endpoint refuses the receipt of ` + q + ` with its amount changed$`, Fn: w.verifyRefuses, Kind: features.Probe},
+		{Pattern: `^the states seen for ` + q + ` never went back$`, Fn: w.neverBack, Kind: features.Check},
+		{Pattern: `^the states seen for ` + q + ` never went from executing to authorized$`, Fn: w.neverExecutingToAuthorized, Kind: features.Check},
+		{Pattern: `^` + q + ` is executing, or resolved as the rail says$`, Fn: w.executingOrResolved, Kind: features.Check},
+		{Pattern: `^` + q + ` is settled or compensated, as the rail says$`, Fn: w.resolvedAsRail, Kind: features.Check},
+		{Pattern: `^` + q + ` is compensated with a signed receipt referencing ` + q + `$`, Fn: w.compensated, Kind: features.Check},
 
 		// charges at the rail
-		{Pattern: `^the rail charged ` + q + ` exactly once$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 1, 1) }, Kind: Check},
-		{Pattern: `^the rail charged ` + q + ` at most once$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 0, 1) }, Kind: Check},
-		{Pattern: `^the rail did not charge ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 0, 0) }, Kind: Check},
+		{Pattern: `^the rail charged ` + q + ` exactly once$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 1, 1) }, Kind: features.Check},
+		{Pattern: `^the rail charged ` + q + ` at most once$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 0, 1) }, Kind: features.Check},
+		{Pattern: `^the rail did not charge ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.charges(ctx, a, 0, 0) }, Kind: features.Check},
 	}
 }
 
@@ -201,37 +205,37 @@ func (w *atpWorld) do(ctx context.Context, method, path, key string, body []byte
 		h.Set("Content-Type", "application/json")
 	}
 	if key != "" {
-		h.Set(atp.HeaderKey, key)
+		h.Set(HeaderKey, key)
 	}
 	return c.Do(ctx, client.Request{Method: method, Path: path, Header: h, Body: body, NoAPIKey: noAPIKey})
 }
 
 func (w *atpWorld) setup(ctx context.Context) error {
-	r, err := w.do(ctx, http.MethodGet, atp.PathConfig, "", nil, false)
+	r, err := w.do(ctx, http.MethodGet, PathConfig, "", nil, false)
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &w.cfg) != nil {
-		return Mismatch("GET "+atp.PathConfig+" answers 200 with the configuration (docs/atp-binding.md)", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+		return features.Mismatch("GET "+PathConfig+" answers 200 with the configuration (docs/atp-binding.md)", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
-	if w.cfg.Binding != atp.Binding {
-		return Mismatch("binding "+atp.Binding, fmt.Sprintf("binding %q", w.cfg.Binding))
+	if w.cfg.Binding != Binding {
+		return features.Mismatch("binding "+Binding, fmt.Sprintf("binding %q", w.cfg.Binding))
 	}
-	r, err = w.do(ctx, http.MethodGet, atp.PathKeys, "", nil, true)
+	r, err = w.do(ctx, http.MethodGet, PathKeys, "", nil, true)
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &w.keys) != nil || len(w.keys.Keys) == 0 {
-		return Mismatch("GET "+atp.PathKeys+" answers 200 with a JWK Set of at least one key, without credentials", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+		return features.Mismatch("GET "+PathKeys+" answers 200 with a JWK Set of at least one key, without credentials", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
 	for _, k := range w.keys.Keys {
-		if _, err := atp.PublicKey(k); err != nil {
-			return Mismatch("every key an Ed25519 OKP JWK", err.Error())
+		if _, err := PublicKey(k); err != nil {
+			return features.Mismatch("every key an Ed25519 OKP JWK", err.Error())
 		}
 	}
 	if w.env.Sink != nil {
 		// The rail calls the site back at the binding's path.
-		w.env.Sink.SetRailCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + atp.PathRailEvents)
+		w.rail().SetCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + PathRailEvents)
 	}
 	return nil
 }
@@ -243,13 +247,13 @@ func (w *atpWorld) registerAgent(ctx context.Context) error {
 	}
 	w.priv = ed25519.NewKeyFromSeed(seed)
 	w.agentID = w.name("agt")
-	body, _ := json.Marshal(atp.AgentRegistration{PublicKey: atp.NewJWK("", w.priv.Public().(ed25519.PublicKey))})
-	r, err := w.do(ctx, http.MethodPut, atp.PathAgents+w.agentID, "", body, false)
+	body, _ := json.Marshal(AgentRegistration{PublicKey: NewJWK("", w.priv.Public().(ed25519.PublicKey))})
+	r, err := w.do(ctx, http.MethodPut, PathAgents+w.agentID, "", body, false)
 	if err != nil {
 		return err
 	}
 	if r.Status != http.StatusOK && r.Status != http.StatusCreated {
-		return Mismatch("PUT "+atp.PathAgents+"{agent_id} answers 201 or 200", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+		return features.Mismatch("PUT "+PathAgents+"{agent_id} answers 201 or 200", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
 	return nil
 }
@@ -271,11 +275,11 @@ func (w *atpWorld) newKey() string {
 // signs it, and draws its key.
 func (w *atpWorld) newIntent(alias string, edit func(*atpIntent)) error {
 	if w.priv == nil {
-		return fmt.Errorf("%w: no agent registered before intent %q", ErrRunnerBug, alias)
+		return fmt.Errorf("%w: no agent registered before intent %q", features.ErrRunnerBug, alias)
 	}
-	i := &atpIntent{key: w.newKey(), obj: atp.Intent{
+	i := &atpIntent{key: w.newKey(), obj: Intent{
 		IntentID: w.name("int"), AgentID: w.agentID, Nonce: w.name("n"),
-		ExpiresAt: atp.FormatTime(time.Now().Add(time.Hour)),
+		ExpiresAt: FormatTime(time.Now().Add(time.Hour)),
 		Amount:    int64(100 + w.env.Rand.IntN(100000)), Currency: "EUR", Payee: "merchant_" + w.run,
 	}}
 	if edit != nil {
@@ -294,8 +298,8 @@ func (w *atpWorld) sign(i *atpIntent) error {
 	if err != nil {
 		return err
 	}
-	if i.raw, err = atp.SignIntent(raw, w.priv); err != nil {
-		return fmt.Errorf("%w: signing: %v", ErrRunnerBug, err)
+	if i.raw, err = SignIntent(raw, w.priv); err != nil {
+		return fmt.Errorf("%w: signing: %v", features.ErrRunnerBug, err)
 	}
 	return nil
 }
@@ -338,12 +342,12 @@ func (w *atpWorld) intentRequires(alias, of string) error {
 	if err != nil {
 		return err
 	}
-	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &atp.Precondition{IntentSettled: o.obj.IntentID} })
+	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &Precondition{IntentSettled: o.obj.IntentID} })
 }
 
 func (w *atpWorld) optsIn() error {
 	if w.cfg.ActionDedupWindowSeconds == nil || *w.cfg.ActionDedupWindowSeconds <= 0 {
-		return NotApplicable("the site does not opt in to action_dedup_key (GET " + atp.PathConfig + " declares no action_dedup_window_seconds)")
+		return features.NotApplicable("the site does not opt in to action_dedup_key (GET " + PathConfig + " declares no action_dedup_window_seconds)")
 	}
 	return nil
 }
@@ -351,26 +355,27 @@ func (w *atpWorld) optsIn() error {
 func (w *atpWorld) intent(alias string) (*atpIntent, error) {
 	i, ok := w.intents[alias]
 	if !ok {
-		return nil, fmt.Errorf("%w: no intent %q in this scenario", ErrRunnerBug, alias)
+		return nil, fmt.Errorf("%w: no intent %q in this scenario", features.ErrRunnerBug, alias)
 	}
 	return i, nil
 }
 
 // --- the rail -------------------------------------------------------------
 
-func (w *atpWorld) rail() error {
+// needRail is N/A when the run hosts no payment rail.
+func (w *atpWorld) needRail() error {
 	if w.env.Sink == nil {
-		return NotApplicable("the run hosts no payment rail: give the target an effect sink (--effect-sink or effect_sink in the target file) and point its rail there")
+		return features.NotApplicable("the run hosts no payment rail: give the target an effect sink (--effect-sink or effect_sink in the target file) and point its rail there")
 	}
 	return nil
 }
 
 func (w *atpWorld) loseCharge(dropCallbacks bool) error {
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.env.Sink.LoseRailReplies(1)
-	w.env.Sink.DropAllCallbacks(dropCallbacks)
+	w.rail().LoseReplies(1)
+	w.rail().DropAllCallbacks(dropCallbacks)
 	w.lossy = true
 	return nil
 }
@@ -380,10 +385,10 @@ func (w *atpWorld) hold(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.releases = append(w.releases, w.env.Sink.HoldConfirms(i.obj.IntentID))
+	w.releases = append(w.releases, w.rail().HoldConfirms(i.obj.IntentID))
 	return nil
 }
 
@@ -394,10 +399,10 @@ func (w *atpWorld) refuse(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.releases = append(w.releases, w.env.Sink.RefuseConfirms(i.obj.IntentID))
+	w.releases = append(w.releases, w.rail().RefuseConfirms(i.obj.IntentID))
 	return nil
 }
 
@@ -411,10 +416,10 @@ func (w *atpWorld) decline(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	w.env.Sink.Decline(i.obj.IntentID)
+	w.rail().Decline(i.obj.IntentID)
 	return nil
 }
 
@@ -444,7 +449,7 @@ func (w *atpWorld) observe(i *atpIntent, key string, r *client.Response) *atpSee
 	if r == nil || r.Status < 200 || r.Status > 299 {
 		return nil
 	}
-	var t atp.Transaction
+	var t Transaction
 	if json.Unmarshal(r.Body, &t) != nil || t.IntentID != i.obj.IntentID || t.IdempotencyKey != key || t.State == "" {
 		return nil
 	}
@@ -453,7 +458,7 @@ func (w *atpWorld) observe(i *atpIntent, key string, r *client.Response) *atpSee
 	p := &i.seen[len(i.seen)-1]
 	if key == i.key {
 		i.last = p
-		if i.final == nil && atp.Terminal(t.State) {
+		if i.final == nil && Terminal(t.State) {
 			i.final = p
 		}
 	}
@@ -466,7 +471,7 @@ func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
 		return err
 	}
 	key := w.keyFor(i, which)
-	r, err := w.do(ctx, http.MethodPost, atp.PathAuthorize, key, i.raw, false)
+	r, err := w.do(ctx, http.MethodPost, PathAuthorize, key, i.raw, false)
 	if err != nil {
 		return err
 	}
@@ -477,7 +482,7 @@ func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
 }
 
 func (w *atpWorld) executeBody(i *atpIntent) []byte {
-	b, _ := json.Marshal(atp.Execute{IntentID: i.obj.IntentID})
+	b, _ := json.Marshal(Execute{IntentID: i.obj.IntentID})
 	return b
 }
 
@@ -487,7 +492,7 @@ func (w *atpWorld) execute(ctx context.Context, alias, which string) error {
 		return err
 	}
 	key := w.keyFor(i, which)
-	r, err := w.do(ctx, http.MethodPost, atp.PathExecute, key, w.executeBody(i), false)
+	r, err := w.do(ctx, http.MethodPost, PathExecute, key, w.executeBody(i), false)
 	if err != nil {
 		if which == "same" && w.lossy {
 			w.last = nil // the site's answer may be lost with the rail's: the agent polls
@@ -516,23 +521,23 @@ func (w *atpWorld) executeHeld(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
 	if len(w.releases) == 0 {
-		w.releases = append(w.releases, w.env.Sink.HoldConfirms(i.obj.IntentID))
+		w.releases = append(w.releases, w.rail().HoldConfirms(i.obj.IntentID))
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan *client.Response, 1)
 	go func() {
-		r, _ := w.do(rctx, http.MethodPost, atp.PathExecute, i.key, w.executeBody(i), false)
+		r, _ := w.do(rctx, http.MethodPost, PathExecute, i.key, w.executeBody(i), false)
 		done <- r
 	}()
 	wctx, wcancel := context.WithTimeout(ctx, w.env.Budget)
 	defer wcancel()
 	confirmed := make(chan error, 1)
-	go func() { confirmed <- w.env.Sink.WaitConfirms(wctx, i.obj.IntentID, 1) }()
+	go func() { confirmed <- w.rail().WaitConfirms(wctx, i.obj.IntentID, 1) }()
 	select {
 	case r := <-done:
 		if r != nil {
@@ -557,7 +562,7 @@ func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
 		return err
 	}
 	if n < 2 || n > 1000 {
-		return fmt.Errorf("%w: a storm of %d", ErrRunnerBug, n)
+		return fmt.Errorf("%w: a storm of %d", features.ErrRunnerBug, n)
 	}
 	c, err := w.client()
 	if err != nil {
@@ -574,8 +579,8 @@ func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
 			<-gate
 			h := http.Header{}
 			h.Set("Content-Type", "application/json")
-			h.Set(atp.HeaderKey, i.key)
-			out[k], _ = c.Do(ctx, client.Request{Method: http.MethodPost, Path: atp.PathExecute, Header: h, Body: body})
+			h.Set(HeaderKey, i.key)
+			out[k], _ = c.Do(ctx, client.Request{Method: http.MethodPost, Path: PathExecute, Header: h, Body: body})
 		}()
 	}
 	close(gate)
@@ -594,7 +599,7 @@ func (w *atpWorld) storm(ctx context.Context, n int, alias string) error {
 }
 
 func (w *atpWorld) get(ctx context.Context, i *atpIntent) (*atpSeen, *client.Response, error) {
-	r, err := w.do(ctx, http.MethodGet, atp.PathIntents+url.PathEscape(i.obj.IntentID), i.key, nil, false)
+	r, err := w.do(ctx, http.MethodGet, PathIntents+url.PathEscape(i.obj.IntentID), i.key, nil, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -611,7 +616,7 @@ func (w *atpWorld) read(ctx context.Context, alias string) error {
 		return err
 	}
 	if s == nil {
-		return Mismatch("GET "+atp.PathIntents+"{intent_id} with its key answers 200 with the row", fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+		return features.Mismatch("GET "+PathIntents+"{intent_id} with its key answers 200 with the row", fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 	}
 	return nil
 }
@@ -631,7 +636,7 @@ func (w *atpWorld) poll(ctx context.Context, i *atpIntent, bound time.Duration, 
 		if time.Now().After(deadline) {
 			return false, nil
 		}
-		Sleep(ctx, 50*time.Millisecond)
+		features.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 
@@ -640,12 +645,12 @@ func (w *atpWorld) reachTerminal(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return atp.Terminal(s.state) })
+	ok, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return Terminal(s.state) })
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return Mismatch(fmt.Sprintf("%q settled, compensated or expired within %v", alias, w.sweepBound()), "state "+w.lastState(i))
+		return features.Mismatch(fmt.Sprintf("%q settled, compensated or expired within %v", alias, w.sweepBound()), "state "+w.lastState(i))
 	}
 	return nil
 }
@@ -674,13 +679,13 @@ func (w *atpWorld) sweepBound() time.Duration {
 
 func (w *atpWorld) waitSweep(ctx context.Context) error {
 	if 2*w.sweepInterval() > w.env.Budget {
-		return NotApplicable(fmt.Sprintf("two reconciliation sweeps (%v) do not fit the budget of %v: give a --time-scale or a longer --budget", 2*w.sweepInterval(), w.env.Budget))
+		return features.NotApplicable(fmt.Sprintf("two reconciliation sweeps (%v) do not fit the budget of %v: give a --time-scale or a longer --budget", 2*w.sweepInterval(), w.env.Budget))
 	}
 	for _, i := range w.intents {
 		if i.last == nil && i.firstAuth == nil {
 			continue
 		}
-		if _, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return atp.Terminal(s.state) }); err != nil {
+		if _, err := w.poll(ctx, i, w.sweepBound(), func(s *atpSeen) bool { return Terminal(s.state) }); err != nil {
 			return err
 		}
 	}
@@ -692,15 +697,15 @@ func (w *atpWorld) waitExpired(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	at, err := atp.ParseTime(i.obj.ExpiresAt)
+	at, err := ParseTime(i.obj.ExpiresAt)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRunnerBug, err)
+		return fmt.Errorf("%w: %v", features.ErrRunnerBug, err)
 	}
 	wait := time.Until(at) + 2*time.Second // the binding's clock slack
 	if wait > w.env.Budget {
-		return NotApplicable(fmt.Sprintf("the expiry is %v away, beyond the budget of %v", wait, w.env.Budget))
+		return features.NotApplicable(fmt.Sprintf("the expiry is %v away, beyond the budget of %v", wait, w.env.Budget))
 	}
-	Sleep(ctx, wait)
+	features.Sleep(ctx, wait)
 	return ctx.Err()
 }
 
@@ -709,12 +714,12 @@ func (w *atpWorld) pollPastAuthorized(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := w.poll(ctx, i, w.env.Budget, func(s *atpSeen) bool { return s.state != atp.StateAuthorized })
+	ok, err := w.poll(ctx, i, w.env.Budget, func(s *atpSeen) bool { return s.state != StateAuthorized })
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return Mismatch(fmt.Sprintf("%q executing once its charge is at the rail", alias), "state "+w.lastState(i))
+		return features.Mismatch(fmt.Sprintf("%q executing once its charge is at the rail", alias), "state "+w.lastState(i))
 	}
 	return nil
 }
@@ -723,11 +728,11 @@ func (w *atpWorld) pollPastAuthorized(ctx context.Context, alias string) error {
 
 func (w *atpWorld) noReceipt(r *client.Response) error {
 	if r == nil {
-		return fmt.Errorf("%w: no answer to check", ErrRunnerBug)
+		return fmt.Errorf("%w: no answer to check", features.ErrRunnerBug)
 	}
-	var t atp.Transaction
+	var t Transaction
 	if json.Unmarshal(r.Body, &t) == nil && t.HasReceipt() && !receiptState(t.State) {
-		return Mismatch("no receipt on a row in state "+t.State, "receipt "+clip(t.Receipt))
+		return features.Mismatch("no receipt on a row in state "+t.State, "receipt "+features.Clip(t.Receipt))
 	}
 	return nil
 }
@@ -735,7 +740,7 @@ func (w *atpWorld) noReceipt(r *client.Response) error {
 // receiptState reports whether a row in state may carry a receipt (§4: on
 // entry to settled or compensated, never before, none when expired).
 func receiptState(state string) bool {
-	return state == atp.StateSettled || state == atp.StateCompensated
+	return state == StateSettled || state == StateCompensated
 }
 
 func (w *atpWorld) answerNoReceipt(alias string) error {
@@ -744,11 +749,11 @@ func (w *atpWorld) answerNoReceipt(alias string) error {
 		return err
 	}
 	if len(i.seen) == 0 {
-		return Mismatch("an answer with the row of "+alias, w.describeLast())
+		return features.Mismatch("an answer with the row of "+alias, w.describeLast())
 	}
 	s := i.seen[len(i.seen)-1]
 	if s.row.HasReceipt() && !receiptState(s.state) {
-		return Mismatch("no receipt on a row in state "+s.state, "receipt "+clip(s.row.Receipt))
+		return features.Mismatch("no receipt on a row in state "+s.state, "receipt "+features.Clip(s.row.Receipt))
 	}
 	return nil
 }
@@ -757,11 +762,11 @@ func (w *atpWorld) describeLast() string {
 	if w.last == nil {
 		return "no answer (the agent gave up or the connection was lost)"
 	}
-	return fmt.Sprintf("%d %s", w.last.Status, clip(w.last.Body))
+	return fmt.Sprintf("%d %s", w.last.Status, features.Clip(w.last.Body))
 }
 
-func (w *atpWorld) lastRow() (atp.Transaction, bool) {
-	var t atp.Transaction
+func (w *atpWorld) lastRow() (Transaction, bool) {
+	var t Transaction
 	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 || json.Unmarshal(w.last.Body, &t) != nil || t.State == "" {
 		return t, false
 	}
@@ -776,7 +781,7 @@ func (w *atpWorld) lastIs200(alias, state, receipt string) error {
 	t, ok := w.lastRow()
 	// §9's retry example answers "200 OK"; an authorize is judged on what
 	// it did, whatever its 2xx (lastRow takes any).
-	exact := state == atp.StateSettled
+	exact := state == StateSettled
 	want := fmt.Sprintf("a 2xx with the row of %q in state %s", alias, state)
 	if exact {
 		want = fmt.Sprintf("200 with the row of %q in state %s", alias, state)
@@ -785,7 +790,7 @@ func (w *atpWorld) lastIs200(alias, state, receipt string) error {
 		want += " and a receipt"
 	}
 	if !ok || (exact && w.last.Status != http.StatusOK) || t.IntentID != i.obj.IntentID || t.State != state || (receipt != "" && !t.HasReceipt()) {
-		return Mismatch(want, w.describeLast())
+		return features.Mismatch(want, w.describeLast())
 	}
 	return nil
 }
@@ -796,15 +801,15 @@ func (w *atpWorld) lastTerminal(alias string) error {
 		return err
 	}
 	t, ok := w.lastRow()
-	if !ok || t.IntentID != i.obj.IntentID || !atp.Terminal(t.State) {
-		return Mismatch(fmt.Sprintf("the terminal row of %q", alias), w.describeLast())
+	if !ok || t.IntentID != i.obj.IntentID || !Terminal(t.State) {
+		return features.Mismatch(fmt.Sprintf("the terminal row of %q", alias), w.describeLast())
 	}
 	return nil
 }
 
 // rowDiff says how two rows of one transaction differ in what §2 keeps
 // verbatim ("" when they do not).
-func rowDiff(a, b atp.Transaction) string {
+func rowDiff(a, b Transaction) string {
 	var d []string
 	for _, f := range []struct {
 		name string
@@ -814,19 +819,11 @@ func rowDiff(a, b atp.Transaction) string {
 		{"state", []byte(a.State), []byte(b.State)}, {"created_at", []byte(a.CreatedAt), []byte(b.CreatedAt)},
 		{"updated_at", []byte(a.UpdatedAt), []byte(b.UpdatedAt)},
 	} {
-		if !bytes.Equal(compactJSON(f.x), compactJSON(f.y)) {
-			d = append(d, fmt.Sprintf("%s %s then %s", f.name, clip(f.x), clip(f.y)))
+		if !bytes.Equal(features.CompactJSON(f.x), features.CompactJSON(f.y)) {
+			d = append(d, fmt.Sprintf("%s %s then %s", f.name, features.Clip(f.x), features.Clip(f.y)))
 		}
 	}
 	return strings.Join(d, "; ")
-}
-
-func compactJSON(b []byte) []byte {
-	var out bytes.Buffer
-	if json.Compact(&out, b) != nil {
-		return b
-	}
-	return out.Bytes()
 }
 
 func (w *atpWorld) lastVerbatim(alias string) error {
@@ -836,10 +833,10 @@ func (w *atpWorld) lastVerbatim(alias string) error {
 	}
 	t, ok := w.lastRow()
 	if !ok || i.final == nil {
-		return Mismatch(fmt.Sprintf("the stored row of %q", alias), w.describeLast())
+		return features.Mismatch(fmt.Sprintf("the stored row of %q", alias), w.describeLast())
 	}
 	if d := rowDiff(i.final.row, t); d != "" {
-		return Mismatch("the row as stored, byte for byte", d)
+		return features.Mismatch("the row as stored, byte for byte", d)
 	}
 	return nil
 }
@@ -850,7 +847,7 @@ func (w *atpWorld) allVerbatim(alias string) error {
 		return err
 	}
 	if i.final == nil {
-		return fmt.Errorf("%w: %q never seen terminal", ErrRunnerBug, alias)
+		return fmt.Errorf("%w: %q never seen terminal", features.ErrRunnerBug, alias)
 	}
 	n := 0
 	for _, s := range i.seen {
@@ -859,11 +856,11 @@ func (w *atpWorld) allVerbatim(alias string) error {
 		}
 		n++
 		if d := rowDiff(i.final.row, s.row); d != "" {
-			return Mismatch("every answer after settlement the stored row, byte for byte", d)
+			return features.Mismatch("every answer after settlement the stored row, byte for byte", d)
 		}
 	}
 	if n == 0 {
-		return Mismatch("answers with the row after it settled", "none")
+		return features.Mismatch("answers with the row after it settled", "none")
 	}
 	return nil
 }
@@ -875,16 +872,16 @@ func (w *atpWorld) lastIsFirstAuth(alias string) error {
 	}
 	t, ok := w.lastRow()
 	if !ok || i.firstAuth == nil || w.last == i.firstAuth.resp {
-		return Mismatch(fmt.Sprintf("200 with the row of %q", alias), w.describeLast())
+		return features.Mismatch(fmt.Sprintf("200 with the row of %q", alias), w.describeLast())
 	}
-	if !bytes.Equal(compactJSON(t.Body), compactJSON(i.firstAuth.row.Body)) || t.CreatedAt != i.firstAuth.row.CreatedAt {
-		return Mismatch("the row as first authorized (same body and created_at)", rowDiff(i.firstAuth.row, t))
+	if !bytes.Equal(features.CompactJSON(t.Body), features.CompactJSON(i.firstAuth.row.Body)) || t.CreatedAt != i.firstAuth.row.CreatedAt {
+		return features.Mismatch("the row as first authorized (same body and created_at)", rowDiff(i.firstAuth.row, t))
 	}
 	return nil
 }
 
-func (w *atpWorld) lastError() (atp.Error, bool) {
-	var e atp.Error
+func (w *atpWorld) lastError() (Error, bool) {
+	var e Error
 	if w.last == nil {
 		return e, false
 	}
@@ -893,16 +890,16 @@ func (w *atpWorld) lastError() (atp.Error, bool) {
 
 func (w *atpWorld) nonceConsumed() error {
 	e, _ := w.lastError()
-	if w.last == nil || w.last.Status != http.StatusConflict || e.Error != atp.ErrNonceConsumed {
-		return Mismatch(`409 {"error": "nonce_consumed"}`, w.describeLast())
+	if w.last == nil || w.last.Status != http.StatusConflict || e.Error != ErrNonceConsumed {
+		return features.Mismatch(`409 {"error": "nonce_consumed"}`, w.describeLast())
 	}
 	return nil
 }
 
 func (w *atpWorld) firstConsumedAt() error {
 	e, _ := w.lastError()
-	if _, err := atp.ParseTime(e.FirstConsumedAt); err != nil {
-		return Mismatch("first_consumed_at, an RFC 3339 time", w.describeLast())
+	if _, err := ParseTime(e.FirstConsumedAt); err != nil {
+		return features.Mismatch("first_consumed_at, an RFC 3339 time", w.describeLast())
 	}
 	for _, i := range w.intents {
 		if i.consumedAt == "" && i.otherKey != "" {
@@ -916,7 +913,7 @@ func (w *atpWorld) sameConsumedAt() error {
 	e, _ := w.lastError()
 	for _, i := range w.intents {
 		if i.consumedAt != "" && e.FirstConsumedAt != i.consumedAt {
-			return Mismatch("first_consumed_at "+i.consumedAt+" again (a deterministic 409)", "first_consumed_at "+e.FirstConsumedAt)
+			return features.Mismatch("first_consumed_at "+i.consumedAt+" again (a deterministic 409)", "first_consumed_at "+e.FirstConsumedAt)
 		}
 	}
 	return nil
@@ -924,15 +921,15 @@ func (w *atpWorld) sameConsumedAt() error {
 
 func (w *atpWorld) intentExpired() error {
 	e, _ := w.lastError()
-	if w.last == nil || w.last.Status != http.StatusGone || e.Error != atp.ErrIntentExpired {
-		return Mismatch(`410 {"error": "intent_expired"}`, w.describeLast())
+	if w.last == nil || w.last.Status != http.StatusGone || e.Error != ErrIntentExpired {
+		return features.Mismatch(`410 {"error": "intent_expired"}`, w.describeLast())
 	}
 	return nil
 }
 
 func (w *atpWorld) is4xx() error {
 	if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
-		return Mismatch("a 4xx (the text names no status)", w.describeLast())
+		return features.Mismatch("a 4xx (the text names no status)", w.describeLast())
 	}
 	return nil
 }
@@ -952,12 +949,12 @@ func (w *atpWorld) oneRow(alias string) error {
 			first = s
 			continue
 		}
-		if s.row.CreatedAt != first.row.CreatedAt || !bytes.Equal(compactJSON(s.row.Body), compactJSON(first.row.Body)) {
-			return Mismatch("one row (one created_at, one body) in every answer", fmt.Sprintf("created_at %s and %s", first.row.CreatedAt, s.row.CreatedAt))
+		if s.row.CreatedAt != first.row.CreatedAt || !bytes.Equal(features.CompactJSON(s.row.Body), features.CompactJSON(first.row.Body)) {
+			return features.Mismatch("one row (one created_at, one body) in every answer", fmt.Sprintf("created_at %s and %s", first.row.CreatedAt, s.row.CreatedAt))
 		}
 	}
 	if first == nil {
-		return Mismatch("answers carrying the row of "+alias, "none")
+		return features.Mismatch("answers carrying the row of "+alias, "none")
 	}
 	return nil
 }
@@ -972,11 +969,11 @@ func (w *atpWorld) oneReceipt(alias string) error {
 		if !s.row.HasReceipt() {
 			continue
 		}
-		c := compactJSON(s.row.Receipt)
+		c := features.CompactJSON(s.row.Receipt)
 		if rec == nil {
 			rec = c
 		} else if !bytes.Equal(rec, c) {
-			return Mismatch("one receipt in every answer that carries one", fmt.Sprintf("%s and %s", clip(rec), clip(c)))
+			return features.Mismatch("one receipt in every answer that carries one", fmt.Sprintf("%s and %s", features.Clip(rec), features.Clip(c)))
 		}
 	}
 	return nil
@@ -990,30 +987,30 @@ func (w *atpWorld) isState(alias, state string) error {
 		return err
 	}
 	if i.last == nil || i.last.state != state {
-		return Mismatch(fmt.Sprintf("%q %s", alias, state), "state "+w.lastState(i))
+		return features.Mismatch(fmt.Sprintf("%q %s", alias, state), "state "+w.lastState(i))
 	}
 	return nil
 }
 
 // receipt returns the receipt of alias's last row read, verified with the
 // site's keys alone.
-func (w *atpWorld) receipt(alias string) (*atpIntent, atp.ReceiptBody, error) {
+func (w *atpWorld) receipt(alias string) (*atpIntent, ReceiptBody, error) {
 	i, err := w.intent(alias)
 	if err != nil {
-		return nil, atp.ReceiptBody{}, err
+		return nil, ReceiptBody{}, err
 	}
 	if i.last == nil || !i.last.row.HasReceipt() {
-		return i, atp.ReceiptBody{}, Mismatch(fmt.Sprintf("a receipt on the row of %q", alias), fmt.Sprintf("state %s, no receipt", w.lastState(i)))
+		return i, ReceiptBody{}, features.Mismatch(fmt.Sprintf("a receipt on the row of %q", alias), fmt.Sprintf("state %s, no receipt", w.lastState(i)))
 	}
-	body, err := atp.VerifyReceipt(i.last.row.Receipt, w.keys)
+	body, err := VerifyReceipt(i.last.row.Receipt, w.keys)
 	if err != nil {
-		return i, body, Mismatch("a receipt that the site's public keys verify (Ed25519 over the JCS form of its body)", err.Error()+": "+clip(i.last.row.Receipt))
+		return i, body, features.Mismatch("a receipt that the site's public keys verify (Ed25519 over the JCS form of its body)", err.Error()+": "+features.Clip(i.last.row.Receipt))
 	}
 	return i, body, nil
 }
 
 func (w *atpWorld) settledSigned(alias string) error {
-	if err := w.isState(alias, atp.StateSettled); err != nil {
+	if err := w.isState(alias, StateSettled); err != nil {
 		return err
 	}
 	_, _, err := w.receipt(alias)
@@ -1030,26 +1027,26 @@ func (w *atpWorld) receiptNames(alias, of string) error {
 	if err != nil {
 		return err
 	}
-	if body.IntentID != i.obj.IntentID || body.IdempotencyKey != i.key || body.State != atp.StateSettled {
-		return Mismatch(fmt.Sprintf("a receipt of intent_id %s, idempotency_key %s, state settled", i.obj.IntentID, i.key),
+	if body.IntentID != i.obj.IntentID || body.IdempotencyKey != i.key || body.State != StateSettled {
+		return features.Mismatch(fmt.Sprintf("a receipt of intent_id %s, idempotency_key %s, state settled", i.obj.IntentID, i.key),
 			fmt.Sprintf("intent_id %q, idempotency_key %q, state %q", body.IntentID, body.IdempotencyKey, body.State))
 	}
 	return nil
 }
 
 func (w *atpWorld) verify(ctx context.Context, doc []byte) (bool, string, error) {
-	r, err := w.do(ctx, http.MethodPost, atp.PathVerify, "", doc, true)
+	r, err := w.do(ctx, http.MethodPost, PathVerify, "", doc, true)
 	if err != nil {
 		return false, "", err
 	}
-	var a atp.VerifyAnswer
+	var a VerifyAnswer
 	switch {
 	case r.Status == http.StatusOK && json.Unmarshal(r.Body, &a) == nil && a.Valid != nil:
-		return *a.Valid, fmt.Sprintf("%d %s", r.Status, clip(r.Body)), nil
+		return *a.Valid, fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)), nil
 	case r.Status >= 400 && r.Status <= 499:
-		return false, fmt.Sprintf("%d %s", r.Status, clip(r.Body)), nil
+		return false, fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)), nil
 	}
-	return false, fmt.Sprintf("%d %s", r.Status, clip(r.Body)), Mismatch(`200 {"valid": true|false} or a 4xx`, fmt.Sprintf("%d %s", r.Status, clip(r.Body)))
+	return false, fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)), features.Mismatch(`200 {"valid": true|false} or a 4xx`, fmt.Sprintf("%d %s", r.Status, features.Clip(r.Body)))
 }
 
 func (w *atpWorld) verifyAccepts(ctx context.Context, alias string) error {
@@ -1062,7 +1059,7 @@ func (w *atpWorld) verifyAccepts(ctx context.Context, alias string) error {
 		return err
 	}
 	if !ok {
-		return Mismatch(`200 {"valid": true} for a receipt the site's public key verifies, without credentials`, got)
+		return features.Mismatch(`200 {"valid": true} for a receipt the site's public key verifies, without credentials`, got)
 	}
 	return nil
 }
@@ -1075,7 +1072,7 @@ func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
 	var doc map[string]json.RawMessage
 	var body map[string]any
 	if json.Unmarshal(i.last.row.Receipt, &doc) != nil || json.Unmarshal(doc["body"], &body) != nil {
-		return fmt.Errorf("%w: the receipt has no body object", ErrRunnerBug)
+		return fmt.Errorf("%w: the receipt has no body object", features.ErrRunnerBug)
 	}
 	amount, _ := body["amount"].(float64)
 	body["amount"] = amount + 1
@@ -1086,7 +1083,7 @@ func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
 		return err
 	}
 	if ok {
-		return Mismatch(`{"valid": false} or a 4xx for a receipt whose amount was changed`, got)
+		return features.Mismatch(`{"valid": false} or a 4xx for a receipt whose amount was changed`, got)
 	}
 	return nil
 }
@@ -1114,13 +1111,13 @@ func (w *atpWorld) neverBack(alias string) error {
 		return err
 	}
 	for _, s := range i.seen {
-		if atp.Rank(s.state) < 0 {
-			return Mismatch("a state of the state machine ("+strings.Join(atp.States, ", ")+")", "state "+s.state)
+		if Rank(s.state) < 0 {
+			return features.Mismatch("a state of the state machine ("+strings.Join(States, ", ")+")", "state "+s.state)
 		}
 	}
 	return i.sequential(func(a, b atpSeen) error {
-		if atp.Rank(b.state) < atp.Rank(a.state) || (atp.Terminal(a.state) && b.state != a.state) {
-			return Mismatch("states that never go back", fmt.Sprintf("%s (answered %s) then %s (asked %s)", a.state, a.ret.Format(time.RFC3339Nano), b.state, b.call.Format(time.RFC3339Nano)))
+		if Rank(b.state) < Rank(a.state) || (Terminal(a.state) && b.state != a.state) {
+			return features.Mismatch("states that never go back", fmt.Sprintf("%s (answered %s) then %s (asked %s)", a.state, a.ret.Format(time.RFC3339Nano), b.state, b.call.Format(time.RFC3339Nano)))
 		}
 		return nil
 	})
@@ -1132,8 +1129,8 @@ func (w *atpWorld) neverExecutingToAuthorized(alias string) error {
 		return err
 	}
 	return i.sequential(func(a, b atpSeen) error {
-		if a.state == atp.StateExecuting && b.state == atp.StateAuthorized {
-			return Mismatch("no executing → authorized edge", fmt.Sprintf("executing (answered %s) then authorized (asked %s)", a.ret.Format(time.RFC3339Nano), b.call.Format(time.RFC3339Nano)))
+		if a.state == StateExecuting && b.state == StateAuthorized {
+			return features.Mismatch("no executing → authorized edge", fmt.Sprintf("executing (answered %s) then authorized (asked %s)", a.ret.Format(time.RFC3339Nano), b.call.Format(time.RFC3339Nano)))
 		}
 		return nil
 	})
@@ -1141,11 +1138,11 @@ func (w *atpWorld) neverExecutingToAuthorized(alias string) error {
 
 // railSays is the state the rail's charges allow for a resolved row.
 func (w *atpWorld) railSays(i *atpIntent) (string, int) {
-	n := w.env.Sink.Charges(i.obj.IntentID)
+	n := w.rail().Charges(i.obj.IntentID)
 	if n > 0 {
-		return atp.StateSettled, n
+		return StateSettled, n
 	}
-	return atp.StateCompensated, n
+	return StateCompensated, n
 }
 
 func (w *atpWorld) executingOrResolved(alias string) error {
@@ -1153,17 +1150,17 @@ func (w *atpWorld) executingOrResolved(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
 	if i.last == nil {
-		return Mismatch("a row read", "none")
+		return features.Mismatch("a row read", "none")
 	}
 	want, n := w.railSays(i)
-	if i.last.state == atp.StateExecuting || (atp.Terminal(i.last.state) && i.last.state == want) {
+	if i.last.state == StateExecuting || (Terminal(i.last.state) && i.last.state == want) {
 		return nil
 	}
-	return Mismatch(fmt.Sprintf("executing, or %s as the rail says (%d charge(s))", want, n), "state "+i.last.state)
+	return features.Mismatch(fmt.Sprintf("executing, or %s as the rail says (%d charge(s))", want, n), "state "+i.last.state)
 }
 
 func (w *atpWorld) resolvedAsRail(alias string) error {
@@ -1171,29 +1168,29 @@ func (w *atpWorld) resolvedAsRail(alias string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
 	if i.last == nil {
-		return Mismatch("a row read", "none")
+		return features.Mismatch("a row read", "none")
 	}
 	want, n := w.railSays(i)
 	if i.last.state != want {
-		return Mismatch(fmt.Sprintf("%s within %v, as the rail says (%d charge(s))", want, w.sweepBound(), n), "state "+i.last.state)
+		return features.Mismatch(fmt.Sprintf("%s within %v, as the rail says (%d charge(s))", want, w.sweepBound(), n), "state "+i.last.state)
 	}
 	return nil
 }
 
 func (w *atpWorld) compensated(alias, of string) error {
-	if err := w.isState(alias, atp.StateCompensated); err != nil {
+	if err := w.isState(alias, StateCompensated); err != nil {
 		return err
 	}
 	i, body, err := w.receipt(alias)
 	if err != nil {
 		return err
 	}
-	if body.ReferencesIntentID != i.obj.IntentID || body.State != atp.StateCompensated {
-		return Mismatch(fmt.Sprintf("a compensation receipt with references_intent_id %s and state compensated", i.obj.IntentID),
+	if body.ReferencesIntentID != i.obj.IntentID || body.State != StateCompensated {
+		return features.Mismatch(fmt.Sprintf("a compensation receipt with references_intent_id %s and state compensated", i.obj.IntentID),
 			fmt.Sprintf("references_intent_id %q, state %q", body.ReferencesIntentID, body.State))
 	}
 	return nil
@@ -1206,34 +1203,26 @@ func (w *atpWorld) charges(ctx context.Context, alias string, lo, hi int) error 
 	if err != nil {
 		return err
 	}
-	if err := w.rail(); err != nil {
+	if err := w.needRail(); err != nil {
 		return err
 	}
-	n := w.env.Sink.Charges(i.obj.IntentID)
+	n := w.rail().Charges(i.obj.IntentID)
 	if n < lo || n > hi {
 		want := fmt.Sprintf("%d to %d charge(s)", lo, hi)
 		if lo == hi {
 			want = fmt.Sprintf("%d charge(s)", lo)
 		}
-		return Mismatch(want+" at the rail for "+i.obj.IntentID, fmt.Sprintf("%d: %s", n, w.chargeReport(i)))
+		return features.Mismatch(want+" at the rail for "+i.obj.IntentID, fmt.Sprintf("%d: %s", n, w.chargeReport(i)))
 	}
 	return nil
 }
 
 func (w *atpWorld) chargeReport(i *atpIntent) string {
 	var b strings.Builder
-	for _, c := range w.env.Sink.AllCharges() {
+	for _, c := range w.rail().AllCharges() {
 		if c.IntentID == i.obj.IntentID {
 			fmt.Fprintf(&b, "charge %s of payment intent %s (refunded %v, reply lost %v); ", c.ChargeID, c.PaymentIntent, c.Refunded, c.LostReply)
 		}
 	}
 	return strings.TrimSuffix(b.String(), "; ")
-}
-
-func clip(b []byte) string {
-	const n = 300
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
 }

@@ -1,4 +1,4 @@
-package features
+package atp
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 
 	"github.com/pingcap/failpoint"
 
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/atp"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -28,10 +28,10 @@ import (
 // so a tampering proxy can sign what it changed.
 var atpSiteSeed = bytes.Repeat([]byte{7}, ed25519.SeedSize)
 
-// runATP certifies the bundled ATP server (mutant "" for the correct one)
+// certify certifies the bundled ATP server (mutant "" for the correct one)
 // on the rules sel selects (nil: all), with a rail of its own; change, when
 // given, alters the server's JSON answers on their way to the harness.
-func runATP(t *testing.T, mutant string, sel []string, change rewrite) *RunResult {
+func certify(t *testing.T, mutant string, sel []string, change rewrite) *features.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -52,13 +52,17 @@ func runATP(t *testing.T, mutant string, sel []string, change rewrite) *RunResul
 	}
 	hs := httptest.NewServer(h)
 	defer hs.Close()
-	res, err := Run(ctx, RunConfig{Profile: spec.ProfileATP, Rules: spec.RulesFor(spec.ProfileATP), Seed: 1, Select: sel,
-		Budget: 8 * time.Second, Sink: s, Target: Target{BaseURL: hs.URL, APIKey: "atp-key", TimeScale: 60}})
+	res, err := Profile().Run(ctx, features.RunConfig{Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, APIKey: "atp-key", TimeScale: 60}})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	return res
 }
+
+// rewrite edits one JSON answer of the bundled ATP server on its way to
+// the harness: path is the request's path, doc the decoded body.
+type rewrite func(method, path string, doc map[string]any)
 
 // tamper applies change to every JSON answer of h.
 func tamper(h http.Handler, change rewrite) http.Handler {
@@ -86,7 +90,7 @@ func TestATPProfilePassesTheBundledServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole ATP profile")
 	}
-	res := runATP(t, "", nil, nil)
+	res := certify(t, "", nil, nil)
 	pass := 0
 	for _, r := range res.Rules {
 		rule, _ := spec.Lookup(r.RuleID)
@@ -117,7 +121,7 @@ func TestATPProfileKillsMutants(t *testing.T) {
 	t.Cleanup(func() { failpoint.Disable(sutatp.FailpointNoReservationRacyWindow) })
 	for _, m := range sutatp.Mutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			res := runATP(t, m.Name, []string{m.Breaks}, nil)
+			res := certify(t, m.Name, []string{m.Breaks}, nil)
 			var failed []string
 			caught := false
 			for _, r := range res.Rules {
@@ -152,7 +156,7 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 			body, _ := rec["body"].(map[string]any)
 			edit(body)
 			raw, _ := json.Marshal(body)
-			signed, err := atp.SignReceipt(raw, rec["kid"].(string), site)
+			signed, err := SignReceipt(raw, rec["kid"].(string), site)
 			if err != nil {
 				panic(err)
 			}
@@ -163,7 +167,7 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 	}
 	executes := func(f func(doc map[string]any)) rewrite {
 		return func(method, path string, doc map[string]any) {
-			if method == http.MethodPost && path == atp.PathExecute {
+			if method == http.MethodPost && path == PathExecute {
 				f(doc)
 			}
 		}
@@ -173,52 +177,52 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 		rule   string
 		change rewrite
 	}{
-		{atp.RuleReceiptAfterSettled, receipt(func(b map[string]any) { b["intent_id"] = "int_someone_else" })},
-		{atp.RuleSignedBySiteKey, func(_, _ string, doc map[string]any) {
+		{RuleReceiptAfterSettled, receipt(func(b map[string]any) { b["intent_id"] = "int_someone_else" })},
+		{RuleSignedBySiteKey, func(_, _ string, doc map[string]any) {
 			if rec, ok := doc["receipt"].(map[string]any); ok {
 				rec["kid"] = "no-such-key"
 			}
 		}},
-		{atp.RuleRetryExample, executes(func(doc map[string]any) {
-			if doc["state"] == atp.StateSettled && n.Add(1) > 1 {
+		{RuleRetryExample, executes(func(doc map[string]any) {
+			if doc["state"] == StateSettled && n.Add(1) > 1 {
 				doc["receipt"] = nil
 			}
 		})},
-		{atp.RuleReissueAfterLoss, executes(func(doc map[string]any) {
-			if doc["state"] == atp.StateSettled {
-				doc["state"] = atp.StateExecuted
+		{RuleReissueAfterLoss, executes(func(doc map[string]any) {
+			if doc["state"] == StateSettled {
+				doc["state"] = StateExecuted
 			}
 		})},
-		{atp.RuleUniqueRow, executes(func(doc map[string]any) {
+		{RuleUniqueRow, executes(func(doc map[string]any) {
 			if _, ok := doc["created_at"]; ok {
-				doc["created_at"] = atp.FormatTime(time.Unix(n.Add(1), 0))
+				doc["created_at"] = FormatTime(time.Unix(n.Add(1), 0))
 			}
 		})},
-		{atp.RuleExpiredNoReceipt, func(_, _ string, doc map[string]any) {
-			if doc["state"] == atp.StateExpired {
+		{RuleExpiredNoReceipt, func(_, _ string, doc map[string]any) {
+			if doc["state"] == StateExpired {
 				doc["receipt"] = map[string]any{"body": map[string]any{"state": "expired"}, "alg": "Ed25519", "kid": "site-1", "signature": "x"}
 			}
 		}},
-		{atp.RuleFirstConsumedAt, func(_, _ string, doc map[string]any) {
-			if doc["error"] == atp.ErrNonceConsumed {
+		{RuleFirstConsumedAt, func(_, _ string, doc map[string]any) {
+			if doc["error"] == ErrNonceConsumed {
 				delete(doc, "first_consumed_at")
 			}
 		}},
-		{atp.RuleVerifyNoSecret, func(_, path string, doc map[string]any) {
-			if path == atp.PathVerify {
+		{RuleVerifyNoSecret, func(_, path string, doc map[string]any) {
+			if path == PathVerify {
 				doc["valid"] = false
 			}
 		}},
-		{atp.RuleRetryVerbatim, executes(func(doc map[string]any) {
+		{RuleRetryVerbatim, executes(func(doc map[string]any) {
 			if _, ok := doc["updated_at"]; ok {
-				doc["updated_at"] = atp.FormatTime(time.Unix(n.Add(1), 0))
+				doc["updated_at"] = FormatTime(time.Unix(n.Add(1), 0))
 			}
 		})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
 			n.Store(0)
-			res := runATP(t, "", []string{tc.rule}, tc.change)
+			res := certify(t, "", []string{tc.rule}, tc.change)
 			for _, r := range res.Rules {
 				if r.RuleID != tc.rule {
 					continue

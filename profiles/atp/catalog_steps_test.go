@@ -1,14 +1,26 @@
-package features
+package atp
 
 import (
 	"testing"
 
+	messages "github.com/cucumber/messages/go/v21"
+
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/atp"
 )
 
+// pickles parses atp.feature's scenarios.
+func pickles(t *testing.T, src []byte) []*messages.Pickle {
+	t.Helper()
+	ps, err := features.ParseFeature(src, "atp.feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 func atpDecision(id string) (spec.Decision, bool) {
-	for _, d := range atp.Decisions() {
+	for _, d := range Decisions() {
 		if d.ID == id {
 			return d, true
 		}
@@ -19,11 +31,11 @@ func atpDecision(id string) (spec.Decision, bool) {
 // TestATPFeatureCoversTheCatalog fails when an assertion names no rule of
 // the ATP catalog, or a testable ATP rule is judged by no assertion.
 func TestATPFeatureCoversTheCatalog(t *testing.T) {
-	src, err := embedded.ReadFile("atp.feature")
+	src, err := feature.ReadFile("atp.feature")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, msg := range coverageProblems(pickles(t, src), spec.RulesFor(spec.ProfileATP), "ATP-", atpDecision) {
+	for _, msg := range features.CoverageProblems(pickles(t, src), Rules(), "ATP-", atpDecision) {
 		t.Error(msg)
 	}
 }
@@ -31,11 +43,11 @@ func TestATPFeatureCoversTheCatalog(t *testing.T) {
 // TestATPAssertionsNameTheirRule fails when a Then step checks without
 // naming its rule, or an action is written as an assertion.
 func TestATPAssertionsNameTheirRule(t *testing.T) {
-	src, err := embedded.ReadFile("atp.feature")
+	src, err := feature.ReadFile("atp.feature")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, msg := range assertionProblems(pickles(t, src), (&atpWorld{}).steps()) {
+	for _, msg := range features.AssertionProblems(pickles(t, src), (&atpWorld{}).steps()) {
 		t.Error(msg)
 	}
 }
@@ -43,19 +55,19 @@ func TestATPAssertionsNameTheirRule(t *testing.T) {
 // TestATPStepsAreDefined: every step of atp.feature has exactly one
 // definition.
 func TestATPStepsAreDefined(t *testing.T) {
-	src, err := embedded.ReadFile("atp.feature")
+	src, err := feature.ReadFile("atp.feature")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var patterns []string
 	for _, s := range (&atpWorld{}).steps() {
-		patterns = append(patterns, StepPattern(s.Pattern))
+		patterns = append(patterns, features.StepPattern(s.Pattern))
 	}
 	ps := pickles(t, src)
 	if len(ps) < 20 {
 		t.Fatalf("only %d scenarios", len(ps))
 	}
-	for _, msg := range undefinedSteps(ps, patterns) {
+	for _, msg := range features.UndefinedSteps(ps, patterns) {
 		t.Error(msg)
 	}
 }

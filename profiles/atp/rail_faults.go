@@ -1,4 +1,4 @@
-package chaos
+package atp
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
 )
@@ -28,8 +29,9 @@ const (
 // the rail's name: the rail's callbacks to the site are not cut) needs the
 // proxy in front of the sink, the others the sink itself; one whose need is nil is
 // listed, unavailable (its Available says why).
-func ATPRailFaults(proxy *SinkProxy, s *sink.Sink) []faults.Fault {
-	return []faults.Fault{&SinkPartition{Proxy: proxy, As: FaultRailPartition}, &RailLostReplies{Sink: s}, &RailCallbackDrop{Sink: s}, &RailCallbackDelay{Sink: s}}
+func ATPRailFaults(proxy *chaos.SinkProxy, s *sink.Sink) []faults.Fault {
+	r := RailOf(s)
+	return []faults.Fault{&chaos.SinkPartition{Proxy: proxy, As: FaultRailPartition}, &RailLostReplies{Rail: r}, &RailCallbackDrop{Rail: r}, &RailCallbackDelay{Rail: r}}
 }
 
 // ATPRailFaultNames are the names of ATPRailFaults, in order.
@@ -41,20 +43,20 @@ func ATPRailFaultNames() []string {
 	return out
 }
 
-func railNeedsSink(name string, s *sink.Sink) error {
-	if s == nil {
+func railNeeded(name string, r *Rail) error {
+	if r == nil {
 		return fmt.Errorf("%s: %w: no payment rail (effect sink)", name, faults.ErrNotAvailable)
 	}
 	return nil
 }
 
 // RailLostReplies makes every confirm that charges during the hold drop its
-// reply after charging (sink.LoseRailReplies): the site cannot tell
+// reply after charging (Rail.LoseReplies): the site cannot tell
 // whether the payment happened. It took effect when at least one reply was
 // lost (Params "fired", "lost"); when no confirm charged during the hold,
 // it waits up to 2 s more for one.
 type RailLostReplies struct {
-	Sink *sink.Sink
+	Rail *Rail
 }
 
 var _ faults.Fault = (*RailLostReplies)(nil)
@@ -66,11 +68,11 @@ func (f *RailLostReplies) Name() string { return FaultRailLostReplies }
 func (f *RailLostReplies) Kind() faults.Kind { return faults.KindNet }
 
 // Available needs the sink.
-func (f *RailLostReplies) Available() error { return railNeedsSink(f.Name(), f.Sink) }
+func (f *RailLostReplies) Available() error { return railNeeded(f.Name(), f.Rail) }
 
-func lostCharges(s *sink.Sink) int {
+func lostCharges(r *Rail) int {
 	n := 0
-	for _, c := range s.AllCharges() {
+	for _, c := range r.AllCharges() {
 		if c.LostReply {
 			n++
 		}
@@ -86,15 +88,15 @@ func (f *RailLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Du
 		in.End, in.Err = in.Start, err.Error()
 		return in, err
 	}
-	before := lostCharges(f.Sink)
-	f.Sink.LoseRailReplies(maxLostReplies)
-	herr := holdFor(ctx, d)
-	for t := time.Now(); herr == nil && lostCharges(f.Sink) == before && time.Since(t) < 2*time.Second; {
-		herr = holdFor(ctx, 20*time.Millisecond)
+	before := lostCharges(f.Rail)
+	f.Rail.LoseReplies(chaos.MaxLostReplies)
+	herr := chaos.HoldFor(ctx, d)
+	for t := time.Now(); herr == nil && lostCharges(f.Rail) == before && time.Since(t) < 2*time.Second; {
+		herr = chaos.HoldFor(ctx, 20*time.Millisecond)
 	}
-	f.Sink.LoseRailReplies(0)
+	f.Rail.LoseReplies(0)
 	in.End = time.Now()
-	lost := lostCharges(f.Sink) - before
+	lost := lostCharges(f.Rail) - before
 	in.Params["lost"] = strconv.Itoa(lost)
 	in.Params[faults.ParamFired] = strconv.FormatBool(lost > 0)
 	var err error
@@ -106,11 +108,11 @@ func (f *RailLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Du
 }
 
 // RailCallbackDrop makes the rail drop every callback it would send during
-// the hold (sink.DropAllCallbacks): the site learns the outcome of those
+// the hold (Rail.DropAllCallbacks): the site learns the outcome of those
 // confirms only from their replies or its reconciliation sweep. Params
 // "dropped" counts them ("fired": at least one).
 type RailCallbackDrop struct {
-	Sink *sink.Sink
+	Rail *Rail
 }
 
 var _ faults.Fault = (*RailCallbackDrop)(nil)
@@ -122,11 +124,11 @@ func (f *RailCallbackDrop) Name() string { return FaultRailCallbackDrop }
 func (f *RailCallbackDrop) Kind() faults.Kind { return faults.KindNet }
 
 // Available needs the sink.
-func (f *RailCallbackDrop) Available() error { return railNeedsSink(f.Name(), f.Sink) }
+func (f *RailCallbackDrop) Available() error { return railNeeded(f.Name(), f.Rail) }
 
-func droppedCallbacks(s *sink.Sink) int {
+func droppedCallbacks(r *Rail) int {
 	n := 0
-	for _, c := range s.Callbacks() {
+	for _, c := range r.Callbacks() {
 		if c.Dropped {
 			n++
 		}
@@ -141,12 +143,12 @@ func (f *RailCallbackDrop) Inject(ctx context.Context, rnd *mrand.Rand, d time.D
 		in.End, in.Err = in.Start, err.Error()
 		return in, err
 	}
-	before := droppedCallbacks(f.Sink)
-	f.Sink.DropAllCallbacks(true)
-	herr := holdFor(ctx, d)
-	f.Sink.DropAllCallbacks(false)
+	before := droppedCallbacks(f.Rail)
+	f.Rail.DropAllCallbacks(true)
+	herr := chaos.HoldFor(ctx, d)
+	f.Rail.DropAllCallbacks(false)
 	in.End = time.Now()
-	n := droppedCallbacks(f.Sink) - before
+	n := droppedCallbacks(f.Rail) - before
 	in.Params["dropped"] = strconv.Itoa(n)
 	in.Params[faults.ParamFired] = strconv.FormatBool(n > 0)
 	var err error
@@ -158,11 +160,11 @@ func (f *RailCallbackDrop) Inject(ctx context.Context, rnd *mrand.Rand, d time.D
 }
 
 // RailCallbackDelay delays every callback of a confirm made during the hold
-// (sink.SetCallbackDelay) by a delay drawn between d/2 and d (at most
+// (Rail.SetCallbackDelay) by a delay drawn between d/2 and d (at most
 // 5 s): the callback may arrive after the site's reply, after a poll,
 // after its sweep. Params "delay".
 type RailCallbackDelay struct {
-	Sink *sink.Sink
+	Rail *Rail
 }
 
 var _ faults.Fault = (*RailCallbackDelay)(nil)
@@ -174,7 +176,7 @@ func (f *RailCallbackDelay) Name() string { return FaultRailCallbackDelay }
 func (f *RailCallbackDelay) Kind() faults.Kind { return faults.KindNet }
 
 // Available needs the sink.
-func (f *RailCallbackDelay) Available() error { return railNeedsSink(f.Name(), f.Sink) }
+func (f *RailCallbackDelay) Available() error { return railNeeded(f.Name(), f.Rail) }
 
 // maxCallbackDelay bounds the delay of one callback.
 const maxCallbackDelay = 5 * time.Second
@@ -191,9 +193,9 @@ func (f *RailCallbackDelay) Inject(ctx context.Context, rnd *mrand.Rand, d time.
 		delay = delay/2 + time.Duration(rnd.Int64N(int64(delay/2)+1))
 	}
 	delay = min(delay, maxCallbackDelay)
-	f.Sink.SetCallbackDelay(delay)
-	herr := holdFor(ctx, d)
-	f.Sink.SetCallbackDelay(0)
+	f.Rail.SetCallbackDelay(delay)
+	herr := chaos.HoldFor(ctx, d)
+	f.Rail.SetCallbackDelay(0)
 	in.End = time.Now()
 	in.Params["delay"] = delay.String()
 	var err error

@@ -1,4 +1,4 @@
-package chaos_test
+package atp
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	specatp "github.com/idscheck/idscheck/spec/atp"
 )
 
 // fakeATP is a small in-memory ATP site (docs/atp-binding.md) for the
@@ -32,7 +30,7 @@ import (
 //
 // And one reading, not a bug: "nonce-reading" answers every replay of a
 // signed intent 409 nonce_consumed, under the key it was authorized with
-// too (spec/atp.DecisionNonceSameKey, reading "nonce").
+// too (DecisionNonceSameKey, reading "nonce").
 type fakeATP struct {
 	railURL  string
 	mutant   string
@@ -55,7 +53,7 @@ type fakeATP struct {
 
 type fakeATPRow struct {
 	key       string
-	intent    specatp.Intent
+	intent    Intent
 	state     string
 	body      json.RawMessage
 	receipt   json.RawMessage
@@ -79,7 +77,7 @@ func newFakeATP(railURL, mutant string, interval time.Duration) (*fakeATP, *http
 
 func (f *fakeATP) close() { close(f.done); f.wg.Wait() }
 
-func atpNow() string { return specatp.FormatTime(time.Now()) }
+func atpNow() string { return FormatTime(time.Now()) }
 
 func atpWriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -87,16 +85,16 @@ func atpWriteJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func atpFail(w http.ResponseWriter, status int, code string) {
+func fakeSiteFail(w http.ResponseWriter, status int, code string) {
 	atpWriteJSON(w, status, map[string]string{"error": code})
 }
 
 // doc renders a row (under f.mu).
 func (f *fakeATP) doc(r *fakeATPRow) []byte {
 	receipt := r.receipt
-	if f.mutant == "fresh-receipt" && r.state == specatp.StateSettled {
+	if f.mutant == "fresh-receipt" && r.state == StateSettled {
 		r.resigning++
-		receipt = f.sign(r, specatp.ReceiptSettlement, fmt.Sprintf("2026-01-01T00:00:%02d.000Z", r.resigning%60))
+		receipt = f.sign(r, ReceiptSettlement, fmt.Sprintf("2026-01-01T00:00:%02d.000Z", r.resigning%60))
 	}
 	if receipt == nil {
 		receipt = json.RawMessage("null")
@@ -127,27 +125,27 @@ func (f *fakeATP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case p == "/health":
 		io.WriteString(w, `{"ok":true}`)
-	case p == specatp.PathConfig:
-		atpWriteJSON(w, 200, map[string]any{"binding": specatp.Binding, "reconcile_interval_seconds": 60, "action_dedup_window_seconds": 600, "rail": f.railURL})
-	case p == specatp.PathKeys:
-		atpWriteJSON(w, 200, specatp.JWKSet{Keys: []specatp.JWK{specatp.NewJWK("site-1", f.siteKey.Public().(ed25519.PublicKey))}})
-	case r.Method == http.MethodPut && strings.HasPrefix(p, specatp.PathAgents):
-		f.register(w, r, strings.TrimPrefix(p, specatp.PathAgents))
-	case r.Method == http.MethodPost && p == specatp.PathAuthorize:
+	case p == PathConfig:
+		atpWriteJSON(w, 200, map[string]any{"binding": Binding, "reconcile_interval_seconds": 60, "action_dedup_window_seconds": 600, "rail": f.railURL})
+	case p == PathKeys:
+		atpWriteJSON(w, 200, JWKSet{Keys: []JWK{NewJWK("site-1", f.siteKey.Public().(ed25519.PublicKey))}})
+	case r.Method == http.MethodPut && strings.HasPrefix(p, PathAgents):
+		f.register(w, r, strings.TrimPrefix(p, PathAgents))
+	case r.Method == http.MethodPost && p == PathAuthorize:
 		f.authorize(w, r)
-	case r.Method == http.MethodPost && p == specatp.PathExecute:
+	case r.Method == http.MethodPost && p == PathExecute:
 		f.execute(w, r)
-	case r.Method == http.MethodGet && strings.HasPrefix(p, specatp.PathIntents):
+	case r.Method == http.MethodGet && strings.HasPrefix(p, PathIntents):
 		f.mu.Lock()
-		row := f.rows[strings.TrimPrefix(p, specatp.PathIntents)+" "+r.Header.Get(specatp.HeaderKey)]
+		row := f.rows[strings.TrimPrefix(p, PathIntents)+" "+r.Header.Get(HeaderKey)]
 		f.mu.Unlock()
 		if row == nil {
-			atpFail(w, 404, "not_found")
+			fakeSiteFail(w, 404, "not_found")
 			return
 		}
 		f.answer(w, 200, row)
-	case r.Method == http.MethodPost && p == specatp.PathRailEvents:
-		var ev specatp.RailEvent
+	case r.Method == http.MethodPost && p == PathRailEvents:
+		var ev RailEvent
 		json.NewDecoder(r.Body).Decode(&ev)
 		f.resolve(ev.PaymentIntent.ID)
 		w.WriteHeader(204)
@@ -157,14 +155,14 @@ func (f *fakeATP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeATP) register(w http.ResponseWriter, r *http.Request, id string) {
-	var reg specatp.AgentRegistration
+	var reg AgentRegistration
 	if json.NewDecoder(r.Body).Decode(&reg) != nil {
-		atpFail(w, 400, "bad_registration")
+		fakeSiteFail(w, 400, "bad_registration")
 		return
 	}
-	pk, err := specatp.PublicKey(reg.PublicKey)
+	pk, err := PublicKey(reg.PublicKey)
 	if err != nil {
-		atpFail(w, 400, "bad_key")
+		fakeSiteFail(w, 400, "bad_key")
 		return
 	}
 	f.mu.Lock()
@@ -176,34 +174,34 @@ func (f *fakeATP) register(w http.ResponseWriter, r *http.Request, id string) {
 	case old.Equal(pk):
 		w.WriteHeader(200)
 	default:
-		atpFail(w, 409, "agent_key_conflict")
+		fakeSiteFail(w, 409, "agent_key_conflict")
 	}
 }
 
 func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get(specatp.HeaderKey)
-	if len(key) < specatp.KeyMin || len(key) > specatp.KeyMax {
-		atpFail(w, 400, "idempotency_key_required")
+	key := r.Header.Get(HeaderKey)
+	if len(key) < KeyMin || len(key) > KeyMax {
+		fakeSiteFail(w, 400, "idempotency_key_required")
 		return
 	}
 	raw, _ := io.ReadAll(r.Body)
-	var in specatp.Intent
+	var in Intent
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	if d.Decode(&in) != nil {
-		atpFail(w, 400, "invalid_intent")
+		fakeSiteFail(w, 400, "invalid_intent")
 		return
 	}
 	f.mu.Lock()
 	pk := f.agents[in.AgentID]
 	f.mu.Unlock()
-	if pk == nil || specatp.VerifyIntent(raw, pk) != nil {
-		atpFail(w, 400, "invalid_signature")
+	if pk == nil || VerifyIntent(raw, pk) != nil {
+		fakeSiteFail(w, 400, "invalid_signature")
 		return
 	}
-	exp, err := specatp.ParseTime(in.ExpiresAt)
+	exp, err := ParseTime(in.ExpiresAt)
 	if err != nil {
-		atpFail(w, 400, "invalid_intent")
+		fakeSiteFail(w, 400, "invalid_intent")
 		return
 	}
 	var body bytes.Buffer
@@ -217,21 +215,21 @@ func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	if at, ok := f.nonces[in.AgentID+"/"+in.Nonce]; ok {
 		f.mu.Unlock()
-		atpWriteJSON(w, 409, map[string]string{"error": specatp.ErrNonceConsumed, "first_consumed_at": at})
+		atpWriteJSON(w, 409, map[string]string{"error": ErrNonceConsumed, "first_consumed_at": at})
 		return
 	}
 	switch {
 	case !time.Now().Before(exp):
 		f.mu.Unlock()
-		atpFail(w, 410, specatp.ErrIntentExpired)
+		fakeSiteFail(w, 410, ErrIntentExpired)
 		return
 	case in.Precondition != nil && !f.settled[in.Precondition.IntentSettled]:
 		f.mu.Unlock()
-		atpFail(w, 422, "precondition_failed")
+		fakeSiteFail(w, 422, "precondition_failed")
 		return
 	case in.ActionDedupKey != "" && f.dedup[in.AgentID+"/"+in.ActionDedupKey]:
 		f.mu.Unlock()
-		atpFail(w, 409, "action_dedup_conflict")
+		fakeSiteFail(w, 409, "action_dedup_conflict")
 		return
 	}
 	t := atpNow()
@@ -239,46 +237,46 @@ func (f *fakeATP) authorize(w http.ResponseWriter, r *http.Request) {
 	if in.ActionDedupKey != "" {
 		f.dedup[in.AgentID+"/"+in.ActionDedupKey] = true
 	}
-	row := &fakeATPRow{key: key, intent: in, state: specatp.StateAuthorized, body: body.Bytes(), expires: exp, created: t, updated: t}
+	row := &fakeATPRow{key: key, intent: in, state: StateAuthorized, body: body.Bytes(), expires: exp, created: t, updated: t}
 	f.rows[id] = row
 	f.mu.Unlock()
 	f.answer(w, 200, row)
 }
 
 func (f *fakeATP) execute(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get(specatp.HeaderKey)
-	var ex specatp.Execute
-	if json.NewDecoder(r.Body).Decode(&ex) != nil || len(key) < specatp.KeyMin {
-		atpFail(w, 400, "invalid_request")
+	key := r.Header.Get(HeaderKey)
+	var ex Execute
+	if json.NewDecoder(r.Body).Decode(&ex) != nil || len(key) < KeyMin {
+		fakeSiteFail(w, 400, "invalid_request")
 		return
 	}
 	f.mu.Lock()
 	row := f.rows[ex.IntentID+" "+key]
 	if row == nil {
 		f.mu.Unlock()
-		atpFail(w, 404, "not_authorized")
+		fakeSiteFail(w, 404, "not_authorized")
 		return
 	}
 	state := row.state
 	switch {
-	case state == specatp.StateAuthorized && !time.Now().Before(row.expires):
-		row.state, row.updated = specatp.StateExpired, atpNow()
+	case state == StateAuthorized && !time.Now().Before(row.expires):
+		row.state, row.updated = StateExpired, atpNow()
 		f.mu.Unlock()
-		atpFail(w, 410, specatp.ErrIntentExpired)
+		fakeSiteFail(w, 410, ErrIntentExpired)
 		return
-	case state == specatp.StateAuthorized:
-		row.state, row.updated = specatp.StateExecuting, atpNow()
+	case state == StateAuthorized:
+		row.state, row.updated = StateExecuting, atpNow()
 	}
 	f.mu.Unlock()
 	switch {
-	case state == specatp.StateAuthorized:
+	case state == StateAuthorized:
 		f.charge(row, true)
-	case f.mutant == "double-charge" && (state == specatp.StateExecuting || state == specatp.StateSettled):
+	case f.mutant == "double-charge" && (state == StateExecuting || state == StateSettled):
 		f.charge(row, false)
 	}
 	f.mu.Lock()
 	status := 200
-	if row.state == specatp.StateExecuting {
+	if row.state == StateExecuting {
 		status = 202
 	}
 	f.mu.Unlock()
@@ -298,8 +296,8 @@ func (f *fakeATP) charge(row *fakeATPRow, keyed bool) {
 	}
 	f.byPI[pi] = row
 	f.mu.Unlock()
-	var p specatp.RailPaymentIntent
-	if f.rail(http.MethodPost, specatp.RailPathPaymentIntents+"/"+pi+"/confirm", nil, "", &p) == nil {
+	var p RailPaymentIntent
+	if f.rail(http.MethodPost, RailPathPaymentIntents+"/"+pi+"/confirm", nil, "", &p) == nil {
 		f.apply(row, p)
 	}
 }
@@ -312,8 +310,8 @@ func (f *fakeATP) createPI(row *fakeATPRow, keyed bool) (string, error) {
 	if keyed {
 		idem = in.IntentID + "/" + row.key
 	}
-	var p specatp.RailPaymentIntent
-	err := f.rail(http.MethodPost, specatp.RailPathPaymentIntents, map[string]any{"intent_id": in.IntentID, "amount": in.Amount, "currency": in.Currency, "payee": in.Payee}, idem, &p)
+	var p RailPaymentIntent
+	err := f.rail(http.MethodPost, RailPathPaymentIntents, map[string]any{"intent_id": in.IntentID, "amount": in.Amount, "currency": in.Currency, "payee": in.Payee}, idem, &p)
 	return p.ID, err
 }
 
@@ -340,33 +338,33 @@ func (f *fakeATP) rail(method, path string, body any, idem string, into any) err
 }
 
 // apply moves an executing row on the rail's word.
-func (f *fakeATP) apply(row *fakeATPRow, p specatp.RailPaymentIntent) {
+func (f *fakeATP) apply(row *fakeATPRow, p RailPaymentIntent) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if row.state != specatp.StateExecuting {
+	if row.state != StateExecuting {
 		return
 	}
 	switch p.Status {
-	case specatp.RailSucceeded:
-		row.state, row.updated = specatp.StateSettled, atpNow()
-		row.receipt = f.sign(row, specatp.ReceiptSettlement, row.updated)
+	case RailSucceeded:
+		row.state, row.updated = StateSettled, atpNow()
+		row.receipt = f.sign(row, ReceiptSettlement, row.updated)
 		f.settled[row.intent.IntentID] = true
-	case specatp.RailDeclined, specatp.RailCanceled, specatp.RailRefunded:
-		row.state, row.updated = specatp.StateCompensated, atpNow()
-		row.receipt = f.sign(row, specatp.ReceiptCompensation, row.updated)
+	case RailDeclined, RailCanceled, RailRefunded:
+		row.state, row.updated = StateCompensated, atpNow()
+		row.receipt = f.sign(row, ReceiptCompensation, row.updated)
 	}
 }
 
 func (f *fakeATP) sign(row *fakeATPRow, typ, at string) json.RawMessage {
 	b := map[string]any{"type": typ, "intent_id": row.intent.IntentID, "idempotency_key": row.key, "agent_id": row.intent.AgentID,
 		"amount": row.intent.Amount, "currency": row.intent.Currency, "payee": row.intent.Payee, "issued_at": at}
-	if typ == specatp.ReceiptSettlement {
-		b["rail_reference"], b["state"] = row.pi, specatp.StateSettled
+	if typ == ReceiptSettlement {
+		b["rail_reference"], b["state"] = row.pi, StateSettled
 	} else {
-		b["references_intent_id"], b["reason"], b["state"] = row.intent.IntentID, "declined", specatp.StateCompensated
+		b["references_intent_id"], b["reason"], b["state"] = row.intent.IntentID, "declined", StateCompensated
 	}
 	body, _ := json.Marshal(b)
-	r, _ := specatp.SignReceipt(body, "site-1", f.siteKey)
+	r, _ := SignReceipt(body, "site-1", f.siteKey)
 	return r
 }
 
@@ -379,8 +377,8 @@ func (f *fakeATP) resolve(pi string) {
 	if row == nil {
 		return
 	}
-	var p specatp.RailPaymentIntent
-	if f.rail(http.MethodGet, specatp.RailPathPaymentIntents+"/"+pi, nil, "", &p) == nil {
+	var p RailPaymentIntent
+	if f.rail(http.MethodGet, RailPathPaymentIntents+"/"+pi, nil, "", &p) == nil {
 		f.apply(row, p)
 	}
 }
@@ -400,7 +398,7 @@ func (f *fakeATP) sweeper() {
 		f.mu.Lock()
 		var todo []*fakeATPRow
 		for _, r := range f.rows {
-			if r.state == specatp.StateExecuting {
+			if r.state == StateExecuting {
 				todo = append(todo, r)
 			}
 		}
@@ -413,12 +411,12 @@ func (f *fakeATP) sweeper() {
 				f.charge(row, true)
 				continue
 			}
-			var p specatp.RailPaymentIntent
-			if f.rail(http.MethodGet, specatp.RailPathPaymentIntents+"/"+pi, nil, "", &p) != nil {
+			var p RailPaymentIntent
+			if f.rail(http.MethodGet, RailPathPaymentIntents+"/"+pi, nil, "", &p) != nil {
 				continue
 			}
-			if p.Status == specatp.RailRequiresConfirmation {
-				if f.rail(http.MethodPost, specatp.RailPathPaymentIntents+"/"+pi+"/confirm", nil, "", &p) != nil {
+			if p.Status == RailRequiresConfirmation {
+				if f.rail(http.MethodPost, RailPathPaymentIntents+"/"+pi+"/confirm", nil, "", &p) != nil {
 					continue
 				}
 			}

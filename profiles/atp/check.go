@@ -1,4 +1,4 @@
-package checker
+package atp
 
 import (
 	"bufio"
@@ -8,13 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	specatp "github.com/idscheck/idscheck/spec/atp"
+
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -44,18 +46,18 @@ import (
 // Each check judges one rule and names it: an anomaly's Kind is the rule ID.
 
 // The anomaly kinds of the ATP checks: each is the ID of the one rule it
-// breaks (spec/atp).
+// breaks (rules.go).
 const (
-	ATPNoSecondEffect        AnomalyKind = specatp.RuleNoSecondEffect
-	ATPRetryVerbatim         AnomalyKind = specatp.RuleRetryVerbatim
-	ATPSignedBySiteKey       AnomalyKind = specatp.RuleSignedBySiteKey
-	ATPSettlementSigned      AnomalyKind = specatp.RuleSettlementSigned
-	ATPCompensationReceipt   AnomalyKind = specatp.RuleCompensationReceipt
-	ATPNeverSpeculative      AnomalyKind = specatp.RuleNeverSpeculative
-	ATPExpiredNoReceipt      AnomalyKind = specatp.RuleExpiredNoReceipt
-	ATPMonotonic             AnomalyKind = specatp.RuleMonotonic
-	ATPNoExecutingAuthorized AnomalyKind = specatp.RuleNoExecutingAuthorized
-	ATPReconciliation        AnomalyKind = specatp.RuleReconciliation
+	ATPNoSecondEffect        checker.AnomalyKind = RuleNoSecondEffect
+	ATPRetryVerbatim         checker.AnomalyKind = RuleRetryVerbatim
+	ATPSignedBySiteKey       checker.AnomalyKind = RuleSignedBySiteKey
+	ATPSettlementSigned      checker.AnomalyKind = RuleSettlementSigned
+	ATPCompensationReceipt   checker.AnomalyKind = RuleCompensationReceipt
+	ATPNeverSpeculative      checker.AnomalyKind = RuleNeverSpeculative
+	ATPExpiredNoReceipt      checker.AnomalyKind = RuleExpiredNoReceipt
+	ATPMonotonic             checker.AnomalyKind = RuleMonotonic
+	ATPNoExecutingAuthorized checker.AnomalyKind = RuleNoExecutingAuthorized
+	ATPReconciliation        checker.AnomalyKind = RuleReconciliation
 )
 
 // Model names of the ATP checks in Report.Models.
@@ -170,8 +172,8 @@ type ATPRecord struct {
 	ReconcileCutShort bool          `json:"reconcile_cut_short,omitempty"`
 	// Keys is GET /api/atp/keys after the run (nil: not read, KeysErr
 	// says why).
-	Keys    *specatp.JWKSet `json:"keys"`
-	KeysErr string          `json:"keys_err,omitempty"`
+	Keys    *JWKSet `json:"keys"`
+	KeysErr string  `json:"keys_err,omitempty"`
 	// Receipts are the bytes of every receipt an answer carried, by
 	// ATPReceiptDigest.
 	Receipts map[string]json.RawMessage `json:"receipts"`
@@ -263,7 +265,7 @@ func WriteATPRows(w io.Writer, rows []ATPRow) error {
 // ReadATPRows parses what WriteATPRows wrote.
 func ReadATPRows(r io.Reader) ([]ATPRow, error) {
 	var out []ATPRow
-	err := ReadJSONL(r, func(line []byte, n int) error {
+	err := checker.ReadJSONL(r, func(line []byte, n int) error {
 		var row ATPRow
 		if err := json.Unmarshal(line, &row); err != nil {
 			return fmt.Errorf("read atp rows: line %d: %w", n, err)
@@ -338,15 +340,15 @@ const maxATPAnomalyOps = 16
 
 // atpRun is what the checks share.
 type atpRun struct {
-	h       History
+	h       checker.History
 	rec     ATPRecord
 	opts    ATPOptions
 	byKey   map[string][]int // transaction key -> its ops, in call order
 	keysOf  map[string][]string
-	rows    map[string]*ATPRow  // transaction key -> final row
-	effects map[string][]Effect // intent -> net charges
+	rows    map[string]*ATPRow          // transaction key -> final row
+	effects map[string][]checker.Effect // intent -> net charges
 	charges map[string][]ATPCharge
-	add     func(Anomaly)
+	add     func(checker.Anomaly)
 }
 
 // CheckATP runs the ATP checks over a run and sums them up in a Report
@@ -355,17 +357,17 @@ type atpRun struct {
 // Dead rows compensated, Expired rows expired, Duplicated intents charged
 // more than once, Unexpected intents charged that no row names, Pending
 // rows still executing when the wait was cut short). It is pure.
-func CheckATP(h History, l Ledger, rec ATPRecord, opts ATPOptions) Report {
+func CheckATP(h checker.History, l checker.Ledger, rec ATPRecord, opts ATPOptions) checker.Report {
 	if opts.MaxExamples <= 0 {
 		opts.MaxExamples = 20
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	rep := Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[AnomalyKind]int{}}
+	rep := checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{}}
 	r := &atpRun{h: h, rec: rec, opts: opts, byKey: map[string][]int{}, keysOf: map[string][]string{},
-		rows: map[string]*ATPRow{}, effects: map[string][]Effect{}, charges: map[string][]ATPCharge{}}
-	r.add = func(a Anomaly) {
+		rows: map[string]*ATPRow{}, effects: map[string][]checker.Effect{}, charges: map[string][]ATPCharge{}}
+	r.add = func(a checker.Anomaly) {
 		rep.Counts[a.Kind]++
 		if rep.Counts[a.Kind] <= opts.MaxExamples {
 			rep.Anomalies = append(rep.Anomalies, a)
@@ -373,7 +375,7 @@ func CheckATP(h History, l Ledger, rec ATPRecord, opts ATPOptions) Report {
 	}
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Key == "" || (op.Kind != OpPublish && op.Kind != OpStatus) {
+		if op.Key == "" || (op.Kind != checker.OpPublish && op.Kind != checker.OpStatus) {
 			continue
 		}
 		r.byKey[op.Key] = append(r.byKey[op.Key], i)
@@ -403,7 +405,7 @@ func CheckATP(h History, l Ledger, rec ATPRecord, opts ATPOptions) Report {
 		r.charges[c.IntentID] = append(r.charges[c.IntentID], c)
 	}
 	effects, q := r.checkEffects()
-	rep.Models = []ModelCheck{effects, r.checkVerbatim(), r.checkReceipts(), r.checkSpeculative(), r.checkStates(), r.checkReconciliation()}
+	rep.Models = []checker.ModelCheck{effects, r.checkVerbatim(), r.checkReceipts(), r.checkSpeculative(), r.checkStates(), r.checkReconciliation()}
 	rep.Queue = q
 	for k := range rep.Counts {
 		if rep.Counts[k] == 0 {
@@ -420,13 +422,13 @@ func (r *atpRun) noteKey(k string) {
 
 // observed reports whether op is an answer that showed a row in a state
 // of the machine (2xx, whole, with a transaction).
-func atpObserved(op *Operation) bool {
+func atpObserved(op *checker.Operation) bool {
 	return op.Effective() == verdict.OutcomeOK && op.Output.Status >= 200 && op.Output.Status < 300 &&
-		specatp.Rank(op.Output.State) >= 0
+		Rank(op.Output.State) >= 0
 }
 
-func atpRoute(op *Operation) string {
-	if op.Kind == OpStatus {
+func atpRoute(op *checker.Operation) string {
+	if op.Kind == checker.OpStatus {
 		return ATPRouteGet
 	}
 	if op.Input.Body != "" {
@@ -436,9 +438,9 @@ func atpRoute(op *Operation) string {
 }
 
 // describeATPOp renders one operation as evidence.
-func describeATPOp(op *Operation) string {
+func describeATPOp(op *checker.Operation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s(%s) by client %d at %s", atpRoute(op), op.Key, op.ClientID, FormatNs(op.Call))
+	fmt.Fprintf(&b, "%s(%s) by client %d at %s", atpRoute(op), op.Key, op.ClientID, checker.FormatNs(op.Call))
 	if op.Effective() == verdict.OutcomeUnknown {
 		b.WriteString(" → unknown")
 		return b.String()
@@ -450,19 +452,19 @@ func describeATPOp(op *Operation) string {
 	a := parseATPAnswer(op.Output.Body)
 	switch {
 	case a.row:
-		fmt.Fprintf(&b, " body %s receipt %s", Abbreviate(a.body), Abbreviate(a.receipt))
+		fmt.Fprintf(&b, " body %s receipt %s", shortText(a.body), shortText(a.receipt))
 	case a.code != "":
 		b.WriteString(" " + a.code)
 	}
-	fmt.Fprintf(&b, " (returned %s)", FormatNs(op.Return))
+	fmt.Fprintf(&b, " (returned %s)", checker.FormatNs(op.Return))
 	return b.String()
 }
 
 // evidence returns at most maxATPAnomalyOps operations: the ones named
 // first, then the transactions' answers that showed a row, in call order.
-func (r *atpRun) evidence(keys []string, named ...Operation) []Operation {
-	out := append([]Operation(nil), named...)
-	var rest []Operation
+func (r *atpRun) evidence(keys []string, named ...checker.Operation) []checker.Operation {
+	out := append([]checker.Operation(nil), named...)
+	var rest []checker.Operation
 	for _, k := range keys {
 		for _, i := range r.byKey[k] {
 			op := r.h.Ops[i]
@@ -475,7 +477,9 @@ func (r *atpRun) evidence(keys []string, named ...Operation) []Operation {
 		if len(out) >= maxATPAnomalyOps {
 			break
 		}
-		if !slices.ContainsFunc(out, func(o Operation) bool { return o.ClientID == op.ClientID && o.Call == op.Call && o.Key == op.Key }) {
+		if !slices.ContainsFunc(out, func(o checker.Operation) bool {
+			return o.ClientID == op.ClientID && o.Call == op.Call && o.Key == op.Key
+		}) {
 			out = append(out, op)
 		}
 	}
@@ -501,7 +505,7 @@ func describeCharges(cs []ATPCharge) string {
 	return strings.Join(parts, ", ")
 }
 
-func describeEffects(es []Effect) string {
+func describeEffects(es []checker.Effect) string {
 	var parts []string
 	for _, e := range es {
 		parts = append(parts, fmt.Sprintf("%s (payment intent %s)", e.Worker, e.Intent))
@@ -553,8 +557,8 @@ func keyOf(k string) string {
 
 // observedStates returns the states an intent's answers and final rows
 // showed, and the operations that showed each first.
-func (r *atpRun) observedStates(intent string) (map[string]bool, map[string]Operation) {
-	states, first := map[string]bool{}, map[string]Operation{}
+func (r *atpRun) observedStates(intent string) (map[string]bool, map[string]checker.Operation) {
+	states, first := map[string]bool{}, map[string]checker.Operation{}
 	for _, k := range r.keysOf[intent] {
 		for _, i := range r.byKey[k] {
 			op := r.h.Ops[i]
@@ -572,8 +576,8 @@ func (r *atpRun) observedStates(intent string) (map[string]bool, map[string]Oper
 	return states, first
 }
 
-func atpFail(mc *ModelCheck, key string) {
-	mc.Result = LinIllegal
+func atpFail(mc *checker.ModelCheck, key string) {
+	mc.Result = checker.LinIllegal
 	mc.FailingTotal++
 	if len(mc.Failing) < 100 {
 		mc.Failing = append(mc.Failing, key)
@@ -584,11 +588,11 @@ func atpFail(mc *ModelCheck, key string) {
 // most one net charge; exactly one when a row of it was seen settled;
 // none when its rows ended compensated or expired; none for an intent the
 // site never showed a row of.
-func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
-	mc := ModelCheck{Model: ModelATPEffects, Result: LinOk, Ops: len(r.effects)}
-	var q QueueStats
+func (r *atpRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
+	mc := checker.ModelCheck{Model: ModelATPEffects, Result: checker.LinOk, Ops: len(r.effects)}
+	var q checker.QueueStats
 	for k, idx := range r.byKey {
-		if !slices.ContainsFunc(idx, func(i int) bool { return r.h.Ops[i].Kind == OpPublish }) {
+		if !slices.ContainsFunc(idx, func(i int) bool { return r.h.Ops[i].Kind == checker.OpPublish }) {
 			continue
 		}
 		q.Attempted++
@@ -597,13 +601,13 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 		if row := r.rows[k]; row != nil && row.Status == 200 {
 			switch row.State {
-			case specatp.StateSettled:
+			case StateSettled:
 				q.Fulfilled++
-			case specatp.StateCompensated:
+			case StateCompensated:
 				q.Dead++
-			case specatp.StateExpired:
+			case StateExpired:
 				q.Expired++
-			case specatp.StateExecuting:
+			case StateExecuting:
 				if r.rec.ReconcileCutShort {
 					q.Pending++
 				}
@@ -618,7 +622,7 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 		intents[i] = true
 	}
 	undecided := false
-	for _, intent := range SortedKeys(intents) {
+	for _, intent := range slices.Sorted(maps.Keys(intents)) {
 		es := r.effects[intent]
 		mc.Partitions++
 		if len(es) > 0 {
@@ -626,10 +630,10 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 		}
 		keys := r.keysOf[intent]
 		states, first := r.observedStates(intent)
-		fail := func(why string, ops ...Operation) {
+		fail := func(why string, ops ...checker.Operation) {
 			atpFail(&mc, intent)
-			r.add(Anomaly{Kind: ATPNoSecondEffect, Key: intent,
-				Explanation: fmt.Sprintf("%s: intent %s (%s): %s", specatp.RuleNoSecondEffect, intent, r.describeRows(intent), why),
+			r.add(checker.Anomaly{Kind: ATPNoSecondEffect, Key: intent,
+				Explanation: fmt.Sprintf("%s: intent %s (%s): %s", RuleNoSecondEffect, intent, r.describeRows(intent), why),
 				Ops:         r.evidence(keys, ops...), Effects: es})
 		}
 		if len(keys) == 0 {
@@ -669,22 +673,22 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 			q.Duplicated++
 			fail(fmt.Sprintf("charged %d times at the rail: %s; one intent is paid once however often its steps are retried",
 				len(es), r.charged(intent)))
-		case states[specatp.StateSettled] && len(es) == 0:
-			op, seen := first[specatp.StateSettled]
-			var ev []Operation
+		case states[StateSettled] && len(es) == 0:
+			op, seen := first[StateSettled]
+			var ev []checker.Operation
 			where := "its final row"
 			if seen {
-				ev, where = []Operation{op}, describeATPOp(&op)
+				ev, where = []checker.Operation{op}, describeATPOp(&op)
 			}
 			fail(fmt.Sprintf("a row was settled (%s) and the rail holds no net charge for it (%s): a settled row has exactly one", where, r.charged(intent)), ev...)
-		case len(es) == 1 && !states[specatp.StateSettled] && allFinalRead && len(finals) > 0 &&
-			!slices.ContainsFunc(finals, func(s string) bool { return s != specatp.StateCompensated && s != specatp.StateExpired }):
+		case len(es) == 1 && !states[StateSettled] && allFinalRead && len(finals) > 0 &&
+			!slices.ContainsFunc(finals, func(s string) bool { return s != StateCompensated && s != StateExpired }):
 			fail(fmt.Sprintf("its rows ended %s and the rail holds %s: a compensated or expired transaction has no net charge",
 				strings.Join(finals, ", "), r.charged(intent)))
 		}
 	}
-	if undecided && mc.Result == LinOk {
-		mc.Result = LinUnknown
+	if undecided && mc.Result == checker.LinOk {
+		mc.Result = checker.LinUnknown
 	}
 	return mc, q
 }
@@ -693,10 +697,10 @@ func (r *atpRun) checkEffects() (ModelCheck, QueueStats) {
 // that carries its row names that row and carries the same body bytes;
 // every one that carries a receipt, the same receipt bytes (the final row
 // read after the run too).
-func (r *atpRun) checkVerbatim() ModelCheck {
-	mc := ModelCheck{Model: ModelATPVerbatim, Result: LinOk}
-	for _, k := range SortedKeys(r.byKey) {
-		var rows []Operation
+func (r *atpRun) checkVerbatim() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelATPVerbatim, Result: checker.LinOk}
+	for _, k := range slices.Sorted(maps.Keys(r.byKey)) {
+		var rows []checker.Operation
 		for _, i := range r.byKey[k] {
 			if op := r.h.Ops[i]; atpObserved(&op) && parseATPAnswer(op.Output.Body).row {
 				rows = append(rows, op)
@@ -707,12 +711,12 @@ func (r *atpRun) checkVerbatim() ModelCheck {
 		}
 		mc.Partitions++
 		mc.Ops += len(rows)
-		fail := func(why string, ops ...Operation) {
+		fail := func(why string, ops ...checker.Operation) {
 			atpFail(&mc, k)
-			r.add(Anomaly{Kind: ATPRetryVerbatim, Key: k,
-				Explanation: fmt.Sprintf("%s: intent %s key %q: %s", specatp.RuleRetryVerbatim, ATPKeyIntent(k), keyOf(k), why), Ops: ops})
+			r.add(checker.Anomaly{Kind: ATPRetryVerbatim, Key: k,
+				Explanation: fmt.Sprintf("%s: intent %s key %q: %s", RuleRetryVerbatim, ATPKeyIntent(k), keyOf(k), why), Ops: ops})
 		}
-		var firstBody, firstReceipt *Operation
+		var firstBody, firstReceipt *checker.Operation
 		bad := false
 		for i := range rows {
 			op := &rows[i]
@@ -802,7 +806,7 @@ type atpSighting struct {
 }
 
 // checkReceipts judges the receipts every answer and final row carried,
-// with the site's public key set alone (spec/atp.VerifyReceipt):
+// with the site's public key set alone (VerifyReceipt):
 // ATP-0-signed-by-site-key (each verifies; and a copy with one byte of its
 // body changed does not: the verifier's self-check), ATP-4-settlement-
 // signed (a settled row carries a settlement receipt naming its intent and
@@ -810,17 +814,17 @@ type atpSighting struct {
 // carries a compensation receipt referencing its intent, state
 // compensated). Receipts on rows in other states are judged by
 // checkSpeculative.
-func (r *atpRun) checkReceipts() ModelCheck {
-	mc := ModelCheck{Model: ModelATPReceipts, Result: LinOk}
-	sightings := map[atpSighting]*Operation{}
+func (r *atpRun) checkReceipts() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelATPReceipts, Result: checker.LinOk}
+	sightings := map[atpSighting]*checker.Operation{}
 	var order []atpSighting
-	see := func(s atpSighting, op *Operation) {
+	see := func(s atpSighting, op *checker.Operation) {
 		if _, ok := sightings[s]; !ok {
 			sightings[s] = op
 			order = append(order, s)
 		}
 	}
-	for _, k := range SortedKeys(r.byKey) {
+	for _, k := range slices.Sorted(maps.Keys(r.byKey)) {
 		for _, i := range r.byKey[k] {
 			op := &r.h.Ops[i]
 			if !atpObserved(op) {
@@ -830,14 +834,14 @@ func (r *atpRun) checkReceipts() ModelCheck {
 			if !a.row {
 				continue
 			}
-			if st := op.Output.State; st == specatp.StateSettled || st == specatp.StateCompensated {
+			if st := op.Output.State; st == StateSettled || st == StateCompensated {
 				see(atpSighting{k, st, a.receipt}, op)
 			}
 		}
 	}
 	for i := range r.rec.Rows {
 		row := &r.rec.Rows[i]
-		if row.Status == 200 && (row.State == specatp.StateSettled || row.State == specatp.StateCompensated) {
+		if row.Status == 200 && (row.State == StateSettled || row.State == StateCompensated) {
 			see(atpSighting{row.Key, row.State, ATPReceiptDigest(row.Receipt)}, nil)
 		}
 	}
@@ -847,19 +851,19 @@ func (r *atpRun) checkReceipts() ModelCheck {
 		op := sightings[s]
 		mc.Partitions++
 		intent, key := ATPSplitKey(s.key)
-		var ev []Operation
+		var ev []checker.Operation
 		where := "the final read"
 		if op != nil {
-			ev, where = []Operation{*op}, describeATPOp(op)
+			ev, where = []checker.Operation{*op}, describeATPOp(op)
 		}
-		kind, rule := ATPSettlementSigned, specatp.RuleSettlementSigned
-		wantType := specatp.ReceiptSettlement
-		if s.state == specatp.StateCompensated {
-			kind, rule, wantType = ATPCompensationReceipt, specatp.RuleCompensationReceipt, specatp.ReceiptCompensation
+		kind, rule := ATPSettlementSigned, RuleSettlementSigned
+		wantType := ReceiptSettlement
+		if s.state == StateCompensated {
+			kind, rule, wantType = ATPCompensationReceipt, RuleCompensationReceipt, ReceiptCompensation
 		}
-		fail := func(kind AnomalyKind, rule, why string) {
+		fail := func(kind checker.AnomalyKind, rule, why string) {
 			atpFail(&mc, s.key)
-			r.add(Anomaly{Kind: kind, Key: s.key,
+			r.add(checker.Anomaly{Kind: kind, Key: s.key,
 				Explanation: fmt.Sprintf("%s: intent %s key %q, %s row (%s): %s", rule, intent, key, s.state, where, why), Ops: ev})
 		}
 		if s.receipt == ATPNoReceipt {
@@ -878,11 +882,11 @@ func (r *atpRun) checkReceipts() ModelCheck {
 		}
 		switch {
 		case res.Err != nil:
-			fail(ATPSignedBySiteKey, specatp.RuleSignedBySiteKey, fmt.Sprintf("receipt %s does not verify with the site's published keys (%s): %v; receipt: %s",
+			fail(ATPSignedBySiteKey, RuleSignedBySiteKey, fmt.Sprintf("receipt %s does not verify with the site's published keys (%s): %v; receipt: %s",
 				s.receipt, describeKeys(*r.rec.Keys), res.Err, clip(raw, 400)))
 			continue
 		case res.TamperedVerifies:
-			fail(ATPSignedBySiteKey, specatp.RuleSignedBySiteKey, fmt.Sprintf("receipt %s verifies, and so does a copy with one byte of its body changed (%s): the signature does not bind the body",
+			fail(ATPSignedBySiteKey, RuleSignedBySiteKey, fmt.Sprintf("receipt %s verifies, and so does a copy with one byte of its body changed (%s): the signature does not bind the body",
 				s.receipt, res.Tamper))
 			continue
 		}
@@ -895,15 +899,15 @@ func (r *atpRun) checkReceipts() ModelCheck {
 			wrong = append(wrong, fmt.Sprintf("state %q, not %q", b.State, s.state))
 		}
 		switch {
-		case s.state == specatp.StateSettled && b.IntentID != intent:
+		case s.state == StateSettled && b.IntentID != intent:
 			wrong = append(wrong, fmt.Sprintf("intent_id %q, not %q", b.IntentID, intent))
-		case s.state == specatp.StateCompensated && b.ReferencesIntentID != intent:
+		case s.state == StateCompensated && b.ReferencesIntentID != intent:
 			wrong = append(wrong, fmt.Sprintf("references_intent_id %q, not %q", b.ReferencesIntentID, intent))
 		}
-		if s.state == specatp.StateCompensated && b.IntentID != "" && b.IntentID != intent {
+		if s.state == StateCompensated && b.IntentID != "" && b.IntentID != intent {
 			wrong = append(wrong, fmt.Sprintf("intent_id %q, not %q", b.IntentID, intent))
 		}
-		if b.IdempotencyKey != key && (s.state == specatp.StateSettled || b.IdempotencyKey != "") {
+		if b.IdempotencyKey != key && (s.state == StateSettled || b.IdempotencyKey != "") {
 			wrong = append(wrong, fmt.Sprintf("idempotency_key %q, not %q", b.IdempotencyKey, key))
 		}
 		if len(wrong) > 0 {
@@ -911,15 +915,15 @@ func (r *atpRun) checkReceipts() ModelCheck {
 				s.receipt, strings.Join(wrong, ", "), wantType, clip(res.RawBody, 400)))
 		}
 	}
-	if unknown && mc.Result == LinOk {
-		mc.Result = LinUnknown
+	if unknown && mc.Result == checker.LinOk {
+		mc.Result = checker.LinUnknown
 	}
 	return mc
 }
 
 // atpVerified is what verifying one receipt found.
 type atpVerified struct {
-	Body    specatp.ReceiptBody
+	Body    ReceiptBody
 	RawBody json.RawMessage
 	Err     error
 	// TamperedVerifies: a copy whose body differs in one byte verified
@@ -928,9 +932,9 @@ type atpVerified struct {
 	Tamper           string
 }
 
-func verifyATPReceipt(raw []byte, keys specatp.JWKSet) atpVerified {
+func verifyATPReceipt(raw []byte, keys JWKSet) atpVerified {
 	var res atpVerified
-	res.Body, res.Err = specatp.VerifyReceipt(raw, keys)
+	res.Body, res.Err = VerifyReceipt(raw, keys)
 	if res.Err != nil {
 		return res
 	}
@@ -946,7 +950,7 @@ func verifyATPReceipt(raw []byte, keys specatp.JWKSet) atpVerified {
 	}
 	doc["body"] = tampered
 	copyRaw, _ := json.Marshal(doc)
-	if _, err := specatp.VerifyReceipt(copyRaw, keys); err == nil {
+	if _, err := VerifyReceipt(copyRaw, keys); err == nil {
 		res.TamperedVerifies, res.Tamper = true, where
 	}
 	return res
@@ -1022,7 +1026,7 @@ func tamperOneByte(body []byte) ([]byte, string, bool) {
 	return nil, "", false
 }
 
-func describeKeys(k specatp.JWKSet) string {
+func describeKeys(k JWKSet) string {
 	var kids []string
 	for _, j := range k.Keys {
 		kids = append(kids, fmt.Sprintf("%q", j.Kid))
@@ -1034,8 +1038,8 @@ func describeKeys(k specatp.JWKSet) string {
 // row shows a receipt on a row created, authorized, executing or
 // executed) and ATP-4-expired-no-receipt (nor on an expired row). One
 // anomaly per transaction: its first such answer.
-func (r *atpRun) checkSpeculative() ModelCheck {
-	mc := ModelCheck{Model: ModelATPSpeculative, Result: LinOk}
+func (r *atpRun) checkSpeculative() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelATPSpeculative, Result: checker.LinOk}
 	keys := map[string]bool{}
 	for k := range r.byKey {
 		keys[k] = true
@@ -1043,15 +1047,15 @@ func (r *atpRun) checkSpeculative() ModelCheck {
 	for k := range r.rows {
 		keys[k] = true
 	}
-	for _, k := range SortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		mc.Partitions++
 		intent, key := ATPSplitKey(k)
-		var bad *Operation
+		var bad *checker.Operation
 		badState, badReceipt := "", ""
 		for _, i := range r.byKey[k] {
 			op := &r.h.Ops[i]
 			mc.Ops++
-			if !atpObserved(op) || specatp.Terminal(op.Output.State) && op.Output.State != specatp.StateExpired {
+			if !atpObserved(op) || Terminal(op.Output.State) && op.Output.State != StateExpired {
 				continue
 			}
 			if a := parseATPAnswer(op.Output.Body); a.row && a.receipt != ATPNoReceipt {
@@ -1062,28 +1066,28 @@ func (r *atpRun) checkSpeculative() ModelCheck {
 		where := ""
 		if bad != nil {
 			where = describeATPOp(bad)
-		} else if row := r.rows[k]; row != nil && row.Status == 200 && specatp.Rank(row.State) >= 0 &&
-			(!specatp.Terminal(row.State) || row.State == specatp.StateExpired) && ATPReceiptDigest(row.Receipt) != ATPNoReceipt {
+		} else if row := r.rows[k]; row != nil && row.Status == 200 && Rank(row.State) >= 0 &&
+			(!Terminal(row.State) || row.State == StateExpired) && ATPReceiptDigest(row.Receipt) != ATPNoReceipt {
 			where, badState, badReceipt = "the final read", row.State, ATPReceiptDigest(row.Receipt)
 		}
 		if where == "" {
 			continue
 		}
 		atpFail(&mc, k)
-		var ev []Operation
+		var ev []checker.Operation
 		if bad != nil {
-			ev = []Operation{*bad}
+			ev = []checker.Operation{*bad}
 		}
 		raw := r.receiptBytes(badReceipt, k)
-		if badState == specatp.StateExpired {
-			r.add(Anomaly{Kind: ATPExpiredNoReceipt, Key: k, Ops: ev,
+		if badState == StateExpired {
+			r.add(checker.Anomaly{Kind: ATPExpiredNoReceipt, Key: k, Ops: ev,
 				Explanation: fmt.Sprintf("%s: intent %s key %q: an expired row carries receipt %s (%s): an expired intent has none; receipt: %s",
-					specatp.RuleExpiredNoReceipt, intent, key, badReceipt, where, clip(raw, 300))})
+					RuleExpiredNoReceipt, intent, key, badReceipt, where, clip(raw, 300))})
 			continue
 		}
-		r.add(Anomaly{Kind: ATPNeverSpeculative, Key: k, Ops: ev,
+		r.add(checker.Anomaly{Kind: ATPNeverSpeculative, Key: k, Ops: ev,
 			Explanation: fmt.Sprintf("%s: intent %s key %q: a row in state %s carries receipt %s (%s): receipts are issued only on entry to settled or compensated; receipt: %s",
-				specatp.RuleNeverSpeculative, intent, key, badState, badReceipt, where, clip(raw, 300))})
+				RuleNeverSpeculative, intent, key, badState, badReceipt, where, clip(raw, 300))})
 	}
 	return mc
 }
@@ -1092,24 +1096,24 @@ func (r *atpRun) checkSpeculative() ModelCheck {
 // checker.Model: partitioned by transaction, each answer that shows the
 // row observed its state at some instant in [call, return]; the model's
 // state is the row's state, and it accepts an observation equal to it or
-// later in the machine (spec/atp.Rank), never an earlier one (so no
+// later in the machine (Rank), never an earlier one (so no
 // executing → authorized), never another terminal state.
 type ATPStateModel struct{}
 
-var _ Model = ATPStateModel{}
+var _ checker.Model = ATPStateModel{}
 
 // Name is ModelATPStates.
 func (ATPStateModel) Name() string { return ModelATPStates }
 
 // Partition is the transaction of an answer that showed a row.
-func (ATPStateModel) Partition(op *Operation) (string, bool) {
-	return op.Key, op.Key != "" && (op.Kind == OpPublish || op.Kind == OpStatus) && atpObserved(op)
+func (ATPStateModel) Partition(op *checker.Operation) (string, bool) {
+	return op.Key, op.Key != "" && (op.Kind == checker.OpPublish || op.Kind == checker.OpStatus) && atpObserved(op)
 }
 
 // atpFollows reports whether a row in state cur may next be observed in
 // state next.
 func atpFollows(cur, next string) bool {
-	return next == cur || specatp.Rank(next) > specatp.Rank(cur)
+	return next == cur || Rank(next) > Rank(cur)
 }
 
 // Porcupine is the model for porcupine.
@@ -1118,14 +1122,14 @@ func (ATPStateModel) Porcupine() porcupine.Model {
 		Init: func() any { return "" },
 		Step: func(state, input, _ any) (bool, any) {
 			cur := state.(string)
-			next := input.(*Operation).Output.State
+			next := input.(*checker.Operation).Output.State
 			if !atpFollows(cur, next) {
 				return false, cur
 			}
 			return true, next
 		},
 		Equal:             func(a, b any) bool { return a == b },
-		DescribeOperation: func(input, _ any) string { return describeATPOp(input.(*Operation)) },
+		DescribeOperation: func(input, _ any) string { return describeATPOp(input.(*checker.Operation)) },
 		DescribeState: func(state any) string {
 			if s := state.(string); s != "" {
 				return s
@@ -1137,8 +1141,8 @@ func (ATPStateModel) Porcupine() porcupine.Model {
 
 // Checks is the exact search for a pair of answers that shows a row going
 // back, named after ATP-1-monotonic.
-func (ATPStateModel) Checks() []NamedCheck {
-	return []NamedCheck{{Rule: specatp.RuleMonotonic, Check: func(ops []Operation) (bool, string) {
+func (ATPStateModel) Checks() []checker.NamedCheck {
+	return []checker.NamedCheck{{Rule: RuleMonotonic, Check: func(ops []checker.Operation) (bool, string) {
 		a, b := ATPRegression(ops)
 		if a == nil {
 			return true, ""
@@ -1152,8 +1156,8 @@ func (ATPStateModel) Checks() []NamedCheck {
 // earlier state (or another terminal state), or two different terminal
 // states at all. nil when there is none. Answers that showed no row are
 // ignored.
-func ATPRegression(ops []Operation) (a, b *Operation) {
-	var seen []*Operation
+func ATPRegression(ops []checker.Operation) (a, b *checker.Operation) {
+	var seen []*checker.Operation
 	for i := range ops {
 		if atpObserved(&ops[i]) {
 			seen = append(seen, &ops[i])
@@ -1163,8 +1167,8 @@ func ATPRegression(ops []Operation) (a, b *Operation) {
 	for _, x := range seen {
 		for _, y := range seen {
 			if x.Return < y.Call && !atpFollows(x.Output.State, y.Output.State) &&
-				(a == nil || specatp.Rank(x.Output.State) > specatp.Rank(a.Output.State) ||
-					specatp.Rank(x.Output.State) == specatp.Rank(a.Output.State) && specatp.Rank(y.Output.State) < specatp.Rank(b.Output.State)) {
+				(a == nil || Rank(x.Output.State) > Rank(a.Output.State) ||
+					Rank(x.Output.State) == Rank(a.Output.State) && Rank(y.Output.State) < Rank(b.Output.State)) {
 				a, b = x, y
 			}
 		}
@@ -1174,7 +1178,7 @@ func ATPRegression(ops []Operation) (a, b *Operation) {
 	}
 	for _, x := range seen {
 		for _, y := range seen {
-			if specatp.Terminal(x.Output.State) && specatp.Terminal(y.Output.State) && x.Output.State != y.Output.State {
+			if Terminal(x.Output.State) && Terminal(y.Output.State) && x.Output.State != y.Output.State {
 				if y.Call < x.Call {
 					x, y = y, x
 				}
@@ -1185,13 +1189,13 @@ func ATPRegression(ops []Operation) (a, b *Operation) {
 	return nil, nil
 }
 
-func regressionWhy(a, b *Operation) string {
-	if specatp.Terminal(a.Output.State) && specatp.Terminal(b.Output.State) {
+func regressionWhy(a, b *checker.Operation) string {
+	if Terminal(a.Output.State) && Terminal(b.Output.State) {
 		return fmt.Sprintf("the row was seen %s (%s) and %s (%s): a transaction ends in one terminal state",
 			a.Output.State, describeATPOp(a), b.Output.State, describeATPOp(b))
 	}
 	return fmt.Sprintf("the row was seen %s (%s), then, in a request sent %s after that answer, %s (%s): once a row leaves a state it does not return",
-		a.Output.State, describeATPOp(a), FormatNs(b.Call-a.Return), b.Output.State, describeATPOp(b))
+		a.Output.State, describeATPOp(a), checker.FormatNs(b.Call-a.Return), b.Output.State, describeATPOp(b))
 }
 
 // atpReduce keeps, of one transaction's answers (idx into ops), for each
@@ -1204,7 +1208,7 @@ func regressionWhy(a, b *Operation) string {
 // most two answers per state) linearizes iff the transaction's answers
 // do, and keeps porcupine fast on a storm's hundreds of concurrent
 // answers.
-func atpReduce(ops []Operation, idx []int) []int {
+func atpReduce(ops []checker.Operation, idx []int) []int {
 	lastCall, firstReturn := map[string]int{}, map[string]int{}
 	var states []string
 	for _, i := range idx {
@@ -1238,11 +1242,11 @@ func atpReduce(ops []Operation, idx []int) []int {
 // ATPStateModel, on the answers atpReduce keeps; a transaction porcupine
 // runs out of time on makes the result UNKNOWN. The evidence is the pair
 // of answers ATPRegression finds among all of them.
-func (r *atpRun) checkStates() ModelCheck {
-	mc := ModelCheck{Model: ModelATPStates, Result: LinOk}
+func (r *atpRun) checkStates() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelATPStates, Result: checker.LinOk}
 	m := ATPStateModel{}
 	pm := m.Porcupine()
-	for _, k := range SortedKeys(r.byKey) {
+	for _, k := range slices.Sorted(maps.Keys(r.byKey)) {
 		var idx []int
 		for _, i := range r.byKey[k] {
 			if _, ok := m.Partition(&r.h.Ops[i]); ok {
@@ -1254,33 +1258,33 @@ func (r *atpRun) checkStates() ModelCheck {
 		}
 		mc.Partitions++
 		mc.Ops += len(idx)
-		switch porcupine.CheckOperationsTimeout(pm, PorcupineOps(nil, r.h.Ops, atpReduce(r.h.Ops, idx), false), r.opts.Timeout) {
+		switch porcupine.CheckOperationsTimeout(pm, checker.PorcupineOps(nil, r.h.Ops, atpReduce(r.h.Ops, idx), false), r.opts.Timeout) {
 		case porcupine.Ok:
 			continue
 		case porcupine.Unknown:
-			if mc.Result == LinOk {
-				mc.Result = LinUnknown
+			if mc.Result == checker.LinOk {
+				mc.Result = checker.LinUnknown
 			}
 			continue
 		}
 		atpFail(&mc, k)
-		ops := make([]Operation, len(idx))
+		ops := make([]checker.Operation, len(idx))
 		for j, i := range idx {
 			ops[j] = r.h.Ops[i]
 		}
 		intent, key := ATPSplitKey(k)
 		a, b := ATPRegression(ops)
 		if a == nil {
-			r.add(Anomaly{Kind: ATPMonotonic, Key: k, Ops: r.evidence([]string{k}),
+			r.add(checker.Anomaly{Kind: ATPMonotonic, Key: k, Ops: r.evidence([]string{k}),
 				Explanation: fmt.Sprintf("%s: intent %s key %q: no order of the %d answers that showed the row follows the state machine (created → authorized → executing → executed → settled | compensated | expired)",
-					specatp.RuleMonotonic, intent, key, len(idx))})
+					RuleMonotonic, intent, key, len(idx))})
 			continue
 		}
-		kind, rule := ATPMonotonic, specatp.RuleMonotonic
-		if a.Output.State == specatp.StateExecuting && b.Output.State == specatp.StateAuthorized {
-			kind, rule = ATPNoExecutingAuthorized, specatp.RuleNoExecutingAuthorized
+		kind, rule := ATPMonotonic, RuleMonotonic
+		if a.Output.State == StateExecuting && b.Output.State == StateAuthorized {
+			kind, rule = ATPNoExecutingAuthorized, RuleNoExecutingAuthorized
 		}
-		r.add(Anomaly{Kind: kind, Key: k, Ops: []Operation{*a, *b},
+		r.add(checker.Anomaly{Kind: kind, Key: k, Ops: []checker.Operation{*a, *b},
 			Explanation: fmt.Sprintf("%s: intent %s key %q: %s", rule, intent, key, regressionWhy(a, b))})
 	}
 	return mc
@@ -1291,11 +1295,11 @@ func (r *atpRun) checkStates() ModelCheck {
 // still executing (undecided when the wait was cut short), and each
 // intent's rows agree with the rail: a settled row and a net charge, or
 // neither (more than one charge is ATP-2-no-second-effect's).
-func (r *atpRun) checkReconciliation() ModelCheck {
-	mc := ModelCheck{Model: ModelATPReconciliation, Result: LinOk, Ops: len(r.rec.Rows)}
+func (r *atpRun) checkReconciliation() checker.ModelCheck {
+	mc := checker.ModelCheck{Model: ModelATPReconciliation, Result: checker.LinOk, Ops: len(r.rec.Rows)}
 	if len(r.rec.Rows) == 0 {
 		if len(r.byKey) > 0 {
-			mc.Result = LinUnknown // no final rows recorded: nothing to judge
+			mc.Result = checker.LinUnknown // no final rows recorded: nothing to judge
 		}
 		return mc
 	}
@@ -1307,7 +1311,7 @@ func (r *atpRun) checkReconciliation() ModelCheck {
 	}
 	waited := fmt.Sprintf("after waiting %s for rows to leave executing (interval %s, bound %s)",
 		r.rec.ReconcileWait.Round(time.Millisecond), r.rec.ReconcileInterval, r.rec.ReconcileBound.Round(time.Millisecond))
-	for _, intent := range SortedKeys(byIntent) {
+	for _, intent := range slices.Sorted(maps.Keys(byIntent)) {
 		rows := byIntent[intent]
 		mc.Partitions++
 		es := r.effects[intent]
@@ -1320,17 +1324,17 @@ func (r *atpRun) checkReconciliation() ModelCheck {
 				continue
 			}
 			switch row.State {
-			case specatp.StateSettled:
+			case StateSettled:
 				settled = true
-			case specatp.StateExecuting:
+			case StateExecuting:
 				if r.rec.ReconcileCutShort {
 					unknown = true
 					continue
 				}
 				atpFail(&mc, row.Key)
-				r.add(Anomaly{Kind: ATPReconciliation, Key: row.Key, Ops: r.evidence([]string{row.Key}), Effects: es,
+				r.add(checker.Anomaly{Kind: ATPReconciliation, Key: row.Key, Ops: r.evidence([]string{row.Key}), Effects: es,
 					Explanation: fmt.Sprintf("%s: intent %s key %q is still executing %s: the rail callback or the reconciliation sweep resolves an executing row to settled or compensated (the rail: %s; payment intents %s)",
-						specatp.RuleReconciliation, intent, row.IdempotencyKey, waited, r.charged(intent), r.paymentIntents(intent))})
+						RuleReconciliation, intent, row.IdempotencyKey, waited, r.charged(intent), r.paymentIntents(intent))})
 			}
 		}
 		if !read {
@@ -1340,18 +1344,18 @@ func (r *atpRun) checkReconciliation() ModelCheck {
 		switch {
 		case settled && len(es) == 0:
 			atpFail(&mc, intent)
-			r.add(Anomaly{Kind: ATPReconciliation, Key: intent, Ops: r.evidence(keys),
+			r.add(checker.Anomaly{Kind: ATPReconciliation, Key: intent, Ops: r.evidence(keys),
 				Explanation: fmt.Sprintf("%s: intent %s ended settled (%s) %s, and the rail holds no net charge for it (%s): the row does not agree with the rail",
-					specatp.RuleReconciliation, intent, r.describeRows(intent), waited, r.charged(intent))})
-		case !settled && len(es) > 0 && !slices.ContainsFunc(rows, func(row *ATPRow) bool { return row.State == specatp.StateExecuting }):
+					RuleReconciliation, intent, r.describeRows(intent), waited, r.charged(intent))})
+		case !settled && len(es) > 0 && !slices.ContainsFunc(rows, func(row *ATPRow) bool { return row.State == StateExecuting }):
 			atpFail(&mc, intent)
-			r.add(Anomaly{Kind: ATPReconciliation, Key: intent, Ops: r.evidence(keys), Effects: es,
+			r.add(checker.Anomaly{Kind: ATPReconciliation, Key: intent, Ops: r.evidence(keys), Effects: es,
 				Explanation: fmt.Sprintf("%s: the rail charged intent %s (%s), and its rows ended %s %s: a charged transaction is settled",
-					specatp.RuleReconciliation, intent, r.charged(intent), r.describeRows(intent), waited)})
+					RuleReconciliation, intent, r.charged(intent), r.describeRows(intent), waited)})
 		}
 	}
-	if unknown && mc.Result == LinOk {
-		mc.Result = LinUnknown
+	if unknown && mc.Result == checker.LinOk {
+		mc.Result = checker.LinUnknown
 	}
 	return mc
 }
@@ -1371,4 +1375,12 @@ func (r *atpRun) paymentIntents(intent string) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
+}
+
+// shortText abbreviates an ID or a body for a one-line description.
+func shortText(s string) string {
+	if len(s) > 10 {
+		return s[:8] + "…"
+	}
+	return s
 }

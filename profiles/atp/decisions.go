@@ -13,7 +13,7 @@ func Decisions() []spec.Decision {
 	return []spec.Decision{
 		{
 			ID:       DecisionNonceSameKey,
-			Profile:  spec.ProfileATP,
+			Profile:  Name,
 			Section:  "2, 7",
 			Question: "Is a second POST /api/atp/authorize of the same signed intent under the key it was authorized with a retry (the existing row) or a replay of the nonce (409 nonce_consumed)?",
 			Readings: []spec.Reading{

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -31,22 +30,22 @@ func TestAgentSpeaksTheBinding(t *testing.T) {
 	row := `{"intent_id":"int_1","idempotency_key":"key-0123456789abcdef","state":"authorized","body":{"a":1},"receipt":null,"created_at":"x","updated_at":"x"}`
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		got = append(got, seen{r.Method, r.URL.EscapedPath(), r.Header.Get(specatp.HeaderKey), r.Header.Get(specatp.HeaderAPIKey), b})
+		got = append(got, seen{r.Method, r.URL.EscapedPath(), r.Header.Get(HeaderKey), r.Header.Get(HeaderAPIKey), b})
 		switch {
-		case r.URL.Path == specatp.PathConfig:
+		case r.URL.Path == PathConfig:
 			io.WriteString(w, `{"binding":"idscheck-atp/1","reconcile_interval_seconds":60,"action_dedup_window_seconds":null}`)
-		case r.URL.Path == specatp.PathKeys:
+		case r.URL.Path == PathKeys:
 			io.WriteString(w, `{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"site-1","x":"PUAXw-hDiVqStwqnTRt-vJyYLM8uxJaMwM1V8Sr0Zgw"}]}`)
-		case r.URL.Path == specatp.PathVerify:
+		case r.URL.Path == PathVerify:
 			io.WriteString(w, `{"valid":true,"kid":"site-1"}`)
-		case strings.HasPrefix(r.URL.Path, specatp.PathAgents):
+		case strings.HasPrefix(r.URL.Path, PathAgents):
 			w.WriteHeader(201)
-		case r.URL.Path == specatp.PathAuthorize:
+		case r.URL.Path == PathAuthorize:
 			io.WriteString(w, row)
-		case r.URL.Path == specatp.PathExecute:
+		case r.URL.Path == PathExecute:
 			w.WriteHeader(409)
 			io.WriteString(w, `{"error":"nonce_consumed","first_consumed_at":"2026-05-25T12:00:00Z"}`)
-		case strings.HasPrefix(r.URL.Path, specatp.PathIntents):
+		case strings.HasPrefix(r.URL.Path, PathIntents):
 			w.Header().Set("Content-Length", "1000")
 			io.WriteString(w, `{"intent_id":`) // cut short
 		}
@@ -58,27 +57,27 @@ func TestAgentSpeaksTheBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := KeyFromSeed(bytes.NewReader(bytes.Repeat([]byte{7}, 32)))
-	ag := NewAgent(New(c), "agt_1", key)
+	ag := NewAgent(NewSite(c), "agt_1", key)
 	ctx := context.Background()
 
 	if a, err := ag.Register(ctx); err != nil || a.Status != 201 {
 		t.Fatalf("register: %v %+v", err, a)
 	}
-	var reg specatp.AgentRegistration
+	var reg AgentRegistration
 	json.Unmarshal(got[0].body, &reg)
-	if pk, err := specatp.PublicKey(reg.PublicKey); err != nil || !pk.Equal(key.Public().(ed25519.PublicKey)) || got[0].method != "PUT" || got[0].path != "/api/atp/agents/agt_1" {
+	if pk, err := PublicKey(reg.PublicKey); err != nil || !pk.Equal(key.Public().(ed25519.PublicKey)) || got[0].method != "PUT" || got[0].path != "/api/atp/agents/agt_1" {
 		t.Fatalf("registration %+v: %v", got[0], err)
 	}
 	exp := time.Date(2026, 5, 25, 12, 0, 0, 0, time.UTC)
 	intent, err := ag.NewIntent(IntentParams{IntentID: "int_1", Nonce: "n1", ExpiresAt: exp, Amount: 1250, Currency: "EUR", Payee: "m_1",
-		Precondition: &specatp.Precondition{IntentSettled: "int_0"}})
+		Precondition: &Precondition{IntentSettled: "int_0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := specatp.VerifyIntent(intent, key.Public().(ed25519.PublicKey)); err != nil {
+	if err := VerifyIntent(intent, key.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatalf("the intent does not verify: %v", err)
 	}
-	var in specatp.Intent
+	var in Intent
 	json.Unmarshal(intent, &in)
 	if in.AgentID != "agt_1" || in.ExpiresAt != "2026-05-25T12:00:00.000Z" || in.Precondition.IntentSettled != "int_0" || in.ActionDedupKey != "" {
 		t.Fatalf("intent %s", intent)
@@ -91,7 +90,7 @@ func TestAgentSpeaksTheBinding(t *testing.T) {
 		t.Fatalf("authorize sent %+v", s)
 	}
 	a, err = ag.Execute(ctx, "int_1", "key-0123456789abcdef")
-	if err != nil || a.Status != 409 || a.Code() != specatp.ErrNonceConsumed || a.Error.FirstConsumedAt == "" || a.Tx != nil {
+	if err != nil || a.Status != 409 || a.Code() != ErrNonceConsumed || a.Error.FirstConsumedAt == "" || a.Tx != nil {
 		t.Fatalf("execute: %v %+v", err, a)
 	}
 	if s := got[2]; string(s.body) != `{"intent_id":"int_1"}` || s.key != "key-0123456789abcdef" {

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idscheck/idscheck/profiles/atp"
 	"github.com/idscheck/idscheck/spec"
-	"github.com/idscheck/idscheck/spec/atp"
 )
 
 func TestCatalogInvariants(t *testing.T) {
-	rules := spec.RulesFor(spec.ProfileATP)
+	rules := atp.Rules()
 	if len(rules) < 30 {
 		t.Fatalf("atp has %d rules, want the whole text", len(rules))
 	}

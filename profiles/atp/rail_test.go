@@ -1,4 +1,4 @@
-package sink
+package atp
 
 import (
 	"context"
@@ -9,20 +9,33 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/sink"
 )
 
-func railDo(t *testing.T, method, url, key, body string) (int, PaymentIntent, error) {
+// startRail starts an effect sink with the rail mounted on it.
+func startRail(t *testing.T) (*sink.Sink, *Rail) {
+	t.Helper()
+	snk, err := sink.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snk.Close() })
+	return snk, RailOf(snk)
+}
+
+func railDo(t *testing.T, method, url, key, body string) (int, RailPaymentIntent, error) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if key != "" {
-		req.Header.Set(HeaderKey, key)
+		req.Header.Set(sink.HeaderKey, key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, PaymentIntent{}, err
+		return 0, RailPaymentIntent{}, err
 	}
 	defer resp.Body.Close()
-	var p PaymentIntent
+	var p RailPaymentIntent
 	json.NewDecoder(resp.Body).Decode(&p)
 	return resp.StatusCode, p, nil
 }
@@ -31,12 +44,8 @@ func railDo(t *testing.T, method, url, key, body string) (int, PaymentIntent, er
 // intent charges nothing; a second payment intent for the same ATP intent
 // is a second charge, and the rail counts it.
 func TestRailChargesOncePerPaymentIntent(t *testing.T) {
-	s, err := Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	base := s.URL() + RailPath
+	snk, s := startRail(t)
+	base := snk.URL() + RailPathPaymentIntents
 	st, p, err := railDo(t, "POST", base, "", `{"intent_id":"int_1","amount":1250,"currency":"EUR"}`)
 	if err != nil || st != 201 || p.Status != RailRequiresConfirmation {
 		t.Fatalf("create: %d %+v %v", st, p, err)
@@ -77,11 +86,10 @@ func TestRailChargesOncePerPaymentIntent(t *testing.T) {
 // TestRailLosesReplyAfterCharging: the charge is made and counted, the
 // caller gets no answer, and a GET shows it succeeded.
 func TestRailLosesReplyAfterCharging(t *testing.T) {
-	s, _ := Start("")
-	defer s.Close()
-	base := s.URL() + RailPath
+	snk, s := startRail(t)
+	base := snk.URL() + RailPathPaymentIntents
 	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_l","amount":1,"currency":"EUR"}`)
-	s.LoseRailReplies(1)
+	s.LoseReplies(1)
 	if _, _, err := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", ""); err == nil {
 		t.Fatal("a lost reply was answered")
 	}
@@ -96,9 +104,8 @@ func TestRailLosesReplyAfterCharging(t *testing.T) {
 
 // TestRailDeclines: a declined confirm charges nothing.
 func TestRailDeclines(t *testing.T) {
-	s, _ := Start("")
-	defer s.Close()
-	base := s.URL() + RailPath
+	snk, s := startRail(t)
+	base := snk.URL() + RailPathPaymentIntents
 	s.Decline("int_d")
 	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_d","amount":1,"currency":"EUR"}`)
 	_, c, _ := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", "")
@@ -114,8 +121,8 @@ func TestRailCallbacks(t *testing.T) {
 	var got []string
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var ev struct {
-			Type          string        `json:"type"`
-			PaymentIntent PaymentIntent `json:"payment_intent"`
+			Type          string            `json:"type"`
+			PaymentIntent RailPaymentIntent `json:"payment_intent"`
 		}
 		json.NewDecoder(r.Body).Decode(&ev)
 		mu.Lock()
@@ -124,10 +131,9 @@ func TestRailCallbacks(t *testing.T) {
 		w.WriteHeader(204)
 	}))
 	defer site.Close()
-	s, _ := Start("")
-	defer s.Close()
-	s.SetRailCallback(site.URL + "/api/atp/rail/events")
-	base := s.URL() + RailPath
+	snk, s := startRail(t)
+	s.SetCallback(site.URL + "/api/atp/rail/events")
+	base := snk.URL() + RailPathPaymentIntents
 	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_c","amount":1,"currency":"EUR"}`)
 	railDo(t, "POST", base+"/"+p.ID+"/confirm", "", "")
 	deadline := time.Now().Add(5 * time.Second)
@@ -175,9 +181,8 @@ func TestRailCallbacks(t *testing.T) {
 // TestRailRefusesConfirms: a refused confirm answers 503 and charges
 // nothing; after the release the same payment intent charges once.
 func TestRailRefusesConfirms(t *testing.T) {
-	s, _ := Start("")
-	defer s.Close()
-	base := s.URL() + RailPath
+	snk, s := startRail(t)
+	base := snk.URL() + RailPathPaymentIntents
 	_, p, _ := railDo(t, "POST", base, "", `{"intent_id":"int_r","amount":1,"currency":"EUR"}`)
 	release := s.RefuseConfirms("int_r")
 	if st, _, _ := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", ""); st != 503 || s.Charges("int_r") != 0 {

@@ -1,16 +1,9 @@
-// Package atp is the ATP profile's text made checkable: "ATP Consistency &
-// Semantics" (seed 000), its rules, the places where it leaves a choice
-// open, and idscheck's wire binding of it (docs/atp-binding.md): signed
-// intents, the transaction row, receipts signed with Ed25519 over RFC 8785
-// (JCS), and the payment rail the harness hosts.
-//
-// The text carries no RFC 2119 keyword: it states its guarantees in the
-// indicative. The catalog holds a rule to MUST only when its words say MUST,
-// so every ATP rule is a SHOULD (a broken one is NON-STRICT; --strict gates
-// on it).
 package atp
 
 import "github.com/idscheck/idscheck/spec"
+
+// Name is the profile's name (--profile atp).
+const Name spec.Profile = "atp"
 
 // Source is the seed file of the ATP page (profile atp).
 const Source = "000_10301691a56e9f75.txt"
@@ -55,7 +48,7 @@ func init() { spec.RegisterRules(Rules) }
 // Rules returns the catalog of seed 000, in the order of the text.
 func Rules() []spec.Rule {
 	r := func(id, section string, level spec.Level, quote, explanation string) spec.Rule {
-		return spec.Rule{ID: id, Profile: spec.ProfileATP, Source: Source, Section: section, Level: level,
+		return spec.Rule{ID: id, Profile: Name, Source: Source, Section: section, Level: level,
 			Quote: quote, Explanation: explanation}
 	}
 	untestable := func(rule spec.Rule, why string) spec.Rule { rule.Untestable = why; return rule }
@@ -126,7 +119,7 @@ func Rules() []spec.Rule {
 		untestable(r(RuleRetryPolicy, "5", S,
 			"Exponential backoff, base 250 ms, jitter ±50 %, cap 30 s.",
 			"agents that retry without backoff flood a site that is recovering"),
-			"a recommendation to agents; idscheck's ATP client follows it (client/atp, tested on its own)"),
+			"a recommendation to agents; idscheck's ATP client follows it (profiles/atp's Policy, tested on its own)"),
 		r(RuleExpired410, "5", S,
 			"In particular:409 nonce_consumedand410 intent_expiredare terminal.",
 			"an intent past its expires_at is still authorized or executed: money moves after the agent gave up"),

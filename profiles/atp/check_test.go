@@ -1,4 +1,4 @@
-package checker
+package atp
 
 import (
 	"bytes"
@@ -13,15 +13,15 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	specatp "github.com/idscheck/idscheck/spec/atp"
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/verdict"
 )
 
 // atpFix builds ATP histories by hand: a site key, operations one after
 // the other (or overlapping, when told), rows, charges.
 type atpFix struct {
-	h      History
-	l      Ledger
+	h      checker.History
+	l      checker.Ledger
 	rec    ATPRecord
 	site   ed25519.PrivateKey
 	t      int64
@@ -31,7 +31,7 @@ type atpFix struct {
 
 func newATPFix() *atpFix {
 	site := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
-	keys := specatp.JWKSet{Keys: []specatp.JWK{specatp.NewJWK("site-1", site.Public().(ed25519.PublicKey))}}
+	keys := JWKSet{Keys: []JWK{NewJWK("site-1", site.Public().(ed25519.PublicKey))}}
 	return &atpFix{site: site, rec: ATPRecord{Keys: &keys, Receipts: map[string]json.RawMessage{}, ReconcileInterval: 1e9, ReconcileBound: 3e9, ReconcileWait: 1e8}}
 }
 
@@ -44,7 +44,7 @@ func (f *atpFix) receipt(typ, k, state string, extra map[string]any) []byte {
 	intent, key := ATPSplitKey(k)
 	b := map[string]any{"type": typ, "intent_id": intent, "idempotency_key": key, "agent_id": "agt_1", "amount": 1250, "currency": "EUR",
 		"payee": "m_1", "state": state, "issued_at": "2026-05-25T12:00:01.000Z"}
-	if typ == specatp.ReceiptCompensation {
+	if typ == ReceiptCompensation {
 		b["references_intent_id"] = intent
 		b["reason"] = "declined"
 	} else {
@@ -54,7 +54,7 @@ func (f *atpFix) receipt(typ, k, state string, extra map[string]any) []byte {
 		b[m] = v
 	}
 	body, _ := json.Marshal(b)
-	r, err := specatp.SignReceipt(body, "site-1", f.site)
+	r, err := SignReceipt(body, "site-1", f.site)
 	if err != nil {
 		panic(err)
 	}
@@ -62,13 +62,13 @@ func (f *atpFix) receipt(typ, k, state string, extra map[string]any) []byte {
 }
 
 // op appends an operation that returns before the next one is sent.
-func (f *atpFix) op(route, k string, status int, state string, receipt []byte) *Operation {
+func (f *atpFix) op(route, k string, status int, state string, receipt []byte) *checker.Operation {
 	f.t += 1000
 	f.client++
-	op := Operation{ClientID: f.client, Kind: OpPublish, Key: k, Input: Input{Body: route}, Call: f.t, Return: f.t + 500,
-		Outcome: verdict.OutcomeOK, Output: Output{Status: status, State: state}}
+	op := checker.Operation{ClientID: f.client, Kind: checker.OpPublish, Key: k, Input: checker.Input{Body: route}, Call: f.t, Return: f.t + 500,
+		Outcome: verdict.OutcomeOK, Output: checker.Output{Status: status, State: state}}
 	if route == ATPRouteGet {
-		op.Kind = OpStatus
+		op.Kind = checker.OpStatus
 	}
 	if state != "" {
 		op.Output.ID = k
@@ -81,7 +81,7 @@ func (f *atpFix) op(route, k string, status int, state string, receipt []byte) *
 	return &f.h.Ops[len(f.h.Ops)-1]
 }
 
-func (f *atpFix) fail(route, k string, status int, code string) *Operation {
+func (f *atpFix) fail(route, k string, status int, code string) *checker.Operation {
 	op := f.op(route, k, status, "", nil)
 	op.Output.Body = ATPErrorAnswer(code)
 	return op
@@ -102,11 +102,11 @@ func (f *atpFix) charge(intent string, refunded bool) {
 	c := ATPCharge{Seq: f.chg, PaymentIntent: fmt.Sprintf("pi_%d", f.chg), IntentID: intent, ChargeID: fmt.Sprintf("ch_%d", f.chg), Amount: 1250, Currency: "EUR", Refunded: refunded}
 	f.rec.Charges = append(f.rec.Charges, c)
 	if !refunded {
-		f.l.Effects = append(f.l.Effects, Effect{Key: intent, Intent: c.PaymentIntent, Worker: c.ChargeID})
+		f.l.Effects = append(f.l.Effects, checker.Effect{Key: intent, Intent: c.PaymentIntent, Worker: c.ChargeID})
 	}
 }
 
-func (f *atpFix) check() Report { return CheckATP(f.h, f.l, f.rec, ATPOptions{}) }
+func (f *atpFix) check() checker.Report { return CheckATP(f.h, f.l, f.rec, ATPOptions{}) }
 
 const (
 	kA  = "int_a 0123456789abcdef-a"
@@ -121,8 +121,8 @@ const (
 // intent replayed under another key gets 409.
 func goodATP() (*atpFix, []byte, []byte) {
 	f := newATPFix()
-	ra := f.receipt(specatp.ReceiptSettlement, kA, "settled", nil)
-	rb := f.receipt(specatp.ReceiptCompensation, kB, "compensated", nil)
+	ra := f.receipt(ReceiptSettlement, kA, "settled", nil)
+	rb := f.receipt(ReceiptCompensation, kB, "compensated", nil)
 	f.op(ATPRouteAuthorize, kA, 200, "authorized", nil)
 	f.op(ATPRouteExecute, kA, 0, "", nil).Outcome = verdict.OutcomeUnknown
 	f.op(ATPRouteExecute, kA, 202, "executing", nil)
@@ -133,9 +133,9 @@ func goodATP() (*atpFix, []byte, []byte) {
 	f.op(ATPRouteAuthorize, kB, 200, "authorized", nil)
 	f.op(ATPRouteExecute, kB, 200, "compensated", rb)
 	f.op(ATPRouteAuthorize, kC, 200, "authorized", nil)
-	f.fail(ATPRouteAuthorize, kC2, 409, specatp.ErrNonceConsumed)
+	f.fail(ATPRouteAuthorize, kC2, 409, ErrNonceConsumed)
 	f.fail(ATPRouteExecute, kC2, 404, "not_authorized")
-	f.fail(ATPRouteExecute, kC, 410, specatp.ErrIntentExpired)
+	f.fail(ATPRouteExecute, kC, 410, ErrIntentExpired)
 	f.op(ATPRouteGet, kC, 200, "expired", nil)
 	f.charge("int_a", false)
 	f.charge("int_b", true)
@@ -146,7 +146,7 @@ func goodATP() (*atpFix, []byte, []byte) {
 	return f, ra, rb
 }
 
-func wantPass(t *testing.T, rep Report) {
+func wantPass(t *testing.T, rep checker.Report) {
 	t.Helper()
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
@@ -158,12 +158,12 @@ func wantPass(t *testing.T, rep Report) {
 
 // wantFail asserts the report fails with kind (and only kinds in also),
 // and returns the anomalies of kind.
-func wantFail(t *testing.T, rep Report, kind AnomalyKind, also ...AnomalyKind) []Anomaly {
+func wantFail(t *testing.T, rep checker.Report, kind checker.AnomalyKind, also ...checker.AnomalyKind) []checker.Anomaly {
 	t.Helper()
 	if rep.Verdict() != verdict.Fail || rep.Counts[kind] == 0 {
 		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, kind)
 	}
-	var out []Anomaly
+	var out []checker.Anomaly
 	for _, a := range rep.Anomalies {
 		if a.Kind == kind {
 			out = append(out, a)
@@ -191,7 +191,7 @@ func TestATPGoodRunPasses(t *testing.T) {
 		t.Fatalf("models %+v", rep.Models)
 	}
 	for _, m := range rep.Models {
-		if m.Result != LinOk || m.Partitions == 0 {
+		if m.Result != checker.LinOk || m.Partitions == 0 {
 			t.Errorf("model %+v", m)
 		}
 	}
@@ -290,7 +290,7 @@ func TestATPNoSecondEffectFails(t *testing.T) {
 func TestATPRetryVerbatimFails(t *testing.T) {
 	t.Run("another receipt", func(t *testing.T) {
 		f, ra, _ := goodATP()
-		again := f.receipt(specatp.ReceiptSettlement, kA, "settled", map[string]any{"issued_at": "2026-05-25T12:00:09.000Z"})
+		again := f.receipt(ReceiptSettlement, kA, "settled", map[string]any{"issued_at": "2026-05-25T12:00:09.000Z"})
 		f.op(ATPRouteExecute, kA, 200, "settled", again)
 		as := wantFail(t, f.check(), ATPRetryVerbatim)
 		e := as[0].Explanation
@@ -333,7 +333,7 @@ func TestATPRetryVerbatimFails(t *testing.T) {
 	})
 	t.Run("the final read", func(t *testing.T) {
 		f, _, _ := goodATP()
-		f.rec.Rows[0].Receipt = f.receipt(specatp.ReceiptSettlement, kA, "settled", map[string]any{"issued_at": "2026-05-25T12:00:09.000Z"})
+		f.rec.Rows[0].Receipt = f.receipt(ReceiptSettlement, kA, "settled", map[string]any{"issued_at": "2026-05-25T12:00:09.000Z"})
 		as := wantFail(t, f.check(), ATPRetryVerbatim)
 		if !strings.Contains(as[0].Explanation, "final read") {
 			t.Fatalf("%s", as[0].Explanation)
@@ -346,7 +346,7 @@ func TestATPReceiptsFail(t *testing.T) {
 		f, _, _ := goodATP()
 		other := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
 		f.site, other = other, f.site
-		forged := f.receipt(specatp.ReceiptSettlement, kA, "settled", nil)
+		forged := f.receipt(ReceiptSettlement, kA, "settled", nil)
 		f.site = other
 		f2, _, _ := goodATP()
 		f2.op(ATPRouteGet, kA, 200, "settled", forged)
@@ -357,7 +357,7 @@ func TestATPReceiptsFail(t *testing.T) {
 	})
 	t.Run("a settlement receipt for another intent", func(t *testing.T) {
 		f, _, _ := goodATP()
-		r := f.receipt(specatp.ReceiptSettlement, kA, "settled", map[string]any{"intent_id": "int_b"})
+		r := f.receipt(ReceiptSettlement, kA, "settled", map[string]any{"intent_id": "int_b"})
 		f.h.Ops, f.rec.Rows = nil, nil
 		f.op(ATPRouteExecute, kA, 200, "settled", r)
 		f.charge("int_a", false)
@@ -378,7 +378,7 @@ func TestATPReceiptsFail(t *testing.T) {
 	})
 	t.Run("a settlement receipt on a compensated row", func(t *testing.T) {
 		f, _, _ := goodATP()
-		f.rec.Rows[1].Receipt = f.receipt(specatp.ReceiptSettlement, kB, "settled", nil)
+		f.rec.Rows[1].Receipt = f.receipt(ReceiptSettlement, kB, "settled", nil)
 		as := wantFail(t, f.check(), ATPCompensationReceipt, ATPRetryVerbatim)
 		if !strings.Contains(as[0].Explanation, `type "atp.settlement", not "atp.compensation"`) {
 			t.Fatalf("%s", as[0].Explanation)
@@ -399,7 +399,7 @@ func TestATPReceiptsFail(t *testing.T) {
 // does not verify.
 func TestATPTamperedCopyDoesNotVerify(t *testing.T) {
 	f := newATPFix()
-	r := f.receipt(specatp.ReceiptSettlement, kA, "settled", nil)
+	r := f.receipt(ReceiptSettlement, kA, "settled", nil)
 	res := verifyATPReceipt(r, *f.rec.Keys)
 	if res.Err != nil || res.TamperedVerifies || res.Body.IntentID != "int_a" {
 		t.Fatalf("%+v", res)
@@ -409,8 +409,8 @@ func TestATPTamperedCopyDoesNotVerify(t *testing.T) {
 		if !ok || !json.Valid(out) {
 			t.Fatalf("%s: %s %v", body, out, ok)
 		}
-		c1, _ := specatp.Canonical([]byte(body))
-		c2, _ := specatp.Canonical(out)
+		c1, _ := Canonical([]byte(body))
+		c2, _ := Canonical(out)
 		if bytes.Equal(c1, c2) {
 			t.Fatalf("%s → %s (%s): the JCS form did not change", body, out, where)
 		}
@@ -431,7 +431,7 @@ func TestATPNeverSpeculativeFails(t *testing.T) {
 		f, _, _ := goodATP()
 		kD := "int_d 0123456789abcdef-d"
 		f.op(ATPRouteAuthorize, kD, 200, "authorized", nil)
-		f.row(kD, "authorized", f.receipt(specatp.ReceiptSettlement, kD, "settled", nil))
+		f.row(kD, "authorized", f.receipt(ReceiptSettlement, kD, "settled", nil))
 		as := wantFail(t, f.check(), ATPNeverSpeculative)
 		if !strings.Contains(as[0].Explanation, "final read") {
 			t.Fatalf("%s", as[0].Explanation)
@@ -439,7 +439,7 @@ func TestATPNeverSpeculativeFails(t *testing.T) {
 	})
 	t.Run("a receipt on an expired row", func(t *testing.T) {
 		f, _, _ := goodATP()
-		f.op(ATPRouteGet, kC, 200, "expired", f.receipt(specatp.ReceiptCompensation, kC, "compensated", nil))
+		f.op(ATPRouteGet, kC, 200, "expired", f.receipt(ReceiptCompensation, kC, "compensated", nil))
 		wantFail(t, f.check(), ATPExpiredNoReceipt, ATPRetryVerbatim)
 	})
 }
@@ -467,7 +467,7 @@ func TestATPMonotonicFails(t *testing.T) {
 	})
 	t.Run("two terminal states", func(t *testing.T) {
 		f, _, _ := goodATP()
-		op := f.op(ATPRouteGet, kA, 200, "compensated", f.receipt(specatp.ReceiptCompensation, kA, "compensated", nil))
+		op := f.op(ATPRouteGet, kA, 200, "compensated", f.receipt(ReceiptCompensation, kA, "compensated", nil))
 		op.Call = f.h.Ops[4].Call - 1 // concurrent with the settled read
 		as := wantFail(t, f.check(), ATPMonotonic, ATPRetryVerbatim)
 		if !strings.Contains(as[0].Explanation, "one terminal state") {
@@ -544,17 +544,17 @@ func TestATPReductionDecidesLikeTheWholePartition(t *testing.T) {
 	illegal := 0
 	for trial := 0; trial < 3000; trial++ {
 		n := 1 + rnd.IntN(8)
-		ops := make([]Operation, n)
+		ops := make([]checker.Operation, n)
 		idx := make([]int, n)
 		for i := range ops {
 			call := rnd.Int64N(100)
 			st := states[rnd.IntN(3+rnd.IntN(3))]
-			ops[i] = Operation{ClientID: i, Kind: OpStatus, Key: kA, Call: call, Return: call + rnd.Int64N(40), Outcome: verdict.OutcomeOK,
-				Output: Output{Status: 200, State: st}}
+			ops[i] = checker.Operation{ClientID: i, Kind: checker.OpStatus, Key: kA, Call: call, Return: call + rnd.Int64N(40), Outcome: verdict.OutcomeOK,
+				Output: checker.Output{Status: 200, State: st}}
 			idx[i] = i
 		}
-		whole := porcupine.CheckOperations(pm, PorcupineOps(nil, ops, idx, false))
-		red := porcupine.CheckOperations(pm, PorcupineOps(nil, ops, atpReduce(ops, idx), false))
+		whole := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, idx, false))
+		red := porcupine.CheckOperations(pm, checker.PorcupineOps(nil, ops, atpReduce(ops, idx), false))
 		a, _ := ATPRegression(ops)
 		if whole != red || whole != (a == nil) {
 			t.Fatalf("trial %d: whole %t, reduced %t, pair %v: %+v", trial, whole, red, a, ops)
@@ -574,7 +574,7 @@ func TestATPReductionDecidesLikeTheWholePartition(t *testing.T) {
 func TestATPStormPartitionIsDecidedFast(t *testing.T) {
 	f, _, _ := goodATP()
 	kD := "int_d 0123456789abcdef-d"
-	rd := f.receipt(specatp.ReceiptSettlement, kD, "settled", nil)
+	rd := f.receipt(ReceiptSettlement, kD, "settled", nil)
 	f.op(ATPRouteAuthorize, kD, 200, "authorized", nil)
 	base := f.t + 1000
 	for i := 0; i < 600; i++ {

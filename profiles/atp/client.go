@@ -1,14 +1,15 @@
-// Package atp is an ATP agent client (docs/atp-binding.md): it registers an
-// agent's Ed25519 key, signs intents (spec/atp.SignIntent), and sends
-// authorize, execute and status reads under an idempotency key, plus the
-// site's config, key set and receipt verification. Every request goes
-// through a client.Client, so exchanges are recorded when its Options carry
-// a Recorder and the site's API key is sent as X-API-Key when configured.
+package atp
+
+// The ATP agent client (docs/atp-binding.md): it registers an agent's
+// Ed25519 key, signs intents (SignIntent), and sends authorize, execute and
+// status reads under an idempotency key, plus the site's config, key set
+// and receipt verification. Every request goes through a client.Client, so
+// exchanges are recorded when its Options carry a Recorder and the site's
+// API key is sent as X-API-Key when configured.
 //
 // Policy is the text's retry policy (§5, §6): a pure, tested value whose
 // Do drives one step (authorize or execute) until an answer is final,
 // polling a row that is executing instead of re-executing it.
-package atp
 
 import (
 	"context"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -37,8 +37,8 @@ type Answer struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	Tx     *specatp.Transaction
-	Error  *specatp.Error
+	Tx     *Transaction
+	Error  *Error
 	// Outcome is the exchange's outcome: ok when an answer came back whole,
 	// unknown when the request may have been applied (a timeout, a reset,
 	// a body cut short), fail when it certainly never reached the site.
@@ -67,8 +67,8 @@ type Site struct {
 	c *client.Client
 }
 
-// New returns a Site over c (its base URL, API key, recorder and timeout).
-func New(c *client.Client) *Site { return &Site{c: c} }
+// NewSite returns a Site over c (its base URL, API key, recorder and timeout).
+func NewSite(c *client.Client) *Site { return &Site{c: c} }
 
 // Client is the underlying recording client.
 func (s *Site) Client() *client.Client { return s.c }
@@ -106,13 +106,13 @@ func parseInto(a *Answer) {
 		return
 	}
 	if probe.State != nil {
-		var tx specatp.Transaction
+		var tx Transaction
 		if json.Unmarshal(a.Body, &tx) == nil {
 			a.Tx = &tx
 		}
 	}
 	if probe.Error != nil {
-		var e specatp.Error
+		var e Error
 		if json.Unmarshal(a.Body, &e) == nil {
 			a.Error = &e
 		}
@@ -120,30 +120,30 @@ func parseInto(a *Answer) {
 }
 
 func keyHeader(key string) http.Header {
-	return http.Header{specatp.HeaderKey: {key}}
+	return http.Header{HeaderKey: {key}}
 }
 
 // Authorize sends POST /api/atp/authorize with a signed intent (its bytes
 // as they are) under an idempotency key.
 func (s *Site) Authorize(ctx context.Context, intent []byte, key string) (Answer, error) {
-	return s.do(ctx, client.Request{Method: http.MethodPost, Path: specatp.PathAuthorize, Header: keyHeader(key), Body: intent})
+	return s.do(ctx, client.Request{Method: http.MethodPost, Path: PathAuthorize, Header: keyHeader(key), Body: intent})
 }
 
 // Execute sends POST /api/atp/execute {"intent_id"} under an idempotency key.
 func (s *Site) Execute(ctx context.Context, intentID, key string) (Answer, error) {
-	body, _ := json.Marshal(specatp.Execute{IntentID: intentID})
-	return s.do(ctx, client.Request{Method: http.MethodPost, Path: specatp.PathExecute, Header: keyHeader(key), Body: body})
+	body, _ := json.Marshal(Execute{IntentID: intentID})
+	return s.do(ctx, client.Request{Method: http.MethodPost, Path: PathExecute, Header: keyHeader(key), Body: body})
 }
 
 // Get reads GET /api/atp/intents/{intent_id} with the transaction's key.
 func (s *Site) Get(ctx context.Context, intentID, key string) (Answer, error) {
-	return s.do(ctx, client.Request{Method: http.MethodGet, Path: specatp.PathIntents + url.PathEscape(intentID), Header: keyHeader(key)})
+	return s.do(ctx, client.Request{Method: http.MethodGet, Path: PathIntents + url.PathEscape(intentID), Header: keyHeader(key)})
 }
 
 // Config reads GET /api/atp/config.
-func (s *Site) Config(ctx context.Context) (specatp.Config, Answer, error) {
-	var c specatp.Config
-	a, err := s.do(ctx, client.Request{Method: http.MethodGet, Path: specatp.PathConfig})
+func (s *Site) Config(ctx context.Context) (Config, Answer, error) {
+	var c Config
+	a, err := s.do(ctx, client.Request{Method: http.MethodGet, Path: PathConfig})
 	if err == nil {
 		err = decode200(a, &c)
 	}
@@ -151,9 +151,9 @@ func (s *Site) Config(ctx context.Context) (specatp.Config, Answer, error) {
 }
 
 // Keys reads GET /api/atp/keys (no credentials: a third party's read).
-func (s *Site) Keys(ctx context.Context) (specatp.JWKSet, Answer, error) {
-	var k specatp.JWKSet
-	a, err := s.do(ctx, client.Request{Method: http.MethodGet, Path: specatp.PathKeys, NoAPIKey: true})
+func (s *Site) Keys(ctx context.Context) (JWKSet, Answer, error) {
+	var k JWKSet
+	a, err := s.do(ctx, client.Request{Method: http.MethodGet, Path: PathKeys, NoAPIKey: true})
 	if err == nil {
 		err = decode200(a, &k)
 	}
@@ -163,12 +163,12 @@ func (s *Site) Keys(ctx context.Context) (specatp.JWKSet, Answer, error) {
 // Verify sends a receipt document to POST /api/atp/receipts/verify, with no
 // credentials (§4: "with no shared secret"). A 4xx is an answer (a receipt
 // that does not verify), not an error.
-func (s *Site) Verify(ctx context.Context, receipt []byte) (specatp.VerifyAnswer, Answer, error) {
-	var v specatp.VerifyAnswer
-	a, err := s.do(ctx, client.Request{Method: http.MethodPost, Path: specatp.PathVerify, Body: receipt, NoAPIKey: true})
+func (s *Site) Verify(ctx context.Context, receipt []byte) (VerifyAnswer, Answer, error) {
+	var v VerifyAnswer
+	a, err := s.do(ctx, client.Request{Method: http.MethodPost, Path: PathVerify, Body: receipt, NoAPIKey: true})
 	if err == nil && a.Status == http.StatusOK {
 		if jerr := json.Unmarshal(a.Body, &v); jerr != nil {
-			err = fmt.Errorf("atp: POST %s: %w", specatp.PathVerify, jerr)
+			err = fmt.Errorf("atp: POST %s: %w", PathVerify, jerr)
 		}
 	}
 	return v, a, err
@@ -214,15 +214,15 @@ func KeyFromSeed(r io.Reader) (ed25519.PrivateKey, error) {
 }
 
 // JWK is the agent's public key as the binding registers it.
-func (a *Agent) JWK() specatp.JWK {
-	return specatp.NewJWK("", a.Key.Public().(ed25519.PublicKey))
+func (a *Agent) JWK() JWK {
+	return NewJWK("", a.Key.Public().(ed25519.PublicKey))
 }
 
 // Register sends PUT /api/atp/agents/{agent_id} with the agent's public key
 // (201 new, 200 the same key again, 409 another key).
 func (a *Agent) Register(ctx context.Context) (Answer, error) {
-	body, _ := json.Marshal(specatp.AgentRegistration{PublicKey: a.JWK()})
-	return a.do(ctx, client.Request{Method: http.MethodPut, Path: specatp.PathAgents + url.PathEscape(a.ID), Body: body})
+	body, _ := json.Marshal(AgentRegistration{PublicKey: a.JWK()})
+	return a.do(ctx, client.Request{Method: http.MethodPut, Path: PathAgents + url.PathEscape(a.ID), Body: body})
 }
 
 // IntentParams are the members of an intent besides its agent and
@@ -234,18 +234,18 @@ type IntentParams struct {
 	Amount         int64
 	Currency       string
 	Payee          string
-	ActionDedupKey string                // "" : none
-	Precondition   *specatp.Precondition // nil: none
+	ActionDedupKey string        // "" : none
+	Precondition   *Precondition // nil: none
 }
 
 // NewIntent builds the agent's intent and signs it: the bytes to send, as
 // they will be sent on every retry.
 func (a *Agent) NewIntent(p IntentParams) ([]byte, error) {
-	in := specatp.Intent{IntentID: p.IntentID, AgentID: a.ID, Nonce: p.Nonce, ExpiresAt: specatp.FormatTime(p.ExpiresAt),
+	in := Intent{IntentID: p.IntentID, AgentID: a.ID, Nonce: p.Nonce, ExpiresAt: FormatTime(p.ExpiresAt),
 		Amount: p.Amount, Currency: p.Currency, Payee: p.Payee, ActionDedupKey: p.ActionDedupKey, Precondition: p.Precondition}
 	raw, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
 	}
-	return specatp.SignIntent(raw, a.Key)
+	return SignIntent(raw, a.Key)
 }

@@ -1,4 +1,4 @@
-package chaos_test
+package atp
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/sink"
-	specatp "github.com/idscheck/idscheck/spec/atp"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -51,12 +50,12 @@ func startATP(t *testing.T, mutant string) *atpEnv {
 	return &atpEnv{sink: s, railNet: railNet, net: network, fake: fake, url: network.URL()}
 }
 
-func runATP(t *testing.T, e *atpEnv, seed uint64, d time.Duration, fs []faults.Fault) (*chaos.ATPResult, checker.Report) {
+func runChaos(t *testing.T, e *atpEnv, seed uint64, d time.Duration, fs []faults.Fault) (*ATPResult, checker.Report) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	began := time.Now()
-	res, err := chaos.RunATP(ctx, chaos.ATPConfig{BaseURL: e.url, Sink: e.sink, Seed: seed, Duration: d, Workers: 6,
+	res, err := RunATP(ctx, ATPConfig{BaseURL: e.url, Sink: e.sink, Seed: seed, Duration: d, Workers: 6,
 		TimeScale: atpTimeScale, Faults: fs, StormMin: 200, StormMax: 220, RequestTimeout: 500 * time.Millisecond,
 		DrainTimeout: 5 * time.Second, ClockSlack: 300 * time.Millisecond, ExpiryLead: 600 * time.Millisecond,
 		ScheduleOptions: faults.ScheduleOptions{MinHold: 100 * time.Millisecond, MaxHold: 300 * time.Millisecond, MinGap: 50 * time.Millisecond, MaxGap: 150 * time.Millisecond}})
@@ -64,16 +63,16 @@ func runATP(t *testing.T, e *atpEnv, seed uint64, d time.Duration, fs []faults.F
 		t.Fatalf("RunATP: %v", err)
 	}
 	// The record goes through its files, as `idscheck check` reads it.
-	files, err := checker.ATPFiles(res.Record)
+	files, err := ATPFiles(res.Record)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := checker.ReadATPFiles(files)
+	rec, err := ReadATPFiles(files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := time.Now()
-	rep := checker.CheckATP(res.History, res.Ledger, rec, checker.ATPOptions{})
+	rep := CheckATP(res.History, res.Ledger, rec, ATPOptions{})
 	t.Logf("run %v, check %v: %d ops, %d charges, transactions %v, wait %v, drained %t, queue %+v",
 		checked.Sub(began).Round(time.Millisecond), time.Since(checked).Round(time.Millisecond), len(res.History.Ops), len(res.Ledger.Effects),
 		res.Transactions, res.Record.ReconcileWait.Round(time.Millisecond), res.Drained, rep.Queue)
@@ -91,8 +90,8 @@ func TestATPCleanSiteUnderFaultsHasNoAnomaly(t *testing.T) {
 	fs := append([]faults.Fault{
 		&faults.LostResponse{Network: e.net}, &faults.ResetPeer{Network: e.net}, &faults.Partition{Network: e.net},
 		&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}},
-	}, chaos.ATPRailFaults(e.railNet, e.sink)...)
-	res, rep := runATP(t, e, 3, 3*time.Second, fs)
+	}, ATPRailFaults(e.railNet, e.sink)...)
+	res, rep := runChaos(t, e, 3, 3*time.Second, fs)
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
 			t.Errorf("%s %s: %s", a.Kind, a.Key, a.Explanation)
@@ -133,8 +132,8 @@ func TestATPCleanSiteUnderFaultsHasNoAnomaly(t *testing.T) {
 			seen[op.Output.Body]++
 		}
 	}
-	for _, want := range []string{specatp.StateSettled, specatp.StateCompensated, specatp.StateExpired,
-		checker.ATPErrorAnswer(specatp.ErrNonceConsumed), checker.ATPErrorAnswer(specatp.ErrIntentExpired)} {
+	for _, want := range []string{StateSettled, StateCompensated, StateExpired,
+		ATPErrorAnswer(ErrNonceConsumed), ATPErrorAnswer(ErrIntentExpired)} {
 		if seen[want] == 0 {
 			t.Errorf("never seen %s: %v", want, seen)
 		}
@@ -168,7 +167,7 @@ func sumOf(m map[string]int) int {
 func TestATPNonceReadingHasNoAnomaly(t *testing.T) {
 	e := startATP(t, "nonce-reading")
 	fs := []faults.Fault{&faults.LostResponse{Network: e.net}, &faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
-	res, rep := runATP(t, e, 11, 1500*time.Millisecond, fs)
+	res, rep := runChaos(t, e, 11, 1500*time.Millisecond, fs)
 	if rep.Verdict() != verdict.Pass {
 		for _, a := range rep.Anomalies {
 			t.Errorf("%s %s: %s", a.Kind, a.Key, a.Explanation)
@@ -177,7 +176,7 @@ func TestATPNonceReadingHasNoAnomaly(t *testing.T) {
 	}
 	sameKey409 := 0
 	for _, op := range res.History.Ops {
-		if op.Input.Body == checker.ATPRouteAuthorize && op.Output.Body == checker.ATPErrorAnswer(specatp.ErrNonceConsumed) &&
+		if op.Input.Body == ATPRouteAuthorize && op.Output.Body == ATPErrorAnswer(ErrNonceConsumed) &&
 			!strings.Contains(rowPurpose(res, op.Key), "replay") {
 			sameKey409++
 		}
@@ -187,7 +186,7 @@ func TestATPNonceReadingHasNoAnomaly(t *testing.T) {
 	}
 }
 
-func rowPurpose(res *chaos.ATPResult, key string) string {
+func rowPurpose(res *ATPResult, key string) string {
 	for _, r := range res.Record.Rows {
 		if r.Key == key {
 			return r.Purpose
@@ -202,12 +201,12 @@ func rowPurpose(res *chaos.ATPResult, key string) string {
 func TestATPDoubleChargeIsCaught(t *testing.T) {
 	e := startATP(t, "double-charge")
 	fs := []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
-	_, rep := runATP(t, e, 5, 1500*time.Millisecond, fs)
-	if rep.Verdict() != verdict.Fail || rep.Counts[checker.ATPNoSecondEffect] == 0 {
-		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, checker.ATPNoSecondEffect)
+	_, rep := runChaos(t, e, 5, 1500*time.Millisecond, fs)
+	if rep.Verdict() != verdict.Fail || rep.Counts[ATPNoSecondEffect] == 0 {
+		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, ATPNoSecondEffect)
 	}
 	for _, a := range rep.Anomalies {
-		if a.Kind == checker.ATPNoSecondEffect && (!strings.Contains(a.Explanation, "ch_") || !strings.Contains(a.Explanation, "pi_") ||
+		if a.Kind == ATPNoSecondEffect && (!strings.Contains(a.Explanation, "ch_") || !strings.Contains(a.Explanation, "pi_") ||
 			len(a.Effects) < 2 || len(a.Ops) == 0 || !strings.HasPrefix(a.Key, "int_")) {
 			t.Fatalf("the anomaly must name the intent, its charges and the answers: %+v", a)
 		}
@@ -220,22 +219,22 @@ func TestATPDoubleChargeIsCaught(t *testing.T) {
 // intervals and the slack.
 func TestATPSkippedReconciliationIsCaught(t *testing.T) {
 	e := startATP(t, "no-reconcile")
-	e.sink.LoseRailReplies(3)
-	e.sink.DropAllCallbacks(true)
-	res, rep := runATP(t, e, 7, 1500*time.Millisecond, nil)
-	if rep.Verdict() != verdict.Fail || rep.Counts[checker.ATPReconciliation] == 0 {
-		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, checker.ATPReconciliation)
+	RailOf(e.sink).LoseReplies(3)
+	RailOf(e.sink).DropAllCallbacks(true)
+	res, rep := runChaos(t, e, 7, 1500*time.Millisecond, nil)
+	if rep.Verdict() != verdict.Fail || rep.Counts[ATPReconciliation] == 0 {
+		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, ATPReconciliation)
 	}
 	for k := range rep.Counts {
-		if k != checker.ATPReconciliation {
-			t.Errorf("another anomaly than %s: %v", checker.ATPReconciliation, rep.Counts)
+		if k != ATPReconciliation {
+			t.Errorf("another anomaly than %s: %v", ATPReconciliation, rep.Counts)
 		}
 	}
 	if res.Record.ReconcileCutShort || res.Record.ReconcileWait < res.Record.ReconcileBound {
 		t.Errorf("the wait: %v of %v, cut short %t", res.Record.ReconcileWait, res.Record.ReconcileBound, res.Record.ReconcileCutShort)
 	}
 	for _, a := range rep.Anomalies {
-		if a.Kind == checker.ATPReconciliation && (!strings.Contains(a.Explanation, "still executing") || !strings.Contains(a.Explanation, "pi_")) {
+		if a.Kind == ATPReconciliation && (!strings.Contains(a.Explanation, "still executing") || !strings.Contains(a.Explanation, "pi_")) {
 			t.Fatalf("the anomaly must name the row and its payment intent: %+v", a)
 		}
 	}
@@ -245,20 +244,20 @@ func TestATPSkippedReconciliationIsCaught(t *testing.T) {
 // anew on every answer: ATP-2-retry-verbatim.
 func TestATPFreshReceiptIsCaught(t *testing.T) {
 	e := startATP(t, "fresh-receipt")
-	_, rep := runATP(t, e, 9, time.Second, nil)
-	if rep.Verdict() != verdict.Fail || rep.Counts[checker.ATPRetryVerbatim] == 0 {
-		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, checker.ATPRetryVerbatim)
+	_, rep := runChaos(t, e, 9, time.Second, nil)
+	if rep.Verdict() != verdict.Fail || rep.Counts[ATPRetryVerbatim] == 0 {
+		t.Fatalf("verdict %s, counts %v: want %s", rep.Verdict(), rep.Counts, ATPRetryVerbatim)
 	}
 }
 
 // TestATPRailFaultsListedWithoutTheirNeeds: like SinkFaults, nil needs
 // list the faults, unavailable.
 func TestATPRailFaultsListedWithoutTheirNeeds(t *testing.T) {
-	names := chaos.ATPRailFaultNames()
+	names := ATPRailFaultNames()
 	if strings.Join(names, ",") != "rail-partition,rail-lost-replies,rail-callback-drop,rail-callback-delay" {
 		t.Fatalf("names %v", names)
 	}
-	for _, f := range chaos.ATPRailFaults(nil, nil) {
+	for _, f := range ATPRailFaults(nil, nil) {
 		if f.Available() == nil || f.Kind() != faults.KindNet {
 			t.Errorf("%s: available %v, kind %s", f.Name(), f.Available(), f.Kind())
 		}
