@@ -24,8 +24,8 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
-	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/profiles/httpidem"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )

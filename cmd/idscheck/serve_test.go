@@ -54,7 +54,7 @@ func TestServeHelpListsReadings(t *testing.T) {
 	if code := cli(t.Context(), []string{"serve", "-h"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, w := range []string{"--readings default|alternate", "--reading ID=NAME", "-reading value", "-readings string"} {
+	for _, w := range []string{"serve --profile intent", "ID=NAME", "-reading value", "-readings string"} {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("help does not mention %q", w)
 		}
@@ -63,22 +63,6 @@ func TestServeHelpListsReadings(t *testing.T) {
 		if !strings.Contains(stderr.String(), k.Key+": "+strings.Join(k.Names, ", ")) {
 			t.Errorf("help does not list %s", k.Key)
 		}
-	}
-}
-
-func TestChooseReadings(t *testing.T) {
-	got, err := chooseReadings("alternate", map[string]string{intent.DecisionExtend: "from-now"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := sut.AlternateReadings()
-	want[intent.DecisionExtend] = "from-now"
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("alternate with one override: %v, want %v", got, want)
-	}
-	got, err = chooseReadings("default", map[string]string{sut.ReadingBounds: "clamp"})
-	if err != nil || !reflect.DeepEqual(got, map[string]string{sut.ReadingBounds: "clamp"}) {
-		t.Fatalf("default with one override: %v %v", got, err)
 	}
 }
 

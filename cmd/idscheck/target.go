@@ -19,8 +19,8 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/profiles/httpidem"
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/spec"
 )
 
