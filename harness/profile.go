@@ -55,6 +55,9 @@ type Profile struct {
 	// Credentials are the named secrets its targets take besides the API
 	// key (nil: none).
 	Credentials []Credential
+	// APIKeyRequired says every call of the protocol carries the API key: a
+	// target URL without one is a usage error, before anything runs.
+	APIKeyRequired bool
 	// Section is its part of the target file and its flags (nil: none).
 	Section *TargetSection
 	// Serve runs its bundled server as a process (nil: it has none).
@@ -236,6 +239,18 @@ type TargetSection struct {
 	// the flags given into the profile's value (nil: nothing declared).
 	// Secrets lists every secret the value holds, for redaction.
 	Flags func(fs *flag.FlagSet) func(raw json.RawMessage, getenv func(string) string) (value any, secrets []string, err error)
+	// Check judges the value once the whole description is known: target
+	// says a target URL was given (without one the bundled server describes
+	// itself). nil: nothing more to check.
+	Check func(value any, target bool) error
+	// Variant is the variant the value declares, for a profile whose text
+	// has variants ("": its default). nil: the profile has none.
+	Variant func(value any) string
+	// Encode writes the value back as the section's JSON, its secrets moved
+	// into environment variables it names (NAME=value entries), for a child
+	// run handed the same description in a file. nil: the section has no
+	// value to hand on.
+	Encode func(value any) (raw json.RawMessage, env []string, err error)
 }
 
 // ServeCommand runs a profile's bundled server as a process of its own

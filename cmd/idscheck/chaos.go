@@ -103,7 +103,12 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("chaos", chaosSynopsis, stderr)
 	profile := new(string)
 	profileFlag(fs, profile, defaultProfile(), "profile whose chaos workload to run")
-	c.tgt.register(fs) // --target-file, --target, --target-cmd, credentials, --time-scale (default 60 here)
+	regProf, err := lookupProfile(argProfile(args, defaultProfile()))
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: --profile: %v\n", err)
+		return exitUsage
+	}
+	c.tgt.register(fs, regProf) // --target-file, --target, --target-cmd, credentials, --time-scale
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
@@ -152,8 +157,8 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			c.callerTokens = []string{"tok_" + chaosRandomHex(16), "tok_" + chaosRandomHex(16)}
 		}
 		c.variant = profhttpidem.VariantIETF
-		if e := c.tgt.HTTPIdem; e != nil && e.Variant != "" {
-			c.variant = e.Variant
+		if v := c.tgt.variant(); v != "" {
+			c.variant = v
 		}
 		fs.Visit(func(f *flag.Flag) { c.variantFlag = c.variantFlag || f.Name == "variant" })
 	}
@@ -193,7 +198,7 @@ func (c *chaosConfig) validate() error {
 		return fmt.Errorf("--storm-max %d: want 2 to %d", c.stormMax, faults.MaxStorm)
 	case c.workload != nil && c.stormMax < c.workload.StormMin:
 		return fmt.Errorf("--storm-max %d: the %s workload's storms are at least %d identical requests", c.stormMax, c.profile, c.workload.StormMin)
-	case c.profile == spec.ProfileHTTPIdem && c.target != "" && (c.tgt.HTTPIdem == nil || c.tgt.HTTPIdem.Path == ""):
+	case c.profile == spec.ProfileHTTPIdem && c.target != "" && c.tgt.Described == nil:
 		return errors.New("profile http-idempotency with --target needs the endpoint it offers: \"http_idempotency\" in the target file (docs/http-idempotency.md)")
 	case c.workload != nil && c.workload.Sink && c.target != "" && c.tgt.EffectSink.Listen == "" && c.profile != spec.ProfileHTTPIdem:
 		return fmt.Errorf("profile %s with --target needs the effect sink's address: --effect-sink host:port, or \"effect_sink\": {\"listen\": \"host:port\"} in the target file (idscheck hosts the sink there; the target sends its effects to http://host:port)", c.profile)
@@ -941,9 +946,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
 		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr)
-	endpoint := tgt.httpIdem
-	if endpoint == nil && c.profile == spec.ProfileHTTPIdem {
-		endpoint = c.tgt.HTTPIdem // --target: the endpoint its file describes
+	var endpoint any = tgt.httpIdem
+	if tgt.httpIdem == nil {
+		endpoint = c.tgt.Described // --target: what its file describes
 	}
 	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.apiKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,

@@ -35,7 +35,12 @@ a target description that does not load), 4 the checker could not decide.`
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var tf targetFlags
 	fs := newFlagSet("check", checkSynopsis, stderr)
-	tf.register(fs)
+	prof, err := lookupProfile(runDirProfile(args))
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
+		return exitUsage
+	}
+	tf.register(fs, prof)
 	// Flags may come before or after DIR: parse again after each argument.
 	var dirs []string
 	for rest := args; ; {
@@ -223,4 +228,26 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	if violations > 0 {
 		fmt.Fprintf(w, "replay: %s\n", run.Command)
 	}
+}
+
+// runDirProfile is the profile of the first run directory among args (its
+// chaos.json says), for the target flags of that profile; the default
+// profile when none says.
+func runDirProfile(args []string) string {
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		b, err := readLimited(filepath.Join(a, rundir.Chaos), 64<<20)
+		if err != nil {
+			continue
+		}
+		var head struct {
+			Profile string `json:"profile"`
+		}
+		if json.Unmarshal(b, &head) == nil && head.Profile != "" {
+			return head.Profile
+		}
+	}
+	return defaultProfile()
 }

@@ -99,7 +99,12 @@ const maxHealthProbe = 2 * time.Second
 func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, int, bool) {
 	var c runConfig
 	fs := newFlagSet("run", runSynopsis, stderr)
-	c.tgt.register(fs)
+	prof, err := lookupProfile(argProfile(args, defaultProfile()))
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck run: --profile: %v\n", err)
+		return c, exitUsage, true
+	}
+	c.tgt.register(fs, prof)
 	profileFlag(fs, &c.profile, defaultProfile(), "profile (protocol text) to certify against")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
@@ -230,10 +235,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if bundled {
 		timeScale := c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
-		variant := ""
-		if c.tgt.HTTPIdem != nil {
-			variant = c.tgt.HTTPIdem.Variant
-		}
+		variant := c.tgt.variant()
 		dir, err := os.MkdirTemp("", "idscheck-bundled-")
 		if err != nil {
 			fmt.Fprintf(stderr, "idscheck run: bundled server: %v\n", err)

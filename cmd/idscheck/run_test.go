@@ -205,8 +205,8 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 	if got != want {
 		t.Errorf("reproduce:\n got %s\nwant %s", got, want)
 	}
-	if c.tgt.MetricsToken != "m3trics" || c.tgt.APIKey != "s3cret" {
-		t.Errorf("credentials: metrics %q api %q", c.tgt.MetricsToken, c.tgt.APIKey)
+	if c.tgt.Creds["metrics-token"] != "m3trics" || c.tgt.APIKey != "s3cret" {
+		t.Errorf("credentials: metrics %q api %q", c.tgt.Creds["metrics-token"], c.tgt.APIKey)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/idscheck/idscheck/redact"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -19,33 +20,33 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/features"
-	"github.com/idscheck/idscheck/profiles/httpidem"
-	"github.com/idscheck/idscheck/profiles/intent"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/spec"
 )
 
 // targetFlags is the target description that every subcommand talking to a
 // target shares (run, chaos, check): the base URL, the credentials, the
-// readings the target follows, its time scale, its start command and the
-// effect sink. It comes from --target-file (JSON, targetFileHelp), the same
-// fields as flags, and the IDSCHECK_* environment variables, in this order
-// of precedence:
+// readings the target follows, its time scale, its start command, the
+// effect sink and the profile's own section. It comes from --target-file
+// (JSON, targetFileHelp), the same fields as flags, and the IDSCHECK_*
+// environment variables, in this order of precedence:
 //
 //	a flag given on the command line  >  the target file  >  $IDSCHECK_API_KEY etc.
 //
-// Use: register on the command's FlagSet, parse, load, validate; then read
-// the exported fields, Target() and Secrets().
+// The credentials besides the API key and the section are the profile's
+// (harness.Profile.Credentials and .Section): this file names none.
+//
+// Use: register on the command's FlagSet with the profile, parse, load,
+// validate; then read the exported fields, Target() and Secrets().
 type targetFlags struct {
 	// File is --target-file: "" when none was given.
 	File string
 
 	// The resolved description.
-	URL               string // base URL; "" for the bundled reference server
-	APIKey            string
-	AdminToken        string
-	MetricsToken      string
-	DashboardPassword string
-	RequireSignatures bool
+	URL    string // base URL; "" for the bundled reference server
+	APIKey string
+	// Creds are the profile's named credentials given (name → value).
+	Creds map[string]string
 	// TimeScale is the factor the target divides protocol durations by; 0
 	// when neither the file nor a flag gave it (the command's default then
 	// applies: see withDefaultTimeScale).
@@ -53,19 +54,20 @@ type targetFlags struct {
 	Readings   declaredReadings // decision ID -> reading name; nil when none
 	TargetCmd  string           // shell command that starts the target
 	EffectSink effectSink
-	// HTTPIdem is the endpoint of an http-idempotency target (the file's
-	// "http_idempotency"), its variant overridden by --variant; nil: none.
-	HTTPIdem *httpidem.Endpoint
+	// Described is the value of the profile's section (nil: none given).
+	Described any
+
+	prof           harness.Profile
+	sectionRaw     json.RawMessage // the file's section of the profile (nil: none)
+	sectionMerge   func(raw json.RawMessage, getenv func(string) string) (any, []string, error)
+	sectionSecrets []string
 
 	// cli holds what the command line gave, before merging.
 	cli struct {
-		url, apiKey, adminToken, metricsToken, dashboardPassword string
-		requireSignatures                                        bool
-		timeScale                                                float64
-		readings                                                 declaredReadings
-		targetCmd                                                string
-		effectSink                                               string
-		variant                                                  string
+		url, apiKey, targetCmd, effectSink string
+		creds                              map[string]*string
+		timeScale                          float64
+		readings                           declaredReadings
 	}
 	// origin names where each field's value came from ("--api-key",
 	// `"api_key" in t.json`, "$IDSCHECK_API_KEY"), for error messages.
@@ -79,30 +81,63 @@ type targetFlags struct {
 
 // effectSink is where the harness counts external side effects: the
 // implementation calls URL once per effect; the harness listens on Listen.
-// The intent profile does not use it yet (its workers are the effect); the
-// IDS, ATP and HTTP-idempotency profiles will.
 type effectSink struct {
 	Listen string `json:"listen,omitempty"` // host:port the harness listens on, e.g. 127.0.0.1:9090
-	URL    string `json:"url,omitempty"`    // URL the implementation calls, e.g. http://10.0.0.5:9090/effects
+	URL    string `json:"url,omitempty"`    // URL the implementation calls, e.g. http://10.0.0.5:9090
 }
 
-// credentialEnv maps each credential flag to the environment variable read
-// when neither the flag nor the target file gives it (so secrets stay out of
-// process listings); the reproduce line names the variable, never the value.
-var credentialEnv = map[string]string{
-	"api-key":            "IDSCHECK_API_KEY",
-	"admin-token":        "IDSCHECK_ADMIN_TOKEN",
-	"metrics-token":      "IDSCHECK_METRICS_TOKEN",
-	"dashboard-password": "IDSCHECK_DASHBOARD_PASSWORD",
+// credential is one secret of the description: the API key or a named
+// credential of the profile, with its flag, file field and variable.
+type credential struct {
+	name  string  // "api-key", "admin-token": the flag
+	field string  // "api_key": the file's field (and field+"_env")
+	env   string  // IDSCHECK_API_KEY: read when nothing else gives it
+	help  string  // for -h
+	value *string // the resolved value
+	cli   *string // what the flag gave
 }
 
-// targetFlagNames are the flags register adds, in the order shown.
-var targetFlagNames = []string{"target-file", "target", "api-key", "admin-token", "metrics-token",
-	"dashboard-password", "require-signatures", "time-scale", "reading", "target-cmd", "effect-sink"}
+// credentialEnvName is the variable a credential is read from when neither
+// a flag nor the file gives it: IDSCHECK_ and its name in upper case.
+func credentialEnvName(name string) string {
+	return "IDSCHECK_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
 
-// targetFileHelp documents the --target-file schema; register appends it to
-// the command's -h.
-const targetFileHelp = `
+// credentials lists the API key and the profile's named credentials.
+func (t *targetFlags) credentials() []credential {
+	out := []credential{{name: "api-key", field: "api_key", env: credentialEnvName("api-key"),
+		help: "the target's API key (X-API-Key)", value: &t.APIKey, cli: &t.cli.apiKey}}
+	if t.Creds == nil {
+		t.Creds = map[string]string{}
+	}
+	if t.cli.creds == nil {
+		t.cli.creds = map[string]*string{}
+	}
+	for _, c := range t.prof.Credentials {
+		if t.cli.creds[c.Name] == nil {
+			t.cli.creds[c.Name] = new(string)
+		}
+		v := t.Creds[c.Name]
+		out = append(out, credential{name: c.Name, field: strings.ReplaceAll(c.Name, "-", "_"), env: credentialEnvName(c.Name),
+			help: c.Help, value: &v, cli: t.cli.creds[c.Name]})
+	}
+	return out
+}
+
+// setCredential stores the value of a named credential.
+func (t *targetFlags) setCredential(c credential, v string) {
+	*c.value = v
+	if c.name != "api-key" {
+		t.Creds[c.name] = v
+	}
+}
+
+// genericTargetFlags are the flags register adds whatever the profile.
+var genericTargetFlags = []string{"target-file", "target", "api-key", "time-scale", "reading", "target-cmd", "effect-sink"}
+
+// targetFileHelpHead documents the --target-file schema; register appends
+// it, the profile's credentials and section to the command's -h.
+const targetFileHelpHead = `
 Target file (--target-file FILE): one JSON object describing the target, the
 same for run, chaos and check. Every field is optional. A flag given on the
 command line overrides the file's field; the file overrides the IDSCHECK_*
@@ -111,34 +146,27 @@ environment variables. An unknown field is an error.
   field                              flag                  value
   url                                --target              base URL: http(s)://host[:port][/prefix]
   api_key or api_key_env             --api-key             the key, or the NAME of a variable holding it
-  admin_token or admin_token_env     --admin-token         X-Admin-Token (likewise)
-  metrics_token or metrics_token_env --metrics-token       Bearer token of /metrics (likewise)
-  dashboard_password or ..._env      --dashboard-password  HTTP Basic password of user admin (likewise)
-  require_signatures                 --require-signatures  true or false
-  time_scale                         --time-scale          a number > 0
+`
+
+const targetFileHelpTail = `  time_scale                         --time-scale          a number > 0: the target divides every protocol
+                                                           duration by it (1: real time, the default)
   readings                           --reading             {"DECISION": "READING", ...}; a --reading
                                                            overrides the file for its decision only
   target_cmd                         --target-cmd          shell command that starts the target
   effect_sink                        --effect-sink         {"listen": "host:port", "url": "http://..."}:
                                                            where the harness's effect sink listens
-                                                           (the flag sets listen); the target sends
-                                                           each external effect there (ids), or
-                                                           charges there (atp's payment rail; the
-                                                           intent profile has none)
-  http_idempotency                   --variant             the endpoint of an http-idempotency target:
-                                                           variant, method, path, body, vary, invalid,
-                                                           key, key_format, requires_key, id, count,
-                                                           callers (docs/http-idempotency.md)
+                                                           (the flag sets listen), for a profile whose
+                                                           targets send their external effects to it
+`
 
+const targetFileHelpExample = `
 For example, with the secrets in the environment, not in the file:
 
   {
     "url": "http://127.0.0.1:8080",
-    "api_key_env": "MY_BUS_KEY",
-    "admin_token_env": "MY_ADMIN_TOKEN",
+    "api_key_env": "MY_KEY",
     "time_scale": 60,
-    "readings": {"lease-expiry": "immediate"},
-    "target_cmd": "BUS_SECRET=\"$MY_BUS_KEY\" ./bus serve --addr 127.0.0.1:8080"
+    "target_cmd": "SECRET=\"$MY_KEY\" ./server --addr 127.0.0.1:8080"
   }
 
 A credential is given as its value or by the name of its variable, never
@@ -148,68 +176,98 @@ SECRET, PASSWORD, ...), is redacted from every file written and every line
 printed; the reproduce line names --target-file, never a credential.
 `
 
-// targetFileKeys are the fields of the target file, in the order the help
-// shows them; effectSinkKeys those of its "effect_sink" object.
-var (
-	targetFileKeys = []string{"url", "api_key", "api_key_env", "admin_token", "admin_token_env",
-		"metrics_token", "metrics_token_env", "dashboard_password", "dashboard_password_env",
-		"require_signatures", "time_scale", "readings", "target_cmd", "effect_sink", "http_idempotency"}
-	effectSinkKeys = []string{"listen", "url"}
-)
-
-// targetFile is the JSON of --target-file.
-type targetFile struct {
-	URL                  string             `json:"url"`
-	APIKey               string             `json:"api_key"`
-	APIKeyEnv            string             `json:"api_key_env"`
-	AdminToken           string             `json:"admin_token"`
-	AdminTokenEnv        string             `json:"admin_token_env"`
-	MetricsToken         string             `json:"metrics_token"`
-	MetricsTokenEnv      string             `json:"metrics_token_env"`
-	DashboardPassword    string             `json:"dashboard_password"`
-	DashboardPasswordEnv string             `json:"dashboard_password_env"`
-	RequireSignatures    *bool              `json:"require_signatures"`
-	TimeScale            *float64           `json:"time_scale"`
-	Readings             map[string]string  `json:"readings"`
-	TargetCmd            string             `json:"target_cmd"`
-	EffectSink           *effectSink        `json:"effect_sink"`
-	HTTPIdem             *httpidem.Endpoint `json:"http_idempotency"`
+// targetFileHelp is the schema of the target file for profile p.
+func targetFileHelp(p harness.Profile) string {
+	var b strings.Builder
+	b.WriteString(targetFileHelpHead)
+	for _, c := range p.Credentials {
+		field := strings.ReplaceAll(c.Name, "-", "_")
+		fmt.Fprintf(&b, "  %-34s %-21s %s\n", field+" or ..._env", "--"+c.Name, c.Help)
+	}
+	b.WriteString(targetFileHelpTail)
+	if s := p.Section; s != nil {
+		fmt.Fprintf(&b, "  %-34s %-21s the profile's own section (below)\n", s.Key, "")
+	}
+	b.WriteString(targetFileHelpExample)
+	if s := p.Section; s != nil && s.Help != "" {
+		b.WriteString("\n" + strings.TrimLeft(s.Help, "\n"))
+		if !strings.HasSuffix(s.Help, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
 
-// register adds --target-file and the target flags to fs, and appends the
+// targetFileKeys are the fields of the target file for the profile, in the
+// order the help shows them; effectSinkKeys those of its "effect_sink".
+func (t *targetFlags) targetFileKeys() []string {
+	keys := []string{"url"}
+	for _, c := range t.credentials() {
+		keys = append(keys, c.field, c.field+"_env")
+	}
+	keys = append(keys, "time_scale", "readings", "target_cmd", "effect_sink")
+	if s := t.prof.Section; s != nil {
+		keys = append(keys, s.Key)
+	}
+	return keys
+}
+
+var effectSinkKeys = []string{"listen", "url"}
+
+// register adds --target-file and the target flags of profile p to fs (its
+// credentials and its section's flags among them), and appends the
 // target-file schema to fs's -h.
-func (t *targetFlags) register(fs *flag.FlagSet) {
+func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
+	t.prof = p
 	fs.StringVar(&t.File, "target-file", "", "JSON file describing the target (URL, credentials or the names of variables holding them, readings, time scale, start command: see below); flags override its fields")
 	fs.StringVar(&t.cli.url, "target", "", "base URL of the target (http://host:port[/prefix]); empty: the bundled reference server")
-	fs.StringVar(&t.cli.apiKey, "api-key", "", "the target's API key (X-API-KEY); required with --target (default $IDSCHECK_API_KEY)")
-	fs.StringVar(&t.cli.adminToken, "admin-token", "", "X-Admin-Token of the target; empty: admin rules are N/A (default $IDSCHECK_ADMIN_TOKEN)")
-	fs.StringVar(&t.cli.metricsToken, "metrics-token", "", "Bearer token of /metrics; empty: admin credentials are used (default $IDSCHECK_METRICS_TOKEN)")
-	fs.StringVar(&t.cli.dashboardPassword, "dashboard-password", "", "HTTP Basic password of user admin; empty: Basic-auth rules are N/A (default $IDSCHECK_DASHBOARD_PASSWORD)")
-	fs.BoolVar(&t.cli.requireSignatures, "require-signatures", false, "the target requires HMAC-signed requests (BUS_REQUIRE_SIGNATURES=true)")
-	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (1: real time; default 1 for a target, 60 for the bundled server)")
-	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; see idscheck rules --readings); a declared reading is judged strictly")
-	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for profiles whose targets send their external effects to it (ids; atp's payment rail): give the target http://host:port as its sink (its rail) (effect_sink.listen in the target file)")
-	fs.StringVar(&t.cli.variant, "variant", "", "http-idempotency: the text the endpoint follows, ietf (default), t0 or stripe (http_idempotency.variant in the target file)")
+	for _, c := range t.credentials() {
+		help := c.help
+		if c.name == "api-key" {
+			help += "; required with --target where the protocol authenticates every call"
+		}
+		fs.StringVar(c.cli, c.name, "", help+" (default $"+c.env+")")
+	}
+	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (default 1: real time; the bundled server runs at its profile's scale)")
+	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; idscheck rules --profile NAME lists the decisions); a declared reading is judged strictly")
+	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for a profile whose targets send their external effects to it: give the target http://host:port as its sink (effect_sink.listen in the target file)")
 	fs.StringVar(&t.cli.targetCmd, "target-cmd", "", "shell command that starts the target on --target (idscheck owns the process: it waits for /health and stops it at the end)")
+	if p.Section != nil && p.Section.Flags != nil {
+		t.sectionMerge = p.Section.Flags(fs)
+	}
 	prev := fs.Usage
 	fs.Usage = func() {
 		if prev != nil {
 			prev()
 		}
-		fmt.Fprint(fs.Output(), targetFileHelp)
+		fmt.Fprint(fs.Output(), targetFileHelp(p))
 	}
+}
+
+// isTargetFlag says whether a flag of fs is one register added.
+func (t *targetFlags) isTargetFlag(name string) bool {
+	if containsString(genericTargetFlags, name) {
+		return true
+	}
+	for _, c := range t.prof.Credentials {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // load resolves the description once fs is parsed: the target file's
 // fields, overridden by every target flag given on the command line, then
 // the IDSCHECK_* variables for credentials still empty when there is a
-// target URL. getenv reads the environment (os.Getenv; tests pass their
-// own). The error says what to change.
+// target URL; then the profile's section. getenv reads the environment
+// (os.Getenv; tests pass their own). The error says what to change.
 func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	t.origin = map[string]string{}
 	t.readingFromFile = map[string]bool{}
+	t.credentials() // the maps exist
 	if t.File != "" {
 		if err := t.loadFile(getenv); err != nil {
 			return err
@@ -222,22 +280,13 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 		}
 	}
 	set("url", "target", &t.URL, t.cli.url)
-	set("api_key", "api-key", &t.APIKey, t.cli.apiKey)
-	set("admin_token", "admin-token", &t.AdminToken, t.cli.adminToken)
-	set("metrics_token", "metrics-token", &t.MetricsToken, t.cli.metricsToken)
-	set("dashboard_password", "dashboard-password", &t.DashboardPassword, t.cli.dashboardPassword)
 	set("target_cmd", "target-cmd", &t.TargetCmd, t.cli.targetCmd)
 	set("effect_sink", "effect-sink", &t.EffectSink.Listen, t.cli.effectSink)
-	if given["variant"] {
-		if t.HTTPIdem == nil {
-			t.HTTPIdem = &httpidem.Endpoint{}
+	for _, c := range t.credentials() {
+		if given[c.name] {
+			t.setCredential(c, *c.cli)
+			t.origin[c.field] = "--" + c.name
 		}
-		t.HTTPIdem.Variant = t.cli.variant
-		t.origin["http_idempotency.variant"] = "--variant"
-	}
-	if given["require-signatures"] {
-		t.RequireSignatures = t.cli.requireSignatures
-		t.origin["require_signatures"] = "--require-signatures"
 	}
 	if given["time-scale"] {
 		t.TimeScale = t.cli.timeScale
@@ -255,32 +304,31 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	t.fromEnv = nil
 	if t.URL != "" {
 		for _, c := range t.credentials() {
-			if *c.value != "" || given[c.flag] || t.origin[c.field] != "" {
+			if *c.value != "" || given[c.name] || t.origin[c.field] != "" {
 				continue
 			}
-			if v := getenv(credentialEnv[c.flag]); v != "" {
-				*c.value = v
-				t.origin[c.field] = "$" + credentialEnv[c.flag]
-				t.fromEnv = append(t.fromEnv, c.flag)
+			if v := getenv(c.env); v != "" {
+				t.setCredential(c, v)
+				t.origin[c.field] = "$" + c.env
+				t.fromEnv = append(t.fromEnv, c.name)
 			}
 		}
 	}
 	sort.Strings(t.fromEnv)
-	return nil
-}
-
-type credential struct {
-	field, flag string
-	value       *string
-}
-
-func (t *targetFlags) credentials() []credential {
-	return []credential{
-		{"api_key", "api-key", &t.APIKey},
-		{"admin_token", "admin-token", &t.AdminToken},
-		{"metrics_token", "metrics-token", &t.MetricsToken},
-		{"dashboard_password", "dashboard-password", &t.DashboardPassword},
+	if t.sectionMerge != nil {
+		v, secrets, err := t.sectionMerge(t.sectionRaw, getenv)
+		if err != nil {
+			if t.File != "" && t.sectionRaw != nil {
+				return fmt.Errorf("target file %s: %w", t.File, err)
+			}
+			return err
+		}
+		t.Described, t.sectionSecrets = v, secrets
+		if t.sectionRaw != nil {
+			t.origin[t.prof.Section.Key] = strconv.Quote(t.prof.Section.Key) + " in " + t.File
+		}
 	}
+	return nil
 }
 
 // maxTargetFile bounds what loadFile reads: a target description is small.
@@ -299,8 +347,8 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 	ferr := func(format string, a ...any) error {
 		return fmt.Errorf("target file %s: "+format, append([]any{name}, a...)...)
 	}
-	// Unknown fields first, by their exact names (encoding/json would match
-	// "API_KEY" to api_key; the file is held to the documented names).
+	// Unknown fields first, by their exact names (the file is held to the
+	// documented names).
 	if len(bytes.TrimSpace(b)) == 0 {
 		return ferr(`empty: want a JSON object such as {"url": "http://127.0.0.1:8080", "api_key_env": "MY_KEY"}`)
 	}
@@ -311,76 +359,77 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 	if top == nil {
 		return ferr("want a JSON object, got null")
 	}
-	if err := unknownKeys(top, targetFileKeys, ""); err != nil {
+	if err := unknownKeys(top, t.targetFileKeys(), ""); err != nil {
 		return ferr("%v", err)
 	}
-	if raw, ok := top["effect_sink"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		var sink map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &sink); err != nil {
-			return ferr(`"effect_sink": want an object {"listen": "host:port", "url": "http://..."}`)
-		}
-		if err := unknownKeys(sink, effectSinkKeys, "effect_sink."); err != nil {
-			return ferr("%v", err)
-		}
-	}
-	var f targetFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return ferr("%s", jsonErrorText(b, err))
-	}
 	in := func(field string) string { return strconv.Quote(field) + " in " + name }
-	str := func(field string, dst *string, v string) {
-		if v != "" {
-			*dst = v
-			t.origin[field] = in(field)
+	isNull := func(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+	// field decodes one top-level field into dst; false when it is absent
+	// or null.
+	field := func(key string, dst any, want string) (bool, error) {
+		raw, ok := top[key]
+		if !ok || isNull(raw) {
+			return false, nil
 		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return false, ferr("%q: want %s, got a JSON %s", key, want, jsonValueKind(raw))
+		}
+		return true, nil
 	}
-	str("url", &t.URL, strings.TrimSpace(f.URL))
-	str("target_cmd", &t.TargetCmd, f.TargetCmd)
-	for _, c := range []struct {
-		field      string
-		value, env string
-		dst        *string
-	}{
-		{"api_key", f.APIKey, f.APIKeyEnv, &t.APIKey},
-		{"admin_token", f.AdminToken, f.AdminTokenEnv, &t.AdminToken},
-		{"metrics_token", f.MetricsToken, f.MetricsTokenEnv, &t.MetricsToken},
-		{"dashboard_password", f.DashboardPassword, f.DashboardPasswordEnv, &t.DashboardPassword},
-	} {
+	var url, cmd string
+	if ok, err := field("url", &url, "a string, the base URL"); err != nil {
+		return err
+	} else if ok && strings.TrimSpace(url) != "" {
+		t.URL, t.origin["url"] = strings.TrimSpace(url), in("url")
+	}
+	if ok, err := field("target_cmd", &cmd, "a string, a shell command"); err != nil {
+		return err
+	} else if ok && cmd != "" {
+		t.TargetCmd, t.origin["target_cmd"] = cmd, in("target_cmd")
+	}
+	for _, c := range t.credentials() {
+		var value, env string
+		if _, err := field(c.field, &value, "a string"); err != nil {
+			return err
+		}
 		envField := c.field + "_env"
+		if _, err := field(envField, &env, "a string, the NAME of an environment variable"); err != nil {
+			return err
+		}
 		switch {
-		case c.value != "" && c.env != "":
+		case value != "" && env != "":
 			return ferr("give %q or %q, not both", c.field, envField)
-		case c.value != "":
-			*c.dst = c.value
+		case value != "":
+			t.setCredential(c, value)
 			t.origin[c.field] = in(c.field)
-		case c.env != "":
-			if !envName.MatchString(c.env) {
-				return ferr("%q is %q: want the NAME of an environment variable (letters, digits, _), e.g. \"MY_KEY\", not its value", envField, redactEnvValue(c.env))
+		case env != "":
+			if !envName.MatchString(env) {
+				return ferr("%q is %q: want the NAME of an environment variable (letters, digits, _), e.g. \"MY_KEY\", not its value", envField, redactEnvValue(env))
 			}
-			v := getenv(c.env)
+			v := getenv(env)
 			if v == "" {
-				return ferr("%q names $%s, which is not set (or empty): export it, or give the credential another way", envField, c.env)
+				return ferr("%q names $%s, which is not set (or empty): export it, or give the credential another way", envField, env)
 			}
-			*c.dst = v
-			t.origin[c.field] = in(envField) + " ($" + c.env + ")"
+			t.setCredential(c, v)
+			t.origin[c.field] = in(envField) + " ($" + env + ")"
 		}
 	}
-	if f.RequireSignatures != nil {
-		t.RequireSignatures = *f.RequireSignatures
-		t.origin["require_signatures"] = in("require_signatures")
-	}
-	if f.TimeScale != nil {
-		t.TimeScale = *f.TimeScale
-		t.origin["time_scale"] = in("time_scale")
-		if t.TimeScale <= 0 {
-			return ferr(`"time_scale" must be > 0, got %v`, t.TimeScale)
+	var scale float64
+	if ok, err := field("time_scale", &scale, "a number"); err != nil {
+		return err
+	} else if ok {
+		t.TimeScale, t.origin["time_scale"] = scale, in("time_scale")
+		if scale <= 0 {
+			return ferr(`"time_scale" must be > 0, got %v`, scale)
 		}
 	}
-	if len(f.Readings) > 0 {
+	var readings map[string]string
+	if _, err := field("readings", &readings, `an object {"DECISION": "READING", ...}`); err != nil {
+		return err
+	}
+	if len(readings) > 0 {
 		t.Readings = declaredReadings{}
-		for d, r := range f.Readings {
+		for d, r := range readings {
 			d, r = strings.TrimSpace(d), strings.TrimSpace(r)
 			if d == "" || r == "" {
 				return ferr(`"readings": want {"DECISION": "READING", ...} (e.g. {"lease-expiry": "immediate"}), got %q: %q`, d, r)
@@ -389,32 +438,25 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 			t.readingFromFile[d] = true
 		}
 	}
-	if f.EffectSink != nil {
-		t.EffectSink = *f.EffectSink
+	if raw, ok := top["effect_sink"]; ok && !isNull(raw) {
+		var sink map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &sink); err != nil {
+			return ferr(`"effect_sink": want an object {"listen": "host:port", "url": "http://..."}`)
+		}
+		if err := unknownKeys(sink, effectSinkKeys, "effect_sink."); err != nil {
+			return ferr("%v", err)
+		}
+		if err := json.Unmarshal(raw, &t.EffectSink); err != nil {
+			return ferr(`"effect_sink": %s`, jsonErrorText(raw, err))
+		}
 		if t.EffectSink.Listen != "" || t.EffectSink.URL != "" {
 			t.origin["effect_sink"] = in("effect_sink")
 		}
 	}
-	if f.HTTPIdem != nil {
-		e := *f.HTTPIdem
-		// Callers' headers named by variables: secrets stay out of files.
-		for i, c := range e.Callers {
-			for h, env := range c.HeadersEnv {
-				if !envName.MatchString(env) {
-					return ferr("%q of caller %d is %q: want the NAME of an environment variable", "headers_env."+h, i+1, redactEnvValue(env))
-				}
-				v := getenv(env)
-				if v == "" {
-					return ferr("%q of caller %d names $%s, which is not set (or empty)", "headers_env."+h, i+1, env)
-				}
-				if e.Callers[i].Headers == nil {
-					e.Callers[i].Headers = map[string]string{}
-				}
-				e.Callers[i].Headers[h] = v
-			}
+	if s := t.prof.Section; s != nil {
+		if raw, ok := top[s.Key]; ok && !isNull(raw) {
+			t.sectionRaw = raw
 		}
-		t.HTTPIdem = &e
-		t.origin["http_idempotency"] = in("http_idempotency")
 	}
 	return nil
 }
@@ -567,9 +609,10 @@ func (t *targetFlags) name(field, flagName string) string {
 
 // validate checks the resolved description against profile p. online is
 // set for commands that talk to the target (run, chaos): a target URL then
-// needs an API key, and credentials, signatures and a start command need a
-// target URL (without one the bundled reference server is started, with its
-// own secrets). check, offline, passes online=false: nothing is required.
+// needs an API key where the protocol authenticates every call, and
+// credentials and a start command need a target URL (without one the
+// bundled reference server is started, with its own secrets). check,
+// offline, passes online=false: nothing is required.
 func (t *targetFlags) validate(p spec.Profile, online bool) error {
 	if t.URL != "" {
 		if err := checkBaseURL(t.URL); err != nil {
@@ -587,20 +630,21 @@ func (t *targetFlags) validate(p spec.Profile, online bool) error {
 			return err
 		}
 	}
-	if e := t.HTTPIdem; e != nil {
-		d := *e
-		d.Defaults()
-		if p == spec.ProfileHTTPIdem && (d.Path != "" || t.URL != "") {
-			if err := d.Validate(); err != nil {
-				return fmt.Errorf("%s: %v (docs/http-idempotency.md)", t.name("http_idempotency", "variant"), err)
+	if s := t.prof.Section; s != nil && s.Check != nil {
+		if err := s.Check(t.Described, t.URL != ""); err != nil {
+			if o := t.origin[s.Key]; o != "" {
+				return fmt.Errorf("%s: %w", o, err)
 			}
-		} else if !slices.Contains(httpidem.Variants(), d.Variant) {
-			return fmt.Errorf("%s is %q: want %s", t.name("http_idempotency.variant", "variant"), d.Variant, strings.Join(httpidem.Variants(), ", "))
+			return err
 		}
 	}
 	if s := t.EffectSink; s.Listen != "" {
 		if _, _, err := net.SplitHostPort(s.Listen); err != nil {
-			return fmt.Errorf(`"effect_sink.listen" in %s is %q: want host:port, e.g. 127.0.0.1:9090`, t.File, s.Listen)
+			where := "--effect-sink"
+			if o := t.origin["effect_sink"]; strings.HasPrefix(o, `"`) {
+				where = `"effect_sink.listen" in ` + t.File
+			}
+			return fmt.Errorf("%s is %q: want host:port, e.g. 127.0.0.1:9090", where, s.Listen)
 		}
 	}
 	if s := t.EffectSink; s.URL != "" {
@@ -617,18 +661,13 @@ func (t *targetFlags) validate(p spec.Profile, online bool) error {
 				return fmt.Errorf("%s needs --target (or \"url\" in the target file): the bundled server draws its own secrets", o)
 			}
 		}
-		if o := t.origin["require_signatures"]; o != "" {
-			return fmt.Errorf("%s needs --target (or \"url\" in the target file): the bundled server draws its own secrets", o)
-		}
 		if o := t.origin["target_cmd"]; o != "" {
 			return fmt.Errorf("%s needs --target (or \"url\" in the target file): the URL the started process serves", o)
 		}
 		return nil
 	}
-	// The Intent Protocol authenticates every call with X-API-KEY; IDS's
-	// binding makes the key optional.
-	if t.APIKey == "" && p == spec.ProfileIntent {
-		return fmt.Errorf("an API key is required with %s: give --api-key, \"api_key\" or \"api_key_env\" in the target file, or set IDSCHECK_API_KEY", t.name("url", "target"))
+	if t.APIKey == "" && t.prof.APIKeyRequired {
+		return fmt.Errorf("an API key is required with %s: every call of the %s protocol carries it: give --api-key, \"api_key\" or \"api_key_env\" in the target file, or set IDSCHECK_API_KEY", t.name("url", "target"), p)
 	}
 	return nil
 }
@@ -676,9 +715,9 @@ func (t *targetFlags) Target() features.Target {
 	ft := features.Target{
 		BaseURL: t.URL, APIKey: t.APIKey,
 		TimeScale: t.withDefaultTimeScale(1),
+		Described: t.Described,
 	}
-	for name, v := range map[string]string{intent.CredentialAdminToken: t.AdminToken,
-		intent.CredentialMetricsToken: t.MetricsToken, intent.CredentialDashboardPassword: t.DashboardPassword} {
+	for name, v := range t.Creds {
 		if v != "" {
 			if ft.Credentials == nil {
 				ft.Credentials = map[string]string{}
@@ -686,22 +725,24 @@ func (t *targetFlags) Target() features.Target {
 			ft.Credentials[name] = v
 		}
 	}
-	if t.RequireSignatures {
-		ft.Described = intent.Declared{RequireSignatures: true}
-	}
 	if len(t.Readings) > 0 {
 		ft.Readings = map[string]string(t.Readings)
-	}
-	if t.HTTPIdem != nil {
-		e := *t.HTTPIdem
-		ft.Described = &e
 	}
 	return ft
 }
 
+// variant is the variant the target declares in the profile's section
+// ("": the profile's default, or a profile without variants).
+func (t *targetFlags) variant() string {
+	if s := t.prof.Section; s != nil && s.Variant != nil {
+		return s.Variant(t.Described)
+	}
+	return ""
+}
+
 // Secrets lists every secret value of the description, longest first, for
-// redaction: the four credentials (and the HTTP Basic header value of
-// each), the password of a URL's user info, the values of target_cmd's
+// redaction: the credentials (and the HTTP Basic header value of each),
+// the secrets of the profile's section, the password of a URL's user info, the values of target_cmd's
 // VAR=value assignments and --flag=value options whose name looks secret
 // (KEY, TOKEN, SECRET, PASSWORD, ...). A literal occurrence of a credential
 // inside target_cmd is covered by the credential itself. A value of any
@@ -715,8 +756,12 @@ func (t *targetFlags) Secrets() []string {
 			out = append(out, s)
 		}
 	}
-	for _, c := range t.credentials() {
-		if v := *c.value; v != "" {
+	creds := []string{t.APIKey}
+	for _, name := range slices.Sorted(maps.Keys(t.Creds)) {
+		creds = append(creds, t.Creds[name])
+	}
+	for _, v := range creds {
+		if v != "" {
 			add(v)
 			add(base64.StdEncoding.EncodeToString([]byte("admin:" + v)))
 		}
@@ -732,15 +777,8 @@ func (t *targetFlags) Secrets() []string {
 	for _, v := range redact.CommandSecrets(t.TargetCmd, nil) {
 		add(v)
 	}
-	if t.HTTPIdem != nil {
-		for _, c := range t.HTTPIdem.Callers {
-			for _, v := range c.Headers {
-				add(v)
-				if _, tok, ok := strings.Cut(v, " "); ok {
-					add(tok) // the token of "Bearer <token>"
-				}
-			}
-		}
+	for _, v := range t.sectionSecrets {
+		add(v)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
@@ -762,12 +800,16 @@ func unquoteShell(s string) string {
 // --target-file is repeated as given: the file, not the line, holds the
 // rest of the description.
 func (t *targetFlags) reproduceFlag(name, value string) (parts []string, ok bool) {
-	if !containsString(targetFlagNames, name) {
+	if !t.isTargetFlag(name) {
 		return nil, false
 	}
-	switch env, secret := credentialEnv[name]; {
+	secret := name == "api-key"
+	for _, c := range t.prof.Credentials {
+		secret = secret || c.Name == name
+	}
+	switch {
 	case secret:
-		return []string{"--" + name + `="$` + env + `"`}, true
+		return []string{"--" + name + `="$` + credentialEnvName(name) + `"`}, true
 	case name == "reading":
 		for _, kv := range strings.Split(t.cli.readings.String(), ",") {
 			parts = append(parts, "--reading="+shellQuote(kv))
@@ -795,7 +837,7 @@ func (t *targetFlags) reproduceArgs(fs *flag.FlagSet) []string {
 func (t *targetFlags) reproduceEnv() []string {
 	var parts []string
 	for _, name := range t.fromEnv {
-		parts = append(parts, "--"+name+`="$`+credentialEnv[name]+`"`)
+		parts = append(parts, "--"+name+`="$`+credentialEnvName(name)+`"`)
 	}
 	return parts
 }
@@ -803,4 +845,25 @@ func (t *targetFlags) reproduceEnv() []string {
 // redactAll replaces every secret (and its JSON-escaped form) in s.
 func redactAll(s string, secrets []string) string {
 	return redact.NewRedactor(secrets...).String(s)
+}
+
+// jsonValueKind names the kind of a JSON value: string, number, object, …
+func jsonValueKind(raw json.RawMessage) string {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"github.com/idscheck/idscheck/redact"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +43,7 @@ func parseTarget(t *testing.T, args []string, env map[string]string, online bool
 	var tf targetFlags
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	tf.register(fs)
+	tf.register(fs, intentProfile(t))
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse %q: %v", args, err)
 	}
@@ -61,7 +62,7 @@ func TestTargetFileParse(t *testing.T) {
   "admin_token": "adm-literal-token",
   "metrics_token_env": "MY_METRICS",
   "dashboard_password": "dash-pass-1",
-  "require_signatures": true,
+  "intent": {"require_signatures": true},
   "time_scale": 30,
   "readings": {"lease-expiry": "immediate", "extend": "added"},
   "target_cmd": "BUS_SECRET=$MY_BUS_KEY ./bus serve --addr 127.0.0.1:8080",
@@ -72,12 +73,12 @@ func TestTargetFileParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := targetFlags{URL: "http://127.0.0.1:8080/bus", APIKey: "key-from-env-1", AdminToken: "adm-literal-token",
-		MetricsToken: "metrics-from-env", DashboardPassword: "dash-pass-1", RequireSignatures: true, TimeScale: 30,
+	want := targetFlags{URL: "http://127.0.0.1:8080/bus", APIKey: "key-from-env-1", Creds: map[string]string{"admin-token": "adm-literal-token",
+		"metrics-token": "metrics-from-env", "dashboard-password": "dash-pass-1"}, Described: intent.Declared{RequireSignatures: true}, TimeScale: 30,
 		TargetCmd:  "BUS_SECRET=$MY_BUS_KEY ./bus serve --addr 127.0.0.1:8080",
 		EffectSink: effectSink{Listen: "127.0.0.1:9090", URL: "http://127.0.0.1:9090/effects"}}
-	if tf.URL != want.URL || tf.APIKey != want.APIKey || tf.AdminToken != want.AdminToken || tf.MetricsToken != want.MetricsToken ||
-		tf.DashboardPassword != want.DashboardPassword || !tf.RequireSignatures || tf.TimeScale != 30 || tf.TargetCmd != want.TargetCmd ||
+	if tf.URL != want.URL || tf.APIKey != want.APIKey || !maps.Equal(tf.Creds, want.Creds) ||
+		tf.Described != want.Described || tf.TimeScale != 30 || tf.TargetCmd != want.TargetCmd ||
 		tf.EffectSink != want.EffectSink {
 		t.Errorf("got %+v", *tf)
 	}
@@ -86,8 +87,7 @@ func TestTargetFileParse(t *testing.T) {
 	}
 	ft := tf.Target()
 	if ft.BaseURL != want.URL || ft.APIKey != want.APIKey || ft.TimeScale != 30 || ft.Described != (intent.Declared{RequireSignatures: true}) || ft.Readings["extend"] != "added" ||
-		ft.Credentials[intent.CredentialAdminToken] != want.AdminToken || ft.Credentials[intent.CredentialMetricsToken] != want.MetricsToken ||
-		ft.Credentials[intent.CredentialDashboardPassword] != want.DashboardPassword {
+		!maps.Equal(ft.Credentials, want.Creds) {
 		t.Errorf("Target() = %+v", ft)
 	}
 	if len(tf.fromEnv) != 0 {
@@ -104,17 +104,17 @@ func TestTargetFileParse(t *testing.T) {
 // the file's field; a --reading overrides only its own decision.
 func TestTargetFlagOverridesFile(t *testing.T) {
 	file := writeFile(t, "target.json", `{"url": "http://127.0.0.1:1", "api_key": "file-key-1", "admin_token": "file-admin",
-		"time_scale": 60, "require_signatures": true, "readings": {"lease-expiry": "backoff", "extend": "added"}}`)
+		"time_scale": 60, "intent": {"require_signatures": true}, "readings": {"lease-expiry": "backoff", "extend": "added"}}`)
 	tf, err := parseTarget(t, []string{"--target-file", file, "--api-key", "flag-key-1", "--time-scale", "2",
 		"--require-signatures=false", "--reading", "lease-expiry=immediate", "--target", "http://127.0.0.1:2"}, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tf.APIKey != "flag-key-1" || tf.TimeScale != 2 || tf.RequireSignatures || tf.URL != "http://127.0.0.1:2" {
+	if tf.APIKey != "flag-key-1" || tf.TimeScale != 2 || tf.Described.(intent.Declared).RequireSignatures || tf.URL != "http://127.0.0.1:2" {
 		t.Errorf("flags did not override: %+v", *tf)
 	}
-	if tf.AdminToken != "file-admin" {
-		t.Errorf("admin token %q, want the file's", tf.AdminToken)
+	if tf.Creds["admin-token"] != "file-admin" {
+		t.Errorf("admin token %q, want the file's", tf.Creds["admin-token"])
 	}
 	if tf.Readings["lease-expiry"] != "immediate" || tf.Readings["extend"] != "added" {
 		t.Errorf("readings %v: want the flag's lease-expiry and the file's extend", tf.Readings)
@@ -124,8 +124,8 @@ func TestTargetFlagOverridesFile(t *testing.T) {
 	if stop {
 		t.Fatalf("run refused the file: exit %d", code)
 	}
-	if c.tgt.AdminToken != "flag-admin" || c.tgt.APIKey != "file-key-1" {
-		t.Errorf("run: admin %q api %q", c.tgt.AdminToken, c.tgt.APIKey)
+	if c.tgt.Creds["admin-token"] != "flag-admin" || c.tgt.APIKey != "file-key-1" {
+		t.Errorf("run: admin %q api %q", c.tgt.Creds["admin-token"], c.tgt.APIKey)
 	}
 }
 
@@ -138,8 +138,8 @@ func TestTargetEnvCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tf.APIKey != "vendor-key-value" || tf.AdminToken != "fallback-admin" {
-		t.Errorf("api %q admin %q: want the file's variable, then IDSCHECK_ADMIN_TOKEN", tf.APIKey, tf.AdminToken)
+	if tf.APIKey != "vendor-key-value" || tf.Creds["admin-token"] != "fallback-admin" {
+		t.Errorf("api %q admin %q: want the file's variable, then IDSCHECK_ADMIN_TOKEN", tf.APIKey, tf.Creds["admin-token"])
 	}
 	if !slices.Equal(tf.fromEnv, []string{"admin-token"}) {
 		t.Errorf("fromEnv %v", tf.fromEnv)
@@ -236,8 +236,8 @@ func TestTargetFileErrors(t *testing.T) {
 // command; nothing that is not a secret.
 func TestTargetSecrets(t *testing.T) {
 	tf := targetFlags{
-		URL: "http://user:url-pass-9@127.0.0.1:1", APIKey: "api-key-value", AdminToken: "admin-token-value",
-		MetricsToken: "metrics-token-value", DashboardPassword: "dashboard-pw",
+		URL: "http://user:url-pass-9@127.0.0.1:1", APIKey: "api-key-value", Creds: map[string]string{"admin-token": "admin-token-value",
+			"metrics-token": "metrics-token-value", "dashboard-password": "dashboard-pw"},
 		TargetCmd: `BUS_SECRET=cmd-secret-1 export BUS_ADMIN_SECRET='quoted secret 2' PORT=8080 DB_PASSWORD_FILE=/run/pw ` +
 			`BUS_METRICS_TOKEN=$MY_TOKEN ./bus serve --db /tmp/bus.db --api-key=flag-secret-3 --signing-key flag-secret-4 -v ` +
 			`--password "dq secret 5" --addr 127.0.0.1:8080 --time-scale 60 api-key-value`,
@@ -286,13 +286,14 @@ func TestTargetHelpDocumentsTheFile(t *testing.T) {
 		}
 	}
 	// The example of the help is a target file that loads.
-	i, j := strings.Index(targetFileHelp, "\n  {\n"), strings.Index(targetFileHelp, "\n  }\n")
+	help := targetFileHelp(intentProfile(t))
+	i, j := strings.Index(help, "\n  {\n"), strings.Index(help, "\n  }\n")
 	if i < 0 || j < i {
 		t.Fatal("the help shows no example file")
 	}
-	example := writeFile(t, "example.json", targetFileHelp[i:j+4])
-	tf, err := parseTarget(t, []string{"--target-file", example}, map[string]string{"MY_BUS_KEY": "bus-key-1", "MY_ADMIN_TOKEN": "admin-1"}, true)
-	if err != nil || tf.APIKey != "bus-key-1" || tf.Readings["lease-expiry"] != "immediate" {
+	example := writeFile(t, "example.json", help[i:j+4])
+	tf, err := parseTarget(t, []string{"--target-file", example}, map[string]string{"MY_KEY": "bus-key-1"}, true)
+	if err != nil || tf.APIKey != "bus-key-1" || tf.TimeScale != 60 {
 		t.Errorf("the help's example: %v (%+v)", err, tf)
 	}
 }
@@ -600,7 +601,7 @@ func TestTargetReproduceArgs(t *testing.T) {
 	file := writeFile(t, "target.json", `{"url": "http://127.0.0.1:1", "api_key": "file-key-value"}`)
 	var tf targetFlags
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	tf.register(fs)
+	tf.register(fs, intentProfile(t))
 	other := fs.Int("workers", 40, "")
 	if err := fs.Parse([]string{"--target-file", file, "--admin-token", "tok-value", "--workers", "3", "--reading", "extend=added"}); err != nil {
 		t.Fatal(err)

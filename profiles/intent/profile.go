@@ -48,6 +48,7 @@ func Profile() harness.Profile {
 		AlternateReadings: sut.AlternateReadings,
 		Mutants:           mutants,
 		Credentials:       credentials,
+		APIKeyRequired:    true,
 		Section:           section(),
 		Serve:             serve(),
 		Chaos:             Chaos(),
