@@ -45,7 +45,7 @@ type Profile struct {
 	// rule it breaks.
 	Mutants []Mutant
 	// EffectSink is set for a profile whose targets send their external
-	// effects to the harness's effect sink (IDS, ATP): run starts one and
+	// effects to the harness's effect sink: run starts one and
 	// hands it to the bundled handler and the scenarios.
 	EffectSink bool
 	// BundledTimeScale is the time scale its bundled server runs at when
@@ -66,8 +66,7 @@ type Profile struct {
 	// work, before any scenario (nil: GET /health alone).
 	Preflight Preflight
 	// Chaos is the profile's chaos workload (idscheck chaos --profile);
-	// nil when it has none. (The Intent Protocol's workload predates the
-	// field: the chaos command runs it for the intent profile.)
+	// nil when it has none.
 	Chaos *ChaosWorkload
 }
 
@@ -169,11 +168,11 @@ type BundledConfig struct {
 	Readings  map[string]string // the readings it follows; nil: its defaults
 	Logger    *slog.Logger
 	// SinkURL is the base URL of the harness's effect sink, for profiles
-	// whose commands have external effects (IDS, ATP): the handler sends
-	// every external effect there (docs/ids-binding.md). Empty: none.
+	// whose commands have external effects: the handler sends every
+	// external effect there (its binding page says how). Empty: none.
 	SinkURL string
-	// Variant is the variant the handler follows (a profile with variants,
-	// http-idempotency); "": its default.
+	// Variant is the variant the handler follows (a profile whose text has
+	// variants); "": its default.
 	Variant string
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	p, ok := Lookup(spec.ProfileIntent)
+	p, ok := Lookup(intent.Name)
 	if !ok || p.Suite == nil || p.Bundled == nil || len(p.Rules()) == 0 || len(p.Mutants) == 0 {
 		t.Fatalf("intent profile incomplete: %+v", p)
 	}
@@ -21,7 +21,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("mutant %s breaks %q: not a rule of %s", m.Name, m.Breaks, p.Name)
 		}
 	}
-	if err := Register(harness.Profile{Name: spec.ProfileIntent, Rules: p.Rules}); err == nil {
+	if err := Register(harness.Profile{Name: intent.Name, Rules: p.Rules}); err == nil {
 		t.Error("intent registered twice")
 	}
 	if err := Register(harness.Profile{Name: "nameless-rules"}); err == nil {

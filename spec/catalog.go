@@ -13,10 +13,9 @@ import (
 //go:embed seeds/*.txt
 var Seeds embed.FS
 
-// Texts holds the texts beyond the seeds that a profile cites: the IETF
-// draft of the Idempotency-Key header field and Stripe's documented
-// conventions (the http-idempotency profile), each with where it comes
-// from at its head, under texts/<file name>.
+// Texts holds the texts beyond the seeds that a profile cites (an
+// Internet-Draft, a vendor's documented conventions), each with where it
+// comes from at its head, under texts/<file name>.
 //
 //go:embed texts/*.txt
 var Texts embed.FS

@@ -50,7 +50,7 @@ type Rule struct {
 	// may rest on a table, an example or prose without a keyword.
 	Binding string `json:"binding,omitempty"`
 	// Guarantee marks a MUST of a text written without RFC 2119 keywords
-	// (ATP, t-0, Stripe's page, A2A's lower-case "must"): the text states it
+	// (or with a lower-case "must" only): the text states it
 	// as a guarantee, in the indicative ("is UNIQUE", "returns the existing
 	// row verbatim", "a duplicate is never an error"), so it binds the
 	// server and gates as a MUST. Guarantee holds those words, verbatim in

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,29 +148,29 @@ func TestImportDirectionCatchesABackwardImport(t *testing.T) {
 }
 
 // profileWords matches a line of code that names a registered profile: its
-// name or its package's name as a word, or the prefix of its rule IDs as a
-// word (INTENT, IDS, ATP, IETF, …).
+// name as a string literal ("intent", "http-idempotency"), next to the word
+// profile ("the ids profile", "--profile atp"), or the prefix of its rule
+// IDs as an upper-case word (INTENT, IDS, ATP, IETF, …). The plain word
+// "ids" (identifiers) or "intent" (a goal) names nothing.
 func profileWords(t *testing.T) *regexp.Regexp {
 	t.Helper()
-	words := map[string]bool{}
+	names, prefixes := map[string]bool{}, map[string]bool{}
 	for _, name := range profiles.Names() {
 		p, _ := profiles.Lookup(name)
-		words[regexp.QuoteMeta(string(name))] = true
-		words[regexp.QuoteMeta(strings.ReplaceAll(string(name), "-", ""))] = true
+		names[regexp.QuoteMeta(string(name))] = true
+		names[regexp.QuoteMeta(strings.ReplaceAll(string(name), "-", ""))] = true
 		for _, r := range p.Rules() {
 			prefix, _, _ := strings.Cut(r.ID, "-")
-			words[regexp.QuoteMeta(prefix)] = true
+			prefixes[regexp.QuoteMeta(prefix)] = true
 		}
 	}
-	if len(words) < 4 {
-		t.Fatalf("the registry names %d words: is it empty?", len(words))
+	if len(names) < 4 || len(prefixes) < 4 {
+		t.Fatalf("the registry names %d profiles and %d rule prefixes: is it empty?", len(names), len(prefixes))
 	}
-	var alts []string
-	for w := range words {
-		alts = append(alts, w)
-	}
-	slices.Sort(alts)
-	return regexp.MustCompile(`(^|[^\w/-])(` + strings.Join(alts, "|") + `)($|[^\w-])`)
+	n, p := strings.Join(slices.Sorted(maps.Keys(names)), "|"), strings.Join(slices.Sorted(maps.Keys(prefixes)), "|")
+	return regexp.MustCompile(`"(` + n + `)"` +
+		`|(?i:profiles?\s+(` + n + `)\b|\b(` + n + `)\s+profiles?\b)` +
+		`|(^|[^\w/-])(` + p + `)($|[^\w-])`)
 }
 
 // engineLinesNaming returns "file:line: text" for every non-test line of the

@@ -24,15 +24,13 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/profiles"
-	"github.com/idscheck/idscheck/profiles/httpidem"
-	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
 
 const mutantsSynopsis = `mutants [--mutants NAME[,NAME]] [--rules GLOB[,GLOB]] [--seed N] [--time-scale F] [--parallel N] [--out DIR]
 
-Self-validation: runs the intent profile against the bundled reference server
+Self-validation: runs a profile (--profile) against its bundled reference server
 once clean and once with each deliberate mutant (a known bug), and prints the
 kill matrix: for each mutant, the rules that caught it. A mutant is killed when
 at least one rule ends FAIL or NON-STRICT; UNKNOWN alone does not kill. With
@@ -297,12 +295,15 @@ func certifyInChild(ctx context.Context, c mutantsConfig, target features.Target
 	if sinkAddr != "" {
 		args = append(args, "--effect-sink", sinkAddr)
 	}
-	env := []string{"IDSCHECK_API_KEY=" + target.APIKey, "IDSCHECK_ADMIN_TOKEN=" + target.Credentials[intent.CredentialAdminToken],
-		"IDSCHECK_METRICS_TOKEN=" + target.Credentials[intent.CredentialMetricsToken], "IDSCHECK_DASHBOARD_PASSWORD=" + target.Credentials[intent.CredentialDashboardPassword]}
-	if ep, _ := target.Described.(*httpidem.Endpoint); ep != nil {
-		// The endpoint goes in a target file; its callers' headers (secrets)
-		// in the environment, named by the file.
-		file, vars, err := endpointTargetFile(*ep)
+	// The credentials go in the environment, never on the command line.
+	env := []string{credentialEnvName("api-key") + "=" + target.APIKey}
+	for _, cr := range c.prof.Credentials {
+		env = append(env, credentialEnvName(cr.Name)+"="+target.Credentials[cr.Name])
+	}
+	if s := c.prof.Section; s != nil && s.Encode != nil && target.Described != nil {
+		// The profile's section goes in a target file, its secrets in the
+		// environment, named by the file.
+		file, vars, err := sectionTargetFile(s.Key, s.Encode, target.Described)
 		if err != nil {
 			return nil, err
 		}
@@ -431,33 +432,24 @@ func splitList(s string) []string {
 	return out
 }
 
-// endpointTargetFile writes a target file holding an http-idempotency
-// endpoint, its callers' headers replaced by variables, and returns its
-// name and the variables' assignments.
-func endpointTargetFile(e httpidem.Endpoint) (string, []string, error) {
-	var vars []string
-	callers := make([]httpidem.Caller, len(e.Callers))
-	for i, c := range e.Callers {
-		callers[i].HeadersEnv = map[string]string{}
-		n := 0
-		for h, v := range c.Headers {
-			n++
-			name := fmt.Sprintf("IDSCHECK_CALLER_%d_HEADER_%d", i+1, n)
-			callers[i].HeadersEnv[h] = name
-			vars = append(vars, name+"="+v)
-		}
-	}
-	e.Callers = callers
-	raw, err := json.Marshal(map[string]any{"http_idempotency": e})
+// sectionTargetFile writes a target file holding the profile's section
+// (encode writes it, its secrets moved into variables it names), and
+// returns its name and the variables' assignments.
+func sectionTargetFile(key string, encode func(any) (json.RawMessage, []string, error), value any) (string, []string, error) {
+	raw, vars, err := encode(value)
 	if err != nil {
 		return "", nil, err
 	}
-	f, err := os.CreateTemp("", "idscheck-endpoint-*.json")
+	doc, err := json.Marshal(map[string]json.RawMessage{key: raw})
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := os.CreateTemp("", "idscheck-target-*.json")
 	if err != nil {
 		return "", nil, err
 	}
 	defer f.Close()
-	if _, err := f.Write(raw); err != nil {
+	if _, err := f.Write(doc); err != nil {
 		os.Remove(f.Name())
 		return "", nil, err
 	}

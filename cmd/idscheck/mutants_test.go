@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/verdict"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 func TestKillMatrixExitCode(t *testing.T) {
 	clean := mutantRow{Counts: map[verdict.Verdict]int{verdict.Pass: 10}}
 	dirty := mutantRow{FailedRules: []string{"R-1"}}
-	own := spec.RulesFor(spec.ProfileIntent)[0].ID
+	own := spec.RulesFor(intent.Name)[0].ID
 	killed := mutantRow{Mutant: "m1", Breaks: "004 §7.2 same key", Killed: true, FailedRules: []string{"R-2"}}
 	killedElsewhere := mutantRow{Mutant: "m2", Breaks: own, Killed: true, FailedRules: []string{"R-4"}}
 	many := mutantRow{Mutant: "m5", Killed: true, FailedRules: []string{"R-1", "R-2", "R-3", "R-4", "R-5", "R-6", "R-7", "R-8"}}
@@ -109,7 +110,7 @@ func TestMutantsAgainstTheBundledServer(t *testing.T) {
 // TestEveryMutantNamesTheRuleItBreaks: breaks_caught needs a rule ID that
 // scenarios judge.
 func TestEveryMutantNamesTheRuleItBreaks(t *testing.T) {
-	p, _ := profiles.Lookup(spec.ProfileIntent)
+	p, _ := profiles.Lookup(intent.Name)
 	for _, m := range p.Mutants {
 		r, ok := spec.Lookup(m.Breaks)
 		if !ok || r.Untestable != "" {

@@ -21,7 +21,7 @@ func runRules(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestRulesCommand(t *testing.T) {
-	intent := spec.RulesFor(spec.ProfileIntent)
+	intent := spec.RulesFor(intent.Name)
 	cases := []struct {
 		name     string
 		args     []string
@@ -81,7 +81,7 @@ func TestRulesJSON(t *testing.T) {
 		t.Fatalf("not JSON: %v", err)
 	}
 	want := 0
-	for _, r := range spec.RulesFor(spec.ProfileIntent) {
+	for _, r := range spec.RulesFor(intent.Name) {
 		if r.Level == spec.Must {
 			want++
 		}
@@ -139,7 +139,7 @@ func TestRulesShowsReadings(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, r := range spec.RulesFor(spec.ProfileIntent) {
+	for _, r := range spec.RulesFor(intent.Name) {
 		if len(r.Readings) > 0 {
 			n++
 			if !strings.Contains(block, r.ID) {

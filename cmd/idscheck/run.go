@@ -657,7 +657,7 @@ func gate(results []verdict.RuleResult, rules []spec.Rule, expected map[string]b
 		g.code = exitOK
 		g.message = "every MUST passed"
 		if musts == 0 {
-			// A text without RFC 2119 keywords (ATP) has no MUST to pass.
+			// A text whose rules are all recommendations has no MUST to pass.
 			g.message = "no MUST in this text: its rules are SHOULDs"
 		}
 		switch {
@@ -909,7 +909,7 @@ type bundledOptions struct {
 	Readings  map[string]string // sut.Config.Readings; nil: the default reading everywhere
 	Logger    *slog.Logger
 	SinkURL   string // the effect sink's base URL (profiles with EffectSink)
-	Variant   string // the variant the bundled server follows (http-idempotency); "": its default
+	Variant   string // the variant the bundled server follows (a profile with variants); "": its default
 }
 
 // startBundled starts a profile's bundled reference handler on

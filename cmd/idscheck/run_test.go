@@ -170,12 +170,12 @@ func TestGate(t *testing.T) {
 }
 
 func TestReadExpectedFailures(t *testing.T) {
-	rules := spec.RulesFor(spec.ProfileIntent)
+	rules := spec.RulesFor(intent.Name)
 	if len(rules) < 2 {
 		t.Skip("intent catalog has fewer than 2 rules")
 	}
 	p := writeFile(t, "exp", fmt.Sprintf("# known bugs\n\n  %s   # ticket 12\n%s\n", rules[0].ID, rules[1].ID))
-	got, err := readExpectedFailures(p, spec.ProfileIntent)
+	got, err := readExpectedFailures(p, intent.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestReadExpectedFailures(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 	bad := writeFile(t, "bad", rules[0].ID+"\nNOT-A-RULE\n")
-	if _, err := readExpectedFailures(bad, spec.ProfileIntent); err == nil || !strings.Contains(err.Error(), ":2:") {
+	if _, err := readExpectedFailures(bad, intent.Name); err == nil || !strings.Contains(err.Error(), ":2:") {
 		t.Errorf("err %v, want one naming line 2", err)
 	}
 }

@@ -27,7 +27,6 @@ import (
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
-	"github.com/idscheck/idscheck/spec"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -50,7 +49,7 @@ func parseTarget(t *testing.T, args []string, env map[string]string, online bool
 	if err := tf.load(fs, envOf(env)); err != nil {
 		return &tf, err
 	}
-	return &tf, tf.validate(spec.ProfileIntent, online)
+	return &tf, tf.validate(intent.Name, online)
 }
 
 // TestTargetFileParse is the shared parser as chaos uses it: every field of
@@ -618,7 +617,7 @@ func TestTargetReproduceArgs(t *testing.T) {
 
 func intentProfile(t *testing.T) profiles.Profile {
 	t.Helper()
-	p, ok := profiles.Lookup(spec.ProfileIntent)
+	p, ok := profiles.Lookup(intent.Name)
 	if !ok {
 		t.Fatal("no intent profile in the registry")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,7 +52,8 @@ N/A, with the reason. --variant overrides its variant.
 // overridden by --variant; nil when neither was given. Its secrets are the
 // callers' header values (and the token of each "Bearer <token>").
 func Section() *harness.TargetSection {
-	return &harness.TargetSection{Key: SectionKey, Help: sectionHelp, Flags: sectionFlags}
+	return &harness.TargetSection{Key: SectionKey, Help: sectionHelp, Flags: sectionFlags,
+		Check: checkSection, Variant: sectionVariant, Encode: encodeSection}
 }
 
 // sectionFlags registers --variant; the function it returns merges the
@@ -148,4 +150,55 @@ func (e *Endpoint) Secrets() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// checkSection: a target URL needs the endpoint it offers, with its path
+// (the bundled endpoint describes itself).
+func checkSection(v any, target bool) error {
+	e, _ := v.(*Endpoint)
+	if !target {
+		return nil
+	}
+	if e == nil || e.Path == "" {
+		return fmt.Errorf("a target needs the endpoint it offers: %q with at least its \"path\" in the target file (docs/http-idempotency.md)", SectionKey)
+	}
+	d := *e
+	d.Defaults()
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("%w (docs/http-idempotency.md)", err)
+	}
+	return nil
+}
+
+// sectionVariant is the variant the endpoint declares ("": the default).
+func sectionVariant(v any) string {
+	if e, _ := v.(*Endpoint); e != nil {
+		return e.Variant
+	}
+	return ""
+}
+
+// encodeSection writes the endpoint back as the section's JSON, its
+// callers' headers replaced by variables (IDSCHECK_CALLER_<i>_HEADER_<n>),
+// for a child run handed the same description.
+func encodeSection(v any) (json.RawMessage, []string, error) {
+	e, _ := v.(*Endpoint)
+	if e == nil {
+		return nil, nil, errors.New("no endpoint to encode")
+	}
+	out := *e
+	var vars []string
+	out.Callers = make([]Caller, len(e.Callers))
+	for i, c := range e.Callers {
+		out.Callers[i].HeadersEnv = map[string]string{}
+		n := 0
+		for _, h := range slices.Sorted(maps.Keys(c.Headers)) {
+			n++
+			name := fmt.Sprintf("IDSCHECK_CALLER_%d_HEADER_%d", i+1, n)
+			out.Callers[i].HeadersEnv[h] = name
+			vars = append(vars, name+"="+c.Headers[h])
+		}
+	}
+	raw, err := json.Marshal(out)
+	return raw, vars, err
 }
