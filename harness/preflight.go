@@ -3,8 +3,11 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
+	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
 )
 
@@ -43,4 +46,33 @@ type CredentialError struct {
 
 func (e *CredentialError) Error() string {
 	return fmt.Sprintf("the target refuses %s: %s answered %s", e.Credential, e.Call, e.Answer)
+}
+
+// ProbeCredential sends one harmless call req with the credential named
+// (what the error calls it: "the API key", "the admin token"): a 401 or 403
+// is a *CredentialError; any other answer is returned for the caller to
+// judge. A transport error is returned as it is (the target could not be
+// asked).
+func ProbeCredential(ctx context.Context, c *client.Client, credential string, req client.Request) (*client.Response, error) {
+	r, err := c.Do(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.Path, err)
+	}
+	if r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+		return r, &CredentialError{Credential: credential, Call: req.Method + " " + req.Path, Answer: Answer(r)}
+	}
+	return r, nil
+}
+
+// Answer is a reply as a preflight error shows it: its status and the
+// start of its body.
+func Answer(r *client.Response) string {
+	body := strings.Join(strings.Fields(string(r.Body)), " ")
+	if len(body) > 120 {
+		body = body[:120] + "…"
+	}
+	if body == "" {
+		return fmt.Sprint(r.Status)
+	}
+	return fmt.Sprintf("%d %s", r.Status, body)
 }

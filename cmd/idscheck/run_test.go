@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"net"
@@ -644,5 +645,44 @@ func TestShortSecretNeverWritten(t *testing.T) {
 	})
 	if files < 3 {
 		t.Fatalf("the run wrote %d files: %s", files, stderr.String())
+	}
+}
+
+// TestRunWrongCredentialIsConfiguration (issue 18, case 2): a correct bus
+// given a wrong API key, or a wrong admin token, gets no rule verdict: exit
+// 2 naming the credential refused, and reports that say so.
+func TestRunWrongCredentialIsConfiguration(t *testing.T) {
+	p := intentProfile(t)
+	b, err := p.Bundled(t.Context(), harness.BundledConfig{Dir: t.TempDir(), TimeScale: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv := httptest.NewServer(b.Handler)
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"API key", []string{"--api-key", "not-the-key"}, "the target refuses the API key"},
+		{"admin token", []string{"--api-key", b.Target.APIKey, "--admin-token", "not-the-token"}, "the target refuses the admin token (admin-token)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"run", "--profile", "intent", "--target", srv.URL, "--time-scale", "60", "--out", out}, tc.args...)
+			code := cli(t.Context(), args, &stdout, &stderr)
+			if code != exitUsage || !strings.Contains(stderr.String(), tc.says) {
+				t.Fatalf("exit %d (want %d); stderr does not say %q:\n%s\n%s", code, exitUsage, tc.says, stderr.String(), stdout.String())
+			}
+			doc, err := reports.ReadResult(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(doc.Rules) != 0 || !doc.Preflight {
+				t.Errorf("the report holds %d rule verdicts (preflight %v): a refused credential judges no rule", len(doc.Rules), doc.Preflight)
+			}
+		})
 	}
 }

@@ -52,6 +52,7 @@ func Profile() harness.Profile {
 		Bundled:           atpBundled,
 		AlternateReadings: alternateReadings,
 		EffectSink:        true,
+		Preflight:         preflight,
 		Mutants:           mutants,
 		Serve:             serveCommand(),
 		Chaos:             ATPChaos(),

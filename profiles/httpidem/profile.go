@@ -36,6 +36,7 @@ func Profile() harness.Profile {
 		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
 		Bundled:    bundled,
 		EffectSink: true,
+		Preflight:  preflight,
 		Mutants:    mutants,
 		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
 		// stripe rule on keys kept a day fits a scenario.

@@ -31,6 +31,7 @@ func Profile() harness.Profile {
 		Suite:      &suite,
 		Bundled:    idsBundled,
 		EffectSink: true,
+		Preflight:  preflight,
 		Mutants:    mutants,
 		Chaos:      IDSChaos(),
 		Serve:      ServeCommand(),

@@ -46,6 +46,7 @@ func Profile() harness.Profile {
 		Suite:             &suite,
 		Bundled:           intentBundled,
 		AlternateReadings: sut.AlternateReadings,
+		Preflight:         preflight,
 		Mutants:           mutants,
 		Credentials:       credentials,
 		APIKeyRequired:    true,
