@@ -84,10 +84,14 @@ var errFailpoint = errors.New("failpoint")
 // evalFailpoint returns the failpoint's value; "exit" ends the process.
 func evalFailpoint(name string) string { return failpoints.Eval(name) }
 
-func failpointAfterCommit(s *Server) {
+// failpointAfterCommit is FailpointAfterCommitBeforeReply, run by the
+// writer after each durable commit: "exit" crashes there, "error" answers
+// the batch with a failure although its writes landed.
+func failpointAfterCommit() error {
 	if evalFailpoint(FailpointAfterCommitBeforeReply) == "error" {
-		s.w.softFail = true
+		return errFailpoint
 	}
+	return nil
 }
 
 func failpointAfterClaim(s *Server) error {

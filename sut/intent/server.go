@@ -150,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	rows.Close()
 	s.nextCleanup = s.clock().Add(s.dur(cfg.CleanupInterval.Seconds()))
-	s.w, err = newWriter(wdb, log, s.mutant == MutantLostOnCrash, func() { failpointAfterCommit(s) })
+	s.w, err = newWriter(wdb, log, s.mutant == MutantLostOnCrash, failpointAfterCommit)
 	if err != nil {
 		s.st.close()
 		wdb.Close()

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // ErrClosed is returned by Submit after Close.
@@ -56,15 +57,38 @@ type Writer struct {
 	done   chan struct{}
 	log    *slog.Logger
 
+	opt Options
+
 	savepoint, release, rollbackTo *sql.Stmt
+}
+
+// Options are what a server adds to its writer: a failpoint after each
+// commit, and a mutant switch. The zero Options is the correct writer.
+type Options struct {
+	// AfterCommit runs after each durable commit, before any reply: a
+	// crash point (a failpoint that exits loses the replies of committed
+	// work). An error answers every operation of the batch with it,
+	// wrapped in ErrCommit, although its writes landed (an ambiguous
+	// outcome, as a crash after the commit gives a client).
+	AfterCommit func() error
+	// EarlyAck is the lost-on-crash mutant: every operation is answered
+	// before its batch commits, and the commit waits this long after the
+	// replies, AfterCommit between them (a crash there loses acknowledged
+	// work). 0: the correct writer, which answers after the commit.
+	EarlyAck time.Duration
 }
 
 // New starts the writer of db (a *sql.DB limited to one connection).
 func New(db *sql.DB, log *slog.Logger) (*Writer, error) {
+	return NewWithOptions(db, log, Options{})
+}
+
+// NewWithOptions starts the writer of db with a server's options.
+func NewWithOptions(db *sql.DB, log *slog.Logger, opt Options) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{db: db, ch: make(chan op, 1024), done: make(chan struct{}), log: log}
+	w := &Writer{db: db, ch: make(chan op, 1024), done: make(chan struct{}), log: log, opt: opt}
 	for _, p := range []struct {
 		dst **sql.Stmt
 		q   string
@@ -192,10 +216,32 @@ func (w *Writer) run(batch []op, results []result) []result {
 			results = append(results, result{v: v, err: err})
 		}
 	}
+	if w.opt.EarlyAck > 0 {
+		// lost-on-crash mutant: acknowledge now, commit later.
+		for i, o := range batch {
+			o.done <- results[i]
+			batch[i].done = make(chan result, 1)
+		}
+		time.Sleep(w.opt.EarlyAck)
+		// Its crash point (the correct writer's after-commit failpoint)
+		// sits between the replies and the commit: the moment this bug
+		// loses acknowledged work.
+		if w.opt.AfterCommit != nil {
+			w.opt.AfterCommit()
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		w.log.Error("batch commit", "ops", len(batch), "err", err)
 		for i := range results {
 			results[i] = result{err: fmt.Errorf("%w: %w", ErrCommit, err)}
+		}
+		return results
+	}
+	if w.opt.AfterCommit != nil && w.opt.EarlyAck == 0 {
+		if err := w.opt.AfterCommit(); err != nil {
+			for i := range results {
+				results[i] = result{err: fmt.Errorf("%w: %w", ErrCommit, err)}
+			}
 		}
 	}
 	return results

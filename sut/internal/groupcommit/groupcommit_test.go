@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 )
@@ -72,5 +73,47 @@ func TestClose(t *testing.T) {
 	w.Close()
 	if _, err := w.Submit(context.Background(), func(tx *sql.Tx) (any, error) { return nil, nil }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestOptions: AfterCommit runs after the commit and before the reply (an
+// error answers ErrCommit although the write landed); with EarlyAck the
+// reply comes before the commit, and the hook between them.
+func TestOptions(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
+			db, _ := open(t)
+			var committed []int
+			fail := errors.New("soft failure")
+			opt := Options{AfterCommit: func() error {
+				committed = append(committed, len(committed))
+				return fail
+			}}
+			if early {
+				opt.EarlyAck = 10 * time.Millisecond
+			}
+			w, err := NewWithOptions(db, nil, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = w.Submit(context.Background(), func(tx *sql.Tx) (any, error) {
+				_, err := tx.Exec(`INSERT INTO t(k, v) VALUES (42, 'x')`)
+				return nil, err
+			})
+			if !early && !errors.Is(err, ErrCommit) {
+				t.Errorf("after-commit error: Submit returned %v, want ErrCommit", err)
+			}
+			if early && err != nil {
+				t.Errorf("early ack: Submit returned %v, want the reply given before the commit", err)
+			}
+			w.Close()
+			var n int
+			if err := db.QueryRow(`SELECT COUNT(*) FROM t WHERE k = 42`).Scan(&n); err != nil || n != 1 {
+				t.Errorf("the write did not land: %d rows (%v)", n, err)
+			}
+			if len(committed) != 1 {
+				t.Errorf("AfterCommit ran %d times, want once", len(committed))
+			}
+		})
 	}
 }
