@@ -26,7 +26,7 @@ const modulePath = "github.com/idscheck/idscheck/"
 var engineImports = map[string][]string{
 	"verdict":      {},
 	"spec":         {},
-	"faults":       {},
+	"faults":       {"redact"},
 	"redact":       {},
 	"sink":         {"verdict"},
 	"client":       {"verdict", "spec"},
