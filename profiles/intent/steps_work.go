@@ -535,8 +535,11 @@ func (w *intentWorld) distinctTokens() error {
 		if r.status != http.StatusOK {
 			continue
 		}
-		if seen[r.token] || !isLowerHex(r.token, 32) {
-			return features.Mismatch("distinct 32-hex claim tokens", fmt.Sprintf("token %q repeated or malformed", r.token))
+		// §4.2 types the token as a string; its hex form is only the
+		// example's placeholder ("<16-byte-hex-string>"), which neither rule
+		// judged here speaks of.
+		if r.token == "" || seen[r.token] {
+			return features.Mismatch("distinct, non-empty claim tokens", fmt.Sprintf("token %q repeated or empty", r.token))
 		}
 		seen[r.token] = true
 	}
