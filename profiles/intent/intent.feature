@@ -101,13 +101,22 @@ Feature: Intent Protocol v2.1 (seed 004)
 
   # ------------------------------------------------------- 7.2 create intent
 
-  Scenario: a minimal intent is published and open
+  # §7.2's "201 Created" is a table row without a keyword: it is judged here
+  # alone, and everything else accepts any 2xx for a publish.
+  Scenario: a publish is answered 201 Created
     When I send POST "/intent" with body:
       """
       {"goal": "{goal}", "payload": {"message": "Hello"}, "namespace": "{ns}"}
       """
     Then [INTENT-7.2-created-201] the response status is 201
-    And [INTENT-7.2-publish-response] the response field "status" is "published"
+
+  Scenario: a minimal intent is published and open
+    When I send POST "/intent" with body:
+      """
+      {"goal": "{goal}", "payload": {"message": "Hello"}, "namespace": "{ns}"}
+      """
+    And the publish was accepted
+    Then [INTENT-7.2-publish-response] the response field "status" is "published"
     And [INTENT-7.2-publish-response] the response field "namespace" is "{ns}"
     And [INTENT-4.2-id-format] the response field "id" matches "^[0-9a-fA-F]{32}$"
     When I remember the published id as "A"
@@ -119,8 +128,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"goal": "{goal}", "payload": 1}
       """
-    Then [INTENT-7.2-created-201] the response status is 201
-    And [INTENT-4.1-namespace-default] the response field "namespace" is "default"
+    And the publish was accepted
+    Then [INTENT-4.1-namespace-default] the response field "namespace" is "default"
     When I remember the published id as "A"
     And I send POST "/claim?goal={goal}"
     Then [INTENT-7.3-claim-namespace-default] the claim returns intent "A"
@@ -176,7 +185,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       <body>
       """
-    Then [<rule>] the response status is 201
+    Then [<rule>] the response status is one of "2xx"
 
     Examples:
       | what                  | rule                          | body                                                                            |
@@ -196,7 +205,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"goal": "{goal}", "payload": null, "namespace": "{ns}"}
       """
-    Then [INTENT-7.2-required-fields, reading null-payload=a-payload] the response status is 201
+    Then [INTENT-7.2-required-fields, reading null-payload=a-payload] the response status is one of "2xx"
     And [INTENT-7.2-required-fields, reading null-payload=missing] the response status is 400
 
   # Sizes on which every reading of "KB" agrees: a 6,990-character payload is
@@ -227,8 +236,8 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"goal": "{goal}", "namespace": "{ns}", "payload": "{x:6990}"}
       """
-    Then [INTENT-4.1-payload-limit] the response status is 201
-    And [INTENT-15-size-limits] the response status is 201
+    Then [INTENT-4.1-payload-limit] the response status is one of "2xx"
+    And [INTENT-15-size-limits] the response status is one of "2xx"
 
   # ------------------------------------------------------------ idempotency
 
@@ -280,7 +289,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"goal": "{goal}", "payload": 1, "namespace": "{ns}"}
       """
-    Then [INTENT-7.2-idem-per-key] the response status is 201
+    Then [INTENT-7.2-idem-per-key] the response status is one of "2xx"
     And [INTENT-7.2-idem-per-key] the response field "id" differs from "mine"
     And [INTENT-12-isolation] the response field "id" differs from "mine"
 
@@ -871,13 +880,13 @@ Feature: Intent Protocol v2.1 (seed 004)
       {  "payload":{"z":1,  "a":2}, "goal":"{goal}",
         "namespace":"{ns}"}
       """
-    Then [INTENT-5.2-body-exact-bytes] the response status is 201
-    And [INTENT-5.2-validate-if-present] the response status is 201
+    Then [INTENT-5.2-body-exact-bytes] the response status is one of "2xx"
+    And [INTENT-5.2-validate-if-present] the response status is one of "2xx"
     When I send a signed GET "/health"
     Then [INTENT-5.2-empty-body] the response status is 200
     When I send a signed POST "/claim?namespace={ns}"
-    Then [INTENT-5.2-empty-body] the response status is 200
-    And [INTENT-5.2-signing-optional] the response status is 200
+    Then [INTENT-5.2-empty-body] the response status is one of "2xx"
+    And [INTENT-5.2-signing-optional] the response status is one of "2xx"
 
   # Repeated parameters here are already in value order (the blank value
   # first), where every reading of the canonical query agrees.

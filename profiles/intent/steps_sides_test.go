@@ -4,7 +4,11 @@ package intent
 // every answer the text allows, and still fails on a real violation.
 
 import (
+	"net/http"
+	"sync/atomic"
 	"testing"
+
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // TestDistinctTokensAcceptsAnyStringToken: the two MUSTs judged by "every
@@ -31,5 +35,45 @@ func TestDistinctTokensAcceptsAnyStringToken(t *testing.T) {
 		if err := w.distinctTokens(); err == nil {
 			t.Errorf("case %d: a repeated or missing token passed", i)
 		}
+	}
+}
+
+// publishAnswers200 answers every successful POST /intent with 200 OK.
+func publishAnswers200(r *http.Request, status int, doc map[string]any) int {
+	if r.Method == http.MethodPost && r.URL.Path == "/intent" && status == http.StatusCreated {
+		return http.StatusOK
+	}
+	return status
+}
+
+// TestPublishAnswered200FailsOnlyCreated201 (F13): a bus that answers a
+// publish with 200 breaks §7.2's table row alone; the idempotency MUSTs,
+// the signature and the field ranges, judged on the same replies, pass.
+func TestPublishAnswered200FailsOnlyCreated201(t *testing.T) {
+	got := certifyTampered(t, []string{"INTENT-7.2-created-201", "INTENT-7.2-idem-replay", "INTENT-7.2-idem-per-key",
+		"INTENT-5.2-body-exact-bytes", "INTENT-4.1-goal-length", "INTENT-3.1-states"}, publishAnswers200)
+	wantVerdicts(t, got, map[string]verdict.Verdict{
+		"INTENT-7.2-created-201":      verdict.NonStrict,
+		"INTENT-7.2-idem-replay":      verdict.Pass,
+		"INTENT-7.2-idem-per-key":     verdict.Pass,
+		"INTENT-5.2-body-exact-bytes": verdict.Pass,
+		"INTENT-4.1-goal-length":      verdict.Pass,
+		"INTENT-3.1-states":           verdict.Pass,
+	})
+}
+
+// TestIdemReplayWithAnotherStatusFails (F13): "the same response" is still
+// held to: duplicates answered with another status than the first fail
+// INTENT-7.2-idem-replay.
+func TestIdemReplayWithAnotherStatusFails(t *testing.T) {
+	var n atomic.Int64
+	got := certifyTampered(t, []string{"INTENT-7.2-idem-replay"}, func(r *http.Request, status int, doc map[string]any) int {
+		if r.Method == http.MethodPost && r.URL.Path == "/intent" && r.Header.Get(HeaderIdempotencyKey) != "" && status == http.StatusCreated && n.Add(1) > 1 {
+			return http.StatusOK
+		}
+		return status
+	})
+	if !failed(got["INTENT-7.2-idem-replay"]) {
+		t.Errorf("INTENT-7.2-idem-replay: %s, want a failure", got["INTENT-7.2-idem-replay"])
 	}
 }
