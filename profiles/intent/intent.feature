@@ -312,8 +312,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-3.2-claim-transition] the claim returns intent "A"
     And [INTENT-7.3-claim-response] the response field "goal" is "{goal}"
     And [INTENT-7.3-claim-response] the response field "payload" is {"message": "Hello"}
-    And [INTENT-3.3-attempts-increment] the response field "claim_attempts" is 1
-    And [INTENT-4.2-claim-attempts] the response field "claim_attempts" is 1
+    And [INTENT-3.3-attempts-increment] the claim_attempts of "A" is 1
+    And [INTENT-4.2-claim-attempts] the claim_attempts of "A" is 1
     And [INTENT-7.3-claim-response] the response field "priority" is 7
     And [INTENT-7.3-claim-response] the response field "namespace" is "{ns}"
     And [INTENT-7.3-claim-response] the response field "claim_timeout" is a number
@@ -634,9 +634,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     And I claim intent "A"
     When the lease of "A" has expired
     Then [INTENT-3.3-lease-expiry] I can claim intent "A" again
-    And [INTENT-3.2-expiry-requeue] the response field "claim_attempts" is 2
-    And [INTENT-12-at-least-once] the response field "claim_attempts" is 2
-    And [INTENT-2-redelivery] the response field "claim_attempts" is 2
+    And [INTENT-3.2-expiry-requeue] the claim_attempts of "A" is 2
+    And [INTENT-12-at-least-once] the claim_attempts of "A" is 2
+    And [INTENT-2-redelivery] the claim_attempts of "A" is 2
     When I send POST "/<op>/{id:A}" with body:
       """
       <body>
@@ -725,7 +725,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-3.3-backoff-jitter] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-12-retry-backoff] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-3.2-fail-requeue] the status of "A" is "open"
-    And [INTENT-7.6-fail] the response field "claim_attempts" is <n>
+    And [INTENT-7.6-fail] the claim_attempts of "A" is <n>
     When I send GET "/result/{id:A}"
     Then [INTENT-7.7-result-error-field] the response field "error" is "attempt <n>"
     When I claim
@@ -760,7 +760,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I fail "A" 3 times
     Then [INTENT-3.3-default-max-attempts] the status of "A" is "dead"
     And [INTENT-3.2-fail-dead] the response field "status" is "dead"
-    And [INTENT-3.3-dead-at-max-attempts] the response field "claim_attempts" is 3
+    And [INTENT-3.3-dead-at-max-attempts] the claim_attempts of "A" is 3
     When I claim
     Then [INTENT-7.3-eligible-status] the response status is 204
     And [INTENT-3.1-dead-terminal] the response status is 204
@@ -1032,13 +1032,13 @@ Feature: Intent Protocol v2.1 (seed 004)
     When the admin sends POST "/admin/intents/{id:A}/retry"
     Then [INTENT-8.5-admin-retry] the response status is 200
     And [INTENT-3.2-admin-retry] the status of "A" is "open"
-    And [INTENT-8.5-admin-retry] the response field "claim_attempts" is 0
+    And [INTENT-8.5-admin-retry] the claim_attempts of "A" is 0
     And [INTENT-8.5-admin-retry] "A" is not in the dead-letter queue
     When I send GET "/result/{id:A}"
     Then [INTENT-8.5-admin-retry] the response field "error" is absent
     And [INTENT-8.5-admin-retry] the response field "claim_expires_at" is null
     When I claim intent "A"
-    Then [INTENT-8.5-admin-retry] the response field "claim_attempts" is 1
+    Then [INTENT-8.5-admin-retry] the claim_attempts of "A" is 1
 
   Scenario: purge needs confirm and, given a namespace, purges only that one
     Given the target has an admin token

@@ -5,6 +5,7 @@ package intent
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -75,5 +76,61 @@ func TestIdemReplayWithAnotherStatusFails(t *testing.T) {
 	})
 	if !failed(got["INTENT-7.2-idem-replay"]) {
 		t.Errorf("INTENT-7.2-idem-replay: %s, want a failure", got["INTENT-7.2-idem-replay"])
+	}
+}
+
+// dropField removes name from the answers to the paths with one of prefixes.
+func dropField(name string, prefixes ...string) rewrite {
+	return func(r *http.Request, status int, doc map[string]any) int {
+		for _, p := range prefixes {
+			if doc != nil && strings.HasPrefix(r.URL.Path, p) {
+				delete(doc, name)
+			}
+		}
+		return status
+	}
+}
+
+// claimAttemptsRules are the rules judged by "the claim_attempts of …",
+// and rules whose checks follow those probes.
+var claimAttemptsRules = []string{"INTENT-3.3-attempts-increment", "INTENT-12-at-least-once", "INTENT-3.3-dead-at-max-attempts",
+	"INTENT-3.3-token-overwritten-404", "INTENT-7.6-fail", "INTENT-8.5-admin-retry", "INTENT-7.7-result-error-field"}
+
+// TestClaimAttemptsReadWhereTheTargetShowsIt (F2, F3): a claim reply and a
+// /status reply without claim_attempts break nothing (the text shows the
+// field there in an example, or not at all): the value is read from /result
+// or the admin detail. A bus that shows it nowhere leaves the checks N/A,
+// and what follows them is still judged.
+func TestClaimAttemptsReadWhereTheTargetShowsIt(t *testing.T) {
+	t.Run("claim and status replies without it", func(t *testing.T) {
+		got := certifyTampered(t, claimAttemptsRules, dropField("claim_attempts", "/claim", "/status/"))
+		want := map[string]verdict.Verdict{}
+		for _, r := range claimAttemptsRules {
+			want[r] = verdict.Pass
+		}
+		wantVerdicts(t, got, want)
+	})
+	t.Run("no reply with it", func(t *testing.T) {
+		got := certifyTampered(t, claimAttemptsRules, dropField("claim_attempts", "/"))
+		wantVerdicts(t, got, map[string]verdict.Verdict{
+			"INTENT-3.3-attempts-increment":    verdict.NA,
+			"INTENT-3.3-token-overwritten-404": verdict.Pass,
+			"INTENT-7.7-result-error-field":    verdict.Pass,
+			"INTENT-3.3-dead-at-max-attempts":  verdict.Pass,
+		})
+	})
+}
+
+// TestWrongClaimAttemptsFails (F2): a count that does not increment once
+// per claim still fails INTENT-3.3-attempts-increment, wherever it is read.
+func TestWrongClaimAttemptsFails(t *testing.T) {
+	got := certifyTampered(t, []string{"INTENT-3.3-attempts-increment"}, func(r *http.Request, status int, doc map[string]any) int {
+		if v, ok := doc["claim_attempts"].(float64); ok {
+			doc["claim_attempts"] = v + 1
+		}
+		return status
+	})
+	if !failed(got["INTENT-3.3-attempts-increment"]) {
+		t.Errorf("INTENT-3.3-attempts-increment: %s, want a failure", got["INTENT-3.3-attempts-increment"])
 	}
 }

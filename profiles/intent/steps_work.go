@@ -3,6 +3,7 @@ package intent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -910,6 +911,77 @@ func (w *intentWorld) namespaceHolds(ctx context.Context, n int) error {
 	}
 	if got != n {
 		return features.Mismatch(fmt.Sprintf("%d open intents in the namespace", n), fmt.Sprintf("%d", got))
+	}
+	return nil
+}
+
+// intentNumber reads the numeric field name of alias from a reply that
+// carries it: GET /result/<id> ("the stored result and full status"), else
+// GET /admin/intents/<id> ("Full intent detail") when the target has an
+// admin token. Neither reply's field list is spelled out by the text, so ok
+// is false, not a failure, when neither carries the field (or answers). The
+// last response is kept as it was.
+func (w *intentWorld) intentNumber(ctx context.Context, alias, name string) (v float64, ok bool, err error) {
+	id, known := w.ids[alias]
+	if !known {
+		return 0, false, fmt.Errorf("no intent %q in this scenario", alias)
+	}
+	keep := w.last
+	defer func() { w.last = keep }()
+	m, err := w.intentView(ctx, alias)
+	switch {
+	case err == nil:
+		if v, ok := numberField(m, name); ok {
+			return v, true, nil
+		}
+	case !errors.As(err, new(*features.MismatchError)):
+		return 0, false, err
+	}
+	if w.env.Target.Credentials[CredentialAdminToken] == "" {
+		return 0, false, nil
+	}
+	m, err = w.adminDetail(ctx, id)
+	switch {
+	case err == nil:
+		v, ok := numberField(m, name)
+		return v, ok, nil
+	case !errors.As(err, new(*features.MismatchError)):
+		return 0, false, err
+	}
+	return 0, false, nil
+}
+
+// claimAttemptsIs judges claim_attempts of alias. §4.2 lists the field, but
+// no sentence names a reply that must carry it (the claim reply shows it in
+// an example only, /status lists no fields): it is read from the last reply
+// when that is alias's claim and carries it, else from /result or the admin
+// detail, and the check is N/A when no reply shows it.
+func (w *intentWorld) claimAttemptsIs(ctx context.Context, alias string, n int) error {
+	want, ok := w.ids[alias]
+	if !ok {
+		return fmt.Errorf("no intent %q in this scenario", alias)
+	}
+	if r := w.last; r != nil && r.Status == http.StatusOK && r.Exchange.Method == http.MethodPost && strings.HasPrefix(r.Exchange.Path, "/claim") {
+		if m, err := jsonBody(r); err == nil {
+			if id, _ := m["id"].(string); id == want {
+				if v, ok := numberField(m, "claim_attempts"); ok {
+					if v != float64(n) {
+						return features.Mismatch(fmt.Sprintf("claim_attempts %d for %s", n, alias), features.Describe(r))
+					}
+					return nil
+				}
+			}
+		}
+	}
+	v, ok, err := w.intentNumber(ctx, alias, "claim_attempts")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return features.NotApplicable("the target shows claim_attempts in no reply (claim, /result, admin detail)")
+	}
+	if v != float64(n) {
+		return features.Mismatch(fmt.Sprintf("claim_attempts %d for %s", n, alias), fmt.Sprintf("claim_attempts %g", v))
 	}
 	return nil
 }
