@@ -773,6 +773,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-8.6-dead-detail] the response status is 200
     And [INTENT-8.6-dead-detail] the response body contains "me"
 
+  # "Directly" rules out a pass through open, not a lazy cleanup (§16
+  # "Cleanup is lazy", §8.4's expired_claims_dead): the state is read after
+  # a cleanup pass.
   Scenario: a lease that expires on the last attempt dead-letters the intent
     Given the target has an admin token
     And I publish intent "A" with:
@@ -781,6 +784,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     And I claim intent "A"
     When the lease of "A" has expired
+    And the admin sends POST "/admin/cleanup"
     Then [INTENT-3.3-expiry-dead-direct] the status of "A" is "dead"
     And [INTENT-3.2-expiry-dead] the response field "status" is "dead"
     And [INTENT-12-dead-letter-archival] "A" is in the dead-letter queue

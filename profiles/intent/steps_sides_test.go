@@ -134,3 +134,32 @@ func TestWrongClaimAttemptsFails(t *testing.T) {
 		t.Errorf("INTENT-3.3-attempts-increment: %s, want a failure", got["INTENT-3.3-attempts-increment"])
 	}
 }
+
+// TestExpiredLastLeaseReadAfterCleanup (F15): a bus that dead-letters an
+// expired last-attempt lease in its (lazy) cleanup pass, and reports
+// "claimed" until then, passes INTENT-3.3-expiry-dead-direct; one that
+// requeues the intent instead still fails it.
+func TestExpiredLastLeaseReadAfterCleanup(t *testing.T) {
+	rules := []string{"INTENT-3.3-expiry-dead-direct", "INTENT-3.2-expiry-dead"}
+	var cleaned atomic.Bool
+	lazy := func(r *http.Request, status int, doc map[string]any) int {
+		if r.URL.Path == "/admin/cleanup" {
+			cleaned.Store(true)
+		}
+		if strings.HasPrefix(r.URL.Path, "/status/") && doc["status"] == "dead" && !cleaned.Load() {
+			doc["status"] = "claimed"
+		}
+		return status
+	}
+	wantVerdicts(t, certifyTampered(t, rules, lazy), map[string]verdict.Verdict{
+		"INTENT-3.3-expiry-dead-direct": verdict.Pass, "INTENT-3.2-expiry-dead": verdict.Pass})
+	requeues := func(r *http.Request, status int, doc map[string]any) int {
+		if strings.HasPrefix(r.URL.Path, "/status/") && doc["status"] == "dead" {
+			doc["status"] = "open"
+		}
+		return status
+	}
+	if got := certifyTampered(t, rules, requeues); !failed(got["INTENT-3.3-expiry-dead-direct"]) {
+		t.Errorf("INTENT-3.3-expiry-dead-direct: %s, want a failure", got["INTENT-3.3-expiry-dead-direct"])
+	}
+}
