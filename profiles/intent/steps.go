@@ -137,6 +137,8 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the response field "([^"]*)" is ((?:"|\{|\[|-?\d|true$|false$|null$).*)$`, Fn: w.fieldIs, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is a number$`, Fn: w.fieldNumber, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is absent or one of "([^"]*)"$`, Fn: w.fieldAbsentOrOneOf, Kind: features.Check},
+		{Pattern: `^the response field "([^"]*)" is one of "([^"]*)" where present$`, Fn: w.fieldOneOfWherePresent, Kind: features.Check},
+		{Pattern: `^the response field "([^"]*)" is absent or a number$`, Fn: w.fieldAbsentOrNumber, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is absent$`, Fn: w.fieldAbsent, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is present$`, Fn: w.fieldPresent, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" matches "([^"]*)"$`, Fn: w.fieldMatches, Kind: features.Check},

@@ -142,16 +142,15 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 		return features.Mismatch("a 4xx, or 200 with the lease clamped into 10–3600 s", features.Describe(r))
 	}
 	sent, got := w.sentAt, time.Now()
-	m, err := w.intentView(ctx, alias)
+	ts, ok, err := w.intentNumber(ctx, alias, "claim_expires_at")
 	if err != nil {
 		return err
 	}
-	ts, ok := numberField(m, "claim_expires_at")
 	if !ok {
-		return features.Mismatch("a numeric claim_expires_at after the extension", features.Describe(w.last))
+		return features.NotApplicable("the target shows claim_expires_at in no reply (/result, admin detail)")
 	}
 	timeout := 60.0
-	if v, ok := numberField(m, "claim_timeout"); ok && v > 0 {
+	if v := w.leaseOf[alias]; v > 0 {
 		timeout = v
 	}
 	slack := w.protocol(2) + 50*time.Millisecond
@@ -234,8 +233,12 @@ func (w *intentWorld) sendSigned(ctx context.Context, method, p, canonical strin
 }
 
 // fieldAbsentOrOneOf checks a string field that may be absent (or null), or
-// else one of a comma-separated list of values.
+// else one of a comma-separated list of values (placeholders expanded).
 func (w *intentWorld) fieldAbsentOrOneOf(path, list string) error {
+	list, err := w.expand(list)
+	if err != nil {
+		return err
+	}
 	m, err := jsonBody(w.last)
 	if err != nil {
 		return err
@@ -250,4 +253,35 @@ func (w *intentWorld) fieldAbsentOrOneOf(path, list string) error {
 		}
 	}
 	return features.Mismatch(fmt.Sprintf("%s absent, null or one of %s", path, list), features.Describe(w.last))
+}
+
+// fieldOneOfWherePresent checks a string field against a list of values,
+// and is N/A when the reply does not carry it: the rule judged is observable
+// only where a reply shows the field, and the text requires it of none.
+func (w *intentWorld) fieldOneOfWherePresent(path, list string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	if v, ok := field(m, path); !ok || v == nil {
+		return features.NotApplicable(fmt.Sprintf("the reply carries no %s, which the text requires of it nowhere", path))
+	}
+	return w.fieldAbsentOrOneOf(path, list)
+}
+
+// fieldAbsentOrNumber checks a field that may be absent (or null), or else
+// a number.
+func (w *intentWorld) fieldAbsentOrNumber(path string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	v, ok := field(m, path)
+	if !ok || v == nil {
+		return nil
+	}
+	if _, ok := v.(float64); !ok {
+		return features.Mismatch(path+" absent, null or a number", features.Describe(w.last))
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -161,5 +162,68 @@ func TestExpiredLastLeaseReadAfterCleanup(t *testing.T) {
 	}
 	if got := certifyTampered(t, rules, requeues); !failed(got["INTENT-3.3-expiry-dead-direct"]) {
 		t.Errorf("INTENT-3.3-expiry-dead-direct: %s, want a failure", got["INTENT-3.3-expiry-dead-direct"])
+	}
+}
+
+// resultFieldRules are the rules judged through fields that §7.7 shows in
+// its example /result body only.
+var resultFieldRules = []string{"INTENT-3.3-fail-backoff", "INTENT-3.3-backoff-formula", "INTENT-12-retry-backoff",
+	"INTENT-3.3-lease-expiry", "INTENT-3.3-token-expired-404", "INTENT-7.4-extend", "INTENT-7.7-result-fields",
+	"INTENT-7.5-result-type-default", "INTENT-4.2-result-type-values", "INTENT-4.1-delay"}
+
+// exampleResultFields are the fields of §7.7's example that no sentence
+// requires of the reply.
+var exampleResultFields = []string{"run_at", "claim_expires_at", "completed_at", "goal", "result_type"}
+
+func dropFields(names []string, prefixes ...string) rewrite {
+	return func(r *http.Request, status int, doc map[string]any) int {
+		for _, n := range names {
+			dropField(n, prefixes...)(r, status, doc)
+		}
+		return status
+	}
+}
+
+// TestResultFieldsReadWhereTheTargetShowsThem (F12): a /result without the
+// example's run_at, claim_expires_at, completed_at, goal and result_type
+// fails nothing: the timestamps are read from the admin detail, or, when
+// no reply shows them, the checks that need them are N/A and the waits
+// fall back on the protocol's durations.
+func TestResultFieldsReadWhereTheTargetShowsThem(t *testing.T) {
+	t.Run("not in /result", func(t *testing.T) {
+		got := certifyTampered(t, resultFieldRules, dropFields(exampleResultFields, "/result/"))
+		for _, r := range resultFieldRules {
+			if v := got[r]; v != verdict.Pass && v != verdict.NA {
+				t.Errorf("rule %s: %s, want PASS or N/A", r, v)
+			}
+		}
+		wantVerdicts(t, got, map[string]verdict.Verdict{"INTENT-3.3-fail-backoff": verdict.Pass, "INTENT-3.3-lease-expiry": verdict.Pass})
+	})
+	t.Run("in no reply", func(t *testing.T) {
+		got := certifyTampered(t, resultFieldRules, dropFields(exampleResultFields, "/result/", "/admin/intents/", "/claim", "/status/"))
+		wantVerdicts(t, got, map[string]verdict.Verdict{
+			"INTENT-3.3-fail-backoff":      verdict.NA,
+			"INTENT-3.3-lease-expiry":      verdict.Pass,
+			"INTENT-3.3-token-expired-404": verdict.Pass,
+			"INTENT-4.1-delay":             verdict.Pass,
+			"INTENT-7.4-extend":            verdict.Pass,
+			"INTENT-7.7-result-fields":     verdict.Pass,
+		})
+	})
+}
+
+// TestResultFieldsStillCatchTheirBugs (F12): with run_at shown by the admin
+// detail alone, a bus without backoff still fails INTENT-3.3-fail-backoff;
+// with no lease end shown anywhere, a lease that never lapses still fails
+// INTENT-3.3-lease-expiry.
+func TestResultFieldsStillCatchTheirBugs(t *testing.T) {
+	got := certifyMutantTampered(t, sut.MutantNoBackoff, []string{"INTENT-3.3-fail-backoff"}, dropFields(exampleResultFields, "/result/"))
+	if !failed(got["INTENT-3.3-fail-backoff"]) {
+		t.Errorf("no-backoff: INTENT-3.3-fail-backoff %s, want a failure", got["INTENT-3.3-fail-backoff"])
+	}
+	got = certifyMutantTampered(t, sut.MutantLeaseNeverExpires, []string{"INTENT-3.3-lease-expiry"},
+		dropFields(exampleResultFields, "/result/", "/admin/intents/", "/claim", "/status/"))
+	if !failed(got["INTENT-3.3-lease-expiry"]) {
+		t.Errorf("lease-never-expires: INTENT-3.3-lease-expiry %s, want a failure", got["INTENT-3.3-lease-expiry"])
 	}
 }

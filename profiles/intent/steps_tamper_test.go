@@ -54,13 +54,20 @@ func tamper(h http.Handler, change rewrite) http.Handler {
 // verdict.
 func certifyTampered(t *testing.T, sel []string, change rewrite) map[string]verdict.Verdict {
 	t.Helper()
+	return certifyMutantTampered(t, "", sel, change)
+}
+
+// certifyMutantTampered is certifyTampered against a mutant of the bundled
+// server.
+func certifyMutantTampered(t *testing.T, mutant string, sel []string, change rewrite) map[string]verdict.Verdict {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs part of the intent profile")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cfg := sut.Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: "main-tamper", AdminSecret: "admin-tamper",
-		TimeScale: 60, Seed: 7, Logger: slog.New(slog.DiscardHandler)}
+		TimeScale: 60, Seed: 7, Mutant: mutant, Logger: slog.New(slog.DiscardHandler)}
 	srv, err := sut.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -73,6 +73,8 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 		return features.Mismatch(`2xx {"id": "<hex>", …}`, features.Describe(r))
 	}
 	w.register(alias, id, actor)
+	w.publishedAt[alias] = time.Now()
+	w.delayOf[alias], _ = m["delay"].(float64)
 	if ns, ok := body["namespace"].(string); ok {
 		w.nsOf[alias] = ns
 	}
@@ -327,6 +329,11 @@ func (w *intentWorld) noteClaim(r *client.Response) (id string) {
 	if tok != "" {
 		w.tokens[alias] = append(w.tokens[alias], tok)
 	}
+	w.claimedAt[alias] = time.Now()
+	w.leaseOf[alias] = 60 // §3.3's default claim_timeout
+	if v, ok := numberField(m, "claim_timeout"); ok && v > 0 {
+		w.leaseOf[alias] = v
+	}
 	return id
 }
 
@@ -374,8 +381,9 @@ func (w *intentWorld) claimUntil(ctx context.Context, actor, alias string) error
 	limit := w.budget() - w.waited
 	// Wait for the run_at the target reports first, so that one claim
 	// usually suffices: polling only covers a target whose run_at is not the
-	// moment the intent becomes claimable (and keeps runs reproducible).
-	if err := w.waitUntil(ctx, alias, "run_at"); err != nil {
+	// moment the intent becomes claimable (and keeps runs reproducible). A
+	// target that shows no run_at is polled from the start.
+	if err := w.waitUntil(ctx, alias, "run_at", nil); err != nil {
 		return err
 	}
 	query := ""
@@ -772,13 +780,12 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 	if base != "" {
 		fmt.Sscanf(base, "%g", &b)
 	}
-	m, err := w.intentView(ctx, alias)
+	runAt, ok, err := w.intentNumber(ctx, alias, "run_at")
 	if err != nil {
 		return err
 	}
-	runAt, ok := numberField(m, "run_at")
 	if !ok {
-		return features.Mismatch("a numeric run_at", features.Describe(w.last))
+		return features.NotApplicable("the target shows run_at in no reply (/result, admin detail)")
 	}
 	delay := b * math.Pow(2, float64(attempts))
 	const slack = 5 * time.Millisecond
@@ -794,38 +801,66 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 }
 
 // waitUntil sleeps until the target's timestamp field of alias has passed.
-func (w *intentWorld) waitUntil(ctx context.Context, alias, name string) error {
-	m, err := w.intentView(ctx, alias)
+// The text names no reply that must carry the field (§7.7 shows it in an
+// example): when none does, it sleeps until what fallback computes from the
+// protocol's own durations, and returns at once without a fallback.
+func (w *intentWorld) waitUntil(ctx context.Context, alias, name string, fallback func() (time.Time, error)) error {
+	ts, ok, err := w.intentNumber(ctx, alias, name)
 	if err != nil {
 		return err
 	}
-	ts, ok := numberField(m, name)
+	at := unixTime(ts)
 	if !ok {
-		return features.Mismatch("a numeric "+name+" for "+alias, features.Describe(w.last))
+		if fallback == nil {
+			return nil
+		}
+		if at, err = fallback(); err != nil {
+			return err
+		}
 	}
-	d := time.Until(unixTime(ts))
+	d := time.Until(at)
 	if d <= 0 {
 		return nil
 	}
 	return w.sleep(ctx, d+10*time.Millisecond+w.protocol(0.05), name+" of "+alias)
 }
 
+// leaseExpired waits out alias's lease: until its claim_expires_at, or, when
+// the target shows none, claim_timeout (the claim reply's, else §3.3's
+// default 60) after the claim returned.
 func (w *intentWorld) leaseExpired(ctx context.Context, alias string) error {
-	return w.waitUntil(ctx, alias, "claim_expires_at")
+	return w.waitUntil(ctx, alias, "claim_expires_at", func() (time.Time, error) {
+		at, ok := w.claimedAt[alias]
+		if !ok {
+			return time.Time{}, fmt.Errorf("lease of %s: no claim of it in this scenario", alias)
+		}
+		return at.Add(w.protocol(w.leaseOf[alias])), nil
+	})
 }
 
+// due waits until alias is claimable: until its run_at, or, when the target
+// shows none, the delay it was published with after the publish returned.
+// A claimed intent's backoff is not known then: N/A.
 func (w *intentWorld) due(ctx context.Context, alias string) error {
-	return w.waitUntil(ctx, alias, "run_at")
+	return w.waitUntil(ctx, alias, "run_at", func() (time.Time, error) {
+		at, ok := w.publishedAt[alias]
+		if !ok || len(w.tokens[alias]) > 0 {
+			return time.Time{}, features.NotApplicable("the target shows run_at in no reply, and when " + alias + " is due is not known")
+		}
+		return at.Add(w.protocol(w.delayOf[alias])), nil
+	})
 }
 
 func (w *intentWorld) leaseEndsAfter(ctx context.Context, alias string, seconds int) error {
-	m, err := w.intentView(ctx, alias)
+	want := time.Now().Add(w.protocol(float64(seconds)))
+	ts, ok, err := w.intentNumber(ctx, alias, "claim_expires_at")
 	if err != nil {
 		return err
 	}
-	ts, ok := numberField(m, "claim_expires_at")
-	want := time.Now().Add(w.protocol(float64(seconds)))
-	if !ok || unixTime(ts).Before(want) {
+	if !ok {
+		return features.NotApplicable("the target shows claim_expires_at in no reply (/result, admin detail)")
+	}
+	if unixTime(ts).Before(want) {
 		return features.Mismatch(fmt.Sprintf("claim_expires_at after %.3f", float64(want.UnixNano())/1e9), features.Describe(w.last))
 	}
 	return nil
