@@ -75,7 +75,11 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	w.register(alias, id, actor)
 	w.publishedAt[alias] = time.Now()
 	w.delayOf[alias], _ = m["delay"].(float64)
-	if ns, ok := body["namespace"].(string); ok {
+	// The namespace is the one sent (publishBody always sends one); the
+	// reply's echo of it is only §7.2's example.
+	if ns, ok := m["namespace"].(string); ok {
+		w.nsOf[alias] = ns
+	} else if ns, ok := body["namespace"].(string); ok {
 		w.nsOf[alias] = ns
 	}
 	w.bases[alias] = defaultBackoffBase
