@@ -110,14 +110,18 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     Then [INTENT-7.2-created-201] the response status is 201
 
+  # §7.2's reply body is an example: what it must carry is the id. Its
+  # "published" is no state of §3.1, so a reply may give the state (open);
+  # the namespace echo is up to the bus.
   Scenario: a minimal intent is published and open
     When I send POST "/intent" with body:
       """
       {"goal": "{goal}", "payload": {"message": "Hello"}, "namespace": "{ns}"}
       """
     And the publish was accepted
-    Then [INTENT-7.2-publish-response] the response field "status" is "published"
-    And [INTENT-7.2-publish-response] the response field "namespace" is "{ns}"
+    Then [INTENT-7.2-publish-response] the response field "id" matches "^.+$"
+    And [INTENT-7.2-publish-response] the response field "status" is absent or one of "published, open"
+    And [INTENT-7.2-publish-response] the response field "namespace" is absent or one of "{ns}"
     And [INTENT-4.2-id-format] the response field "id" matches "^[0-9a-fA-F]{32}$"
     When I remember the published id as "A"
     Then [INTENT-3.1-states] the status of "A" is "open"
@@ -129,10 +133,11 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"goal": "{goal}", "payload": 1}
       """
     And the publish was accepted
-    Then [INTENT-4.1-namespace-default] the response field "namespace" is "default"
+    Then [INTENT-4.1-namespace-default] the response field "namespace" is absent or one of "default"
     When I remember the published id as "A"
     And I send POST "/claim?goal={goal}"
     Then [INTENT-7.3-claim-namespace-default] the claim returns intent "A"
+    And [INTENT-4.1-namespace-default] the claim returns intent "A"
     When I send POST "/fulfill/{id:A}" with body:
       """
       {"claim_token": "{token:A}"}

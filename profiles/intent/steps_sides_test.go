@@ -227,3 +227,46 @@ func TestResultFieldsStillCatchTheirBugs(t *testing.T) {
 		t.Errorf("lease-never-expires: INTENT-3.3-lease-expiry %s, want a failure", got["INTENT-3.3-lease-expiry"])
 	}
 }
+
+// publishReply applies edit to the answers of POST /intent.
+func publishReply(edit func(doc map[string]any)) rewrite {
+	return func(r *http.Request, status int, doc map[string]any) int {
+		if r.Method == http.MethodPost && r.URL.Path == "/intent" && doc != nil && status/100 == 2 {
+			edit(doc)
+		}
+		return status
+	}
+}
+
+// TestPublishReplyBeyondTheIDIsFree (F5, F6): a publish reply with the state
+// "open", or with no status and no namespace, breaks nothing, and an intent
+// in another namespace is still found by the namespace it was sent with; a
+// reply without an id, or with a wrong namespace, still fails.
+func TestPublishReplyBeyondTheIDIsFree(t *testing.T) {
+	rules := []string{"INTENT-7.2-publish-response", "INTENT-4.1-namespace-default", "INTENT-7.3-claim-namespace-default", "INTENT-8.3-purge-all"}
+	all := map[string]verdict.Verdict{}
+	for _, r := range rules {
+		all[r] = verdict.Pass
+	}
+	t.Run("state open", func(t *testing.T) {
+		wantVerdicts(t, certifyTampered(t, rules, publishReply(func(doc map[string]any) { doc["status"] = "open" })), all)
+	})
+	t.Run("id alone", func(t *testing.T) {
+		wantVerdicts(t, certifyTampered(t, rules, publishReply(func(doc map[string]any) {
+			delete(doc, "status")
+			delete(doc, "namespace")
+		})), all)
+	})
+	t.Run("wrong namespace", func(t *testing.T) {
+		got := certifyTampered(t, []string{"INTENT-7.2-publish-response"}, publishReply(func(doc map[string]any) { doc["namespace"] = "elsewhere" }))
+		if !failed(got["INTENT-7.2-publish-response"]) {
+			t.Errorf("INTENT-7.2-publish-response: %s, want a failure", got["INTENT-7.2-publish-response"])
+		}
+	})
+	t.Run("no id", func(t *testing.T) {
+		got := certifyTampered(t, []string{"INTENT-7.2-publish-response"}, publishReply(func(doc map[string]any) { delete(doc, "id") }))
+		if !failed(got["INTENT-7.2-publish-response"]) {
+			t.Errorf("INTENT-7.2-publish-response: %s, want a failure", got["INTENT-7.2-publish-response"])
+		}
+	})
+}
