@@ -125,7 +125,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-4.2-id-format] the response field "id" matches "^[0-9a-fA-F]{32}$"
     When I remember the published id as "A"
     Then [INTENT-3.1-states] the status of "A" is "open"
-    And [INTENT-4.1-visibility-default] the response field "visibility" is "private"
+    And [INTENT-4.1-visibility-default] the response field "visibility" is absent or one of "private"
 
   Scenario: an intent without a namespace lands in "default", where a claim without a namespace finds it
     When I send POST "/intent" with body:
@@ -408,6 +408,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I send POST "/claim?namespace={ns2}"
     Then [INTENT-6.1-namespace-isolation] the claim returns intent "A"
 
+  # "A" is published with no visibility: the default private is judged by
+  # what the bus does with it.
   Scenario: a private intent is claimed only by its publisher's key
     Given a tester key "alice"
     And I publish intent "A"
@@ -415,8 +417,10 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-7.3-eligible-visibility] the response status is 204
     And [INTENT-6.2-private] the response status is 204
     And [INTENT-12-isolation] the response status is 204
+    And [INTENT-4.1-visibility-default] the response status is 204
     When I claim
     Then [INTENT-6.2-private] the claim returns intent "A"
+    And [INTENT-4.1-visibility-default] the claim returns intent "A"
 
   Scenario: a public intent is claimed by any key in its namespace
     Given a tester key "alice"

@@ -270,3 +270,16 @@ func TestPublishReplyBeyondTheIDIsFree(t *testing.T) {
 		}
 	})
 }
+
+// TestVisibilityDefaultJudgedByBehaviour (F4): a /status reply without a
+// visibility field passes INTENT-4.1-visibility-default; a bus whose
+// default lets any key claim an intent still fails it.
+func TestVisibilityDefaultJudgedByBehaviour(t *testing.T) {
+	rules := []string{"INTENT-4.1-visibility-default"}
+	got := certifyTampered(t, rules, dropField("visibility", "/status/"))
+	wantVerdicts(t, got, map[string]verdict.Verdict{"INTENT-4.1-visibility-default": verdict.Pass})
+	got = certifyMutantTampered(t, sut.MutantVisibilityLeak, rules, nil)
+	if !failed(got["INTENT-4.1-visibility-default"]) {
+		t.Errorf("visibility-leak: INTENT-4.1-visibility-default %s, want a failure", got["INTENT-4.1-visibility-default"])
+	}
+}
