@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idscheck/idscheck/client"
 	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -282,4 +283,29 @@ func TestVisibilityDefaultJudgedByBehaviour(t *testing.T) {
 	if !failed(got["INTENT-4.1-visibility-default"]) {
 		t.Errorf("visibility-leak: INTENT-4.1-visibility-default %s, want a failure", got["INTENT-4.1-visibility-default"])
 	}
+}
+
+// TestClaimReplyBeyondTheTokenIsFree (F11): a claim reply with a base64
+// token and without the example's priority and namespace passes
+// INTENT-7.3-claim-response; one without a token still fails it.
+func TestClaimReplyBeyondTheTokenIsFree(t *testing.T) {
+	w := testWorld()
+	w.last = &client.Response{Status: 200, Body: []byte(`{"id": "x", "claim_token": "q7Z0-xY_3kLmN9pQ", "claim_timeout": 60}`)}
+	if err := w.tokenFormat(); err != nil {
+		t.Errorf("a base64 token refused: %v", err)
+	}
+	for _, body := range []string{`{"id": "x", "claim_timeout": 60}`, `{"id": "x", "claim_token": ""}`, `{"id": "x", "claim_token": 7}`} {
+		w.last = &client.Response{Status: 200, Body: []byte(body)}
+		if err := w.tokenFormat(); err == nil {
+			t.Errorf("%s: a missing token passed", body)
+		}
+	}
+	got := certifyTampered(t, []string{"INTENT-7.3-claim-response"}, func(r *http.Request, status int, doc map[string]any) int {
+		if strings.HasPrefix(r.URL.Path, "/claim") && doc != nil {
+			delete(doc, "priority")
+			delete(doc, "namespace")
+		}
+		return status
+	})
+	wantVerdicts(t, got, map[string]verdict.Verdict{"INTENT-7.3-claim-response": verdict.Pass})
 }
