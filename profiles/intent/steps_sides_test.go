@@ -309,3 +309,51 @@ func TestClaimReplyBeyondTheTokenIsFree(t *testing.T) {
 	})
 	wantVerdicts(t, got, map[string]verdict.Verdict{"INTENT-7.3-claim-response": verdict.Pass})
 }
+
+// TestExampleBodiesAreFree (F7-F10): /health, generate_key and cleanup
+// replies that share nothing with the text's example bodies pass their
+// rules, and so does Prometheus text with other metric names; a wrong
+// status, a body that is no JSON object, or no Prometheus text still fails.
+func TestExampleBodiesAreFree(t *testing.T) {
+	rules := []string{"INTENT-7.1-health", "INTENT-8.2-generate-key", "INTENT-8.4-cleanup"}
+	plain := func(r *http.Request, status int, doc map[string]any) int {
+		switch r.URL.Path {
+		case "/health", "/admin/cleanup":
+			clear(doc)
+			doc["fine"] = "yes"
+		case "/admin/generate_key":
+			delete(doc, "owner")
+		}
+		return status
+	}
+	wantVerdicts(t, certifyTampered(t, rules, plain), map[string]verdict.Verdict{
+		"INTENT-7.1-health": verdict.Pass, "INTENT-8.2-generate-key": verdict.Pass, "INTENT-8.4-cleanup": verdict.Pass})
+	broken := func(r *http.Request, status int, doc map[string]any) int {
+		switch r.URL.Path {
+		case "/health":
+			return http.StatusServiceUnavailable
+		case "/admin/cleanup":
+			return http.StatusNotFound
+		case "/admin/generate_key":
+			delete(doc, "api_key")
+		}
+		return status
+	}
+	got := certifyTampered(t, rules, broken)
+	for _, r := range rules {
+		if !failed(got[r]) {
+			t.Errorf("rule %s: %s, want a failure", r, got[r])
+		}
+	}
+
+	w := testWorld()
+	w.last = &client.Response{Status: 200, Header: http.Header{"Content-Type": {"text/plain; version=0.0.4"}},
+		Body: []byte("# HELP bus_queue_depth Intents by state\n# TYPE bus_queue_depth gauge\nbus_queue_depth{state=\"open\"} 4\n")}
+	if err := w.prometheusText(); err != nil {
+		t.Errorf("Prometheus text with other metric names refused: %v", err)
+	}
+	w.last = &client.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"intents": 4}`)}
+	if err := w.prometheusText(); err == nil {
+		t.Error("a JSON body passed as Prometheus text")
+	}
+}
