@@ -107,6 +107,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the claim_attempts of "(\w+)" is (\d+)$`, Fn: w.claimAttemptsIs, Kind: features.Probe},
 		{Pattern: `^"(\w+)" is in the dead-letter queue$`, Fn: func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, true) }, Kind: features.Probe},
 		{Pattern: `^"(\w+)" is not in the dead-letter queue$`, Fn: func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, false) }, Kind: features.Probe},
+		{Pattern: `^the value was stored$`, Fn: w.valueStored, Kind: features.Action, Covers: "INTENT-7.9-kv-get"},
 		{Pattern: `^"(\w+)" is dead$`, Fn: w.isDead, Kind: features.Action, Covers: "INTENT-3.2-fail-dead"},
 		{Pattern: `^the namespace holds (\d+) open intents?$`, Fn: w.namespaceHolds, Kind: features.Probe},
 
