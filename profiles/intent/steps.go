@@ -99,7 +99,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^"(\w+)" is due$`, Fn: w.due, Kind: features.Action, Covers: coversResult},
 		{Pattern: `^the lease of "(\w+)" ends at least (\d+) protocol seconds from now$`, Fn: w.leaseEndsAfter, Kind: features.Probe},
 		{Pattern: `^(\d+(?:\.\d+)?) protocol seconds pass$`, Fn: w.protocolPass, Kind: features.Action},
-		{Pattern: `^the extension of "(\w+)" was refused or clamped into 10 to 3600 seconds$`, Fn: w.extendRefusedOrClamped, Kind: features.Probe},
+		{Pattern: `^the extension of "(\w+)" by (\d+) seconds was refused, clamped into 10 to 3600 seconds or honoured$`, Fn: w.extendRefusedOrClamped, Kind: features.Probe},
 		{Pattern: `^the intent "(\w+)" expires (\d+) protocol seconds after it was created$`, Fn: w.expiresAfter, Kind: features.Probe},
 
 		// intent state

@@ -7,6 +7,7 @@ package intent
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -135,11 +136,13 @@ func (w *intentWorld) prometheusText() error {
 	return features.Mismatch("a sample line such as `name 1`", features.Describe(w.last))
 }
 
-// extendRefusedOrClamped judges an extension with seconds outside 10–3600:
-// refused with a 4xx, or accepted with the lease's new end within what a
-// clamp to 10–3600 allows under either reading of an extension (from now,
-// or added to the current end, which is at most claim_timeout away).
-func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) error {
+// extendRefusedOrClamped judges an extension by seconds outside 10–3600.
+// "seconds MUST be between 10 and 3600" binds the worker: the bus may refuse
+// (any 4xx), clamp into 10–3600, or honour the value sent. A 2xx must leave
+// the lease's new end within what a clamp or the value itself allows under
+// either reading of an extension (from now, or added to the current end,
+// which is at most claim_timeout away).
+func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string, seconds int) error {
 	r := w.last
 	if r == nil {
 		return features.Mismatch("a response", "none")
@@ -148,7 +151,7 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 		return nil
 	}
 	if r.Status/100 != 2 {
-		return features.Mismatch("a 4xx, or a 2xx with the lease clamped into 10–3600 s", features.Describe(r))
+		return features.Mismatch("a 4xx, or a 2xx with the lease extended by the seconds sent or clamped into 10–3600", features.Describe(r))
 	}
 	sent, got := w.sentAt, time.Now()
 	ts, ok, err := w.intentNumber(ctx, alias, "claim_expires_at")
@@ -163,13 +166,13 @@ func (w *intentWorld) extendRefusedOrClamped(ctx context.Context, alias string) 
 		timeout = v
 	}
 	slack := w.protocol(2) + 50*time.Millisecond
-	lo := sent.Add(w.protocol(10)).Add(-slack)
-	hi := got.Add(w.protocol(timeout + 3600)).Add(slack)
+	lo := sent.Add(w.protocol(math.Min(float64(seconds), 10))).Add(-slack)
+	hi := got.Add(w.protocol(timeout + math.Max(float64(seconds), 3600))).Add(slack)
 	end := unixTime(ts)
 	if end.Before(lo) || end.After(hi) {
-		return features.Mismatch(fmt.Sprintf("a 4xx, or 200 with the lease ending 10–3600 protocol s after the extension (%.3f..%.3f at time scale %g)",
-			float64(lo.UnixNano())/1e9, float64(hi.UnixNano())/1e9, w.env.Target.TimeScale),
-			fmt.Sprintf("200, and claim_expires_at %.3f (%+.1f protocol s after the call)", ts,
+		return features.Mismatch(fmt.Sprintf("a 4xx, or a 2xx with the lease ending %d s (as sent) or 10–3600 protocol s (clamped) after the extension (%.3f..%.3f at time scale %g)",
+			seconds, float64(lo.UnixNano())/1e9, float64(hi.UnixNano())/1e9, w.env.Target.TimeScale),
+			fmt.Sprintf("%d, and claim_expires_at %.3f (%+.1f protocol s after the call)", r.Status, ts,
 				end.Sub(sent).Seconds()*w.scale()))
 	}
 	return nil

@@ -4,10 +4,14 @@ package intent
 // every answer the text allows, and still fails on a real violation.
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idscheck/idscheck/client"
 	sut "github.com/idscheck/idscheck/sut/intent"
@@ -355,5 +359,83 @@ func TestExampleBodiesAreFree(t *testing.T) {
 	w.last = &client.Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"intents": 4}`)}
 	if err := w.prometheusText(); err == nil {
 		t.Error("a JSON body passed as Prometheus text")
+	}
+}
+
+// extendTo answers an extension by seconds outside 10–3600 with 200 and a
+// lease ending end(seconds) protocol seconds from now, shown by /result.
+func extendTo(end func(seconds float64) float64) rewrite {
+	var mu sync.Mutex
+	ends := map[string]float64{}
+	return func(r *http.Request, status int, doc map[string]any) int {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/extend_claim/"):
+			var req struct{ Seconds float64 }
+			b, _ := io.ReadAll(r.Body)
+			if json.Unmarshal(b, &req) == nil && (req.Seconds < 10 || req.Seconds > 3600) {
+				at := time.Now().Add(time.Duration(end(req.Seconds) / 60 * float64(time.Second)))
+				ends[strings.TrimPrefix(r.URL.Path, "/extend_claim/")] = float64(at.UnixNano()) / 1e9
+				return http.StatusOK
+			}
+		case strings.HasPrefix(r.URL.Path, "/result/"):
+			if at, ok := ends[strings.TrimPrefix(r.URL.Path, "/result/")]; ok && doc != nil {
+				doc["claim_expires_at"] = at
+			}
+		}
+		return status
+	}
+}
+
+// TestExtensionHonouredAsSent (F17): a bus that honours an extension by 1
+// or 7200 seconds as sent passes INTENT-7.4-extend; one whose lease then
+// ends far from anything the request allows still fails it.
+func TestExtensionHonouredAsSent(t *testing.T) {
+	rules := []string{"INTENT-7.4-extend"}
+	got := certifyTampered(t, rules, extendTo(func(s float64) float64 { return s }))
+	wantVerdicts(t, got, map[string]verdict.Verdict{"INTENT-7.4-extend": verdict.Pass})
+	got = certifyTampered(t, rules, extendTo(func(s float64) float64 { return 3*s + 4000 }))
+	if !failed(got["INTENT-7.4-extend"]) {
+		t.Errorf("INTENT-7.4-extend: %s, want a failure", got["INTENT-7.4-extend"])
+	}
+}
+
+// successAs answers every success of the mutations, the admin POSTs and
+// the KV set with status instead of their 200 (or 201).
+func successAs(status int) rewrite {
+	return func(r *http.Request, got int, doc map[string]any) int {
+		p := r.URL.Path
+		if r.Method == http.MethodPost && got/100 == 2 && (strings.HasPrefix(p, "/fulfill/") || strings.HasPrefix(p, "/fail/") ||
+			strings.HasPrefix(p, "/extend_claim/") || strings.HasPrefix(p, "/set/") || (strings.HasPrefix(p, "/admin/") && p != "/admin/generate_key")) {
+			return status
+		}
+		return got
+	}
+}
+
+// TestMutationSuccessIsAny2xx (F14): fulfill, fail, extend_claim, the admin
+// POSTs and KV set answered 202 break none of the rules judged on them; a
+// fulfil or an extension refused with 409 still fails its rule.
+func TestMutationSuccessIsAny2xx(t *testing.T) {
+	rules := []string{"INTENT-7.5-fulfill", "INTENT-7.5-fulfill-without-result", "INTENT-3.2-fulfill-transition", "INTENT-7.4-extend",
+		"INTENT-4.2-result-type-values", "INTENT-3.3-dead-at-max-attempts", "INTENT-8.2-revoke-key", "INTENT-8.5-admin-cancel",
+		"INTENT-8.5-admin-retry", "INTENT-8.3-purge-namespace", "INTENT-8.4-cleanup", "INTENT-7.9-kv-get", "INTENT-8.3-purge-all"}
+	got := certifyTampered(t, rules, successAs(http.StatusAccepted))
+	want := map[string]verdict.Verdict{}
+	for _, r := range rules {
+		want[r] = verdict.Pass
+	}
+	wantVerdicts(t, got, want)
+	got = certifyTampered(t, []string{"INTENT-7.5-fulfill", "INTENT-7.4-extend"}, func(r *http.Request, status int, doc map[string]any) int {
+		if status == http.StatusOK && (strings.HasPrefix(r.URL.Path, "/fulfill/") || strings.HasPrefix(r.URL.Path, "/extend_claim/")) {
+			return http.StatusConflict
+		}
+		return status
+	})
+	for _, r := range []string{"INTENT-7.5-fulfill", "INTENT-7.4-extend"} {
+		if !failed(got[r]) {
+			t.Errorf("rule %s: %s, want a failure", r, got[r])
+		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // rewrite edits one answer of the bundled intent server on its way to the
-// harness: r is the request (its body already read), status the answer's
+// harness: r is the request (its body readable again), status the answer's
 // status and doc its decoded JSON object (nil when the body is none). It
 // returns the status to send; a doc it edits is sent re-encoded.
 type rewrite func(r *http.Request, status int, doc map[string]any) int
@@ -27,8 +27,11 @@ type rewrite func(r *http.Request, status int, doc map[string]any) int
 // tamper applies change to every answer of h.
 func tamper(h http.Handler, change rewrite) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(req))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
+		r.Body = io.NopCloser(bytes.NewReader(req))
 		body := rec.Body.Bytes()
 		var doc map[string]any
 		if strings.Contains(rec.Header().Get("Content-Type"), "json") && json.Unmarshal(body, &doc) != nil {
