@@ -337,6 +337,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-2-no-lease-hijack] every claim token is distinct
     And [INTENT-12-isolated-claim-locks] every claim token is distinct
 
+  # §4.1's default priority (100) is a table value no rule judges: "mid"
+  # states it, so the order rests on priorities the text fixes.
   Scenario: higher priority is claimed first
     Given I publish intent "low" with:
       """
@@ -348,7 +350,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     And I publish intent "mid" with:
       """
-      {}
+      {"priority": 100}
       """
     When I claim every intent in turn
     Then [INTENT-7.3-highest-priority] the intents were claimed in the order "high, mid, low"
