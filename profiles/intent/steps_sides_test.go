@@ -4,6 +4,7 @@ package intent
 // every answer the text allows, and still fails on a real violation.
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -437,5 +438,33 @@ func TestMutationSuccessIsAny2xx(t *testing.T) {
 		if !failed(got[r]) {
 			t.Errorf("rule %s: %s, want a failure", r, got[r])
 		}
+	}
+}
+
+// TestPriorityOrderWithAnotherDefault (F16): a bus whose default priority
+// is not 100 still passes INTENT-7.3-highest-priority; one that picks the
+// lowest priority first still fails it.
+func TestPriorityOrderWithAnotherDefault(t *testing.T) {
+	rules := []string{"INTENT-7.3-highest-priority"}
+	default0 := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.URL.Path == "/intent" {
+				var m map[string]any
+				b, _ := io.ReadAll(r.Body)
+				if json.Unmarshal(b, &m) == nil && m != nil {
+					if _, ok := m["priority"]; !ok {
+						m["priority"] = 0
+						b, _ = json.Marshal(m)
+					}
+				}
+				r.Body = io.NopCloser(bytes.NewReader(b))
+				r.ContentLength = int64(len(b))
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	wantVerdicts(t, certifyWrapped(t, "", rules, default0), map[string]verdict.Verdict{"INTENT-7.3-highest-priority": verdict.Pass})
+	if got := certifyWrapped(t, sut.MutantPriorityInverted, rules, default0); !failed(got["INTENT-7.3-highest-priority"]) {
+		t.Errorf("priority-inverted: INTENT-7.3-highest-priority %s, want a failure", got["INTENT-7.3-highest-priority"])
 	}
 }

@@ -64,6 +64,17 @@ func certifyTampered(t *testing.T, sel []string, change rewrite) map[string]verd
 // server.
 func certifyMutantTampered(t *testing.T, mutant string, sel []string, change rewrite) map[string]verdict.Verdict {
 	t.Helper()
+	var wrap func(http.Handler) http.Handler
+	if change != nil {
+		wrap = func(h http.Handler) http.Handler { return tamper(h, change) }
+	}
+	return certifyWrapped(t, mutant, sel, wrap)
+}
+
+// certifyWrapped runs the scenarios of the selected rules against a mutant
+// of the bundled server (none when "") behind wrap (none when nil).
+func certifyWrapped(t *testing.T, mutant string, sel []string, wrap func(http.Handler) http.Handler) map[string]verdict.Verdict {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs part of the intent profile")
 	}
@@ -77,8 +88,8 @@ func certifyMutantTampered(t *testing.T, mutant string, sel []string, change rew
 	}
 	defer srv.Close()
 	h := srv.Handler()
-	if change != nil {
-		h = tamper(h, change)
+	if wrap != nil {
+		h = wrap(h)
 	}
 	hs := httptest.NewServer(h)
 	defer hs.Close()
