@@ -230,9 +230,17 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"goal": "{goal}", "namespace": "{ns}",{sp:1500}"payload": "{x:6900}"}
       """
     Then [INTENT-7.2-body-limit-413] the response status is 413
-    And [INTENT-15-size-limits] the response status is 413
     And [INTENT-11-code-payload-too-large] the response is an error with status 413 and code "payload_too_large"
     And [INTENT-11-error-shape] the response is a JSON error
+
+  # §15 sets the limit and gives no status (413 is §7.2's row, judged
+  # above): the refusal is judged on its own, so that it rests on no 413.
+  Scenario: a body over 8KB is refused
+    When I send POST "/intent" with body:
+      """
+      {"goal": "{goal}", "namespace": "{ns}",{sp:1500}"payload": "{x:6900}"}
+      """
+    Then [INTENT-15-size-limits] the response status is one of "4xx"
 
   Scenario: a payload just under 7KB is accepted
     When I send POST "/intent" with body:
@@ -1005,7 +1013,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     Then [INTENT-8.2-revoke-key] the response status is one of "2xx"
     When carol sends POST "/claim?namespace={ns}"
-    Then [INTENT-8.2-revoke-key] the response status is 401
+    Then [INTENT-8.2-revoke-key] the response status is one of "4xx"
     And [INTENT-11-code-unauthorized] the response is an error with status 401 and code "unauthorized"
 
   Scenario: an admin cancels a claimed intent into the dead-letter queue
@@ -1026,7 +1034,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}"}
       """
-    Then [INTENT-3.1-dead-terminal] the response status is 404
+    Then [INTENT-3.1-dead-terminal] the response status is one of "4xx"
     When I claim
     Then [INTENT-3.1-dead-terminal] the response status is 204
 
@@ -1098,7 +1106,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     Given the target has an admin token
     And a tester key "alice"
     When alice sends 130 claims within one rate-limit window
-    Then [INTENT-15-rate-limit] at least one was refused with 429 and code "rate_limited"
+    Then [INTENT-15-rate-limit] at least one was refused with 429
     And [INTENT-7.2-too-many-429] at least one was refused with 429 and code "rate_limited"
     And [INTENT-11-code-rate-limited] at least one was refused with 429 and code "rate_limited"
     When the admin sends GET "/admin/dead"

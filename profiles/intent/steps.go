@@ -91,6 +91,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the claim order is by priority desc, run_at, claim_attempts, created_at and id$`, Fn: w.checkSchedule, Kind: features.Check},
 		{Pattern: `^` + a + ` sends (\d+) claims within one rate-limit window$`, Fn: w.rateBurst, Kind: features.Action},
 		{Pattern: `^at least one was refused with 429 and code "([^"]*)"$`, Fn: w.burstRefused, Kind: features.Check},
+		{Pattern: `^at least one was refused with 429$`, Fn: func() error { return w.burstRefused("") }, Kind: features.Check},
 
 		// leases, failures, time
 		{Pattern: `^I fail "(\w+)" (\d+) times$`, Fn: w.failTimes, Kind: features.Action, Covers: coversFail},

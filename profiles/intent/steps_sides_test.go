@@ -468,3 +468,53 @@ func TestPriorityOrderWithAnotherDefault(t *testing.T) {
 		t.Errorf("priority-inverted: INTENT-7.3-highest-priority %s, want a failure", got["INTENT-7.3-highest-priority"])
 	}
 }
+
+// TestRuleJudgedByItsOwnRow (F18): a rule is not failed by a detail of
+// another row. A revoked key refused with 403, a fulfil of a dead intent
+// refused with 409, a body over 8KB refused with 400 and a rate limit
+// answered 429 with another code pass the rules whose quotes ask for none
+// of these details (the rows that do still fail); accepting each still
+// fails its rule.
+func TestRuleJudgedByItsOwnRow(t *testing.T) {
+	rules := []string{"INTENT-8.2-revoke-key", "INTENT-3.1-dead-terminal", "INTENT-15-size-limits", "INTENT-15-rate-limit"}
+	otherRefusal := func(r *http.Request, status int, doc map[string]any) int {
+		switch {
+		case r.URL.Path == "/claim" && status == http.StatusUnauthorized:
+			doc["error"] = map[string]any{"code": "forbidden", "message": "key revoked"}
+			return http.StatusForbidden
+		case strings.HasPrefix(r.URL.Path, "/fulfill/") && status == http.StatusNotFound:
+			return http.StatusConflict
+		case r.URL.Path == "/intent" && status == http.StatusRequestEntityTooLarge:
+			doc["error"] = map[string]any{"code": "invalid_request", "message": "too big"}
+			return http.StatusBadRequest
+		case status == http.StatusTooManyRequests && doc != nil:
+			doc["error"] = map[string]any{"code": "slow_down", "message": "later"}
+		}
+		return status
+	}
+	got := certifyTampered(t, rules, otherRefusal)
+	want := map[string]verdict.Verdict{}
+	for _, r := range rules {
+		want[r] = verdict.Pass
+	}
+	wantVerdicts(t, got, want)
+	accepted := func(r *http.Request, status int, doc map[string]any) int {
+		switch {
+		case r.URL.Path == "/claim" && status == http.StatusUnauthorized:
+			return http.StatusNoContent
+		case strings.HasPrefix(r.URL.Path, "/fulfill/") && status == http.StatusNotFound:
+			return http.StatusOK
+		case r.URL.Path == "/intent" && status == http.StatusRequestEntityTooLarge:
+			return http.StatusCreated
+		case status == http.StatusTooManyRequests:
+			return http.StatusNoContent
+		}
+		return status
+	}
+	got = certifyTampered(t, rules, accepted)
+	for _, r := range rules {
+		if !failed(got[r]) {
+			t.Errorf("rule %s: %s, want a failure", r, got[r])
+		}
+	}
+}
