@@ -145,7 +145,6 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the response field "([^"]*)" is present$`, Fn: w.fieldPresent, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" matches "([^"]*)"$`, Fn: w.fieldMatches, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" differs from "(\w+)"$`, Fn: w.fieldDiffers, Kind: features.Check},
-		{Pattern: `^the response has the number fields "([^"]*)"$`, Fn: w.numberFields, Kind: features.Check},
 		{Pattern: `^I remember the response as "(\w+)"$`, Fn: w.rememberResponse, Kind: features.Action},
 		{Pattern: `^the response is the same as "(\w+)"$`, Fn: w.sameResponse, Kind: features.Check},
 	}
