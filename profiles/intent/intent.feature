@@ -20,13 +20,11 @@ Feature: Intent Protocol v2.1 (seed 004)
 
   # ---------------------------------------------------------------- 7.1 health
 
+  # §7.1 states the status; the body after it is an example.
   Scenario: health answers without authentication
     When an anonymous client sends GET "/health"
     Then [INTENT-7.1-health] the response status is 200
     And [INTENT-7-json-content-type] the response header "Content-Type" contains "application/json"
-    And [INTENT-7.1-health] the response field "ok" is true
-    And [INTENT-7.1-health] the response field "ts" is a number
-    And [INTENT-7.1-health] the response field "version" is present
 
   # ------------------------------------------------------- 10 response headers
 
@@ -101,34 +99,48 @@ Feature: Intent Protocol v2.1 (seed 004)
 
   # ------------------------------------------------------- 7.2 create intent
 
-  Scenario: a minimal intent is published and open
+  # §7.2's "201 Created" is a table row without a keyword: it is judged here
+  # alone, and everything else accepts any 2xx for a publish.
+  Scenario: a publish is answered 201 Created
     When I send POST "/intent" with body:
       """
       {"goal": "{goal}", "payload": {"message": "Hello"}, "namespace": "{ns}"}
       """
     Then [INTENT-7.2-created-201] the response status is 201
-    And [INTENT-7.2-publish-response] the response field "status" is "published"
-    And [INTENT-7.2-publish-response] the response field "namespace" is "{ns}"
+
+  # §7.2's reply body is an example: what it must carry is the id. Its
+  # "published" is no state of §3.1, so a reply may give the state (open);
+  # the namespace echo is up to the bus.
+  Scenario: a minimal intent is published and open
+    When I send POST "/intent" with body:
+      """
+      {"goal": "{goal}", "payload": {"message": "Hello"}, "namespace": "{ns}"}
+      """
+    And the publish was accepted
+    Then [INTENT-7.2-publish-response] the response field "id" matches "^.+$"
+    And [INTENT-7.2-publish-response] the response field "status" is absent or one of "published, open"
+    And [INTENT-7.2-publish-response] the response field "namespace" is absent or one of "{ns}"
     And [INTENT-4.2-id-format] the response field "id" matches "^[0-9a-fA-F]{32}$"
     When I remember the published id as "A"
     Then [INTENT-3.1-states] the status of "A" is "open"
-    And [INTENT-4.1-visibility-default] the response field "visibility" is "private"
+    And [INTENT-4.1-visibility-default] the response field "visibility" is absent or one of "private"
 
   Scenario: an intent without a namespace lands in "default", where a claim without a namespace finds it
     When I send POST "/intent" with body:
       """
       {"goal": "{goal}", "payload": 1}
       """
-    Then [INTENT-7.2-created-201] the response status is 201
-    And [INTENT-4.1-namespace-default] the response field "namespace" is "default"
+    And the publish was accepted
+    Then [INTENT-4.1-namespace-default] the response field "namespace" is absent or one of "default"
     When I remember the published id as "A"
     And I send POST "/claim?goal={goal}"
     Then [INTENT-7.3-claim-namespace-default] the claim returns intent "A"
+    And [INTENT-4.1-namespace-default] the claim returns intent "A"
     When I send POST "/fulfill/{id:A}" with body:
       """
       {"claim_token": "{token:A}"}
       """
-    Then [INTENT-7.5-fulfill] the response status is 200
+    Then [INTENT-7.5-fulfill] the response status is one of "2xx"
 
   Scenario Outline: a publish without a required field is refused (<what>)
     When I send POST "/intent" with body:
@@ -176,7 +188,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       <body>
       """
-    Then [<rule>] the response status is 201
+    Then [<rule>] the response status is one of "2xx"
 
     Examples:
       | what                  | rule                          | body                                                                            |
@@ -196,7 +208,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"goal": "{goal}", "payload": null, "namespace": "{ns}"}
       """
-    Then [INTENT-7.2-required-fields, reading null-payload=a-payload] the response status is 201
+    Then [INTENT-7.2-required-fields, reading null-payload=a-payload] the response status is one of "2xx"
     And [INTENT-7.2-required-fields, reading null-payload=missing] the response status is 400
 
   # Sizes on which every reading of "KB" agrees: a 6,990-character payload is
@@ -218,17 +230,25 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"goal": "{goal}", "namespace": "{ns}",{sp:1500}"payload": "{x:6900}"}
       """
     Then [INTENT-7.2-body-limit-413] the response status is 413
-    And [INTENT-15-size-limits] the response status is 413
     And [INTENT-11-code-payload-too-large] the response is an error with status 413 and code "payload_too_large"
     And [INTENT-11-error-shape] the response is a JSON error
+
+  # §15 sets the limit and gives no status (413 is §7.2's row, judged
+  # above): the refusal is judged on its own, so that it rests on no 413.
+  Scenario: a body over 8KB is refused
+    When I send POST "/intent" with body:
+      """
+      {"goal": "{goal}", "namespace": "{ns}",{sp:1500}"payload": "{x:6900}"}
+      """
+    Then [INTENT-15-size-limits] the response status is one of "4xx"
 
   Scenario: a payload just under 7KB is accepted
     When I send POST "/intent" with body:
       """
       {"goal": "{goal}", "namespace": "{ns}", "payload": "{x:6990}"}
       """
-    Then [INTENT-4.1-payload-limit] the response status is 201
-    And [INTENT-15-size-limits] the response status is 201
+    Then [INTENT-4.1-payload-limit] the response status is one of "2xx"
+    And [INTENT-15-size-limits] the response status is one of "2xx"
 
   # ------------------------------------------------------------ idempotency
 
@@ -280,7 +300,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"goal": "{goal}", "payload": 1, "namespace": "{ns}"}
       """
-    Then [INTENT-7.2-idem-per-key] the response status is 201
+    Then [INTENT-7.2-idem-per-key] the response status is one of "2xx"
     And [INTENT-7.2-idem-per-key] the response field "id" differs from "mine"
     And [INTENT-12-isolation] the response field "id" differs from "mine"
 
@@ -303,12 +323,10 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-3.2-claim-transition] the claim returns intent "A"
     And [INTENT-7.3-claim-response] the response field "goal" is "{goal}"
     And [INTENT-7.3-claim-response] the response field "payload" is {"message": "Hello"}
-    And [INTENT-3.3-attempts-increment] the response field "claim_attempts" is 1
-    And [INTENT-4.2-claim-attempts] the response field "claim_attempts" is 1
-    And [INTENT-7.3-claim-response] the response field "priority" is 7
-    And [INTENT-7.3-claim-response] the response field "namespace" is "{ns}"
+    And [INTENT-3.3-attempts-increment] the claim_attempts of "A" is 1
+    And [INTENT-4.2-claim-attempts] the claim_attempts of "A" is 1
     And [INTENT-7.3-claim-response] the response field "claim_timeout" is a number
-    And [INTENT-7.3-claim-response] the claim token is 32 hex characters
+    And [INTENT-7.3-claim-response] the claim token is a non-empty string
     And [INTENT-3.2-claim-transition] the status of "A" is "claimed"
     And [INTENT-3.1-states] the response field "status" is "claimed"
 
@@ -327,6 +345,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-2-no-lease-hijack] every claim token is distinct
     And [INTENT-12-isolated-claim-locks] every claim token is distinct
 
+  # §4.1's default priority (100) is a table value no rule judges: "mid"
+  # states it, so the order rests on priorities the text fixes.
   Scenario: higher priority is claimed first
     Given I publish intent "low" with:
       """
@@ -338,7 +358,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     And I publish intent "mid" with:
       """
-      {}
+      {"priority": 100}
       """
     When I claim every intent in turn
     Then [INTENT-7.3-highest-priority] the intents were claimed in the order "high, mid, low"
@@ -394,6 +414,8 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I send POST "/claim?namespace={ns2}"
     Then [INTENT-6.1-namespace-isolation] the claim returns intent "A"
 
+  # "A" is published with no visibility: the default private is judged by
+  # what the bus does with it.
   Scenario: a private intent is claimed only by its publisher's key
     Given a tester key "alice"
     And I publish intent "A"
@@ -401,8 +423,10 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-7.3-eligible-visibility] the response status is 204
     And [INTENT-6.2-private] the response status is 204
     And [INTENT-12-isolation] the response status is 204
+    And [INTENT-4.1-visibility-default] the response status is 204
     When I claim
     Then [INTENT-6.2-private] the claim returns intent "A"
+    And [INTENT-4.1-visibility-default] the claim returns intent "A"
 
   Scenario: a public intent is claimed by any key in its namespace
     Given a tester key "alice"
@@ -500,14 +524,14 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "result": {"status": "sent"}}
       """
-    Then [INTENT-7.5-fulfill] the response status is 200
+    Then [INTENT-7.5-fulfill] the response status is one of "2xx"
     When I send GET "/result/{id:A}"
     Then [INTENT-7.7-result-fields] the response status is 200
     And [INTENT-3.2-fulfill-transition] the response field "status" is "fulfilled"
     And [INTENT-7.7-result-fields] the response field "result" is {"status": "sent"}
-    And [INTENT-7.5-result-type-default] the response field "result_type" is "json"
-    And [INTENT-7.7-result-fields] the response field "completed_at" is a number
-    And [INTENT-7.7-result-fields] the response field "goal" is "{goal}"
+    And [INTENT-7.5-result-type-default] the response field "result_type" is one of "json" where present
+    And [INTENT-7.7-result-fields] the response field "completed_at" is absent or a number
+    And [INTENT-7.7-result-fields] the response field "goal" is absent or one of "{goal}"
     When I send GET "/status/{id:A}"
     Then [INTENT-7.8-status] the response field "status" is "fulfilled"
     And [INTENT-7.8-status] the response field "result" is absent
@@ -527,7 +551,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}"}
       """
-    Then [INTENT-7.5-fulfill-without-result] the response status is 200
+    Then [INTENT-7.5-fulfill-without-result] the response status is one of "2xx"
     When I send GET "/result/{id:A}"
     Then [INTENT-7.5-fulfill-without-result] the response field "status" is "fulfilled"
     And [INTENT-7.5-fulfill-without-result] the response field "result" is null
@@ -541,9 +565,9 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "result": "plain words", "result_type": "text"}
       """
-    Then [INTENT-7.5-fulfill] the response status is 200
+    Then [INTENT-7.5-fulfill] the response status is one of "2xx"
     When I send GET "/result/{id:A}"
-    Then [INTENT-4.2-result-type-values] the response field "result_type" is "text"
+    Then [INTENT-4.2-result-type-values] the response field "result_type" is one of "text" where present
 
   Scenario: a result of another type is refused, or kept as json or text
     Given I publish intent "A"
@@ -552,7 +576,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "result": "plain words", "result_type": "xml"}
       """
-    Then [INTENT-4.2-result-type-values] the response status is one of "200, 4xx"
+    Then [INTENT-4.2-result-type-values] the response status is one of "2xx, 4xx"
     When I send GET "/result/{id:A}"
     Then [INTENT-4.2-result-type-values] the response field "result_type" is absent or one of "json, text"
 
@@ -625,9 +649,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     And I claim intent "A"
     When the lease of "A" has expired
     Then [INTENT-3.3-lease-expiry] I can claim intent "A" again
-    And [INTENT-3.2-expiry-requeue] the response field "claim_attempts" is 2
-    And [INTENT-12-at-least-once] the response field "claim_attempts" is 2
-    And [INTENT-2-redelivery] the response field "claim_attempts" is 2
+    And [INTENT-3.2-expiry-requeue] the claim_attempts of "A" is 2
+    And [INTENT-12-at-least-once] the claim_attempts of "A" is 2
+    And [INTENT-2-redelivery] the claim_attempts of "A" is 2
     When I send POST "/<op>/{id:A}" with body:
       """
       <body>
@@ -639,7 +663,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}"}
       """
-    Then [INTENT-3.2-fulfill-transition] the response status is 200
+    Then [INTENT-3.2-fulfill-transition] the response status is one of "2xx"
 
     Examples:
       | op           | rule                   | body                                           |
@@ -669,7 +693,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "seconds": 3600}
       """
-    Then [INTENT-7.4-extend] the response status is 200
+    Then [INTENT-7.4-extend] the response status is one of "2xx"
     And [INTENT-7.4-extend] the lease of "A" ends at least 3000 protocol seconds from now
 
   Scenario Outline: extend_claim accepts seconds between 10 and 3600 (<seconds>)
@@ -679,7 +703,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"claim_token": "{token:A}", "seconds": <seconds>}
       """
-    Then [INTENT-7.4-extend] the response status is 200
+    Then [INTENT-7.4-extend] the response status is one of "2xx"
 
     Examples:
       | seconds |
@@ -687,16 +711,16 @@ Feature: Intent Protocol v2.1 (seed 004)
       | 3600    |
 
   # The text constrains the request ("seconds MUST be between 10 and 3600")
-  # and lists only 200 and 404 as answers: refusing with any 4xx and
-  # clamping into 10–3600 are both within it.
-  Scenario Outline: extend_claim outside 10–3600 seconds is refused or clamped (<seconds>)
+  # and says nothing of what the bus does with another value: refusing with
+  # any 4xx, clamping into 10–3600 and honouring it are all within it.
+  Scenario Outline: extend_claim outside 10–3600 seconds is refused, clamped or honoured (<seconds>)
     Given I publish intent "A"
     And I claim intent "A"
     When I send POST "/extend_claim/{id:A}" with body:
       """
       {"claim_token": "{token:A}", "seconds": <seconds>}
       """
-    Then [INTENT-7.4-extend] the extension of "A" was refused or clamped into 10 to 3600 seconds
+    Then [INTENT-7.4-extend] the extension of "A" by <seconds> seconds was refused, clamped into 10 to 3600 seconds or honoured
 
     Examples:
       | seconds |
@@ -716,7 +740,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-3.3-backoff-jitter] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-12-retry-backoff] the run_at of "A" is within the backoff window of attempt <n> after the last fail
     And [INTENT-3.2-fail-requeue] the status of "A" is "open"
-    And [INTENT-7.6-fail] the response field "claim_attempts" is <n>
+    And [INTENT-7.6-fail] the claim_attempts of "A" is <n>
     When I send GET "/result/{id:A}"
     Then [INTENT-7.7-result-error-field] the response field "error" is "attempt <n>"
     When I claim
@@ -751,7 +775,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I fail "A" 3 times
     Then [INTENT-3.3-default-max-attempts] the status of "A" is "dead"
     And [INTENT-3.2-fail-dead] the response field "status" is "dead"
-    And [INTENT-3.3-dead-at-max-attempts] the response field "claim_attempts" is 3
+    And [INTENT-3.3-dead-at-max-attempts] the claim_attempts of "A" is 3
     When I claim
     Then [INTENT-7.3-eligible-status] the response status is 204
     And [INTENT-3.1-dead-terminal] the response status is 204
@@ -764,6 +788,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-8.6-dead-detail] the response status is 200
     And [INTENT-8.6-dead-detail] the response body contains "me"
 
+  # "Directly" rules out a pass through open, not a lazy cleanup (§16
+  # "Cleanup is lazy", §8.4's expired_claims_dead): the state is read after
+  # a cleanup pass.
   Scenario: a lease that expires on the last attempt dead-letters the intent
     Given the target has an admin token
     And I publish intent "A" with:
@@ -772,6 +799,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     And I claim intent "A"
     When the lease of "A" has expired
+    And the admin sends POST "/admin/cleanup"
     Then [INTENT-3.3-expiry-dead-direct] the status of "A" is "dead"
     And [INTENT-3.2-expiry-dead] the response field "status" is "dead"
     And [INTENT-12-dead-letter-archival] "A" is in the dead-letter queue
@@ -820,7 +848,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"value": "hello"}
       """
-    Then [INTENT-7.9-kv-get] the response status is one of "200, 201"
+    And the value was stored
     When I send GET "/get/k-{ns}"
     Then [INTENT-7.9-kv-get] the response field "value" is "hello"
     When alice sends GET "/get/k-{ns}"
@@ -841,12 +869,12 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"value": "v", "ttl": 86401}
       """
-    Then [INTENT-7.9-kv-ttl] the response status is one of "200, 201, 4xx"
+    Then [INTENT-7.9-kv-ttl] the response status is one of "2xx, 4xx"
     When I send POST "/set/k2-{ns}" with body:
       """
       {"value": "v", "ttl": 2}
       """
-    Then [INTENT-7.9-kv-ttl] the response status is one of "200, 201"
+    Then [INTENT-7.9-kv-ttl] the response status is one of "2xx"
     When 3 protocol seconds pass
     And I send GET "/get/k2-{ns}"
     Then [INTENT-7.9-kv-ttl] the response status is 404
@@ -871,13 +899,13 @@ Feature: Intent Protocol v2.1 (seed 004)
       {  "payload":{"z":1,  "a":2}, "goal":"{goal}",
         "namespace":"{ns}"}
       """
-    Then [INTENT-5.2-body-exact-bytes] the response status is 201
-    And [INTENT-5.2-validate-if-present] the response status is 201
+    Then [INTENT-5.2-body-exact-bytes] the response status is one of "2xx"
+    And [INTENT-5.2-validate-if-present] the response status is one of "2xx"
     When I send a signed GET "/health"
     Then [INTENT-5.2-empty-body] the response status is 200
     When I send a signed POST "/claim?namespace={ns}"
-    Then [INTENT-5.2-empty-body] the response status is 200
-    And [INTENT-5.2-signing-optional] the response status is 200
+    Then [INTENT-5.2-empty-body] the response status is one of "2xx"
+    And [INTENT-5.2-signing-optional] the response status is one of "2xx"
 
   # Repeated parameters here are already in value order (the blank value
   # first), where every reading of the canonical query agrees.
@@ -976,8 +1004,6 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     Then [INTENT-8.2-generate-key] the response status is 201
     And [INTENT-8.2-generate-key] the response field "api_key" matches "^.+$"
-    And [INTENT-8.2-generate-key] the response field "owner" is "o-{ns}"
-    And [INTENT-8.2-generate-key] the response field "api_key" matches "^tk_"
     When I take the generated key as "carol"
     And carol sends POST "/claim?namespace={ns}"
     Then [INTENT-8.2-generate-key] the response status is 204
@@ -985,9 +1011,9 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"api_key": "{key:carol}"}
       """
-    Then [INTENT-8.2-revoke-key] the response status is 200
+    Then [INTENT-8.2-revoke-key] the response status is one of "2xx"
     When carol sends POST "/claim?namespace={ns}"
-    Then [INTENT-8.2-revoke-key] the response status is 401
+    Then [INTENT-8.2-revoke-key] the response status is one of "4xx"
     And [INTENT-11-code-unauthorized] the response is an error with status 401 and code "unauthorized"
 
   Scenario: an admin cancels a claimed intent into the dead-letter queue
@@ -1001,14 +1027,14 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-8.5-admin-detail] the response body contains "p-{ns}"
     When I claim intent "A"
     And the admin sends POST "/admin/intents/{id:A}/cancel"
-    Then [INTENT-8.5-admin-cancel] the response status is 200
+    Then [INTENT-8.5-admin-cancel] the response status is one of "2xx"
     And [INTENT-3.2-admin-cancel] the status of "A" is "dead"
     And [INTENT-8.5-admin-cancel] "A" is in the dead-letter queue
     When I send POST "/fulfill/{id:A}" with body:
       """
       {"claim_token": "{token:A}"}
       """
-    Then [INTENT-3.1-dead-terminal] the response status is 404
+    Then [INTENT-3.1-dead-terminal] the response status is one of "4xx"
     When I claim
     Then [INTENT-3.1-dead-terminal] the response status is 204
 
@@ -1021,15 +1047,15 @@ Feature: Intent Protocol v2.1 (seed 004)
     And I fail "A" 1 times
     And "A" is dead
     When the admin sends POST "/admin/intents/{id:A}/retry"
-    Then [INTENT-8.5-admin-retry] the response status is 200
+    Then [INTENT-8.5-admin-retry] the response status is one of "2xx"
     And [INTENT-3.2-admin-retry] the status of "A" is "open"
-    And [INTENT-8.5-admin-retry] the response field "claim_attempts" is 0
+    And [INTENT-8.5-admin-retry] the claim_attempts of "A" is 0
     And [INTENT-8.5-admin-retry] "A" is not in the dead-letter queue
     When I send GET "/result/{id:A}"
     Then [INTENT-8.5-admin-retry] the response field "error" is absent
     And [INTENT-8.5-admin-retry] the response field "claim_expires_at" is null
     When I claim intent "A"
-    Then [INTENT-8.5-admin-retry] the response field "claim_attempts" is 1
+    Then [INTENT-8.5-admin-retry] the claim_attempts of "A" is 1
 
   Scenario: purge needs confirm and, given a namespace, purges only that one
     Given the target has an admin token
@@ -1048,7 +1074,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"confirm": true, "namespace": "{ns}"}
       """
-    Then [INTENT-8.3-purge-namespace] the response status is 200
+    Then [INTENT-8.3-purge-namespace] the response status is one of "2xx"
     When I send GET "/status/{id:A}"
     Then [INTENT-8.3-purge-namespace] the response status is 404
     And [INTENT-8.3-purge-namespace] the status of "B" is "open"
@@ -1056,9 +1082,8 @@ Feature: Intent Protocol v2.1 (seed 004)
   Scenario: manual cleanup runs and reports its stats
     Given the target has an admin token
     When the admin sends POST "/admin/cleanup"
-    Then [INTENT-8.4-cleanup] the response status is 200
+    Then [INTENT-8.4-cleanup] the response status is one of "2xx"
     And [INTENT-8.4-cleanup] the response is a JSON object
-    And [INTENT-8.4-cleanup] the response has the number fields "expired_open_deleted, expired_claims_requeued, expired_claims_dead, fulfilled_deleted, dead_deleted, dead_letters_deleted, store_deleted, rate_limits_deleted, idempotency_deleted, nonces_deleted"
 
   # -------------------------------------------------------------- 9 metrics
 
@@ -1068,9 +1093,6 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-9-metrics-auth] the response status is 200
     And [INTENT-9-metrics-format] the response body is Prometheus text
     And [INTENT-2-metrics-endpoint] the response status is 200
-    And [INTENT-9-metrics-format] the response body contains "intent_bus_intents_total"
-    And [INTENT-9-metrics-format] the response body contains "intent_bus_dead_letters_total"
-    And [INTENT-9-metrics-format] the response body contains "intent_bus_tester_keys_total"
     When an anonymous client sends GET "/metrics"
     Then [INTENT-9-metrics-auth] the response status is one of "401, 403"
     When I send GET "/metrics"
@@ -1084,7 +1106,7 @@ Feature: Intent Protocol v2.1 (seed 004)
     Given the target has an admin token
     And a tester key "alice"
     When alice sends 130 claims within one rate-limit window
-    Then [INTENT-15-rate-limit] at least one was refused with 429 and code "rate_limited"
+    Then [INTENT-15-rate-limit] at least one was refused with 429
     And [INTENT-7.2-too-many-429] at least one was refused with 429 and code "rate_limited"
     And [INTENT-11-code-rate-limited] at least one was refused with 429 and code "rate_limited"
     When the admin sends GET "/admin/dead"
@@ -1164,7 +1186,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
       {"confirm": true}
       """
-    Then [INTENT-8.3-purge-all] the response status is 200
+    Then [INTENT-8.3-purge-all] the response status is one of "2xx"
     When I send GET "/status/{id:A}"
     Then [INTENT-8.3-purge-all] the response status is 404
     And [INTENT-8.3-purge-all] "B" is not in the dead-letter queue

@@ -79,7 +79,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^` + a + ` claims? until intent "(\w+)" is returned$`, Fn: w.claimUntil, Kind: features.Action, Covers: coversClaim},
 		{Pattern: `^I can claim intent "(\w+)" again$`, Fn: func(ctx context.Context, alias string) error { return w.claimUntil(ctx, actorMain, alias) }, Kind: features.Probe},
 		{Pattern: `^the claim returns intent "(\w+)"$`, Fn: w.claimReturned, Kind: features.Gate},
-		{Pattern: `^the claim token is 32 hex characters$`, Fn: w.tokenFormat, Kind: features.Check},
+		{Pattern: `^the claim token is a non-empty string$`, Fn: w.tokenFormat, Kind: features.Check},
 		{Pattern: `^the claim does not return intent "(\w+)"$`, Fn: w.claimNotReturned, Kind: features.Check},
 		{Pattern: `^(\d+) workers claim concurrently$`, Fn: w.claimStorm, Kind: features.Action},
 		{Pattern: `^(\d+) claims returned an intent$`, Fn: w.claimsReturned, Kind: features.Check},
@@ -91,6 +91,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the claim order is by priority desc, run_at, claim_attempts, created_at and id$`, Fn: w.checkSchedule, Kind: features.Check},
 		{Pattern: `^` + a + ` sends (\d+) claims within one rate-limit window$`, Fn: w.rateBurst, Kind: features.Action},
 		{Pattern: `^at least one was refused with 429 and code "([^"]*)"$`, Fn: w.burstRefused, Kind: features.Check},
+		{Pattern: `^at least one was refused with 429$`, Fn: func() error { return w.burstRefused("") }, Kind: features.Check},
 
 		// leases, failures, time
 		{Pattern: `^I fail "(\w+)" (\d+) times$`, Fn: w.failTimes, Kind: features.Action, Covers: coversFail},
@@ -99,13 +100,15 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^"(\w+)" is due$`, Fn: w.due, Kind: features.Action, Covers: coversResult},
 		{Pattern: `^the lease of "(\w+)" ends at least (\d+) protocol seconds from now$`, Fn: w.leaseEndsAfter, Kind: features.Probe},
 		{Pattern: `^(\d+(?:\.\d+)?) protocol seconds pass$`, Fn: w.protocolPass, Kind: features.Action},
-		{Pattern: `^the extension of "(\w+)" was refused or clamped into 10 to 3600 seconds$`, Fn: w.extendRefusedOrClamped, Kind: features.Probe},
+		{Pattern: `^the extension of "(\w+)" by (\d+) seconds was refused, clamped into 10 to 3600 seconds or honoured$`, Fn: w.extendRefusedOrClamped, Kind: features.Probe},
 		{Pattern: `^the intent "(\w+)" expires (\d+) protocol seconds after it was created$`, Fn: w.expiresAfter, Kind: features.Probe},
 
 		// intent state
 		{Pattern: `^the status of "(\w+)" is "(\w+)"$`, Fn: w.statusIs, Kind: features.Probe},
+		{Pattern: `^the claim_attempts of "(\w+)" is (\d+)$`, Fn: w.claimAttemptsIs, Kind: features.Probe},
 		{Pattern: `^"(\w+)" is in the dead-letter queue$`, Fn: func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, true) }, Kind: features.Probe},
 		{Pattern: `^"(\w+)" is not in the dead-letter queue$`, Fn: func(ctx context.Context, alias string) error { return w.inDead(ctx, alias, false) }, Kind: features.Probe},
+		{Pattern: `^the value was stored$`, Fn: w.valueStored, Kind: features.Action, Covers: "INTENT-7.9-kv-get"},
 		{Pattern: `^"(\w+)" is dead$`, Fn: w.isDead, Kind: features.Action, Covers: "INTENT-3.2-fail-dead"},
 		{Pattern: `^the namespace holds (\d+) open intents?$`, Fn: w.namespaceHolds, Kind: features.Probe},
 
@@ -136,11 +139,12 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the response field "([^"]*)" is ((?:"|\{|\[|-?\d|true$|false$|null$).*)$`, Fn: w.fieldIs, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is a number$`, Fn: w.fieldNumber, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is absent or one of "([^"]*)"$`, Fn: w.fieldAbsentOrOneOf, Kind: features.Check},
+		{Pattern: `^the response field "([^"]*)" is one of "([^"]*)" where present$`, Fn: w.fieldOneOfWherePresent, Kind: features.Check},
+		{Pattern: `^the response field "([^"]*)" is absent or a number$`, Fn: w.fieldAbsentOrNumber, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is absent$`, Fn: w.fieldAbsent, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is present$`, Fn: w.fieldPresent, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" matches "([^"]*)"$`, Fn: w.fieldMatches, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" differs from "(\w+)"$`, Fn: w.fieldDiffers, Kind: features.Check},
-		{Pattern: `^the response has the number fields "([^"]*)"$`, Fn: w.numberFields, Kind: features.Check},
 		{Pattern: `^I remember the response as "(\w+)"$`, Fn: w.rememberResponse, Kind: features.Action},
 		{Pattern: `^the response is the same as "(\w+)"$`, Fn: w.sameResponse, Kind: features.Check},
 	}

@@ -296,24 +296,6 @@ func (w *intentWorld) fieldDiffers(path, name string) error {
 	return nil
 }
 
-func (w *intentWorld) numberFields(list string) error {
-	m, err := jsonBody(w.last)
-	if err != nil {
-		return err
-	}
-	var missing []string
-	for _, f := range strings.Split(list, ",") {
-		f = strings.TrimSpace(f)
-		if _, ok := numberField(m, f); !ok {
-			missing = append(missing, f)
-		}
-	}
-	if len(missing) > 0 {
-		return features.Mismatch("numbers in "+list, "missing "+strings.Join(missing, ", ")+": "+features.Describe(w.last))
-	}
-	return nil
-}
-
 func (w *intentWorld) rememberResponse(name string) error {
 	if w.last == nil {
 		return fmt.Errorf("no response to remember")

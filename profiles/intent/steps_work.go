@@ -3,6 +3,7 @@ package intent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -45,8 +46,9 @@ func (w *intentWorld) publishBody(alias, over string) ([]byte, map[string]any, e
 	return b, m, err
 }
 
-// publish publishes intent alias as actor; with check, anything but 201 is a
-// Mismatch.
+// publish publishes intent alias as actor; with check, anything but a 2xx
+// is a Mismatch. §7.2's "201 Created" is a table row without a keyword,
+// judged by INTENT-7.2-created-201 alone: any 2xx stores the intent.
 func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, check bool) error {
 	b, m, err := w.publishBody(alias, over)
 	if err != nil {
@@ -56,9 +58,9 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", alias, err)
 	}
-	if r.Status != http.StatusCreated {
+	if r.Status/100 != 2 {
 		if check {
-			return features.Mismatch("201 Created for intent "+alias, features.Describe(r))
+			return features.Mismatch("a 2xx for the publish of intent "+alias, features.Describe(r))
 		}
 		return nil
 	}
@@ -68,10 +70,16 @@ func (w *intentWorld) publish(ctx context.Context, actor, alias, over string, ch
 	}
 	id, _ := body["id"].(string)
 	if id == "" {
-		return features.Mismatch(`201 {"id": "<hex>", …}`, features.Describe(r))
+		return features.Mismatch(`2xx {"id": "<hex>", …}`, features.Describe(r))
 	}
 	w.register(alias, id, actor)
-	if ns, ok := body["namespace"].(string); ok {
+	w.publishedAt[alias] = time.Now()
+	w.delayOf[alias], _ = m["delay"].(float64)
+	// The namespace is the one sent (publishBody always sends one); the
+	// reply's echo of it is only §7.2's example.
+	if ns, ok := m["namespace"].(string); ok {
+		w.nsOf[alias] = ns
+	} else if ns, ok := body["namespace"].(string); ok {
 		w.nsOf[alias] = ns
 	}
 	w.bases[alias] = defaultBackoffBase
@@ -150,8 +158,10 @@ func (w *intentWorld) sameIDs() error {
 		if r == nil {
 			return features.Mismatch("an answer to every request", fmt.Sprintf("request %d got no response", i))
 		}
-		if r.Status != http.StatusCreated {
-			return features.Mismatch("201 for every duplicate", fmt.Sprintf("request %d: %s", i, features.Describe(r)))
+		// "The same response": the status of the first answer, whatever
+		// 2xx it was (§7.2's 201 is a table row, judged on its own).
+		if r.Status/100 != 2 || r.Status != w.batch[0].Status {
+			return features.Mismatch(fmt.Sprintf("the same 2xx for every duplicate (the first: %d)", w.batch[0].Status), fmt.Sprintf("request %d: %s", i, features.Describe(r)))
 		}
 		m, err := jsonBody(r)
 		if err != nil {
@@ -205,7 +215,7 @@ func (w *intentWorld) publishBatch(ctx context.Context, n int, over func(i int) 
 		}
 		w.batch[i] = r
 		var body map[string]any
-		if json.Unmarshal(r.Body, &body) == nil && r.Status == http.StatusCreated {
+		if json.Unmarshal(r.Body, &body) == nil && r.Status/100 == 2 {
 			if id, ok := body["id"].(string); ok {
 				mu.Lock()
 				w.register(alias, id, actorMain)
@@ -242,8 +252,8 @@ func (w *intentWorld) publishMany(ctx context.Context, n int) error {
 
 func (w *intentWorld) allAccepted() error {
 	for i, r := range w.batch {
-		if r == nil || r.Status != http.StatusCreated {
-			return features.Mismatch(fmt.Sprintf("201 for all %d publishes", len(w.batch)), fmt.Sprintf("publish %d: %s", i+1, features.Describe(r)))
+		if r == nil || r.Status/100 != 2 {
+			return features.Mismatch(fmt.Sprintf("a 2xx for all %d publishes", len(w.batch)), fmt.Sprintf("publish %d: %s", i+1, features.Describe(r)))
 		}
 	}
 	return nil
@@ -266,15 +276,15 @@ func (w *intentWorld) publishPaced(ctx context.Context, actor string, n int) err
 		if err != nil {
 			return err
 		}
-		switch r.Status {
-		case http.StatusCreated:
+		switch {
+		case r.Status/100 == 2:
 			i++
-		case http.StatusTooManyRequests:
+		case r.Status == http.StatusTooManyRequests:
 			if err := w.sleep(ctx, w.protocol(1), "the rate-limit window"); err != nil {
 				return err
 			}
 		default:
-			return features.Mismatch("201 or 429 rate_limited while filling the cap", features.Describe(r))
+			return features.Mismatch("a 2xx or 429 rate_limited while filling the cap", features.Describe(r))
 		}
 	}
 	return nil
@@ -323,6 +333,11 @@ func (w *intentWorld) noteClaim(r *client.Response) (id string) {
 	if tok != "" {
 		w.tokens[alias] = append(w.tokens[alias], tok)
 	}
+	w.claimedAt[alias] = time.Now()
+	w.leaseOf[alias] = 60 // §3.3's default claim_timeout
+	if v, ok := numberField(m, "claim_timeout"); ok && v > 0 {
+		w.leaseOf[alias] = v
+	}
 	return id
 }
 
@@ -370,8 +385,9 @@ func (w *intentWorld) claimUntil(ctx context.Context, actor, alias string) error
 	limit := w.budget() - w.waited
 	// Wait for the run_at the target reports first, so that one claim
 	// usually suffices: polling only covers a target whose run_at is not the
-	// moment the intent becomes claimable (and keeps runs reproducible).
-	if err := w.waitUntil(ctx, alias, "run_at"); err != nil {
+	// moment the intent becomes claimable (and keeps runs reproducible). A
+	// target that shows no run_at is polled from the start.
+	if err := w.waitUntil(ctx, alias, "run_at", nil); err != nil {
 		return err
 	}
 	query := ""
@@ -431,28 +447,16 @@ func (w *intentWorld) claimReturned(alias string) error {
 	return nil
 }
 
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// tokenFormat checks the last claim's token: 16 bytes in hex. The text shows
-// only an example ("<16-byte-hex-string>"), so either case is accepted.
+// tokenFormat checks the last claim's token: a non-empty string. §4.2 types
+// it as a string; its 16 bytes of hex are only the example's placeholder
+// ("<16-byte-hex-string>").
 func (w *intentWorld) tokenFormat() error {
 	m, err := jsonBody(w.last)
 	if err != nil {
 		return err
 	}
-	tok, _ := m["claim_token"].(string)
-	if !isLowerHex(strings.ToLower(tok), 32) {
-		return features.Mismatch("claim_token of 32 hex characters (16 bytes)", features.Describe(w.last))
+	if tok, _ := m["claim_token"].(string); tok == "" {
+		return features.Mismatch("a non-empty string claim_token", features.Describe(w.last))
 	}
 	return nil
 }
@@ -535,8 +539,11 @@ func (w *intentWorld) distinctTokens() error {
 		if r.status != http.StatusOK {
 			continue
 		}
-		if seen[r.token] || !isLowerHex(r.token, 32) {
-			return features.Mismatch("distinct 32-hex claim tokens", fmt.Sprintf("token %q repeated or malformed", r.token))
+		// §4.2 types the token as a string; its hex form is only the
+		// example's placeholder ("<16-byte-hex-string>"), which neither rule
+		// judged here speaks of.
+		if r.token == "" || seen[r.token] {
+			return features.Mismatch("distinct, non-empty claim tokens", fmt.Sprintf("token %q repeated or empty", r.token))
 		}
 		seen[r.token] = true
 	}
@@ -695,9 +702,15 @@ func (w *intentWorld) rateBurst(ctx context.Context, actor string, n int) error 
 	return nil
 }
 
+// burstRefused checks that the burst met a 429 and, unless code is "", that
+// it carried that error code.
 func (w *intentWorld) burstRefused(code string) error {
 	for _, r := range w.batch {
 		if r != nil && r.Status == http.StatusTooManyRequests {
+			if code == "" {
+				w.last = r
+				return nil
+			}
 			got, err := checkErrorShape(r)
 			if err != nil {
 				return err
@@ -734,8 +747,9 @@ func (w *intentWorld) failTimes(ctx context.Context, alias string, n int) error 
 			return err
 		}
 		w.lastFail = [2]time.Time{call, time.Now()}
-		if r.Status != http.StatusOK {
-			return features.Mismatch(fmt.Sprintf("200 for fail %d of %s", i, alias), features.Describe(r))
+		// §7.6's "200 OK | Processed" is a table row without a keyword.
+		if r.Status/100 != 2 {
+			return features.Mismatch(fmt.Sprintf("a 2xx for fail %d of %s", i, alias), features.Describe(r))
 		}
 	}
 	return nil
@@ -765,13 +779,12 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 	if base != "" {
 		fmt.Sscanf(base, "%g", &b)
 	}
-	m, err := w.intentView(ctx, alias)
+	runAt, ok, err := w.intentNumber(ctx, alias, "run_at")
 	if err != nil {
 		return err
 	}
-	runAt, ok := numberField(m, "run_at")
 	if !ok {
-		return features.Mismatch("a numeric run_at", features.Describe(w.last))
+		return features.NotApplicable("the target shows run_at in no reply (/result, admin detail)")
 	}
 	delay := b * math.Pow(2, float64(attempts))
 	const slack = 5 * time.Millisecond
@@ -787,38 +800,66 @@ func (w *intentWorld) backoffWindow(ctx context.Context, alias string, attempts 
 }
 
 // waitUntil sleeps until the target's timestamp field of alias has passed.
-func (w *intentWorld) waitUntil(ctx context.Context, alias, name string) error {
-	m, err := w.intentView(ctx, alias)
+// The text names no reply that must carry the field (§7.7 shows it in an
+// example): when none does, it sleeps until what fallback computes from the
+// protocol's own durations, and returns at once without a fallback.
+func (w *intentWorld) waitUntil(ctx context.Context, alias, name string, fallback func() (time.Time, error)) error {
+	ts, ok, err := w.intentNumber(ctx, alias, name)
 	if err != nil {
 		return err
 	}
-	ts, ok := numberField(m, name)
+	at := unixTime(ts)
 	if !ok {
-		return features.Mismatch("a numeric "+name+" for "+alias, features.Describe(w.last))
+		if fallback == nil {
+			return nil
+		}
+		if at, err = fallback(); err != nil {
+			return err
+		}
 	}
-	d := time.Until(unixTime(ts))
+	d := time.Until(at)
 	if d <= 0 {
 		return nil
 	}
 	return w.sleep(ctx, d+10*time.Millisecond+w.protocol(0.05), name+" of "+alias)
 }
 
+// leaseExpired waits out alias's lease: until its claim_expires_at, or, when
+// the target shows none, claim_timeout (the claim reply's, else §3.3's
+// default 60) after the claim returned.
 func (w *intentWorld) leaseExpired(ctx context.Context, alias string) error {
-	return w.waitUntil(ctx, alias, "claim_expires_at")
+	return w.waitUntil(ctx, alias, "claim_expires_at", func() (time.Time, error) {
+		at, ok := w.claimedAt[alias]
+		if !ok {
+			return time.Time{}, fmt.Errorf("lease of %s: no claim of it in this scenario", alias)
+		}
+		return at.Add(w.protocol(w.leaseOf[alias])), nil
+	})
 }
 
+// due waits until alias is claimable: until its run_at, or, when the target
+// shows none, the delay it was published with after the publish returned.
+// A claimed intent's backoff is not known then: N/A.
 func (w *intentWorld) due(ctx context.Context, alias string) error {
-	return w.waitUntil(ctx, alias, "run_at")
+	return w.waitUntil(ctx, alias, "run_at", func() (time.Time, error) {
+		at, ok := w.publishedAt[alias]
+		if !ok || len(w.tokens[alias]) > 0 {
+			return time.Time{}, features.NotApplicable("the target shows run_at in no reply, and when " + alias + " is due is not known")
+		}
+		return at.Add(w.protocol(w.delayOf[alias])), nil
+	})
 }
 
 func (w *intentWorld) leaseEndsAfter(ctx context.Context, alias string, seconds int) error {
-	m, err := w.intentView(ctx, alias)
+	want := time.Now().Add(w.protocol(float64(seconds)))
+	ts, ok, err := w.intentNumber(ctx, alias, "claim_expires_at")
 	if err != nil {
 		return err
 	}
-	ts, ok := numberField(m, "claim_expires_at")
-	want := time.Now().Add(w.protocol(float64(seconds)))
-	if !ok || unixTime(ts).Before(want) {
+	if !ok {
+		return features.NotApplicable("the target shows claim_expires_at in no reply (/result, admin detail)")
+	}
+	if unixTime(ts).Before(want) {
 		return features.Mismatch(fmt.Sprintf("claim_expires_at after %.3f", float64(want.UnixNano())/1e9), features.Describe(w.last))
 	}
 	return nil
@@ -904,6 +945,77 @@ func (w *intentWorld) namespaceHolds(ctx context.Context, n int) error {
 	}
 	if got != n {
 		return features.Mismatch(fmt.Sprintf("%d open intents in the namespace", n), fmt.Sprintf("%d", got))
+	}
+	return nil
+}
+
+// intentNumber reads the numeric field name of alias from a reply that
+// carries it: GET /result/<id> ("the stored result and full status"), else
+// GET /admin/intents/<id> ("Full intent detail") when the target has an
+// admin token. Neither reply's field list is spelled out by the text, so ok
+// is false, not a failure, when neither carries the field (or answers). The
+// last response is kept as it was.
+func (w *intentWorld) intentNumber(ctx context.Context, alias, name string) (v float64, ok bool, err error) {
+	id, known := w.ids[alias]
+	if !known {
+		return 0, false, fmt.Errorf("no intent %q in this scenario", alias)
+	}
+	keep := w.last
+	defer func() { w.last = keep }()
+	m, err := w.intentView(ctx, alias)
+	switch {
+	case err == nil:
+		if v, ok := numberField(m, name); ok {
+			return v, true, nil
+		}
+	case !errors.As(err, new(*features.MismatchError)):
+		return 0, false, err
+	}
+	if w.env.Target.Credentials[CredentialAdminToken] == "" {
+		return 0, false, nil
+	}
+	m, err = w.adminDetail(ctx, id)
+	switch {
+	case err == nil:
+		v, ok := numberField(m, name)
+		return v, ok, nil
+	case !errors.As(err, new(*features.MismatchError)):
+		return 0, false, err
+	}
+	return 0, false, nil
+}
+
+// claimAttemptsIs judges claim_attempts of alias. §4.2 lists the field, but
+// no sentence names a reply that must carry it (the claim reply shows it in
+// an example only, /status lists no fields): it is read from the last reply
+// when that is alias's claim and carries it, else from /result or the admin
+// detail, and the check is N/A when no reply shows it.
+func (w *intentWorld) claimAttemptsIs(ctx context.Context, alias string, n int) error {
+	want, ok := w.ids[alias]
+	if !ok {
+		return fmt.Errorf("no intent %q in this scenario", alias)
+	}
+	if r := w.last; r != nil && r.Status == http.StatusOK && r.Exchange.Method == http.MethodPost && strings.HasPrefix(r.Exchange.Path, "/claim") {
+		if m, err := jsonBody(r); err == nil {
+			if id, _ := m["id"].(string); id == want {
+				if v, ok := numberField(m, "claim_attempts"); ok {
+					if v != float64(n) {
+						return features.Mismatch(fmt.Sprintf("claim_attempts %d for %s", n, alias), features.Describe(r))
+					}
+					return nil
+				}
+			}
+		}
+	}
+	v, ok, err := w.intentNumber(ctx, alias, "claim_attempts")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return features.NotApplicable("the target shows claim_attempts in no reply (claim, /result, admin detail)")
+	}
+	if v != float64(n) {
+		return features.Mismatch(fmt.Sprintf("claim_attempts %d for %s", n, alias), fmt.Sprintf("claim_attempts %g", v))
 	}
 	return nil
 }

@@ -32,25 +32,29 @@ type intentWorld struct {
 	clients map[string]*client.Client // by actor: "I", tester names, …
 	keys    map[string]string         // tester name -> API key
 
-	ids       map[string]string   // alias -> intent id
-	aliases   map[string]string   // intent id -> alias
-	publisher map[string]string   // alias -> actor that published it
-	nsOf      map[string]string   // alias -> namespace it was published in
-	bases     map[string]float64  // alias -> backoff_base it was published with
-	tokens    map[string][]string // alias -> claim tokens, oldest first
-	header    http.Header         // staged for the next request
-	last      *client.Response    // the last response of a step
-	remember  map[string]*client.Response
-	lastFail  [2]time.Time // call and return of the last /fail
-	waited    time.Duration
-	batch     []*client.Response // results of the last concurrent batch
-	storm     []claimResult      // results of the last concurrent claims
-	claimSeq  []string           // ids, in the order "claim every intent in turn" got them
-	schedule  map[string]schedFields
-	generated string                      // api_key of the last generate_key response
-	mark      int                         // Recorder.Len() when the scenario began
-	sentAt    time.Time                   // when the last request was sent
-	bothWays  map[string]*client.Response // answers of a request signed under each reading
+	ids         map[string]string    // alias -> intent id
+	aliases     map[string]string    // intent id -> alias
+	publisher   map[string]string    // alias -> actor that published it
+	nsOf        map[string]string    // alias -> namespace it was published in
+	bases       map[string]float64   // alias -> backoff_base it was published with
+	tokens      map[string][]string  // alias -> claim tokens, oldest first
+	claimedAt   map[string]time.Time // alias -> when its latest claim returned
+	leaseOf     map[string]float64   // alias -> claim_timeout of its latest claim (protocol s)
+	publishedAt map[string]time.Time // alias -> when its publish returned
+	delayOf     map[string]float64   // alias -> the delay it was published with
+	header      http.Header          // staged for the next request
+	last        *client.Response     // the last response of a step
+	remember    map[string]*client.Response
+	lastFail    [2]time.Time // call and return of the last /fail
+	waited      time.Duration
+	batch       []*client.Response // results of the last concurrent batch
+	storm       []claimResult      // results of the last concurrent claims
+	claimSeq    []string           // ids, in the order "claim every intent in turn" got them
+	schedule    map[string]schedFields
+	generated   string                      // api_key of the last generate_key response
+	mark        int                         // Recorder.Len() when the scenario began
+	sentAt      time.Time                   // when the last request was sent
+	bothWays    map[string]*client.Response // answers of a request signed under each reading
 }
 
 // schedFields are the fields of one intent the selection order depends on.
@@ -85,6 +89,10 @@ func (w *intentWorld) reset() {
 	w.nsOf = map[string]string{}
 	w.bases = map[string]float64{}
 	w.tokens = map[string][]string{}
+	w.claimedAt = map[string]time.Time{}
+	w.leaseOf = map[string]float64{}
+	w.publishedAt = map[string]time.Time{}
+	w.delayOf = map[string]float64{}
 	w.header = nil
 	w.last = nil
 	w.remember = map[string]*client.Response{}
