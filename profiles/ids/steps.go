@@ -1564,14 +1564,18 @@ func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
 			}
 			c.env.ConfirmationToken = c.token
 		}
-		w.env.Sink.LoseReplies(1)
+		// The loss is this command's own: a loss for any key would go to
+		// whichever POST comes next, e.g. the resumer reconciling the
+		// previous command's lost reply, and this command's effect would
+		// never be put to the test.
+		key := c.env.MustKey()
+		w.env.Sink.LoseReplyOf(key)
 		r, err := w.post(ctx, c.env)
 		if err == nil {
 			w.answered(c, r)
 		}
 		// An answer lost on the way back is the target's business: the
 		// effect count decides. Wait for the lost reply to be taken.
-		key := c.env.MustKey()
 		deadline := time.Now().Add(w.env.Budget)
 		for time.Now().Before(deadline) && w.env.Sink.Calls(key) == 0 {
 			features.Sleep(ctx, 20*time.Millisecond)
