@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pingcap/failpoint"
+
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
@@ -145,4 +147,150 @@ func runIDSThrough(t *testing.T, change rewrite, sel []string) *features.RunResu
 		t.Fatal(err)
 	}
 	return res
+}
+
+// runIDSWith certifies the correct IDS server whose sink calls go through
+// sinkProxy (nil: straight to the sink), on the rules sel selects.
+func runIDSWith(t *testing.T, sinkProxy func(next string) http.Handler, reg rewrite, sel []string) *features.RunResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sinkURL := s.URL()
+	if sinkProxy != nil {
+		ps := httptest.NewServer(sinkProxy(sinkURL))
+		defer ps.Close()
+		sinkURL = ps.URL
+	}
+	srv, err := sutids.Open(ctx, sutids.Config{DBPath: filepath.Join(t.TempDir(), "ids.db"), SinkURL: sinkURL,
+		TimeScale: 60, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	if reg != nil {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			inner.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			var doc map[string]any
+			if json.Unmarshal(body, &doc) == nil {
+				reg(r.Method, r.URL.Path, doc)
+				body, _ = json.Marshal(doc)
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.Header().Del("Content-Length")
+			w.WriteHeader(rec.Code)
+			w.Write(body)
+		})
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	suite := Suite()
+	res, err := features.Run(ctx, features.RunConfig{Profile: Name, Rules: spec.RulesFor(Name), Suite: &suite, Seed: 1, Select: sel,
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, TimeScale: 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func verdicts(res *features.RunResult) map[string]string {
+	out := map[string]string{}
+	for _, r := range res.Rules {
+		out[r.RuleID] = string(r.Verdict) + ": " + r.Reason
+	}
+	return out
+}
+
+// TestIDSCommandsWithoutAnExternalEffectPass: the binding never says a
+// mutating command has an external effect (only that every one it has goes
+// to the sink). A server whose provider is not the harness's sink makes no
+// effect there at all; the duplicate rules, the key-input rule and the
+// tenant rule must not fail it for that (issue 18, finding F1). Their
+// violations still fail: the mutants tenant-not-in-key and
+// replay-asks-confirmation (TestIDSProfileKillsMutants).
+func TestIDSCommandsWithoutAnExternalEffectPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	silent := func(next string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				w.Write([]byte(`{"effect_id":"eff_elsewhere"}`))
+				return
+			}
+			http.NotFound(w, r)
+		})
+	}
+	sel := []string{"IDS-V-exactly-once-effects", "IDS-VII.B-key-inputs", "IDS-XV-tenant-scope", "IDS-X-no-reconfirm", "IDS-XIII-6-confirmation"}
+	v := verdicts(runIDSWith(t, silent, nil, sel))
+	for _, id := range sel {
+		if !strings.HasPrefix(v[id], string(verdict.Pass)) {
+			t.Errorf("%s: %s, want PASS for commands with no effect at the sink", id, v[id])
+		}
+	}
+}
+
+// TestIDSRateLimitIsJudgedOnlyAgainstADeclaredLimit: the text sets no
+// threshold, so a registry that declares no duplicate_rate_limit (or one
+// beyond what a scenario sends) leaves IDS-XV-rate-limit N/A, never FAIL
+// (F5). The declared limit of the bundled server is still enforced: the
+// no-rate-limit mutant fails (TestIDSProfileKillsMutants).
+func TestIDSRateLimitIsJudgedOnlyAgainstADeclaredLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	for name, change := range map[string]func(doc map[string]any){
+		"undeclared": func(doc map[string]any) { delete(doc, "duplicate_rate_limit") },
+		"beyond": func(doc map[string]any) {
+			doc["duplicate_rate_limit"] = map[string]any{"max": 100000, "window_seconds": 60}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := func(_, path string, doc map[string]any) {
+				if path == "/registry" {
+					change(doc)
+				}
+			}
+			v := verdicts(runIDSWith(t, nil, reg, []string{"IDS-XV-rate-limit"}))
+			if !strings.HasPrefix(v["IDS-XV-rate-limit"], string(verdict.NA)) {
+				t.Fatalf("IDS-XV-rate-limit: %s, want N/A", v["IDS-XV-rate-limit"])
+			}
+		})
+	}
+}
+
+// TestIDSEvidenceAfterAProcessingFirstDelivery: the binding lets the first
+// delivery be answered 202 (its effect not finished); the harness then
+// resends once the command is terminal, and the evidence holds one item per
+// delivery, the first with outcome_ref null. The XII rules must pass that
+// (F4); their violations still fail (the tampered-evidence cases above and
+// the evidence-as-first-seen mutant).
+func TestIDSEvidenceAfterAProcessingFirstDelivery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	if err := failpoint.Enable(sutids.FailpointAfterEffectBeforeCommit, `1*return("error")`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { failpoint.Disable(sutids.FailpointAfterEffectBeforeCommit) })
+	sel := []string{"IDS-XII-decision", "IDS-XII-executed-or-replayed", "IDS-XII-outcome-ref"}
+	res := runIDSWith(t, nil, nil, sel)
+	v := verdicts(res)
+	for _, id := range sel {
+		if !strings.HasPrefix(v[id], string(verdict.Pass)) {
+			t.Errorf("%s: %s, want PASS after a first delivery answered processing", id, v[id])
+		}
+	}
 }
