@@ -218,3 +218,46 @@ func TestHTTPIdemChecksFailOnATamperedAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPIdemAllowedAlternativesPass: an answer the text allows, though
+// the bundled endpoint gives another, passes the rule (issue 18). Each
+// rule's violation still fails: TestHTTPIdemChecksFailOnATamperedAnswer
+// and the mutants.
+func TestHTTPIdemAllowedAlternativesPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile per case")
+	}
+	cases := []struct {
+		name, variant, rule string
+		change              func(*http.Request, *httptest.ResponseRecorder)
+	}{
+		// §2.7's MUST: "fail the request and return one of the above
+		// errors"; the statuses of those errors are SHOULDs (F13).
+		{"keyless retry refused with 428", "ietf", "IETF-2.7-fail-uncorrected", func(r *http.Request, rec *httptest.ResponseRecorder) {
+			if r.Method == http.MethodPost && rec.Code == 400 {
+				rec.Code = 428
+			}
+		}},
+		// §2.6: the conflict is for a retry sent before the original
+		// completed, however long the answer takes (F14).
+		{"conflict answered after 1.5 s", "ietf", "IETF-2.6-concurrent-conflict", func(r *http.Request, rec *httptest.ResponseRecorder) {
+			if r.Method == http.MethodPost && rec.Code == 409 {
+				time.Sleep(1500 * time.Millisecond)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runHTTPIdemThrough(t, tc.variant, tc.change, []string{tc.rule})
+			for _, r := range res.Rules {
+				if r.RuleID == tc.rule {
+					if r.Verdict != verdict.Pass {
+						t.Fatalf("%s: %s (%s), want PASS", r.RuleID, r.Verdict, r.Reason)
+					}
+					return
+				}
+			}
+			t.Fatalf("%s got no verdict", tc.rule)
+		})
+	}
+}
