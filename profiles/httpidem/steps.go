@@ -40,6 +40,10 @@ type httpRequest struct {
 	key    string
 	caller int
 	first  *client.Response // its first answer
+	// effectsBefore is the sink's total effects when its first retry was
+	// sent (-1 before that): what the retries added is judged against it.
+	effectsBefore int
+	counted       int // what the count read saw at "I count what … created" (-1: not counted)
 }
 
 // httpHeld is a request sent while the effect sink holds every call.
@@ -109,7 +113,11 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: features.Action},
 		{Pattern: `^the effect sink fails the next call$`, Fn: w.sinkFails, Kind: features.Action},
 		{Pattern: `^the first answer to ` + q + ` is a 5xx$`, Fn: w.first5xx, Kind: features.Action},
-		{Pattern: `^the effect sink saw exactly (\d+) effects? in this scenario$`, Fn: w.sinkEffects, Kind: features.Probe},
+		{Pattern: `^the effect sink saw no further effect after the first answer to ` + q + `$`, Fn: w.noFurtherEffect, Kind: features.Probe},
+		{Pattern: `^I count what ` + q + ` created$`, Fn: w.countNow, Kind: features.Action},
+		{Pattern: `^` + q + ` created nothing since it was counted$`, Fn: w.nothingSinceCounted, Kind: features.Probe},
+		{Pattern: `^the endpoint rejected it$`, Fn: w.rejected, Kind: features.Action},
+		{Pattern: `^the last answer has the outcome of the first answer to ` + q + `$`, Fn: w.sameOutcome, Kind: features.Check},
 
 		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: features.Gate},
 		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: features.Gate},
@@ -193,7 +201,7 @@ func (w *httpWorld) newRequest(alias string, caller int, key string) error {
 	if key == "" {
 		key = w.newKey()
 	}
-	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller}
+	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller, effectsBefore: -1, counted: -1}
 	return nil
 }
 
@@ -309,6 +317,9 @@ func (w *httpWorld) send(ctx context.Context, alias, how string) error {
 	req, err := w.request(r, how)
 	if err != nil {
 		return err
+	}
+	if r.first != nil && how == "" && r.effectsBefore < 0 && w.env.Sink != nil {
+		r.effectsBefore = w.env.Sink.TotalEffects()
 	}
 	resp, err := w.do(ctx, req)
 	if err != nil {
@@ -452,14 +463,79 @@ func (w *httpWorld) first5xx(alias string) error {
 	return nil
 }
 
-func (w *httpWorld) sinkEffects(n int) error {
+// noFurtherEffect: the retries of alias made no effect at the sink beyond
+// what there was when the first retry was sent. The binding does not say
+// how many sink calls one request makes (effect_sink is "where idscheck's
+// effect sink listens, if your endpoint calls it"), only the retries are
+// held to none.
+func (w *httpWorld) noFurtherEffect(alias string) error {
 	if w.env.Sink == nil {
 		return features.NotApplicable("counting side effects needs the effect sink (effect_sink in the target file)")
 	}
-	if got := w.env.Sink.TotalEffects() - w.effects0; got != n {
-		return features.Mismatch(fmt.Sprintf("%d side effect(s) at the effect sink in this scenario", n), fmt.Sprint(got))
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.effectsBefore < 0 {
+		return fmt.Errorf("%q was never sent again", alias)
+	}
+	if got := w.env.Sink.TotalEffects() - r.effectsBefore; got != 0 {
+		return features.Mismatch(fmt.Sprintf("no side effect at the effect sink after the first answer to %q", alias), fmt.Sprintf("%d more", got))
 	}
 	return nil
+}
+
+// countNow reads what alias created so far, for nothingSinceCounted; an
+// endpoint without a count read leaves it uncounted (that check is N/A).
+func (w *httpWorld) countNow(ctx context.Context, alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if w.ep.Count == nil {
+		return nil
+	}
+	n, err := w.count(ctx, alias)
+	if err != nil {
+		return err
+	}
+	r.counted = n
+	return nil
+}
+
+func (w *httpWorld) nothingSinceCounted(ctx context.Context, alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.counted < 0 {
+		return features.NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
+	}
+	n, err := w.count(ctx, alias)
+	if err != nil {
+		return err
+	}
+	if n != r.counted {
+		return features.Mismatch(fmt.Sprintf("still %d thing(s) created by %q, as after its first answer", r.counted, alias), fmt.Sprint(n))
+	}
+	return nil
+}
+
+// rejected: the endpoint rejected the request the target file declares
+// invalid, with a 4xx or, as t-0's asynchronous endpoints acknowledge a
+// rejection, with a body that says rejected. One that accepted it was
+// misdescribed: nothing is judged.
+func (w *httpWorld) rejected() error {
+	if w.last != nil && w.last.Status >= 400 && w.last.Status < 500 {
+		return nil
+	}
+	if w.last != nil && w.last.Status >= 200 && w.last.Status < 300 {
+		var doc map[string]any
+		if json.Unmarshal(w.last.Body, &doc) == nil && (doc["rejectionCode"] != nil || doc["rejected"] != nil || doc["status"] == "rejected" || doc["result"] == "rejected") {
+			return nil
+		}
+	}
+	return features.NotApplicable("the endpoint did not reject the request the target file declares invalid (" + w.describeLast() + "): there is no rejection to judge")
 }
 
 // --- answers --------------------------------------------------------------
@@ -528,6 +604,30 @@ func (w *httpWorld) same(a, b *client.Response) string {
 		return fmt.Sprintf("body %s, then %s", features.Clip(a.Body), features.Clip(b.Body))
 	}
 	return ""
+}
+
+// sameOutcome: "the same outcome" of t-0's retry, not the same bytes: the
+// same status and, where the target declares one, the same identifier.
+func (w *httpWorld) sameOutcome(alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.first == nil || w.last == nil {
+		return features.Mismatch("the first answer's outcome again", w.describeLast())
+	}
+	if r.first.Status != w.last.Status {
+		return features.Mismatch(fmt.Sprintf("status %d, as the first answer to %q", r.first.Status, alias), w.describeLast())
+	}
+	if w.ep.ID != "" && r.first.Status < 300 {
+		var x, y map[string]any
+		json.Unmarshal(r.first.Body, &x)
+		json.Unmarshal(w.last.Body, &y)
+		if x[w.ep.ID] == nil || fmt.Sprint(x[w.ep.ID]) != fmt.Sprint(y[w.ep.ID]) {
+			return features.Mismatch(fmt.Sprintf("%s %v, as the first answer to %q", w.ep.ID, x[w.ep.ID], alias), fmt.Sprint(y[w.ep.ID]))
+		}
+	}
+	return nil
 }
 
 func (w *httpWorld) sameAsFirst(alias string) error {
