@@ -130,6 +130,7 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
   Scenario: t0 — keys are scoped to the authenticated caller
     Given the endpoint follows the t0 variant
     And two callers
+    And the endpoint's key is scoped to the caller
     And a request "A"
     And a request "B" of the second caller under the key of "A"
     When I send "A"

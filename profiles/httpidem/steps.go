@@ -96,6 +96,7 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the endpoint requires a key$`, Fn: w.requiresKey, Kind: features.Action},
 		{Pattern: `^the endpoint declares a request it rejects$`, Fn: w.declaresInvalid, Kind: features.Action},
 		{Pattern: `^two callers$`, Fn: w.twoCallers, Kind: features.Action},
+		{Pattern: `^the endpoint's key is scoped to the caller$`, Fn: w.callerScoped, Kind: features.Action},
 		{Pattern: `^a request ` + q + `$`, Fn: func(a string) error { return w.newRequest(a, 0, "") }, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key needs escaping as a String$`, Fn: w.escapedKey, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key is 255 characters long$`, Fn: w.longKey, Kind: features.Action},
@@ -180,6 +181,16 @@ func (w *httpWorld) declaresInvalid() error {
 func (w *httpWorld) twoCallers() error {
 	if len(w.ep.Callers) < 2 {
 		return features.NotApplicable("the target declares fewer than two callers (callers)")
+	}
+	return nil
+}
+
+// callerScoped: t-0 scopes a key to the authenticated caller, except the
+// keys its table makes global (t-0-minted ids, unique by construction):
+// a receiver that deduplicates those across callers follows the table.
+func (w *httpWorld) callerScoped() error {
+	if w.ep.KeyScope == "global" {
+		return features.NotApplicable("the target declares the key global (key_scope), as t-0's table makes its t-0-minted ids: no caller scope to judge")
 	}
 	return nil
 }

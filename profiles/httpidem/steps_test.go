@@ -39,12 +39,12 @@ func runHTTPIdemThrough(t *testing.T, variant string, change func(*http.Request,
 
 func runHTTPIdemWith(t *testing.T, variant, mutant string, change func(*http.Request, *httptest.ResponseRecorder), sel []string) *features.RunResult {
 	t.Helper()
-	return runHTTPIdemSinkVia(t, variant, mutant, change, nil, sel)
+	return runHTTPIdemSinkVia(t, variant, mutant, change, nil, nil, sel)
 }
 
 // runHTTPIdemSinkVia is runHTTPIdemWith whose endpoint reaches the effect
 // sink through sinkProxy (nil: directly).
-func runHTTPIdemSinkVia(t *testing.T, variant, mutant string, change func(*http.Request, *httptest.ResponseRecorder), sinkProxy func(sinkURL string) http.Handler, sel []string) *features.RunResult {
+func runHTTPIdemSinkVia(t *testing.T, variant, mutant string, change func(*http.Request, *httptest.ResponseRecorder), sinkProxy func(sinkURL string) http.Handler, edit func(*Endpoint), sel []string) *features.RunResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -73,8 +73,12 @@ func runHTTPIdemSinkVia(t *testing.T, variant, mutant string, change func(*http.
 	}
 	hs := httptest.NewServer(h)
 	defer hs.Close()
+	ep := BundledEndpoint(variant, callers)
+	if edit != nil {
+		edit(ep)
+	}
 	res, err := Profile().Run(ctx, features.RunConfig{Seed: 1, Select: sel,
-		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, TimeScale: scale, Described: BundledEndpoint(variant, callers)}})
+		Budget: 8 * time.Second, Sink: s, Target: features.Target{BaseURL: hs.URL, TimeScale: scale, Described: ep}})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -330,9 +334,10 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 		rules         []string
 		change        func(*http.Request, *httptest.ResponseRecorder)
 		proxy         func(string) http.Handler
+		edit          func(*Endpoint)
 	}{
-		{"two sink calls per request", "t0", []string{"T0-0-no-further-effect"}, nil, twice},
-		{"two sink calls per request", "stripe", []string{"STRIPE-IDEM-same-result"}, nil, twice},
+		{"two sink calls per request", "t0", []string{"T0-0-no-further-effect"}, nil, twice, nil},
+		{"two sink calls per request", "stripe", []string{"STRIPE-IDEM-same-result"}, nil, twice, nil},
 		// A failed payment recorded in a failed state shows in the count
 		// read; Stripe's text only asks the retry to add nothing (F17).
 		{"a failed request recorded", "stripe", []string{"STRIPE-IDEM-same-result"}, func(r *http.Request, rec *httptest.ResponseRecorder) {
@@ -350,7 +355,7 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 					}
 				}
 			}
-		}, nil},
+		}, nil, nil},
 		// t-0's asynchronous endpoints acknowledge a rejection in the body
 		// (F18).
 		{"a rejection acknowledged with 200", "t0", []string{"T0-REPLAY-accepted-only", "T0-REPLAY-rejection-keeps-key"}, func(r *http.Request, rec *httptest.ResponseRecorder) {
@@ -359,7 +364,7 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 				rec.Body.Reset()
 				rec.Body.WriteString(`{"result":"rejected","rejectionCode":"INVALID_AMOUNT"}`)
 			}
-		}, nil},
+		}, nil, nil},
 		// "the same outcome", not the same bytes: a replay that says when
 		// it was served (F20).
 		{"a replay with a fresh timestamp", "t0", []string{"T0-CAT-same-outcome"}, func(r *http.Request, rec *httptest.ResponseRecorder) {
@@ -372,11 +377,11 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 					rec.Body.Write(b)
 				}
 			}
-		}, nil},
+		}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variant+"/"+tc.name, func(t *testing.T) {
-			res := runHTTPIdemSinkVia(t, tc.variant, "", tc.change, tc.proxy, tc.rules)
+			res := runHTTPIdemSinkVia(t, tc.variant, "", tc.change, tc.proxy, tc.edit, tc.rules)
 			got := map[string]verdict.Verdict{}
 			for _, r := range res.Rules {
 				got[r.RuleID] = r.Verdict
@@ -391,4 +396,30 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHTTPIdemGlobalKeyScope: a t0 endpoint whose key is global (t-0's
+// table makes its t-0-minted ids so) deduplicates it across callers, and
+// T0-KEYS-caller-scope is N/A, not FAIL (F19); the same answers with the
+// default caller scope still fail (TestHTTPIdemChecksFailOnATamperedAnswer).
+func TestHTTPIdemGlobalKeyScope(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile")
+	}
+	shared := func(r *http.Request, rec *httptest.ResponseRecorder) {
+		if r.Method == http.MethodPost && rec.Code == 201 {
+			rec.Body.Reset()
+			rec.Body.WriteString(`{"id":"pay_same","status":"succeeded"}`)
+		}
+	}
+	res := runHTTPIdemSinkVia(t, "t0", "", shared, nil, func(e *Endpoint) { e.KeyScope = "global" }, []string{"T0-KEYS-caller-scope"})
+	for _, r := range res.Rules {
+		if r.RuleID == "T0-KEYS-caller-scope" {
+			if r.Verdict != verdict.NA {
+				t.Fatalf("%s: %s (%s), want N/A for a global key", r.RuleID, r.Verdict, r.Reason)
+			}
+			return
+		}
+	}
+	t.Fatal("T0-KEYS-caller-scope got no verdict")
 }
