@@ -1,7 +1,8 @@
 Feature: ATP — the transaction state machine, signed receipts and the payment rail
   The wire is idscheck's binding (docs/atp-binding.md). Money is counted at the rail the harness
   hosts, so a verdict is about charges, not responses. Every scenario signs its own intents with a
-  fresh agent key, so scenarios never meet. The text has no RFC 2119 keyword: every rule is a SHOULD.
+  fresh agent key, so scenarios never meet. The text has no RFC 2119 keyword: what it states as a
+  guarantee is a MUST (its words are the rule's guarantee); what it only recommends stays a SHOULD.
 
   Background:
     Given the site's configuration and public keys

@@ -181,6 +181,7 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     And the endpoint declares a request it rejects
     And a request "A"
     When I send "A" made invalid
+    And the endpoint rejected it
     And I send "A"
     Then [STRIPE-IDEM-not-saved] the last answer is a 2xx
     And [STRIPE-IDEM-not-saved] "A" created exactly one thing
