@@ -265,6 +265,15 @@ func TestHTTPIdemAllowedAlternativesPass(t *testing.T) {
 				rec.Code = 428
 			}
 		}},
+		// "a link pointing to relevant documentation": a relative
+		// reference in a problem document's type is a link (F21).
+		{"a relative type link", "ietf", "IETF-2.7-missing-400", func(r *http.Request, rec *httptest.ResponseRecorder) {
+			if r.Method == http.MethodPost && rec.Code == 400 {
+				rec.Header().Del("Link")
+				rec.Body.Reset()
+				rec.Body.WriteString(`{"type":"/problems/idempotency-key-missing","title":"Idempotency-Key is missing","status":400}`)
+			}
+		}},
 		// §2.6: the conflict is for a retry sent before the original
 		// completed, however long the answer takes (F14).
 		{"conflict answered after 1.5 s", "ietf", "IETF-2.6-concurrent-conflict", func(r *http.Request, rec *httptest.ResponseRecorder) {
