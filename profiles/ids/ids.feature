@@ -25,8 +25,8 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     When I send "A"
     And the first answer to "A" is an outcome
     And I send "A" again with a new <field>
-    Then [IDS-VII.C-ephemeral-excluded] the last answer is the first answer to "A" again
-    And [IDS-VII.C-ephemeral-excluded] the sink saw at most 1 effect for "A"
+    Then [IDS-VII.C-ephemeral-excluded] the last answer carries the idempotency_key of the first answer to "A"
+    And [IDS-IX.A-no-reexecute] the sink saw at most 1 effect for "A"
 
     Examples:
       | field      |
@@ -40,8 +40,8 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     When I send "A"
     And the first answer to "A" is an outcome
     And I send "A" again with its args members in another order and other whitespace
-    Then [IDS-VII.A-key-derived] the last answer is the first answer to "A" again
-    And [IDS-VII.A-key-derived] the sink saw at most 1 effect for "A"
+    Then [IDS-VII.A-key-derived] the last answer carries the idempotency_key of the first answer to "A"
+    And [IDS-IX.A-no-reexecute] the sink saw at most 1 effect for "A"
 
   Scenario Outline: a command that differs in its <input> is another command
     Given a mutating command "A"
@@ -62,8 +62,9 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     When I send "A"
     And the first answer to "A" is an outcome
     And another actor sends "A" again on behalf of its actor
-    Then [IDS-VII.E-effective-actor] the last answer is no new execution of "A"
-    And [IDS-VII.E-effective-actor] the sink saw at most 1 effect for "A"
+    Then [IDS-VII.E-effective-actor] the last answer carries the idempotency_key of the first answer to "A"
+    And [IDS-IX.A-no-reexecute] the last answer is no new execution of "A"
+    And [IDS-IX.A-no-reexecute] the sink saw at most 1 effect for "A"
 
   # §XIII 1: duplicate deliveries
   Scenario: duplicate deliveries of a mutation do not duplicate its effect
@@ -103,7 +104,7 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     And I send "A" again
     Then [IDS-IX.A-same-outcome, reading replay-form=outcome] the last answer has the status and outcome document of the first answer to "A"
     And [IDS-IX.A-same-outcome, reading replay-form=reference] the last answer has the outcome_ref and command_id of the first answer to "A"
-    And [IDS-IX.A-no-reexecute] the sink saw no effect for "A"
+    And [IDS-IX.A-no-reexecute] the sink saw no new effect for "A" since its first answer
 
   Scenario: an I1 command produces the same effects and outcome when resent
     Given an I1 command "A"

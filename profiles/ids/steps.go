@@ -62,6 +62,8 @@ type idsCommand struct {
 	held     chan *client.Response // the first delivery's answer while the sink holds it
 	baseline int                   // effects its key had before it was sent (a command sent under another's key)
 	answers  []*client.Response    // the answer to every delivery of its envelope, in order
+	dupBase  int                   // the sink's effects for its key when it was first sent again
+	dupSet   bool                  // dupBase was taken
 }
 
 type idsWorld struct {
@@ -159,6 +161,8 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^the answer carries the key the binding derives for ` + q + `$`, Fn: w.keyDerived, Kind: features.Check},
 		{Pattern: `^the answer's key is a digest of at least 256 bits$`, Fn: w.keyLength, Kind: features.Check},
 		{Pattern: `^the answer to ` + q + ` is not an answer to ` + q + `$`, Fn: w.notAnswerTo, Kind: features.Check},
+		{Pattern: `^the last answer carries the idempotency_key of the first answer to ` + q + `$`, Fn: w.sameKey, Kind: features.Gate},
+		{Pattern: `^the sink saw no new effect for ` + q + ` since its first answer$`, Fn: w.noEffectSinceFirst, Kind: features.Check},
 		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: features.Check},
 		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: features.Check},
 		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: features.Check},
@@ -472,6 +476,9 @@ func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope))
 	e.ConfirmationToken = ""
 	if edit != nil {
 		edit(&e)
+	}
+	if c.first != nil && !c.dupSet && w.env.Sink != nil {
+		c.dupBase, c.dupSet = w.env.Sink.Effects(w.sinkKey(c)), true
 	}
 	r, err := w.post(ctx, e)
 	if err != nil {
@@ -918,6 +925,44 @@ func (w *idsWorld) keyLength() error {
 	return nil
 }
 
+// sameKey: the redelivery was derived the key of the first delivery (every
+// answer carries idempotency_key: outcome, processing and 409 alike). The
+// key rules judge the key; what the target does with a duplicate is §IX's.
+func (w *idsWorld) sameKey(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	want := outcomeOf(c.first).IdempotencyKey
+	if want == "" {
+		return features.Mismatch(fmt.Sprintf("an idempotency_key in the first answer to %q", alias), features.Describe(c.first))
+	}
+	if got := outcomeOf(w.last).IdempotencyKey; got != want {
+		return features.Mismatch("idempotency_key "+want+", the key of the first delivery", fmt.Sprintf("%q in %s", got, features.Describe(w.last)))
+	}
+	return nil
+}
+
+// noEffectSinceFirst: the deliveries after the first added no effect at
+// the sink (an effect of the first delivery is no re-execution).
+func (w *idsWorld) noEffectSinceFirst(ctx context.Context, alias string) error {
+	if w.env.Sink == nil {
+		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+	}
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if !c.dupSet {
+		return fmt.Errorf("%w: %q was never sent again", features.ErrRunnerBug, alias)
+	}
+	key := w.sinkKey(c)
+	if n := w.waitEffects(ctx, key, c.dupBase) - c.dupBase; n != 0 {
+		return features.Mismatch(fmt.Sprintf("no effect at the sink for key %s after the first delivery's %d", key, c.dupBase), w.sinkReport(key))
+	}
+	return nil
+}
+
 func (w *idsWorld) notAnswerTo(b, a string) error {
 	cb, err := w.cmd(b)
 	if err != nil {
@@ -1089,10 +1134,7 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 	if err != nil {
 		return err
 	}
-	key := c.env.MustKey()
-	if c.env.IdempotencyKey != "" {
-		key = c.env.IdempotencyKey
-	}
+	key := w.sinkKey(c)
 	n := w.waitEffects(ctx, key, c.baseline+lo) - c.baseline
 	what := "effect(s)"
 	if c.baseline > 0 {
@@ -1130,6 +1172,21 @@ func (w *idsWorld) asManyEffects(ctx context.Context, b, a string) error {
 		return features.Mismatch(fmt.Sprintf("%d effect(s) at the sink for key %s, as many as %q made", na, kb, a), w.sinkReport(kb))
 	}
 	return nil
+}
+
+// sinkKey is the key alias's effects are filed under at the sink: the one
+// the target reported in its first answer (it posts its own key to the
+// sink), else the binding's. Counting under the binding's key when the
+// target uses another would see no effect at all: a re-execution would
+// pass, and a missing key derivation would fail rules about effects.
+func (w *idsWorld) sinkKey(c *idsCommand) string {
+	if c.env.IdempotencyKey != "" {
+		return c.env.IdempotencyKey
+	}
+	if k := outcomeOf(c.first).IdempotencyKey; k != "" {
+		return k
+	}
+	return c.env.MustKey()
 }
 
 func (w *idsWorld) waitEffects(ctx context.Context, key string, lo int) int {
@@ -1253,8 +1310,8 @@ func (w *idsWorld) correlated(alias string) error {
 		return features.Mismatch("an answer", "none")
 	}
 	o := outcomeOf(w.last)
-	if o.CommandID != c.env.CommandID || o.IdempotencyKey != c.env.MustKey() {
-		return features.Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, c.env.MustKey()),
+	if key := w.sinkKey(c); o.CommandID != c.env.CommandID || o.IdempotencyKey != key {
+		return features.Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, key),
 			fmt.Sprintf("command_id %q, idempotency_key %q", o.CommandID, o.IdempotencyKey))
 	}
 	return nil

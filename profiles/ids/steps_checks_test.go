@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,6 +156,21 @@ func runIDSThrough(t *testing.T, change rewrite, sel []string) *features.RunResu
 // sinkProxy (nil: straight to the sink), on the rules sel selects.
 func runIDSWith(t *testing.T, sinkProxy func(next string) http.Handler, reg rewrite, sel []string) *features.RunResult {
 	t.Helper()
+	var edit answerEdit
+	if reg != nil {
+		edit = func(r *http.Request, _ []byte, doc map[string]any) { reg(r.Method, r.URL.Path, doc) }
+	}
+	return runIDSFull(t, "", sinkProxy, edit, sel)
+}
+
+// answerEdit edits one JSON answer, knowing the request and its body.
+type answerEdit func(r *http.Request, reqBody []byte, doc map[string]any)
+
+// runIDSFull certifies the IDS server (mutant "" for the correct one),
+// its sink calls through sinkProxy (nil: straight), its answers edited by
+// edit (nil: as they are).
+func runIDSFull(t *testing.T, mutant string, sinkProxy func(next string) http.Handler, edit answerEdit, sel []string) *features.RunResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, err := sink.Start("127.0.0.1:0")
@@ -167,21 +185,23 @@ func runIDSWith(t *testing.T, sinkProxy func(next string) http.Handler, reg rewr
 		sinkURL = ps.URL
 	}
 	srv, err := sutids.Open(ctx, sutids.Config{DBPath: filepath.Join(t.TempDir(), "ids.db"), SinkURL: sinkURL,
-		TimeScale: 60, Logger: slog.New(slog.DiscardHandler)})
+		TimeScale: 60, Mutant: mutant, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	h := srv.Handler()
-	if reg != nil {
+	if edit != nil {
 		inner := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reqBody, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(reqBody))
 			rec := httptest.NewRecorder()
 			inner.ServeHTTP(rec, r)
 			body := rec.Body.Bytes()
 			var doc map[string]any
 			if json.Unmarshal(body, &doc) == nil {
-				reg(r.Method, r.URL.Path, doc)
+				edit(r, reqBody, doc)
 				body, _ = json.Marshal(doc)
 			}
 			for k, v := range rec.Header() {
@@ -292,5 +312,124 @@ func TestIDSEvidenceAfterAProcessingFirstDelivery(t *testing.T) {
 		if !strings.HasPrefix(v[id], string(verdict.Pass)) {
 			t.Errorf("%s: %s, want PASS after a first delivery answered processing", id, v[id])
 		}
+	}
+}
+
+// TestIDSKeyRulesJudgeTheKey: the key-derivation rules judge the key the
+// answer carries, not the replay (F2): a target that derives the key right
+// but echoes the redelivery's command_id in its replay keeps VII.C; the
+// ephemeral-in-key and effective-actor-ignored mutants still fail them
+// (TestIDSProfileKillsMutants).
+func TestIDSKeyRulesJudgeTheKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	echo := func(r *http.Request, reqBody []byte, doc map[string]any) {
+		if r.Method != http.MethodPost || r.URL.Path != "/commands" {
+			return
+		}
+		var req map[string]any
+		if json.Unmarshal(reqBody, &req) == nil && req["command_id"] != nil && doc["command_id"] != nil {
+			doc["command_id"] = req["command_id"]
+		}
+	}
+	v := verdicts(runIDSFull(t, "", nil, echo, []string{"IDS-VII.C-ephemeral-excluded"}))
+	if got := v["IDS-VII.C-ephemeral-excluded"]; !strings.HasPrefix(got, string(verdict.Pass)) {
+		t.Fatalf("IDS-VII.C-ephemeral-excluded: %s, want PASS", got)
+	}
+}
+
+// TestIDSEffectsAreCountedUnderTheTargetsKey: a target whose key is not
+// the binding's (it posts its own key to the sink) is still caught
+// re-executing (F3): the effects are counted under the key it reported,
+// not found missing under the binding's.
+func TestIDSEffectsAreCountedUnderTheTargetsKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	const prefix = "k2-"
+	// The target's key is "k2-" + the binding's: in its sink calls and in
+	// its answers.
+	rekeySink := func(next string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			path := r.URL.Path
+			var doc map[string]any
+			if r.Method == http.MethodPost && json.Unmarshal(b, &doc) == nil {
+				if k, ok := doc["idempotency_key"].(string); ok {
+					doc["idempotency_key"] = prefix + k
+				}
+				b, _ = json.Marshal(doc)
+			} else if strings.HasPrefix(path, "/effects/") {
+				path = "/effects/" + prefix + strings.TrimPrefix(path, "/effects/")
+			}
+			req, _ := http.NewRequest(r.Method, next+path, bytes.NewReader(b))
+			req.Header = r.Header.Clone()
+			if k := req.Header.Get("Idempotency-Key"); k != "" {
+				req.Header.Set("Idempotency-Key", prefix+k)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			for k, vs := range resp.Header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(resp.StatusCode)
+			io.Copy(w, resp.Body)
+		})
+	}
+	rekeyAnswer := func(r *http.Request, _ []byte, doc map[string]any) {
+		if k, ok := doc["idempotency_key"].(string); ok && r.URL.Path == "/commands" {
+			doc["idempotency_key"] = prefix + k
+		}
+	}
+	v := verdicts(runIDSFull(t, sutids.MutantReplayReexecutes, rekeySink, rekeyAnswer, []string{"IDS-IX.A-no-reexecute"}))
+	if got := v["IDS-IX.A-no-reexecute"]; !strings.HasPrefix(got, string(verdict.Fail)) {
+		t.Fatalf("IDS-IX.A-no-reexecute: %s, want FAIL: the re-execution is filed under the target's own key", got)
+	}
+}
+
+// TestIDSAnEffectOfTheFirstDeliveryIsNoReexecution: under
+// IDS-IX.A-no-reexecute only a duplicate's effect counts (F6): a first
+// delivery refused by the command that still made an effect passes it,
+// since its duplicate adds none. The replay-reexecutes mutant still fails
+// the rule (TestIDSProfileKillsMutants).
+func TestIDSAnEffectOfTheFirstDeliveryIsNoReexecution(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	var sinkURL string
+	through := func(next string) http.Handler {
+		sinkURL = next
+		u, _ := url.Parse(next)
+		return httputil.NewSingleHostReverseProxy(u)
+	}
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	effectOnRefusal := func(r *http.Request, _ []byte, doc map[string]any) {
+		k, _ := doc["idempotency_key"].(string)
+		if r.Method != http.MethodPost || r.URL.Path != "/commands" || doc["status"] != "rejected" || k == "" {
+			return
+		}
+		mu.Lock()
+		first := !seen[k]
+		seen[k] = true
+		mu.Unlock()
+		if first {
+			b, _ := json.Marshal(map[string]any{"tenant_id": "t", "idempotency_key": k, "command_id": doc["command_id"], "command": "audit.refusal", "args": map[string]any{}})
+			if resp, err := http.Post(sinkURL+"/effects", "application/json", bytes.NewReader(b)); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	v := verdicts(runIDSFull(t, "", through, effectOnRefusal, []string{"IDS-IX.A-no-reexecute"}))
+	if got := v["IDS-IX.A-no-reexecute"]; !strings.HasPrefix(got, string(verdict.Pass)) {
+		t.Fatalf("IDS-IX.A-no-reexecute: %s, want PASS", got)
+	}
+	if len(seen) == 0 {
+		t.Fatal("no delivery was refused: the case was not exercised")
 	}
 }
