@@ -77,6 +77,7 @@ type Sink struct {
 	calls    []Call
 	effects  []Effect
 	lose     int           // the next lose POSTs act and drop their reply
+	loseKey  map[string]int // key -> the next POSTs for it that act and drop their reply
 	fail     int           // the next fail POSTs answer 503 without acting
 	lost     int           // replies dropped so far
 	delay    time.Duration // every POST waits this long before answering
@@ -107,7 +108,7 @@ func Start(addr string) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("effect sink: listen on %s: %w", addr, err)
 	}
-	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}}
+	s := &Sink{ln: ln, s1: map[string]bool{}, byKey: map[string][]string{}, holds: map[string]chan struct{}{}, inflight: map[string]int{}, loseKey: map[string]int{}, lostAt: map[string]int{}, answerAt: map[string]int{}}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -154,10 +155,22 @@ func (s *Sink) HonourKeys(commands ...string) {
 }
 
 // LoseReplies makes the next n POSTs act, then drop the connection without
-// an answer.
+// an answer. LoseReplies(0) also clears every LoseReplyOf.
 func (s *Sink) LoseReplies(n int) {
 	s.mu.Lock()
 	s.lose = n
+	if n == 0 {
+		clear(s.loseKey)
+	}
+	s.mu.Unlock()
+}
+
+// LoseReplyOf makes the next POST for key act, then drop the connection
+// without an answer; POSTs for other keys (another command's retry, a
+// resumer reconciling an earlier loss) are answered as usual.
+func (s *Sink) LoseReplyOf(key string) {
+	s.mu.Lock()
+	s.loseKey[key] = 1
 	s.mu.Unlock()
 }
 
@@ -469,7 +482,12 @@ func (s *Sink) post(w http.ResponseWriter, r *http.Request) {
 			s.byKey[c.Key] = append(ids, c.EffectID)
 			s.effects = append(s.effects, Effect{Key: c.Key, Command: c.Command, EffectID: c.EffectID, At: c.At, Tenant: c.Tenant, CommandID: c.CommandID})
 		}
-		if s.lose > 0 {
+		switch {
+		case s.loseKey[c.Key] > 0:
+			s.loseKey[c.Key]--
+			s.lost++
+			c.Lost = true
+		case s.lose > 0:
 			s.lose--
 			s.lost++
 			c.Lost = true

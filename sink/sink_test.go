@@ -193,3 +193,27 @@ func TestFailNext(t *testing.T) {
 		t.Fatalf("%d effects, want 1", s.TotalEffects())
 	}
 }
+
+// TestALostReplyOfOneKeySparesTheOthers: LoseReplyOf drops the next reply
+// for its key only; a POST for another key coming first is answered.
+func TestALostReplyOfOneKeySparesTheOthers(t *testing.T) {
+	s := start(t)
+	s.LoseReplyOf("mine")
+	if st, _, err := post(t, s, "other", "payment.capture", true); err != nil || st != 201 {
+		t.Fatalf("a call for another key: %d %v, want 201", st, err)
+	}
+	if _, _, err := post(t, s, "mine", "refund.issue", false); err == nil {
+		t.Fatal("the call for the key got an answer; its reply should have been lost")
+	}
+	if st, _, err := post(t, s, "mine", "refund.issue", false); err != nil || st != 201 {
+		t.Fatalf("the next call for the key: %d %v, want 201 (one loss only)", st, err)
+	}
+	if s.LostReplies() != 1 || s.Effects("mine") != 2 {
+		t.Fatalf("lost %d effects %d, want 1 and 2", s.LostReplies(), s.Effects("mine"))
+	}
+	s.LoseReplyOf("mine")
+	s.LoseReplies(0)
+	if st, _, err := post(t, s, "mine", "refund.issue", false); err != nil || st != 201 {
+		t.Fatalf("after LoseReplies(0): %d %v, want 201", st, err)
+	}
+}

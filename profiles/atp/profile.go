@@ -8,8 +8,10 @@
 // faults; and the bundled server's serve command (sut/atp).
 //
 // The text carries no RFC 2119 keyword: it states its guarantees in the
-// indicative. The catalog holds a rule to MUST only when its words say MUST,
-// so every ATP rule is a SHOULD (a broken one is NON-STRICT; --strict gates
+// indicative ("is UNIQUE", "returns the existing row verbatim"). Such a
+// rule is a MUST whose Guarantee holds those words, and gates like any
+// MUST; what the text only recommends, permits, or asks of the agent or
+// the operator stays a SHOULD (a broken one is NON-STRICT; --strict gates
 // on it).
 package atp
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,26 +146,6 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs part of the ATP profile per case")
 	}
-	site := ed25519.NewKeyFromSeed(atpSiteSeed)
-	// receipt edits the body of every receipt in a row and signs it again.
-	receipt := func(edit func(body map[string]any)) rewrite {
-		return func(_, _ string, doc map[string]any) {
-			rec, ok := doc["receipt"].(map[string]any)
-			if !ok {
-				return
-			}
-			body, _ := rec["body"].(map[string]any)
-			edit(body)
-			raw, _ := json.Marshal(body)
-			signed, err := SignReceipt(raw, rec["kid"].(string), site)
-			if err != nil {
-				panic(err)
-			}
-			var out map[string]any
-			json.Unmarshal(signed, &out)
-			doc["receipt"] = out
-		}
-	}
 	executes := func(f func(doc map[string]any)) rewrite {
 		return func(method, path string, doc map[string]any) {
 			if method == http.MethodPost && path == PathExecute {
@@ -177,7 +158,12 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 		rule   string
 		change rewrite
 	}{
-		{RuleReceiptAfterSettled, receipt(func(b map[string]any) { b["intent_id"] = "int_someone_else" })},
+		// A receipt shown on a row not yet settled.
+		{RuleReceiptAfterSettled, executes(func(doc map[string]any) {
+			if rec, ok := doc["receipt"].(map[string]any); ok && rec != nil && doc["state"] == StateSettled {
+				doc["state"] = StateExecuted
+			}
+		})},
 		{RuleSignedBySiteKey, func(_, _ string, doc map[string]any) {
 			if rec, ok := doc["receipt"].(map[string]any); ok {
 				rec["kid"] = "no-such-key"
@@ -213,9 +199,10 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 				doc["valid"] = false
 			}
 		}},
+		// A retry's receipt carries another signature.
 		{RuleRetryVerbatim, executes(func(doc map[string]any) {
-			if _, ok := doc["updated_at"]; ok {
-				doc["updated_at"] = FormatTime(time.Unix(n.Add(1), 0))
+			if rec, ok := doc["receipt"].(map[string]any); ok && rec != nil && n.Add(1) > 1 {
+				rec["signature"] = "AAAA"
 			}
 		})},
 	}
@@ -231,6 +218,75 @@ func TestATPChecksFailOnATamperedAnswer(t *testing.T) {
 					t.Fatalf("%s: %s (%s), want it failed", r.RuleID, r.Verdict, r.Reason)
 				}
 				return
+			}
+			t.Fatalf("%s got no verdict", tc.rule)
+		})
+	}
+}
+
+// TestATPAllowedAnswersPass: answers the text allows, though the bundled
+// site gives others, do not fail the rule (issue 18 F8-F10); the tampered
+// cases above show each rule's violation still fails.
+func TestATPAllowedAnswersPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the ATP profile per case")
+	}
+	site := ed25519.NewKeyFromSeed(atpSiteSeed)
+	cases := []struct {
+		name, rule string
+		want       []verdict.Verdict
+		change     rewrite
+	}{
+		// "verbatim — same body, same receipt, same signature": a site
+		// that bumps updated_at on a revisit still returns the row (F10).
+		// The bundled site follows one reading of nonce-same-key: READING.
+		{"updated_at bumped", RuleRetryVerbatim, []verdict.Verdict{verdict.Pass, verdict.Reading}, func(method, path string, doc map[string]any) {
+			if method == http.MethodPost && path == PathExecute {
+				if _, ok := doc["updated_at"]; ok {
+					doc["updated_at"] = FormatTime(time.Now())
+				}
+			}
+		}},
+		// The settlement receipt's members beyond the signature are the
+		// binding's example (F9).
+		{"a receipt without idempotency_key and state", RuleReceiptAfterSettled, []verdict.Verdict{verdict.Pass}, func(_, _ string, doc map[string]any) {
+			rec, ok := doc["receipt"].(map[string]any)
+			if !ok || rec == nil {
+				return
+			}
+			body, _ := rec["body"].(map[string]any)
+			delete(body, "idempotency_key")
+			delete(body, "state")
+			raw, _ := json.Marshal(body)
+			signed, err := SignReceipt(raw, rec["kid"].(string), site)
+			if err != nil {
+				panic(err)
+			}
+			var out map[string]any
+			json.Unmarshal(signed, &out)
+			doc["receipt"] = out
+		}},
+		// A refused authorize carries no receipt: the receipt rule is
+		// blocked by it, never failed (F8).
+		{"authorize refused", RuleNeverSpeculative, []verdict.Verdict{verdict.Blocked}, func(method, path string, doc map[string]any) {
+			if method == http.MethodPost && path == PathAuthorize {
+				for k := range doc {
+					delete(doc, k)
+				}
+				doc["error"] = "refused_for_the_test"
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := certify(t, "", []string{tc.rule}, tc.change)
+			for _, r := range res.Rules {
+				if r.RuleID == tc.rule {
+					if !slices.Contains(tc.want, r.Verdict) {
+						t.Fatalf("%s: %s (%s), want %s", r.RuleID, r.Verdict, r.Reason, tc.want)
+					}
+					return
+				}
 			}
 			t.Fatalf("%s got no verdict", tc.rule)
 		})

@@ -16,12 +16,31 @@ func TestCatalogInvariants(t *testing.T) {
 		t.Error(msg)
 	}
 	per := map[string]int{}
+	// t-0's and Stripe's texts have no RFC 2119 keyword: a MUST of theirs is
+	// a guarantee they state in the indicative, and carries its words
+	// (CheckCatalog holds them to the quote). Stripe's limit on key length
+	// and its permission to remove keys after 24 hours stay SHOULDs.
+	should := map[string]bool{"STRIPE-IDEM-key-255": true, "STRIPE-IDEM-kept-24h": true}
+	guarantees := map[string]int{}
 	for _, r := range rules {
 		per[httpidem.Variant(r)]++
-		// t-0's and Stripe's texts have no RFC 2119 keyword.
-		if httpidem.Variant(r) != httpidem.VariantIETF && r.Level == spec.Must {
-			t.Errorf("%s is a MUST, but its text never says MUST", r.ID)
+		if httpidem.Variant(r) == httpidem.VariantIETF {
+			if r.Guarantee != "" {
+				t.Errorf("%s has a guarantee, but the draft's MUSTs bind", r.ID)
+			}
+			continue
 		}
+		switch {
+		case should[r.ID] && (r.Level != spec.Should || r.Guarantee != ""):
+			t.Errorf("%s is %s (guarantee %q): the text only states a limit or a permission", r.ID, r.Level, r.Guarantee)
+		case !should[r.ID] && (r.Level != spec.Must || r.Guarantee == ""):
+			t.Errorf("%s is %s without a guarantee: the text states it as a guarantee", r.ID, r.Level)
+		case r.Level == spec.Must:
+			guarantees[httpidem.Variant(r)]++
+		}
+	}
+	if guarantees[httpidem.VariantT0] != 8 || guarantees[httpidem.VariantStripe] != 4 {
+		t.Errorf("guarantees %v, want t0 8 and stripe 4", guarantees)
 	}
 	for _, v := range httpidem.Variants() {
 		if per[v] < 6 {

@@ -44,6 +44,12 @@ type Endpoint struct {
 	// headers each request of that caller carries. Two are needed for the
 	// rules on keys scoped to the caller.
 	Callers []Caller `json:"callers,omitempty"`
+	// KeyScope is "caller" (the default: a key is scoped to the
+	// authenticated caller) or "global": a key unique by construction
+	// across callers, as t-0's key table gives its t-0-minted ids
+	// ("paymentIntentId | 5, 6, 7, 14, 15 | t-0 | global"). The rules on
+	// caller scope are N/A for a global key.
+	KeyScope string `json:"key_scope,omitempty"`
 }
 
 // KeyPlace is where the idempotency key travels.
@@ -111,6 +117,9 @@ func (e *Endpoint) Validate() error {
 	}
 	if e.Count != nil && !strings.HasPrefix(e.Count.Path, "/") {
 		bad = append(bad, fmt.Sprintf("count.path %q: want an absolute path", e.Count.Path))
+	}
+	if e.KeyScope != "" && e.KeyScope != "caller" && e.KeyScope != "global" {
+		bad = append(bad, fmt.Sprintf("key_scope %q: want caller or global", e.KeyScope))
 	}
 	if e.KeyTTLSeconds < 0 {
 		bad = append(bad, "key_ttl_seconds: want a number of seconds > 0")

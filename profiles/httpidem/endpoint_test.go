@@ -32,6 +32,7 @@ func TestEndpointValidate(t *testing.T) {
 		"both":    {Variant: "t0", Path: "/p", Body: map[string]any{"a": 1}, KeyFormat: "token", Key: KeyPlace{Header: "K", Body: "k"}},
 		"sf-body": {Variant: "t0", Path: "/p", Body: map[string]any{"a": 1}, KeyFormat: "sf-string", Key: KeyPlace{Body: "k"}},
 		"count":   {Variant: "t0", Path: "/p", Body: map[string]any{"a": 1}, KeyFormat: "token", Count: &CountRead{Path: "/c"}},
+		"scope":   {Variant: "t0", Path: "/p", Body: map[string]any{"a": 1}, KeyFormat: "token", KeyScope: "tenant"},
 	} {
 		if err := e.Validate(); err == nil {
 			t.Errorf("%s: %+v validates", name, e)

@@ -65,6 +65,12 @@ func Rules() []spec.Rule {
 			Quote: quote, Explanation: explanation}
 	}
 	untestable := func(rule spec.Rule, why string) spec.Rule { rule.Untestable = why; return rule }
+	// guarantee makes a rule of a text without RFC 2119 keywords a MUST:
+	// words, verbatim in its quote, are the guarantee the text states.
+	guarantee := func(words string, rule spec.Rule) spec.Rule {
+		rule.Level, rule.Guarantee = spec.Must, words
+		return rule
+	}
 	I, T, S := SourceIETF, SourceT0, SourceStripe
 	return []spec.Rule{
 		// The IETF draft.
@@ -112,50 +118,67 @@ func Rules() []spec.Rule {
 			"On the resource server, implement a unique composite key as the idempotent cache lookup key. For example, a composite key MAY be implemented by combining the idempotency key sent by the client with other client specific attributes known only to the resource server.",
 			"two clients that pick the same key share one result: the second never executes, and sees the first's data"),
 
-		// t-0's receiver rules (seed 002): no RFC 2119 keyword, every rule a SHOULD.
-		r("T0-0-no-further-effect", T, "0", spec.Should,
-			"a repeat with the same key returns the original result and causes no further side effect.",
-			"a retried payment is made twice"),
-		r("T0-KEYS-caller-scope", T, "KEYS", spec.Should,
-			"Each state-changing call carries a designated key, scoped to the authenticated caller:",
-			"two callers that pick the same business key share one result: the second caller's payment never happens"),
-		r("T0-CAT-same-outcome", T, "CAT", spec.Should,
-			"Deduplicate on the business key in the request body; retrying produces the same outcome as the first call.",
-			"a retry of a state-changing call produces another outcome"),
-		r("T0-R1-original-response", T, "R1", spec.Should,
-			"When a request arrives with a key you have already processed, return the stored response — the caller needs the outcome, not a “duplicate” error.",
-			"the caller of a completed request gets a duplicate error instead of its outcome, and the flow strands"),
-		r("T0-R2-wait-in-flight", T, "R2", spec.Should,
-			"If you have not finished the original request when a duplicate arrives, wait for it to complete and return the same response to both. Do not reject the duplicate, and do not return an error.",
-			"a duplicate of a request in flight is rejected (or executed in parallel) instead of waiting for the same response"),
-		r("T0-R3-no-duplicate-error", T, "R3", spec.Should,
-			"A duplicate is a normal retry, not a fault. Returning an error for it breaks the contract and stalls the payment.",
-			"a duplicate is answered with an error"),
-		r("T0-REPLAY-rejection-keeps-key", T, "REPLAY", spec.Should,
-			"A rejection is itself an acknowledgment, so the sender stops retrying — but it never consumes the key: to fix the problem the sender resubmits the same key with corrected fields, which t-0 re-evaluates from scratch.",
-			"a corrected resubmission under the key of a rejected call is refused or answered with the old rejection"),
-		r("T0-REPLAY-accepted-only", T, "REPLAY", spec.Should,
-			"Idempotent replay — returning the original result with no new side effect — applies only to an accepted call; a rejected or declined call commits nothing to replay.",
-			"a rejected call leaves something behind (an effect, or a stored rejection replayed to the corrected call)"),
+		// t-0's receiver rules (seed 002): no RFC 2119 keyword; each states a
+		// guarantee (the three receiver rules are imperatives binding the
+		// receiver: "Both t-0 and every role must hold their side of the
+		// contract"), a MUST whose Guarantee holds its words.
+		guarantee("a repeat with the same key returns the original result and causes no further side effect",
+			r("T0-0-no-further-effect", T, "0", spec.Must,
+				"a repeat with the same key returns the original result and causes no further side effect.",
+				"a retried payment is made twice")),
+		guarantee("scoped to the authenticated caller",
+			r("T0-KEYS-caller-scope", T, "KEYS", spec.Must,
+				"Each state-changing call carries a designated key, scoped to the authenticated caller:",
+				"two callers that pick the same business key share one result: the second caller's payment never happens")),
+		guarantee("retrying produces the same outcome as the first call",
+			r("T0-CAT-same-outcome", T, "CAT", spec.Must,
+				"Deduplicate on the business key in the request body; retrying produces the same outcome as the first call.",
+				"a retry of a state-changing call produces another outcome")),
+		guarantee("return the stored response",
+			r("T0-R1-original-response", T, "R1", spec.Must,
+				"When a request arrives with a key you have already processed, return the stored response — the caller needs the outcome, not a “duplicate” error.",
+				"the caller of a completed request gets a duplicate error instead of its outcome, and the flow strands")),
+		guarantee("wait for it to complete and return the same response to both. Do not reject the duplicate, and do not return an error",
+			r("T0-R2-wait-in-flight", T, "R2", spec.Must,
+				"If you have not finished the original request when a duplicate arrives, wait for it to complete and return the same response to both. Do not reject the duplicate, and do not return an error.",
+				"a duplicate of a request in flight is rejected (or executed in parallel) instead of waiting for the same response")),
+		guarantee("A duplicate is a normal retry, not a fault. Returning an error for it breaks the contract",
+			r("T0-R3-no-duplicate-error", T, "R3", spec.Must,
+				"A duplicate is a normal retry, not a fault. Returning an error for it breaks the contract and stalls the payment.",
+				"a duplicate is answered with an error")),
+		guarantee("it never consumes the key: to fix the problem the sender resubmits the same key with corrected fields, which t-0 re-evaluates from scratch",
+			r("T0-REPLAY-rejection-keeps-key", T, "REPLAY", spec.Must,
+				"A rejection is itself an acknowledgment, so the sender stops retrying — but it never consumes the key: to fix the problem the sender resubmits the same key with corrected fields, which t-0 re-evaluates from scratch.",
+				"a corrected resubmission under the key of a rejected call is refused or answered with the old rejection")),
+		guarantee("a rejected or declined call commits nothing to replay",
+			r("T0-REPLAY-accepted-only", T, "REPLAY", spec.Must,
+				"Idempotent replay — returning the original result with no new side effect — applies only to an accepted call; a rejected or declined call commits nothing to replay.",
+				"a rejected call leaves something behind (an effect, or a stored rejection replayed to the corrected call)")),
 
-		// Stripe's documented conventions: no RFC 2119 keyword, every rule a SHOULD.
-		r("STRIPE-IDEM-same-result", S, "IDEM", spec.Should,
-			"Stripe’s idempotency works by saving the resulting status code and body of the first request made for any given idempotency key, regardless of whether it succeeds or fails. Subsequent requests with the same key return the same result, including 500 errors.",
-			"a retry gets another status or body than the first request, or executes again"),
+		// Stripe's documented conventions: no RFC 2119 keyword; what the page
+		// states as a guarantee is a MUST whose Guarantee holds its words,
+		// a limit or a permission stays a SHOULD.
+		guarantee("saving the resulting status code and body of the first request made for any given idempotency key, regardless of whether it succeeds or fails. Subsequent requests with the same key return the same result, including 500 errors",
+			r("STRIPE-IDEM-same-result", S, "IDEM", spec.Must,
+				"Stripe’s idempotency works by saving the resulting status code and body of the first request made for any given idempotency key, regardless of whether it succeeds or fails. Subsequent requests with the same key return the same result, including 500 errors.",
+				"a retry gets another status or body than the first request, or executes again")),
 		r("STRIPE-IDEM-key-255", S, "IDEM", spec.Should,
 			"Idempotency keys are up to 255 characters long.",
 			"a valid key of up to 255 characters is refused"),
-		r("STRIPE-IDEM-params-compared", S, "IDEM", spec.Should,
-			"The idempotency layer compares incoming parameters to those of the original request and errors if they’re not the same to prevent accidental misuse.",
-			"a key reused with other parameters returns the first result, or executes the second request"),
+		guarantee("compares incoming parameters to those of the original request and errors if they’re not the same",
+			r("STRIPE-IDEM-params-compared", S, "IDEM", spec.Must,
+				"The idempotency layer compares incoming parameters to those of the original request and errors if they’re not the same to prevent accidental misuse.",
+				"a key reused with other parameters returns the first result, or executes the second request")),
 		r("STRIPE-IDEM-kept-24h", S, "IDEM", spec.Should,
 			"You can remove keys from the system automatically after they’re at least 24 hours old.",
 			"a retry within a day of the original executes again"),
-		r("STRIPE-IDEM-not-saved", S, "IDEM", spec.Should,
-			"If incoming parameters fail validation, or the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result because no API endpoint initiates the execution. You can retry these requests.",
-			"a request that failed validation, or met a concurrent one, poisons its key: the corrected retry is refused"),
-		r("STRIPE-IDEM-post-accepts-keys", S, "IDEM", spec.Should,
-			"All POST requests accept idempotency keys.",
-			"a POST with a key is refused because of the key"),
+		guarantee("we don’t save the idempotent result because no API endpoint initiates the execution. You can retry these requests",
+			r("STRIPE-IDEM-not-saved", S, "IDEM", spec.Must,
+				"If incoming parameters fail validation, or the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result because no API endpoint initiates the execution. You can retry these requests.",
+				"a request that failed validation, or met a concurrent one, poisons its key: the corrected retry is refused")),
+		guarantee("All POST requests accept idempotency keys",
+			r("STRIPE-IDEM-post-accepts-keys", S, "IDEM", spec.Must,
+				"All POST requests accept idempotency keys.",
+				"a POST with a key is refused because of the key")),
 	}
 }

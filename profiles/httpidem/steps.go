@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -40,6 +41,10 @@ type httpRequest struct {
 	key    string
 	caller int
 	first  *client.Response // its first answer
+	// effectsBefore is the sink's total effects when its first retry was
+	// sent (-1 before that): what the retries added is judged against it.
+	effectsBefore int
+	counted       int // what the count read saw at "I count what … created" (-1: not counted)
 }
 
 // httpHeld is a request sent while the effect sink holds every call.
@@ -92,6 +97,7 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the endpoint requires a key$`, Fn: w.requiresKey, Kind: features.Action},
 		{Pattern: `^the endpoint declares a request it rejects$`, Fn: w.declaresInvalid, Kind: features.Action},
 		{Pattern: `^two callers$`, Fn: w.twoCallers, Kind: features.Action},
+		{Pattern: `^the endpoint's key is scoped to the caller$`, Fn: w.callerScoped, Kind: features.Action},
 		{Pattern: `^a request ` + q + `$`, Fn: func(a string) error { return w.newRequest(a, 0, "") }, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key needs escaping as a String$`, Fn: w.escapedKey, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key is 255 characters long$`, Fn: w.longKey, Kind: features.Action},
@@ -109,11 +115,16 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: features.Action},
 		{Pattern: `^the effect sink fails the next call$`, Fn: w.sinkFails, Kind: features.Action},
 		{Pattern: `^the first answer to ` + q + ` is a 5xx$`, Fn: w.first5xx, Kind: features.Action},
-		{Pattern: `^the effect sink saw exactly (\d+) effects? in this scenario$`, Fn: w.sinkEffects, Kind: features.Probe},
+		{Pattern: `^the effect sink saw no further effect after the first answer to ` + q + `$`, Fn: w.noFurtherEffect, Kind: features.Probe},
+		{Pattern: `^I count what ` + q + ` created$`, Fn: w.countNow, Kind: features.Action},
+		{Pattern: `^` + q + ` created nothing since it was counted$`, Fn: w.nothingSinceCounted, Kind: features.Probe},
+		{Pattern: `^the endpoint rejected it$`, Fn: w.rejected, Kind: features.Action},
+		{Pattern: `^the last answer has the outcome of the first answer to ` + q + `$`, Fn: w.sameOutcome, Kind: features.Check},
 
 		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: features.Gate},
 		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: features.Gate},
-		{Pattern: `^the last answer is one of the draft's errors: 400, 409 or 422$`, Fn: w.draftError, Kind: features.Gate},
+		{Pattern: `^the endpoint refused it$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx refusal") }, Kind: features.Action},
+		{Pattern: `^the last answer is a 4xx that fails the request$`, Fn: w.failsRequest, Kind: features.Gate},
 		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error { return w.lastIn(409, 409, "409 Conflict, the resource conflict error") }, Kind: features.Gate},
 		{Pattern: `^the last answer is 409 with a problem description$`, Fn: w.problem409, Kind: features.Check},
 		{Pattern: `^the last answer is (400|422) with a link to documentation$`, Fn: w.withLink, Kind: features.Check},
@@ -123,6 +134,7 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the duplicate was answered after the release, with the status and body of the first answer to ` + q + `$`, Fn: w.dupWaited, Kind: features.Check},
 		{Pattern: `^the duplicate's answer is a 2xx$`, Fn: w.dupIs2xx, Kind: features.Check},
 		{Pattern: `^` + q + ` created exactly one thing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 1) }, Kind: features.Probe},
+		{Pattern: `^` + q + ` created at most one thing$`, Fn: func(ctx context.Context, a string) error { return w.createdAtMost(ctx, a, 1) }, Kind: features.Probe},
 		{Pattern: `^` + q + ` created nothing$`, Fn: func(ctx context.Context, a string) error { return w.created(ctx, a, 0) }, Kind: features.Probe},
 	}
 }
@@ -174,6 +186,16 @@ func (w *httpWorld) twoCallers() error {
 	return nil
 }
 
+// callerScoped: t-0 scopes a key to the authenticated caller, except the
+// keys its table makes global (t-0-minted ids, unique by construction):
+// a receiver that deduplicates those across callers follows the table.
+func (w *httpWorld) callerScoped() error {
+	if w.ep.KeyScope == "global" {
+		return features.NotApplicable("the target declares the key global (key_scope), as t-0's table makes its t-0-minted ids: no caller scope to judge")
+	}
+	return nil
+}
+
 func (w *httpWorld) fresh() string {
 	w.n++
 	return fmt.Sprintf("%s-%x-%d", w.run, w.env.Rand.Uint32(), w.n)
@@ -191,7 +213,7 @@ func (w *httpWorld) newRequest(alias string, caller int, key string) error {
 	if key == "" {
 		key = w.newKey()
 	}
-	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller}
+	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller, effectsBefore: -1, counted: -1}
 	return nil
 }
 
@@ -308,6 +330,9 @@ func (w *httpWorld) send(ctx context.Context, alias, how string) error {
 	if err != nil {
 		return err
 	}
+	if r.first != nil && how == "" && r.effectsBefore < 0 && w.env.Sink != nil {
+		r.effectsBefore = w.env.Sink.TotalEffects()
+	}
 	resp, err := w.do(ctx, req)
 	if err != nil {
 		return err
@@ -364,7 +389,7 @@ func (w *httpWorld) async(ctx context.Context, req client.Request) *httpHeld {
 
 // sendDuplicate sends alias again while the first is held; it keeps the
 // answer when one comes within a second (a target that waits answers
-// after the release).
+// after the release, and releaseHeld makes that answer the last one).
 func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
 	r, err := w.req(alias)
 	if err != nil {
@@ -399,6 +424,11 @@ func (w *httpWorld) releaseHeld(ctx context.Context) error {
 			h.answered = time.Now()
 		case <-time.After(w.env.Budget):
 		}
+	}
+	// The duplicate's answer, whenever it came, is the last answer: a
+	// server that waits before it answers the conflict still answers it.
+	if w.dup != nil {
+		w.last = w.dup.answer
 	}
 	if w.first != nil && w.first.answer != nil {
 		for _, r := range w.reqs {
@@ -445,21 +475,86 @@ func (w *httpWorld) first5xx(alias string) error {
 	return nil
 }
 
-func (w *httpWorld) sinkEffects(n int) error {
+// noFurtherEffect: the retries of alias made no effect at the sink beyond
+// what there was when the first retry was sent. The binding does not say
+// how many sink calls one request makes (effect_sink is "where idscheck's
+// effect sink listens, if your endpoint calls it"), only the retries are
+// held to none.
+func (w *httpWorld) noFurtherEffect(alias string) error {
 	if w.env.Sink == nil {
 		return features.NotApplicable("counting side effects needs the effect sink (effect_sink in the target file)")
 	}
-	if got := w.env.Sink.TotalEffects() - w.effects0; got != n {
-		return features.Mismatch(fmt.Sprintf("%d side effect(s) at the effect sink in this scenario", n), fmt.Sprint(got))
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.effectsBefore < 0 {
+		return fmt.Errorf("%q was never sent again", alias)
+	}
+	if got := w.env.Sink.TotalEffects() - r.effectsBefore; got != 0 {
+		return features.Mismatch(fmt.Sprintf("no side effect at the effect sink after the first answer to %q", alias), fmt.Sprintf("%d more", got))
 	}
 	return nil
+}
+
+// countNow reads what alias created so far, for nothingSinceCounted; an
+// endpoint without a count read leaves it uncounted (that check is N/A).
+func (w *httpWorld) countNow(ctx context.Context, alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if w.ep.Count == nil {
+		return nil
+	}
+	n, err := w.count(ctx, alias)
+	if err != nil {
+		return err
+	}
+	r.counted = n
+	return nil
+}
+
+func (w *httpWorld) nothingSinceCounted(ctx context.Context, alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.counted < 0 {
+		return features.NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
+	}
+	n, err := w.count(ctx, alias)
+	if err != nil {
+		return err
+	}
+	if n != r.counted {
+		return features.Mismatch(fmt.Sprintf("still %d thing(s) created by %q, as after its first answer", r.counted, alias), fmt.Sprint(n))
+	}
+	return nil
+}
+
+// rejected: the endpoint rejected the request the target file declares
+// invalid, with a 4xx or, as t-0's asynchronous endpoints acknowledge a
+// rejection, with a body that says rejected. One that accepted it was
+// misdescribed: nothing is judged.
+func (w *httpWorld) rejected() error {
+	if w.last != nil && w.last.Status >= 400 && w.last.Status < 500 {
+		return nil
+	}
+	if w.last != nil && w.last.Status >= 200 && w.last.Status < 300 {
+		var doc map[string]any
+		if json.Unmarshal(w.last.Body, &doc) == nil && (doc["rejectionCode"] != nil || doc["rejected"] != nil || doc["status"] == "rejected" || doc["result"] == "rejected") {
+			return nil
+		}
+	}
+	return features.NotApplicable("the endpoint did not reject the request the target file declares invalid (" + w.describeLast() + "): there is no rejection to judge")
 }
 
 // --- answers --------------------------------------------------------------
 
 func (w *httpWorld) describeLast() string {
 	if w.last == nil {
-		return "no answer while the original was in flight"
+		return "no answer within the budget"
 	}
 	return fmt.Sprintf("%d %s", w.last.Status, features.Clip(w.last.Body))
 }
@@ -471,13 +566,13 @@ func (w *httpWorld) lastIn(lo, hi int, want string) error {
 	return nil
 }
 
-// draftError: §2.7 "the resource server MUST fail the request and return
-// one of the above errors" names three; any of them holds.
-func (w *httpWorld) draftError() error {
-	if w.last != nil && (w.last.Status == 400 || w.last.Status == 409 || w.last.Status == 422) {
-		return nil
-	}
-	return features.Mismatch("one of the errors of §2.7 (400, 409 or 422)", w.describeLast())
+// failsRequest: §2.7 "the resource server MUST fail the request and
+// return one of the above errors". The statuses of those errors are
+// SHOULDs ("SHOULD reply with an HTTP 400", "… 422"), so the MUST holds
+// for any client error that fails the request; the exact codes are judged
+// under IETF-2.7-missing-400 and IETF-2.7-mismatch-422.
+func (w *httpWorld) failsRequest() error {
+	return w.lastIn(400, 499, "a 4xx that fails the request (the MUST names the errors of §2.7, whose statuses are SHOULDs)")
 }
 
 func (w *httpWorld) problem409() error {
@@ -496,10 +591,33 @@ func (w *httpWorld) withLink(code int) error {
 		return err
 	}
 	link := strings.Join(w.last.Header.Values("Link"), ", ")
-	if strings.Contains(link, `rel="describedby"`) || bytes.Contains(w.last.Body, []byte("http://")) || bytes.Contains(w.last.Body, []byte("https://")) {
+	if strings.Contains(link, `rel="describedby"`) || bytes.Contains(w.last.Body, []byte("http://")) || bytes.Contains(w.last.Body, []byte("https://")) || docReference(w.last.Body) {
 		return nil
 	}
 	return features.Mismatch(fmt.Sprintf("%d with a link to documentation (in the body, or a Link header rel=\"describedby\")", code), w.describeLast()+" Link: "+link)
+}
+
+// docReference: a JSON body whose member naming documentation (a problem
+// document's "type", or "href", "link", or a member named for docs or
+// help) is a URI reference: a relative one ("/problems/key-missing") is a
+// link too. RFC 9457's "about:blank" points at no documentation.
+func docReference(body []byte) bool {
+	var doc map[string]any
+	if json.Unmarshal(body, &doc) != nil {
+		return false
+	}
+	for k, v := range doc {
+		s, ok := v.(string)
+		name := strings.ToLower(k)
+		if !ok || s == "" || s == "about:blank" || !(name == "type" || name == "href" || name == "link" || strings.Contains(name, "doc") || strings.Contains(name, "help")) {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err == nil && (u.Scheme == "http" || u.Scheme == "https" || (u.Scheme == "" && strings.Contains(u.Path, "/"))) {
+			return true
+		}
+	}
+	return false
 }
 
 // same says how two answers differ as results ("" when they are the same
@@ -521,6 +639,30 @@ func (w *httpWorld) same(a, b *client.Response) string {
 		return fmt.Sprintf("body %s, then %s", features.Clip(a.Body), features.Clip(b.Body))
 	}
 	return ""
+}
+
+// sameOutcome: "the same outcome" of t-0's retry, not the same bytes: the
+// same status and, where the target declares one, the same identifier.
+func (w *httpWorld) sameOutcome(alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.first == nil || w.last == nil {
+		return features.Mismatch("the first answer's outcome again", w.describeLast())
+	}
+	if r.first.Status != w.last.Status {
+		return features.Mismatch(fmt.Sprintf("status %d, as the first answer to %q", r.first.Status, alias), w.describeLast())
+	}
+	if w.ep.ID != "" && r.first.Status < 300 {
+		var x, y map[string]any
+		json.Unmarshal(r.first.Body, &x)
+		json.Unmarshal(w.last.Body, &y)
+		if x[w.ep.ID] == nil || fmt.Sprint(x[w.ep.ID]) != fmt.Sprint(y[w.ep.ID]) {
+			return features.Mismatch(fmt.Sprintf("%s %v, as the first answer to %q", w.ep.ID, x[w.ep.ID], alias), fmt.Sprint(y[w.ep.ID]))
+		}
+	}
+	return nil
 }
 
 func (w *httpWorld) sameAsFirst(alias string) error {
@@ -589,15 +731,41 @@ func (w *httpWorld) dupIs2xx() error {
 	return nil
 }
 
-// created counts what alias's logical request created, with the declared
-// count read.
-func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
-	r, err := w.req(alias)
+// createdAtMost: alias's logical request created no more than max things
+// (fewer is another rule's business).
+func (w *httpWorld) createdAtMost(ctx context.Context, alias string, max int) error {
+	n, err := w.count(ctx, alias)
 	if err != nil {
 		return err
 	}
+	if n > max {
+		return features.Mismatch(fmt.Sprintf("at most %d thing(s) created by %q", max, alias), fmt.Sprint(n))
+	}
+	return nil
+}
+
+// created counts what alias's logical request created, with the declared
+// count read.
+func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
+	n, err := w.count(ctx, alias)
+	if err != nil {
+		return err
+	}
+	if n != want {
+		return features.Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprint(n))
+	}
+	return nil
+}
+
+// count reads, with the declared count read, how many things alias's
+// logical request created.
+func (w *httpWorld) count(ctx context.Context, alias string) (int, error) {
+	r, err := w.req(alias)
+	if err != nil {
+		return 0, err
+	}
 	if w.ep.Count == nil {
-		return features.NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
+		return 0, features.NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
 	}
 	h := http.Header{}
 	if r.caller < len(w.ep.Callers) {
@@ -607,11 +775,11 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	}
 	resp, err := w.do(ctx, client.Request{Method: http.MethodGet, Path: strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", r.unique), Header: h})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var doc any
 	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &doc) != nil {
-		return fmt.Errorf("the count read answered %d %s", resp.Status, features.Clip(resp.Body))
+		return 0, fmt.Errorf("the count read answered %d %s", resp.Status, features.Clip(resp.Body))
 	}
 	if w.ep.Count.Items != "" {
 		m, _ := doc.(map[string]any)
@@ -619,10 +787,7 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	}
 	items, ok := doc.([]any)
 	if !ok {
-		return fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, features.Clip(resp.Body))
+		return 0, fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, features.Clip(resp.Body))
 	}
-	if len(items) != want {
-		return features.Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprintf("%d: %s", len(items), features.Clip(resp.Body)))
-	}
-	return nil
+	return len(items), nil
 }

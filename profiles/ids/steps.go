@@ -61,6 +61,9 @@ type idsCommand struct {
 	token    string
 	held     chan *client.Response // the first delivery's answer while the sink holds it
 	baseline int                   // effects its key had before it was sent (a command sent under another's key)
+	answers  []*client.Response    // the answer to every delivery of its envelope, in order
+	dupBase  int                   // the sink's effects for its key when it was first sent again
+	dupSet   bool                  // dupBase was taken
 }
 
 type idsWorld struct {
@@ -76,12 +79,13 @@ type idsWorld struct {
 	n         int    // fresh names drawn in this scenario
 	lastAlias string // the command of the last answer
 
-	candidates []RegistryEntry // commands that may call the sink while they execute
-	heldCalls  int             // sink calls for the held key when the duplicate was answered
-	pending    chan *client.Response
-	releases   []func()
-	refused    *client.Response // the duplicate the rate limit refused
-	i3         []string         // aliases of the I3 commands sent while the sink lost a reply
+	candidates  []RegistryEntry // commands that may call the sink while they execute
+	heldCalls   int             // sink calls for the held key when the duplicate was answered
+	pending     chan *client.Response
+	releases    []func()
+	refused     *client.Response // the duplicate the rate limit refused
+	rateElapsed time.Duration    // how long sendUntilRefused took
+	i3          []string         // aliases of the I3 commands sent while the sink lost a reply
 }
 
 func (w *idsWorld) reset() {
@@ -157,6 +161,8 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^the answer carries the key the binding derives for ` + q + `$`, Fn: w.keyDerived, Kind: features.Check},
 		{Pattern: `^the answer's key is a digest of at least 256 bits$`, Fn: w.keyLength, Kind: features.Check},
 		{Pattern: `^the answer to ` + q + ` is not an answer to ` + q + `$`, Fn: w.notAnswerTo, Kind: features.Check},
+		{Pattern: `^the last answer carries the idempotency_key of the first answer to ` + q + `$`, Fn: w.sameKey, Kind: features.Gate},
+		{Pattern: `^the sink saw no new effect for ` + q + ` since its first answer$`, Fn: w.noEffectSinceFirst, Kind: features.Check},
 		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: features.Check},
 		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: features.Check},
 		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: features.Check},
@@ -168,6 +174,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^the sink saw at most 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 1) }, Kind: features.Check},
 		{Pattern: `^the sink saw exactly 1 effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 1, 1) }, Kind: features.Check},
 		{Pattern: `^the sink saw no effect for ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.effects(ctx, a, 0, 0) }, Kind: features.Check},
+		{Pattern: `^the sink saw as many effects for ` + q + ` as for ` + q + `$`, Fn: w.asManyEffects, Kind: features.Check},
 
 		// in progress
 		{Pattern: `^I send ` + q + ` and the sink holds its effect$`, Fn: w.sendHeld, Kind: features.Action, Covers: coversInProgress},
@@ -184,8 +191,8 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^I read the evidence of ` + q + `$`, Fn: w.readEvidence, Kind: features.Action, Covers: coversEvidence},
 		{Pattern: `^the evidence of ` + q + ` records the conflict with the fingerprints of ` + q + ` and ` + q + `$`, Fn: w.conflictFingerprints, Kind: features.Check},
 		{Pattern: `^the evidence of ` + q + ` records the conflict$`, Fn: w.conflictRecorded, Kind: features.Check},
-		{Pattern: `^the evidence of ` + q + ` is first_seen then duplicate_replayed$`, Fn: w.evidenceDecisions, Kind: features.Check},
-		{Pattern: `^the evidence of ` + q + ` says the first was executed and the second replayed$`, Fn: w.evidenceExecuted, Kind: features.Check},
+		{Pattern: `^the evidence of ` + q + ` is first_seen then duplicate_replayed for every later delivery$`, Fn: w.evidenceDecisions, Kind: features.Check},
+		{Pattern: `^the evidence of ` + q + ` says the first was executed and every later one replayed$`, Fn: w.evidenceExecuted, Kind: features.Check},
 		{Pattern: `^every evidence item of ` + q + ` carries its original command_id and key$`, Fn: w.evidenceIDs, Kind: features.Check},
 		{Pattern: `^every evidence item of ` + q + ` carries the outcome_ref of the first answer$`, Fn: w.evidenceOutcomeRef, Kind: features.Check},
 
@@ -470,6 +477,9 @@ func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope))
 	if edit != nil {
 		edit(&e)
 	}
+	if c.first != nil && !c.dupSet && w.env.Sink != nil {
+		c.dupBase, c.dupSet = w.env.Sink.Effects(w.sinkKey(c)), true
+	}
 	r, err := w.post(ctx, e)
 	if err != nil {
 		return err
@@ -481,6 +491,7 @@ func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope))
 
 func (w *idsWorld) answered(c *idsCommand, r *client.Response) {
 	w.last = r
+	c.answers = append(c.answers, r)
 	if c.first == nil {
 		c.first = r
 	}
@@ -688,6 +699,7 @@ func (w *idsWorld) firstIsOutcome(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
+	c.answers = append(c.answers, r)
 	if !isOutcome(r) {
 		return features.Mismatch("an outcome once the status URL said the command ended", features.Describe(r))
 	}
@@ -725,26 +737,72 @@ func (w *idsWorld) firstHasPrivate(ctx context.Context, alias string) error {
 	return features.NotApplicable("no command's outcome has result.private: nothing to leak")
 }
 
+// rateSenders is how many duplicates sendUntilRefused has in flight at
+// once: the declared limit counts duplicates within a window, so they are
+// sent fast enough to fall in one window as the target runs it.
+const rateSenders = 8
+
+// rateCap bounds the duplicates one scenario sends; a declared limit above
+// it is not judged.
+const rateCap = 5000
+
+// sendUntilRefused sends the declared max duplicates and 50 more, rateSenders
+// at a time, until one is refused with a 4xx. The text sets no threshold:
+// without a declared duplicate_rate_limit there is nothing to judge.
 func (w *idsWorld) sendUntilRefused(ctx context.Context, alias string) error {
-	limit := 250
-	if w.reg.DuplicateRateLimit != nil && w.reg.DuplicateRateLimit.Max > 0 {
-		limit = min(w.reg.DuplicateRateLimit.Max, 1000)
+	rl := w.reg.DuplicateRateLimit
+	if rl == nil || rl.Max <= 0 {
+		return features.NotApplicable("the registry declares no duplicate_rate_limit: the text sets no threshold to judge")
+	}
+	if rl.Max+50 > rateCap {
+		return features.NotApplicable(fmt.Sprintf("the declared limit %d is beyond the %d duplicates a scenario sends", rl.Max, rateCap))
 	}
 	c, err := w.cmd(alias)
 	if err != nil {
 		return err
 	}
-	for i := 0; i < limit+50; i++ {
-		r, err := w.post(ctx, c.env)
-		if err != nil {
-			return err
+	n := rl.Max + 50
+	start := time.Now()
+	var mu sync.Mutex
+	var firstErr error
+	sent := 0
+	next := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if sent >= n || w.refused != nil || firstErr != nil {
+			return false
 		}
-		w.last = r
-		if r.Status >= 400 && r.Status < 500 {
-			w.refused = r
-			return nil
-		}
+		sent++
+		return true
 	}
+	var wg sync.WaitGroup
+	for range rateSenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next() {
+				r, err := w.post(ctx, c.env)
+				mu.Lock()
+				switch {
+				case err != nil:
+					if firstErr == nil {
+						firstErr = err
+					}
+				default:
+					w.last = r
+					if r.Status >= 400 && r.Status < 500 && w.refused == nil {
+						w.refused = r
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	w.rateElapsed = time.Since(start)
 	return nil
 }
 
@@ -863,6 +921,44 @@ func (w *idsWorld) keyLength() error {
 	k := outcomeOf(w.last).IdempotencyKey
 	if len(k) < 64 || strings.Trim(strings.ToLower(k), "0123456789abcdef") != "" {
 		return features.Mismatch("a hex digest of at least 64 digits (256 bits)", fmt.Sprintf("%q", k))
+	}
+	return nil
+}
+
+// sameKey: the redelivery was derived the key of the first delivery (every
+// answer carries idempotency_key: outcome, processing and 409 alike). The
+// key rules judge the key; what the target does with a duplicate is §IX's.
+func (w *idsWorld) sameKey(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	want := outcomeOf(c.first).IdempotencyKey
+	if want == "" {
+		return features.Mismatch(fmt.Sprintf("an idempotency_key in the first answer to %q", alias), features.Describe(c.first))
+	}
+	if got := outcomeOf(w.last).IdempotencyKey; got != want {
+		return features.Mismatch("idempotency_key "+want+", the key of the first delivery", fmt.Sprintf("%q in %s", got, features.Describe(w.last)))
+	}
+	return nil
+}
+
+// noEffectSinceFirst: the deliveries after the first added no effect at
+// the sink (an effect of the first delivery is no re-execution).
+func (w *idsWorld) noEffectSinceFirst(ctx context.Context, alias string) error {
+	if w.env.Sink == nil {
+		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+	}
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if !c.dupSet {
+		return fmt.Errorf("%w: %q was never sent again", features.ErrRunnerBug, alias)
+	}
+	key := w.sinkKey(c)
+	if n := w.waitEffects(ctx, key, c.dupBase) - c.dupBase; n != 0 {
+		return features.Mismatch(fmt.Sprintf("no effect at the sink for key %s after the first delivery's %d", key, c.dupBase), w.sinkReport(key))
 	}
 	return nil
 }
@@ -1005,14 +1101,20 @@ func leaves(v any) []string {
 }
 
 func (w *idsWorld) wasRefused(string) error {
-	if w.refused == nil {
-		n := "250 (none declared)"
-		if w.reg.DuplicateRateLimit != nil {
-			n = fmt.Sprint(w.reg.DuplicateRateLimit.Max)
-		}
-		return features.Mismatch("a 4xx for some duplicate past the limit "+n, "every duplicate answered: "+features.Describe(w.last))
+	if w.refused != nil {
+		return nil
 	}
-	return nil
+	rl := w.reg.DuplicateRateLimit
+	if rl == nil {
+		return features.NotApplicable("the registry declares no duplicate_rate_limit")
+	}
+	if rl.WindowSeconds > 0 {
+		if win := w.env.Scaled(time.Duration(rl.WindowSeconds * float64(time.Second))); w.rateElapsed > win {
+			return features.NotApplicable(fmt.Sprintf("the %d duplicates took %s, longer than the declared window as the target runs it (%s): the limit was never exceeded within one window",
+				rl.Max+50, w.rateElapsed.Round(time.Millisecond), win))
+		}
+	}
+	return features.Mismatch(fmt.Sprintf("a 4xx for some duplicate past the declared limit %d", rl.Max), "every duplicate answered: "+features.Describe(w.last))
 }
 
 // --- the effect sink ------------------------------------------------------
@@ -1032,10 +1134,7 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 	if err != nil {
 		return err
 	}
-	key := c.env.MustKey()
-	if c.env.IdempotencyKey != "" {
-		key = c.env.IdempotencyKey
-	}
+	key := w.sinkKey(c)
 	n := w.waitEffects(ctx, key, c.baseline+lo) - c.baseline
 	what := "effect(s)"
 	if c.baseline > 0 {
@@ -1048,6 +1147,46 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 		return features.Mismatch(fmt.Sprintf("%d %s at the sink for key %s within %s", lo, what, key, w.env.Budget), w.sinkReport(key))
 	}
 	return nil
+}
+
+// asManyEffects checks that b, a command of its own, made as many effects
+// at the sink as a: the binding does not say a command has an external
+// effect at all, only that every one it has goes to the sink, so b is
+// held to what a, the same command with one input changed, did.
+func (w *idsWorld) asManyEffects(ctx context.Context, b, a string) error {
+	if w.env.Sink == nil {
+		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
+	}
+	ca, err := w.cmd(a)
+	if err != nil {
+		return err
+	}
+	cb, err := w.cmd(b)
+	if err != nil {
+		return err
+	}
+	ka, kb := ca.env.MustKey(), cb.env.MustKey()
+	na := w.waitEffects(ctx, ka, 0)
+	nb := w.waitEffects(ctx, kb, na)
+	if nb != na {
+		return features.Mismatch(fmt.Sprintf("%d effect(s) at the sink for key %s, as many as %q made", na, kb, a), w.sinkReport(kb))
+	}
+	return nil
+}
+
+// sinkKey is the key alias's effects are filed under at the sink: the one
+// the target reported in its first answer (it posts its own key to the
+// sink), else the binding's. Counting under the binding's key when the
+// target uses another would see no effect at all: a re-execution would
+// pass, and a missing key derivation would fail rules about effects.
+func (w *idsWorld) sinkKey(c *idsCommand) string {
+	if c.env.IdempotencyKey != "" {
+		return c.env.IdempotencyKey
+	}
+	if k := outcomeOf(c.first).IdempotencyKey; k != "" {
+		return k
+	}
+	return c.env.MustKey()
 }
 
 func (w *idsWorld) waitEffects(ctx context.Context, key string, lo int) int {
@@ -1171,8 +1310,8 @@ func (w *idsWorld) correlated(alias string) error {
 		return features.Mismatch("an answer", "none")
 	}
 	o := outcomeOf(w.last)
-	if o.CommandID != c.env.CommandID || o.IdempotencyKey != c.env.MustKey() {
-		return features.Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, c.env.MustKey()),
+	if key := w.sinkKey(c); o.CommandID != c.env.CommandID || o.IdempotencyKey != key {
+		return features.Mismatch(fmt.Sprintf("command_id %s and idempotency_key %s", c.env.CommandID, key),
 			fmt.Sprintf("command_id %q, idempotency_key %q", o.CommandID, o.IdempotencyKey))
 	}
 	return nil
@@ -1327,21 +1466,43 @@ func (w *idsWorld) conflictRecorded(alias string) error {
 	return features.Mismatch("an evidence item with decision conflict_rejected", fmt.Sprintf("%d items, none", len(w.evidence[alias])))
 }
 
+// evidenceDecisions: one item per delivery, first_seen then
+// duplicate_replayed for each later one. The first delivery may have been
+// answered processing (the binding's 202), and then the harness resent
+// the envelope once it was terminal: that resend is a delivery too.
 func (w *idsWorld) evidenceDecisions(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	want := []string{DecisionFirstSeen}
+	for range len(c.answers) - 1 {
+		want = append(want, DecisionReplayed)
+	}
 	var got []string
 	for _, ev := range w.evidence[alias] {
 		got = append(got, ev.Decision)
 	}
-	if !slices.Equal(got, []string{DecisionFirstSeen, DecisionReplayed}) {
-		return features.Mismatch("decisions [first_seen duplicate_replayed]", fmt.Sprint(got))
+	if !slices.Equal(got, want) {
+		return features.Mismatch(fmt.Sprintf("decisions %v, one per delivery", want), fmt.Sprint(got))
 	}
 	return nil
 }
 
+// evidenceExecuted: executed true for the first delivery, false for every
+// later one.
 func (w *idsWorld) evidenceExecuted(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
 	ev := w.evidence[alias]
-	if len(ev) != 2 || ev[0].Executed == nil || ev[1].Executed == nil || !*ev[0].Executed || *ev[1].Executed {
-		return features.Mismatch("executed true for the first delivery, false for the second", evidenceSummary(ev))
+	ok := len(ev) == len(c.answers) && len(ev) >= 2
+	for i, e := range ev {
+		ok = ok && e.Executed != nil && *e.Executed == (i == 0)
+	}
+	if !ok {
+		return features.Mismatch(fmt.Sprintf("%d items, executed true for the first delivery and false for the later ones", len(c.answers)), evidenceSummary(ev))
 	}
 	return nil
 }
@@ -1376,9 +1537,14 @@ func (w *idsWorld) evidenceOutcomeRef(alias string) error {
 	if len(ev) == 0 {
 		return features.Mismatch("evidence items", "none")
 	}
-	for _, e := range ev {
+	for i, e := range ev {
+		// "null while in progress": an item of a delivery answered
+		// processing may carry no outcome_ref.
+		if e.OutcomeRef == nil && i < len(c.answers) && outcomeOf(c.answers[i]).Status == StatusProcessing {
+			continue
+		}
 		if e.OutcomeRef == nil || *e.OutcomeRef != *ref {
-			return features.Mismatch("outcome_ref "+*ref+" in every item", evidenceSummary(ev))
+			return features.Mismatch("outcome_ref "+*ref+" in every item (null allowed for a delivery answered processing)", evidenceSummary(ev))
 		}
 	}
 	return nil
@@ -1564,14 +1730,18 @@ func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
 			}
 			c.env.ConfirmationToken = c.token
 		}
-		w.env.Sink.LoseReplies(1)
+		// The loss is this command's own: a loss for any key would go to
+		// whichever POST comes next, e.g. the resumer reconciling the
+		// previous command's lost reply, and this command's effect would
+		// never be put to the test.
+		key := c.env.MustKey()
+		w.env.Sink.LoseReplyOf(key)
 		r, err := w.post(ctx, c.env)
 		if err == nil {
 			w.answered(c, r)
 		}
 		// An answer lost on the way back is the target's business: the
 		// effect count decides. Wait for the lost reply to be taken.
-		key := c.env.MustKey()
 		deadline := time.Now().Add(w.env.Budget)
 		for time.Now().Before(deadline) && w.env.Sink.Calls(key) == 0 {
 			features.Sleep(ctx, 20*time.Millisecond)
