@@ -80,6 +80,16 @@ type ChaosWorkload struct {
 	// hosts the effect sink (docs/ids-binding.md), behind a proxy when the
 	// sink's faults are asked for, and gives its URL to the target.
 	Sink bool
+	// SinkOptional says a target that declares no effect sink is judged
+	// without one (by what it answers alone); otherwise a --target of a
+	// Sink workload must say where the sink listens.
+	SinkOptional bool
+	// NeedsDescription says a --target must be described in the profile's
+	// section of the target file (the workload reads ChaosConfig.Described).
+	NeedsDescription bool
+	// AnyAnswer says its targets need not serve GET /health: one that
+	// answers anything over HTTP is reachable.
+	AnyAnswer bool
 	// Faults are the workload's own faults (beyond faults.All), built on
 	// what they act on: the proxy in front of the sink and the sink (either
 	// may be nil: the fault is then listed, unavailable). Called with nils

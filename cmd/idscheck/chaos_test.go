@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/faults"
+	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -119,7 +120,7 @@ func TestChaosCatchesLostOnCrash(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stdout, "lost") {
 		t.Fatalf("want exit %d and a lost anomaly, got exit %d\nstdout:\n%s\nstderr:\n%s", exitFailed, code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "replay: idscheck chaos --seed 5") {
+	if !strings.Contains(stdout, "replay: idscheck chaos --profile intent --seed 5") {
 		t.Fatalf("a failure must print the command that replays it:\n%s", stdout)
 	}
 }
@@ -546,4 +547,15 @@ func TestChaosTakesTheTargetDescription(t *testing.T) {
 	if code, rout, rerr := runCLI(t, "--target-file", file, "--rules", "INTENT-7.1-*", "--out", res); code != exitOK {
 		t.Errorf("run --target-file: exit %d\n%s%s", code, rout, rerr)
 	}
+}
+
+// chaosCheckOptions are the check options as a run directory recorded
+// before chaos.json named its profile kept them (its "check_options"):
+// such a directory must still be re-checked under them.
+func chaosCheckOptions() json.RawMessage {
+	b, err := json.Marshal(profintent.ChaosCheckOptions())
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
