@@ -286,17 +286,18 @@ type ServeCommand struct {
 	Env string
 	// Child is what a harness that runs the server as its own child
 	// process (idscheck chaos) hands it and gets back: given secret, which
-	// draws a fresh secret, and the variant it is to follow ("": its
-	// default), the environment that carries its secrets (the variables
+	// draws a fresh secret, and described, the value of the profile's
+	// target section given (its TargetSection; nil: none — the variant
+	// it is to follow, …), the environment that carries its secrets (the variables
 	// Env documents), its own flags, and the server as a target. nil: the
 	// server cannot be started so.
-	Child func(secret func() string, variant string) ServeChild
+	Child func(secret func() string, described any) ServeChild
 }
 
 // ChildWithAPIKey is ServeCommand.Child of a server that takes one secret,
 // its API key, in the variable env.
-func ChildWithAPIKey(env string) func(secret func() string, variant string) ServeChild {
-	return func(secret func() string, _ string) ServeChild {
+func ChildWithAPIKey(env string) func(secret func() string, described any) ServeChild {
+	return func(secret func() string, _ any) ServeChild {
 		key := secret()
 		return ServeChild{Env: []string{env + "=" + key}, Target: features.Target{APIKey: key}, Secrets: []string{key}}
 	}

@@ -33,11 +33,13 @@ func Serve() *harness.ServeCommand {
 }
 
 // serveChild gives the served endpoint two callers, their bearer tokens in
-// HTTPIDEM_CALLERS, and the variant to follow (--variant; "": ietf); it
-// takes no API key, and describes itself as BundledEndpoint does.
-func serveChild(secret func() string, variant string) harness.ServeChild {
-	if variant == "" {
-		variant = VariantIETF
+// HTTPIDEM_CALLERS, and the variant to follow (--variant: the one
+// described, else ietf); it takes no API key, and describes itself as
+// BundledEndpoint does.
+func serveChild(secret func() string, described any) harness.ServeChild {
+	variant := VariantIETF
+	if e, _ := described.(*Endpoint); e != nil && e.Variant != "" {
+		variant = e.Variant
 	}
 	callers := []string{"tok_" + secret(), "tok_" + secret()}
 	return harness.ServeChild{

@@ -187,7 +187,7 @@ func chooseReadings(base string, set map[string]string) (map[string]string, erro
 // serveChild gives the served bus its API key and admin token in BUS_SECRET
 // and BUS_ADMIN_SECRET; the admin token reaches the workload as the
 // admin-token credential (FailpointTriggers asks for a cleanup with it).
-func serveChild(secret func() string, _ string) harness.ServeChild {
+func serveChild(secret func() string, _ any) harness.ServeChild {
 	key, admin := secret(), secret()
 	return harness.ServeChild{
 		Env:     []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin},
