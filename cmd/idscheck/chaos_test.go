@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
 	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
@@ -654,4 +655,61 @@ func chaosCheckOptions() json.RawMessage {
 		panic(err)
 	}
 	return b
+}
+
+// TestChaosOldRunDirKeepsItsCheckOptions: a run directory recorded before
+// chaos.json named its profile kept the options its check ran under in
+// chaos.json ("check_options"); check and report re-judge it under them
+// (the workload's OptionsFile), not under today's defaults. Here the run
+// promised exactly-once execution (max_effects 0): one intent executed
+// twice is a duplicate, which the chaos workload's defaults (idempotent
+// workers) would not count.
+func TestChaosOldRunDirKeepsItsCheckOptions(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	write := func(opts json.RawMessage) string {
+		dir := t.TempDir()
+		run := chaosRun{Seed: 9, Command: "idscheck chaos --seed 9", Target: "http://127.0.0.1:9", Workers: 1, Faults: "storm",
+			Namespace: "chaos-9", Start: t0, End: t0.Add(time.Second), Options: opts}
+		h := checker.History{Ops: []checker.Operation{{ClientID: 1, Kind: checker.OpPublish, Key: "k-1", Input: checker.Input{Body: "d"},
+			Output: checker.Output{Status: 201, ID: "in-1", Body: "r"}, Call: 1e6, Return: 2e6, Outcome: verdict.OutcomeOK}}}
+		l := checker.Ledger{Effects: []checker.Effect{{Key: "k-1", Intent: "in-1", At: 3e6}, {Key: "k-1", Intent: "in-1", At: 4e6}}}
+		if err := writeChaosRun(dir, run, h, l); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	exactlyOnce := json.RawMessage(`{"timeout_ns": 60000000000, "expired_is_lost": true, "must_finish": true}`)
+	for _, tc := range []struct {
+		name string
+		opts json.RawMessage
+		dup  int
+	}{
+		{"recorded exactly-once", exactlyOnce, 1},
+		{"no options recorded", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := write(tc.opts)
+			checkChaosDir(dir, io.Discard, io.Discard)
+			var rep checker.Report
+			b, err := os.ReadFile(filepath.Join(dir, "check.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Counts[checker.Duplicated]; got != tc.dup {
+				t.Errorf("idscheck check: %d duplicated, want %d (%+v)", got, tc.dup, rep.Counts)
+			}
+			// report of a directory without check.json checks it again, the same way.
+			dir2 := write(tc.opts)
+			r, err := chaosDirResult(dir2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Chaos.Counts[checker.Duplicated]; got != tc.dup {
+				t.Errorf("idscheck report: %d duplicated, want %d", got, tc.dup)
+			}
+		})
+	}
 }
