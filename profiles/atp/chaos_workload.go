@@ -422,24 +422,12 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 }
 
 func (w *atpWorkload) progress(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
 		w.mu.Lock()
 		n := len(w.txs)
 		w.mu.Unlock()
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
-			Executed: len(RailOf(w.cfg.Sink).AllCharges())}
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		w.cfg.Progress(p)
-	}
+		return chaos.Progress{Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n, Executed: len(RailOf(w.cfg.Sink).AllCharges())}
+	}, w.cfg.Progress)
 }
 
 // newKey draws an idempotency key: a UUIDv4 mostly, now and then 128

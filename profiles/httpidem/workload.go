@@ -311,25 +311,15 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 }
 
 func (w *hiWorkload) progress(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
+		p := chaos.Progress{Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
 		if w.cfg.Sink != nil {
 			p.Executed = len(w.cfg.Sink.AllEffects())
 		} else {
 			p.Executed = int(w.answered.Load())
 		}
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		w.cfg.Progress(p)
-	}
+		return p
+	}, w.cfg.Progress)
 }
 
 // fillUnique replaces "{{unique}}" in every string of v.

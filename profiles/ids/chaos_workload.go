@@ -474,21 +474,9 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 }
 
 func (w *idsWorkload) progress(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
-			Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		w.cfg.Progress(p)
-	}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
+		return chaos.Progress{Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
+	}, w.cfg.Progress)
 }
 
 // mint creates a new logical command from rnd.
