@@ -71,8 +71,8 @@ type chaosConfig struct {
 const chaosSynopsis = `chaos [--profile P] [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s]
                 [--seed N] [--workers 40] [--faults net,storm,crash,failpoint] [--out DIR]
 
-Drives the profile's seeded random chaos workload (idscheck chaos --profile P -h
-says what it does) through a fault schedule drawn from the seed, records every
+Drives the profile's seeded random chaos workload (the end of idscheck chaos
+--profile P -h says what it does) through a fault schedule drawn from the seed, records every
 operation and every effect, then checks the histories with the profile's checks:
 lost, duplicated and unexpected units, stale tokens accepted, idempotency
 violations, linearizability of what the profile models.
@@ -92,8 +92,8 @@ profile's scale.
 
 Every requested fault is injected at least once when the run is long enough (the
 schedule starts with each of them, in an order drawn from the seed). A run in which
-a requested fault was never injected (not available against this target, no room
-in the schedule, or every injection failed) ends UNKNOWN (exit 4), never PASS, and
+a requested fault was never injected (no room in the schedule, every injection
+failed, or it could not be set up) ends UNKNOWN (exit 4), never PASS, and
 says which and why. Secrets (the API key, VAR=value assignments and flags of
 --target-cmd whose names hold SECRET, TOKEN, KEY or PASSWORD, such variables of the
 environment) appear in no output. The target process dies with idscheck, even
@@ -117,6 +117,13 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	c.tgt.register(fs, regProf) // --target-file, --target, --target-cmd, credentials, --time-scale
+	if w := regProf.Chaos; w != nil && w.Summary != "" {
+		usage := fs.Usage
+		fs.Usage = func() {
+			usage()
+			fmt.Fprintf(fs.Output(), "\nThe %s chaos workload: %s.\n", regProf.Name, w.Summary)
+		}
+	}
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
