@@ -355,7 +355,7 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 		if f.Name() == "storm" {
 			f = &atpStormFault{w: w}
 		}
-		list = append(list, atpTracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
@@ -1003,16 +1003,4 @@ func (s *atpStormFault) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 	in.Params["intent_id"] = tx.intentID
 	in.Params["key"] = tx.key
 	return in, err
-}
-
-// atpTracked shows the fault in effect in the progress line.
-type atpTracked struct {
-	faults.Fault
-	w *atpWorkload
-}
-
-func (t atpTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }

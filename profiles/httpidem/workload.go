@@ -214,7 +214,7 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 		if f.Name() == "storm" {
 			f = &hiStorm{w: w}
 		}
-		list = append(list, hiTracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
@@ -842,16 +842,4 @@ func (s *hiStorm) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) 
 	seed := rnd.Uint64()
 	w.bg.Go(func() { w.drive(w.drainCtx, c, mrand.New(mrand.NewPCG(seed, 5))) })
 	return in, err
-}
-
-// hiTracked shows the fault in effect in the progress line.
-type hiTracked struct {
-	faults.Fault
-	w *hiWorkload
-}
-
-func (t hiTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }

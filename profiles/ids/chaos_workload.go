@@ -389,7 +389,7 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 		if f.Name() == "storm" {
 			f = &idsStorm{w: w}
 		}
-		list = append(list, idsTracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
@@ -998,16 +998,4 @@ func (s *idsStorm) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration)
 	in.Params["key"] = c.recKey
 	in.Params["command"] = c.typ.Name
 	return in, err
-}
-
-// idsTracked shows the fault in effect in the progress line.
-type idsTracked struct {
-	faults.Fault
-	w *idsWorkload
-}
-
-func (t idsTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }
