@@ -26,6 +26,29 @@ type Progress struct {
 	Fault     string
 }
 
+// ReportProgress is the progress loop of every chaos workload: every
+// interval until ctx ends it calls report with what sample counts, the
+// time elapsed since start, and the phase and the fault the workload last
+// stored in phase and fault (strings; unset: ""); then it closes done.
+func ReportProgress(ctx context.Context, done chan<- struct{}, every time.Duration, start time.Time, phase, fault *atomic.Value,
+	sample func() Progress, report func(Progress)) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := sample()
+		p.Elapsed = time.Since(start)
+		p.Phase, _ = phase.Load().(string)
+		p.Fault, _ = fault.Load().(string)
+		report(p)
+	}
+}
+
 // Bucket is one second of the run: operations completed, unknown outcomes,
 // and latency percentiles of the operations that got a response.
 type Bucket struct {

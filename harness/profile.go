@@ -80,6 +80,16 @@ type ChaosWorkload struct {
 	// hosts the effect sink (docs/ids-binding.md), behind a proxy when the
 	// sink's faults are asked for, and gives its URL to the target.
 	Sink bool
+	// SinkOptional says a target that declares no effect sink is judged
+	// without one (by what it answers alone); otherwise a --target of a
+	// Sink workload must say where the sink listens.
+	SinkOptional bool
+	// NeedsDescription says a --target must be described in the profile's
+	// section of the target file (the workload reads ChaosConfig.Described).
+	NeedsDescription bool
+	// AnyAnswer says its targets need not serve GET /health: one that
+	// answers anything over HTTP is reachable.
+	AnyAnswer bool
 	// Faults are the workload's own faults (beyond faults.All), built on
 	// what they act on: the proxy in front of the sink and the sink (either
 	// may be nil: the fault is then listed, unavailable). Called with nils
@@ -91,6 +101,19 @@ type ChaosWorkload struct {
 	// Failpoints are the crash points of the bundled server (failpoint
 	// path → term), armed in its child process over GO_FAILPOINTS_HTTP.
 	Failpoints map[string]string
+	// FailpointTriggers drive the bundled server at baseURL, whose
+	// credentials are t's (ServeCommand.Child), to each failpoint the
+	// workload may not reach by itself while it is armed (see
+	// faults.RemoteFailpoint.Trigger), by failpoint path. nil: none.
+	FailpointTriggers func(baseURL string, t features.Target) map[string]func(context.Context) error
+	// OptionsFile is the file of ChaosRecord.Files that holds the options
+	// Check judges under, for run directories recorded before Files were:
+	// their chaos.json kept those options in "check_options", handed to
+	// Check under this name. "": none.
+	OptionsFile string
+	// Tally words the check's counts of units in one line of chaos's
+	// output (nil: a line of keys delivered, answered, executed, …).
+	Tally func(q checker.QueueStats) string
 	// Run drives the target through the faults and records what happened.
 	Run func(ctx context.Context, c ChaosConfig) (*ChaosResult, error)
 	// Check judges a recorded run (pure: the same record, the same report).
@@ -261,6 +284,35 @@ type ServeCommand struct {
 	Flags func(fs *flag.FlagSet) func(ctx context.Context, c ServeConfig) error
 	// Env documents the variables it reads its secrets from, for -h.
 	Env string
+	// Child is what a harness that runs the server as its own child
+	// process (idscheck chaos) hands it and gets back: given secret, which
+	// draws a fresh secret, and described, the value of the profile's
+	// target section given (its TargetSection; nil: none — the variant
+	// it is to follow, …), the environment that carries its secrets (the variables
+	// Env documents), its own flags, and the server as a target. nil: the
+	// server cannot be started so.
+	Child func(secret func() string, described any) ServeChild
+}
+
+// ChildWithAPIKey is ServeCommand.Child of a server that takes one secret,
+// its API key, in the variable env.
+func ChildWithAPIKey(env string) func(secret func() string, described any) ServeChild {
+	return func(secret func() string, _ any) ServeChild {
+		key := secret()
+		return ServeChild{Env: []string{env + "=" + key}, Target: features.Target{APIKey: key}, Secrets: []string{key}}
+	}
+}
+
+// ServeChild is a served bundled server as its parent sees it.
+type ServeChild struct {
+	Env  []string // NAME=value: its secrets
+	Args []string // its own flags beyond the common ones (e.g. its variant)
+	// Target is the server as the workload talks to it: its API key, its
+	// named credentials, what it declares of itself (Described); BaseURL
+	// and TimeScale are the parent's.
+	Target features.Target
+	// Secrets are every secret value given, for redaction.
+	Secrets []string
 }
 
 // ServeConfig is what every bundled server is served with.

@@ -9,13 +9,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/idscheck/idscheck/harness"
-	atpprofile "github.com/idscheck/idscheck/profiles/atp"
-	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
-	profintent "github.com/idscheck/idscheck/profiles/intent"
-	"github.com/idscheck/idscheck/redact"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,7 +24,10 @@ import (
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/harness"
 	"github.com/idscheck/idscheck/profiles"
+	"github.com/idscheck/idscheck/redact"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
@@ -51,50 +50,59 @@ type chaosConfig struct {
 	out        string
 	mutant     string
 	verbose    bool
-	// profile is --profile; workload its chaos workload, nil for the
-	// Intent Protocol's (profiles/intent.RunChaos on the pipeline below).
+	// profile is --profile, prof its registry entry, workload its chaos
+	// workload; mutants are the profile's, for the failpoints a racy one
+	// carries.
 	profile  spec.Profile
+	prof     harness.Profile
 	workload *harness.ChaosWorkload
-	mutants  []harness.Mutant // the profile's, for the failpoints a racy one carries
+	mutants  []harness.Mutant
 	// maxTimeScale bounds --time-scale: 3600, or the profile's bundled
-	// time scale when it is higher (http-idempotency: 20,000).
+	// time scale when it is higher.
 	maxTimeScale float64
-	// variant is the variant of an http-idempotency run ("" for the other
-	// profiles); variantFlag says --variant gave it (the replay line
-	// repeats it). callerTokens are the bundled endpoint's callers' bearer
-	// tokens, drawn for the run (secrets).
-	variant      string
-	variantFlag  bool
-	callerTokens []string
+	// child is what the bundled server is given when chaos starts it (its
+	// secrets drawn for the run), zero against a --target.
+	child harness.ServeChild
+	// sectionArgs are the flags of the profile's target section given
+	// (its variant, …), for the replay line.
+	sectionArgs []string
 }
 
-const chaosSynopsis = `chaos [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s] [--seed N]
-                [--workers 40] [--faults net,storm,crash,failpoint] [--out DIR]
+const chaosSynopsis = `chaos [--profile P] [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s]
+                [--seed N] [--workers 40] [--faults net,storm,crash,failpoint] [--out DIR]
 
-Drives a seeded random Intent Protocol workload (publishers with idempotency keys,
-workers that claim, extend, fail and fulfil) through a fault schedule drawn from the
-seed, records every operation, then checks the histories: lost, duplicated and
-unexpected units, double leases, stale tokens accepted, idempotency violations,
-linearizability of the idempotency record and of each intent's lease.
+Drives the profile's seeded random chaos workload (the end of idscheck chaos
+--profile P -h says what it does) through a fault schedule drawn from the seed, records every
+operation and every effect, then checks the histories with the profile's checks:
+lost, duplicated and unexpected units, stale tokens accepted, idempotency
+violations, linearizability of what the profile models.
 
 With no --target it starts the bundled reference server as a child process it owns
 (so crash and failpoint faults are available). With --target alone crash faults are
 not available; add --target-cmd (a shell command that starts the target on the
 --target address, on the same data each time) to let idscheck kill and restart it.
-Failpoints exist in the bundled server only.
+Failpoints exist in the bundled server only. By default the faults are those
+available: net and storm, and crash when idscheck starts the target (the bundled
+server, or --target-cmd). A fault asked for by name or kind that is not available
+against the target is a usage error (exit 2), before anything runs.
+
+The time scale is the declared one (--time-scale, or time_scale in the target
+file), else 1 (real time) for a --target; the bundled server runs at its
+profile's scale.
 
 Every requested fault is injected at least once when the run is long enough (the
 schedule starts with each of them, in an order drawn from the seed). A run in which
-a requested fault was never injected (not available against this target, no room
-in the schedule, or every injection failed) ends UNKNOWN (exit 4), never PASS, and
+a requested fault was never injected (no room in the schedule, every injection
+failed, or it could not be set up) ends UNKNOWN (exit 4), never PASS, and
 says which and why. Secrets (the API key, VAR=value assignments and flags of
 --target-cmd whose names hold SECRET, TOKEN, KEY or PASSWORD, such variables of the
 environment) appear in no output. The target process dies with idscheck, even
 when idscheck is SIGKILLed.
 
 Exit codes: 0 no anomaly and every requested fault injected, 1 anomalies found,
-2 usage, 3 target unreachable, 4 undecided (the checker could not decide, or a
-requested fault was never injected).
+2 usage, 3 target unreachable (result.json, junit.xml and index.html still say
+why), 4 undecided (the checker could not decide, or a requested fault was never
+injected).
 
 Flags:`
 
@@ -109,28 +117,30 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	c.tgt.register(fs, regProf) // --target-file, --target, --target-cmd, credentials, --time-scale
+	if w := regProf.Chaos; w != nil && w.Summary != "" {
+		usage := fs.Usage
+		fs.Usage = func() {
+			usage()
+			fmt.Fprintf(fs.Output(), "\nThe %s chaos workload: %s.\n", regProf.Name, w.Summary)
+		}
+	}
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
-	fs.StringVar(&c.faults, "faults", "net,storm,crash", "faults to inject, "+faults.FlagHelp())
-	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000; a profile may start higher: ids storms are 200 to 300 by default)")
+	fs.StringVar(&c.faults, "faults", "", "faults to inject, "+faults.FlagHelp()+" (default: net,storm, and crash when idscheck starts the target)")
+	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000; a profile may start higher: chaos --profile P -h shows its default)")
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	if code, stop := parseFlags(fs, args, false); stop {
 		return code
 	}
-	// The Intent Protocol's workload (a leased job bus) is profiles/intent.RunChaos; a
-	// profile with a chaos workload of its own brings it in its Chaos field.
-	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Name == spec.ProfileIntent || p.Chaos != nil }); err != nil {
+	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Chaos != nil }); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
 	prof, _ := profiles.Lookup(spec.Profile(*profile))
-	c.profile, c.workload, c.mutants = prof.Name, prof.Chaos, prof.Mutants
-	if c.profile == spec.ProfileIntent {
-		c.workload = nil // still the Intent pipeline below (runChaos), which calls into profiles/intent
-	}
+	c.prof, c.profile, c.workload, c.mutants = prof, prof.Name, prof.Chaos, prof.Mutants
 	if w := c.workload; w != nil && w.StormMax > 0 {
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "storm-max" })
@@ -147,32 +157,52 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	c.target, c.targetCmd, c.apiKey = c.tgt.URL, c.tgt.TargetCmd, c.tgt.APIKey
-	c.timeScale = c.tgt.withDefaultTimeScale(60)
+	// One time scale for every subcommand: the declared one, else real
+	// time for a target, the profile's own for its bundled server.
+	c.timeScale = c.tgt.withDefaultTimeScale(1)
+	if c.target == "" {
+		c.timeScale = c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
+	}
 	c.maxTimeScale = max(3600, prof.DefaultTimeScale())
-	if c.profile == spec.ProfileHTTPIdem {
-		// The bundled endpoint runs at its profile's time scale (a key
-		// kept 24 h lives 4.3 s), and follows --variant (default ietf).
-		if c.target == "" {
-			c.timeScale = c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
-			c.callerTokens = []string{"tok_" + chaosRandomHex(16), "tok_" + chaosRandomHex(16)}
+	if c.faults == "" {
+		c.faults = defaultChaosFaults(c.target == "" || c.targetCmd != "")
+	}
+	if c.target == "" {
+		if prof.Serve == nil || prof.Serve.Child == nil {
+			fmt.Fprintf(stderr, "idscheck chaos: profile %s has no bundled server chaos can start: give --target\n", c.profile)
+			return exitUsage
 		}
-		c.variant = profhttpidem.VariantIETF
-		if v := c.tgt.variant(); v != "" {
-			c.variant = v
-		}
-		fs.Visit(func(f *flag.Flag) { c.variantFlag = c.variantFlag || f.Name == "variant" })
+		c.child = prof.Serve.Child(func() string { return chaosRandomHex(16) }, c.tgt.Described)
 	}
 	for _, a := range c.tgt.reproduceArgs(fs) {
 		if !strings.HasPrefix(a, "--target-cmd=") && !strings.HasPrefix(a, "--time-scale=") {
 			c.targetArgs = append(c.targetArgs, a) // the command and the time scale are written apart
 		}
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if !slices.Contains(chaosOwnFlags, f.Name) && !c.tgt.isTargetFlag(f.Name) {
+			c.sectionArgs = append(c.sectionArgs, "--"+f.Name, shellQuote(f.Value.String()))
+		}
+	})
 	if err := c.validate(); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
 	logger := slog.New(slog.DiscardHandler)
 	return runChaos(ctx, c, stdout, stderr, logger)
+}
+
+// chaosOwnFlags are the flags of chaos itself (beyond the target's and the
+// profile section's).
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v"}
+
+// defaultChaosFaults are the faults of a run that names none: those
+// available, crash only when idscheck starts the target (canStart).
+func defaultChaosFaults(canStart bool) string {
+	if canStart {
+		return "net,storm,crash"
+	}
+	return "net,storm"
 }
 
 func (c *chaosConfig) validate() error {
@@ -198,9 +228,9 @@ func (c *chaosConfig) validate() error {
 		return fmt.Errorf("--storm-max %d: want 2 to %d", c.stormMax, faults.MaxStorm)
 	case c.workload != nil && c.stormMax < c.workload.StormMin:
 		return fmt.Errorf("--storm-max %d: the %s workload's storms are at least %d identical requests", c.stormMax, c.profile, c.workload.StormMin)
-	case c.profile == spec.ProfileHTTPIdem && c.target != "" && c.tgt.Described == nil:
-		return errors.New("profile http-idempotency with --target needs the endpoint it offers: \"http_idempotency\" in the target file (docs/http-idempotency.md)")
-	case c.workload != nil && c.workload.Sink && c.target != "" && c.tgt.EffectSink.Listen == "" && c.profile != spec.ProfileHTTPIdem:
+	case c.workload.NeedsDescription && c.target != "" && c.tgt.Described == nil && c.prof.Section != nil:
+		return fmt.Errorf("profile %s with --target needs what the target offers described: %q in the target file (docs/%s.md)", c.profile, c.prof.Section.Key, c.profile)
+	case c.workload.Sink && !c.workload.SinkOptional && c.target != "" && c.tgt.EffectSink.Listen == "":
 		return fmt.Errorf("profile %s with --target needs the effect sink's address: --effect-sink host:port, or \"effect_sink\": {\"listen\": \"host:port\"} in the target file (idscheck hosts the sink there; the target sends its effects to http://host:port)", c.profile)
 	case c.targetCmd != "" && c.target == "":
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
@@ -214,7 +244,7 @@ func (c *chaosConfig) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("--target %q: want an http:// URL such as http://127.0.0.1:8080", c.target)
 		}
-		if c.apiKey == "" && c.profile != spec.ProfileHTTPIdem { // http-idempotency: the callers' headers authenticate
+		if c.apiKey == "" && c.prof.APIKeyRequired {
 			return errors.New("--target needs --api-key: the key the workload publishes and claims with")
 		}
 	}
@@ -225,7 +255,7 @@ func (c *chaosConfig) validate() error {
 	if c.target == "" {
 		// The bundled server's failpoints are known: a name it lacks is a typo.
 		var known []string
-		for _, f := range faults.All(faults.Config{Failpoints: c.bundledFailpoints()}) {
+		for _, f := range faults.All(faults.Config{Failpoints: c.workload.Failpoints}) {
 			if f.Kind() == faults.KindFailpoint {
 				known = append(known, f.Name())
 			}
@@ -234,6 +264,56 @@ func (c *chaosConfig) validate() error {
 			if strings.HasPrefix(tok, faults.FailpointPrefix) && !slices.Contains(known, tok) {
 				return fmt.Errorf("--faults: the bundled server has no %s; its failpoints: %s", tok, strings.Join(known, ", "))
 			}
+		}
+	}
+	return c.checkFaultsAvailable(tokens)
+}
+
+// hostsSink says the run hosts the effect sink: the workload has effects,
+// and the bundled server is started or the target says where the sink
+// listens.
+func (c *chaosConfig) hostsSink() bool {
+	return c.workload.Sink && (c.target == "" || c.tgt.EffectSink.Listen != "")
+}
+
+// checkFaultsAvailable refuses, before anything runs, a fault asked for
+// that is not available against this target: a crash without a process
+// idscheck starts, a failpoint of a target that is not the bundled server,
+// a fault of the effect sink when no sink is hosted. A kind asked for
+// (net, storm, crash, failpoint, all) asks for every fault of it that is
+// available, and at least one must be.
+func (c *chaosConfig) checkFaultsAvailable(tokens []string) error {
+	canStart := c.target == "" || c.targetCmd != ""
+	var fps map[string]string
+	if c.target == "" {
+		fps = c.workload.Failpoints
+	}
+	list := append(faults.All(faults.Config{Failpoints: fps}), c.ownFaults()...)
+	why := func(f faults.Fault) string {
+		switch {
+		case f.Kind() == faults.KindCrash && !canStart:
+			return "idscheck does not start this target: give --target-cmd (the command that starts it on the --target address) to let it kill and restart the target"
+		case slices.Contains(c.ownFaultNames(), f.Name()) && !c.hostsSink():
+			return "no effect sink is hosted for this target: give --effect-sink host:port (or \"effect_sink\" in the target file)"
+		}
+		return ""
+	}
+	for _, tok := range tokens {
+		sel := faults.Select(list, []string{tok})
+		if len(sel) == 0 {
+			if tok == string(faults.KindFailpoint) || strings.HasPrefix(tok, faults.FailpointPrefix) {
+				return fmt.Errorf("--faults %s: not available: failpoints exist only in the bundled reference server; this target is not it", tok)
+			}
+			return fmt.Errorf("--faults %s: not available against this target", tok)
+		}
+		var reasons []string
+		for _, f := range sel {
+			if w := why(f); w != "" {
+				reasons = append(reasons, f.Name()+": "+w)
+			}
+		}
+		if len(reasons) == len(sel) || (len(sel) == 1 && len(reasons) == 1) {
+			return fmt.Errorf("--faults %s: not available: %s", tok, strings.Join(reasons, "; "))
 		}
 	}
 	return nil
@@ -267,23 +347,21 @@ func (c *chaosConfig) faultTokens() ([]string, error) {
 	return append(toks, out...), nil
 }
 
+// ownFaults are the workload's own faults, unbound (for their names).
+func (c *chaosConfig) ownFaults() []faults.Fault {
+	if c.workload != nil && c.workload.Faults != nil {
+		return c.workload.Faults(nil, nil)
+	}
+	return nil
+}
+
 // ownFaultNames are the names of the workload's own faults.
 func (c *chaosConfig) ownFaultNames() []string {
 	var out []string
-	if c.workload != nil && c.workload.Faults != nil {
-		for _, f := range c.workload.Faults(nil, nil) {
-			out = append(out, f.Name())
-		}
+	for _, f := range c.ownFaults() {
+		out = append(out, f.Name())
 	}
 	return out
-}
-
-// bundledFailpoints are the crash points of the profile's bundled server.
-func (c *chaosConfig) bundledFailpoints() map[string]string {
-	if c.workload != nil {
-		return c.workload.Failpoints
-	}
-	return bundledFailpoints()
 }
 
 // secrets returns every secret value the run was given: the API key, the
@@ -292,7 +370,7 @@ func (c *chaosConfig) bundledFailpoints() map[string]string {
 func (c chaosConfig) secrets() []string {
 	out := redact.CommandSecrets(c.targetCmd, os.Environ())
 	out = append(out, c.tgt.Secrets()...)
-	out = append(out, c.callerTokens...)
+	out = append(out, c.child.Secrets...)
 	if c.apiKey != "" {
 		out = append(out, c.apiKey)
 	}
@@ -324,12 +402,14 @@ type chaosRun struct {
 	Schedule    []faults.Planned   `json:"schedule"`
 	Timeline    []faults.Injection `json:"timeline"`
 	Series      []chaos.Bucket     `json:"series"`
-	Options     profintent.Options `json:"check_options"`
+	// Options are the check options of runs recorded before Files: the
+	// workload's Check reads them as its OptionsFile.
+	Options json.RawMessage `json:"check_options,omitempty"`
 	// Coverage is every requested fault and what became of it: scheduled,
 	// injected, failed. One never injected makes the run UNKNOWN.
 	Coverage []faults.Coverage `json:"coverage"`
-	// Profile is the profile whose workload ran ("" in runs of the Intent
-	// Protocol recorded before the field: intent); its Check judges the
+	// Profile is the profile whose workload ran ("" in runs recorded
+	// before the field: the default profile); its Check judges the
 	// run. Files are the records its check reads besides the history and
 	// the ledger; Undrained says its drain ran out of time; Summary is one
 	// line on what it did.
@@ -344,15 +424,11 @@ type chaosRun struct {
 func (c chaosConfig) command() string {
 	parts := []string{"idscheck chaos"}
 	defStorm := 100
-	if c.workload != nil {
-		parts = append(parts, "--profile", string(c.profile))
-		if c.workload.StormMax > 0 {
-			defStorm = c.workload.StormMax
-		}
-		if c.variantFlag {
-			parts = append(parts, "--variant", c.variant)
-		}
+	parts = append(parts, "--profile", string(c.profile))
+	if c.workload.StormMax > 0 {
+		defStorm = c.workload.StormMax
 	}
+	parts = append(parts, c.sectionArgs...)
 	parts = append(parts, "--seed", fmt.Sprint(c.seed), "--duration", c.duration.String(),
 		"--workers", fmt.Sprint(c.workers), "--faults", c.faults, "--time-scale", fmt.Sprint(c.timeScale))
 	if c.stormMax != defStorm {
@@ -389,100 +465,7 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 		fmt.Fprintf(stderr, "idscheck chaos: run directory: %v\n", err)
 		return exitUsage
 	}
-	if c.workload != nil {
-		return runWorkloadChaos(ctx, c, red, stdout, stderr, logger)
-	}
-	tgt, err := startChaosTarget(ctx, c, red, logger)
-	if err != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
-		if errors.Is(err, errUnreachable) {
-			return exitUnreachable
-		}
-		return exitUsage
-	}
-	defer tgt.close()
-
-	tokens, _ := c.faultTokens()
-	// What was asked for, fault by fault, from the one list: the network
-	// proxy is needed as soon as one network fault is.
-	fpCfg := faults.Config{}
-	if tgt.bundled && tgt.process != nil {
-		fpCfg.Failpoints = bundledFailpoints()
-	}
-	requested, unmatched := faults.Requested(faults.All(fpCfg), tokens)
-	var network *faults.Network
-	if slices.ContainsFunc(requested, func(n string) bool { k, _ := faults.KindOf(n); return k == faults.KindNet }) {
-		u, _ := url.Parse(tgt.url)
-		network, err = faults.NewNetwork(u.Host, logger)
-		if err != nil {
-			fmt.Fprintf(stderr, "idscheck chaos: network proxy: %v\n", err)
-			return exitUsage
-		}
-		defer network.Close()
-	}
-	fcfg := faults.Config{Network: network, Process: tgt.process, StormMin: 2, StormMax: c.stormMax,
-		StormDo: func(context.Context, int) {}} // the chaos workload sends its own storms
-	if tgt.bundled && tgt.process != nil {
-		fcfg.Failpoints = bundledFailpoints()
-		fcfg.FailpointAddr = tgt.failpointAddr
-		fcfg.FailpointTriggers = bundledFailpointTriggers(tgt)
-	}
-	selected := faults.Select(faults.All(fcfg), tokens)
-	usable, unavailable := faults.Usable(selected)
-	why := map[string]string{}
-	for name, err := range unavailable {
-		why[name] = red.String(err.Error())
-	}
-	for _, tok := range unmatched {
-		why[tok] = unmatchedReason(tok, tgt)
-	}
-	for _, name := range append(requested, unmatched...) {
-		if w, ok := why[name]; ok {
-			fmt.Fprintf(stderr, "fault %s: not available: %s\n", name, w)
-		}
-	}
-	base := tgt.url
-	if network != nil {
-		base = network.URL()
-	}
-	lease := time.Duration(float64(60*time.Second) / c.timeScale)
-	fmt.Fprintf(stderr, "chaos: seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.seed, c.duration, c.workers,
-		len(usable), len(requested)+len(unmatched), tgt.describe())
-	progress := newChaosProgress(stderr)
-	res, runErr := profintent.RunChaos(ctx, profintent.ChaosConfig{
-		BaseURL: base, APIKey: tgt.apiKey, Seed: c.seed, Duration: c.duration, Workers: c.workers,
-		Lease: lease, Faults: usable, StormMax: c.stormMax, Logger: logger,
-		Progress: func(p chaos.Progress) {
-			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d published %d executed %d %s",
-				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
-		},
-	})
-	progress.done()
-	if res == nil {
-		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
-		return exitUsage
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
-	}
-	opts := chaosCheckOptions()
-	if !res.Drained {
-		// The drain ran out of time: work still open or claimed is
-		// unfinished, not lost.
-		opts.Undrained = true
-		fmt.Fprintln(stderr, "chaos: the drain ran out of time; intents still open or claimed count as pending, not lost")
-	}
-	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
-		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
-		Coverage:  faults.Cover(append(requested, unmatched...), why, res.Schedule, res.Timeline),
-		Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
-		Series: res.Series, Options: opts}
-	redactChaosRun(&run, red)
-	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
-		return exitUsage
-	}
-	return finishChaos(c.out, run, checkChaosRun(run, res.History, res.Ledger, nil), red, stdout, stderr)
+	return runWorkloadChaos(ctx, c, red, stdout, stderr, logger)
 }
 
 // unmatchedReason says why a requested token selects no fault here.
@@ -494,19 +477,6 @@ func unmatchedReason(tok string, tgt *chaosTarget) string {
 		return "the bundled server has no such failpoint"
 	}
 	return "no fault of that name or kind against this target"
-}
-
-// bundledFailpointTriggers drive the bundled server to each failpoint when
-// the workload has not reached it half-way through its hold (see
-// faults.RemoteFailpoint.Trigger): the cleanup pass runs every few minutes,
-// so its failpoint is reached by asking for a cleanup (POST /admin/cleanup
-// with the admin token the harness gave the server); the failpoints after a
-// commit and after a claim by a publish, and a publish then a claim, in a
-// namespace of their own that the workload never claims from and the checker
-// never sees. An error is expected: the failpoint ends the server
-// mid-request.
-func bundledFailpointTriggers(tgt *chaosTarget) map[string]func(context.Context) error {
-	return profintent.FailpointTriggers(tgt.url, tgt.apiKey, tgt.adminToken)
 }
 
 // redactChaosRun removes every secret from what chaos.json holds: the
@@ -617,16 +587,6 @@ func applyChaosCoverage(c *reports.Chaos, run chaosRun, code int) int {
 	return code
 }
 
-// chaosCheckOptions are the promises of the chaos workload: workers execute
-// at least once (idempotent workers: only a second intent for one key is a
-// duplicate), they fail some intents on purpose (dead is not lost), and the
-// run is far shorter than the intents' TTL (an acknowledged intent that
-// vanished is lost), and the drain drives every unit to an end (one that ran
-// but is still open or claimed at the end is stuck: lost).
-func chaosCheckOptions() profintent.Options {
-	return profintent.ChaosCheckOptions()
-}
-
 func writeChaosRun(dir string, run chaosRun, h checker.History, l checker.Ledger) error {
 	b, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
@@ -657,15 +617,13 @@ var errUnreachable = errors.New("target unreachable")
 
 // chaosTarget is the target of a chaos run, and what the harness owns of it.
 type chaosTarget struct {
-	url           string
-	apiKey        string
-	adminToken    string // the bundled server's BUS_ADMIN_SECRET
+	url string
+	// t is the target as the workload talks to it: its API key, named
+	// credentials and what it declares of itself (Described).
+	t             features.Target
 	bundled       bool
 	process       *faults.Process
 	failpointAddr string
-	// httpIdem is the bundled http-idempotency endpoint as a target file
-	// describes it (its callers' tokens drawn for the run); nil otherwise.
-	httpIdem *profhttpidem.Endpoint
 }
 
 func (t *chaosTarget) describe() string {
@@ -681,7 +639,12 @@ func (t *chaosTarget) close() {
 	}
 }
 
-func startChaosTarget(ctx context.Context, c chaosConfig, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+// startChaosTarget starts the target of a chaos run: the --target described
+// (with --target-cmd, a process the harness owns), or the profile's bundled
+// server as a child process that calls the effect sink at sinkURL. A
+// target that does not answer is errUnreachable.
+func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+	desc := c.tgt.Target()
 	switch {
 	case c.target != "" && c.targetCmd != "":
 		p, err := faults.StartProcess(ctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
@@ -689,27 +652,28 @@ func startChaosTarget(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		if err != nil {
 			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s: %v", errUnreachable, red.String(c.target), err)
 		}
-		return &chaosTarget{url: c.target, apiKey: c.apiKey, process: p}, nil
+		return &chaosTarget{url: c.target, t: desc, process: p}, nil
 	case c.target != "":
-		if err := chaosWaitHealthy(ctx, c.target, 5*time.Second); err != nil {
+		wait := chaosWaitHealthy
+		if c.workload.AnyAnswer {
+			wait = chaosWaitAnswers
+		}
+		if err := wait(ctx, c.target, 5*time.Second); err != nil {
 			return nil, fmt.Errorf("%w: %v (is it running? is --target right?)", errUnreachable, err)
 		}
-		return &chaosTarget{url: c.target, apiKey: c.apiKey}, nil
+		return &chaosTarget{url: c.target, t: desc}, nil
 	}
-	admin := chaosRandomHex(16)
-	return startBundledChild(ctx, c, "", func(key string) []string {
-		return []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin}
-	}, admin, red, logger)
+	return startBundledChild(ctx, c, sinkURL, red, logger)
 }
 
 // startBundledChild starts the profile's bundled server as a child process
-// (`idscheck serve`) on a free port over a fresh database in c.out, with a
-// key of its own, its crash points reachable over GO_FAILPOINTS_HTTP, and a
-// racy mutant's window widened by the failpoints its harness.Mutant
-// carries (they act in its branch alone), so it is caught whatever the
-// load. sinkURL, when set, is the effect sink it calls; env gives the
-// server its key (and any other secret) in the profile's variables.
-func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env func(key string) []string, admin string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+// (`idscheck serve --profile P`) on a free port over a fresh database in
+// c.out, given what c.child holds (its secrets in its environment, its own
+// flags), its crash points reachable over GO_FAILPOINTS_HTTP, and a racy
+// mutant's window widened by the failpoints its harness.Mutant carries
+// (they act in its branch alone), so it is caught whatever the load.
+// sinkURL, when set, is the effect sink it calls.
+func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("bundled server: %w", err)
@@ -729,21 +693,17 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env f
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		os.Remove(db + suffix)
 	}
-	key := chaosRandomHex(16)
-	cmd := fmt.Sprintf("%s serve --addr %s --db %s --time-scale %g", chaosShellQuote(exe), addr, chaosShellQuote(db), c.timeScale)
-	if c.profile != "" && c.profile != spec.ProfileIntent {
-		cmd = fmt.Sprintf("%s serve --profile %s --addr %s --db %s --time-scale %g", chaosShellQuote(exe), c.profile, addr, chaosShellQuote(db), c.timeScale)
-	}
+	cmd := fmt.Sprintf("%s serve --profile %s --addr %s --db %s --time-scale %g", chaosShellQuote(exe), c.profile, addr, chaosShellQuote(db), c.timeScale)
 	if sinkURL != "" {
 		cmd += " --sink " + chaosShellQuote(sinkURL)
 	}
 	if c.mutant != "" {
 		cmd += " --mutant " + chaosShellQuote(c.mutant)
 	}
-	if c.variant != "" {
-		cmd += " --variant " + chaosShellQuote(c.variant)
+	for _, a := range c.child.Args {
+		cmd += " " + chaosShellQuote(a)
 	}
-	vars := append(env(key), faults.FailpointsHTTPEnv(fpAddr))
+	vars := append(slices.Clone(c.child.Env), faults.FailpointsHTTPEnv(fpAddr))
 	for _, m := range c.mutants {
 		if m.Name == c.mutant && len(m.Failpoints) > 0 {
 			fp, err := faults.FailpointsEnv(m.Failpoints)
@@ -754,15 +714,14 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, env f
 		}
 	}
 	u := "http://" + addr
-	secrets := append(red.Secrets(), key)
-	if admin != "" {
-		secrets = append(secrets, admin)
-	}
+	secrets := append(red.Secrets(), c.child.Secrets...)
 	p, err := faults.StartProcess(ctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
 	if err != nil {
 		return nil, fmt.Errorf("bundled server did not start: %w", err)
 	}
-	return &chaosTarget{url: u, apiKey: key, adminToken: admin, bundled: true, process: p, failpointAddr: fpAddr}, nil
+	t := c.child.Target
+	t.BaseURL, t.TimeScale = u, c.timeScale
+	return &chaosTarget{url: u, t: t, bundled: true, process: p, failpointAddr: fpAddr}, nil
 }
 
 func chaosRandomHex(n int) string {
@@ -858,7 +817,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		return w.Faults(sp, s)
 	}
 	// What is asked for, fault by fault, before anything starts.
-	names := append(faults.All(faults.Config{Failpoints: c.bundledFailpoints()}), own(nil, nil)...)
+	names := append(faults.All(faults.Config{Failpoints: w.Failpoints}), own(nil, nil)...)
 	requested, _ := faults.Requested(names, tokens)
 	wants := func(name string) bool { return slices.Contains(requested, name) }
 	wantNet := slices.ContainsFunc(requested, func(n string) bool {
@@ -868,15 +827,20 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	var snk *sink.Sink
 	var sinkProxy *chaos.SinkProxy
 	sinkURL := ""
-	// An http-idempotency target that declares no effect sink is judged by
-	// its count read alone.
-	if w.Sink && !(c.profile == spec.ProfileHTTPIdem && c.target != "" && c.tgt.EffectSink.Listen == "") {
+	// A target that declares no effect sink, where the workload allows it,
+	// is judged by what it answers alone.
+	if c.hostsSink() {
 		listen := "127.0.0.1:0"
 		if c.target != "" {
 			listen = c.tgt.EffectSink.Listen
 		}
+		// The sink's partition acts on a proxy in front of it.
+		partition := slices.ContainsFunc(own(nil, nil), func(f faults.Fault) bool {
+			_, ok := f.(*chaos.SinkPartition)
+			return ok && wants(f.Name())
+		})
 		var err error
-		if wants(chaos.FaultSinkPartition) || wants(atpprofile.FaultRailPartition) {
+		if partition {
 			if snk, err = sink.Start("127.0.0.1:0"); err == nil {
 				if sinkProxy, err = chaos.NewSinkProxy(listen, snk.Addr()); err != nil {
 					snk.Close()
@@ -896,12 +860,12 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 			sinkURL = sinkProxy.URL()
 		}
 	}
-	tgt, err := startWorkloadTarget(ctx, c, sinkURL, red, logger)
+	tgt, err := startChaosTarget(ctx, c, sinkURL, red, logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		if errors.Is(err, errUnreachable) {
-			return exitUnreachable
+			return chaosUnreachable(c, red, err.Error(), stdout, stderr)
 		}
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
 	defer tgt.close()
@@ -922,6 +886,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	if tgt.bundled && tgt.process != nil {
 		fcfg.Failpoints = w.Failpoints
 		fcfg.FailpointAddr = tgt.failpointAddr
+		if w.FailpointTriggers != nil {
+			fcfg.FailpointTriggers = w.FailpointTriggers(tgt.url, tgt.t)
+		}
 	}
 	list := append(faults.All(fcfg), own(sinkProxy, snk)...)
 	requested, unmatched := faults.Requested(list, tokens)
@@ -946,13 +913,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
 		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr)
-	var endpoint any = tgt.httpIdem
-	if tgt.httpIdem == nil {
-		endpoint = c.tgt.Described // --target: what its file describes
-	}
-	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.apiKey, Sink: snk, Seed: c.seed,
+	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
-		Faults: usable, Logger: logger, Described: endpoint,
+		Faults: usable, Logger: logger, Described: tgt.t.Described,
 		Progress: func(p chaos.Progress) {
 			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
 				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
@@ -1004,50 +967,6 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	return finishChaos(c.out, run, checkChaosRun(run, res.History, res.Ledger, res.Files), red, stdout, stderr)
 }
 
-// startWorkloadTarget starts the target of a workload's chaos run: the
-// --target described (with --target-cmd, a process the harness owns), or
-// the profile's bundled server as a child process that calls the effect
-// sink at sinkURL, with its crash points reachable over GO_FAILPOINTS_HTTP
-// and the environment its mutant needs.
-func startWorkloadTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
-	if c.profile == spec.ProfileHTTPIdem {
-		return startHTTPIdemTarget(ctx, c, sinkURL, red, logger)
-	}
-	if c.target != "" {
-		return startChaosTarget(ctx, c, red, logger)
-	}
-	// serve takes the key of profile P's server from P_API_KEY (IDS_API_KEY, ATP_API_KEY).
-	v := strings.ToUpper(string(c.profile)) + "_API_KEY="
-	return startBundledChild(ctx, c, sinkURL, func(key string) []string { return []string{v + key} }, "", red, logger)
-}
-
-// startHTTPIdemTarget starts the target of an http-idempotency run: the
-// --target described (with --target-cmd, a process the harness owns; a
-// target without one must answer HTTP at all, not GET /health), or the
-// bundled payments endpoint as a child process following c.variant, its
-// two callers' tokens given in HTTPIDEM_CALLERS (it takes no API key),
-// described as BundledEndpoint describes it.
-func startHTTPIdemTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
-	switch {
-	case c.target != "" && c.targetCmd != "":
-		return startChaosTarget(ctx, c, red, logger)
-	case c.target != "":
-		if err := chaosWaitAnswers(ctx, c.target, 5*time.Second); err != nil {
-			return nil, fmt.Errorf("%w: %v (is it running? is --target right?)", errUnreachable, err)
-		}
-		return &chaosTarget{url: c.target}, nil
-	}
-	t, err := startBundledChild(ctx, c, sinkURL, func(string) []string {
-		return []string{"HTTPIDEM_CALLERS=" + strings.Join(c.callerTokens, ",")}
-	}, "", red, logger)
-	if err != nil {
-		return nil, err
-	}
-	t.apiKey = ""
-	t.httpIdem = profhttpidem.BundledEndpoint(c.variant, c.callerTokens)
-	return t, nil
-}
-
 // chaosWaitAnswers polls GET base until it answers anything over HTTP or d
 // passes.
 func chaosWaitAnswers(ctx context.Context, base string, d time.Duration) error {
@@ -1069,27 +988,68 @@ func chaosWaitAnswers(ctx context.Context, base string, d time.Duration) error {
 	}
 }
 
-// checkChaosRun judges a recorded run: with its profile's workload Check
-// when the run names a profile with a workload of its own, else with the
-// Intent Protocol's checks. A run of a profile this idscheck does not know
-// is undecided.
+// checkChaosRun judges a recorded run with its profile's workload Check
+// (a run recorded before chaos.json named its profile is the default
+// profile's); the options an older run kept in chaos.json reach the Check
+// as its OptionsFile. A run of a profile this idscheck does not know is
+// undecided.
 func checkChaosRun(run chaosRun, h checker.History, l checker.Ledger, files map[string][]byte) checker.Report {
-	if run.Profile == "" || run.Profile == string(spec.ProfileIntent) {
-		return profintent.Check(h, l, run.Options)
+	name := run.Profile
+	if name == "" {
+		name = defaultProfile()
 	}
-	p, ok := profiles.Lookup(spec.Profile(run.Profile))
+	p, ok := profiles.Lookup(spec.Profile(name))
 	if !ok || p.Chaos == nil || p.Chaos.Check == nil {
 		return checker.Report{Ops: len(h.Ops), Effects: len(l.Effects), Counts: map[checker.AnomalyKind]int{},
-			Models: []checker.ModelCheck{{Model: run.Profile, Result: checker.LinUnknown}}}
+			Models: []checker.ModelCheck{{Model: name, Result: checker.LinUnknown}}}
+	}
+	if f := p.Chaos.OptionsFile; f != "" && len(run.Options) > 0 && files[f] == nil {
+		files = maps.Clone(files)
+		if files == nil {
+			files = map[string][]byte{}
+		}
+		files[f] = run.Options
 	}
 	return p.Chaos.Check(harness.ChaosRecord{History: h, Ledger: l, Files: files, Undrained: run.Undrained})
 }
 
-// chaosRunResult is chaosResult with the run's profile.
+// chaosRunResult is chaosResult (its profile is the run's).
 func chaosRunResult(run chaosRun, rep checker.Report, viz []string) *reports.Result {
-	r := chaosResult(run, rep, viz)
-	if run.Profile != "" {
-		r.Profile = spec.Profile(run.Profile)
+	return chaosResult(run, rep, viz)
+}
+
+// chaosUnreachable ends a run whose target never answered: like run, it
+// still writes result.json (exit 3, the cause), junit.xml (an error naming
+// the cause) and index.html, says so, and returns exitUnreachable.
+func chaosUnreachable(c chaosConfig, red *redact.Redactor, cause string, stdout, stderr io.Writer) int {
+	cause = red.String(strings.TrimPrefix(cause, errUnreachable.Error()+": "))
+	hint := "check that the target is running, that --target (or \"url\" in the target file) is its base URL, and that GET <target>/health answers 200 without credentials"
+	if c.targetCmd != "" {
+		hint = "check that --target-cmd starts the target on the --target address and that GET <target>/health answers 200 without credentials"
 	}
-	return r
+	fmt.Fprintf(stderr, "idscheck chaos: target unreachable: %s\n  %s\n", cause, hint)
+	now := time.Now()
+	doc := &reports.Result{
+		Tool:        reports.CurrentTool(),
+		Profile:     c.profile,
+		Target:      reports.Target{URL: red.String(c.target), Bundled: c.target == "", Mutant: c.mutant, Command: red.Command(c.targetCmd), TimeScale: c.timeScale},
+		Seed:        c.seed,
+		Command:     red.String(c.command()),
+		Started:     now,
+		Finished:    now,
+		ExitCode:    exitUnreachable,
+		Unreachable: cause,
+		Notes: []string{
+			fmt.Sprintf("exit %d: target unreachable: %s", exitUnreachable, cause),
+			"No chaos was run. To fix: " + hint + ".",
+		},
+		Redact: red.Secrets(),
+	}
+	if err := reports.WriteAll(c.out, doc); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: writing the report: %v\n", err)
+		return exitUnreachable
+	}
+	fmt.Fprintf(stdout, "idscheck chaos: target unreachable, no chaos run: %s\nreport: %s\nreplay: %s\nexit %d: target unreachable\n",
+		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, exitUnreachable)
+	return exitUnreachable
 }

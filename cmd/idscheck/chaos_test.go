@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/faults"
+	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -119,7 +122,7 @@ func TestChaosCatchesLostOnCrash(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stdout, "lost") {
 		t.Fatalf("want exit %d and a lost anomaly, got exit %d\nstdout:\n%s\nstderr:\n%s", exitFailed, code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "replay: idscheck chaos --seed 5") {
+	if !strings.Contains(stdout, "replay: idscheck chaos --profile intent --seed 5") {
 		t.Fatalf("a failure must print the command that replays it:\n%s", stdout)
 	}
 }
@@ -182,6 +185,12 @@ func coverageOf(t *testing.T, run chaosRun, fault string) faults.Coverage {
 // the harness does not own, and returns its URL and API key.
 func startServeTarget(t *testing.T) (string, string) {
 	t.Helper()
+	return startServeTargetAt(t, 60)
+}
+
+// startServeTargetAt is startServeTarget at the given time scale.
+func startServeTargetAt(t *testing.T, scale float64) (string, string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +200,7 @@ func startServeTarget(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	const key = "serve-target-key"
-	cmd := exec.Command(exe, "serve", "--addr", addr, "--db", filepath.Join(t.TempDir(), "bus.db"), "--time-scale", "60")
+	cmd := exec.Command(exe, "serve", "--addr", addr, "--db", filepath.Join(t.TempDir(), "bus.db"), "--time-scale", strconv.FormatFloat(scale, 'g', -1, 64))
 	cmd.Env = append(os.Environ(), testBinaryIsCLI+"=1", "BUS_SECRET="+key, "BUS_ADMIN_SECRET=serve-target-admin")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -236,67 +245,123 @@ func TestChaosInjectsTheFaultAskedFor(t *testing.T) {
 	}
 }
 
-// TestChaosFaultNeverInjectedIsUnknown: a run in which a requested fault
-// could not be injected (crash without a managed process, failpoints
-// against a target that is not the bundled server) ends UNKNOWN, exit 4,
-// never PASS, and every output says which fault and why.
-func TestChaosFaultNeverInjectedIsUnknown(t *testing.T) {
+// TestChaosUnavailableFaultIsUsage (issue 18): a fault asked for that is
+// not available against the target (crash without a process idscheck
+// starts, failpoints of a target that is not the bundled server) is a
+// usage error, exit 2, with a clear message, before anything runs: no run
+// directory is written. It used to run and end UNKNOWN (exit 4).
+func TestChaosUnavailableFaultIsUsage(t *testing.T) {
+	for _, tc := range []struct {
+		faults string
+		want   []string
+	}{
+		{"latency,crash,failpoint", []string{"--faults crash: not available", "--target-cmd"}},
+		{"crash", []string{"--faults crash: not available", "--target-cmd"}},
+		{"failpoint", []string{"--faults failpoint: not available", "failpoints exist only in the bundled reference server"}},
+		{"failpoint/after-commit-before-reply", []string{"not available", "failpoints exist only in the bundled reference server"}},
+	} {
+		dir := filepath.Join(t.TempDir(), "run")
+		var stdout, stderr bytes.Buffer
+		code := cli(t.Context(), []string{"chaos", "--target", "http://127.0.0.1:1", "--api-key", "k", "--faults", tc.faults, "--out", dir}, &stdout, &stderr)
+		if code != exitUsage {
+			t.Errorf("--faults %s: exit %d, want %d\nstderr: %s", tc.faults, code, exitUsage, stderr.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("--faults %s: stderr lacks %q: %s", tc.faults, w, stderr.String())
+			}
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("--faults %s: the run directory was written: a usage error runs nothing", tc.faults)
+		}
+	}
+	// With a start command crash is available; failpoints still are not.
+	var stdout, stderr bytes.Buffer
+	if code := cli(t.Context(), []string{"chaos", "--target", "http://127.0.0.1:1", "--api-key", "k", "--target-cmd", "false",
+		"--faults", "failpoint", "--out", filepath.Join(t.TempDir(), "run")}, &stdout, &stderr); code != exitUsage {
+		t.Errorf("--target-cmd --faults failpoint: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestChaosDefaultFaultsAreAvailable (issue 18): with no --faults, a run
+// against a target idscheck does not start asks for what is available (net
+// and storm, no crash) and is not UNKNOWN for a crash it could not inject.
+func TestChaosDefaultFaultsAreAvailable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a real chaos run: skipped in -short")
 	}
 	url, key := startServeTarget(t)
 	dir := filepath.Join(t.TempDir(), "run")
-	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--target", url, "--api-key", key, "--duration", "3s", "--workers", "8",
-		"--seed", "4", "--faults", "latency,crash,failpoint", "--out", dir)
-	if code != exitUndecided {
-		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUndecided, stdout, stderr)
-	}
-	if strings.Contains(stdout, "PASS") {
-		t.Errorf("the terminal says PASS of a run that did not inject what it was asked:\n%s", stdout)
-	}
-	for _, want := range []string{"crash: fault not available", "failpoints exist only in the bundled reference server",
-		"UNKNOWN: 2 of 3 requested faults never injected: crash (unavailable), failpoint (unavailable)", "replay: idscheck chaos"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, stdout)
-		}
+	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--target", url, "--api-key", key, "--time-scale", "60", "--duration", "4s",
+		"--workers", "4", "--seed", "6", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	run := readChaosRun(t, dir)
-	if c := coverageOf(t, run, "latency"); c.Status != faults.StatusInjected {
-		t.Errorf("latency: %+v", c)
+	if run.Faults != "net,storm" {
+		t.Errorf("faults %q, want net,storm", run.Faults)
 	}
-	for _, f := range []string{"crash", "failpoint"} {
-		if c := coverageOf(t, run, f); c.Status != faults.StatusUnavailable || c.Reason == "" || c.Injected != 0 {
-			t.Errorf("%s: %+v, want unavailable with a reason", f, c)
+	for _, c := range run.Coverage {
+		if c.Kind == faults.KindCrash || c.Fault == "crash" || c.Status != faults.StatusInjected {
+			t.Errorf("coverage %+v: want every default fault available and injected, no crash", c)
 		}
+	}
+	if len(run.Coverage) != 9 {
+		t.Errorf("coverage of %d faults, want the 8 network faults and the storm: %+v", len(run.Coverage), run.Coverage)
+	}
+}
+
+// TestChaosUnreachableWritesTheReports (issue 18): a target that does not
+// answer is exit 3, and result.json, junit.xml and index.html say why, as
+// run writes them. The run is at the target's time scale: the declared
+// one, else 1 (real time), as run assumes and chaos -h says; chaos used to
+// assume 60, and judged a correct real-time target as if its leases and
+// TTLs were 60 times shorter.
+func TestChaosUnreachableWritesTheReports(t *testing.T) {
+	addr, err := faults.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	code := cli(t.Context(), []string{"chaos", "--target", "http://" + addr, "--api-key", "unreachable-key", "--faults", "latency", "--out", dir}, &stdout, &stderr)
+	if code != exitUnreachable {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUnreachable, stdout.String(), stderr.String())
 	}
 	res, err := reports.ReadResult(dir)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("result.json: %v", err)
 	}
-	if res.ExitCode != exitUndecided || res.Chaos.Verdict != verdict.Unknown || len(res.Chaos.Coverage) != 3 {
-		t.Errorf("result.json: exit %d, verdict %s, coverage %+v", res.ExitCode, res.Chaos.Verdict, res.Chaos.Coverage)
+	if res.ExitCode != exitUnreachable || res.Unreachable == "" || res.Profile == "" {
+		t.Errorf("result.json: exit %d, unreachable %q, profile %q", res.ExitCode, res.Unreachable, res.Profile)
 	}
-	html, err := os.ReadFile(filepath.Join(dir, "index.html"))
-	if err != nil {
-		t.Fatal(err)
+	if res.Target.TimeScale != 1 || !strings.Contains(res.Command, "--time-scale 1 ") {
+		t.Errorf("time scale %g (replay %q), want 1: the target declared none", res.Target.TimeScale, res.Command)
 	}
-	for _, want := range []string{"UNKNOWN: 2 requested faults were never injected", "Requested faults", ">crash<", ">latency<"} {
-		if !strings.Contains(string(html), want) {
-			t.Errorf("index.html lacks %q", want)
+	// A declared time scale is the run's.
+	dir2 := filepath.Join(t.TempDir(), "run")
+	if code := cli(t.Context(), []string{"chaos", "--target", "http://" + addr, "--api-key", "k", "--time-scale", "30", "--faults", "storm", "--out", dir2},
+		io.Discard, io.Discard); code != exitUnreachable {
+		t.Fatalf("--time-scale 30: exit %d, want %d", code, exitUnreachable)
+	}
+	if res, err := reports.ReadResult(dir2); err != nil || res.Target.TimeScale != 30 {
+		t.Errorf("--time-scale 30: result.json %v, time scale %v", err, res)
+	}
+	for _, f := range []string{"junit.xml", "index.html"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if !strings.Contains(string(b), "unreachable") {
+			t.Errorf("%s does not say the target was unreachable", f)
+		}
+		if strings.Contains(string(b), "unreachable-key") {
+			t.Errorf("%s carries the API key", f)
 		}
 	}
-	junit, err := os.ReadFile(filepath.Join(dir, "junit.xml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(junit), `name="chaos_verdict" value="UNKNOWN"`) {
-		t.Errorf("junit.xml does not carry the UNKNOWN verdict:\n%s", junit)
-	}
-	// Re-checked offline, the run is still undecided, never PASS.
-	var out, errb bytes.Buffer
-	if code := cli(t.Context(), []string{"check", dir}, &out, &errb); code != exitUndecided || strings.Contains(out.String(), "no anomaly: PASS") ||
-		!strings.Contains(out.String(), "requested faults never injected") {
-		t.Errorf("idscheck check: exit %d, want %d and the missing faults\n%s%s", code, exitUndecided, out.String(), errb.String())
+	if !strings.Contains(stdout.String(), "target unreachable") {
+		t.Errorf("stdout does not say why: %s", stdout.String())
 	}
 }
 
@@ -321,6 +386,38 @@ func TestChaosTooShortForEveryFaultIsUnknown(t *testing.T) {
 	}
 	if notDrawn == 0 || !strings.Contains(stdout, "NOT-DRAWN") || !strings.Contains(stdout, "raise --duration") {
 		t.Errorf("want faults reported not drawn, with what to do; coverage %+v\nstdout:\n%s", run.Coverage, stdout)
+	}
+	if strings.Contains(stdout, "PASS") || !strings.Contains(stdout, "requested faults never injected") || !strings.Contains(stdout, "replay: idscheck chaos") {
+		t.Errorf("the terminal does not say UNKNOWN, which faults, and the replay line:\n%s", stdout)
+	}
+	res, err := reports.ReadResult(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != exitUndecided || res.Chaos.Verdict != verdict.Unknown || len(res.Chaos.Coverage) != len(run.Coverage) {
+		t.Errorf("result.json: exit %d, verdict %s, coverage %+v", res.ExitCode, res.Chaos.Verdict, res.Chaos.Coverage)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"requested faults were never injected", "Requested faults"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	junit, err := os.ReadFile(filepath.Join(dir, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(junit), `name="chaos_verdict" value="UNKNOWN"`) {
+		t.Errorf("junit.xml does not carry the UNKNOWN verdict:\n%s", junit)
+	}
+	// Re-checked offline, the run is still undecided, never PASS.
+	var out, errb bytes.Buffer
+	if code := cli(t.Context(), []string{"check", dir}, &out, &errb); code != exitUndecided || strings.Contains(out.String(), "no anomaly: PASS") ||
+		!strings.Contains(out.String(), "requested faults never injected") {
+		t.Errorf("idscheck check: exit %d, want %d and the missing faults\n%s%s", code, exitUndecided, out.String(), errb.String())
 	}
 }
 
@@ -351,11 +448,12 @@ func TestChaosKeepsSecretsOut(t *testing.T) {
 	targetCmd := "echo \"starting with $CHAOS_TEST_TOKEN\" >&2; BUS_SECRET=" + busSecret + " BUS_ADMIN_SECRET='" + adminPW +
 		"' DASHBOARD_PASSWORD=" + dashPW + " " + chaosShellQuote(exe) + " serve --addr " + addr + " --db " + chaosShellQuote(db) + " --time-scale 60"
 	dir := filepath.Join(t.TempDir(), "run")
-	// failpoint is not available against a target that is not the bundled
-	// server: the run is UNKNOWN and prints its replay line.
+	// Every network fault and a crash do not fit in 2 s: under seed 1 the
+	// crash is drawn and four network faults are not, the run is UNKNOWN
+	// and prints its replay line.
 	code, stdout, stderr := runChaosCLI(t, []string{"CHAOS_TEST_TOKEN=" + envToken}, "chaos", "-v",
-		"--target", "http://"+addr, "--target-cmd", targetCmd, "--api-key", busSecret,
-		"--duration", "4s", "--workers", "8", "--seed", "9", "--faults", "crash,latency,failpoint", "--out", dir)
+		"--target", "http://"+addr, "--target-cmd", targetCmd, "--api-key", busSecret, "--time-scale", "60",
+		"--duration", "2s", "--workers", "8", "--seed", "1", "--faults", "crash,net", "--out", dir)
 	if code != exitUndecided {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUndecided, stdout, stderr)
 	}
@@ -522,7 +620,7 @@ func TestChaosTakesTheTargetDescription(t *testing.T) {
 	url, key := startServeTarget(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	code, stdout, stderr := runChaosCLI(t, nil, "chaos", "--target", url, "--api-key", key, "--admin-token", "serve-target-admin",
-		"--metrics-token", "metrics-tok", "--duration", "2s", "--workers", "4", "--seed", "3", "--faults", "latency", "--out", dir)
+		"--metrics-token", "metrics-tok", "--time-scale", "60", "--duration", "2s", "--workers", "4", "--seed", "3", "--faults", "latency", "--out", dir)
 	if code != exitOK {
 		t.Fatalf("every credential flag: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -545,5 +643,73 @@ func TestChaosTakesTheTargetDescription(t *testing.T) {
 	res := filepath.Join(t.TempDir(), "report")
 	if code, rout, rerr := runCLI(t, "--target-file", file, "--rules", "INTENT-7.1-*", "--out", res); code != exitOK {
 		t.Errorf("run --target-file: exit %d\n%s%s", code, rout, rerr)
+	}
+}
+
+// chaosCheckOptions are the check options as a run directory recorded
+// before chaos.json named its profile kept them (its "check_options"):
+// such a directory must still be re-checked under them.
+func chaosCheckOptions() json.RawMessage {
+	b, err := json.Marshal(profintent.ChaosCheckOptions())
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestChaosOldRunDirKeepsItsCheckOptions: a run directory recorded before
+// chaos.json named its profile kept the options its check ran under in
+// chaos.json ("check_options"); check and report re-judge it under them
+// (the workload's OptionsFile), not under today's defaults. Here the run
+// promised exactly-once execution (max_effects 0): one intent executed
+// twice is a duplicate, which the chaos workload's defaults (idempotent
+// workers) would not count.
+func TestChaosOldRunDirKeepsItsCheckOptions(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	write := func(opts json.RawMessage) string {
+		dir := t.TempDir()
+		run := chaosRun{Seed: 9, Command: "idscheck chaos --seed 9", Target: "http://127.0.0.1:9", Workers: 1, Faults: "storm",
+			Namespace: "chaos-9", Start: t0, End: t0.Add(time.Second), Options: opts}
+		h := checker.History{Ops: []checker.Operation{{ClientID: 1, Kind: checker.OpPublish, Key: "k-1", Input: checker.Input{Body: "d"},
+			Output: checker.Output{Status: 201, ID: "in-1", Body: "r"}, Call: 1e6, Return: 2e6, Outcome: verdict.OutcomeOK}}}
+		l := checker.Ledger{Effects: []checker.Effect{{Key: "k-1", Intent: "in-1", At: 3e6}, {Key: "k-1", Intent: "in-1", At: 4e6}}}
+		if err := writeChaosRun(dir, run, h, l); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	exactlyOnce := json.RawMessage(`{"timeout_ns": 60000000000, "expired_is_lost": true, "must_finish": true}`)
+	for _, tc := range []struct {
+		name string
+		opts json.RawMessage
+		dup  int
+	}{
+		{"recorded exactly-once", exactlyOnce, 1},
+		{"no options recorded", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := write(tc.opts)
+			checkChaosDir(dir, io.Discard, io.Discard)
+			var rep checker.Report
+			b, err := os.ReadFile(filepath.Join(dir, "check.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if got := rep.Counts[checker.Duplicated]; got != tc.dup {
+				t.Errorf("idscheck check: %d duplicated, want %d (%+v)", got, tc.dup, rep.Counts)
+			}
+			// report of a directory without check.json checks it again, the same way.
+			dir2 := write(tc.opts)
+			r, err := chaosDirResult(dir2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Chaos.Counts[checker.Duplicated]; got != tc.dup {
+				t.Errorf("idscheck report: %d duplicated, want %d", got, tc.dup)
+			}
+		})
 	}
 }

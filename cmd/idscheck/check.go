@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/reports"
-	"github.com/idscheck/idscheck/spec"
 )
 
 const checkSynopsis = `check [--target-file FILE] [target flags] DIR
@@ -61,7 +61,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
 	}
-	if err := tf.validate(spec.ProfileIntent, false); err != nil {
+	if err := tf.validate(prof.Name, false); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
 	}
@@ -187,15 +187,14 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	q := rep.Queue
 	fmt.Fprintf(w, "chaos: %d operations, %d effects, %d fault injections over %s\n", rep.Ops, rep.Effects,
 		len(run.Timeline), run.End.Sub(run.Start).Round(1e6))
-	if run.Profile != "" && run.Profile != string(spec.ProfileIntent) {
-		if run.Summary != "" {
-			fmt.Fprintf(w, "workload: %s\n", run.Summary)
-		}
+	if run.Summary != "" {
+		fmt.Fprintf(w, "workload: %s\n", run.Summary)
+	}
+	if p, ok := profiles.Lookup(chaosRunProfile(run)); ok && p.Chaos != nil && p.Chaos.Tally != nil {
+		fmt.Fprintln(w, p.Chaos.Tally(q))
+	} else {
 		fmt.Fprintf(w, "keys: %d delivered, %d answered terminally, %d executed, %d with an effect; duplicated %d, executed without effect %d, unexpected %d, pending %d, recovered %d\n",
 			q.Attempted, q.Acknowledged, q.Fulfilled, q.Effected, q.Duplicated, q.Lost, q.Unexpected, q.Pending, q.Recovered)
-	} else {
-		fmt.Fprintf(w, "queue: %d keys published, %d acknowledged, %d executed, %d seen fulfilled, %d dead before running; lost %d, duplicated %d, unexpected %d, recovered %d\n",
-			q.Attempted, q.Acknowledged, q.Effected, q.Fulfilled, q.Dead, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
 	}
 	for _, m := range rep.Models {
 		fmt.Fprintf(w, "model %-12s %-8s %d ops in %d partitions\n", m.Model, m.Result, m.Ops, m.Partitions)

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
-	profintent "github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -221,9 +220,22 @@ func chaosDirResult(dir string) (*reports.Result, error) {
 		err = json.Unmarshal(b, &rep)
 	}
 	if err != nil {
-		rep = profintent.Check(h, l, run.Options)
+		files, ferr := readChaosFiles(dir, run)
+		if ferr != nil {
+			return nil, ferr
+		}
+		rep = checkChaosRun(run, h, l, files)
 	}
 	return chaosResult(run, rep, chaosViews(dir)), nil
+}
+
+// chaosRunProfile is the profile whose workload a chaos run ran (a run
+// recorded before chaos.json named it: the default profile's).
+func chaosRunProfile(run chaosRun) spec.Profile {
+	if run.Profile != "" {
+		return spec.Profile(run.Profile)
+	}
+	return spec.Profile(defaultProfile())
 }
 
 // chaosViews lists the linearization views present in a chaos run directory.
@@ -266,7 +278,7 @@ func chaosResult(run chaosRun, rep checker.Report, viz []string) *reports.Result
 	code = applyChaosCoverage(c, run, code) // a requested fault never injected: UNKNOWN, never PASS (chaos.go)
 	return &reports.Result{
 		Tool:     reports.CurrentTool(),
-		Profile:  spec.ProfileIntent,
+		Profile:  chaosRunProfile(run),
 		Target:   reports.Target{URL: strings.TrimPrefix(run.Target, "bundled reference server at "), Bundled: run.Bundled, Mutant: run.Mutant, TimeScale: run.TimeScale},
 		Seed:     run.Seed,
 		Command:  run.Command,

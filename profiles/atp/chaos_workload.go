@@ -355,7 +355,7 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 		if f.Name() == "storm" {
 			f = &atpStormFault{w: w}
 		}
-		list = append(list, atpTracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
@@ -422,24 +422,12 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 }
 
 func (w *atpWorkload) progress(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
 		w.mu.Lock()
 		n := len(w.txs)
 		w.mu.Unlock()
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n,
-			Executed: len(RailOf(w.cfg.Sink).AllCharges())}
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		w.cfg.Progress(p)
-	}
+		return chaos.Progress{Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: n, Executed: len(RailOf(w.cfg.Sink).AllCharges())}
+	}, w.cfg.Progress)
 }
 
 // newKey draws an idempotency key: a UUIDv4 mostly, now and then 128
@@ -1015,16 +1003,4 @@ func (s *atpStormFault) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 	in.Params["intent_id"] = tx.intentID
 	in.Params["key"] = tx.key
 	return in, err
-}
-
-// atpTracked shows the fault in effect in the progress line.
-type atpTracked struct {
-	faults.Fault
-	w *atpWorkload
-}
-
-func (t atpTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }

@@ -26,6 +26,7 @@ func serveCommand() *harness.ServeCommand {
 	return &harness.ServeCommand{
 		Env:   EnvAPIKey + ": the API key the server asks in X-API-Key (empty: none asked)",
 		Flags: serveFlags,
+		Child: harness.ChildWithAPIKey(EnvAPIKey),
 	}
 }
 

@@ -28,13 +28,16 @@ func Chaos() *harness.ChaosWorkload {
 		fps[p] = `return("exit")`
 	}
 	return &harness.ChaosWorkload{
-		Summary:    "requests with an idempotency key, one body and one caller each, delivered until a terminal answer, resent, duplicated and stormed; what each created read back, effects counted at the harness's sink",
-		Sink:       true,
-		StormMin:   200,
-		StormMax:   300,
-		Failpoints: fps,
-		Run:        runChaos,
-		Check:      checkChaos,
+		Summary:          "requests with an idempotency key, one body and one caller each, delivered until a terminal answer, resent, duplicated and stormed; what each created read back, effects counted at the harness's sink",
+		Sink:             true,
+		SinkOptional:     true,
+		NeedsDescription: true,
+		AnyAnswer:        true,
+		StormMin:         200,
+		StormMax:         300,
+		Failpoints:       fps,
+		Run:              runChaos,
+		Check:            checkChaos,
 	}
 }
 

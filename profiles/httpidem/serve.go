@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
 	suthttpidem "github.com/idscheck/idscheck/sut/httpidem"
 )
@@ -27,6 +28,25 @@ func Serve() *harness.ServeCommand {
 	return &harness.ServeCommand{
 		Flags: serveFlags,
 		Env:   CallersEnv + ": the callers' bearer tokens, comma-separated (required); each authenticates as Authorization: Bearer TOKEN",
+		Child: serveChild,
+	}
+}
+
+// serveChild gives the served endpoint two callers, their bearer tokens in
+// HTTPIDEM_CALLERS, and the variant to follow (--variant: the one
+// described, else ietf); it takes no API key, and describes itself as
+// BundledEndpoint does.
+func serveChild(secret func() string, described any) harness.ServeChild {
+	variant := VariantIETF
+	if e, _ := described.(*Endpoint); e != nil && e.Variant != "" {
+		variant = e.Variant
+	}
+	callers := []string{"tok_" + secret(), "tok_" + secret()}
+	return harness.ServeChild{
+		Env:     []string{CallersEnv + "=" + strings.Join(callers, ",")},
+		Args:    []string{"--variant", variant},
+		Target:  features.Target{Described: BundledEndpoint(variant, callers)},
+		Secrets: callers,
 	}
 }
 

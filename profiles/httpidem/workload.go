@@ -214,7 +214,7 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 		if f.Name() == "storm" {
 			f = &hiStorm{w: w}
 		}
-		list = append(list, hiTracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
@@ -311,25 +311,15 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 }
 
 func (w *hiWorkload) progress(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
+		p := chaos.Progress{Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.nextN.Load())}
 		if w.cfg.Sink != nil {
 			p.Executed = len(w.cfg.Sink.AllEffects())
 		} else {
 			p.Executed = int(w.answered.Load())
 		}
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		w.cfg.Progress(p)
-	}
+		return p
+	}, w.cfg.Progress)
 }
 
 // fillUnique replaces "{{unique}}" in every string of v.
@@ -852,16 +842,4 @@ func (s *hiStorm) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) 
 	seed := rnd.Uint64()
 	w.bg.Go(func() { w.drive(w.drainCtx, c, mrand.New(mrand.NewPCG(seed, 5))) })
 	return in, err
-}
-
-// hiTracked shows the fault in effect in the progress line.
-type hiTracked struct {
-	faults.Fault
-	w *hiWorkload
-}
-
-func (t hiTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }

@@ -389,7 +389,7 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 		if f.Name() == "storm" {
 			f = &idsStorm{w: w}
 		}
-		list = append(list, idsTracked{f, w})
+		list = append(list, chaos.Tracked{Fault: f, Current: &w.fault})
 	}
 	schedule := faults.NewSchedule(schedRnd, list, cfg.Duration, cfg.ScheduleOptions)
 	var tl faults.Timeline
@@ -474,21 +474,9 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 }
 
 func (w *idsWorkload) progress(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: w.rec.Len(), Unknown: w.rec.Unknown(),
-			Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		w.cfg.Progress(p)
-	}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
+		return chaos.Progress{Ops: w.rec.Len(), Unknown: w.rec.Unknown(), Published: int(w.minted.Load()), Executed: len(w.cfg.Sink.AllEffects())}
+	}, w.cfg.Progress)
 }
 
 // mint creates a new logical command from rnd.
@@ -1010,16 +998,4 @@ func (s *idsStorm) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration)
 	in.Params["key"] = c.recKey
 	in.Params["command"] = c.typ.Name
 	return in, err
-}
-
-// idsTracked shows the fault in effect in the progress line.
-type idsTracked struct {
-	faults.Fault
-	w *idsWorkload
-}
-
-func (t idsTracked) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
-	t.w.fault.Store(t.Name())
-	defer t.w.fault.Store("")
-	return t.Fault.Inject(ctx, rnd, d)
 }

@@ -28,7 +28,8 @@ func ServeCommand() *harness.ServeCommand {
 			sinkURL := fs.String("sink", "", "base URL of the effect sink the server sends its effects to (required)")
 			return func(ctx context.Context, c harness.ServeConfig) error { return Serve(ctx, *sinkURL, c) }
 		},
-		Env: EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
+		Env:   EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
+		Child: harness.ChildWithAPIKey(EnvAPIKey),
 	}
 }
 

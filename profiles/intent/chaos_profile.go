@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
 	sut "github.com/idscheck/idscheck/sut/intent"
 	"github.com/idscheck/idscheck/verdict"
@@ -35,9 +36,21 @@ func Chaos() *harness.ChaosWorkload {
 		StormMin:   2,
 		StormMax:   100,
 		Failpoints: Failpoints(),
-		Run:        runChaosWorkload,
-		Check:      checkChaosWorkload,
+		FailpointTriggers: func(baseURL string, t features.Target) map[string]func(context.Context) error {
+			return FailpointTriggers(baseURL, t.APIKey, t.Credentials[CredentialAdminToken])
+		},
+		OptionsFile: ChaosOptionsFile,
+		Tally:       chaosTally,
+		Run:         runChaosWorkload,
+		Check:       checkChaosWorkload,
 	}
+}
+
+// chaosTally words the check's counts of units: keys published,
+// acknowledged, executed, seen fulfilled, dead before running.
+func chaosTally(q checker.QueueStats) string {
+	return fmt.Sprintf("queue: %d keys published, %d acknowledged, %d executed, %d seen fulfilled, %d dead before running; lost %d, duplicated %d, unexpected %d, recovered %d",
+		q.Attempted, q.Acknowledged, q.Effected, q.Fulfilled, q.Dead, q.Lost, q.Duplicated, q.Unexpected, q.Recovered)
 }
 
 // Failpoints are the bundled server's named failpoints, each with the term

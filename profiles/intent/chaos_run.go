@@ -280,24 +280,11 @@ func (w *workload) run(ctx context.Context) (*ChaosResult, error) {
 }
 
 func (w *workload) progress(ctx context.Context, done chan<- struct{}, tl *faults.Timeline) {
-	defer close(done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	chaos.ReportProgress(ctx, done, time.Second, w.start, &w.phase, &w.fault, func() chaos.Progress {
 		w.mu.Lock()
-		p := chaos.Progress{Elapsed: time.Since(w.start), Ops: len(w.ops), Published: len(w.acked)}
-		w.mu.Unlock()
-		p.Phase, _ = w.phase.Load().(string)
-		p.Fault, _ = w.fault.Load().(string)
-		p.Unknown = int(w.unknown.Load())
-		p.Executed = int(w.executed.Load())
-		w.cfg.Progress(p)
-	}
+		defer w.mu.Unlock()
+		return chaos.Progress{Ops: len(w.ops), Published: len(w.acked), Unknown: int(w.unknown.Load()), Executed: int(w.executed.Load())}
+	}, w.cfg.Progress)
 }
 
 // keyID is the identity of an API key in a history: the first 16 hex digits

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
 	sut "github.com/idscheck/idscheck/sut/intent"
 )
@@ -57,7 +58,8 @@ func serveHelp() string {
 // the common flags, then its readings (--readings, --reading).
 func serve() *harness.ServeCommand {
 	return &harness.ServeCommand{
-		Env: serveHelp(),
+		Env:   serveHelp(),
+		Child: serveChild,
 		Flags: func(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
 			base := fs.String("readings", "default", "default or alternate: the first or the second name of every reading key (listed above)")
 			set := readingFlag{}
@@ -180,4 +182,16 @@ func chooseReadings(base string, set map[string]string) (map[string]string, erro
 		return nil, fmt.Errorf("--reading: %w", err)
 	}
 	return out, nil
+}
+
+// serveChild gives the served bus its API key and admin token in BUS_SECRET
+// and BUS_ADMIN_SECRET; the admin token reaches the workload as the
+// admin-token credential (FailpointTriggers asks for a cleanup with it).
+func serveChild(secret func() string, _ any) harness.ServeChild {
+	key, admin := secret(), secret()
+	return harness.ServeChild{
+		Env:     []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin},
+		Target:  features.Target{APIKey: key, Credentials: map[string]string{CredentialAdminToken: admin}},
+		Secrets: []string{key, admin},
+	}
 }
