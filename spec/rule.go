@@ -15,20 +15,9 @@ const (
 	May    Level = "MAY"
 )
 
-// Profile names one protocol text idscheck certifies against.
+// Profile names one protocol text idscheck certifies against (its
+// registered name: profiles/<name> defines its own constant).
 type Profile string
-
-const (
-	ProfileIntent Profile = "intent"
-	ProfileIDS    Profile = "ids"
-	ProfileATP    Profile = "atp"
-	ProfileT0     Profile = "t0"
-	// ProfileHTTPIdem is any HTTP endpoint with an idempotency key, under
-	// one of three variants (the IETF draft, t-0's receiver rules,
-	// Stripe's conventions).
-	ProfileHTTPIdem Profile = "http-idempotency"
-	ProfileA2A      Profile = "a2a"
-)
 
 // Rule is one requirement of one protocol text. ID is stable across releases
 // (e.g. "INTENT-7.2-idem-replay"): scenarios are tagged with it, expected-failure

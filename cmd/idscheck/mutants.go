@@ -241,7 +241,7 @@ func runMutant(ctx context.Context, c mutantsConfig, m harness.Mutant, rules []s
 		}
 	}
 	row.Killed = len(row.FailedRules) > 0
-	if _, isRule := spec.Lookup(m.Breaks); isRule {
+	if isRuleOf(c.prof, m.Breaks) {
 		row.BreaksCaught = slices.Contains(row.FailedRules, m.Breaks)
 	}
 	return row
@@ -386,7 +386,7 @@ func printKillMatrix(w io.Writer, rows []mutantRow, where string, wall time.Dura
 		case r.Killed:
 			killed++
 			note := ""
-			if _, isRule := spec.Lookup(r.Breaks); isRule && !r.BreaksCaught {
+			if r.Breaks != "" && !r.BreaksCaught {
 				note = fmt.Sprintf(" (its own rule %s did not fail)", r.Breaks)
 			}
 			fmt.Fprintf(&b, "  %-28s %-8s %s%s\n", r.Mutant, "KILLED", firstFew(r.FailedRules, 6), note)
@@ -454,4 +454,9 @@ func sectionTargetFile(key string, encode func(any) (json.RawMessage, []string, 
 		return "", nil, err
 	}
 	return f.Name(), vars, nil
+}
+
+// isRuleOf says whether id names a rule of profile p.
+func isRuleOf(p harness.Profile, id string) bool {
+	return slices.ContainsFunc(p.Rules(), func(r spec.Rule) bool { return r.ID == id })
 }

@@ -32,9 +32,9 @@ func runReportCmd(t *testing.T, args ...string) (int, string, string) {
 func writeRun(t *testing.T, chaos bool) string {
 	t.Helper()
 	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	rule := spec.Rule{ID: "INTENT-7.2-idem-replay", Profile: spec.ProfileIntent, Section: "7.2", Level: spec.Must, Quote: "replay"}
+	rule := spec.Rule{ID: "INTENT-7.2-idem-replay", Profile: intent.Name, Section: "7.2", Level: spec.Must, Quote: "replay"}
 	r := &reports.Result{
-		Tool: reports.Tool{Name: "idscheck", Version: "test"}, Profile: spec.ProfileIntent, Seed: 7,
+		Tool: reports.Tool{Name: "idscheck", Version: "test"}, Profile: intent.Name, Seed: 7,
 		Target: reports.Target{URL: "http://127.0.0.1:9"}, Command: "idscheck run --seed 7",
 		Started: t0, Finished: t0.Add(time.Second), ExitCode: 1,
 		Rules: []reports.RuleEntry{{Rule: rule, Result: verdict.RuleResult{RuleID: rule.ID, Verdict: verdict.Fail, Reason: "replayed a different body"}}},
@@ -240,7 +240,7 @@ func TestReportCommandMatrix(t *testing.T) {
 func TestReportSummaryBlockedAndReading(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	rule := func(id string) spec.Rule {
-		return spec.Rule{ID: id, Profile: spec.ProfileIntent, Section: "3.3", Level: spec.Must}
+		return spec.Rule{ID: id, Profile: intent.Name, Section: "3.3", Level: spec.Must}
 	}
 	results := []verdict.RuleResult{
 		{RuleID: "R-PASS", Verdict: verdict.Pass},
@@ -255,7 +255,7 @@ func TestReportSummaryBlockedAndReading(t *testing.T) {
 		rules = append(rules, rule(rr.RuleID))
 	}
 	g := gate(results, rules, nil, false)
-	doc := &reports.Result{Profile: spec.ProfileIntent, Started: t0, Finished: t0.Add(time.Second), Command: "idscheck run",
+	doc := &reports.Result{Profile: intent.Name, Started: t0, Finished: t0.Add(time.Second), Command: "idscheck run",
 		ExitCode: g.code, Rules: reports.Entries(rules, results, nil)}
 	var b bytes.Buffer
 	printSummary(&b, doc, &features.RunResult{}, g, "")
