@@ -51,8 +51,9 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 // TestToyThroughTheRegistry: a profile that the registry gains in a test —
 // no line of cmd names it — is listed by rules, certified by run (and its
-// mutant failed by the rule it breaks), served by serve, and its mutant
-// killed by mutants in child processes.
+// mutant failed by the rule it breaks), stopped by its preflight, served by
+// serve, driven through faults by chaos (its mutant caught by its check),
+// and its mutant killed by mutants in child processes.
 func TestToyThroughTheRegistry(t *testing.T) {
 	registerToy(t)
 	ctx := t.Context()
@@ -181,6 +182,28 @@ func TestToyThroughTheRegistry(t *testing.T) {
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatal("serve did not stop when its context ended")
+		}
+	})
+
+	t.Run("chaos", func(t *testing.T) {
+		for _, tc := range []struct {
+			mutant string
+			code   int
+			says   string
+		}{{"", exitOK, "no anomaly"}, {toy.MutantStaleRead, exitFailed, "TOY-1-read-back"}} {
+			out := t.TempDir()
+			args := []string{"chaos", "--profile", "toy", "--duration", "3s", "--seed", "1", "--faults", "latency,partition", "--workers", "4", "--out", out}
+			if tc.mutant != "" {
+				args = append(args, "--mutant", tc.mutant)
+			}
+			var stdout, stderr bytes.Buffer
+			code := cli(ctx, args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stdout.String()+stderr.String(), tc.says) {
+				t.Errorf("chaos --mutant %q: exit %d (want %d), output lacks %q:\n%s\n%s", tc.mutant, code, tc.code, tc.says, stdout.String(), stderr.String())
+			}
+			if _, err := os.Stat(filepath.Join(out, reports.HTMLFile)); err != nil {
+				t.Errorf("chaos --mutant %q wrote no report: %v", tc.mutant, err)
+			}
 		}
 	})
 

@@ -46,11 +46,14 @@ func Profile() harness.Profile {
 				{ID: "TOY-2-not-found", Profile: Name, Section: "2", Level: spec.Must, Quote: "A read of an unknown key MUST answer 404.", Explanation: "clients cannot tell absence from emptiness"},
 			}
 		},
-		Suite:     &features.Suite{FS: feature, Paths: []string{"toy.feature"}, Steps: steps},
-		Models:    []checker.Model{Register{}},
-		Bundled:   bundled,
-		Mutants:   []harness.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
-		Serve:     &harness.ServeCommand{Flags: serveFlags},
+		Suite:   &features.Suite{FS: feature, Paths: []string{"toy.feature"}, Steps: steps},
+		Models:  []checker.Model{Register{}},
+		Bundled: bundled,
+		Mutants: []harness.Mutant{{Name: MutantStaleRead, Description: "reads return an empty value", Breaks: "TOY-1-read-back"}},
+		Serve: &harness.ServeCommand{Flags: serveFlags, Child: func(func() string, any) harness.ServeChild {
+			return harness.ServeChild{Target: features.Target{APIKey: "toy"}}
+		}},
+		Chaos:     Chaos(),
 		Preflight: preflight,
 	}
 }
