@@ -140,5 +140,3 @@ func sampleChaos() *Chaos {
 	}
 	return c
 }
-
-

@@ -76,11 +76,11 @@ type Sink struct {
 	byKey    map[string][]string // key -> effect ids, in order
 	calls    []Call
 	effects  []Effect
-	lose     int           // the next lose POSTs act and drop their reply
+	lose     int            // the next lose POSTs act and drop their reply
 	loseKey  map[string]int // key -> the next POSTs for it that act and drop their reply
-	fail     int           // the next fail POSTs answer 503 without acting
-	lost     int           // replies dropped so far
-	delay    time.Duration // every POST waits this long before answering
+	fail     int            // the next fail POSTs answer 503 without acting
+	lost     int            // replies dropped so far
+	delay    time.Duration  // every POST waits this long before answering
 	holds    map[string]chan struct{}
 	holdAll  chan struct{}  // non-nil: every POST waits for it (HoldAll)
 	inflight map[string]int // POSTs per key that arrived and are not recorded yet
