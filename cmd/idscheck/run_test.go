@@ -695,3 +695,42 @@ func TestRunWrongCredentialIsConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestPromiseOfATextWithoutKeywordsGates (issue 18, case 5): ATP and
+// Stripe's page use no RFC 2119 keyword; their guarantees gate by default.
+// An ATP site that charges twice on a retry, and a stripe endpoint that
+// pays again on a replay, fail the run without --strict.
+func TestPromiseOfATextWithoutKeywordsGates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two profiles' scenarios against mutants")
+	}
+	for _, tc := range []struct {
+		profile, mutant, rule string
+		extra                 []string
+	}{
+		{"atp", "double-charge-on-retry", "ATP-2-no-second-effect", nil},
+		{"http-idempotency", "effect-on-replay", "STRIPE-", []string{"--variant", "stripe"}},
+	} {
+		t.Run(tc.profile+"/"+tc.mutant, func(t *testing.T) {
+			out := t.TempDir()
+			args := append([]string{"run", "--profile", tc.profile, "--mutant", tc.mutant, "--seed", "1", "--out", out}, tc.extra...)
+			var stdout, stderr bytes.Buffer
+			if code := cli(t.Context(), args, &stdout, &stderr); code != exitFailed {
+				t.Fatalf("exit %d without --strict, want %d: a broken guarantee gates\n%s\n%s", code, exitFailed, stdout.String(), stderr.String())
+			}
+			doc, err := reports.ReadResult(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := false
+			for _, e := range doc.Rules {
+				if e.Result.Verdict == verdict.Fail && strings.HasPrefix(e.Rule.ID, tc.rule) && e.Rule.Guarantee != "" {
+					failed = true
+				}
+			}
+			if !failed {
+				t.Errorf("no guarantee of %s FAILed", tc.rule)
+			}
+		})
+	}
+}
