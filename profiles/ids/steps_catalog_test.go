@@ -16,7 +16,7 @@ func pickles(t *testing.T) []*messages.Pickle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := features.Pickles("ids.feature", src)
+	ps, err := features.ParseFeature(src, "ids.feature")
 	if err != nil {
 		t.Fatal(err)
 	}
