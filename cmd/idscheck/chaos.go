@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idscheck/idscheck/rundir"
 	"io"
 	"log/slog"
 	"maps"
@@ -512,11 +513,11 @@ func redactChaosRun(run *chaosRun, red *redact.Redactor) {
 // makes a run whose histories pass UNKNOWN (exit 4), never PASS.
 func finishChaos(dir string, run chaosRun, rep checker.Report, red *redact.Redactor, stdout, stderr io.Writer) int {
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "check.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.Check), append(b, '\n'), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
-	viz := filepath.Join(dir, "linearization.html")
+	viz := filepath.Join(dir, rundir.Linearization)
 	os.Remove(viz)
 	if len(rep.FailingPartitions) > 0 {
 		if err := writeFileWith(viz, rep.Visualize); err != nil {
@@ -529,7 +530,7 @@ func finishChaos(dir string, run chaosRun, rep checker.Report, red *redact.Redac
 	if err := reports.WriteAll(dir, r); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 	} else {
-		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, "index.html"))
+		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, rundir.HTML))
 	}
 	return r.ExitCode
 }
@@ -592,13 +593,13 @@ func writeChaosRun(dir string, run chaosRun, h checker.History, l checker.Ledger
 	if err != nil {
 		return fmt.Errorf("chaos.json: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "chaos.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.Chaos), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := writeFileWith(filepath.Join(dir, "history.jsonl"), h.WriteJSONL); err != nil {
+	if err := writeFileWith(filepath.Join(dir, rundir.History), h.WriteJSONL); err != nil {
 		return err
 	}
-	return writeFileWith(filepath.Join(dir, "ledger.jsonl"), l.WriteJSONL)
+	return writeFileWith(filepath.Join(dir, rundir.Ledger), l.WriteJSONL)
 }
 
 func writeFileWith(path string, write func(io.Writer) error) error {
