@@ -323,9 +323,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	res.Redact(secrets)
 	g := gate(res.Rules, rules, expected, c.strict)
-	doc := newRunResult(c, target, bundled, res, rules, expected, g, secrets)
-	g = g.covered(doc.Summary(), c.minJudged)
-	doc.ExitCode = g.code
+	doc, g := newRunResult(c, target, bundled, res, rules, expected, g, secrets)
 	if err := writeRunDir(c.out, doc, res); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		if _, serr := os.Stat(filepath.Join(c.out, reports.ResultFile)); serr != nil {
@@ -359,7 +357,7 @@ func preflightFailed(c runConfig, target features.Target, secrets []string, star
 	case errors.As(err, &other):
 		fmt.Fprintf(stderr, "idscheck run: the target does not speak the %s profile: %s\n", c.profile, cause)
 		return writeStopped(c, target, secrets, started, cause, exitUnreachable,
-			"Check that --target is the base URL of a "+c.profile+" service (see idscheck run -h and the profile's page in docs/).", stdout, stderr)
+			"Check that --target is the base URL of a service of the "+c.profile+" profile (see idscheck run -h and the profile's page in docs/).", stdout, stderr)
 	}
 	return unreachable(c, target, secrets, started, "preflight: "+cause, stdout, stderr)
 }
@@ -696,7 +694,7 @@ func (g gateResult) covered(sum reports.Summary, minJudged int) gateResult {
 // newRunResult builds the reports.Result of a run: every selected rule with
 // its verdict, the expected-failure marks, the exit code, and the secrets
 // the renderers must redact.
-func newRunResult(c runConfig, target features.Target, bundled bool, res *features.RunResult, rules []spec.Rule, expected map[string]bool, g gateResult, secrets []string) *reports.Result {
+func newRunResult(c runConfig, target features.Target, bundled bool, res *features.RunResult, rules []spec.Rule, expected map[string]bool, g gateResult, secrets []string) (*reports.Result, gateResult) {
 	out := &reports.Result{
 		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
@@ -710,16 +708,18 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 		Select:           c.globs(),
 		NotCovered:       res.NotCovered,
 		ExpectedFailures: c.expectedFailures,
-		ExitCode:         g.code,
 		MinJudged:        c.minJudged,
-		Notes:            []string{fmt.Sprintf("exit %d: %s", g.code, g.message)},
 		Redact:           secrets,
 	}
+	out.Rules = reports.Entries(rules, res.Rules, expected)
+	// A run that judged too few rules is undecided, whatever passed.
+	g = g.covered(out.Summary(), c.minJudged)
+	out.ExitCode = g.code
+	out.Notes = []string{fmt.Sprintf("exit %d: %s", g.code, g.message)}
 	for _, id := range g.nowPasses {
 		out.Notes = append(out.Notes, id+" now passes: remove it from the expected-failures file")
 	}
-	out.Rules = reports.Entries(rules, res.Rules, expected)
-	return out
+	return out, g
 }
 
 // writeRunDir writes the reports (result.json, junit.xml, index.html) and,

@@ -616,6 +616,9 @@ func TestRunThatJudgedNothingIsNoPass(t *testing.T) {
 	if v := doc.Summary().Verdict; v != verdict.Unknown {
 		t.Errorf("report verdict %s, want UNKNOWN", v)
 	}
+	if len(doc.Notes) == 0 || !strings.HasPrefix(doc.Notes[0], "exit 4: judged none") || doc.ExitCode != exitUndecided {
+		t.Errorf("the report says %q (exit %d): want the exit 4 of a run that judged none", doc.Notes, doc.ExitCode)
+	}
 	junit, _ := os.ReadFile(filepath.Join(out, reports.JUnitFile))
 	if !strings.Contains(string(junit), `type="coverage"`) {
 		t.Errorf("junit.xml has no coverage error:\n%s", junit)
