@@ -172,7 +172,7 @@ func (f *fakeIDS) post(w http.ResponseWriter, r *http.Request) {
 		eff, err := f.callSink(rec, true)
 		if err != nil {
 			f.mu.Lock()
-			rec.evidence = append(rec.evidence, map[string]any{"decision": "first_seen", "executed": true, "command_id": env.CommandID, "original_command_id": rec.orig})
+			addFirstSeen(rec, true)
 			f.mu.Unlock()
 			f.wg.Go(func() { f.retryS1(rec) })
 			f.mu.Lock()
@@ -204,15 +204,27 @@ func processing(rec *fakeRec) []byte {
 	return b
 }
 
+// addFirstSeen puts the first delivery's evidence first, once: duplicates
+// that arrived while it was under way (their duplicate_replayed items) come
+// after it, and a first delivery that is finished later (its sink call
+// failed, then a retry made it) has one first_seen item, not two. Called
+// with f.mu held.
+func addFirstSeen(rec *fakeRec, executed bool) {
+	for _, e := range rec.evidence {
+		if e["decision"] == "first_seen" {
+			return
+		}
+	}
+	rec.evidence = append([]map[string]any{{"decision": "first_seen", "executed": executed, "command_id": rec.orig, "original_command_id": rec.orig}}, rec.evidence...)
+}
+
 // finish stores the outcome; for a first delivery it adds its evidence.
 func (f *fakeIDS) finish(rec *fakeRec, status string, code int, result map[string]any, id string) {
 	b, _ := json.Marshal(map[string]any{"command_id": rec.orig, "idempotency_key": rec.key, "status": status,
 		"outcome_ref": "out_" + rec.orig, "result": result, "status_url": "/commands/" + rec.orig})
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(rec.evidence) == 0 || rec.evidence[0]["decision"] != "first_seen" {
-		rec.evidence = append([]map[string]any{{"decision": "first_seen", "executed": status == "executed", "command_id": rec.orig, "original_command_id": rec.orig}}, rec.evidence...)
-	}
+	addFirstSeen(rec, status == "executed")
 	rec.status, rec.code, rec.body = status, code, b
 	if f.mutant == "no-reservation" {
 		if old := f.recs[id]; old != nil && old != rec {
