@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
-	"time"
 
 	"github.com/idscheck/idscheck/harness"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
@@ -90,34 +87,6 @@ func serve(ctx context.Context, c harness.ServeConfig, railURL string, readings 
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		srv.Close()
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	if c.Ready != nil {
-		c.Ready("http://" + ln.Addr().String())
-	}
-	logger.Info("serving atp", "addr", ln.Addr().String(), "db", c.DB, "mutant", c.Mutant)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	var serr error
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			serr = err
-		}
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := hs.Shutdown(sctx); err != nil {
-			logger.Warn("shutdown", "err", err)
-		}
-		cancel()
-	}
-	if err := srv.Close(); err != nil {
-		serr = errors.Join(serr, fmt.Errorf("close: %w", err))
-	}
-	return serr
+	c.Logger = logger
+	return harness.ServeHandler(ctx, c, "atp", srv.Handler(), srv.Close)
 }

@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
-	"time"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
@@ -87,41 +84,7 @@ func serveFlags(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfi
 		if err != nil {
 			return err
 		}
-		return serveHandler(ctx, c, db, srv.Handler(), srv.Close, logger)
+		c.Logger, c.DB = logger, db
+		return harness.ServeHandler(ctx, c, string(Name), srv.Handler(), srv.Close)
 	}
-}
-
-// serveHandler serves h on c.Addr until ctx ends, then finishes the
-// requests in flight (15 s at most) and closes the server.
-func serveHandler(ctx context.Context, c harness.ServeConfig, db string, h http.Handler, closeFn func() error, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		closeFn()
-		return err
-	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	if c.Ready != nil {
-		c.Ready("http://" + ln.Addr().String())
-	}
-	logger.Info("serving "+string(Name), "addr", ln.Addr().String(), "db", db, "mutant", c.Mutant)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	var errs []error
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, err)
-		}
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		if err := hs.Shutdown(sctx); err != nil {
-			logger.Warn("shutdown", "err", err)
-		}
-		cancel()
-	}
-	if err := closeFn(); err != nil {
-		errs = append(errs, fmt.Errorf("close: %w", err))
-	}
-	return errors.Join(errs...)
 }

@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/idscheck/idscheck/harness"
 	sutids "github.com/idscheck/idscheck/sut/ids"
@@ -72,34 +68,6 @@ func Serve(ctx context.Context, sinkURL string, c harness.ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		srv.Close()
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	if c.Ready != nil {
-		c.Ready("http://" + ln.Addr().String())
-	}
-	logger.Info("serving ids", "addr", ln.Addr().String(), "db", c.DB, "mutant", c.Mutant)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	var serveErr error
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			serveErr = err
-		}
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := hs.Shutdown(sctx); err != nil {
-			logger.Warn("shutdown", "err", err)
-		}
-		cancel()
-	}
-	if err := srv.Close(); err != nil {
-		return errors.Join(serveErr, fmt.Errorf("close: %w", err))
-	}
-	return serveErr
+	c.Logger = logger
+	return harness.ServeHandler(ctx, c, "ids", srv.Handler(), srv.Close)
 }

@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
@@ -110,38 +107,8 @@ func serveBus(ctx context.Context, c harness.ServeConfig, readings map[string]st
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		srv.Close()
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	logger.Info("serving", "addr", ln.Addr().String(), "db", cfg.DBPath)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	if c.Ready != nil {
-		c.Ready("http://" + ln.Addr().String())
-	}
-	var serr error
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			serr = err
-		}
-	case <-ctx.Done():
-		logger.Info("shutting down: finishing in-flight requests")
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := hs.Shutdown(sctx); err != nil {
-			logger.Warn("shutdown", "err", err)
-		}
-		cancel()
-	}
-	if err := srv.Close(); err != nil {
-		serr = errors.Join(serr, fmt.Errorf("close: %w", err))
-	}
-	logger.Info("stopped")
-	return serr
+	c.Logger, c.DB = logger, cfg.DBPath
+	return harness.ServeHandler(ctx, c, "intent", srv.Handler(), srv.Close)
 }
 
 // readingFlag collects repeated --reading ID=NAME.
