@@ -76,3 +76,23 @@ func Answer(r *client.Response) string {
 	}
 	return fmt.Sprintf("%d %s", r.Status, body)
 }
+
+// ProbeRoute is the preflight of a binding with one route every target
+// serves (hint says so, e.g. "an IDS target serves its command registry
+// there: is this an IDS server?"): GET path with the API key must answer
+// 2xx. A 401 or 403 is a refused key (*CredentialError), another answer a
+// target that is not the protocol (*NotProtocolError).
+func ProbeRoute(ctx context.Context, t features.Target, timeout time.Duration, path, hint string) error {
+	c, err := client.New(t.BaseURL, client.Options{Name: "preflight", APIKey: t.APIKey, Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	r, err := ProbeCredential(ctx, c, "the API key", client.Request{Method: http.MethodGet, Path: path})
+	if err != nil {
+		return err
+	}
+	if r.Status < 200 || r.Status > 299 {
+		return &NotProtocolError{Call: "GET " + path, Answer: Answer(r), Hint: hint}
+	}
+	return nil
+}

@@ -353,18 +353,24 @@ func preflightFailed(c runConfig, target features.Target, secrets []string, star
 	switch {
 	case errors.As(err, &cred):
 		fmt.Fprintf(stderr, "idscheck run: %s\n  give the credential the target expects (see idscheck run -h: the target's flags and file)\n", cause)
-		return writeStopped(c, target, secrets, started, cause, exitUsage, "Give the credential the target expects: the run judged nothing.", stdout, stderr)
+		return writeStopped(c, target, secrets, started, cause, exitUsage, true, "Give the credential the target expects: the run judged nothing.", stdout, stderr)
 	case errors.As(err, &other):
 		fmt.Fprintf(stderr, "idscheck run: the target does not speak the %s profile: %s\n", c.profile, cause)
-		return writeStopped(c, target, secrets, started, cause, exitUnreachable,
+		return writeStopped(c, target, secrets, started, cause, exitUnreachable, true,
 			"Check that --target is the base URL of a service of the "+c.profile+" profile (see idscheck run -h and the profile's page in docs/).", stdout, stderr)
 	}
 	return unreachable(c, target, secrets, started, "preflight: "+cause, stdout, stderr)
 }
 
-// writeStopped writes the reports of a run the preflight stopped (exit code
-// code, the cause in every report) and says so on stdout.
-func writeStopped(c runConfig, target features.Target, secrets []string, started time.Time, cause string, code int, fix string, stdout, stderr io.Writer) int {
+// writeStopped writes the reports of a run that stopped before any
+// scenario (exit code code; what stopped it, "preflight failed" or "target
+// unreachable"; the cause and the fix in every report) and says so on
+// stdout. No rule has a verdict.
+func writeStopped(c runConfig, target features.Target, secrets []string, started time.Time, cause string, code int, preflight bool, fix string, stdout, stderr io.Writer) int {
+	what := "target unreachable"
+	if preflight {
+		what = "preflight failed"
+	}
 	doc := &reports.Result{
 		Tool:             reports.CurrentTool(),
 		Profile:          spec.Profile(c.profile),
@@ -379,16 +385,16 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 		ExpectedFailures: c.expectedFailures,
 		ExitCode:         code,
 		Unreachable:      cause,
-		Preflight:        true,
-		Notes:            []string{fmt.Sprintf("exit %d: preflight failed: %s", code, cause), "No rule was checked. " + fix},
+		Preflight:        preflight,
+		Notes:            []string{fmt.Sprintf("exit %d: %s: %s", code, what, cause), "No rule was checked. " + fix},
 		Redact:           secrets,
 	}
 	if err := reports.WriteAll(c.out, doc); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		return code
 	}
-	fmt.Fprintf(stdout, "\nidscheck run: preflight failed, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: preflight failed\n",
-		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, code)
+	fmt.Fprintf(stdout, "\nidscheck run: %s, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: %s\n",
+		what, oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, code, what)
 	return code
 }
 
@@ -404,32 +410,7 @@ func unreachable(c runConfig, target features.Target, secrets []string, started 
 			"; raise it for a slow start), and that GET <target>/health answers 200 without credentials"
 	}
 	fmt.Fprintf(stderr, "idscheck run: target unreachable: %v\n  %s\n", cause, hint)
-	doc := &reports.Result{
-		Tool:             reports.CurrentTool(),
-		Profile:          spec.Profile(c.profile),
-		Target:           reports.Target{URL: target.BaseURL, Bundled: c.tgt.URL == "", Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
-		Seed:             c.seed,
-		Command:          redactAll(c.reproduce(), secrets),
-		Started:          started,
-		Finished:         time.Now(),
-		Strict:           c.strict,
-		Select:           c.globs(),
-		ExpectedFailures: c.expectedFailures,
-		ExitCode:         exitUnreachable,
-		Unreachable:      cause,
-		Notes: []string{
-			fmt.Sprintf("exit %d: target unreachable: %s", exitUnreachable, cause),
-			"No rule was checked. To fix: " + hint + ".",
-		},
-		Redact: secrets,
-	}
-	if err := reports.WriteAll(c.out, doc); err != nil {
-		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
-		return exitUnreachable
-	}
-	fmt.Fprintf(stdout, "\nidscheck run: target unreachable, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: target unreachable\n",
-		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, exitUnreachable)
-	return exitUnreachable
+	return writeStopped(c, target, secrets, started, cause, exitUnreachable, false, "To fix: "+hint+".", stdout, stderr)
 }
 
 // waitHealthy polls GET /health until it answers 200, for at most wait;
