@@ -122,11 +122,7 @@ func (t Tracked) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (f
 // Digest returns a short digest of a JSON document in canonical form (or of
 // the raw bytes when they are not JSON): equal for semantically identical
 // bodies, as checker.Input.Body wants.
-func Digest(b []byte) string { return digest(b) }
-
-// digest returns a short digest of a JSON document in canonical form (or of
-// the raw bytes when they are not JSON).
-func digest(b []byte) string {
+func Digest(b []byte) string {
 	var v any
 	if json.Unmarshal(b, &v) == nil {
 		if c, err := json.Marshal(v); err == nil {
@@ -138,9 +134,7 @@ func digest(b []byte) string {
 }
 
 // Sleep waits for d or until ctx ends, whichever comes first.
-func Sleep(ctx context.Context, d time.Duration) { sleep(ctx, d) }
-
-func sleep(ctx context.Context, d time.Duration) {
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

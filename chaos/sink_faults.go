@@ -173,7 +173,7 @@ func (f *SinkPartition) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 	}
 	in.Start = time.Now()
 	in.Params = map[string]string{"addr": f.Proxy.Addr(), "upstream": f.Proxy.Upstream()}
-	herr := holdFor(ctx, d)
+	herr := HoldFor(ctx, d)
 	err = heal()
 	in.End = time.Now()
 	switch {
@@ -210,22 +210,22 @@ func (f *SinkLostReplies) Available() error {
 	return nil
 }
 
-// maxLostReplies bounds the replies one injection loses.
-const maxLostReplies = 200
+// MaxLostReplies bounds the replies one injection loses.
+const MaxLostReplies = 200
 
-// Inject loses the reply of every call during d (at most maxLostReplies).
+// Inject loses the reply of every call during d (at most MaxLostReplies).
 func (f *SinkLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Duration) (faults.Injection, error) {
 	in := faults.Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{}, Start: time.Now()}
 	if err := f.Available(); err != nil {
 		in.End, in.Err = in.Start, err.Error()
 		return in, err
 	}
-	n := maxLostReplies
+	n := MaxLostReplies
 	before := f.Sink.LostReplies()
 	f.Sink.LoseReplies(n)
-	herr := holdFor(ctx, d)
+	herr := HoldFor(ctx, d)
 	for t := time.Now(); herr == nil && f.Sink.LostReplies() == before && time.Since(t) < 2*time.Second; {
-		herr = holdFor(ctx, 20*time.Millisecond)
+		herr = HoldFor(ctx, 20*time.Millisecond)
 	}
 	f.Sink.LoseReplies(0)
 	in.End = time.Now()
@@ -241,8 +241,8 @@ func (f *SinkLostReplies) Inject(ctx context.Context, rnd *mrand.Rand, d time.Du
 	return in, err
 }
 
-// holdFor waits d or until ctx ends (its error).
-func holdFor(ctx context.Context, d time.Duration) error {
+// HoldFor waits d or until ctx ends (its error).
+func HoldFor(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
