@@ -78,8 +78,8 @@ func Answer(r *client.Response) string {
 }
 
 // ProbeRoute is the preflight of a binding with one route every target
-// serves (hint says so, e.g. "an IDS target serves its command registry
-// there: is this an IDS server?"): GET path with the API key must answer
+// serves (hint says so, e.g. "a target serves its registry there: is this
+// one of them?"): GET path with the API key must answer
 // 2xx. A 401 or 403 is a refused key (*CredentialError), another answer a
 // target that is not the protocol (*NotProtocolError).
 func ProbeRoute(ctx context.Context, t features.Target, timeout time.Duration, path, hint string) error {
