@@ -85,6 +85,30 @@ type naError struct{ reason string }
 func (e *naError) Error() string { return "not applicable: " + e.reason }
 func (e *naError) Unwrap() error { return ErrNotApplicable }
 
+// BlockedError is what a check returns when the answer it reads is
+// judged by another rule: it is neither a pass nor a failure of its own
+// rule, which the runner makes BLOCKED by Blocker (a 5xx to a well-formed
+// request blocks the rule the request was testing; the 5xx is a finding
+// of the rule that judges it).
+type BlockedError struct {
+	Blocker string // the rule whose finding blocks the check
+	Reason  string
+	// Finding: what blocks the check is itself evidence against Blocker,
+	// which the runner judges FAIL on it (once per scenario).
+	Finding bool
+}
+
+func (e *BlockedError) Error() string { return "blocked by " + e.Blocker + ": " + e.Reason }
+
+// Blocked returns a *BlockedError.
+func Blocked(blocker, reason string) error { return &BlockedError{Blocker: blocker, Reason: reason} }
+
+// BlockedByFinding returns a *BlockedError whose reason is a finding
+// against blocker: the check is BLOCKED, and blocker FAILs on the reason.
+func BlockedByFinding(blocker, reason string) error {
+	return &BlockedError{Blocker: blocker, Reason: reason, Finding: true}
+}
+
 // MismatchError is a step failure that says what the rule expected and what
 // the target did; the runner puts both into the rule's evidence.
 type MismatchError struct {

@@ -327,6 +327,18 @@ func (j *judge) stepReturned(err error) error {
 	case isTransport(err) || unanswered(exs) != nil:
 		return err // the target did not answer: the scenario ends UNKNOWN
 	}
+	var be *BlockedError
+	if errors.As(err, &be) {
+		// Not this rule's evidence either way: the check goes on to the
+		// next step, and nothing after it rests on it.
+		ev := j.evidence(err)
+		ev.Expected, ev.Observed = "", be.Reason
+		j.finding(be, ev)
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Blocked, BlockedBy: be.Blocker,
+			Reason: "not checked: " + be.Reason, Step: j.steps[j.idx].Text, Evidence: ev})
+		j.lastEnd = j.env.Recorder.Len()
+		return nil
+	}
 	end := j.env.Recorder.Len()
 	if j.cur.Decision != "" {
 		g := j.group
@@ -424,6 +436,25 @@ func (j *judge) resolve() {
 
 func (j *judge) add(jd Judgment) { j.judgments = append(j.judgments, jd) }
 
+// finding judges the rule a BlockedError's finding is evidence against,
+// FAIL, once per scenario.
+func (j *judge) finding(be *BlockedError, ev verdict.Evidence) {
+	if !be.Finding {
+		return
+	}
+	for _, jd := range j.judgments {
+		if jd.Rule == be.Blocker && jd.Verdict == verdict.Fail {
+			return
+		}
+	}
+	step := ""
+	if j.idx >= 0 && j.idx < len(j.steps) {
+		step = j.steps[j.idx].Text
+	}
+	j.add(Judgment{Rule: be.Blocker, Verdict: verdict.Fail, Reason: be.Reason, Step: step,
+		Evidence: verdict.Evidence{Expected: "no 5xx to a well-formed request", Observed: be.Reason, Exchanges: ev.Exchanges}})
+}
+
 // evidence is what an assertion's failure shows: expected and observed, and
 // the scenario's exchanges so far.
 func (j *judge) evidence(err error) verdict.Evidence {
@@ -459,8 +490,13 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 	}
 	blocker, why := "", ""
 	var bev verdict.Evidence
+	var be *BlockedError
 	if stop.Verdict == verdict.Blocked {
 		switch {
+		case errors.As(stopErr, &be):
+			blocker, why = be.Blocker, be.Reason
+			bev = verdict.Evidence{Observed: be.Reason, Exchanges: j.env.Recorder.Since(j.scenarioMark)}
+			j.finding(be, bev)
 		case j.taint != nil && errors.Is(stopErr, errStopped):
 			blocker, bev = j.taint.rule, j.taint.ev
 			why = fmt.Sprintf("it rests on the check of %s, which failed", blocker)

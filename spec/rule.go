@@ -92,3 +92,10 @@ func (d Decision) ReadingByName(name string) (Reading, bool) {
 	}
 	return Reading{}, false
 }
+
+// WithBinding returns r bound by binding: the verbatim sentence of the
+// text whose keyword governs a quote that carries none (see Binding).
+func (r Rule) WithBinding(binding string) Rule {
+	r.Binding = binding
+	return r
+}

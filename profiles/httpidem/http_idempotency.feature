@@ -14,7 +14,8 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Given the endpoint follows the ietf variant
     And a request "A"
     When I send "A"
-    Then [IETF-2.6-first-request] the last answer is a 2xx
+    Then [HTTP-15.6-server-error] no request of this scenario was answered with a 5xx
+    And [IETF-2.6-first-request] the last answer is a 2xx
     When I send "A" again
     Then [IETF-2.6-retry-result] the last answer has the status and body of the first answer to "A"
     And [IETF-2.6-retry-result] "A" created exactly one thing
@@ -36,6 +37,22 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     And I send "A" again
     Then [IETF-2.1-string-key] the last answer has the status and body of the first answer to "A"
     And [IETF-2.1-string-key] "A" created exactly one thing
+
+  Scenario: ietf — a new key is a new request, whatever its body
+    Given the endpoint follows the ietf variant
+    And a request "A"
+    And a request "B" with the body of "A" under a new key
+    When I send "A"
+    And I send "B"
+    Then [IETF-2.5-identify-key] the last answer is a 2xx
+    And [IETF-2.5-identify-key] "A" and "B" together created exactly two things
+
+  Scenario: ietf — a key outside the published format is refused before it is processed
+    Given the endpoint follows the ietf variant
+    And a request "A" whose key is outside the published format
+    When I send "A"
+    Then [IETF-5-validate-key] the last answer is a 4xx refusal
+    And [IETF-5-validate-key] "A" created nothing
 
   Scenario: ietf — a retry while the original is in flight gets a resource conflict error
     Given the endpoint follows the ietf variant
@@ -100,11 +117,21 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Given the endpoint follows the t0 variant
     And a request "A"
     When I send "A"
-    And I send "A" again 2 times
+    Then [HTTP-15.6-server-error] no request of this scenario was answered with a 5xx
+    When I send "A" again 2 times
     Then [T0-R1-original-response] the last answer has the status and body of the first answer to "A"
     And [T0-CAT-same-outcome] the last answer has the outcome of the first answer to "A"
     And [T0-0-no-further-effect] "A" created exactly one thing
     And [T0-0-no-further-effect] the effect sink saw no further effect after the first answer to "A"
+
+  Scenario: t0 — a new key is a genuinely new request, whatever its fields
+    Given the endpoint follows the t0 variant
+    And a request "A"
+    And a request "B" with the body of "A" under a new key
+    When I send "A"
+    And I send "B"
+    Then [T0-R3-key-tells-new] the last answer is a 2xx
+    And [T0-R3-key-tells-new] "A" and "B" together created exactly two things
 
   Scenario: t0 — a duplicate of a request in flight waits for it and gets the same response
     Given the endpoint follows the t0 variant
@@ -143,7 +170,8 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Given the endpoint follows the stripe variant
     And a request "A"
     When I send "A"
-    Then [STRIPE-IDEM-post-accepts-keys] the last answer is a 2xx
+    Then [HTTP-15.6-server-error] no request of this scenario was answered with a 5xx
+    And [STRIPE-IDEM-post-accepts-keys] the last answer is a 2xx
     When I send "A" again
     Then [STRIPE-IDEM-same-result] the last answer has the status and body of the first answer to "A"
     And [STRIPE-IDEM-same-result] "A" created exactly one thing
@@ -185,6 +213,26 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     And I send "A"
     Then [STRIPE-IDEM-not-saved] the last answer is a 2xx
     And [STRIPE-IDEM-not-saved] "A" created exactly one thing
+
+  Scenario: stripe — a request that met a concurrent one is not saved: its retry gets the original's result
+    Given the endpoint follows the stripe variant
+    And a request "A"
+    When I send "A" and its effect is held
+    And I send "A" again while the first is held
+    And the effect is released
+    And I send "A" again
+    Then [STRIPE-IDEM-not-saved] the last answer has the status and body of the first answer to "A"
+    And [STRIPE-IDEM-same-result] "A" created exactly one thing
+
+  Scenario: stripe — a key the endpoint expires in under 24 hours is still kept for 24 hours
+    Given the endpoint follows the stripe variant
+    And the endpoint declares a key lifetime under 24 hours
+    And a request "A"
+    When I send "A"
+    And I wait past the declared key lifetime
+    And I send "A" again
+    Then [STRIPE-IDEM-kept-24h] the last answer has the status and body of the first answer to "A"
+    And [STRIPE-IDEM-kept-24h] "A" created exactly one thing
 
   Scenario: stripe — a key is kept for at least 24 hours
     Given the endpoint follows the stripe variant

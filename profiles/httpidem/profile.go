@@ -82,9 +82,11 @@ func BundledEndpoint(variant string, callers []string) *Endpoint {
 		KeyTTLSeconds: 86400,
 		ID:            "id",
 		Count:         &CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
+		KeySpec:       &KeySpec{MinLength: 1, MaxLength: 255},
 	}
 	if variant == VariantT0 {
 		e.Key = KeyPlace{Body: "paymentRef"}
+		e.KeySpec.MaxLength = 128
 	}
 	for _, t := range callers {
 		e.Callers = append(e.Callers, Caller{Headers: map[string]string{"Authorization": "Bearer " + t}})

@@ -26,7 +26,14 @@ const (
 	SourceIETF   = "draft-ietf-httpapi-idempotency-key-header.txt"
 	SourceT0     = "002_58f6d1c48bb6cfb8.txt"
 	SourceStripe = "stripe-idempotent-requests.txt"
+	// SourceHTTP is RFC 9110's 5xx class: the finding of every variant.
+	SourceHTTP = "rfc9110-server-error.txt"
 )
+
+// RuleServerError judges, under every variant, that no well-formed
+// request is answered with a 5xx: a check that reads such an answer is
+// BLOCKED by it, never passed.
+const RuleServerError = "HTTP-15.6-server-error"
 
 // Variants, in the order --variant lists them; the first is the default.
 const (
@@ -38,9 +45,12 @@ const (
 // Variants lists the variants.
 func Variants() []string { return []string{VariantIETF, VariantT0, VariantStripe} }
 
-// Variant is the variant a rule belongs to: the one of its text.
+// Variant is the variant a rule belongs to: the one of its text; "" for
+// the finding every variant judges (RuleServerError).
 func Variant(r spec.Rule) string {
 	switch r.Source {
+	case SourceHTTP:
+		return ""
 	case SourceT0:
 		return VariantT0
 	case SourceStripe:
@@ -73,6 +83,11 @@ func Rules() []spec.Rule {
 	}
 	I, T, S := SourceIETF, SourceT0, SourceStripe
 	return []spec.Rule{
+		// Every variant: a server error to a well-formed request.
+		r(RuleServerError, SourceHTTP, "15.6", spec.Should,
+			"The 5xx (Server Error) class of status code indicates that the server is aware that it has erred or is incapable of performing the requested method.",
+			"a well-formed request (a valid body, a key of the published format or, where none is published, a plain one) makes the endpoint err: the caller cannot tell whether it took effect, and the check its request was making is not decided"),
+
 		// The IETF draft.
 		r("IETF-2.1-string-key", I, "2.1", spec.Should,
 			"`Idempotency-Key` is an Item Structured Header {{!RFC8941}}. Its value MUST be a String.",
@@ -90,9 +105,20 @@ func Rules() []spec.Rule {
 			"The resource MAY enforce time based idempotency keys, thus, be able to purge or delete a key upon its expiry.",
 			"informational: after its published expiry a key may be forgotten; within it, a retry is still a retry"),
 			"a permission (MAY): either answer after the expiry is allowed, so nothing can fail"),
+		untestable(r("IETF-2.4-fingerprint", I, "2.4", spec.May,
+			"An idempotency fingerprint MAY be used in conjunction with an idempotency key to determine the uniqueness of a request.",
+			"informational: a fingerprint is how a server tells another payload under the same key (judged under IETF-2.7-mismatch-422)"),
+			"a permission (MAY): a server with or without a fingerprint is allowed; what a fingerprint is for is judged under IETF-2.7-mismatch-422"),
 		untestable(r("IETF-2.5-publish", I, "2.5", spec.Must,
 			"Resource server MUST publish idempotency related specification. This specification MUST include expiration related policy if applicable.",
 			"clients cannot know which operations deduplicate, or for how long"), untestableDocs),
+		r("IETF-2.5-identify-key", I, "2.5", spec.Should,
+			"Identify idempotency key from the HTTP `Idempotency-Key` request header field.",
+			"the server deduplicates on something else than the key (the payload alone): a genuinely new request under a new key is taken for a retry").WithBinding("For each request, server SHOULD"),
+		untestable(r("IETF-2.5-fingerprint-if-required", I, "2.5", spec.Should,
+			"Generate idempotency fingerprint if required.",
+			"a server that needs a fingerprint to tell payloads apart and makes none").WithBinding("For each request, server SHOULD"),
+			"internal: whether a server needs a fingerprint is its own design; its effect, refusing another payload under one key, is judged under IETF-2.7-mismatch-422"),
 		r("IETF-2.6-first-request", I, "2.6", spec.Should,
 			"The resource server SHOULD process the request normally and respond with an appropriate response and status code.",
 			"a first request with a key is refused or answered as a duplicate"),
@@ -114,6 +140,13 @@ func Rules() []spec.Rule {
 		r("IETF-2.7-fail-uncorrected", I, "2.7", spec.Must,
 			"or the the resource server MUST fail the request and return one of the above errors.",
 			"an uncorrected retry of a refused request (no key, another payload) executes"),
+		untestable(r("IETF-5-fixed-format", I, "5", spec.Should,
+			"Establish a fixed format for the idempotency key and publish the key’s specification.",
+			"clients cannot make keys the server accepts, and the server cannot validate them").WithBinding("To prevent such situations, the specification recommends the following best practices for idempotency key implementation in the resource server."),
+			untestableDocs+"; a published format declared as key_spec is held to IETF-5-validate-key"),
+		r("IETF-5-validate-key", I, "5", spec.Should,
+			"Always validate the key as per its published specification before processing any request.",
+			"a key outside the published format is processed (or makes the server err): the cache lookup is open to injection").WithBinding("To prevent such situations, the specification recommends the following best practices for idempotency key implementation in the resource server."),
 		r("IETF-5-composite-key", I, "5", spec.Should,
 			"On the resource server, implement a unique composite key as the idempotent cache lookup key. For example, a composite key MAY be implemented by combining the idempotency key sent by the client with other client specific attributes known only to the resource server.",
 			"two clients that pick the same key share one result: the second never executes, and sees the first's data"),
@@ -146,6 +179,10 @@ func Rules() []spec.Rule {
 			r("T0-R3-no-duplicate-error", T, "R3", spec.Must,
 				"A duplicate is a normal retry, not a fault. Returning an error for it breaks the contract and stalls the payment.",
 				"a duplicate is answered with an error")),
+		guarantee("Use the request’s key (such as paymentRef) to tell a repeat apart from a genuinely new request",
+			r("T0-R3-key-tells-new", T, "R3", spec.Must,
+				"Use the request’s key (such as paymentRef) to tell a repeat apart from a genuinely new request.",
+				"a genuinely new request under a new key is taken for a repeat of an earlier one with the same fields, and never happens")),
 		guarantee("it never consumes the key: to fix the problem the sender resubmits the same key with corrected fields, which t-0 re-evaluates from scratch",
 			r("T0-REPLAY-rejection-keeps-key", T, "REPLAY", spec.Must,
 				"A rejection is itself an acknowledgment, so the sender stops retrying — but it never consumes the key: to fix the problem the sender resubmits the same key with corrected fields, which t-0 re-evaluates from scratch.",
@@ -176,6 +213,16 @@ func Rules() []spec.Rule {
 			r("STRIPE-IDEM-not-saved", S, "IDEM", spec.Must,
 				"If incoming parameters fail validation, or the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result because no API endpoint initiates the execution. You can retry these requests.",
 				"a request that failed validation, or met a concurrent one, poisons its key: the corrected retry is refused")),
+		untestable(r("STRIPE-IDEM-client-keys", S, "IDEM", spec.Should,
+			"A client generates an idempotency key, which is a unique key that the server uses to recognize subsequent retries of the same request.",
+			"a server that makes its own keys cannot recognize a client's retries"), untestableClient),
+		untestable(r("STRIPE-IDEM-pruned-new", S, "IDEM", spec.Should,
+			"We generate a new request if a key is reused after the original is pruned.",
+			"informational: after pruning, a reused key is a new request"),
+			"describes what follows a pruning the page permits but does not require (keys may be kept longer): no answer after it can be wrong"),
+		untestable(r("STRIPE-IDEM-no-get-delete", S, "IDEM", spec.Should,
+			"Don’t send idempotency keys in GET and DELETE requests because it has no effect.",
+			"a client that relies on a key for GET or DELETE"), untestableClient),
 		guarantee("All POST requests accept idempotency keys",
 			r("STRIPE-IDEM-post-accepts-keys", S, "IDEM", spec.Must,
 				"All POST requests accept idempotency keys.",

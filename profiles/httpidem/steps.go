@@ -3,11 +3,13 @@ package httpidem
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
+		"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,21 +39,33 @@ const coversHTTPEndpoint = "IETF-2.6-first-request"
 
 // httpRequest is one logical request of a scenario.
 type httpRequest struct {
-	unique string // replaces "{{unique}}" in the body and the count read
+	unique Unique // replaces the unique placeholders in the body and the count read
 	key    string
 	caller int
 	first  *client.Response // its first answer
+	// erred is its first answer that was an unprovoked 5xx (nil: none).
+	erred *client.Response
+	// before is what a difference count read saw before it was first
+	// sent (-1: not read).
+	before int
 	// effectsBefore is the sink's total effects when its first retry was
 	// sent (-1 before that): what the retries added is judged against it.
 	effectsBefore int
 	counted       int // what the count read saw at "I count what … created" (-1: not counted)
 }
 
-// httpHeld is a request sent while the effect sink holds every call.
+// httpHeld is a request sent to be in flight (or a duplicate of one).
 type httpHeld struct {
-	done     chan *client.Response
+	done     chan heldAnswer
+	sent     time.Time
+	got      bool
 	answer   *client.Response
 	answered time.Time
+}
+
+type heldAnswer struct {
+	resp *client.Response
+	at   time.Time
 }
 
 type httpWorld struct {
@@ -62,10 +76,15 @@ type httpWorld struct {
 	reqs     map[string]*httpRequest
 	last     *client.Response
 	n        int
+	// provoked: the scenario makes the endpoint fail (the effect sink
+	// fails a call), so a 5xx is the answer it asked for, not a finding.
+	provoked bool
 	release  func()
 	released time.Time
 	first    *httpHeld // the original, held at the sink
 	dup      *httpHeld // its duplicate
+	heldReq  *httpRequest
+	slowTook time.Duration // how long the declared slow request took
 	effects0 int       // the sink's effects when the scenario began
 }
 
@@ -80,12 +99,7 @@ func (w *httpWorld) releaseAll() {
 		w.release = nil
 	}
 	for _, h := range []*httpHeld{w.first, w.dup} {
-		if h != nil && h.answer == nil {
-			select {
-			case h.answer = <-h.done:
-			case <-time.After(10 * time.Second):
-			}
-		}
+		h.collect(10 * time.Second)
 	}
 }
 
@@ -102,6 +116,13 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^a request ` + q + ` whose key needs escaping as a String$`, Fn: w.escapedKey, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key is 255 characters long$`, Fn: w.longKey, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` of the second caller under the key of ` + q + `$`, Fn: w.secondCaller, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` with the body of ` + q + ` under a new key$`, Fn: w.sameBody, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` whose key is outside the published format$`, Fn: w.outsideKey, Kind: features.Action},
+		{Pattern: `^no request of this scenario was answered with a 5xx$`, Fn: w.noServerError, Kind: features.Check},
+		{Pattern: `^the last answer is a 4xx refusal$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx: the key refused before the request is processed") }, Kind: features.Gate},
+		{Pattern: `^the endpoint declares a key lifetime under 24 hours$`, Fn: w.shortLifetime, Kind: features.Action},
+		{Pattern: `^I wait past the declared key lifetime$`, Fn: w.waitPastLifetime, Kind: features.Action},
+		{Pattern: `^` + q + ` and ` + q + ` together created exactly two things$`, Fn: func(ctx context.Context, a, _ string) error { return w.created(ctx, a, 2) }, Kind: features.Probe},
 
 		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: features.Action, Covers: coversHTTPEndpoint},
 		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: features.Action},
@@ -122,10 +143,12 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the last answer has the outcome of the first answer to ` + q + `$`, Fn: w.sameOutcome, Kind: features.Check},
 
 		{Pattern: `^the last answer is a 2xx$`, Fn: func() error { return w.lastIn(200, 299, "a 2xx") }, Kind: features.Gate},
-		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx (the text names no status)") }, Kind: features.Gate},
+		{Pattern: `^the last answer is a 4xx$`, Fn: func() error { return w.documented(w.lastIn(400, 499, "a 4xx (the text names no status)"), "mismatch") }, Kind: features.Gate},
 		{Pattern: `^the endpoint refused it$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx refusal") }, Kind: features.Action},
 		{Pattern: `^the last answer is a 4xx that fails the request$`, Fn: w.failsRequest, Kind: features.Gate},
-		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error { return w.lastIn(409, 409, "409 Conflict, the resource conflict error") }, Kind: features.Gate},
+		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error {
+			return w.documented(w.lastIn(409, 409, "409 Conflict, the resource conflict error"), "in-flight")
+		}, Kind: features.Gate},
 		{Pattern: `^the last answer is 409 with a problem description$`, Fn: w.problem409, Kind: features.Check},
 		{Pattern: `^the last answer is (400|422) with a link to documentation$`, Fn: w.withLink, Kind: features.Check},
 		{Pattern: `^the last answer has the status and body of the first answer to ` + q + `$`, Fn: w.sameAsFirst, Kind: features.Check},
@@ -196,37 +219,80 @@ func (w *httpWorld) callerScoped() error {
 	return nil
 }
 
-func (w *httpWorld) fresh() string {
+func (w *httpWorld) fresh() Unique {
 	w.n++
-	return fmt.Sprintf("%s-%x-%d", w.run, w.env.Rand.Uint32(), w.n)
+	return NewUnique(w.run, int64(w.n), w.env.Rand.Uint32)
 }
 
-func (w *httpWorld) newKey() string {
-	var b [16]byte
-	for i := range b {
-		b[i] = byte(w.env.Rand.Uint32())
+// newKey makes a key in the endpoint's published format (KeySpec).
+func (w *httpWorld) newKey() (string, error) {
+	k, err := w.ep.KeySpec.NewKey(w.env.Rand.Uint32)
+	if err != nil {
+		return "", fmt.Errorf("%w: key_spec: %v", features.ErrRunnerBug, err)
 	}
-	return hex.EncodeToString(b[:])
+	return k, nil
 }
 
 func (w *httpWorld) newRequest(alias string, caller int, key string) error {
 	if key == "" {
-		key = w.newKey()
+		var err error
+		if key, err = w.newKey(); err != nil {
+			return err
+		}
 	}
-	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller, effectsBefore: -1, counted: -1}
+	w.reqs[alias] = &httpRequest{unique: w.fresh(), key: key, caller: caller, effectsBefore: -1, counted: -1, before: -1}
 	return nil
+}
+
+// sameBody: alias is a request with the body of of, under a new key.
+func (w *httpWorld) sameBody(alias, of string) error {
+	o, err := w.req(of)
+	if err != nil {
+		return err
+	}
+	if err := w.newRequest(alias, o.caller, ""); err != nil {
+		return err
+	}
+	w.reqs[alias].unique = o.unique
+	return nil
+}
+
+// outsideKey: alias's key is a well-formed header value outside the
+// endpoint's published key format.
+func (w *httpWorld) outsideKey(alias string) error {
+	if w.ep.KeySpec == nil {
+		return features.NotApplicable("the endpoint publishes no key format (key_spec): no key is outside it")
+	}
+	k, ok := w.ep.KeySpec.Outside(w.env.Rand.Uint32)
+	if !ok {
+		return features.NotApplicable("every printable key fits the published key format (key_spec)")
+	}
+	return w.newRequest(alias, 0, k)
 }
 
 func (w *httpWorld) escapedKey(alias string) error {
 	if w.ep.KeyFormat != "sf-string" {
 		return features.NotApplicable("the endpoint declares its keys are raw tokens, not RFC 8941 Strings (key_format)")
 	}
-	return w.newRequest(alias, 0, `k"`+w.newKey()+`\x`)
+	k, err := w.newKey()
+	if err != nil {
+		return err
+	}
+	if k2 := `k"` + k + `\x`; w.ep.KeySpec.Allows(k2) == "" {
+		return w.newRequest(alias, 0, k2)
+	}
+	return features.NotApplicable("the endpoint's published key format (key_spec) admits no key with a \" or a \\ to escape")
 }
 
+// longKey: a key of 255 characters, Stripe's longest. The endpoint's own
+// published format does not excuse a refusal: the stripe variant's text
+// accepts such keys (the report shows the endpoint's format beside it).
 func (w *httpWorld) longKey(alias string) error {
-	k := strings.Repeat(w.newKey(), 8)[:255]
-	return w.newRequest(alias, 0, k)
+	var b strings.Builder
+	for b.Len() < 255 {
+		b.WriteString(fmt.Sprintf("%08x", w.env.Rand.Uint32()))
+	}
+	return w.newRequest(alias, 0, b.String()[:255])
 }
 
 func (w *httpWorld) secondCaller(alias, of string) error {
@@ -247,41 +313,24 @@ func (w *httpWorld) req(alias string) (*httpRequest, error) {
 
 // --- sending --------------------------------------------------------------
 
-// fill replaces "{{unique}}" in every string of v.
-func fill(v any, unique string) any {
-	switch t := v.(type) {
-	case string:
-		return strings.ReplaceAll(t, "{{unique}}", unique)
-	case map[string]any:
-		out := map[string]any{}
-		for k, x := range t {
-			out[k] = fill(x, unique)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = fill(x, unique)
-		}
-		return out
-	}
-	return v
-}
-
 // request builds one HTTP request of r: how is "" (as declared), "nokey",
 // "vary" (another payload) or "invalid" (a body the endpoint rejects).
 func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) {
-	body := fill(w.ep.Body, r.unique).(map[string]any)
+	body := Fill(w.ep.Body, r.unique).(map[string]any)
 	switch how {
 	case "vary":
 		if len(w.ep.Vary) == 0 {
 			return client.Request{}, features.NotApplicable("the endpoint declares no other payload (vary)")
 		}
-		for k, v := range fill(w.ep.Vary, r.unique).(map[string]any) {
+		for k, v := range Fill(w.ep.Vary, r.unique).(map[string]any) {
 			body[k] = v
 		}
 	case "invalid":
-		for k, v := range fill(w.ep.Invalid, r.unique).(map[string]any) {
+		for k, v := range Fill(w.ep.Invalid, r.unique).(map[string]any) {
+			body[k] = v
+		}
+	case "slow":
+		for k, v := range Fill(w.ep.Slow, r.unique).(map[string]any) {
 			body[k] = v
 		}
 	}
@@ -333,13 +382,63 @@ func (w *httpWorld) send(ctx context.Context, alias, how string) error {
 	if r.first != nil && how == "" && r.effectsBefore < 0 && w.env.Sink != nil {
 		r.effectsBefore = w.env.Sink.TotalEffects()
 	}
+	if err := w.baseline(ctx, r); err != nil {
+		return err
+	}
 	resp, err := w.do(ctx, req)
 	if err != nil {
 		return err
 	}
 	w.last = resp
+	w.answered(r, resp)
 	if r.first == nil && how == "" {
 		r.first = resp
+	}
+	return nil
+}
+
+// answered notes an answer to r: an unprovoked 5xx is a finding.
+func (w *httpWorld) answered(r *httpRequest, resp *client.Response) {
+	if resp != nil && resp.Status >= 500 && !w.provoked && r.erred == nil {
+		r.erred = resp
+	}
+}
+
+// baseline reads a difference count before r is first sent.
+func (w *httpWorld) baseline(ctx context.Context, r *httpRequest) error {
+	if w.ep.Count == nil || !w.ep.Count.Difference || r.before >= 0 {
+		return nil
+	}
+	n, err := w.readCount(ctx, r)
+	if err != nil {
+		return err
+	}
+	r.before = n
+	return nil
+}
+
+// erred is the reason a check that reads resps is blocked: one of them
+// is an unprovoked 5xx ("" when none is).
+func (w *httpWorld) erred(resps ...*client.Response) error {
+	if w.provoked {
+		return nil
+	}
+	for _, resp := range resps {
+		if resp != nil && resp.Status >= 500 {
+			return features.BlockedByFinding(RuleServerError, fmt.Sprintf("%s %s answered %d %s to a well-formed request: the server erred, so the check it was making is not decided",
+				w.ep.Method, w.ep.Path, resp.Status, features.Clip(resp.Body)))
+		}
+	}
+	return nil
+}
+
+// noServerError: no request of the scenario was answered with a 5xx it
+// did not provoke.
+func (w *httpWorld) noServerError() error {
+	for _, a := range slices.Sorted(maps.Keys(w.reqs)) {
+		if r := w.reqs[a]; r.erred != nil {
+			return features.Mismatch(fmt.Sprintf("no 5xx to the well-formed request %q", a), fmt.Sprintf("%d %s", r.erred.Status, features.Clip(r.erred.Body)))
+		}
 	}
 	return nil
 }
@@ -353,18 +452,24 @@ func (w *httpWorld) sendTimes(ctx context.Context, alias string, n int) error {
 	return nil
 }
 
-// sendHeld sends alias while the effect sink holds every call, and waits
-// until its effect call is at the sink: the original is in flight.
+// sendHeld sends alias so that it is in flight when its duplicate comes:
+// while the effect sink holds every call, once its effect call is there;
+// without the sink, as the endpoint's declared slow request (slow), once
+// a calibration request has shown how long one takes.
 func (w *httpWorld) sendHeld(ctx context.Context, alias string) error {
-	if w.env.Sink == nil {
-		return features.NotApplicable("holding a request in flight needs the effect sink (effect_sink in the target file): the endpoint's effect call is held there")
-	}
 	r, err := w.req(alias)
 	if err != nil {
 		return err
 	}
+	w.heldReq = r
+	if w.env.Sink == nil {
+		return w.sendSlow(ctx, r)
+	}
 	req, err := w.request(r, "")
 	if err != nil {
+		return err
+	}
+	if err := w.baseline(ctx, r); err != nil {
 		return err
 	}
 	before := w.env.Sink.TotalArrivals()
@@ -378,13 +483,75 @@ func (w *httpWorld) sendHeld(ctx context.Context, alias string) error {
 	return nil
 }
 
+// minSlow is the least a slow request may take for a duplicate to be sent
+// while it runs with room to spare on either side.
+const minSlow = 300 * time.Millisecond
+
+// sendSlow sends r as the endpoint's slow request, after timing one of
+// its own (a fresh request, so r's count is its own): the duplicate goes
+// a quarter of that time after r, and counts as in flight only if r's
+// answer then comes at least half of it later (releaseHeld).
+func (w *httpWorld) sendSlow(ctx context.Context, r *httpRequest) error {
+	if len(w.ep.Slow) == 0 {
+		return features.NotApplicable("a duplicate in flight needs the effect sink (effect_sink in the target file), where the endpoint's effect call is held, or a slow request the endpoint declares (slow)")
+	}
+	probe := &httpRequest{unique: w.fresh(), caller: r.caller, before: -1}
+	var err error
+	if probe.key, err = w.newKey(); err != nil {
+		return err
+	}
+	preq, err := w.request(probe, "slow")
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	presp, err := w.do(ctx, preq)
+	if err != nil {
+		return err
+	}
+	w.slowTook = time.Since(t0)
+	w.answered(probe, presp)
+	if presp.Status >= 500 {
+		return w.erred(presp)
+	}
+	if presp.Status > 299 {
+		return features.NotApplicable(fmt.Sprintf("the endpoint refused its declared slow request (slow): %d %s", presp.Status, features.Clip(presp.Body)))
+	}
+	if w.slowTook < minSlow {
+		return features.NotApplicable(fmt.Sprintf("the declared slow request (slow) took %v, under %v: too quick for a duplicate to be sent while it runs", w.slowTook.Round(time.Millisecond), minSlow))
+	}
+	req, err := w.request(r, "slow")
+	if err != nil {
+		return err
+	}
+	if err := w.baseline(ctx, r); err != nil {
+		return err
+	}
+	w.first = w.async(ctx, req)
+	features.Sleep(ctx, w.slowTook/4)
+	return ctx.Err()
+}
+
+// async sends req and keeps its answer and when it came.
 func (w *httpWorld) async(ctx context.Context, req client.Request) *httpHeld {
-	h := &httpHeld{done: make(chan *client.Response, 1)}
+	h := &httpHeld{done: make(chan heldAnswer, 1), sent: time.Now()}
 	go func() {
 		resp, _ := w.do(ctx, req)
-		h.done <- resp
+		h.done <- heldAnswer{resp, time.Now()}
 	}()
 	return h
+}
+
+// collect waits up to d for h's answer.
+func (h *httpHeld) collect(d time.Duration) {
+	if h == nil || h.got {
+		return
+	}
+	select {
+	case a := <-h.done:
+		h.answer, h.answered, h.got = a.resp, a.at, true
+	case <-time.After(d):
+	}
 }
 
 // sendDuplicate sends alias again while the first is held; it keeps the
@@ -395,20 +562,27 @@ func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	req, err := w.request(r, "")
+	how := ""
+	if w.env.Sink == nil {
+		how = "slow"
+	}
+	req, err := w.request(r, how)
 	if err != nil {
 		return err
 	}
 	w.dup = w.async(ctx, req)
 	w.last = nil
-	select {
-	case resp := <-w.dup.done:
-		w.dup.answer, w.dup.answered, w.last = resp, time.Now(), resp
-	case <-time.After(min(time.Second, w.env.Budget/4)):
+	if w.env.Sink != nil {
+		w.dup.collect(min(time.Second, w.env.Budget/4))
+		w.last = w.dup.answer
 	}
 	return nil
 }
 
+// releaseHeld lets the original complete (the sink's hold ends) and
+// collects both answers. Without the sink, the original's answer is the
+// release, and the duplicate counts as in flight only if it was sent at
+// least half a slow request's time before that answer came.
 func (w *httpWorld) releaseHeld(ctx context.Context) error {
 	w.released = time.Now()
 	if w.release != nil {
@@ -416,13 +590,20 @@ func (w *httpWorld) releaseHeld(ctx context.Context) error {
 		w.release = nil
 	}
 	for _, h := range []*httpHeld{w.first, w.dup} {
-		if h == nil || h.answer != nil {
-			continue
+		h.collect(w.env.Budget)
+	}
+	if w.env.Sink == nil && w.first != nil && w.first.got {
+		w.released = w.first.answered
+		if w.dup != nil && w.dup.sent.After(w.released.Add(-w.slowTook/2)) {
+			return fmt.Errorf("the duplicate was sent only %v before the original's answer (a slow request takes %v): it may not have been in flight, so nothing is judged",
+				w.released.Sub(w.dup.sent).Round(time.Millisecond), w.slowTook.Round(time.Millisecond))
 		}
-		select {
-		case h.answer = <-h.done:
-			h.answered = time.Now()
-		case <-time.After(w.env.Budget):
+	}
+	if r := w.heldReq; r != nil {
+		for _, h := range []*httpHeld{w.first, w.dup} {
+			if h != nil {
+				w.answered(r, h.answer)
+			}
 		}
 	}
 	// The duplicate's answer, whenever it came, is the last answer: a
@@ -449,11 +630,31 @@ func (w *httpWorld) waitHalfDay(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// shortLifetime: the endpoint publishes a key lifetime under Stripe's
+// 24 hours (key_ttl_seconds).
+func (w *httpWorld) shortLifetime() error {
+	if w.ep.KeyTTLSeconds <= 0 || w.ep.KeyTTLSeconds >= 24*3600 {
+		return features.NotApplicable("the endpoint publishes no key lifetime under 24 hours (key_ttl_seconds)")
+	}
+	return nil
+}
+
+// waitPastLifetime waits a tenth beyond the published key lifetime.
+func (w *httpWorld) waitPastLifetime(ctx context.Context) error {
+	d := w.env.Scaled(time.Duration(w.ep.KeyTTLSeconds*1.1*float64(time.Second))) + 100*time.Millisecond
+	if d > w.env.Budget {
+		return features.NotApplicable(fmt.Sprintf("the published key lifetime (key_ttl_seconds %g) lasts %v at this time scale, beyond the budget of %v (give --time-scale, or a longer --budget)", w.ep.KeyTTLSeconds, d, w.env.Budget))
+	}
+	features.Sleep(ctx, d)
+	return ctx.Err()
+}
+
 func (w *httpWorld) sinkFails() error {
 	if w.env.Sink == nil {
 		return features.NotApplicable("failing the endpoint's side effect needs the effect sink (effect_sink in the target file)")
 	}
 	w.env.Sink.FailNext(1)
+	w.provoked = true
 	return nil
 }
 
@@ -538,6 +739,9 @@ func (w *httpWorld) nothingSinceCounted(ctx context.Context, alias string) error
 // rejection, with a body that says rejected. One that accepted it was
 // misdescribed: nothing is judged.
 func (w *httpWorld) rejected() error {
+	if err := w.erred(w.last); err != nil {
+		return err
+	}
 	if w.last != nil && w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
 	}
@@ -560,10 +764,33 @@ func (w *httpWorld) describeLast() string {
 }
 
 func (w *httpWorld) lastIn(lo, hi int, want string) error {
+	if err := w.erred(w.last); err != nil {
+		return err
+	}
 	if w.last == nil || w.last.Status < lo || w.last.Status > hi {
 		return features.Mismatch(want, w.describeLast())
 	}
 	return nil
+}
+
+// documented puts beside a failed status check the status the endpoint
+// documents for that case (Endpoint.Documented): the variant's rule is
+// still judged by its own text, and the report says whether the endpoint
+// did what it documents instead.
+func (w *httpWorld) documented(err error, kind string) error {
+	var mm *features.MismatchError
+	if err == nil || w.ep.Documented == nil || !errors.As(err, &mm) || w.last == nil {
+		return err
+	}
+	want := map[string]int{"mismatch": w.ep.Documented.MismatchStatus, "in-flight": w.ep.Documented.InFlightStatus, "missing": w.ep.Documented.MissingKeyStatus}[kind]
+	if want == 0 {
+		return err
+	}
+	how := "as it documents"
+	if w.last.Status != want {
+		how = fmt.Sprintf("not the %d it documents either", want)
+	}
+	return features.Mismatch(mm.Expected, fmt.Sprintf("%s (the endpoint documents %d for this case: it answered %s)", mm.Observed, want, how))
 }
 
 // failsRequest: §2.7 "the resource server MUST fail the request and
@@ -576,7 +803,7 @@ func (w *httpWorld) failsRequest() error {
 }
 
 func (w *httpWorld) problem409() error {
-	if err := w.lastIn(409, 409, "409"); err != nil {
+	if err := w.documented(w.lastIn(409, 409, "409"), "in-flight"); err != nil {
 		return err
 	}
 	var doc map[string]any
@@ -587,7 +814,11 @@ func (w *httpWorld) problem409() error {
 }
 
 func (w *httpWorld) withLink(code int) error {
-	if err := w.lastIn(code, code, fmt.Sprint(code)); err != nil {
+	kind := "mismatch"
+	if code == 400 {
+		kind = "missing"
+	}
+	if err := w.documented(w.lastIn(code, code, fmt.Sprint(code)), kind); err != nil {
 		return err
 	}
 	link := strings.Join(w.last.Header.Values("Link"), ", ")
@@ -648,6 +879,9 @@ func (w *httpWorld) sameOutcome(alias string) error {
 	if err != nil {
 		return err
 	}
+	if err := w.erred(r.first, w.last); err != nil {
+		return err
+	}
 	if r.first == nil || w.last == nil {
 		return features.Mismatch("the first answer's outcome again", w.describeLast())
 	}
@@ -670,6 +904,9 @@ func (w *httpWorld) sameAsFirst(alias string) error {
 	if err != nil {
 		return err
 	}
+	if err := w.erred(r.first, w.last); err != nil {
+		return err
+	}
 	if r.first == nil || w.last == nil {
 		return features.Mismatch("the first answer again", w.describeLast())
 	}
@@ -684,6 +921,9 @@ func (w *httpWorld) notFirst(alias string) error {
 	if err != nil {
 		return err
 	}
+	if err := w.erred(r.first); err != nil {
+		return err
+	}
 	if err := w.lastIn(200, 299, "a 2xx"); err != nil {
 		return err
 	}
@@ -694,6 +934,11 @@ func (w *httpWorld) notFirst(alias string) error {
 }
 
 func (w *httpWorld) firstIs2xx(alias string) error {
+	if w.first != nil {
+		if err := w.erred(w.first.answer); err != nil {
+			return err
+		}
+	}
 	if w.first == nil || w.first.answer == nil || w.first.answer.Status > 299 || w.first.answer.Status < 200 {
 		got := "no answer"
 		if w.first != nil && w.first.answer != nil {
@@ -708,7 +953,15 @@ func (w *httpWorld) dupWaited(alias string) error {
 	if w.dup == nil || w.dup.answer == nil {
 		return features.Mismatch("an answer to the duplicate", "none")
 	}
-	if w.dup.answered.Before(w.released) {
+	if err := w.erred(w.dup.answer); err != nil {
+		return err
+	}
+	// Without the sink, the original completes just before its answer
+	// leaves, and a duplicate that waited may be answered first: it waited
+	// if it was answered no sooner than a quarter of a slow request's time
+	// before the original's answer (sent right away it would answer three
+	// quarters sooner).
+	if w.dup.answered.Before(w.released.Add(-w.slowTook / 4)) {
 		return features.Mismatch("the duplicate answered after the original completed (it waits)", fmt.Sprintf("answered while the original was in flight: %d %s", w.dup.answer.Status, features.Clip(w.dup.answer.Body)))
 	}
 	if w.first == nil || w.first.answer == nil {
@@ -721,6 +974,11 @@ func (w *httpWorld) dupWaited(alias string) error {
 }
 
 func (w *httpWorld) dupIs2xx() error {
+	if w.dup != nil {
+		if err := w.erred(w.dup.answer); err != nil {
+			return err
+		}
+	}
 	if w.dup == nil || w.dup.answer == nil || w.dup.answer.Status < 200 || w.dup.answer.Status > 299 {
 		got := "none"
 		if w.dup != nil && w.dup.answer != nil {
@@ -741,6 +999,9 @@ func (w *httpWorld) createdAtMost(ctx context.Context, alias string, max int) er
 	if n > max {
 		return features.Mismatch(fmt.Sprintf("at most %d thing(s) created by %q", max, alias), fmt.Sprint(n))
 	}
+	if n < 0 {
+		return fmt.Errorf("the count read went down by %d while %q was sent: another client changes what it counts", -n, alias)
+	}
 	return nil
 }
 
@@ -751,6 +1012,12 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 	if err != nil {
 		return err
 	}
+	if n < 0 {
+		return fmt.Errorf("the count read went down by %d while %q was sent: another client changes what it counts", -n, alias)
+	}
+	if r := w.reqs[alias]; n < want && r != nil && r.erred != nil {
+		return w.erred(r.erred)
+	}
 	if n != want {
 		return features.Mismatch(fmt.Sprintf("%d thing(s) created by %q", want, alias), fmt.Sprint(n))
 	}
@@ -758,7 +1025,8 @@ func (w *httpWorld) created(ctx context.Context, alias string, want int) error {
 }
 
 // count reads, with the declared count read, how many things alias's
-// logical request created.
+// logical request created: the read for its unique values, or with a
+// difference read, the count now less the count before it was first sent.
 func (w *httpWorld) count(ctx context.Context, alias string) (int, error) {
 	r, err := w.req(alias)
 	if err != nil {
@@ -767,27 +1035,37 @@ func (w *httpWorld) count(ctx context.Context, alias string) (int, error) {
 	if w.ep.Count == nil {
 		return 0, features.NotApplicable("the endpoint declares no count read (count): idscheck cannot see what a request created")
 	}
+	n, err := w.readCount(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	if w.ep.Count.Difference {
+		if r.before < 0 {
+			return 0, fmt.Errorf("%w: %q was counted before it was sent", features.ErrRunnerBug, alias)
+		}
+		return n - r.before, nil
+	}
+	return n, nil
+}
+
+// readCount sends the count read as r's caller.
+func (w *httpWorld) readCount(ctx context.Context, r *httpRequest) (int, error) {
 	h := http.Header{}
 	if r.caller < len(w.ep.Callers) {
 		for k, v := range w.ep.Callers[r.caller].Headers {
 			h.Set(k, v)
 		}
 	}
-	resp, err := w.do(ctx, client.Request{Method: http.MethodGet, Path: strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", r.unique), Header: h})
+	resp, err := w.do(ctx, client.Request{Method: http.MethodGet, Path: w.ep.Count.PathFor(r.unique), Header: h})
 	if err != nil {
 		return 0, err
 	}
-	var doc any
-	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &doc) != nil {
+	if resp.Status != http.StatusOK {
 		return 0, fmt.Errorf("the count read answered %d %s", resp.Status, features.Clip(resp.Body))
 	}
-	if w.ep.Count.Items != "" {
-		m, _ := doc.(map[string]any)
-		doc = m[w.ep.Count.Items]
+	n, err := w.ep.Count.Extract(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("%v: %s", err, features.Clip(resp.Body))
 	}
-	items, ok := doc.([]any)
-	if !ok {
-		return 0, fmt.Errorf("the count read's answer holds no array at %q: %s", w.ep.Count.Items, features.Clip(resp.Body))
-	}
-	return len(items), nil
+	return n, nil
 }

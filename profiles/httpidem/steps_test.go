@@ -97,7 +97,7 @@ func TestHTTPIdemPassesTheBundledEndpoint(t *testing.T) {
 			pass := 0
 			for _, r := range res.Rules {
 				rule, _ := spec.Lookup(r.RuleID)
-				mine := Variant(rule) == v
+				mine := Variant(rule) == v || Variant(rule) == ""
 				switch {
 				case r.Verdict == verdict.Pass && mine:
 					pass++
@@ -182,9 +182,23 @@ func TestHTTPIdemChecksFailOnATamperedAnswer(t *testing.T) {
 	}{
 		{"ietf", "IETF-2.6-first-request", posts(func(rec *httptest.ResponseRecorder) {
 			if rec.Code == 201 {
-				rec.Code = 500
+				rec.Code = 422
 			}
 		})},
+		// A key outside the published format is processed.
+		{"ietf", "IETF-5-validate-key", posts(func(rec *httptest.ResponseRecorder) {
+			if rec.Code == 400 && bytes.Contains(rec.Body.Bytes(), []byte("characters")) {
+				rec.Code = 201
+			}
+		})},
+		// Two requests under two keys with one body show one payment.
+		{"t0", "T0-R3-key-tells-new", func(r *http.Request, rec *httptest.ResponseRecorder) {
+			var doc map[string][]any
+			if r.Method == http.MethodGet && rec.Code == 200 && json.Unmarshal(rec.Body.Bytes(), &doc) == nil && len(doc["data"]) == 2 {
+				b, _ := json.Marshal(map[string]any{"data": doc["data"][:1]})
+				body(rec, string(b))
+			}
+		}},
 		{"ietf", "IETF-2.7-concurrent-409", posts(func(rec *httptest.ResponseRecorder) {
 			if rec.Code == 409 {
 				body(rec, `{}`)
@@ -338,6 +352,7 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 		})
 	}
 	var failedOnce atomic.Bool
+	var failedRef atomic.Value // the reference of the failed payment
 	cases := []struct {
 		name, variant string
 		rules         []string
@@ -353,7 +368,11 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 			if r.Method == http.MethodPost && rec.Code >= 500 {
 				failedOnce.Store(true)
 			}
-			if r.Method == http.MethodGet && rec.Code == 200 && failedOnce.Load() {
+			// The count read right after the failure names its reference.
+			if r.Method == http.MethodGet && failedOnce.Load() {
+				failedRef.CompareAndSwap(nil, r.URL.Query().Get("reference"))
+			}
+			if r.Method == http.MethodGet && rec.Code == 200 && failedOnce.Load() && failedRef.Load() == r.URL.Query().Get("reference") {
 				var doc map[string]any
 				if json.Unmarshal(rec.Body.Bytes(), &doc) == nil {
 					if list, ok := doc["data"].([]any); ok {
@@ -402,6 +421,42 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 				if _, ok := got[id]; !ok {
 					t.Errorf("%s got no verdict", id)
 				}
+			}
+		})
+	}
+}
+
+// TestHTTPIdemServerErrorIsAFinding: an endpoint that answers 500 to
+// every POST (a middleware that errs on a key it dislikes) passes no rule
+// with its 500, 500, 500: the rules its requests were testing are
+// BLOCKED by HTTP-15.6-server-error, which fails on the 500.
+func TestHTTPIdemServerErrorIsAFinding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile")
+	}
+	always500 := func(r *http.Request, rec *httptest.ResponseRecorder) {
+		if r.Method == http.MethodPost {
+			rec.Code = 500
+			rec.Body.Reset()
+			rec.Body.WriteString(`{"error":"invalid idempotency key"}`)
+		}
+	}
+	for _, v := range Variants() {
+		t.Run(v, func(t *testing.T) {
+			res := runHTTPIdemThrough(t, v, always500, nil)
+			got := map[string]verdict.RuleResult{}
+			for _, r := range res.Rules {
+				got[r.RuleID] = r
+				if r.Verdict == verdict.Pass && r.RuleID != RuleServerError {
+					t.Errorf("%s PASSED on an endpoint that answers every POST 500: %s", r.RuleID, r.Reason)
+				}
+			}
+			if f := got[RuleServerError]; f.Verdict != verdict.NonStrict {
+				t.Errorf("%s: %s (%s), want NON-STRICT (a SHOULD failed)", RuleServerError, f.Verdict, f.Reason)
+			}
+			same := map[string]string{VariantIETF: "IETF-2.6-retry-result", VariantT0: "T0-R1-original-response", VariantStripe: "STRIPE-IDEM-same-result"}[v]
+			if r := got[same]; r.Verdict != verdict.Blocked || r.BlockedBy != RuleServerError {
+				t.Errorf("%s: %s blocked by %q (%s), want BLOCKED by %s", same, r.Verdict, r.BlockedBy, r.Reason, RuleServerError)
 			}
 		})
 	}

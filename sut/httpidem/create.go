@@ -54,6 +54,9 @@ func (s *Server) postPayment(w http.ResponseWriter, r *http.Request, who string)
 	if s.mutant == MutantKeyNotScoped {
 		a.caller = ""
 	}
+	if s.mutant == MutantBodyDedup && hasKey {
+		a.key = "body:" + a.fp
+	}
 	switch {
 	case perr != nil && hasKey && s.storesRejections():
 		return s.storeRejection(w, r, a, perr)

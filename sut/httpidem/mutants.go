@@ -21,6 +21,7 @@ const (
 	MutantMissingKeyExecutes    = "missing-key-executes"
 	MutantStripeValidationSaved = "stripe-validation-saved"
 	MutantEffectOnReplay        = "effect-on-replay"
+	MutantBodyDedup             = "body-dedup"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -38,6 +39,7 @@ func Mutants() []Mutant {
 		{MutantShortStripeKeys, "stripe refuses keys longer than 64 characters (400)", "STRIPE-IDEM-key-255", VariantStripe},
 		{MutantMissingKeyExecutes, "a POST without Idempotency-Key is processed (no deduplication) instead of 400", "IETF-2.7-missing-400", VariantIETF},
 		{MutantStripeValidationSaved, "stripe stores a validation error under the key: the corrected retry is refused as another payload", "STRIPE-IDEM-not-saved", VariantStripe},
+		{MutantBodyDedup, "requests are deduplicated on their body, not their key: a new request under a new key with the body of an earlier one gets the earlier one's payment", "IETF-2.5-identify-key", VariantIETF},
 		{MutantEffectOnReplay, "a replay of a created payment calls the payment processor again (the stored response is still returned)", "T0-0-no-further-effect", VariantT0},
 	}
 }

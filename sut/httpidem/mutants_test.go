@@ -28,6 +28,11 @@ var mutantScenarios = map[string]func(t *testing.T, e *testEnv) bool{
 		wg.Wait()
 		return e.sink.effectsOf(sinkKey(tokA, "race")) != 1 || len(e.list(tokA, "r")) != 1
 	},
+	MutantBodyDedup: func(t *testing.T, e *testEnv) bool {
+		e.pay(tokA, "k1", body("r"))
+		r := e.pay(tokA, "k2", body("r"))
+		return r.status != 201 || r.replayed() || len(e.list(tokA, "r")) != 2
+	},
 	MutantKeyNotScoped: func(t *testing.T, e *testEnv) bool {
 		e.pay(tokA, "shared", body("r"))
 		r := e.pay(tokB, "shared", body("r"))
@@ -119,7 +124,7 @@ var httpidemRules = map[string]string{}
 func init() {
 	for v, ids := range map[string][]string{
 		VariantIETF: {"IETF-2.1-string-key", "IETF-2.1-one-header", "IETF-2.2-unique", "IETF-2.3-expiry-published",
-			"IETF-2.3-expiry-kept", "IETF-2.5-publish", "IETF-2.6-first-request", "IETF-2.6-retry-result",
+			"IETF-2.3-expiry-kept", "IETF-2.5-publish", "IETF-2.5-identify-key", "IETF-2.6-first-request", "IETF-2.6-retry-result",
 			"IETF-2.6-concurrent-conflict", "IETF-2.7-missing-400", "IETF-2.7-mismatch-422", "IETF-2.7-concurrent-409",
 			"IETF-2.7-fail-uncorrected", "IETF-5-composite-key"},
 		VariantT0: {"T0-0-no-further-effect", "T0-KEYS-caller-scope", "T0-CAT-same-outcome", "T0-R1-original-response",
