@@ -14,7 +14,7 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Given the endpoint follows the ietf variant
     And a request "A"
     When I send "A"
-    Then [HTTP-15.6-server-error] no request of this scenario was answered with a 5xx
+    Then [RFC9110-15.6-server-error] no request of this scenario was answered with a 5xx
     And [IETF-2.6-first-request] the last answer is a 2xx
     When I send "A" again
     Then [IETF-2.6-retry-result] the last answer has the status and body of the first answer to "A"
@@ -117,7 +117,7 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Given the endpoint follows the t0 variant
     And a request "A"
     When I send "A"
-    Then [HTTP-15.6-server-error] no request of this scenario was answered with a 5xx
+    Then [RFC9110-15.6-server-error] no request of this scenario was answered with a 5xx
     When I send "A" again 2 times
     Then [T0-R1-original-response] the last answer has the status and body of the first answer to "A"
     And [T0-CAT-same-outcome] the last answer has the outcome of the first answer to "A"
@@ -170,7 +170,7 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Given the endpoint follows the stripe variant
     And a request "A"
     When I send "A"
-    Then [HTTP-15.6-server-error] no request of this scenario was answered with a 5xx
+    Then [RFC9110-15.6-server-error] no request of this scenario was answered with a 5xx
     And [STRIPE-IDEM-post-accepts-keys] the last answer is a 2xx
     When I send "A" again
     Then [STRIPE-IDEM-same-result] the last answer has the status and body of the first answer to "A"

@@ -33,7 +33,7 @@ const (
 // RuleServerError judges, under every variant, that no well-formed
 // request is answered with a 5xx: a check that reads such an answer is
 // BLOCKED by it, never passed.
-const RuleServerError = "HTTP-15.6-server-error"
+const RuleServerError = "RFC9110-15.6-server-error"
 
 // Variants, in the order --variant lists them; the first is the default.
 const (

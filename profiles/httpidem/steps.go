@@ -3,7 +3,7 @@ package httpidem
 import (
 	"bytes"
 	"context"
-		"encoding/json"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -73,9 +73,9 @@ type httpWorld struct {
 	run string
 	ep  *Endpoint
 
-	reqs     map[string]*httpRequest
-	last     *client.Response
-	n        int
+	reqs map[string]*httpRequest
+	last *client.Response
+	n    int
 	// provoked: the scenario makes the endpoint fail (the effect sink
 	// fails a call), so a 5xx is the answer it asked for, not a finding.
 	provoked bool
@@ -85,7 +85,7 @@ type httpWorld struct {
 	dup      *httpHeld // its duplicate
 	heldReq  *httpRequest
 	slowTook time.Duration // how long the declared slow request took
-	effects0 int       // the sink's effects when the scenario began
+	effects0 int           // the sink's effects when the scenario began
 }
 
 func (w *httpWorld) reset() {

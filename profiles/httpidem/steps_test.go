@@ -429,7 +429,7 @@ func TestHTTPIdemLooserChecksStillAcceptWhatTheTextAllows(t *testing.T) {
 // TestHTTPIdemServerErrorIsAFinding: an endpoint that answers 500 to
 // every POST (a middleware that errs on a key it dislikes) passes no rule
 // with its 500, 500, 500: the rules its requests were testing are
-// BLOCKED by HTTP-15.6-server-error, which fails on the 500.
+// BLOCKED by RFC9110-15.6-server-error, which fails on the 500.
 func TestHTTPIdemServerErrorIsAFinding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs part of the profile")
