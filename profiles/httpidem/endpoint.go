@@ -285,6 +285,12 @@ func jsonKind(v any) string {
 		return "a string"
 	case bool:
 		return "a boolean"
+	case float64:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
 	}
 	return fmt.Sprintf("%T", v)
 }
