@@ -27,18 +27,32 @@ N/A, with the reason. --variant overrides its variant.
   variant            ietf (default), t0 or stripe: the text the endpoint follows (--variant)
   method             the method of one request (default POST)
   path               its absolute path, e.g. /v1/payments
-  body               the JSON object of one request; a string "{{unique}}" is replaced
-                     by a value no other request of the run uses
+  body               the JSON object of one request; "{{unique}}" in a string is replaced
+                     by a value no other request of the run uses; a whole "{{unique:int}}"
+                     by a unique JSON number, "{{unique:uuid}}" by a fresh UUID
   vary               members that, put over body, make another payload under the same key
   invalid            members that, put over body, make a request the endpoint rejects
+  slow               members that, put over body, make a request the endpoint takes
+                     long to process (>= 300 ms): in-flight duplicates without the sink
   key                where the key travels: {"header": "Idempotency-Key"} (default) or
                      {"body": "paymentRef"}
   key_format         sf-string (an RFC 8941 String: the ietf default) or token
+  key_spec           the published key format: {"uuid": true}, {"min_length": 1,
+                     "max_length": 255}, {"pattern": "[A-Za-z0-9-]+"}; idscheck's keys
+                     follow it, and a key outside it must be refused
   requires_key       true: a request without a key is refused
   key_ttl_seconds    the published expiry of a key
+  key_scope          caller (default: a key is scoped to the authenticated caller) or
+                     global (keys shared by all callers)
   id                 the member of a 2xx answer that names what was created
-  count              {"path": "/v1/payments?reference={{unique}}", "items": "data"}: a GET
-                     that lists what one request created
+  count              a GET that counts what requests created: {"path":
+                     "/v1/payments?reference={{unique}}", "pointer": "/data"}; the value at
+                     pointer (RFC 6901) is a number, an array (its length) or an object
+                     (its size); "difference": true when the path counts everything
+                     (before and after each request)
+  documented         the endpoint's published choices where its variant names others:
+                     {"mismatch_status": 409, "in_flight_status": 409,
+                     "missing_key_status": 400, "replay_header": "Idempotent-Replayed"}
   callers            [{"headers": {...}} or {"headers_env": {"Authorization": "VAR"}}, ...]:
                      the headers of each authenticated caller, or the NAMEs of the
                      variables holding them (the first caller is the main one; the
