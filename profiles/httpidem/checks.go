@@ -103,13 +103,35 @@ type LogicalRequest struct {
 	// none answered); CountErr why it could not be read.
 	CountStatus int    `json:"count_status,omitempty"`
 	CountErr    string `json:"count_err,omitempty"`
-	// Created is what the count read listed: each item's declared id (or
-	// the digest of the item when none is declared).
+	// Counted is what the count read counted (CountRead.Extract: a number,
+	// an array's length, an object's members).
+	Counted int `json:"counted,omitempty"`
+	// Created is, when the count is an array, what it listed: each item's
+	// declared id (or the digest of the item when none is declared).
 	Created []string `json:"created,omitempty"`
 }
 
 // CountRead reports whether the count read of the request answered.
 func (r LogicalRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
+
+// things is how many things the count read counted: Counted, or in a
+// record written before Counted was (an array's items only) Created's
+// length.
+func (r LogicalRequest) things() int {
+	if r.Counted == 0 {
+		return len(r.Created)
+	}
+	return r.Counted
+}
+
+// describeThings names what the count read counted: the items' ids when
+// it listed them.
+func (r LogicalRequest) describeThings() string {
+	if len(r.Created) > 0 {
+		return clipList(r.Created)
+	}
+	return "by the count read"
+}
 
 // WriteRecord writes the record as JSON.
 func WriteRecord(w io.Writer, rec Record) error {
@@ -374,12 +396,12 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		var named []checker.Operation
 		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
 		if r.rec.Count {
-			switch n := len(req.Created); {
+			switch n := req.things(); {
 			case !req.CountRead():
 				unread++
 			case n > lives:
 				dup = true
-				whys = append(whys, fmt.Sprintf("created %d things (%s): one logical request creates at most one, however often it is delivered", n, clipList(req.Created)))
+				whys = append(whys, fmt.Sprintf("created %d things (%s): one logical request creates at most one, however often it is delivered", n, req.describeThings()))
 			case n >= 1:
 				created = true
 			case len(ok) > 0 && r.opts.Undrained:
@@ -392,7 +414,7 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 			if created && len(ok) == 0 && refused {
 				extra = true
 				named = append(named, refusal)
-				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing", describeHTTPIdemOp(&refusal), req.Created[0]))
+				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing", describeHTTPIdemOp(&refusal), req.describeThings()))
 			}
 		}
 		if r.rec.Sink {
