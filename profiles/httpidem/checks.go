@@ -86,8 +86,26 @@ type Record struct {
 	Count bool `json:"count"`
 	// KeyLifeNs is a key's published life on the harness's clock
 	// (key_ttl_seconds at the target's time scale); 0: none published.
-	KeyLifeNs int64            `json:"key_life_ns,omitempty"`
-	Requests  []LogicalRequest `json:"requests"`
+	KeyLifeNs int64 `json:"key_life_ns,omitempty"`
+	// Total is the count read that counts everything the endpoint created
+	// (count.difference), read before the first request and after the
+	// drain; nil when the count read is one per request (Requests'
+	// Counted) or there is none.
+	Total    *TotalCount      `json:"total,omitempty"`
+	Requests []LogicalRequest `json:"requests"`
+}
+
+// TotalCount is a run's difference count read: what the endpoint had
+// created in all before the run's first request and after its drain. The
+// requests created After - Before while idscheck was the endpoint's only
+// client.
+type TotalCount struct {
+	Path   string `json:"path"`
+	Before int    `json:"before"`
+	After  int    `json:"after"`
+	// BeforeErr and AfterErr say why a read was not taken ("" when it was).
+	BeforeErr string `json:"before_err,omitempty"`
+	AfterErr  string `json:"after_err,omitempty"`
 }
 
 // LogicalRequest is one logical request: one body (its unique value), one
@@ -339,8 +357,10 @@ func describeHTTPIdemEffects(es []checker.Effect) string {
 	return clipList(ids)
 }
 
-// checkEffects judges what each logical request created: by the count
-// read, at most one thing, and exactly one for a request answered 2xx;
+// checkEffects judges what each logical request created: by a count read
+// per request, at most one thing, and exactly one for a request answered
+// 2xx (by a difference count read, the run's creations against the bounds
+// checkTotal sets);
 // at the sink (when the target calls it), at most one effect, exactly one
 // for a request answered 2xx, none for a request refused (a final 4xx and
 // no 2xx) and none that no request names: the effects are the requests
@@ -361,6 +381,8 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 	}
 	known := map[string]bool{}
 	unread, answered := 0, 0
+	perRequest := r.rec.Count && r.rec.Total == nil
+	var tb totalBounds // what a difference read must and may count
 	reqs := append([]LogicalRequest(nil), r.rec.Requests...)
 	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Key < reqs[b].Key })
 	for i := range reqs {
@@ -395,7 +417,15 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		var whys []string
 		var named []checker.Operation
 		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
-		if r.rec.Count {
+		switch {
+		case len(ok) > 0:
+			tb.answered++
+			tb.expired += lives - 1
+		case !refused:
+			tb.unknown++ // its outcome stayed unknown: it may have created, or not
+			tb.expired += lives - 1
+		}
+		if perRequest {
 			switch n := req.things(); {
 			case !req.CountRead():
 				unread++
@@ -471,12 +501,60 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 					r.rule, ModelEffects, len(es), k, describeHTTPIdemEffects(es))})
 		}
 	}
+	if r.rec.Count && r.rec.Total != nil {
+		unread += r.checkTotal(&mc, &q, tb)
+	}
 	if mc.Result == checker.LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
 		// A count read not answered, an effect still owed, or nothing
 		// answered 2xx at all: the run did not show what it must.
 		mc.Result = checker.LinUnknown
 	}
 	return mc, q
+}
+
+// totalBounds are what the logical requests of a run may have created:
+// one for each answered 2xx (exactly), at most one for each whose outcome
+// stayed unknown (it may or may not have happened), none for one refused
+// (a final 4xx and no 2xx), and, with the sink, one more for each key life
+// a request outlived (expired).
+type totalBounds struct{ answered, unknown, expired int }
+
+// checkTotal judges a difference count read (Record.Total): the requests
+// created After - Before things, at least tb.answered and at most
+// tb.answered + tb.unknown + tb.expired. The read counts the endpoint as
+// a whole, so an anomaly names the run, not a request; Duplicated and Lost
+// then count creations, not requests. It returns 1 when a read was not
+// taken (the run judged no creation), else 0.
+func (r *httpIdemRun) checkTotal(mc *checker.ModelCheck, q *checker.QueueStats, tb totalBounds) int {
+	t := r.rec.Total
+	if t.BeforeErr != "" || t.AfterErr != "" {
+		return 1
+	}
+	d := t.After - t.Before
+	lo, hi := tb.answered, tb.answered+tb.unknown+tb.expired
+	key := "GET " + t.Path
+	read := fmt.Sprintf("the count read GET %s counted %d before the run and %d after the drain: the requests created %d", t.Path, t.Before, t.After, d)
+	switch {
+	case d > hi:
+		why := fmt.Sprintf("%d answered 2xx, %d of unknown outcome", tb.answered, tb.unknown)
+		if tb.expired > 0 {
+			why += fmt.Sprintf(", %d more past a key's life", tb.expired)
+		}
+		q.Duplicated += d - hi
+		httpIdemFail(mc, key)
+		r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: key,
+			Explanation: fmt.Sprintf("%s: %s: %s, over the upper bound of %d (%s; a refused request creates nothing): %d more than one logical request creates however often it is delivered (or another client created meanwhile)",
+				r.rule, ModelEffects, read, hi, why, d-hi)})
+	case d < lo && r.opts.Undrained:
+		q.Pending += lo - d
+	case d < lo:
+		q.Lost += lo - d
+		httpIdemFail(mc, key)
+		r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: key,
+			Explanation: fmt.Sprintf("%s: %s: %s, under the lower bound of %d (the logical requests answered 2xx, each of which created exactly one): %d answered 2xx created nothing",
+				r.rule, ModelEffects, read, lo, lo-d)})
+	}
+	return 0
 }
 
 // lives is how many things the request of key may have made, by its

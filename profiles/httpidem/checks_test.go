@@ -378,3 +378,59 @@ func TestHTTPIdemEachCheckKeepsItsExamples(t *testing.T) {
 		t.Fatalf("examples %v, counts %v", per, rep.Counts)
 	}
 }
+
+// hiDifference is hiClean judged by a difference count read alone (no
+// sink): two requests answered 2xx, one refused, one of unknown outcome,
+// so the requests created 2 or 3 things; the endpoint held 7 before.
+func hiDifference(after int) (checker.History, checker.Ledger, Record) {
+	h, _, rec := hiClean()
+	rec.Sink = false
+	for i := range rec.Requests {
+		rec.Requests[i].CountStatus, rec.Requests[i].Created = 0, nil
+	}
+	rec.Total = &TotalCount{Path: "/count", Before: 7, After: after}
+	return h, checker.Ledger{}, rec
+}
+
+// A difference count read within [answered 2xx, answered 2xx + unknown]
+// passes; over it is a second creation, under it a 2xx that created
+// nothing (UNKNOWN, pending, when the drain was cut short); a read not
+// taken judges nothing.
+func TestHTTPIdemDifferenceCount(t *testing.T) {
+	for _, after := range []int{9, 10} {
+		h, l, rec := hiDifference(after)
+		if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Pass {
+			t.Fatalf("created %d of 2..3: %s %+v %+v", after-7, rep.Verdict(), rep.Models, rep.Anomalies)
+		}
+	}
+	h, l, rec := hiDifference(11)
+	rep := Check(h, l, rec, CheckOptions{})
+	text := hiOnly(t, rep, RuleRetryIETF, ModelEffects)
+	wantIn(t, text, "GET /count counted 7 before the run and 11 after the drain: the requests created 4", "over the upper bound of 3",
+		"2 answered 2xx, 1 of unknown outcome", ": 1 more than one logical request creates")
+	if rep.Queue.Duplicated != 1 || rep.Anomalies[0].Key != "GET /count" {
+		t.Errorf("queue %+v, key %q", rep.Queue, rep.Anomalies[0].Key)
+	}
+
+	h, l, rec = hiDifference(8)
+	rep = Check(h, l, rec, CheckOptions{})
+	text = hiOnly(t, rep, RuleRetryIETF, ModelEffects)
+	wantIn(t, text, "the requests created 1", "under the lower bound of 2", "1 answered 2xx created nothing")
+	if rep.Queue.Lost != 1 {
+		t.Errorf("queue %+v", rep.Queue)
+	}
+	if rep := Check(h, l, rec, CheckOptions{Undrained: true}); rep.Verdict() != verdict.Unknown || rep.Queue.Pending != 1 {
+		t.Errorf("undrained: %s, queue %+v", rep.Verdict(), rep.Queue)
+	}
+
+	for _, broke := range []func(*TotalCount){
+		func(t *TotalCount) { t.BeforeErr = "GET /count answered 404" },
+		func(t *TotalCount) { t.AfterErr = "still changed" },
+	} {
+		h, l, rec := hiDifference(9)
+		broke(rec.Total)
+		if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Unknown {
+			t.Errorf("a read not taken: %s", rep.Verdict())
+		}
+	}
+}

@@ -237,6 +237,19 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	defer stopDrain()
 	w.drainCtx = drainCtx
 
+	var total *TotalCount
+	if ct := w.ep.Count; ct != nil && ct.Difference {
+		// What the endpoint holds before the first request, before any
+		// fault: the run's creations are what it holds after less this.
+		total = &TotalCount{Path: ct.PathFor(Unique{})}
+		beforeCtx, stopBefore := context.WithTimeout(ctx, 5*cfg.RequestTimeout+time.Second)
+		total.Before, total.BeforeErr = w.readTotal(beforeCtx, false)
+		stopBefore()
+		if total.BeforeErr != "" {
+			cfg.Logger.Warn("chaos http-idempotency: the count before the run was not read: the effects go unjudged", "err", total.BeforeErr)
+		}
+	}
+
 	faultsDone := make(chan error, 1)
 	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
 	progDone := make(chan struct{})
@@ -270,7 +283,14 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
 	res.Record = Record{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
-		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs)}
+		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs), Total: total}
+	if total != nil {
+		if total.BeforeErr != "" {
+			total.AfterErr = "not read: the count before the run was not"
+		} else {
+			total.After, total.AfterErr = w.readTotal(countCtx, true)
+		}
+	}
 	stopCount()
 	<-progDone
 
@@ -637,8 +657,8 @@ func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []Logica
 	for i, c := range reqs {
 		out[i] = LogicalRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
 	}
-	if w.ep.Count == nil {
-		return out
+	if w.ep.Count == nil || w.ep.Count.Difference {
+		return out // a difference read names no request: readTotal reads it once
 	}
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
@@ -717,6 +737,39 @@ func (w *hiWorkload) getCount(ctx context.Context, caller int, path string, stat
 		return resp
 	}
 	return nil
+}
+
+// readTotal reads the difference count read as the main caller: the
+// count, or why it was not read. With settle, it reads until two reads
+// 100 ms apart agree (at most 5): after the drain an effect the endpoint
+// makes after answering is counted too, and a count that keeps changing
+// (another client, effects still under way) is no reading.
+func (w *hiWorkload) readTotal(ctx context.Context, settle bool) (int, string) {
+	path := w.ep.Count.PathFor(Unique{})
+	var seen []string
+	for try := 0; try < 5 && ctx.Err() == nil; try++ {
+		if try > 0 {
+			chaos.Sleep(ctx, 100*time.Millisecond)
+		}
+		var status int
+		var why string
+		resp := w.getCount(ctx, 0, path, &status, &why)
+		if resp == nil {
+			return 0, why
+		}
+		n, err := w.ep.Count.Extract(resp.Body)
+		if err != nil {
+			return 0, fmt.Sprintf("GET %s: %v", path, err)
+		}
+		if !settle || (len(seen) > 0 && seen[len(seen)-1] == fmt.Sprint(n)) {
+			return n, ""
+		}
+		seen = append(seen, fmt.Sprint(n))
+	}
+	if ctx.Err() != nil {
+		return 0, "not read: out of time"
+	}
+	return 0, fmt.Sprintf("GET %s still changed over %d reads 100 ms apart (%s): another client, or creations still under way", path, len(seen), strings.Join(seen, ", "))
 }
 
 // countItems lists, when the count read's value is an array, each item's
