@@ -232,6 +232,7 @@ func Check(h checker.History, l checker.Ledger, rec Record, opts CheckOptions) c
 	}
 	effects, q := r.checkEffects()
 	rep.Models = []checker.ModelCheck{effects, r.checkReplay()}
+	rep.Detail = &r.detail
 	rep.Queue = q
 	return rep
 }
@@ -244,6 +245,21 @@ type httpIdemRun struct {
 	byKey   map[string][]int
 	effects map[string][]checker.Effect
 	add     func(check string, a checker.Anomaly)
+	detail  CheckDetail
+}
+
+// CheckDetail is what the http-idempotency checks found besides anomalies
+// (Report.Detail): what a check that stayed UNKNOWN could not judge, and
+// what the run taught of the endpoint.
+type CheckDetail struct {
+	// Undecided says, for each reason a check could not decide, why.
+	Undecided []string `json:"undecided,omitempty"`
+	// EffectsPerExecution is how many sink effects one execution of a
+	// request makes, as the run taught it (effectsPerExecution; 0: no
+	// sink, or nothing to learn from), and LearntFrom how many requests
+	// delivered once taught it (0: the fewest effects of a 2xx request).
+	EffectsPerExecution int `json:"effects_per_execution,omitempty"`
+	LearntFrom          int `json:"learnt_from,omitempty"`
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.
@@ -377,7 +393,15 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 	}
 	var q checker.QueueStats
 	if !r.rec.Sink && !r.rec.Count {
-		mc.Result = checker.LinUnknown // nothing tells what a request created: neither a count read nor the sink
+		// Nothing tells what a request created: neither a count read nor
+		// the sink. (A target with either is judged by it: an endpoint
+		// that calls no sink is judged by its count read alone.)
+		mc.Result = checker.LinUnknown
+		r.undecided("%s: the endpoint declares no count read and calls no effect sink: nothing shows what a request created (declare \"count\" in http_idempotency)", ModelEffects)
+	}
+	perExec := 1
+	if r.rec.Sink {
+		perExec = r.effectsPerExecution()
 	}
 	known := map[string]bool{}
 	unread, answered := 0, 0
@@ -449,9 +473,9 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		}
 		if r.rec.Sink {
 			switch {
-			case len(es) > lives:
+			case len(es) > lives*perExec:
 				dup = true
-				whys = append(whys, fmt.Sprintf("took effect %d times at the sink (%s): one logical request has one effect, however often it is delivered", len(es), describeHTTPIdemEffects(es)))
+				whys = append(whys, fmt.Sprintf("took effect %d times at the sink (%s): one logical request has the effects of one execution (%s), however often it is delivered", len(es), describeHTTPIdemEffects(es), r.describePerExec()))
 			case len(es) >= 1 && len(ok) == 0 && refused:
 				extra = true
 				named = append(named, refusal)
@@ -508,8 +532,99 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		// A count read not answered, an effect still owed, or nothing
 		// answered 2xx at all: the run did not show what it must.
 		mc.Result = checker.LinUnknown
+		switch {
+		case answered == 0:
+			r.undecided("%s: no logical request was answered 2xx: the run showed nothing the endpoint must have done", ModelEffects)
+		case unread > 0:
+			r.undecided("%s: %d count read(s) not taken (%s)", ModelEffects, unread, r.firstUnread())
+		default:
+			r.undecided("%s: the drain was cut short with %d creation(s) or effect(s) of requests answered 2xx not seen yet", ModelEffects, q.Pending)
+		}
 	}
 	return mc, q
+}
+
+func (r *httpIdemRun) undecided(format string, args ...any) {
+	r.detail.Undecided = append(r.detail.Undecided, fmt.Sprintf(format, args...))
+}
+
+// firstUnread says why the first count read not taken was not.
+func (r *httpIdemRun) firstUnread() string {
+	if t := r.rec.Total; t != nil {
+		if t.BeforeErr != "" {
+			return "before the run: " + t.BeforeErr
+		}
+		if t.AfterErr != "" {
+			return "after the drain: " + t.AfterErr
+		}
+	}
+	for _, q := range r.rec.Requests {
+		if !q.CountRead() {
+			return fmt.Sprintf("first: %s, status %d: %s", q.Unique, q.CountStatus, q.CountErr)
+		}
+	}
+	return "none"
+}
+
+// effectsPerExecution is how many effects one execution of a request
+// makes at the sink. The binding does not say: the bundled endpoint makes
+// one, a middleware may call its provider twice (a charge and a receipt).
+// So the run teaches it, from the requests that cannot have executed more
+// than once: answered 2xx after a single delivery (one request on the
+// wire, its answer read whole), under a key no other logical request
+// used (its effects are its own). The most effects any of them had is
+// what one execution makes; a request with more (per key life) executed
+// more than once. With no such request, the fewest effects a request
+// answered 2xx had (at least 1): every execution presumed alike, that
+// never names a correct endpoint's request a duplicate. This presumes
+// executions make as many effects as each other; an endpoint whose count
+// varies by body is held to its largest.
+func (r *httpIdemRun) effectsPerExecution() int {
+	users := map[string]int{}
+	for _, q := range r.rec.Requests {
+		users[q.IdempotencyKey]++
+	}
+	most, fewest, from := 0, 0, 0
+	for _, q := range r.rec.Requests {
+		idx := r.byKey[q.Key]
+		n := len(r.effects[q.Key])
+		answered := false
+		for _, i := range idx {
+			answered = answered || httpIdem2xx(&r.h.Ops[i])
+		}
+		if !answered || n == 0 {
+			continue
+		}
+		if fewest == 0 || n < fewest {
+			fewest = n
+		}
+		if len(idx) == 1 && users[q.IdempotencyKey] == 1 {
+			most, from = max(most, n), from+1
+		}
+	}
+	r.detail.LearntFrom = from
+	switch {
+	case from > 0:
+		r.detail.EffectsPerExecution = most
+	case fewest > 0:
+		r.detail.EffectsPerExecution = fewest
+	default:
+		return 1
+	}
+	return r.detail.EffectsPerExecution
+}
+
+// describePerExec says how many effects one execution makes and how the
+// run learnt it.
+func (r *httpIdemRun) describePerExec() string {
+	d := r.detail
+	switch {
+	case d.LearntFrom > 0:
+		return fmt.Sprintf("%d, the most any of the %d requests delivered once and answered 2xx had", d.EffectsPerExecution, d.LearntFrom)
+	case d.EffectsPerExecution > 0:
+		return fmt.Sprintf("%d, the fewest a request answered 2xx had: none was delivered once", d.EffectsPerExecution)
+	}
+	return "1"
 }
 
 // totalBounds are what the logical requests of a run may have created:
@@ -784,6 +899,7 @@ func (r *httpIdemRun) checkReplay() checker.ModelCheck {
 			if mc.Result == checker.LinOk {
 				mc.Result = checker.LinUnknown
 			}
+			r.undecided("%s: porcupine ran out of time (%s) on %s", ModelReplay, r.opts.Timeout, k)
 			continue
 		case ok: // porcupine found what the exact decision did not: say so
 			why = fmt.Sprintf("no order of the %d answers gives every delivery the first result", len(idx))

@@ -434,3 +434,71 @@ func TestHTTPIdemDifferenceCount(t *testing.T) {
 		}
 	}
 }
+
+// hiTwoCalls is hiClean against an endpoint that calls the sink twice per
+// execution (a charge and a receipt), with a fifth request delivered once
+// and answered 201: the run learns from it that one execution makes two
+// effects.
+func hiTwoCalls() (checker.History, checker.Ledger, Record) {
+	const hiKey5 = "caller1 k-once"
+	h, l, rec := hiClean()
+	h.Ops = append(h.Ops, post(hiKey5, 7, 60, 61, 201, "pay_5"))
+	rec.Requests = append(rec.Requests, hiReq(hiKey5, "pay_5"))
+	l.Effects = append(l.Effects, hiEffect(hiKey5, "eff_5", "pay_5"))
+	var two []checker.Effect
+	for _, e := range l.Effects {
+		receipt := e
+		receipt.Intent += "r"
+		two = append(two, e, receipt)
+	}
+	l.Effects = two
+	return h, l, rec
+}
+
+// The sink effects of one request are judged against one execution's,
+// learnt from the run: two per request is no anomaly when a request
+// delivered once had two; four for a request delivered four times is a
+// second execution; with no request delivered once, the fewest a request
+// answered 2xx had stands for one execution.
+func TestHTTPIdemEffectsPerExecution(t *testing.T) {
+	h, l, rec := hiTwoCalls()
+	rep := Check(h, l, rec, CheckOptions{})
+	if rep.Verdict() != verdict.Pass {
+		t.Fatalf("two effects per request: %s %+v", rep.Verdict(), rep.Anomalies)
+	}
+	if d := rep.Detail.(*CheckDetail); d.EffectsPerExecution != 2 || d.LearntFrom != 1 {
+		t.Errorf("detail %+v", d)
+	}
+
+	h, l, rec = hiTwoCalls()
+	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1"), hiEffect(hiKey1, "eff_1br", "pay_1"))
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
+	wantIn(t, text, `caller1 under key "k-shared"`, "took effect 4 times at the sink",
+		"the effects of one execution (2, the most any of the 1 requests delivered once and answered 2xx had)")
+
+	h, l, rec = hiTwoCalls()
+	h.Ops = append(h.Ops, post("caller1 k-once", 8, 62, 63, 201, "pay_5")) // no request is delivered once now
+	rep = Check(h, l, rec, CheckOptions{})
+	if d := rep.Detail.(*CheckDetail); rep.Verdict() != verdict.Pass || d.EffectsPerExecution != 2 || d.LearntFrom != 0 {
+		t.Fatalf("none delivered once: %s %+v %+v", rep.Verdict(), d, rep.Anomalies)
+	}
+	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1"))
+	text = hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
+	wantIn(t, text, "took effect 3 times at the sink", "(2, the fewest a request answered 2xx had: none was delivered once)")
+}
+
+// An UNKNOWN says why in the report's detail.
+func TestHTTPIdemUndecidedSaysWhy(t *testing.T) {
+	h, l, rec := hiClean()
+	rec.Sink, rec.Count = false, false
+	rep := Check(h, l, rec, CheckOptions{})
+	if d := rep.Detail.(*CheckDetail); rep.Verdict() != verdict.Unknown || len(d.Undecided) != 1 || !strings.Contains(d.Undecided[0], "no count read and calls no effect sink") {
+		t.Fatalf("%s %+v", rep.Verdict(), d)
+	}
+	h, l, rec = hiDifference(9)
+	rec.Total.AfterErr = "GET /count answered 503"
+	rep = Check(h, l, rec, CheckOptions{})
+	if d := rep.Detail.(*CheckDetail); rep.Verdict() != verdict.Unknown || len(d.Undecided) != 1 || !strings.Contains(d.Undecided[0], "after the drain: GET /count answered 503") {
+		t.Fatalf("%s %+v", rep.Verdict(), d)
+	}
+}
