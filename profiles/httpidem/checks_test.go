@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -253,13 +254,18 @@ func TestHTTPIdemUndecided(t *testing.T) {
 // The record survives its file.
 func TestHTTPIdemRecordRoundTrip(t *testing.T) {
 	_, _, rec := hiClean()
-	var b bytes.Buffer
-	if err := WriteRecord(&b, rec); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadRecord(&b)
-	if err != nil || fmt.Sprint(got) != fmt.Sprint(rec) {
-		t.Fatalf("%v\n%+v\n%+v", err, got, rec)
+	_, _, diff := hiDifference(9)
+	diff.Total.AfterErr = "still changed"
+	diff.Requests[0].Counted = 3
+	for _, rec := range []Record{rec, diff} {
+		var b bytes.Buffer
+		if err := WriteRecord(&b, rec); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadRecord(&b)
+		if err != nil || !reflect.DeepEqual(got, rec) {
+			t.Fatalf("%v\n%+v\n%+v", err, got, rec)
+		}
 	}
 	if _, err := ReadRecord(strings.NewReader(`{"requests":[{"caller":"x"}]}`)); err == nil {
 		t.Error("a request without a key was read")
