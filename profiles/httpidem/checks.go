@@ -86,8 +86,26 @@ type Record struct {
 	Count bool `json:"count"`
 	// KeyLifeNs is a key's published life on the harness's clock
 	// (key_ttl_seconds at the target's time scale); 0: none published.
-	KeyLifeNs int64            `json:"key_life_ns,omitempty"`
-	Requests  []LogicalRequest `json:"requests"`
+	KeyLifeNs int64 `json:"key_life_ns,omitempty"`
+	// Total is the count read that counts everything the endpoint created
+	// (count.difference), read before the first request and after the
+	// drain; nil when the count read is one per request (Requests'
+	// Counted) or there is none.
+	Total    *TotalCount      `json:"total,omitempty"`
+	Requests []LogicalRequest `json:"requests"`
+}
+
+// TotalCount is a run's difference count read: what the endpoint had
+// created in all before the run's first request and after its drain. The
+// requests created After - Before while idscheck was the endpoint's only
+// client.
+type TotalCount struct {
+	Path   string `json:"path"`
+	Before int    `json:"before"`
+	After  int    `json:"after"`
+	// BeforeErr and AfterErr say why a read was not taken ("" when it was).
+	BeforeErr string `json:"before_err,omitempty"`
+	AfterErr  string `json:"after_err,omitempty"`
 }
 
 // LogicalRequest is one logical request: one body (its unique value), one
@@ -103,13 +121,35 @@ type LogicalRequest struct {
 	// none answered); CountErr why it could not be read.
 	CountStatus int    `json:"count_status,omitempty"`
 	CountErr    string `json:"count_err,omitempty"`
-	// Created is what the count read listed: each item's declared id (or
-	// the digest of the item when none is declared).
+	// Counted is what the count read counted (CountRead.Extract: a number,
+	// an array's length, an object's members).
+	Counted int `json:"counted,omitempty"`
+	// Created is, when the count is an array, what it listed: each item's
+	// declared id (or the digest of the item when none is declared).
 	Created []string `json:"created,omitempty"`
 }
 
 // CountRead reports whether the count read of the request answered.
 func (r LogicalRequest) CountRead() bool { return r.CountStatus == 200 && r.CountErr == "" }
+
+// things is how many things the count read counted: Counted, or in a
+// record written before Counted was (an array's items only) Created's
+// length.
+func (r LogicalRequest) things() int {
+	if r.Counted == 0 {
+		return len(r.Created)
+	}
+	return r.Counted
+}
+
+// describeThings names what the count read counted: the items' ids when
+// it listed them.
+func (r LogicalRequest) describeThings() string {
+	if len(r.Created) > 0 {
+		return clipList(r.Created)
+	}
+	return "by the count read"
+}
 
 // WriteRecord writes the record as JSON.
 func WriteRecord(w io.Writer, rec Record) error {
@@ -192,6 +232,7 @@ func Check(h checker.History, l checker.Ledger, rec Record, opts CheckOptions) c
 	}
 	effects, q := r.checkEffects()
 	rep.Models = []checker.ModelCheck{effects, r.checkReplay()}
+	rep.Detail = &r.detail
 	rep.Queue = q
 	return rep
 }
@@ -204,6 +245,21 @@ type httpIdemRun struct {
 	byKey   map[string][]int
 	effects map[string][]checker.Effect
 	add     func(check string, a checker.Anomaly)
+	detail  CheckDetail
+}
+
+// CheckDetail is what the http-idempotency checks found besides anomalies
+// (Report.Detail): what a check that stayed UNKNOWN could not judge, and
+// what the run taught of the endpoint.
+type CheckDetail struct {
+	// Undecided says, for each reason a check could not decide, why.
+	Undecided []string `json:"undecided,omitempty"`
+	// EffectsPerExecution is how many sink effects one execution of a
+	// request makes, as the run taught it (effectsPerExecution; 0: no
+	// sink, or nothing to learn from), and LearntFrom how many requests
+	// delivered once taught it (0: the fewest effects of a 2xx request).
+	EffectsPerExecution int `json:"effects_per_execution,omitempty"`
+	LearntFrom          int `json:"learnt_from,omitempty"`
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.
@@ -317,8 +373,10 @@ func describeHTTPIdemEffects(es []checker.Effect) string {
 	return clipList(ids)
 }
 
-// checkEffects judges what each logical request created: by the count
-// read, at most one thing, and exactly one for a request answered 2xx;
+// checkEffects judges what each logical request created: by a count read
+// per request, at most one thing, and exactly one for a request answered
+// 2xx (by a difference count read, the run's creations against the bounds
+// checkTotal sets);
 // at the sink (when the target calls it), at most one effect, exactly one
 // for a request answered 2xx, none for a request refused (a final 4xx and
 // no 2xx) and none that no request names: the effects are the requests
@@ -335,10 +393,20 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 	}
 	var q checker.QueueStats
 	if !r.rec.Sink && !r.rec.Count {
-		mc.Result = checker.LinUnknown // nothing tells what a request created: neither a count read nor the sink
+		// Nothing tells what a request created: neither a count read nor
+		// the sink. (A target with either is judged by it: an endpoint
+		// that calls no sink is judged by its count read alone.)
+		mc.Result = checker.LinUnknown
+		r.undecided("%s: the endpoint declares no count read and calls no effect sink: nothing shows what a request created (declare \"count\" in http_idempotency)", ModelEffects)
+	}
+	perExec := 1
+	if r.rec.Sink {
+		perExec = r.effectsPerExecution()
 	}
 	known := map[string]bool{}
 	unread, answered := 0, 0
+	perRequest := r.rec.Count && r.rec.Total == nil
+	var tb totalBounds // what a difference read must and may count
 	reqs := append([]LogicalRequest(nil), r.rec.Requests...)
 	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Key < reqs[b].Key })
 	for i := range reqs {
@@ -373,13 +441,21 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 		var whys []string
 		var named []checker.Operation
 		created, effected, lost, dup, pending, extra := false, false, false, false, false, false
-		if r.rec.Count {
-			switch n := len(req.Created); {
+		switch {
+		case len(ok) > 0:
+			tb.answered++
+			tb.expired += lives - 1
+		case !refused:
+			tb.unknown++ // its outcome stayed unknown: it may have created, or not
+			tb.expired += lives - 1
+		}
+		if perRequest {
+			switch n := req.things(); {
 			case !req.CountRead():
 				unread++
 			case n > lives:
 				dup = true
-				whys = append(whys, fmt.Sprintf("created %d things (%s): one logical request creates at most one, however often it is delivered", n, clipList(req.Created)))
+				whys = append(whys, fmt.Sprintf("created %d things (%s): one logical request creates at most one, however often it is delivered", n, req.describeThings()))
 			case n >= 1:
 				created = true
 			case len(ok) > 0 && r.opts.Undrained:
@@ -392,14 +468,14 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 			if created && len(ok) == 0 && refused {
 				extra = true
 				named = append(named, refusal)
-				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing", describeHTTPIdemOp(&refusal), req.Created[0]))
+				whys = append(whys, fmt.Sprintf("was refused (%s) and never answered 2xx, yet the count read lists %s: a refused request creates nothing", describeHTTPIdemOp(&refusal), req.describeThings()))
 			}
 		}
 		if r.rec.Sink {
 			switch {
-			case len(es) > lives:
+			case len(es) > lives*perExec:
 				dup = true
-				whys = append(whys, fmt.Sprintf("took effect %d times at the sink (%s): one logical request has one effect, however often it is delivered", len(es), describeHTTPIdemEffects(es)))
+				whys = append(whys, fmt.Sprintf("took effect %d times at the sink (%s): one logical request has the effects of one execution (%s), however often it is delivered", len(es), describeHTTPIdemEffects(es), r.describePerExec()))
 			case len(es) >= 1 && len(ok) == 0 && refused:
 				extra = true
 				named = append(named, refusal)
@@ -449,12 +525,151 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 					r.rule, ModelEffects, len(es), k, describeHTTPIdemEffects(es))})
 		}
 	}
+	if r.rec.Count && r.rec.Total != nil {
+		unread += r.checkTotal(&mc, &q, tb)
+	}
 	if mc.Result == checker.LinOk && (unread > 0 || q.Pending > 0 || answered == 0) {
 		// A count read not answered, an effect still owed, or nothing
 		// answered 2xx at all: the run did not show what it must.
 		mc.Result = checker.LinUnknown
+		switch {
+		case answered == 0:
+			r.undecided("%s: no logical request was answered 2xx: the run showed nothing the endpoint must have done", ModelEffects)
+		case unread > 0:
+			r.undecided("%s: %d count read(s) not taken (%s)", ModelEffects, unread, r.firstUnread())
+		default:
+			r.undecided("%s: the drain was cut short with %d creation(s) or effect(s) of requests answered 2xx not seen yet", ModelEffects, q.Pending)
+		}
 	}
 	return mc, q
+}
+
+func (r *httpIdemRun) undecided(format string, args ...any) {
+	r.detail.Undecided = append(r.detail.Undecided, fmt.Sprintf(format, args...))
+}
+
+// firstUnread says why the first count read not taken was not.
+func (r *httpIdemRun) firstUnread() string {
+	if t := r.rec.Total; t != nil {
+		if t.BeforeErr != "" {
+			return "before the run: " + t.BeforeErr
+		}
+		if t.AfterErr != "" {
+			return "after the drain: " + t.AfterErr
+		}
+	}
+	for _, q := range r.rec.Requests {
+		if !q.CountRead() {
+			return fmt.Sprintf("first: %s, status %d: %s", q.Unique, q.CountStatus, q.CountErr)
+		}
+	}
+	return "none"
+}
+
+// effectsPerExecution is how many effects one execution of a request
+// makes at the sink. The binding does not say: the bundled endpoint makes
+// one, a middleware may call its provider twice (a charge and a receipt).
+// So the run teaches it, from the requests that cannot have executed more
+// than once: answered 2xx after a single delivery (one request on the
+// wire, its answer read whole), under a key no other logical request
+// used (its effects are its own). The most effects any of them had is
+// what one execution makes; a request with more (per key life) executed
+// more than once. With no such request, the fewest effects a request
+// answered 2xx had (at least 1): every execution presumed alike, that
+// never names a correct endpoint's request a duplicate. This presumes
+// executions make as many effects as each other; an endpoint whose count
+// varies by body is held to its largest.
+func (r *httpIdemRun) effectsPerExecution() int {
+	users := map[string]int{}
+	for _, q := range r.rec.Requests {
+		users[q.IdempotencyKey]++
+	}
+	most, fewest, from := 0, 0, 0
+	for _, q := range r.rec.Requests {
+		idx := r.byKey[q.Key]
+		n := len(r.effects[q.Key])
+		answered := false
+		for _, i := range idx {
+			answered = answered || httpIdem2xx(&r.h.Ops[i])
+		}
+		if !answered || n == 0 {
+			continue
+		}
+		if fewest == 0 || n < fewest {
+			fewest = n
+		}
+		if len(idx) == 1 && users[q.IdempotencyKey] == 1 {
+			most, from = max(most, n), from+1
+		}
+	}
+	r.detail.LearntFrom = from
+	switch {
+	case from > 0:
+		r.detail.EffectsPerExecution = most
+	case fewest > 0:
+		r.detail.EffectsPerExecution = fewest
+	default:
+		return 1
+	}
+	return r.detail.EffectsPerExecution
+}
+
+// describePerExec says how many effects one execution makes and how the
+// run learnt it.
+func (r *httpIdemRun) describePerExec() string {
+	d := r.detail
+	switch {
+	case d.LearntFrom > 0:
+		return fmt.Sprintf("%d, the most any of the %d requests delivered once and answered 2xx had", d.EffectsPerExecution, d.LearntFrom)
+	case d.EffectsPerExecution > 0:
+		return fmt.Sprintf("%d, the fewest a request answered 2xx had: none was delivered once", d.EffectsPerExecution)
+	}
+	return "1"
+}
+
+// totalBounds are what the logical requests of a run may have created:
+// one for each answered 2xx (exactly), at most one for each whose outcome
+// stayed unknown (it may or may not have happened), none for one refused
+// (a final 4xx and no 2xx), and, with the sink, one more for each key life
+// a request outlived (expired).
+type totalBounds struct{ answered, unknown, expired int }
+
+// checkTotal judges a difference count read (Record.Total): the requests
+// created After - Before things, at least tb.answered and at most
+// tb.answered + tb.unknown + tb.expired. The read counts the endpoint as
+// a whole, so an anomaly names the run, not a request; Duplicated and Lost
+// then count creations, not requests. It returns 1 when a read was not
+// taken (the run judged no creation), else 0.
+func (r *httpIdemRun) checkTotal(mc *checker.ModelCheck, q *checker.QueueStats, tb totalBounds) int {
+	t := r.rec.Total
+	if t.BeforeErr != "" || t.AfterErr != "" {
+		return 1
+	}
+	d := t.After - t.Before
+	lo, hi := tb.answered, tb.answered+tb.unknown+tb.expired
+	key := "GET " + t.Path
+	read := fmt.Sprintf("the count read GET %s counted %d before the run and %d after the drain: the requests created %d", t.Path, t.Before, t.After, d)
+	switch {
+	case d > hi:
+		why := fmt.Sprintf("%d answered 2xx, %d of unknown outcome", tb.answered, tb.unknown)
+		if tb.expired > 0 {
+			why += fmt.Sprintf(", %d more past a key's life", tb.expired)
+		}
+		q.Duplicated += d - hi
+		httpIdemFail(mc, key)
+		r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: key,
+			Explanation: fmt.Sprintf("%s: %s: %s, over the upper bound of %d (%s; a refused request creates nothing): %d more than one logical request creates however often it is delivered (or another client created meanwhile)",
+				r.rule, ModelEffects, read, hi, why, d-hi)})
+	case d < lo && r.opts.Undrained:
+		q.Pending += lo - d
+	case d < lo:
+		q.Lost += lo - d
+		httpIdemFail(mc, key)
+		r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(r.rule), Key: key,
+			Explanation: fmt.Sprintf("%s: %s: %s, under the lower bound of %d (the logical requests answered 2xx, each of which created exactly one): %d answered 2xx created nothing",
+				r.rule, ModelEffects, read, lo, lo-d)})
+	}
+	return 0
 }
 
 // lives is how many things the request of key may have made, by its
@@ -684,6 +899,7 @@ func (r *httpIdemRun) checkReplay() checker.ModelCheck {
 			if mc.Result == checker.LinOk {
 				mc.Result = checker.LinUnknown
 			}
+			r.undecided("%s: porcupine ran out of time (%s) on %s", ModelReplay, r.opts.Timeout, k)
 			continue
 		case ok: // porcupine found what the exact decision did not: say so
 			why = fmt.Sprintf("no order of the %d answers gives every delivery the first result", len(idx))

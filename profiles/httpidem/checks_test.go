@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -253,13 +254,18 @@ func TestHTTPIdemUndecided(t *testing.T) {
 // The record survives its file.
 func TestHTTPIdemRecordRoundTrip(t *testing.T) {
 	_, _, rec := hiClean()
-	var b bytes.Buffer
-	if err := WriteRecord(&b, rec); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadRecord(&b)
-	if err != nil || fmt.Sprint(got) != fmt.Sprint(rec) {
-		t.Fatalf("%v\n%+v\n%+v", err, got, rec)
+	_, _, diff := hiDifference(9)
+	diff.Total.AfterErr = "still changed"
+	diff.Requests[0].Counted = 3
+	for _, rec := range []Record{rec, diff} {
+		var b bytes.Buffer
+		if err := WriteRecord(&b, rec); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadRecord(&b)
+		if err != nil || !reflect.DeepEqual(got, rec) {
+			t.Fatalf("%v\n%+v\n%+v", err, got, rec)
+		}
 	}
 	if _, err := ReadRecord(strings.NewReader(`{"requests":[{"caller":"x"}]}`)); err == nil {
 		t.Error("a request without a key was read")
@@ -376,5 +382,129 @@ func TestHTTPIdemEachCheckKeepsItsExamples(t *testing.T) {
 	}
 	if per[ModelEffects] != 5 || per[ModelReplay] != 5 || rep.Counts[RuleRetryIETF] != 60 {
 		t.Fatalf("examples %v, counts %v", per, rep.Counts)
+	}
+}
+
+// hiDifference is hiClean judged by a difference count read alone (no
+// sink): two requests answered 2xx, one refused, one of unknown outcome,
+// so the requests created 2 or 3 things; the endpoint held 7 before.
+func hiDifference(after int) (checker.History, checker.Ledger, Record) {
+	h, _, rec := hiClean()
+	rec.Sink = false
+	for i := range rec.Requests {
+		rec.Requests[i].CountStatus, rec.Requests[i].Created = 0, nil
+	}
+	rec.Total = &TotalCount{Path: "/count", Before: 7, After: after}
+	return h, checker.Ledger{}, rec
+}
+
+// A difference count read within [answered 2xx, answered 2xx + unknown]
+// passes; over it is a second creation, under it a 2xx that created
+// nothing (UNKNOWN, pending, when the drain was cut short); a read not
+// taken judges nothing.
+func TestHTTPIdemDifferenceCount(t *testing.T) {
+	for _, after := range []int{9, 10} {
+		h, l, rec := hiDifference(after)
+		if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Pass {
+			t.Fatalf("created %d of 2..3: %s %+v %+v", after-7, rep.Verdict(), rep.Models, rep.Anomalies)
+		}
+	}
+	h, l, rec := hiDifference(11)
+	rep := Check(h, l, rec, CheckOptions{})
+	text := hiOnly(t, rep, RuleRetryIETF, ModelEffects)
+	wantIn(t, text, "GET /count counted 7 before the run and 11 after the drain: the requests created 4", "over the upper bound of 3",
+		"2 answered 2xx, 1 of unknown outcome", ": 1 more than one logical request creates")
+	if rep.Queue.Duplicated != 1 || rep.Anomalies[0].Key != "GET /count" {
+		t.Errorf("queue %+v, key %q", rep.Queue, rep.Anomalies[0].Key)
+	}
+
+	h, l, rec = hiDifference(8)
+	rep = Check(h, l, rec, CheckOptions{})
+	text = hiOnly(t, rep, RuleRetryIETF, ModelEffects)
+	wantIn(t, text, "the requests created 1", "under the lower bound of 2", "1 answered 2xx created nothing")
+	if rep.Queue.Lost != 1 {
+		t.Errorf("queue %+v", rep.Queue)
+	}
+	if rep := Check(h, l, rec, CheckOptions{Undrained: true}); rep.Verdict() != verdict.Unknown || rep.Queue.Pending != 1 {
+		t.Errorf("undrained: %s, queue %+v", rep.Verdict(), rep.Queue)
+	}
+
+	for _, broke := range []func(*TotalCount){
+		func(t *TotalCount) { t.BeforeErr = "GET /count answered 404" },
+		func(t *TotalCount) { t.AfterErr = "still changed" },
+	} {
+		h, l, rec := hiDifference(9)
+		broke(rec.Total)
+		if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Unknown {
+			t.Errorf("a read not taken: %s", rep.Verdict())
+		}
+	}
+}
+
+// hiTwoCalls is hiClean against an endpoint that calls the sink twice per
+// execution (a charge and a receipt), with a fifth request delivered once
+// and answered 201: the run learns from it that one execution makes two
+// effects.
+func hiTwoCalls() (checker.History, checker.Ledger, Record) {
+	const hiKey5 = "caller1 k-once"
+	h, l, rec := hiClean()
+	h.Ops = append(h.Ops, post(hiKey5, 7, 60, 61, 201, "pay_5"))
+	rec.Requests = append(rec.Requests, hiReq(hiKey5, "pay_5"))
+	l.Effects = append(l.Effects, hiEffect(hiKey5, "eff_5", "pay_5"))
+	var two []checker.Effect
+	for _, e := range l.Effects {
+		receipt := e
+		receipt.Intent += "r"
+		two = append(two, e, receipt)
+	}
+	l.Effects = two
+	return h, l, rec
+}
+
+// The sink effects of one request are judged against one execution's,
+// learnt from the run: two per request is no anomaly when a request
+// delivered once had two; four for a request delivered four times is a
+// second execution; with no request delivered once, the fewest a request
+// answered 2xx had stands for one execution.
+func TestHTTPIdemEffectsPerExecution(t *testing.T) {
+	h, l, rec := hiTwoCalls()
+	rep := Check(h, l, rec, CheckOptions{})
+	if rep.Verdict() != verdict.Pass {
+		t.Fatalf("two effects per request: %s %+v", rep.Verdict(), rep.Anomalies)
+	}
+	if d := rep.Detail.(*CheckDetail); d.EffectsPerExecution != 2 || d.LearntFrom != 1 {
+		t.Errorf("detail %+v", d)
+	}
+
+	h, l, rec = hiTwoCalls()
+	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1"), hiEffect(hiKey1, "eff_1br", "pay_1"))
+	text := hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
+	wantIn(t, text, `caller1 under key "k-shared"`, "took effect 4 times at the sink",
+		"the effects of one execution (2, the most any of the 1 requests delivered once and answered 2xx had)")
+
+	h, l, rec = hiTwoCalls()
+	h.Ops = append(h.Ops, post("caller1 k-once", 8, 62, 63, 201, "pay_5")) // no request is delivered once now
+	rep = Check(h, l, rec, CheckOptions{})
+	if d := rep.Detail.(*CheckDetail); rep.Verdict() != verdict.Pass || d.EffectsPerExecution != 2 || d.LearntFrom != 0 {
+		t.Fatalf("none delivered once: %s %+v %+v", rep.Verdict(), d, rep.Anomalies)
+	}
+	l.Effects = append(l.Effects, hiEffect(hiKey1, "eff_1b", "pay_1"))
+	text = hiOnly(t, Check(h, l, rec, CheckOptions{}), RuleRetryIETF, ModelEffects)
+	wantIn(t, text, "took effect 3 times at the sink", "(2, the fewest a request answered 2xx had: none was delivered once)")
+}
+
+// An UNKNOWN says why in the report's detail.
+func TestHTTPIdemUndecidedSaysWhy(t *testing.T) {
+	h, l, rec := hiClean()
+	rec.Sink, rec.Count = false, false
+	rep := Check(h, l, rec, CheckOptions{})
+	if d := rep.Detail.(*CheckDetail); rep.Verdict() != verdict.Unknown || len(d.Undecided) != 1 || !strings.Contains(d.Undecided[0], "no count read and calls no effect sink") {
+		t.Fatalf("%s %+v", rep.Verdict(), d)
+	}
+	h, l, rec = hiDifference(9)
+	rec.Total.AfterErr = "GET /count answered 503"
+	rep = Check(h, l, rec, CheckOptions{})
+	if d := rep.Detail.(*CheckDetail); rep.Verdict() != verdict.Unknown || len(d.Undecided) != 1 || !strings.Contains(d.Undecided[0], "after the drain: GET /count answered 503") {
+		t.Fatalf("%s %+v", rep.Verdict(), d)
 	}
 }

@@ -122,7 +122,8 @@ type hiLogical struct {
 	n      int
 	caller int
 	key    string
-	unique string
+	u      Unique // the request's unique values ("{{unique}}" and its typed forms)
+	unique string // u.Text: what the history and the record name it by
 	recKey string // HistoryKey(caller label, key)
 	inv    bool   // a body the endpoint declares it rejects
 	req    client.Request
@@ -236,6 +237,19 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	defer stopDrain()
 	w.drainCtx = drainCtx
 
+	var total *TotalCount
+	if ct := w.ep.Count; ct != nil && ct.Difference {
+		// What the endpoint holds before the first request, before any
+		// fault: the run's creations are what it holds after less this.
+		total = &TotalCount{Path: ct.PathFor(Unique{})}
+		beforeCtx, stopBefore := context.WithTimeout(ctx, 5*cfg.RequestTimeout+time.Second)
+		total.Before, total.BeforeErr = w.readTotal(beforeCtx, false)
+		stopBefore()
+		if total.BeforeErr != "" {
+			cfg.Logger.Warn("chaos http-idempotency: the count before the run was not read: the effects go unjudged", "err", total.BeforeErr)
+		}
+	}
+
 	faultsDone := make(chan error, 1)
 	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
 	progDone := make(chan struct{})
@@ -269,7 +283,14 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
 	res.Record = Record{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
-		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs)}
+		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs), Total: total}
+	if total != nil {
+		if total.BeforeErr != "" {
+			total.AfterErr = "not read: the count before the run was not"
+		} else {
+			total.After, total.AfterErr = w.readTotal(countCtx, true)
+		}
+	}
 	stopCount()
 	<-progDone
 
@@ -322,25 +343,28 @@ func (w *hiWorkload) progress(ctx context.Context, done chan<- struct{}) {
 	}, w.cfg.Progress)
 }
 
-// fillUnique replaces "{{unique}}" in every string of v.
-func fillUnique(v any, unique string) any {
-	switch t := v.(type) {
-	case string:
-		return strings.ReplaceAll(t, "{{unique}}", unique)
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[k] = fillUnique(x, unique)
+// newKey makes a fresh idempotency key: in the endpoint's published
+// format (key_spec) when it has one, else "k-", the run's id and 16 hex
+// digits, at most defaultKeyMax characters (a longer run id is cut: the
+// random part alone keeps keys apart).
+func (w *hiWorkload) newKey(rnd *mrand.Rand) string {
+	if ks := w.ep.KeySpec; ks != nil {
+		// Validate made one key of this format; a pattern may still refuse
+		// some random draws: a few more, then plain hex (the endpoint's
+		// refusal of it is recorded like any other, as a request refused).
+		for range 8 {
+			if k, err := ks.NewKey(rnd.Uint32); err == nil {
+				return k
+			}
 		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = fillUnique(x, unique)
-		}
-		return out
+		k, _ := (*KeySpec)(nil).NewKey(rnd.Uint32)
+		return k
 	}
-	return v
+	id := w.cfg.RunID
+	if n := defaultKeyMax - len("k--") - 16; len(id) > n {
+		id = id[:n]
+	}
+	return fmt.Sprintf("k-%s-%016x", id, rnd.Uint64())
 }
 
 // mint creates a logical request of caller under key ("": a fresh one),
@@ -349,13 +373,14 @@ func fillUnique(v any, unique string) any {
 func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool) *hiLogical {
 	n := int(w.nextN.Add(1))
 	if key == "" {
-		key = fmt.Sprintf("k-%s-%016x", w.cfg.RunID, rnd.Uint64())
+		key = w.newKey(rnd)
 	}
-	c := &hiLogical{n: n, caller: caller, key: key, unique: fmt.Sprintf("hi-%s-%d", w.cfg.RunID, n), inv: invalid, first: time.Now()}
+	u := NewUnique(w.cfg.RunID, int64(n), rnd.Uint32)
+	c := &hiLogical{n: n, caller: caller, key: key, u: u, unique: u.Text, inv: invalid, first: time.Now()}
 	c.recKey = HistoryKey(w.callers[caller], key)
-	body := fillUnique(w.ep.Body, c.unique).(map[string]any)
+	body := Fill(w.ep.Body, u).(map[string]any)
 	if invalid {
-		for k, v := range fillUnique(w.ep.Invalid, c.unique).(map[string]any) {
+		for k, v := range Fill(w.ep.Invalid, u).(map[string]any) {
 			body[k] = v
 		}
 	}
@@ -632,8 +657,8 @@ func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []Logica
 	for i, c := range reqs {
 		out[i] = LogicalRequest{Key: c.recKey, Caller: w.callers[c.caller], IdempotencyKey: c.key, Unique: c.unique, Invalid: c.inv}
 	}
-	if w.ep.Count == nil {
-		return out
+	if w.ep.Count == nil || w.ep.Count.Difference {
+		return out // a difference read names no request: readTotal reads it once
 	}
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
@@ -656,66 +681,125 @@ func (w *hiWorkload) readCounts(ctx context.Context, reqs []*hiLogical) []Logica
 	return out
 }
 
-// count reads what c created into r.
+// count reads what c created into r: the count read of its unique
+// values, as its caller, counted by CountRead.Extract; when the count is
+// an array, its items (their declared ids, else digests) are kept too, as
+// evidence.
 func (w *hiWorkload) count(ctx context.Context, c *hiLogical, r *LogicalRequest) {
+	path := w.ep.Count.PathFor(c.u)
+	resp := w.getCount(ctx, c.caller, path, &r.CountStatus, &r.CountErr)
+	if resp == nil {
+		return
+	}
+	n, err := w.ep.Count.Extract(resp.Body)
+	if err != nil {
+		r.CountErr = fmt.Sprintf("GET %s: %v", path, err)
+		return
+	}
+	r.Counted = n
+	r.Created = countItems(w.ep.Count, w.ep.ID, resp.Body)
+}
+
+// getCount GETs a count read's path as caller, a few tries while the
+// answer is not read whole or is a 5xx (each bounded by the request
+// timeout, the tries by ctx): the 200 answer, or nil with status and why
+// set.
+func (w *hiWorkload) getCount(ctx context.Context, caller int, path string, status *int, why *string) *client.Response {
 	h := http.Header{}
-	if c.caller < len(w.ep.Callers) {
-		for k, v := range w.ep.Callers[c.caller].Headers {
+	if caller < len(w.ep.Callers) {
+		for k, v := range w.ep.Callers[caller].Headers {
 			h.Set(k, v)
 		}
 	}
-	path := strings.ReplaceAll(w.ep.Count.Path, "{{unique}}", c.unique)
+	*status, *why = 0, "not read: out of time"
 	for try := 0; try < 5 && ctx.Err() == nil; try++ {
 		if try > 0 {
 			chaos.Sleep(ctx, 100*time.Millisecond)
 		}
 		resp, err := w.http.Do(ctx, client.Request{Method: http.MethodGet, Path: path, Header: h})
-		r.CountStatus, r.CountErr, r.Created = 0, "", nil
+		*status, *why = 0, ""
 		switch {
 		case err != nil:
-			r.CountErr = err.Error()
+			*why = err.Error()
 			continue
 		case resp.Exchange.Err != "":
-			r.CountStatus, r.CountErr = resp.Status, resp.Exchange.Err
+			*status, *why = resp.Status, resp.Exchange.Err
 			continue
 		}
-		r.CountStatus = resp.Status
+		*status = resp.Status
 		if resp.Status != http.StatusOK {
-			r.CountErr = fmt.Sprintf("GET %s answered %d", path, resp.Status)
+			*why = fmt.Sprintf("GET %s answered %d", path, resp.Status)
 			if resp.Status >= 500 {
 				continue
 			}
-			return
+			return nil
 		}
-		var doc any
-		d := json.NewDecoder(strings.NewReader(string(resp.Body)))
-		d.UseNumber()
-		if err := d.Decode(&doc); err != nil {
-			r.CountErr = "the count read's answer is not JSON: " + err.Error()
-			return
-		}
-		if w.ep.Count.Items != "" {
-			m, _ := doc.(map[string]any)
-			doc = m[w.ep.Count.Items]
-		}
-		items, ok := doc.([]any)
-		if !ok {
-			r.CountErr = fmt.Sprintf("the count read's answer holds no array at %q", w.ep.Count.Items)
-			return
-		}
-		for _, it := range items {
-			id := ""
-			if m, ok := it.(map[string]any); ok && w.ep.ID != "" && m[w.ep.ID] != nil {
-				id = fmt.Sprint(m[w.ep.ID])
-			}
-			if id == "" {
-				b, _ := json.Marshal(it)
-				id = "digest " + chaos.Digest(b)
-			}
-			r.Created = append(r.Created, id)
-		}
-		return
+		return resp
 	}
+	return nil
+}
+
+// readTotal reads the difference count read as the main caller: the
+// count, or why it was not read. With settle, it reads until two reads
+// 100 ms apart agree (at most 5): after the drain an effect the endpoint
+// makes after answering is counted too, and a count that keeps changing
+// (another client, effects still under way) is no reading.
+func (w *hiWorkload) readTotal(ctx context.Context, settle bool) (int, string) {
+	path := w.ep.Count.PathFor(Unique{})
+	var seen []string
+	for try := 0; try < 5 && ctx.Err() == nil; try++ {
+		if try > 0 {
+			chaos.Sleep(ctx, 100*time.Millisecond)
+		}
+		var status int
+		var why string
+		resp := w.getCount(ctx, 0, path, &status, &why)
+		if resp == nil {
+			return 0, why
+		}
+		n, err := w.ep.Count.Extract(resp.Body)
+		if err != nil {
+			return 0, fmt.Sprintf("GET %s: %v", path, err)
+		}
+		if !settle || (len(seen) > 0 && seen[len(seen)-1] == fmt.Sprint(n)) {
+			return n, ""
+		}
+		seen = append(seen, fmt.Sprint(n))
+	}
+	if ctx.Err() != nil {
+		return 0, "not read: out of time"
+	}
+	return 0, fmt.Sprintf("GET %s still changed over %d reads 100 ms apart (%s): another client, or creations still under way", path, len(seen), strings.Join(seen, ", "))
+}
+
+// countItems lists, when the count read's value is an array, each item's
+// declared id (else "digest " and its digest); nil otherwise (a number or
+// an object counts without naming).
+func countItems(cr *CountRead, idName string, body []byte) []string {
+	var doc any
+	d := json.NewDecoder(strings.NewReader(string(body)))
+	d.UseNumber() // an id that is a number, exactly as written
+	if d.Decode(&doc) != nil {
+		return nil
+	}
+	v, err := jsonPointer(doc, cr.pointer())
+	items, ok := v.([]any)
+	if err != nil || !ok {
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		id := ""
+		if m, ok := it.(map[string]any); ok && idName != "" && m[idName] != nil {
+			id = fmt.Sprint(m[idName])
+		}
+		if id == "" {
+			b, _ := json.Marshal(it)
+			id = "digest " + chaos.Digest(b)
+		}
+		out = append(out, id)
+	}
+	return out
 }
 
 // ledger attributes the sink's effects (since the run began) to the
