@@ -81,7 +81,7 @@ func BundledEndpoint(variant string, callers []string) *Endpoint {
 		RequiresKey:   variant != VariantStripe,
 		KeyTTLSeconds: 86400,
 		ID:            "id",
-		Count:         &CountRead{Path: "/v1/payments?reference={{unique}}", Items: "data"},
+		Count:         &CountRead{Path: "/v1/payments?reference={{unique}}", Pointer: "/data"},
 		KeySpec:       &KeySpec{MinLength: 1, MaxLength: 255},
 	}
 	if variant == VariantT0 {
