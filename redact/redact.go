@@ -30,8 +30,15 @@ var notSecretName = regexp.MustCompile(`(?i)([_-](file|path|dir|url|name|env|id|
 // DB_PASSWORD, a name ending in KEY as a word; not a name that says where a
 // secret lives (…_FILE, …_PATH, …_ENV, …_URL, …).
 func SecretName(name string) bool {
+	if shellDirName.MatchString(name) {
+		return false // the shell's working directories: "pwd" is no password there
+	}
 	return secretName.MatchString(name) && !notSecretName.MatchString(name)
 }
+
+// shellDirName matches PWD and OLDPWD, which every shell sets to a
+// directory.
+var shellDirName = regexp.MustCompile(`^(?i:OLD)?PWD$`)
 
 // assignment matches a shell assignment NAME=value (value quoted or bare) at
 // the start of a word.

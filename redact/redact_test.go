@@ -8,14 +8,15 @@ import (
 
 func TestCommandSecretsAndRedaction(t *testing.T) {
 	cmd := `BUS_SECRET=s3cr3t-value BUS_ADMIN_SECRET='adm in-pw' PORT=8080 DB_PASSWORD="p@ss word" ./server --api-key=k3yk3y --token tok-tok-1 --addr 127.0.0.1:8080 --key $API_KEY`
-	got := CommandSecrets(cmd, []string{"HOME=/home/x", "MY_TOKEN=envtok-123", "SHORT_KEY=abc"})
-	want := []string{"s3cr3t-value", "adm in-pw", "p@ss word", "k3yk3y", "tok-tok-1", "envtok-123"}
+	got := CommandSecrets(cmd, []string{"HOME=/home/x", "MY_TOKEN=envtok-123", "SHORT_KEY=abc", "PWD=/tmp/work", "OLDPWD=/srv/x", "DB_PWD=pw-in-env"})
+	want := []string{"s3cr3t-value", "adm in-pw", "p@ss word", "k3yk3y", "tok-tok-1", "envtok-123", "pw-in-env"}
 	for _, w := range want {
 		if !slices.Contains(got, w) {
 			t.Errorf("CommandSecrets lacks %q: %q", w, got)
 		}
 	}
-	if slices.Contains(got, "8080") || slices.Contains(got, "abc") || slices.Contains(got, "/home/x") || slices.Contains(got, "$API_KEY") {
+	if slices.Contains(got, "8080") || slices.Contains(got, "abc") || slices.Contains(got, "/home/x") || slices.Contains(got, "$API_KEY") ||
+		slices.Contains(got, "/tmp/work") || slices.Contains(got, "/srv/x") {
 		t.Errorf("CommandSecrets holds a non-secret: %q", got)
 	}
 	r := NewRedactor(append(got, "the-api-key")...)
