@@ -18,6 +18,10 @@ func FiberV2(opt Options) *fiberv2.App {
 		st, doc := p.create(c.Body())
 		return c.Status(st).JSON(doc)
 	})
+	// GET /health: idscheck run waits for it to answer 200.
+	app.Get("/health", func(c *fiberv2.Ctx) error {
+		return c.JSON(map[string]string{"status": "ok"})
+	})
 	app.Get("/v1/payments/count", func(c *fiberv2.Ctx) error {
 		return c.JSON(p.count("", true))
 	})

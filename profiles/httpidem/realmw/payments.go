@@ -12,6 +12,7 @@
 //	                              400 {"error": "..."} for an amount <= 0 or a bad body (nothing created)
 //	GET  /v1/payments?reference=R {"count": N}: the payments made with reference R
 //	GET  /v1/payments/count       {"count": N}: every payment made
+//	GET  /health                  {"status": "ok"} (idscheck run waits for it)
 //
 // delay_ms (at most 5000) makes the handler sleep before it creates the
 // payment: a request that is in flight long enough to send its duplicate.

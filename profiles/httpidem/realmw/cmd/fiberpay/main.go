@@ -33,6 +33,7 @@ must be 36 characters long, keys live 30 minutes), until interrupted:
                                 delay_ms (at most 5000) makes the handler sleep first
   GET  /v1/payments?reference=R {"count": N}, the payments with reference R
   GET  /v1/payments/count       {"count": N}, every payment
+  GET  /health                  200 {"status": "ok"}
 
 flags:
 `)
