@@ -1,0 +1,133 @@
+// Package realmw puts third-party idempotency middlewares behind a tiny
+// payments endpoint, for certifying them with the http-idempotency profile
+// (docs/http-idempotency.md, "Worked example: certifying a third-party
+// middleware"): Fiber v2's and Fiber v3's middleware/idempotency, each
+// configured with KeyHeader "Idempotency-Key" and every other setting at
+// its default.
+//
+// The endpoint, the same on every version:
+//
+//	POST /v1/payments             {"reference": "r", "amount": 1000, "delay_ms": 0}
+//	                              201 {"id": "pay_1", "reference": "r", "amount": 1000}
+//	                              400 {"error": "..."} for an amount <= 0 or a bad body (nothing created)
+//	GET  /v1/payments?reference=R {"count": N}: the payments made with reference R
+//	GET  /v1/payments/count       {"count": N}: every payment made
+//	GET  /health                  {"status": "ok"} (idscheck run waits for it)
+//
+// delay_ms (at most 5000) makes the handler sleep before it creates the
+// payment: a request that is in flight long enough to send its duplicate.
+// The handler writes its 400 itself (c.Status(400).JSON), the usual Fiber
+// idiom: the middleware stores it as the key's result, as it stores any
+// answer the handler wrote.
+package realmw
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Header is the idempotency key's header the endpoints are configured with.
+const Header = "Idempotency-Key"
+
+// MaxDelay bounds a request's delay_ms.
+const MaxDelay = 5 * time.Second
+
+// Versions are the middlewares, as Start names them.
+func Versions() []string { return []string{"v2", "v3"} }
+
+// Options configure an endpoint.
+type Options struct {
+	// Lifetime is the middleware's key lifetime (0: its default, 30 minutes).
+	Lifetime time.Duration
+}
+
+// Server is one endpoint serving on a listener.
+type Server struct {
+	// URL is http://<the listener's address>.
+	URL      string
+	shutdown func(time.Duration) error
+	done     chan error
+}
+
+// Close shuts the endpoint down, waiting at most 5 seconds for the
+// requests in flight.
+func (s *Server) Close() error {
+	err := s.shutdown(5 * time.Second)
+	select {
+	case serr := <-s.done:
+		if err == nil && serr != nil && !errors.Is(serr, net.ErrClosed) {
+			err = serr
+		}
+	case <-time.After(5 * time.Second):
+		if err == nil {
+			err = errors.New("the server did not stop within 5s")
+		}
+	}
+	return err
+}
+
+// Start serves the payments endpoint behind the idempotency middleware of
+// Fiber version ("v2" or "v3") on ln, until Close.
+func Start(version string, ln net.Listener, opt Options) (*Server, error) {
+	switch version {
+	case "v2":
+		return StartFiberV2(ln, opt), nil
+	case "v3":
+		return StartFiberV3(ln, opt), nil
+	}
+	return nil, fmt.Errorf("fiber version %q: want v2 or v3", version)
+}
+
+// payments is the endpoint's memory: every payment made.
+type payments struct {
+	mu    sync.Mutex
+	n     int
+	byRef map[string]int
+}
+
+func newPayments() *payments { return &payments{byRef: map[string]int{}} }
+
+// payment is a request's body and a created payment's answer.
+type payment struct {
+	ID        string  `json:"id,omitempty"`
+	Reference string  `json:"reference"`
+	Amount    float64 `json:"amount"`
+	DelayMS   float64 `json:"delay_ms,omitempty"`
+}
+
+// create handles one POST body: the status and the answer's document.
+func (p *payments) create(body []byte) (int, any) {
+	var req payment
+	if err := json.Unmarshal(body, &req); err != nil {
+		return 400, map[string]string{"error": "the body is not a payment: " + err.Error()}
+	}
+	if req.Amount <= 0 {
+		return 400, map[string]string{"error": "amount must be > 0"}
+	}
+	if req.Reference == "" {
+		return 400, map[string]string{"error": "reference is required"}
+	}
+	if req.DelayMS > 0 {
+		time.Sleep(min(time.Duration(req.DelayMS*float64(time.Millisecond)), MaxDelay))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	p.byRef[req.Reference]++
+	return 201, payment{ID: fmt.Sprintf("pay_%d", p.n), Reference: req.Reference, Amount: req.Amount}
+}
+
+// count is the answer of a count read: the payments with reference ref,
+// or every payment when all.
+func (p *payments) count(ref string, all bool) map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if all {
+		return map[string]int{"count": p.n}
+	}
+	return map[string]int{"count": p.byRef[ref]}
+}
