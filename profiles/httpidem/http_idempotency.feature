@@ -60,10 +60,10 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     When I send "A" and its effect is held
     And I send "A" again while the first is held
     And the effect is released
-    Then [IETF-2.6-concurrent-conflict] the last answer is 409 Conflict
-    And [IETF-2.7-concurrent-409] the last answer is 409 with a problem description
-    And [IETF-2.6-first-request] the first answer to "A" is a 2xx
+    Then [IETF-2.6-first-request] the first answer to "A" is a 2xx
     And [IETF-2.6-concurrent-conflict] "A" created at most one thing
+    And [IETF-2.6-concurrent-conflict] the last answer is 409 Conflict
+    And [IETF-2.7-concurrent-409] the last answer is 409 with a problem description
 
   Scenario: ietf — a request without its required key is refused
     Given the endpoint follows the ietf variant

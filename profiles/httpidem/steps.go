@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,7 +23,8 @@ import (
 // registerSteps registers the step definitions of http_idempotency.feature. A fresh httpWorld serves every
 // scenario.
 func registerSteps(sc *godog.ScenarioContext, env *features.Env) {
-	w := &httpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	now := uint64(time.Now().UnixNano())
+	w := &httpWorld{env: env, run: fmt.Sprintf("%x", now&0xffffffffff), salt: mrand.New(mrand.NewPCG(now, 0x1d5c4ec))}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
 		return ctx, nil
@@ -71,6 +73,10 @@ type heldAnswer struct {
 type httpWorld struct {
 	env *features.Env
 	run string
+	// salt is the run's own randomness, mixed into every key and unique
+	// value: two runs with one seed against one long-lived endpoint send
+	// different keys (else the second run meets the first's replays).
+	salt *mrand.Rand
 	ep  *Endpoint
 
 	reqs map[string]*httpRequest
@@ -90,7 +96,7 @@ type httpWorld struct {
 
 func (w *httpWorld) reset() {
 	w.releaseAll()
-	*w = httpWorld{env: w.env, run: w.run, reqs: map[string]*httpRequest{}}
+	*w = httpWorld{env: w.env, run: w.run, salt: w.salt, reqs: map[string]*httpRequest{}}
 }
 
 func (w *httpWorld) releaseAll() {
@@ -219,14 +225,17 @@ func (w *httpWorld) callerScoped() error {
 	return nil
 }
 
+// rnd draws from the seed and the run's salt together.
+func (w *httpWorld) rnd() uint32 { return w.env.Rand.Uint32() ^ w.salt.Uint32() }
+
 func (w *httpWorld) fresh() Unique {
 	w.n++
-	return NewUnique(w.run, int64(w.n), w.env.Rand.Uint32)
+	return NewUnique(w.run, int64(w.n), w.rnd)
 }
 
 // newKey makes a key in the endpoint's published format (KeySpec).
 func (w *httpWorld) newKey() (string, error) {
-	k, err := w.ep.KeySpec.NewKey(w.env.Rand.Uint32)
+	k, err := w.ep.KeySpec.NewKey(w.rnd)
 	if err != nil {
 		return "", fmt.Errorf("%w: key_spec: %v", features.ErrRunnerBug, err)
 	}
@@ -263,7 +272,7 @@ func (w *httpWorld) outsideKey(alias string) error {
 	if w.ep.KeySpec == nil {
 		return features.NotApplicable("the endpoint publishes no key format (key_spec): no key is outside it")
 	}
-	k, ok := w.ep.KeySpec.Outside(w.env.Rand.Uint32)
+	k, ok := w.ep.KeySpec.Outside(w.rnd)
 	if !ok {
 		return features.NotApplicable("every printable key fits the published key format (key_spec)")
 	}
@@ -290,7 +299,7 @@ func (w *httpWorld) escapedKey(alias string) error {
 func (w *httpWorld) longKey(alias string) error {
 	var b strings.Builder
 	for b.Len() < 255 {
-		b.WriteString(fmt.Sprintf("%08x", w.env.Rand.Uint32()))
+		b.WriteString(fmt.Sprintf("%08x", w.rnd()))
 	}
 	return w.newRequest(alias, 0, b.String()[:255])
 }
