@@ -109,6 +109,16 @@ func BlockedByFinding(blocker, reason string) error {
 	return &BlockedError{Blocker: blocker, Reason: reason, Finding: true}
 }
 
+// PassNote is what a check returns when it holds and has a remark the
+// report shows beside the rule's PASS (what the target documents of its
+// own, say): the runner judges the check PASS with the note as reason.
+type PassNote struct{ Note string }
+
+func (e *PassNote) Error() string { return "passed: " + e.Note }
+
+// Passed returns a *PassNote.
+func Passed(note string) error { return &PassNote{Note: note} }
+
 // MismatchError is a step failure that says what the rule expected and what
 // the target did; the runner puts both into the rule's evidence.
 type MismatchError struct {

@@ -311,6 +311,10 @@ func isAssertion(st *godog.Step) bool {
 func (j *judge) stepReturned(err error) error {
 	j.ran = true
 	if j.idx < 0 || j.idx >= len(j.steps) || !j.isAssertion(j.steps[j.idx]) {
+		var pn *PassNote
+		if errors.As(err, &pn) {
+			return nil // a check that held, used as a precondition
+		}
 		return err
 	}
 	exs := j.env.Recorder.Since(j.mark)
@@ -326,6 +330,12 @@ func (j *judge) stepReturned(err error) error {
 		return nil
 	case isTransport(err) || unanswered(exs) != nil:
 		return err // the target did not answer: the scenario ends UNKNOWN
+	}
+	var pn *PassNote
+	if errors.As(err, &pn) && j.cur.Decision == "" {
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Reason: pn.Note, Step: j.steps[j.idx].Text})
+		j.lastEnd = j.env.Recorder.Len()
+		return nil
 	}
 	var be *BlockedError
 	if errors.As(err, &be) {

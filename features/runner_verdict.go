@@ -7,6 +7,7 @@ import (
 	"github.com/idscheck/idscheck/verdict"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -306,10 +307,17 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 			rr.Reason = first[verdict.NA].Reason
 		default:
 			rr.Verdict = verdict.Pass
+			var notes []string
 			if n := count[verdict.NA]; n > 0 {
 				f := first[verdict.NA]
-				rr.Reason = fmt.Sprintf("%d of %d checks N/A (%s: %s)", n, len(js), f.scenario, f.Reason)
+				notes = append(notes, fmt.Sprintf("%d of %d checks N/A (%s: %s)", n, len(js), f.scenario, f.Reason))
 			}
+			for _, j := range js {
+				if j.Verdict == verdict.Pass && j.Reason != "" && !slices.Contains(notes, j.Reason) {
+					notes = append(notes, j.Reason)
+				}
+			}
+			rr.Reason = strings.Join(notes, "; ")
 		}
 		// A verdict held to a declared reading says so.
 		if rr.Reading == nil {

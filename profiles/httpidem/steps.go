@@ -922,7 +922,38 @@ func (w *httpWorld) sameAsFirst(alias string) error {
 	if d := w.same(r.first, w.last); d != "" {
 		return features.Mismatch(fmt.Sprintf("the status and body of the first answer to %q (%d %s)", alias, r.first.Status, features.Clip(r.first.Body)), d)
 	}
+	if note := w.replayNote(r.first, w.last); note != "" {
+		return features.Passed(note)
+	}
 	return nil
+}
+
+// replayNote says, beside a passed replay, whether the replay carried the
+// header the endpoint documents for replays (documented.replay_header:
+// "Name" or "Name: value") and the first answer did not; no variant's text
+// asks for one, so it is a remark, not a verdict.
+func (w *httpWorld) replayNote(first, replay *client.Response) string {
+	if w.ep.Documented == nil || w.ep.Documented.ReplayHeader == "" || first == nil || replay == nil {
+		return ""
+	}
+	spec := w.ep.Documented.ReplayHeader
+	name, value, hasValue := strings.Cut(spec, ":")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	has := func(resp *client.Response) bool {
+		for _, v := range resp.Header.Values(name) {
+			if !hasValue || strings.EqualFold(strings.TrimSpace(v), value) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has(replay) && !has(first):
+		return fmt.Sprintf("the endpoint documents %q on a replay: the replay carried it, the first answer did not", spec)
+	case !has(replay):
+		return fmt.Sprintf("the endpoint documents %q on a replay, but the replay did not carry it (no variant's text asks for it: a remark, not a verdict)", spec)
+	}
+	return fmt.Sprintf("the endpoint documents %q on a replay, but the first answer carried it too (no variant's text asks for it: a remark, not a verdict)", spec)
 }
 
 func (w *httpWorld) notFirst(alias string) error {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -486,4 +487,33 @@ func TestHTTPIdemGlobalKeyScope(t *testing.T) {
 		}
 	}
 	t.Fatal("T0-KEYS-caller-scope got no verdict")
+}
+
+// TestHTTPIdemDocumentedChoicesAreReported: what the endpoint documents of
+// its own is reported beside the variant's rule, never judged in its
+// place: a replay header is a remark on the retry rule's PASS, whether the
+// replay carries it or not.
+func TestHTTPIdemDocumentedChoicesAreReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile")
+	}
+	for header, want := range map[string]string{
+		"Idempotent-Replayed": "the replay carried it, the first answer did not",
+		"X-Cache: HIT":        "the replay did not carry it",
+	} {
+		res := runHTTPIdemSinkVia(t, VariantIETF, "", nil, nil, func(e *Endpoint) { e.Documented = &Documented{ReplayHeader: header} }, []string{"IETF-2.6-retry-result"})
+		found := false
+		for _, r := range res.Rules {
+			if r.RuleID != "IETF-2.6-retry-result" {
+				continue
+			}
+			found = true
+			if r.Verdict != verdict.Pass || !strings.Contains(r.Reason, want) {
+				t.Errorf("%s: %s (%s), want PASS noting %q", header, r.Verdict, r.Reason, want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: IETF-2.6-retry-result got no verdict", header)
+		}
+	}
 }
