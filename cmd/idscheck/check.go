@@ -199,6 +199,13 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	for _, m := range rep.Models {
 		fmt.Fprintf(w, "model %-12s %-8s %d ops in %d partitions\n", m.Model, m.Result, m.Ops, m.Partitions)
 	}
+	// A profile's detail may say what its checks found that is no anomaly
+	// of theirs (a SHOULD chaos does not gate on, say).
+	if n, ok := rep.Detail.(interface{ Notes() []string }); ok {
+		for _, line := range n.Notes() {
+			fmt.Fprintf(w, "note: %s\n", line)
+		}
+	}
 	kinds := chaosSortedKeys(rep.Counts)
 	violations := 0
 	for _, k := range kinds {

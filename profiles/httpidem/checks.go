@@ -70,6 +70,37 @@ func RetryRule(variant string) string {
 	return RuleRetryIETF
 }
 
+// resultOf names the result a 2xx answer carries: its id, else its
+// body's digest ("" when it has neither).
+func resultOf(op *checker.Operation) string {
+	if op.Output.ID != "" {
+		return "id:" + op.Output.ID
+	}
+	if op.Output.Body != "" {
+		return "body:" + op.Output.Body
+	}
+	return ""
+}
+
+// RuleScopeT0 is t-0's guarantee that a key is scoped to its caller: the
+// one scope rule chaos judges (a MUST). The draft's composite key
+// (IETF-5-composite-key) is a SHOULD, which a chaos run, having no
+// --strict, does not fail on: it counts such answers (SharedKeyAnswers),
+// and idscheck run judges the rule. Stripe's text scopes no key.
+const RuleScopeT0 = "T0-KEYS-caller-scope"
+
+// scopeRule is the rule of variant that scopes a key to its caller (""
+// when its text scopes none).
+func scopeRule(variant string) string {
+	switch variant {
+	case VariantT0:
+		return RuleScopeT0
+	case VariantStripe:
+		return ""
+	}
+	return "IETF-5-composite-key"
+}
+
 // HistoryKey is the history's Key of a logical request: its caller, a
 // space, its idempotency key (a caller label has no space).
 func HistoryKey(caller, key string) string { return caller + " " + key }
@@ -260,6 +291,20 @@ type CheckDetail struct {
 	// delivered once taught it (0: the fewest effects of a 2xx request).
 	EffectsPerExecution int `json:"effects_per_execution,omitempty"`
 	LearntFrom          int `json:"learnt_from,omitempty"`
+	// SharedKeyAnswers counts requests answered 2xx that created nothing
+	// while another caller's request used the same key: the key is not
+	// scoped to the caller (an anomaly of t-0's MUST; under ietf, the
+	// SHOULD of a composite key, judged by idscheck run).
+	SharedKeyAnswers int `json:"shared_key_answers,omitempty"`
+}
+
+// Notes says what the checks found that is no anomaly of theirs, for the
+// chaos summary.
+func (d *CheckDetail) Notes() []string {
+	if d == nil || d.SharedKeyAnswers == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d request(s) were answered with another caller's result under a key both used, and executed nothing: the key is not scoped to the caller (under ietf the draft's composite key, IETF-5-composite-key, a SHOULD, which idscheck run judges; Stripe's text scopes no key)", d.SharedKeyAnswers)}
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.
@@ -409,6 +454,41 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 	var tb totalBounds // what a difference read must and may count
 	reqs := append([]LogicalRequest(nil), r.rec.Requests...)
 	sort.SliceStable(reqs, func(a, b int) bool { return reqs[a].Key < reqs[b].Key })
+	// The callers of each idempotency key: a key two callers used is where
+	// a middleware that shares keys across callers answers one caller with
+	// the other's result.
+	// answersOf: per idempotency key, the results (id, else body digest)
+	// of each caller's 2xx answers.
+	answersOf := map[string]map[string]map[string]bool{}
+	for _, req := range reqs {
+		for _, j := range r.byKey[req.Key] {
+			op := &r.h.Ops[j]
+			if !httpIdem2xx(op) {
+				continue
+			}
+			byCaller := answersOf[req.IdempotencyKey]
+			if byCaller == nil {
+				byCaller = map[string]map[string]bool{}
+				answersOf[req.IdempotencyKey] = byCaller
+			}
+			if byCaller[req.Caller] == nil {
+				byCaller[req.Caller] = map[string]bool{}
+			}
+			byCaller[req.Caller][resultOf(op)] = true
+		}
+	}
+	// othersResult: req's answer is a result another caller's request
+	// under the same key got (the key is not scoped to the caller).
+	othersResult := func(req *LogicalRequest, op *checker.Operation) bool {
+		res := resultOf(op)
+		for caller, results := range answersOf[req.IdempotencyKey] {
+			if caller != req.Caller && res != "" && results[res] {
+				return true
+			}
+		}
+		return false
+	}
+	scope := scopeRule(r.rec.Variant)
 	for i := range reqs {
 		req := &reqs[i]
 		known[req.Key] = true
@@ -460,6 +540,19 @@ func (r *httpIdemRun) checkEffects() (checker.ModelCheck, checker.QueueStats) {
 				created = true
 			case len(ok) > 0 && r.opts.Undrained:
 				pending = true
+			case len(ok) > 0 && othersResult(req, &ok[0]):
+				// Another caller's request under the same key took its
+				// place: the key is not scoped to the caller. That breaks
+				// the variant's scope rule, not its retry rule; a variant
+				// whose text scopes no key (stripe) has nothing to judge.
+				if scope != RuleScopeT0 {
+					r.detail.SharedKeyAnswers++
+				} else {
+					httpIdemFail(&mc, req.Key)
+					r.add(ModelEffects, checker.Anomaly{Kind: checker.AnomalyKind(scope), Key: req.Key, Ops: r.evidence(req.Key, ok[0]),
+						Explanation: fmt.Sprintf("%s: %s: %s was answered %s, another caller's result under the same key, and the count read lists nothing it created: the key is not scoped to the caller",
+							scope, ModelEffects, describeRequest(req), describeHTTPIdemOp(&ok[0]))})
+				}
 			case len(ok) > 0:
 				lost = true
 				named = append(named, ok[0])

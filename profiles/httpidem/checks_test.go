@@ -508,3 +508,31 @@ func TestHTTPIdemUndecidedSaysWhy(t *testing.T) {
 		t.Fatalf("%s %+v", rep.Verdict(), d)
 	}
 }
+
+// A caller answered with another caller's result under a shared key, its
+// own request never executed: the key is not scoped to the caller. That
+// is t-0's scope rule (a MUST: an anomaly under it, not under the retry
+// rule); under ietf the draft's composite key is a SHOULD, which chaos
+// counts and idscheck run judges; Stripe's text scopes no key.
+func TestHTTPIdemSharedKeyNamesTheScopeRule(t *testing.T) {
+	shared := func(variant string) checker.Report {
+		h, l, rec := hiClean()
+		rec.Variant = variant
+		h.Ops[4] = post(hiKey2, 4, 5, 6, 201, "pay_1") // caller2 gets caller1's payment
+		rec.Requests[1].Created = nil
+		rec.Sink = false
+		l.Effects = nil
+		return Check(h, l, rec, CheckOptions{})
+	}
+	text := hiOnly(t, shared(VariantT0), RuleScopeT0, ModelEffects)
+	wantIn(t, text, "another caller's result under the same key", "caller2")
+	for _, v := range []string{VariantIETF, VariantStripe} {
+		rep := shared(v)
+		if rep.Verdict() == verdict.Fail {
+			t.Errorf("%s: a shared key failed the chaos run: %+v", v, rep.Anomalies)
+		}
+		if d, _ := rep.Detail.(*CheckDetail); d == nil || d.SharedKeyAnswers != 1 {
+			t.Errorf("%s: detail %+v, want one shared-key answer counted", v, rep.Detail)
+		}
+	}
+}

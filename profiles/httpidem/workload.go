@@ -471,7 +471,7 @@ func (w *hiWorkload) submitter(loadCtx, drainCtx context.Context, rnd *mrand.Ran
 				burst[i] = c
 			}
 			w.together(drainCtx, rnd, burst...)
-		case p < 96 && len(w.callers) > 1:
+		case p < 96 && len(w.callers) > 1 && w.ep.KeyScope != "global":
 			// One key from two callers at once: two logical requests.
 			a := w.mint(rnd, 0, "", false)
 			b := w.mint(rnd, 1+rnd.IntN(len(w.callers)-1), a.key, false)
