@@ -77,7 +77,7 @@ type httpWorld struct {
 	// value: two runs with one seed against one long-lived endpoint send
 	// different keys (else the second run meets the first's replays).
 	salt *mrand.Rand
-	ep  *Endpoint
+	ep   *Endpoint
 
 	reqs map[string]*httpRequest
 	last *client.Response
