@@ -22,7 +22,7 @@ import (
 // atpSteps registers the step definitions of profiles/atp/atp.feature. A fresh
 // atpWorld serves every scenario; each scenario signs with a new agent key.
 func atpSteps(sc *godog.ScenarioContext, env *features.Env) {
-	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff), pause: features.Sleep}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
 		return ctx, nil
@@ -70,6 +70,10 @@ type atpIntent struct {
 type atpWorld struct {
 	env *features.Env
 	run string
+	// pause is how the harness waits between two sends whose answers it
+	// compares by the site's timestamps (stampGap): features.Sleep, or a
+	// test's.
+	pause func(context.Context, time.Duration)
 
 	cfg  Config
 	keys JWKSet
@@ -86,7 +90,7 @@ type atpWorld struct {
 
 func (w *atpWorld) reset() {
 	w.releaseAll()
-	*w = atpWorld{env: w.env, run: w.run, intents: map[string]*atpIntent{}}
+	*w = atpWorld{env: w.env, run: w.run, pause: w.pause, intents: map[string]*atpIntent{}}
 }
 
 func (w *atpWorld) releaseAll() {
@@ -133,14 +137,9 @@ func (w *atpWorld) steps() []features.StepDef {
 
 		// requests
 		{Pattern: `^I authorize ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
-		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action},
+		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: w.authorizeAgain, Kind: features.Action},
 		{Pattern: `^I authorize ` + q + ` again under another key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "other") }, Kind: features.Action},
-		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: func(ctx context.Context, a string) error {
-			// Let the site's clock move past the last replay's millisecond, so
-			// a first_consumed_at drawn at each replay shows.
-			features.Sleep(ctx, 20*time.Millisecond)
-			return w.authorize(ctx, a, "third")
-		}, Kind: features.Action},
+		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: w.authorizeThird, Kind: features.Action},
 		{Pattern: `^I authorize ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "none") }, Kind: features.Action},
 		{Pattern: `^I execute ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
 		{Pattern: `^I execute ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: features.Action},
@@ -294,15 +293,31 @@ func (w *atpWorld) newIntent(alias string, edit func(*atpIntent)) error {
 	return nil
 }
 
+// sign signs i's intent and keeps it as sent: its members in the order of
+// Intent (intent_id first, signature last), which is not their JCS order,
+// so a site that re-encodes the body on a retry shows it in the body (§2:
+// "same body") whatever its clock.
 func (w *atpWorld) sign(i *atpIntent) error {
 	i.obj.Signature = ""
 	raw, err := json.Marshal(i.obj)
 	if err != nil {
 		return err
 	}
-	if i.raw, err = SignIntent(raw, w.priv); err != nil {
+	signed, err := SignIntent(raw, w.priv)
+	if err != nil {
 		return fmt.Errorf("%w: signing: %v", features.ErrRunnerBug, err)
 	}
+	var s struct {
+		Signature string `json:"signature"`
+	}
+	if err := json.Unmarshal(signed, &s); err != nil || s.Signature == "" {
+		return fmt.Errorf("%w: signing: no signature in %s", features.ErrRunnerBug, features.Clip(signed))
+	}
+	i.obj.Signature = s.Signature
+	if i.raw, err = json.Marshal(i.obj); err != nil {
+		return err
+	}
+	i.obj.Signature = ""
 	return nil
 }
 
@@ -481,6 +496,104 @@ func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
 		i.firstAuth = s
 	}
 	return nil
+}
+
+// stampResolution is the coarsest tick the site's clock may have, judged
+// from timestamps it printed: the place of the last nonzero digit of their
+// fractions of a second, the finest any of them shows (a site whose clock
+// ticks in milliseconds prints "….114Z"; "….000Z" or "…:02Z" may come
+// from a clock that ticks in seconds). Unparsable or none: a second.
+func stampResolution(stamps ...string) time.Duration {
+	res, _ := stampTick(stamps...)
+	return res
+}
+
+// stampTick is stampResolution, and whether any of stamps is a time.
+func stampTick(stamps ...string) (time.Duration, bool) {
+	res, seen := time.Second, false
+	for _, s := range stamps {
+		if _, err := ParseTime(s); err != nil {
+			continue
+		}
+		seen = true
+		dot := strings.IndexByte(s, '.')
+		if dot < 0 {
+			continue
+		}
+		end := dot + 1
+		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+			end++
+		}
+		digits := strings.TrimRight(s[dot+1:end], "0")
+		if len(digits) > 9 {
+			digits = digits[:9]
+		}
+		d := time.Second
+		for range len(digits) {
+			d /= 10
+		}
+		res = min(res, d)
+	}
+	return res, seen
+}
+
+// stampGap is how long the harness lets pass between two sends whose
+// answers it compares by timestamps the site stamps then: longer than the
+// tick stampResolution reads off stamps, so two distinct moments of the
+// site always print two distinct stamps. Without it a check would rest on
+// the chance that two sends fall in two ticks.
+func stampGap(stamps ...string) time.Duration {
+	r := stampResolution(stamps...)
+	return r + r/2 + 5*time.Millisecond
+}
+
+// waitGap waits until stampGap(stamps) has passed since since (the return
+// of the answer that showed them), bounded by the scenario's context.
+// Without a stamp there is nothing to compare, and no wait.
+func (w *atpWorld) waitGap(ctx context.Context, since time.Time, stamps ...string) error {
+	if _, ok := stampTick(stamps...); !ok {
+		return nil
+	}
+	if d := time.Until(since.Add(stampGap(stamps...))); d > 0 {
+		if d > w.env.Budget {
+			return features.NotApplicable(fmt.Sprintf("a wait of %v for the site's clock to tick exceeds the budget of %v", d, w.env.Budget))
+		}
+		w.pause(ctx, d)
+	}
+	return ctx.Err()
+}
+
+// authorizeAgain resends alias's signed intent under its key, once the
+// site's clock has ticked past the stamps of its first answer: a row
+// written again shows another created_at.
+func (w *atpWorld) authorizeAgain(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if f := i.firstAuth; f != nil {
+		if err := w.waitGap(ctx, f.ret, f.row.CreatedAt, f.row.UpdatedAt); err != nil {
+			return err
+		}
+	}
+	return w.authorize(ctx, alias, "same")
+}
+
+// authorizeThird replays alias's signed intent under a third key, once the
+// site's clock has ticked past the first_consumed_at it last answered: a
+// first_consumed_at drawn at each replay shows.
+func (w *atpWorld) authorizeThird(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if w.last != nil {
+		e, _ := w.lastError()
+		if err := w.waitGap(ctx, w.last.Exchange.Return, e.FirstConsumedAt, i.consumedAt); err != nil {
+			return err
+		}
+	}
+	return w.authorize(ctx, alias, "third")
 }
 
 func (w *atpWorld) executeBody(i *atpIntent) []byte {
