@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -125,6 +126,7 @@ func (w *atpWorld) steps() []features.StepDef {
 			return w.newIntent(a, func(i *atpIntent) { i.obj.ActionDedupKey = k + "-" + w.run + "-" + w.agentID })
 		}, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` that requires ` + q + ` settled$`, Fn: w.intentRequires, Kind: features.Action},
+		{Pattern: `^a signed intent ` + q + ` with the nonce of ` + q + `$`, Fn: w.intentWithNonceOf, Kind: features.Action},
 		{Pattern: `^the site opts in to action_dedup_key$`, Fn: w.optsIn, Kind: features.Action},
 
 		// the rail
@@ -134,6 +136,8 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^the rail refuses the charges of ` + q + `$`, Fn: w.refuse, Kind: features.Action},
 		{Pattern: `^the rail releases ` + q + `$`, Fn: w.release, Kind: features.Action},
 		{Pattern: `^the rail declines ` + q + `$`, Fn: w.decline, Kind: features.Action},
+		{Pattern: `^the rail answers nothing about ` + q + ` but its creation$`, Fn: w.unreachable, Kind: features.Action},
+		{Pattern: `^a forged callback says the rail charged ` + q + `$`, Fn: w.forgedCallback, Kind: features.Action},
 
 		// requests
 		{Pattern: `^I authorize ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
@@ -168,6 +172,7 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^the last answer carries first_consumed_at$`, Fn: w.firstConsumedAt, Kind: features.Check},
 		{Pattern: `^the last answer carries the same first_consumed_at as before$`, Fn: w.sameConsumedAt, Kind: features.Check},
 		{Pattern: `^the last answer is 410 intent_expired$`, Fn: w.intentExpired, Kind: features.Gate},
+		{Pattern: `^the last answer is not 410 intent_expired$`, Fn: w.notExpired, Kind: features.Check},
 		{Pattern: `^the last answer is a 4xx$`, Fn: w.is4xx, Kind: features.Gate},
 		{Pattern: `^every answer to ` + q + ` carries one row: the same created_at and body$`, Fn: w.oneRow, Kind: features.Check},
 		{Pattern: `^every answer to ` + q + ` that carries a receipt carries the same one$`, Fn: w.oneReceipt, Kind: features.Check},
@@ -179,6 +184,7 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^every answer that showed a receipt of ` + q + ` showed it on a settled row$`, Fn: w.receiptOnSettled, Kind: features.Check},
 		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` without credentials$`, Fn: w.verifyAccepts, Kind: features.Probe},
 		{Pattern: `^the site's verify endpoint refuses the receipt of ` + q + ` with its amount changed$`, Fn: w.verifyRefuses, Kind: features.Probe},
+		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` re-serialized, its members reordered and indented$`, Fn: w.verifyAcceptsReserialized, Kind: features.Probe},
 		{Pattern: `^the states seen for ` + q + ` never went back$`, Fn: w.neverBack, Kind: features.Check},
 		{Pattern: `^the states seen for ` + q + ` never went from executing to authorized$`, Fn: w.neverExecutingToAuthorized, Kind: features.Check},
 		{Pattern: `^` + q + ` is executing, or resolved as the rail says$`, Fn: w.executingOrResolved, Kind: features.Check},
@@ -362,6 +368,16 @@ func (w *atpWorld) intentRequires(alias, of string) error {
 	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &Precondition{IntentSettled: o.obj.IntentID} })
 }
 
+// intentWithNonceOf draws a new intent (its own intent_id, amount and
+// key) that reuses the nonce of another.
+func (w *atpWorld) intentWithNonceOf(alias, of string) error {
+	o, err := w.intent(of)
+	if err != nil {
+		return err
+	}
+	return w.newIntent(alias, func(i *atpIntent) { i.obj.Nonce = o.obj.Nonce })
+}
+
 func (w *atpWorld) optsIn() error {
 	if w.cfg.ActionDedupWindowSeconds == nil || *w.cfg.ActionDedupWindowSeconds <= 0 {
 		return features.NotApplicable("the site does not opt in to action_dedup_key (GET " + PathConfig + " declares no action_dedup_window_seconds)")
@@ -420,6 +436,46 @@ func (w *atpWorld) refuse(alias string) error {
 		return err
 	}
 	w.releases = append(w.releases, w.rail().RefuseConfirms(i.obj.IntentID))
+	return nil
+}
+
+// unreachable makes the rail answer 503 to every call about the intent's
+// payment intents but their creation, until released.
+func (w *atpWorld) unreachable(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.needRail(); err != nil {
+		return err
+	}
+	w.releases = append(w.releases, w.rail().Unreachable(i.obj.IntentID))
+	return nil
+}
+
+// forgedCallback posts the site, at its callback path and without
+// credentials (as the rail does), a payment_intent.succeeded for the
+// payment intent the site created for alias, with a charge the rail never
+// made. The callback is a notice (docs/atp-binding.md): whatever the site
+// answers, it must not take it for the rail's word.
+func (w *atpWorld) forgedCallback(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.needRail(); err != nil {
+		return err
+	}
+	pis := w.rail().PaymentIntents(i.obj.IntentID)
+	if len(pis) == 0 {
+		return features.Mismatch(fmt.Sprintf("a payment intent of %q created at the rail by its execute", alias), "none")
+	}
+	pi := pis[0]
+	pi.Status, pi.ChargeID = RailSucceeded, "ch_forged_"+w.run
+	body, _ := json.Marshal(RailEvent{Type: RailEventSucceeded, PaymentIntent: pi})
+	if _, err := w.do(ctx, http.MethodPost, PathRailEvents, "", body, true); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -1076,6 +1132,16 @@ func (w *atpWorld) intentExpired() error {
 	return nil
 }
 
+// notExpired: an answer that is not 410 intent_expired (any other is
+// another rule's business).
+func (w *atpWorld) notExpired() error {
+	e, _ := w.lastError()
+	if w.last != nil && w.last.Status == http.StatusGone && e.Error == ErrIntentExpired {
+		return features.Mismatch("no 410 intent_expired before the intent's expires_at", w.describeLast())
+	}
+	return nil
+}
+
 func (w *atpWorld) is4xx() error {
 	if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
 		return features.Mismatch("a 4xx (the text names no status)", w.describeLast())
@@ -1241,6 +1307,64 @@ func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
 		return features.Mismatch(`{"valid": false} or a 4xx for a receipt whose amount was changed`, got)
 	}
 	return nil
+}
+
+// verifyAcceptsReserialized sends the verify endpoint the receipt of alias
+// as a third party's JSON library may write it back: the same members and
+// values, in another order, indented. Its signature is over the JCS form
+// of the body, which does not change: it still verifies.
+func (w *atpWorld) verifyAcceptsReserialized(ctx context.Context, alias string) error {
+	i, _, err := w.receipt(alias)
+	if err != nil {
+		return err
+	}
+	again, err := reorderJSON(i.last.row.Receipt, "")
+	if err != nil {
+		return fmt.Errorf("%w: re-serializing the receipt: %v", features.ErrRunnerBug, err)
+	}
+	ok, got, err := w.verify(ctx, again)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return features.Mismatch(`200 {"valid": true} for a receipt the site's public key verifies, its members reordered and indented (the same JCS form)`, got)
+	}
+	return nil
+}
+
+// reorderJSON writes a JSON text again with every object's members in
+// reverse order of their names, indented; other values are kept as they
+// are.
+func reorderJSON(raw []byte, indent string) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(names)))
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for n, k := range names {
+		v, err := reorderJSON(m[k], indent+"  ")
+		if err != nil {
+			return nil, err
+		}
+		name, _ := json.Marshal(k)
+		fmt.Fprintf(&b, "%s  %s: %s", indent, name, v)
+		if n < len(names)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString(indent + "}")
+	return b.Bytes(), nil
 }
 
 // sequential visits every pair of the transaction's observations in which
