@@ -22,6 +22,7 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     And [ATP-0-receipt-after-settled] every answer that showed a receipt of "A" showed it on a settled row
     And [ATP-4-verify-no-secret] the site's verify endpoint accepts the receipt of "A" without credentials
     And [ATP-4-verify-no-secret] the site's verify endpoint refuses the receipt of "A" with its amount changed
+    And [ATP-4-verify-no-secret] the site's verify endpoint accepts the receipt of "A" re-serialized, its members reordered and indented
     And [ATP-1-monotonic] the states seen for "A" never went back
 
   # §9 "Successful retry after timeout", §6 agent ⇄ site loss
@@ -81,6 +82,16 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     Then [ATP-7-nonce-single-use] the last answer is 409 nonce_consumed
     And [ATP-9-nonce-first-consumed-at] the last answer carries the same first_consumed_at as before
 
+  # §7: the nonce is single-use: not only a replay of the same signed intent
+  Scenario: a new intent that reuses a consumed nonce is refused and never charged
+    Given a signed intent "A"
+    And a signed intent "B" with the nonce of "A"
+    When I authorize "A"
+    And I authorize "B"
+    Then [ATP-7-nonce-single-use] the last answer is a 4xx
+    When I execute "B"
+    Then [ATP-7-nonce-single-use] the rail did not charge "B"
+
   # §5, §4: expiry
   Scenario: an intent already expired is refused with 410 intent_expired, every time
     Given a signed intent "A" that expired a minute ago
@@ -98,6 +109,14 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     And [ATP-5-expired-410] the rail did not charge "A"
     When I read "A"
     Then [ATP-4-expired-no-receipt] the last answer carries no receipt
+
+  # §5: the window of expires_at, from inside (two seconds of slack either side)
+  Scenario: an intent ten seconds from its expiry is authorized and executed, not refused as expired
+    Given a signed intent "A" that expires in 10 seconds
+    When I authorize "A"
+    Then [ATP-5-expired-410] the last answer is not 410 intent_expired
+    When I execute "A"
+    Then [ATP-5-expired-410] the last answer is not 410 intent_expired
 
   # §3: the key
   Scenario: authorize and execute without an Idempotency-Key are refused, and commit nothing
@@ -173,6 +192,17 @@ Feature: ATP — the transaction state machine, signed receipts and the payment 
     And "A" reaches a terminal state
     Then [ATP-6-reconciliation] "A" is settled or compensated, as the rail says
     And [ATP-2-no-second-effect] the rail charged "A" at most once
+
+  # §6: a callback is the rail's only when the rail says so (nothing authenticates it)
+  Scenario: a forged callback of the rail settles nothing while the rail cannot be asked
+    Given a signed intent "A"
+    And the rail answers nothing about "A" but its creation
+    When I authorize "A"
+    And I execute "A"
+    And I poll "A" until it is no longer authorized
+    And a forged callback says the rail charged "A"
+    And I read "A"
+    Then [ATP-6-executing-until-resolved] "A" is executing, or resolved as the rail says
 
   # §4: compensation
   Scenario: a declined charge compensates, with a signed compensation receipt referencing the intent

@@ -96,6 +96,7 @@ type rail struct {
 	lose       int             // the next lose confirms that charge drop their reply
 	decline    map[string]bool // intent ids whose confirms decline
 	refuse     map[string]bool // intent ids whose confirms answer 503 without acting
+	down       map[string]bool // intent ids whose payment intents are answered 503 but their creation
 	callback   string          // the site's callback URL ("" : none sent)
 	cbDrop     int             // the next cbDrop callbacks are dropped
 	cbDropAll  bool
@@ -104,7 +105,7 @@ type rail struct {
 }
 
 func newRail() rail {
-	return rail{pis: map[string]*PaymentIntent{}, byCreate: map[string]string{}, decline: map[string]bool{}, refuse: map[string]bool{}}
+	return rail{pis: map[string]*PaymentIntent{}, byCreate: map[string]string{}, decline: map[string]bool{}, refuse: map[string]bool{}, down: map[string]bool{}}
 }
 
 // RailOf returns the payment rail the effect sink s serves, mounting it
@@ -182,6 +183,31 @@ func (s *Rail) RefuseConfirms(intentID string) (release func()) {
 		delete(s.rail.refuse, intentID)
 		s.mu.Unlock()
 	}
+}
+
+// Unreachable makes the rail answer 503, without acting, to every call
+// about the ATP intent's payment intents (confirm, GET, cancel) but their
+// creation, until release: the site can create one and learns nothing
+// after, neither from a confirm nor when it reconciles.
+func (s *Rail) Unreachable(intentID string) (release func()) {
+	s.mu.Lock()
+	s.rail.down[intentID] = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.rail.down, intentID)
+		s.mu.Unlock()
+	}
+}
+
+// downLocked answers 503 for a payment intent of an unreachable intent.
+func (s *Rail) downLocked(w http.ResponseWriter, op string, p *PaymentIntent) bool {
+	if p == nil || !s.rail.down[p.IntentID] {
+		return false
+	}
+	s.railRecordLocked(op, p.ID, p.IntentID, http.StatusServiceUnavailable)
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "the rail is unavailable"})
+	return true
 }
 
 // Charges returns the money the rail moved for an intent, net of refunds:
@@ -326,6 +352,10 @@ func (s *Rail) railCreate(w http.ResponseWriter, r *http.Request) {
 func (s *Rail) railGet(w http.ResponseWriter, id string) {
 	s.mu.Lock()
 	p, ok := s.rail.pis[id]
+	if s.downLocked(w, "get", p) {
+		s.mu.Unlock()
+		return
+	}
 	var doc PaymentIntent
 	status := http.StatusNotFound
 	if ok {
@@ -347,6 +377,10 @@ func (s *Rail) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 		s.railRecordLocked("confirm", id, "", http.StatusNotFound)
 		s.mu.Unlock()
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such payment intent"})
+		return
+	}
+	if s.downLocked(w, "confirm", p) {
+		s.mu.Unlock()
 		return
 	}
 	if s.rail.refuse[p.IntentID] {
@@ -444,6 +478,9 @@ func (s *Rail) railCancel(w http.ResponseWriter, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.rail.pis[id]
+	if s.downLocked(w, "cancel", p) {
+		return
+	}
 	if !ok {
 		s.railRecordLocked("cancel", id, "", http.StatusNotFound)
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such payment intent"})

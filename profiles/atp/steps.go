@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ import (
 // atpSteps registers the step definitions of profiles/atp/atp.feature. A fresh
 // atpWorld serves every scenario; each scenario signs with a new agent key.
 func atpSteps(sc *godog.ScenarioContext, env *features.Env) {
-	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff), pause: features.Sleep}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
 		return ctx, nil
@@ -70,6 +71,10 @@ type atpIntent struct {
 type atpWorld struct {
 	env *features.Env
 	run string
+	// pause is how the harness waits between two sends whose answers it
+	// compares by the site's timestamps (stampGap): features.Sleep, or a
+	// test's.
+	pause func(context.Context, time.Duration)
 
 	cfg  Config
 	keys JWKSet
@@ -86,7 +91,7 @@ type atpWorld struct {
 
 func (w *atpWorld) reset() {
 	w.releaseAll()
-	*w = atpWorld{env: w.env, run: w.run, intents: map[string]*atpIntent{}}
+	*w = atpWorld{env: w.env, run: w.run, pause: w.pause, intents: map[string]*atpIntent{}}
 }
 
 func (w *atpWorld) releaseAll() {
@@ -121,6 +126,7 @@ func (w *atpWorld) steps() []features.StepDef {
 			return w.newIntent(a, func(i *atpIntent) { i.obj.ActionDedupKey = k + "-" + w.run + "-" + w.agentID })
 		}, Kind: features.Action},
 		{Pattern: `^a signed intent ` + q + ` that requires ` + q + ` settled$`, Fn: w.intentRequires, Kind: features.Action},
+		{Pattern: `^a signed intent ` + q + ` with the nonce of ` + q + `$`, Fn: w.intentWithNonceOf, Kind: features.Action},
 		{Pattern: `^the site opts in to action_dedup_key$`, Fn: w.optsIn, Kind: features.Action},
 
 		// the rail
@@ -130,17 +136,14 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^the rail refuses the charges of ` + q + `$`, Fn: w.refuse, Kind: features.Action},
 		{Pattern: `^the rail releases ` + q + `$`, Fn: w.release, Kind: features.Action},
 		{Pattern: `^the rail declines ` + q + `$`, Fn: w.decline, Kind: features.Action},
+		{Pattern: `^the rail answers nothing about ` + q + ` but its creation$`, Fn: w.unreachable, Kind: features.Action},
+		{Pattern: `^a forged callback says the rail charged ` + q + `$`, Fn: w.forgedCallback, Kind: features.Action},
 
 		// requests
 		{Pattern: `^I authorize ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
-		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "same") }, Kind: features.Action},
+		{Pattern: `^I authorize ` + q + ` again under the same key$`, Fn: w.authorizeAgain, Kind: features.Action},
 		{Pattern: `^I authorize ` + q + ` again under another key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "other") }, Kind: features.Action},
-		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: func(ctx context.Context, a string) error {
-			// Let the site's clock move past the last replay's millisecond, so
-			// a first_consumed_at drawn at each replay shows.
-			features.Sleep(ctx, 20*time.Millisecond)
-			return w.authorize(ctx, a, "third")
-		}, Kind: features.Action},
+		{Pattern: `^I authorize ` + q + ` again under a third key$`, Fn: w.authorizeThird, Kind: features.Action},
 		{Pattern: `^I authorize ` + q + ` without a key$`, Fn: func(ctx context.Context, a string) error { return w.authorize(ctx, a, "none") }, Kind: features.Action},
 		{Pattern: `^I execute ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: features.Action, Covers: coversATPRow},
 		{Pattern: `^I execute ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.execute(ctx, a, "same") }, Kind: features.Action},
@@ -169,6 +172,7 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^the last answer carries first_consumed_at$`, Fn: w.firstConsumedAt, Kind: features.Check},
 		{Pattern: `^the last answer carries the same first_consumed_at as before$`, Fn: w.sameConsumedAt, Kind: features.Check},
 		{Pattern: `^the last answer is 410 intent_expired$`, Fn: w.intentExpired, Kind: features.Gate},
+		{Pattern: `^the last answer is not 410 intent_expired$`, Fn: w.notExpired, Kind: features.Check},
 		{Pattern: `^the last answer is a 4xx$`, Fn: w.is4xx, Kind: features.Gate},
 		{Pattern: `^every answer to ` + q + ` carries one row: the same created_at and body$`, Fn: w.oneRow, Kind: features.Check},
 		{Pattern: `^every answer to ` + q + ` that carries a receipt carries the same one$`, Fn: w.oneReceipt, Kind: features.Check},
@@ -180,6 +184,7 @@ func (w *atpWorld) steps() []features.StepDef {
 		{Pattern: `^every answer that showed a receipt of ` + q + ` showed it on a settled row$`, Fn: w.receiptOnSettled, Kind: features.Check},
 		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` without credentials$`, Fn: w.verifyAccepts, Kind: features.Probe},
 		{Pattern: `^the site's verify endpoint refuses the receipt of ` + q + ` with its amount changed$`, Fn: w.verifyRefuses, Kind: features.Probe},
+		{Pattern: `^the site's verify endpoint accepts the receipt of ` + q + ` re-serialized, its members reordered and indented$`, Fn: w.verifyAcceptsReserialized, Kind: features.Probe},
 		{Pattern: `^the states seen for ` + q + ` never went back$`, Fn: w.neverBack, Kind: features.Check},
 		{Pattern: `^the states seen for ` + q + ` never went from executing to authorized$`, Fn: w.neverExecutingToAuthorized, Kind: features.Check},
 		{Pattern: `^` + q + ` is executing, or resolved as the rail says$`, Fn: w.executingOrResolved, Kind: features.Check},
@@ -294,15 +299,31 @@ func (w *atpWorld) newIntent(alias string, edit func(*atpIntent)) error {
 	return nil
 }
 
+// sign signs i's intent and keeps it as sent: its members in the order of
+// Intent (intent_id first, signature last), which is not their JCS order,
+// so a site that re-encodes the body on a retry shows it in the body (§2:
+// "same body") whatever its clock.
 func (w *atpWorld) sign(i *atpIntent) error {
 	i.obj.Signature = ""
 	raw, err := json.Marshal(i.obj)
 	if err != nil {
 		return err
 	}
-	if i.raw, err = SignIntent(raw, w.priv); err != nil {
+	signed, err := SignIntent(raw, w.priv)
+	if err != nil {
 		return fmt.Errorf("%w: signing: %v", features.ErrRunnerBug, err)
 	}
+	var s struct {
+		Signature string `json:"signature"`
+	}
+	if err := json.Unmarshal(signed, &s); err != nil || s.Signature == "" {
+		return fmt.Errorf("%w: signing: no signature in %s", features.ErrRunnerBug, features.Clip(signed))
+	}
+	i.obj.Signature = s.Signature
+	if i.raw, err = json.Marshal(i.obj); err != nil {
+		return err
+	}
+	i.obj.Signature = ""
 	return nil
 }
 
@@ -345,6 +366,16 @@ func (w *atpWorld) intentRequires(alias, of string) error {
 		return err
 	}
 	return w.newIntent(alias, func(i *atpIntent) { i.obj.Precondition = &Precondition{IntentSettled: o.obj.IntentID} })
+}
+
+// intentWithNonceOf draws a new intent (its own intent_id, amount and
+// key) that reuses the nonce of another.
+func (w *atpWorld) intentWithNonceOf(alias, of string) error {
+	o, err := w.intent(of)
+	if err != nil {
+		return err
+	}
+	return w.newIntent(alias, func(i *atpIntent) { i.obj.Nonce = o.obj.Nonce })
 }
 
 func (w *atpWorld) optsIn() error {
@@ -405,6 +436,46 @@ func (w *atpWorld) refuse(alias string) error {
 		return err
 	}
 	w.releases = append(w.releases, w.rail().RefuseConfirms(i.obj.IntentID))
+	return nil
+}
+
+// unreachable makes the rail answer 503 to every call about the intent's
+// payment intents but their creation, until released.
+func (w *atpWorld) unreachable(alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.needRail(); err != nil {
+		return err
+	}
+	w.releases = append(w.releases, w.rail().Unreachable(i.obj.IntentID))
+	return nil
+}
+
+// forgedCallback posts the site, at its callback path and without
+// credentials (as the rail does), a payment_intent.succeeded for the
+// payment intent the site created for alias, with a charge the rail never
+// made. The callback is a notice (docs/atp-binding.md): whatever the site
+// answers, it must not take it for the rail's word.
+func (w *atpWorld) forgedCallback(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if err := w.needRail(); err != nil {
+		return err
+	}
+	pis := w.rail().PaymentIntents(i.obj.IntentID)
+	if len(pis) == 0 {
+		return features.Mismatch(fmt.Sprintf("a payment intent of %q created at the rail by its execute", alias), "none")
+	}
+	pi := pis[0]
+	pi.Status, pi.ChargeID = RailSucceeded, "ch_forged_"+w.run
+	body, _ := json.Marshal(RailEvent{Type: RailEventSucceeded, PaymentIntent: pi})
+	if _, err := w.do(ctx, http.MethodPost, PathRailEvents, "", body, true); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -481,6 +552,104 @@ func (w *atpWorld) authorize(ctx context.Context, alias, which string) error {
 		i.firstAuth = s
 	}
 	return nil
+}
+
+// stampResolution is the coarsest tick the site's clock may have, judged
+// from timestamps it printed: the place of the last nonzero digit of their
+// fractions of a second, the finest any of them shows (a site whose clock
+// ticks in milliseconds prints "….114Z"; "….000Z" or "…:02Z" may come
+// from a clock that ticks in seconds). Unparsable or none: a second.
+func stampResolution(stamps ...string) time.Duration {
+	res, _ := stampTick(stamps...)
+	return res
+}
+
+// stampTick is stampResolution, and whether any of stamps is a time.
+func stampTick(stamps ...string) (time.Duration, bool) {
+	res, seen := time.Second, false
+	for _, s := range stamps {
+		if _, err := ParseTime(s); err != nil {
+			continue
+		}
+		seen = true
+		dot := strings.IndexByte(s, '.')
+		if dot < 0 {
+			continue
+		}
+		end := dot + 1
+		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+			end++
+		}
+		digits := strings.TrimRight(s[dot+1:end], "0")
+		if len(digits) > 9 {
+			digits = digits[:9]
+		}
+		d := time.Second
+		for range len(digits) {
+			d /= 10
+		}
+		res = min(res, d)
+	}
+	return res, seen
+}
+
+// stampGap is how long the harness lets pass between two sends whose
+// answers it compares by timestamps the site stamps then: longer than the
+// tick stampResolution reads off stamps, so two distinct moments of the
+// site always print two distinct stamps. Without it a check would rest on
+// the chance that two sends fall in two ticks.
+func stampGap(stamps ...string) time.Duration {
+	r := stampResolution(stamps...)
+	return r + r/2 + 5*time.Millisecond
+}
+
+// waitGap waits until stampGap(stamps) has passed since since (the return
+// of the answer that showed them), bounded by the scenario's context.
+// Without a stamp there is nothing to compare, and no wait.
+func (w *atpWorld) waitGap(ctx context.Context, since time.Time, stamps ...string) error {
+	if _, ok := stampTick(stamps...); !ok {
+		return nil
+	}
+	if d := time.Until(since.Add(stampGap(stamps...))); d > 0 {
+		if d > w.env.Budget {
+			return features.NotApplicable(fmt.Sprintf("a wait of %v for the site's clock to tick exceeds the budget of %v", d, w.env.Budget))
+		}
+		w.pause(ctx, d)
+	}
+	return ctx.Err()
+}
+
+// authorizeAgain resends alias's signed intent under its key, once the
+// site's clock has ticked past the stamps of its first answer: a row
+// written again shows another created_at.
+func (w *atpWorld) authorizeAgain(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if f := i.firstAuth; f != nil {
+		if err := w.waitGap(ctx, f.ret, f.row.CreatedAt, f.row.UpdatedAt); err != nil {
+			return err
+		}
+	}
+	return w.authorize(ctx, alias, "same")
+}
+
+// authorizeThird replays alias's signed intent under a third key, once the
+// site's clock has ticked past the first_consumed_at it last answered: a
+// first_consumed_at drawn at each replay shows.
+func (w *atpWorld) authorizeThird(ctx context.Context, alias string) error {
+	i, err := w.intent(alias)
+	if err != nil {
+		return err
+	}
+	if w.last != nil {
+		e, _ := w.lastError()
+		if err := w.waitGap(ctx, w.last.Exchange.Return, e.FirstConsumedAt, i.consumedAt); err != nil {
+			return err
+		}
+	}
+	return w.authorize(ctx, alias, "third")
 }
 
 func (w *atpWorld) executeBody(i *atpIntent) []byte {
@@ -963,6 +1132,16 @@ func (w *atpWorld) intentExpired() error {
 	return nil
 }
 
+// notExpired: an answer that is not 410 intent_expired (any other is
+// another rule's business).
+func (w *atpWorld) notExpired() error {
+	e, _ := w.lastError()
+	if w.last != nil && w.last.Status == http.StatusGone && e.Error == ErrIntentExpired {
+		return features.Mismatch("no 410 intent_expired before the intent's expires_at", w.describeLast())
+	}
+	return nil
+}
+
 func (w *atpWorld) is4xx() error {
 	if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
 		return features.Mismatch("a 4xx (the text names no status)", w.describeLast())
@@ -1128,6 +1307,64 @@ func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
 		return features.Mismatch(`{"valid": false} or a 4xx for a receipt whose amount was changed`, got)
 	}
 	return nil
+}
+
+// verifyAcceptsReserialized sends the verify endpoint the receipt of alias
+// as a third party's JSON library may write it back: the same members and
+// values, in another order, indented. Its signature is over the JCS form
+// of the body, which does not change: it still verifies.
+func (w *atpWorld) verifyAcceptsReserialized(ctx context.Context, alias string) error {
+	i, _, err := w.receipt(alias)
+	if err != nil {
+		return err
+	}
+	again, err := reorderJSON(i.last.row.Receipt, "")
+	if err != nil {
+		return fmt.Errorf("%w: re-serializing the receipt: %v", features.ErrRunnerBug, err)
+	}
+	ok, got, err := w.verify(ctx, again)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return features.Mismatch(`200 {"valid": true} for a receipt the site's public key verifies, its members reordered and indented (the same JCS form)`, got)
+	}
+	return nil
+}
+
+// reorderJSON writes a JSON text again with every object's members in
+// reverse order of their names, indented; other values are kept as they
+// are.
+func reorderJSON(raw []byte, indent string) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return raw, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(names)))
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for n, k := range names {
+		v, err := reorderJSON(m[k], indent+"  ")
+		if err != nil {
+			return nil, err
+		}
+		name, _ := json.Marshal(k)
+		fmt.Fprintf(&b, "%s  %s: %s", indent, name, v)
+		if n < len(names)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString(indent + "}")
+	return b.Bytes(), nil
 }
 
 // sequential visits every pair of the transaction's observations in which

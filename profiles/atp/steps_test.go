@@ -34,6 +34,12 @@ var atpSiteSeed = bytes.Repeat([]byte{7}, ed25519.SeedSize)
 // given, alters the server's JSON answers on their way to the harness.
 func certify(t *testing.T, mutant string, sel []string, change rewrite) *features.RunResult {
 	t.Helper()
+	return certifyClock(t, mutant, sel, change, nil)
+}
+
+// certifyClock is certify with the server's clock (nil: time.Now).
+func certifyClock(t *testing.T, mutant string, sel []string, change rewrite, clock func() time.Time) *features.RunResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	s, err := sink.Start("127.0.0.1:0")
@@ -42,7 +48,7 @@ func certify(t *testing.T, mutant string, sel []string, change rewrite) *feature
 	}
 	defer s.Close()
 	srv, err := sutatp.Open(ctx, sutatp.Config{DBPath: filepath.Join(t.TempDir(), "atp.db"), RailURL: s.URL(),
-		APIKey: "atp-key", TimeScale: 60, Mutant: mutant, SiteKeySeed: atpSiteSeed, Logger: slog.New(slog.DiscardHandler)})
+		APIKey: "atp-key", TimeScale: 60, Mutant: mutant, SiteKeySeed: atpSiteSeed, Logger: slog.New(slog.DiscardHandler), Clock: clock})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -290,5 +296,72 @@ func TestATPAllowedAnswersPass(t *testing.T) {
 			}
 			t.Fatalf("%s got no verdict", tc.rule)
 		})
+	}
+}
+
+// TestATPRetryCatchesRestOnNoClockTick: the catches of a row written again
+// on a retried authorize and of a first_consumed_at drawn at each replay do
+// not rest on two sends falling in two ticks of the site's clock (issue
+// 20: they were caught 7 and 8 times in 10). A site whose clock never
+// moves still shows the rewritten body; one whose clock ticks in seconds
+// shows a second first_consumed_at, because the harness waits out the tick
+// it reads off the stamps.
+func TestATPRetryCatchesRestOnNoClockTick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the ATP profile per case")
+	}
+	frozen := time.Now()
+	cases := []struct {
+		mutant, rule string
+		clock        func() time.Time
+	}{
+		{sutatp.MutantFreshRowOnRetry, RuleRetryVerbatim, func() time.Time { return frozen }},
+		{sutatp.MutantFreshRowOnRetry, RuleRetryVerbatim, func() time.Time { return time.Now().Truncate(time.Second) }},
+		{sutatp.MutantNonceFirstConsumedNow, RuleFirstConsumedAt, func() time.Time { return time.Now().Truncate(time.Second) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mutant, func(t *testing.T) {
+			res := certifyClock(t, tc.mutant, []string{tc.rule}, nil, tc.clock)
+			for _, r := range res.Rules {
+				if r.RuleID == tc.rule {
+					if r.Verdict != verdict.Fail && r.Verdict != verdict.NonStrict {
+						t.Fatalf("%s: %s (%s), want it failed", r.RuleID, r.Verdict, r.Reason)
+					}
+					return
+				}
+			}
+			t.Fatalf("%s got no verdict", tc.rule)
+		})
+	}
+	// The correct server under the coarse clock passes both.
+	res := certifyClock(t, "", []string{RuleRetryVerbatim, RuleFirstConsumedAt}, nil, func() time.Time { return time.Now().Truncate(time.Second) })
+	for _, r := range res.Rules {
+		if r.RuleID == RuleRetryVerbatim || r.RuleID == RuleFirstConsumedAt {
+			if r.Verdict != verdict.Pass && r.Verdict != verdict.Reading {
+				t.Errorf("correct server, clock in seconds: %s: %s (%s)", r.RuleID, r.Verdict, r.Reason)
+			}
+		}
+	}
+}
+
+func TestStampResolution(t *testing.T) {
+	for _, tc := range []struct {
+		stamps []string
+		want   time.Duration
+	}{
+		{[]string{"2026-11-24T10:14:02.114Z"}, time.Millisecond},
+		{[]string{"2026-11-24T10:14:02.110Z"}, 10 * time.Millisecond},
+		{[]string{"2026-11-24T10:14:02.000Z"}, time.Second},
+		{[]string{"2026-11-24T10:14:02Z"}, time.Second},
+		{[]string{"2026-11-24T10:14:02.000Z", "2026-11-24T10:14:02.100Z"}, 100 * time.Millisecond},
+		{[]string{"2026-11-24T10:14:02.123456789+01:00"}, time.Nanosecond},
+		{[]string{"", "not a time"}, time.Second},
+	} {
+		if got := stampResolution(tc.stamps...); got != tc.want {
+			t.Errorf("stampResolution(%q) = %v, want %v", tc.stamps, got, tc.want)
+		}
+		if g := stampGap(tc.stamps...); g <= tc.want {
+			t.Errorf("stampGap(%q) = %v, not longer than the tick %v", tc.stamps, g, tc.want)
+		}
 	}
 }

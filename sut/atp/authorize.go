@@ -110,6 +110,15 @@ func (s *Server) authorize(tx *sql.Tx, in *intent, key string, now time.Time) (o
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return outcome{}, err
 	}
+	if consumed && s.mutant == MutantNoncePerIntent {
+		// The bug: a nonce is looked up with its intent, so another
+		// intent may consume it again.
+		var of string
+		if err := tx.QueryRow(`SELECT intent_id FROM nonces WHERE agent_id = ? AND nonce = ?`, in.AgentID, in.Nonce).Scan(&of); err != nil {
+			return outcome{}, err
+		}
+		consumed = of == in.IntentID
+	}
 	same := existing != nil && existing.intentID == in.IntentID && in.sameIntent(existing.body)
 	if consumed && s.mutant != MutantNonceReusable {
 		// A replay of the signed intent (§7, §9). Under the key it was
@@ -133,7 +142,7 @@ func (s *Server) authorize(tx *sql.Tx, in *intent, key string, now time.Time) (o
 		}
 		return outcome{err: errorf(409, codeKeyConflict, "intent %s holds another signed intent under this Idempotency-Key", in.IntentID)}, nil
 	}
-	if now.After(in.ExpiresAt) {
+	if now.After(in.ExpiresAt) || (s.mutant == MutantExpiryMargin && now.Add(time.Minute).After(in.ExpiresAt)) {
 		return outcome{err: expiredErr()}, nil
 	}
 	if in.Precondition != "" && s.mutant != MutantPreconditionIgnored {
@@ -164,7 +173,7 @@ func (s *Server) authorize(tx *sql.Tx, in *intent, key string, now time.Time) (o
 	}
 	at := fmtTime(now)
 	insertNonce := s.st.insertNonce
-	if s.mutant == MutantNonceReusable {
+	if s.mutant == MutantNonceReusable || s.mutant == MutantNoncePerIntent {
 		insertNonce = s.st.insertNonceOrIgnore
 	}
 	if _, err := tx.Stmt(insertNonce).Exec(in.AgentID, in.Nonce, at, in.IntentID, key); err != nil {

@@ -25,6 +25,10 @@ const (
 	MutantShortKeysOnly           = "short-keys-only"
 	MutantGuessOnRailLoss         = "guess-on-rail-loss"
 	MutantNonceFirstConsumedNow   = "nonce-first-consumed-now"
+	MutantCallbackTrusted         = "callback-trusted"
+	MutantNoncePerIntent          = "nonce-per-intent"
+	MutantVerifyByLookup          = "verify-by-lookup"
+	MutantExpiryMargin            = "expiry-margin"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -47,6 +51,10 @@ func Mutants() []Mutant {
 		{MutantShortKeysOnly, "Idempotency-Keys longer than 64 characters are refused (400)", "ATP-3-key-any-16-128"},
 		{MutantGuessOnRailLoss, "a confirm the rail did not answer compensates the row at once (with a compensation receipt), while the rail may have charged", "ATP-6-executing-until-resolved"},
 		{MutantNonceFirstConsumedNow, "409 nonce_consumed carries the time of the replay as first_consumed_at, not the time the nonce was first consumed", "ATP-9-nonce-first-consumed-at"},
+		{MutantCallbackTrusted, "a rail callback is acted on as it says, without reading the payment intent back from the rail: a forged payment_intent.succeeded settles a row the rail never charged", "ATP-6-executing-until-resolved"},
+		{MutantNoncePerIntent, "a nonce is consumed per intent_id: the same signed intent replayed is refused, but a new intent of the agent that reuses a consumed nonce is authorized", "ATP-7-nonce-single-use"},
+		{MutantVerifyByLookup, "POST /api/atp/receipts/verify answers valid only for the bytes of a receipt it stored, without checking the signature: a genuine receipt re-serialized by a third party (members reordered, indented) is answered invalid", "ATP-4-verify-no-secret"},
+		{MutantExpiryMargin, "authorize refuses with 410 intent_expired every intent that expires within the next minute (a safety margin applied to the agent), though it has not expired", "ATP-5-expired-410"},
 	}
 }
 

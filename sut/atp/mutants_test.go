@@ -3,6 +3,7 @@ package atp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +132,40 @@ var mutantScenarios = map[string]func(t *testing.T, e *testEnv) bool{
 		created := e.authorize(key("first"), in).tx(t).CreatedAt
 		e.clock.advance(time.Minute)
 		return e.authorize(key("second"), in).json(t)["first_consumed_at"] != created
+	},
+	MutantCallbackTrusted: func(t *testing.T, e *testEnv) bool {
+		k := key("forged")
+		e.authorize(k, e.intent("int_m"))
+		e.rail.FailConfirms(1)
+		e.execute(k, "int_m")
+		pis := e.rail.PaymentIntents("int_m")
+		if len(pis) != 1 {
+			t.Fatalf("%d payment intents", len(pis))
+		}
+		e.rail.SetDown(true) // the site cannot ask the rail
+		defer e.rail.SetDown(false)
+		e.do("POST", pathRailEvents, mustJSON(map[string]any{"type": "payment_intent.succeeded", "payment_intent": map[string]any{
+			"id": pis[0].ID, "intent_id": "int_m", "status": "succeeded", "amount": 1250, "currency": "EUR", "charge_id": "ch_forged"}}))
+		return e.poll(k, "int_m").tx(t).State != stateExecuting && e.rail.Charges("int_m") == 0
+	},
+	MutantNoncePerIntent: func(t *testing.T, e *testEnv) bool {
+		e.authorize(key("first"), e.intent("int_m"))
+		return e.authorize(key("second"), e.intent("int_m2", "nonce", "n_int_m")).status < 400
+	},
+	MutantVerifyByLookup: func(t *testing.T, e *testEnv) bool {
+		k := key("lookup")
+		e.authorize(k, e.intent("int_m"))
+		x := e.execute(k, "int_m").tx(t)
+		var doc map[string]any
+		if err := json.Unmarshal(x.Receipt, &doc); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := json.MarshalIndent(doc, "", "  ") // members sorted, indented: the same receipt
+		return e.do("POST", pathVerify, again).json(t)["valid"] != true
+	},
+	MutantExpiryMargin: func(t *testing.T, e *testEnv) bool {
+		in := e.intent("int_m", "expires_at", e.clock.now().Add(30*time.Second).Format(time.RFC3339))
+		return e.authorize(key("margin"), in).status == 410
 	},
 }
 

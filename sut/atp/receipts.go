@@ -221,6 +221,17 @@ func (s *Server) postVerify(w http.ResponseWriter, r *http.Request) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errorf(400, codeInvalidRequest, "the body is the receipt document")
 	}
+	if s.mutant == MutantVerifyByLookup {
+		// The bug: "valid" means "a receipt we stored, byte for byte".
+		var c bytes.Buffer
+		var one int
+		if json.Compact(&c, b) != nil || s.rdb.QueryRowContext(r.Context(), `SELECT 1 FROM transactions WHERE receipt = ? LIMIT 1`, c.String()).Scan(&one) != nil {
+			writeJSON(w, 200, verifyAnswer{Valid: false, Reason: "not a receipt this site issued"})
+			return nil
+		}
+		writeJSON(w, 200, verifyAnswer{Valid: true, Kid: s.site.kid})
+		return nil
+	}
 	kid, reason := s.verifyReceipt(b)
 	if reason != "" {
 		writeJSON(w, 200, verifyAnswer{Valid: false, Reason: reason})
