@@ -634,6 +634,7 @@ type idsBody struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	Status         string `json:"status"`
 	StatusURL      string `json:"status_url"`
+	OutcomeRef     string `json:"outcome_ref"`
 	Code           string `json:"code"`
 }
 
@@ -668,6 +669,7 @@ func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsA
 		json.Unmarshal(resp.Body, &b)
 		op.Output.ID = b.CommandID
 		op.Output.State = b.Status
+		op.Output.Ref = b.OutcomeRef
 		a.statusURL = b.StatusURL
 		switch {
 		case resp.Exchange.Err != "" || resp.Status >= 500:

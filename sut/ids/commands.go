@@ -80,6 +80,18 @@ type outcomeDoc struct {
 	StatusURL      string          `json:"status_url"`
 }
 
+// referenceDoc is a replay by reference (IDS §IX.A: "a reference to the
+// same terminal evidence chain"): the original's identifiers and
+// outcome_ref, where to read its status and its evidence; no result.
+type referenceDoc struct {
+	CommandID      string `json:"command_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Status         string `json:"status"`
+	OutcomeRef     string `json:"outcome_ref"`
+	StatusURL      string `json:"status_url"`
+	EvidenceURL    string `json:"evidence_url"`
+}
+
 type processingDoc struct {
 	CommandID      string `json:"command_id"`
 	IdempotencyKey string `json:"idempotency_key"`
@@ -355,6 +367,10 @@ func (s *Server) duplicate(tx *sql.Tx, d *delivery, rec *record) (*decision, err
 			doc.OutcomeRef = ref
 			body, _ = json.Marshal(doc)
 		}
+	}
+	if s.cfg.ReplayForm == ReplayReference {
+		body, _ = json.Marshal(referenceDoc{CommandID: rec.commandID, IdempotencyKey: rec.key, Status: rec.status, OutcomeRef: ref,
+			StatusURL: statusURL(rec.commandID), EvidenceURL: evidenceURL(rec.tenantID, rec.key)})
 	}
 	if _, err := s.insertEvidence(tx, d, decided, false, rec.commandID, &ref, &rec.fingerprint, &d.fp); err != nil {
 		return nil, err

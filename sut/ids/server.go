@@ -63,7 +63,20 @@ type Config struct {
 	Logger *slog.Logger
 	// SinkTimeout bounds one sink call; 0 means 2 s.
 	SinkTimeout time.Duration
+	// ReplayForm is how a duplicate of a terminal command is answered
+	// (IDS §IX.A, docs/ids-binding.md "Answers"): ReplayOutcome ("" too),
+	// the stored outcome document byte for byte; ReplayReference, a
+	// reference document (the original command_id, key, status and
+	// outcome_ref, the status and evidence URLs; no result), with the
+	// original HTTP status.
+	ReplayForm string
 }
+
+// The replay forms of Config.ReplayForm.
+const (
+	ReplayOutcome   = "outcome"
+	ReplayReference = "reference"
+)
 
 // Server is the IDS reference server. Its handler is safe for concurrent use.
 type Server struct {
@@ -122,6 +135,13 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 			names = append(names, m.Name)
 		}
 		return nil, fmt.Errorf("ids: open: unknown mutant %q (valid: %s)", c.Mutant, strings.Join(names, ", "))
+	}
+	switch c.ReplayForm {
+	case "":
+		c.ReplayForm = ReplayOutcome
+	case ReplayOutcome, ReplayReference:
+	default:
+		return nil, fmt.Errorf("ids: open: replay form %q: want %s or %s", c.ReplayForm, ReplayOutcome, ReplayReference)
 	}
 	if c.TimeScale == 0 {
 		c.TimeScale = 1
