@@ -324,8 +324,9 @@ func (w *idsWorld) window(e RegistryEntry) time.Duration {
 }
 
 // choose builds a fresh logical command of the first registry entry that
-// ok accepts (the same command at every run): first those whose effect is
-// made with no shielding, then S2-S4, then S1. A provider with idempotency
+// ok accepts (the same command at every run): first those that declare an
+// external effect (RegistryEntry.HasEffects: only theirs can be counted),
+// made with no shielding, then S2-S4, then S1; then those without. A provider with idempotency
 // support (S1) absorbs a second call under the same key, so a command
 // shielded by S1 would hide a re-execution from the effect count; the
 // others show every execution at the sink.
@@ -340,16 +341,20 @@ func (w *idsWorld) choose(alias string, ok func(RegistryEntry) bool) error {
 // byPreference lists the entries ok accepts in choose's order.
 func (w *idsWorld) byPreference(ok func(RegistryEntry) bool) []RegistryEntry {
 	rank := func(e RegistryEntry) int {
+		r := 1
 		switch {
 		case e.Shielding == nil:
-			return 0
+			r = 0
 		case *e.Shielding == "S1":
-			return 2
+			r = 2
 		}
-		return 1
+		if !e.HasEffects() {
+			r += 3 // its executions cannot be counted at the sink: last
+		}
+		return r
 	}
 	var out []RegistryEntry
-	for r := 0; r < 3; r++ {
+	for r := 0; r < 6; r++ {
 		for _, e := range w.reg.Commands {
 			if ok(e) && rank(e) == r {
 				out = append(out, e)
@@ -390,13 +395,13 @@ func (w *idsWorld) chooseSynchronous(alias string) error {
 	w.candidates = nil
 	for r := 0; r < 3; r++ {
 		for _, e := range w.reg.Commands {
-			if w.mutating(e) && rank(e) == r {
+			if w.mutating(e) && e.HasEffects() && rank(e) == r {
 				w.candidates = append(w.candidates, e)
 			}
 		}
 	}
 	if len(w.candidates) == 0 {
-		return features.NotApplicable("the registry has no mutating command without confirmation")
+		return features.NotApplicable("the registry has no mutating command without confirmation that declares an external effect (\"effects\", docs/ids-binding.md): none calls the sink while it executes")
 	}
 	w.cmds[alias] = &idsCommand{entry: w.candidates[0], env: w.fresh(w.candidates[0], 0)}
 	return nil
@@ -407,7 +412,7 @@ func (w *idsWorld) chooseI3() error {
 		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
 	}
 	for _, e := range w.reg.Commands {
-		if e.Class == "I3" && w.effectful(e) {
+		if e.Class == "I3" && w.effectful(e) && e.HasEffects() {
 			alias := fmt.Sprintf("I3-%s", e.Command)
 			w.cmds[alias] = &idsCommand{entry: e, env: w.fresh(e, 0)}
 			w.i3 = append(w.i3, alias)
@@ -648,7 +653,11 @@ func (w *idsWorld) sendUnderKey(ctx context.Context, as, alias string) error {
 	e.IdempotencyKey = c.env.MustKey()
 	b := &idsCommand{entry: c.entry, env: e}
 	if w.env.Sink != nil {
-		b.baseline = w.waitEffects(ctx, e.IdempotencyKey, 1)
+		lo := 0
+		if c.entry.HasEffects() {
+			lo = 1 // A's own effect is in before B is counted
+		}
+		b.baseline = w.waitEffects(ctx, e.IdempotencyKey, lo)
 	}
 	w.cmds[as] = b
 	return w.send(ctx, as, nil)
@@ -953,6 +962,9 @@ func (w *idsWorld) noEffectSinceFirst(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
+	if err := w.countable(c); err != nil {
+		return err
+	}
 	if !c.dupSet {
 		return fmt.Errorf("%w: %q was never sent again", features.ErrRunnerBug, alias)
 	}
@@ -1134,6 +1146,9 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 	if err != nil {
 		return err
 	}
+	if err := w.countable(c); err != nil {
+		return err
+	}
 	key := w.sinkKey(c)
 	n := w.waitEffects(ctx, key, c.baseline+lo) - c.baseline
 	what := "effect(s)"
@@ -1147,6 +1162,17 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 		return features.Mismatch(fmt.Sprintf("%d %s at the sink for key %s within %s", lo, what, key, w.env.Budget), w.sinkReport(key))
 	}
 	return nil
+}
+
+// countable says whether c's effects can be counted at the sink: its
+// command declares an external effect (RegistryEntry.HasEffects); else the
+// assertion is N/A, and the scenario's other assertions judge the rule by
+// the answers.
+func (w *idsWorld) countable(c *idsCommand) error {
+	if c.entry.HasEffects() {
+		return nil
+	}
+	return features.NotApplicable(fmt.Sprintf("%s (%s) declares no external effect (registry \"effects\" false, or absent for I0-I2: docs/ids-binding.md): its executions cannot be counted at the sink; this scenario's other assertions judge the rule by the answers", c.entry.Command, c.entry.Class))
 }
 
 // asManyEffects checks that b, a command of its own, made as many effects
@@ -1163,6 +1189,9 @@ func (w *idsWorld) asManyEffects(ctx context.Context, b, a string) error {
 	}
 	cb, err := w.cmd(b)
 	if err != nil {
+		return err
+	}
+	if err := w.countable(ca); err != nil {
 		return err
 	}
 	ka, kb := ca.env.MustKey(), cb.env.MustKey()

@@ -535,7 +535,7 @@ func (s *Server) execute(ctx context.Context, j job) ([]byte, bool) {
 		return nil, false
 	}
 	var effectID string
-	if j.reconcile && !cmd.s1() {
+	if j.reconcile && !cmd.s1() && !cmd.internal(s.cfg.InternalOnly) {
 		found, id, count, err := s.sink.get(ctx, rec.key)
 		if err != nil {
 			s.log.Debug("reconcile", "key", rec.key, "err", err)
@@ -544,6 +544,9 @@ func (s *Server) execute(ctx context.Context, j job) ([]byte, bool) {
 		if found && count > rec.effectsBefore {
 			effectID = id
 		}
+	}
+	if effectID == "" && cmd.internal(s.cfg.InternalOnly) {
+		effectID = newID("int_") // its own state only: nothing leaves the server
 	}
 	if effectID == "" {
 		id, err := s.sink.post(ctx, effectRequestOf(rec), cmd.s1())

@@ -70,6 +70,10 @@ type Config struct {
 	// outcome_ref, the status and evidence URLs; no result), with the
 	// original HTTP status.
 	ReplayForm string
+	// InternalOnly makes the I1 and I2 commands change the server's own
+	// state only: no sink call, and the registry declares them "effects":
+	// false (docs/ids-binding.md). The I3 commands keep their effects.
+	InternalOnly bool
 }
 
 // The replay forms of Config.ReplayForm.
@@ -371,7 +375,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	case path == "/registry":
 		m, h = "GET", func(w http.ResponseWriter, r *http.Request) error {
-			writeRaw(w, 200, "application/json", registryBody)
+			if s.cfg.InternalOnly {
+				writeRaw(w, 200, "application/json", registryBodyOf(true))
+			} else {
+				writeRaw(w, 200, "application/json", registryBody)
+			}
 			return nil
 		}
 	case path == "/commands":
