@@ -680,8 +680,10 @@ func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsA
 			// A body cut short, or a server error: it may have happened.
 			op.Outcome = verdict.OutcomeUnknown
 		case resp.Status == http.StatusTooManyRequests:
+			// Retry-After counts real seconds, already scaled by the target
+			// (docs/ids-binding.md, "Time scale"); drive waits at most 2 s.
 			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			a.retryIn = time.Duration(max(secs, 1)) * time.Second / time.Duration(max(1, int(w.cfg.TimeScale)))
+			a.retryIn = time.Duration(max(secs, 1)) * time.Second
 		case b.IdempotencyKey != "" && b.IdempotencyKey != c.key:
 			w.cfg.Logger.Warn("chaos ids: the target answered another key than the binding's", "tenant", c.tenant,
 				"want", c.key, "got", b.IdempotencyKey)
