@@ -1022,11 +1022,13 @@ func (w *idsWorld) noNewExecution(alias string) error {
 }
 
 // freshExecution reports whether last is an execution of its own rather
-// than a replay of ref: a 2xx whose outcome_ref is not the original's (or,
-// where the original has none, whose command_id is not the original's). A
-// replay that names the delivery's command_id but the original outcome_ref
-// replayed the outcome with the wrong identifier: IDS-IX.A-same-outcome
-// judges that, not a re-execution.
+// than a replay of ref: a 2xx outcome whose command_id and outcome_ref are
+// both not the original's (where the original has no outcome_ref, whose
+// command_id is not). A replay with one of them wrong (the delivery's
+// command_id and the original outcome_ref, or the original command_id and
+// a fresh outcome_ref) replayed the outcome with a wrong identifier:
+// IDS-IX.A-same-outcome judges that, and the sink's count whether anything
+// executed again.
 func freshExecution(ref, last *client.Response) bool {
 	if last == nil || last.Status < 200 || last.Status > 299 {
 		return false
@@ -1035,10 +1037,8 @@ func freshExecution(ref, last *client.Response) bool {
 	if o.Status == StatusProcessing || o.Status == StatusConfirm {
 		return false
 	}
-	if or.OutcomeRef != nil {
-		return o.OutcomeRef == nil || *o.OutcomeRef != *or.OutcomeRef
-	}
-	return o.CommandID != or.CommandID
+	newRef := or.OutcomeRef == nil || o.OutcomeRef == nil || *o.OutcomeRef != *or.OutcomeRef
+	return newRef && o.CommandID != or.CommandID
 }
 
 func (w *idsWorld) notExecuted(alias string) error {
