@@ -51,6 +51,7 @@ type Output struct {
 	Status   int    `json:"status,omitempty"`   // HTTP status; 0 when none came back
 	ID       string `json:"id,omitempty"`       // publish: the unit created or replayed; a lease: the unit leased
 	Body     string `json:"body,omitempty"`     // publish: digest of the response body that a replay must repeat
+	Ref      string `json:"ref,omitempty"`      // publish: the reference to the outcome a replay by reference must repeat
 	Token    string `json:"token,omitempty"`    // a lease: the lease token granted
 	Attempts int    `json:"attempts,omitempty"` // a lease: how many leases of the unit so far
 	LeaseNs  int64  `json:"lease_ns,omitempty"` // a lease or an extension: its length as a duration

@@ -140,6 +140,11 @@ type ChaosConfig struct {
 	// (the profile's own type, from its TargetSection), or what its bundled
 	// server declares of itself; nil when the profile has no such section.
 	Described any
+	// Readings are the readings the target declares where the text leaves
+	// a choice open (decision ID -> reading name; nil: none declared, and
+	// every reading the text allows is accepted). The workload records
+	// them for its Check (ChaosRecord.Readings).
+	Readings map[string]string
 }
 
 // ChaosResult is what a chaos run recorded.
@@ -168,6 +173,11 @@ type ChaosRecord struct {
 	Ledger    checker.Ledger
 	Files     map[string][]byte
 	Undrained bool
+	// Readings are the readings the target declared (ChaosConfig.Readings),
+	// as the run directory recorded them: a check of a declared decision
+	// is held to that reading; of one not declared, to any reading the
+	// text allows.
+	Readings map[string]string
 }
 
 // Mutant is one deliberate bug of a bundled handler.
@@ -292,6 +302,11 @@ type ServeCommand struct {
 	// Env documents), its own flags, and the server as a target. nil: the
 	// server cannot be started so.
 	Child func(secret func() string, described any) ServeChild
+	// Readings are the server's own flags that make it follow the readings
+	// a run declares (decision ID -> reading name), for a harness that
+	// starts it as its child (idscheck chaos --reading ...); nil, or nil
+	// flags: it follows its defaults.
+	Readings func(readings map[string]string) []string
 }
 
 // ChildWithAPIKey is ServeCommand.Child of a server that takes one secret,

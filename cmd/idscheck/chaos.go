@@ -193,6 +193,14 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return runChaos(ctx, c, stdout, stderr, logger)
 }
 
+// readings are the readings the target declares (nil: none).
+func (c *chaosConfig) readings() map[string]string {
+	if len(c.tgt.Readings) == 0 {
+		return nil
+	}
+	return map[string]string(c.tgt.Readings)
+}
+
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
 var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v"}
@@ -418,6 +426,10 @@ type chaosRun struct {
 	Files     []string `json:"files,omitempty"`
 	Undrained bool     `json:"undrained,omitempty"`
 	Summary   string   `json:"summary,omitempty"`
+	// Readings are the readings the target declared (--reading, "readings"
+	// in the target file): the check holds a declared decision to its
+	// reading, and accepts any reading of one not declared.
+	Readings map[string]string `json:"readings,omitempty"`
 }
 
 // command is the line that replays the run, with no secret: the API key is
@@ -704,6 +716,12 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *
 	for _, a := range c.child.Args {
 		cmd += " " + chaosShellQuote(a)
 	}
+	// The bundled server follows the readings declared (its own flags).
+	if sv := c.prof.Serve; sv != nil && sv.Readings != nil {
+		for _, a := range sv.Readings(c.readings()) {
+			cmd += " " + chaosShellQuote(a)
+		}
+	}
 	vars := append(slices.Clone(c.child.Env), faults.FailpointsHTTPEnv(fpAddr))
 	for _, m := range c.mutants {
 		if m.Name == c.mutant && len(m.Failpoints) > 0 {
@@ -916,7 +934,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	progress := newChaosProgress(stderr)
 	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
-		Faults: usable, Logger: logger, Described: tgt.t.Described,
+		Faults: usable, Logger: logger, Described: tgt.t.Described, Readings: c.readings(),
 		Progress: func(p chaos.Progress) {
 			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
 				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
@@ -953,7 +971,8 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
 		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
 		Coverage: cover, Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
-		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary)}
+		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary),
+		Readings: c.readings()}
 	redactChaosRun(&run, red)
 	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -1011,7 +1030,7 @@ func checkChaosRun(run chaosRun, h checker.History, l checker.Ledger, files map[
 		}
 		files[f] = run.Options
 	}
-	return p.Chaos.Check(harness.ChaosRecord{History: h, Ledger: l, Files: files, Undrained: run.Undrained})
+	return p.Chaos.Check(harness.ChaosRecord{History: h, Ledger: l, Files: files, Undrained: run.Undrained, Readings: run.Readings})
 }
 
 // chaosRunResult is chaosResult (its profile is the run's).

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/sut/ids"
 )
@@ -131,4 +132,76 @@ func TestChaosIDSUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitUsage, tc.want)
 		}
 	}
+}
+
+// TestChaosIDSBundledReferenceReading: chaos --profile ids --reading
+// replay-form=reference starts the bundled server in that reading (serve
+// --replay-form reference) and judges it by it: no anomaly. The same run
+// directory judged with no reading declared passes too and says the target
+// followed the reference reading; judged under the outcome reading it
+// fails IDS-IX.A-same-outcome: the server did replay by reference.
+func TestChaosIDSBundledReferenceReading(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server: skipped in -short")
+	}
+	needIDSChaos(t)
+	if p, _ := profiles.Lookup(profids.Name); p.Serve == nil || p.Serve.Readings == nil {
+		t.Skip("the ids profile is registered without its serve command")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "ids", "--reading", "replay-form=reference", "--duration", "3s",
+		"--workers", "8", "--seed", "11", "--faults", "storm,lost_response", "--out", dir)
+	if code != exitOK || !strings.Contains(stdout, "no anomaly") || !strings.Contains(stdout, "replay-form=reference (declared)") {
+		t.Fatalf("exit %d, want 0, no anomaly, the declared reading named\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	run := readChaosRun(t, dir)
+	if run.Readings[profids.DecisionReplayForm] != "reference" || !strings.Contains(run.Command, "--reading") {
+		t.Fatalf("readings %v, replay %q", run.Readings, run.Command)
+	}
+	h, l, files := readRunFiles(t, dir, run)
+	for _, c := range []struct {
+		readings map[string]string
+		pass     bool
+		model    string
+	}{
+		{nil, true, "replay-form=reference (followed)"},
+		{map[string]string{profids.DecisionReplayForm: "outcome"}, false, "replay-form=outcome (declared)"},
+	} {
+		r := run
+		r.Readings = c.readings
+		rep := checkChaosRun(r, h, l, files)
+		if got := rep.Counts[profids.IDSOutcome] == 0; got != c.pass || !strings.Contains(rep.Models[1].Model, c.model) {
+			t.Errorf("readings %v: IX.A anomalies %d (want pass=%t), model %q (want %q)", c.readings, rep.Counts[profids.IDSOutcome], c.pass, rep.Models[1].Model, c.model)
+		}
+	}
+}
+
+// readRunFiles reads a chaos run directory's history, ledger and files.
+func readRunFiles(t *testing.T, dir string, run chaosRun) (checker.History, checker.Ledger, map[string][]byte) {
+	t.Helper()
+	open := func(name string) *os.File {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	h, err := checker.ReadHistory(open("history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := checker.ReadLedger(open("ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, name := range run.Files {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = b
+	}
+	return h, l, files
 }

@@ -49,6 +49,7 @@ func runIDSChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResu
 	if werr := WriteIDSKeys(&keys, res.Keys); werr != nil {
 		return nil, werr
 	}
+
 	return &harness.ChaosResult{Start: res.Start, End: res.End, Namespace: "ids", Schedule: res.Schedule, Timeline: res.Timeline,
 		History: res.History, Ledger: res.Ledger, Series: res.Series, Drained: res.Drained,
 		Files:   map[string][]byte{IDSKeysFile: keys.Bytes()},
@@ -60,5 +61,5 @@ func checkIDSChaos(r harness.ChaosRecord) checker.Report {
 	if err != nil {
 		keys = nil // every key's evidence unread: the evidence check is undecided
 	}
-	return CheckIDS(r.History, r.Ledger, keys, IDSOptions{Undrained: r.Undrained})
+	return CheckIDS(r.History, r.Ledger, keys, IDSOptions{Undrained: r.Undrained, ReplayForm: r.Readings[DecisionReplayForm]})
 }

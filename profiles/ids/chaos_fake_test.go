@@ -149,7 +149,7 @@ func (f *fakeIDS) post(w http.ResponseWriter, r *http.Request) {
 			w.Write(b)
 			return
 		}
-		code, body := rec.code, rec.body
+		code, body := rec.code, f.replay(rec)
 		f.mu.Unlock()
 		w.WriteHeader(code)
 		w.Write(body)
@@ -199,6 +199,30 @@ func (f *fakeIDS) post(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
+// replay is the answer to a duplicate of a terminal command (f.mu held):
+// the stored document, or under the replay mutants a reference document
+// (IDS §IX.A's second form): "replay-reference" refers to the original
+// outcome_ref; "replay-reference-fresh-ref" to a new one each time (it
+// breaks the outcome under both readings); "replay-mixed" replays
+// payment.capture by reference and note.add by its stored document, which
+// carries no outcome_ref (neither reading holds throughout).
+func (f *fakeIDS) replay(rec *fakeRec) []byte {
+	ref := func(outcomeRef string) []byte {
+		b, _ := json.Marshal(map[string]any{"command_id": rec.orig, "idempotency_key": rec.key, "status": rec.status,
+			"outcome_ref": outcomeRef, "status_url": "/commands/" + rec.orig})
+		return b
+	}
+	switch {
+	case f.mutant == "replay-reference":
+		return ref("out_" + rec.orig)
+	case f.mutant == "replay-reference-fresh-ref":
+		return ref(fmt.Sprintf("out_%s_%d", rec.orig, len(rec.evidence)))
+	case f.mutant == "replay-mixed" && rec.command == "payment.capture":
+		return ref("out_" + rec.orig)
+	}
+	return rec.body
+}
+
 func processing(rec *fakeRec) []byte {
 	b, _ := json.Marshal(map[string]any{"command_id": rec.orig, "idempotency_key": rec.key, "status": "processing", "status_url": "/commands/" + rec.orig})
 	return b
@@ -220,8 +244,12 @@ func addFirstSeen(rec *fakeRec, executed bool) {
 
 // finish stores the outcome; for a first delivery it adds its evidence.
 func (f *fakeIDS) finish(rec *fakeRec, status string, code int, result map[string]any, id string) {
-	b, _ := json.Marshal(map[string]any{"command_id": rec.orig, "idempotency_key": rec.key, "status": status,
-		"outcome_ref": "out_" + rec.orig, "result": result, "status_url": "/commands/" + rec.orig})
+	doc := map[string]any{"command_id": rec.orig, "idempotency_key": rec.key, "status": status,
+		"outcome_ref": "out_" + rec.orig, "result": result, "status_url": "/commands/" + rec.orig}
+	if f.mutant == "replay-mixed" && rec.command == "note.add" {
+		delete(doc, "outcome_ref")
+	}
+	b, _ := json.Marshal(doc)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	addFirstSeen(rec, status == "executed")

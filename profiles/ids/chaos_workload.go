@@ -129,6 +129,7 @@ type idsRegistry struct {
 		// refuses with a terminal 422 (docs/ids-binding.md, GET /registry).
 		ArgsExamples []json.RawMessage `json:"args_examples"`
 		ArgsRejected json.RawMessage   `json:"args_rejected"`
+		Effects      *bool             `json:"effects"`
 	} `json:"commands"`
 }
 
@@ -143,6 +144,7 @@ type idsCommandType struct {
 	Window    time.Duration // the dedupe window on the harness's clock; 0: none declared (never expires)
 	Examples  []map[string]any
 	Rejected  map[string]any // nil: none declared
+	Effects   bool           // it makes an external effect per execution (RegistryEntry.HasEffects)
 }
 
 // jsonObject decodes a JSON object keeping numbers as written.
@@ -159,9 +161,10 @@ func jsonObject(raw json.RawMessage) (map[string]any, bool) {
 	return m, true
 }
 
-// External reports whether its effects land at the effect sink: an I3
-// command, shielded.
-func (t idsCommandType) External() bool { return t.Class == "I3" }
+// External reports whether its effects land at the effect sink: the
+// registry declares it ("effects"), or, with nothing declared, it is an I3
+// command (RegistryEntry.HasEffects).
+func (t idsCommandType) External() bool { return t.Effects }
 
 // idsLogical is one logical command: one envelope, one key.
 type idsLogical struct {
@@ -343,7 +346,8 @@ func (w *idsWorkload) readRegistry(ctx context.Context) ([]idsCommandType, error
 		if !ok || c.RequiresConfirmation || !slices.Contains([]string{"I1", "I2", "I3"}, c.Class) {
 			continue
 		}
-		t := idsCommandType{Name: c.Command, Entity: entity, Action: action, Class: c.Class, Shielding: c.Shielding, Financial: c.Financial}
+		t := idsCommandType{Name: c.Command, Entity: entity, Action: action, Class: c.Class, Shielding: c.Shielding, Financial: c.Financial,
+			Effects: RegistryEntry{Class: c.Class, Effects: c.Effects}.HasEffects()}
 		if c.TTLSeconds != nil {
 			t.Window = time.Duration(float64(*c.TTLSeconds) * float64(time.Second) / w.cfg.TimeScale)
 		}
@@ -634,6 +638,7 @@ type idsBody struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	Status         string `json:"status"`
 	StatusURL      string `json:"status_url"`
+	OutcomeRef     string `json:"outcome_ref"`
 	Code           string `json:"code"`
 }
 
@@ -668,14 +673,17 @@ func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsA
 		json.Unmarshal(resp.Body, &b)
 		op.Output.ID = b.CommandID
 		op.Output.State = b.Status
+		op.Output.Ref = b.OutcomeRef
 		a.statusURL = b.StatusURL
 		switch {
 		case resp.Exchange.Err != "" || resp.Status >= 500:
 			// A body cut short, or a server error: it may have happened.
 			op.Outcome = verdict.OutcomeUnknown
 		case resp.Status == http.StatusTooManyRequests:
+			// Retry-After counts real seconds, already scaled by the target
+			// (docs/ids-binding.md, "Time scale"); drive waits at most 2 s.
 			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			a.retryIn = time.Duration(max(secs, 1)) * time.Second / time.Duration(max(1, int(w.cfg.TimeScale)))
+			a.retryIn = time.Duration(max(secs, 1)) * time.Second
 		case b.IdempotencyKey != "" && b.IdempotencyKey != c.key:
 			w.cfg.Logger.Warn("chaos ids: the target answered another key than the binding's", "tenant", c.tenant,
 				"want", c.key, "got", b.IdempotencyKey)

@@ -130,3 +130,54 @@ func TestIDSMutantsAreCaught(t *testing.T) {
 		})
 	}
 }
+
+// TestIDSReplayFormReadings: chaos honours the readings of replay-form
+// (IDS §IX.A) as run does. A target that replays by reference passes with
+// the reading declared and with none (the report says it followed the
+// reference reading), and fails when it declared the outcome reading; one
+// whose references name a new outcome_ref, or that follows neither reading
+// throughout, fails whatever is declared.
+func TestIDSReplayFormReadings(t *testing.T) {
+	fs := []faults.Fault{&faults.DuplicateStorm{Min: 2, Max: 3, Do: func(context.Context, int) {}}}
+	cases := []struct {
+		mutant   string
+		declared []string // readings to judge the same run under
+		pass     []bool
+		followed string // detail's reading with none declared
+	}{
+		{"", []string{"", "outcome", "reference"}, []bool{true, true, true}, "outcome"},
+		{"replay-reference", []string{"", "reference", "outcome"}, []bool{true, true, false}, "reference"},
+		{"replay-reference-fresh-ref", []string{"", "reference", "outcome"}, []bool{false, false, false}, ""},
+		{"replay-mixed", []string{"", "reference", "outcome"}, []bool{false, false, false}, ""},
+	}
+	for _, c := range cases {
+		t.Run("target "+c.mutant, func(t *testing.T) {
+			e := startIDS(t, c.mutant)
+			res, _ := runIDS(t, e, 7, 1500*time.Millisecond, fs)
+			for i, form := range c.declared {
+				rep := ids.CheckIDS(res.History, res.Ledger, res.Keys, ids.IDSOptions{Undrained: !res.Drained, ReplayForm: form})
+				d := rep.Detail.(*ids.IDSDetail)
+				pass := rep.Counts[ids.IDSOutcome] == 0
+				if pass != c.pass[i] {
+					for j, a := range rep.Anomalies {
+						if j < 3 {
+							t.Logf("%s %s: %s", a.Kind, a.Key, a.Explanation)
+						}
+					}
+					t.Errorf("declared %q: IX.A anomalies %d, want pass=%t (detail %+v)", form, rep.Counts[ids.IDSOutcome], c.pass[i], d)
+				}
+				if form == "" && d.ReplayForm != c.followed {
+					t.Errorf("none declared: followed %q, want %q (%s)", d.ReplayForm, c.followed, d.ReplayFormWhy)
+				}
+				if form != "" && (!d.ReplayFormDeclared || d.ReplayForm != form) {
+					t.Errorf("declared %q: detail %+v", form, d)
+				}
+				for _, a := range rep.Anomalies {
+					if a.Kind != ids.IDSOutcome {
+						t.Errorf("declared %q: an anomaly of another rule: %s %s", form, a.Kind, a.Explanation)
+					}
+				}
+			}
+		})
+	}
+}

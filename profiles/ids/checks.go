@@ -127,6 +127,25 @@ type IDSOptions struct {
 	Undrained bool `json:"undrained,omitempty"`
 	// MaxExamples bounds the anomalies kept with evidence per kind (default 20).
 	MaxExamples int `json:"max_examples,omitempty"`
+	// ReplayForm is the reading of decision replay-form (IDS §IX.A) the
+	// target declared: "outcome" (a replay is the outcome document again,
+	// status and body), "reference" (a replay carries the original's
+	// command_id, status and outcome_ref; its result may be left out), or
+	// "" (none declared: the run passes under either reading the whole
+	// run follows, and the report says which).
+	ReplayForm string `json:"replay_form,omitempty"`
+}
+
+// IDSDetail is what the IDS checks found besides anomalies (Report.Detail).
+type IDSDetail struct {
+	// ReplayForm is the reading of decision replay-form the run was judged
+	// under: the declared one, else the one the target followed
+	// ("outcome" when its replays follow both: the outcome document
+	// carries the outcome_ref too), else "" (it followed neither
+	// throughout). ReplayFormWhy says how it was decided.
+	ReplayForm         string `json:"replay_form,omitempty"`
+	ReplayFormDeclared bool   `json:"replay_form_declared,omitempty"`
+	ReplayFormWhy      string `json:"replay_form_why,omitempty"`
 }
 
 // maxIDSAnomalyOps bounds the operations one anomaly carries (a storm has
@@ -152,10 +171,12 @@ func CheckIDS(h checker.History, l checker.Ledger, keys []IDSKey, opts IDSOption
 	// Effects first: a duplicated effect is what the run is about, and the
 	// anomalies are shown in this order.
 	effects, q := checkIDSEffects(h, l, byKey, keys, opts, add)
-	outcome := checkIDSOutcomes(h, byKey, add)
+	var detail IDSDetail
+	outcome := checkIDSOutcomes(h, byKey, opts.ReplayForm, &detail, add)
 	evidence := checkIDSEvidence(h, byKey, l, keys, opts, add)
 	rep.Models = []checker.ModelCheck{effects, outcome, evidence}
 	rep.Queue = q
+	rep.Detail = &detail
 	for k := range rep.Counts {
 		if rep.Counts[k] == 0 {
 			delete(rep.Counts, k)
@@ -211,12 +232,48 @@ func idsOutcomeOf(op *checker.Operation) string {
 	return fmt.Sprintf("%d %s command_id %s body %s", op.Output.Status, op.Output.State, op.Output.ID, checker.Abbreviate(op.Output.Body))
 }
 
+// The readings of decision replay-form (IDS §IX.A) the outcome check
+// judges under.
+const (
+	ReplayFormOutcome   = "outcome"
+	ReplayFormReference = "reference"
+)
+
+// idsSameTerminal reports whether op, a terminal answer, repeats first
+// under the reading form of §IX.A: the same status and body (outcome), or
+// the same original command_id, terminal status and outcome_ref
+// (reference; a document that leaves the result out is such a replay, and
+// so is the outcome document itself).
+func idsSameTerminal(form string, first, op *checker.Operation) (bool, string) {
+	if form == ReplayFormReference {
+		switch {
+		case first.Output.Ref == "":
+			return false, fmt.Sprintf("the terminal answer %s carries no outcome_ref: nothing a replay by reference could refer to", idsOutcomeOf(first))
+		case op.Output.Ref != first.Output.Ref:
+			return false, fmt.Sprintf("outcome_ref %q, the first terminal answer's was %q", op.Output.Ref, first.Output.Ref)
+		case op.Output.ID != first.Output.ID:
+			return false, fmt.Sprintf("command_id %q, the first terminal answer's was %q", op.Output.ID, first.Output.ID)
+		case op.Output.State != first.Output.State:
+			return false, fmt.Sprintf("status %q, the first terminal answer's was %q", op.Output.State, first.Output.State)
+		}
+		return true, ""
+	}
+	if op.Output.Status != first.Output.Status || op.Output.Body != first.Output.Body {
+		return false, "another status or outcome document"
+	}
+	return true, ""
+}
+
 // IDSOutcomeDecide decides one key's deliveries (its publishes, any order)
-// under the IX.A model exactly, in linear time: they linearize iff every
-// terminal answer is the same (status and body) and no delivery answered
-// "processing" was sent after a terminal answer had come back. When they do
-// not, it says why and which operations show it.
-func IDSOutcomeDecide(ops []checker.Operation) (ok bool, why string, evidence []checker.Operation) {
+// under the IX.A model exactly, in linear time, under the reading form of
+// decision replay-form ("" is "outcome"): they linearize iff every terminal
+// answer repeats the earliest one (idsSameTerminal) and no delivery
+// answered "processing" was sent after a terminal answer had come back.
+// When they do not, it says why and which operations show it.
+func IDSOutcomeDecide(ops []checker.Operation, form string) (ok bool, why string, evidence []checker.Operation) {
+	if form == "" {
+		form = ReplayFormOutcome
+	}
 	var first *checker.Operation    // the earliest terminal answer
 	var firstRet *checker.Operation // the terminal answer that returned first
 	for i := range ops {
@@ -236,9 +293,12 @@ func IDSOutcomeDecide(ops []checker.Operation) (ok bool, why string, evidence []
 	}
 	for i := range ops {
 		op := &ops[i]
-		if idsTerminal(op) && (op.Output.Status != first.Output.Status || op.Output.Body != first.Output.Body) {
-			return false, fmt.Sprintf("two deliveries of one envelope got different terminal outcomes: %s (client %d), then %s (client %d); a duplicate must get the same terminal outcome",
-				idsOutcomeOf(first), first.ClientID, idsOutcomeOf(op), op.ClientID), []checker.Operation{*first, *op}
+		if !idsTerminal(op) || op == first {
+			continue
+		}
+		if same, diff := idsSameTerminal(form, first, op); !same {
+			return false, fmt.Sprintf("two deliveries of one envelope got different terminal outcomes: %s (client %d), then %s (client %d): %s; under the %s reading of replay-form a duplicate must get %s",
+				idsOutcomeOf(first), first.ClientID, idsOutcomeOf(op), op.ClientID, diff, form, replayFormMeans(form)), []checker.Operation{*first, *op}
 		}
 	}
 	for i := range ops {
@@ -251,12 +311,23 @@ func IDSOutcomeDecide(ops []checker.Operation) (ok bool, why string, evidence []
 	return true, "", nil
 }
 
+func replayFormMeans(form string) string {
+	if form == ReplayFormReference {
+		return "the original command_id, status and outcome_ref"
+	}
+	return "the same status and outcome document"
+}
+
 // IDSOutcomeModel is the idempotency model of IDS (IX.A) as a checker.Model:
 // partitioned by key, its state the first terminal outcome; a terminal
 // answer must equal it, "processing" is allowed only before it, every other
 // answer (a refusal before any decision: 400, 409, 428, 429) and every
 // unknown outcome leaves it unchanged.
-type IDSOutcomeModel struct{}
+type IDSOutcomeModel struct {
+	// Form is the reading of decision replay-form it judges under ("":
+	// outcome).
+	Form string
+}
 
 var _ checker.Model = IDSOutcomeModel{}
 
@@ -269,13 +340,14 @@ func (IDSOutcomeModel) Partition(op *checker.Operation) (string, bool) {
 }
 
 type idsOutcomeState struct {
-	has    bool
-	status int
-	body   string
+	has            bool
+	status         int
+	body           string
+	id, ref, state string
 }
 
 // Porcupine is the model for porcupine.
-func (IDSOutcomeModel) Porcupine() porcupine.Model {
+func (m IDSOutcomeModel) Porcupine() porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return idsOutcomeState{} },
 		Step: func(state, input, _ any) (bool, any) {
@@ -283,9 +355,12 @@ func (IDSOutcomeModel) Porcupine() porcupine.Model {
 			op := input.(*checker.Operation)
 			switch {
 			case idsTerminal(op) && !s.has:
-				return true, idsOutcomeState{has: true, status: op.Output.Status, body: op.Output.Body}
+				return true, idsOutcomeState{has: true, status: op.Output.Status, body: op.Output.Body,
+					id: op.Output.ID, ref: op.Output.Ref, state: op.Output.State}
 			case idsTerminal(op):
-				return op.Output.Status == s.status && op.Output.Body == s.body, s
+				first := checker.Operation{Output: checker.Output{Status: s.status, Body: s.body, ID: s.id, Ref: s.ref, State: s.state}}
+				same, _ := idsSameTerminal(m.Form, &first, op)
+				return same, s
 			case idsProcessing(op):
 				return !s.has, s
 			}
@@ -304,38 +379,91 @@ func (IDSOutcomeModel) Porcupine() porcupine.Model {
 }
 
 // Checks is the exact decision, named after IX.A.
-func (IDSOutcomeModel) Checks() []checker.NamedCheck {
+func (m IDSOutcomeModel) Checks() []checker.NamedCheck {
 	return []checker.NamedCheck{{Rule: RuleIDSSameOutcome, Check: func(ops []checker.Operation) (bool, string) {
-		ok, why, _ := IDSOutcomeDecide(ops)
+		ok, why, _ := IDSOutcomeDecide(ops, m.Form)
 		return ok, why
 	}}}
 }
 
-// checkIDSOutcomes judges IX.A per key with IDSOutcomeDecide.
-func checkIDSOutcomes(h checker.History, byKey map[string][]int, add func(checker.Anomaly)) checker.ModelCheck {
-	mc := checker.ModelCheck{Model: ModelIDSOutcome, Result: checker.LinOk}
-	for _, k := range checker.SortedKeys(byKey) {
-		var ops []checker.Operation
-		for _, i := range byKey[k] {
-			if h.Ops[i].Kind == checker.OpPublish {
-				ops = append(ops, h.Ops[i])
+// checkIDSOutcomes judges IX.A per key with IDSOutcomeDecide, under the
+// declared reading of replay-form; with none declared, under each reading
+// the text allows (§IX.A: "the same terminal outcome, or - a reference to
+// the same terminal evidence chain"): the run passes when every key
+// follows one of them, and detail says which. A run that follows neither
+// throughout is judged under the reading fewer keys break, and the
+// anomalies say so.
+func checkIDSOutcomes(h checker.History, byKey map[string][]int, declared string, detail *IDSDetail, add func(checker.Anomaly)) checker.ModelCheck {
+	type failure struct {
+		key, why string
+		ev       []checker.Operation
+	}
+	judge := func(form string) (partitions, ops int, fails []failure) {
+		for _, k := range checker.SortedKeys(byKey) {
+			var kops []checker.Operation
+			for _, i := range byKey[k] {
+				if h.Ops[i].Kind == checker.OpPublish {
+					kops = append(kops, h.Ops[i])
+				}
+			}
+			if len(kops) == 0 {
+				continue
+			}
+			partitions++
+			ops += len(kops)
+			if ok, why, ev := IDSOutcomeDecide(kops, form); !ok {
+				fails = append(fails, failure{k, why, ev})
 			}
 		}
-		if len(ops) == 0 {
-			continue
+		return
+	}
+	form, note := declared, ""
+	var partitions, ops int
+	var fails []failure
+	if declared != "" {
+		partitions, ops, fails = judge(declared)
+		detail.ReplayForm, detail.ReplayFormDeclared = declared, true
+		detail.ReplayFormWhy = "declared (--reading " + DecisionReplayForm + "=" + declared + "): every replay is judged under it"
+	} else {
+		p, o, byOutcome := judge(ReplayFormOutcome)
+		_, _, byRef := judge(ReplayFormReference)
+		partitions, ops = p, o
+		switch {
+		case len(byOutcome) == 0:
+			form, fails = ReplayFormOutcome, nil
+			detail.ReplayFormWhy = "none declared; every replay was the outcome document again (status and body), which carries the original outcome_ref too: the target follows the outcome reading (and so the reference reading)"
+		case len(byRef) == 0:
+			form, fails = ReplayFormReference, nil
+			detail.ReplayFormWhy = fmt.Sprintf("none declared; %d key(s) were not replayed with the outcome document itself, but every replay carried the original command_id, status and outcome_ref: the target follows the reference reading", len(byOutcome))
+		default:
+			form, fails = ReplayFormReference, byRef
+			if len(byOutcome) < len(byRef) {
+				form, fails = ReplayFormOutcome, byOutcome
+			}
+			note = fmt.Sprintf(" (no reading declared, and the target follows neither throughout: %d key(s) break the outcome reading, %d the reference reading; judged under the %s reading, which fewer break)",
+				len(byOutcome), len(byRef), form)
+			detail.ReplayFormWhy = "none declared; the target follows neither reading throughout" + note
+			form = ""
 		}
-		mc.Partitions++
-		mc.Ops += len(ops)
-		ok, why, ev := IDSOutcomeDecide(ops)
-		if ok {
-			continue
-		}
+		detail.ReplayForm = form
+	}
+	name := ModelIDSOutcome
+	switch {
+	case detail.ReplayFormDeclared:
+		name += " replay-form=" + declared + " (declared)"
+	case detail.ReplayForm != "":
+		name += " replay-form=" + detail.ReplayForm + " (followed)"
+	default:
+		name += " replay-form: neither"
+	}
+	mc := checker.ModelCheck{Model: name, Result: checker.LinOk, Partitions: partitions, Ops: ops}
+	for _, f := range fails {
 		mc.Result = checker.LinIllegal
 		mc.FailingTotal++
 		if len(mc.Failing) < 100 {
-			mc.Failing = append(mc.Failing, k)
+			mc.Failing = append(mc.Failing, f.key)
 		}
-		add(checker.Anomaly{Kind: IDSOutcome, Key: k, Explanation: RuleIDSSameOutcome + ": key " + k + ": " + why, Ops: ev})
+		add(checker.Anomaly{Kind: IDSOutcome, Key: f.key, Explanation: RuleIDSSameOutcome + ": key " + f.key + ": " + f.why + note, Ops: f.ev})
 	}
 	return mc
 }

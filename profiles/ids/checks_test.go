@@ -232,7 +232,7 @@ func TestIDSOutcomeDecideAgreesWithPorcupine(t *testing.T) {
 		}
 		pops := checker.PorcupineOps(nil, ops, seq(len(ops)), false)
 		want := porcupine.CheckOperations(m, pops)
-		got, why, _ := IDSOutcomeDecide(ops)
+		got, why, _ := IDSOutcomeDecide(ops, "")
 		if got != want {
 			t.Fatalf("case %d: decide %t (%s), porcupine %t: %+v", n, got, why, want, ops)
 		}

@@ -27,6 +27,8 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     And I send "A" again with a new <field>
     Then [IDS-VII.C-ephemeral-excluded] the last answer carries the idempotency_key of the first answer to "A"
     And [IDS-IX.A-no-reexecute] the sink saw at most 1 effect for "A"
+    And [IDS-IX.A-same-outcome, reading replay-form=outcome] the last answer has the status and outcome document of the first answer to "A"
+    And [IDS-IX.A-same-outcome, reading replay-form=reference] the last answer has the outcome_ref and command_id of the first answer to "A"
 
     Examples:
       | field      |
@@ -168,6 +170,15 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
     And I send "A" again
     Then [IDS-VIII.C-expiry-may-execute] the last answer is a replay or a new execution, and the report says which
 
+  Scenario: a duplicate just inside its window is replayed, not executed again
+    Given a mutating command "A" whose window fits the budget
+    When I send "A"
+    And the first answer to "A" is an outcome
+    And I wait for three quarters of the window of "A"
+    And I send "A" again
+    Then [IDS-IX.A-no-reexecute] the last answer is no new execution of "A"
+    And [IDS-IX.A-no-reexecute] the sink saw at most 1 effect for "A"
+
   # §X and §XIII 6: confirmation binding
   Scenario: a command that needs confirmation is not executed without it, and its replay needs none
     Given a command "A" that requires confirmation
@@ -194,6 +205,13 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
       | case                 |
       | another command_id   |
       | another key          |
+
+  Scenario: a forged confirmation token is refused
+    Given a command "A" that requires confirmation
+    When I get a confirmation token for "A"
+    And I send "A" with a forged token of the same form
+    Then [IDS-XIII-6-confirmation] the last answer does not execute "A"
+    And [IDS-XIII-6-confirmation] the sink saw no effect for "A"
 
   Scenario: a confirmation token is single-use
     Given a command "A" that requires confirmation and whose window fits the budget

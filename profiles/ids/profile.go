@@ -34,7 +34,11 @@ func Profile() harness.Profile {
 		Preflight:  preflight,
 		Mutants:    mutants,
 		Chaos:      IDSChaos(),
-		Serve:      ServeCommand(),
+		// --readings alternate: the bundled server replays by reference.
+		AlternateReadings: func() map[string]string {
+			return map[string]string{DecisionReplayForm: sutids.ReplayReference}
+		},
+		Serve: ServeCommand(),
 	}
 }
 
@@ -47,6 +51,7 @@ func idsBundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled,
 	srv, err := sutids.Open(ctx, sutids.Config{
 		DBPath: filepath.Join(c.Dir, "ids.db"), SinkURL: c.SinkURL, APIKey: t.APIKey,
 		TimeScale: c.TimeScale, Mutant: c.Mutant, Seed: c.Seed, Logger: c.Logger,
+		ReplayForm: c.Readings[DecisionReplayForm],
 	})
 	if err != nil {
 		return nil, err

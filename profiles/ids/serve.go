@@ -22,10 +22,13 @@ func ServeCommand() *harness.ServeCommand {
 	return &harness.ServeCommand{
 		Flags: func(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
 			sinkURL := fs.String("sink", "", "base URL of the effect sink the server sends its effects to (required)")
-			return func(ctx context.Context, c harness.ServeConfig) error { return Serve(ctx, *sinkURL, c) }
+			form := fs.String("replay-form", sutids.ReplayOutcome, "how a duplicate of a terminal command is answered (decision "+DecisionReplayForm+
+				", IDS §IX.A): outcome, the stored outcome document byte for byte; reference, a reference document (original command_id, key, status, outcome_ref, status and evidence URLs; no result)")
+			return func(ctx context.Context, c harness.ServeConfig) error { return ServeForm(ctx, *sinkURL, *form, c) }
 		},
-		Env:   EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
-		Child: harness.ChildWithAPIKey(EnvAPIKey),
+		Readings: ServeReadingArgs,
+		Env:      EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
+		Child:    harness.ChildWithAPIKey(EnvAPIKey),
 	}
 }
 
@@ -46,7 +49,24 @@ func (e usageError) Is(target error) bool { return target == ErrServeUsage }
 // listens: an error before that is a configuration error (ErrServeUsage
 // for a bad request), one after it a failure of the running server.
 func Serve(ctx context.Context, sinkURL string, c harness.ServeConfig) error {
+	return ServeForm(ctx, sinkURL, sutids.ReplayOutcome, c)
+}
+
+// ServeReadingArgs are the serve flags that make the bundled server follow
+// the declared readings (idscheck chaos starts it so when --reading is
+// given): --replay-form NAME for decision replay-form.
+func ServeReadingArgs(readings map[string]string) []string {
+	if f := readings[DecisionReplayForm]; f != "" {
+		return []string{"--replay-form", f}
+	}
+	return nil
+}
+
+// ServeForm is Serve with the replay form of decision replay-form.
+func ServeForm(ctx context.Context, sinkURL, form string, c harness.ServeConfig) error {
 	switch {
+	case form != sutids.ReplayOutcome && form != sutids.ReplayReference:
+		return usageError("--replay-form " + form + ": want " + sutids.ReplayOutcome + " or " + sutids.ReplayReference)
 	case sinkURL == "":
 		return usageError("--profile ids needs --sink URL: the effect sink its commands send their effects to")
 	case c.TimeScale < 0:
@@ -64,7 +84,7 @@ func Serve(ctx context.Context, sinkURL string, c harness.ServeConfig) error {
 		apiKey = c.Getenv(EnvAPIKey)
 	}
 	srv, err := sutids.Open(ctx, sutids.Config{DBPath: c.DB, SinkURL: sinkURL, APIKey: apiKey, TimeScale: c.TimeScale,
-		Mutant: c.Mutant, Seed: c.Seed, Logger: logger})
+		Mutant: c.Mutant, Seed: c.Seed, Logger: logger, ReplayForm: form})
 	if err != nil {
 		return err
 	}

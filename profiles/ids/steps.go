@@ -200,6 +200,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^I read the status of ` + q + `$`, Fn: w.readStatus, Kind: features.Action, Covers: coversStatus},
 		{Pattern: `^the status of ` + q + ` shows its key, original command_id, status, outcome_ref, created_at, updated_at and ttl_expires_at$`, Fn: w.statusFields, Kind: features.Check},
 		{Pattern: `^I wait for the window of ` + q + ` to pass$`, Fn: w.waitWindow, Kind: features.Action},
+		{Pattern: `^I wait for three quarters of the window of ` + q + `$`, Fn: w.waitWindowInside, Kind: features.Action},
 
 		// confirmation
 		{Pattern: `^I get a confirmation token for ` + q + `$`, Fn: w.getToken, Kind: features.Action, Covers: coversConfirmation},
@@ -207,6 +208,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^I send ` + q + ` again with the token$`, Fn: w.sendWithToken, Kind: features.Action},
 		{Pattern: `^I send ` + q + ` again without the token$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, nil) }, Kind: features.Action},
 		{Pattern: `^I send ` + q + ` with the token but (another command_id|another key)$`, Fn: w.sendTokenMismatch, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` with a forged token of the same form$`, Fn: w.sendForgedToken, Kind: features.Action},
 		{Pattern: `^the last answer to ` + q + ` is executed$`, Fn: w.lastExecuted, Kind: features.Action, Covers: coversConfirmation},
 		{Pattern: `^I wait for the token to expire$`, Fn: w.waitToken, Kind: features.Action},
 
@@ -324,8 +326,9 @@ func (w *idsWorld) window(e RegistryEntry) time.Duration {
 }
 
 // choose builds a fresh logical command of the first registry entry that
-// ok accepts (the same command at every run): first those whose effect is
-// made with no shielding, then S2-S4, then S1. A provider with idempotency
+// ok accepts (the same command at every run): first those that declare an
+// external effect (RegistryEntry.HasEffects: only theirs can be counted),
+// made with no shielding, then S2-S4, then S1; then those without. A provider with idempotency
 // support (S1) absorbs a second call under the same key, so a command
 // shielded by S1 would hide a re-execution from the effect count; the
 // others show every execution at the sink.
@@ -340,16 +343,20 @@ func (w *idsWorld) choose(alias string, ok func(RegistryEntry) bool) error {
 // byPreference lists the entries ok accepts in choose's order.
 func (w *idsWorld) byPreference(ok func(RegistryEntry) bool) []RegistryEntry {
 	rank := func(e RegistryEntry) int {
+		r := 1
 		switch {
 		case e.Shielding == nil:
-			return 0
+			r = 0
 		case *e.Shielding == "S1":
-			return 2
+			r = 2
 		}
-		return 1
+		if !e.HasEffects() {
+			r += 3 // its executions cannot be counted at the sink: last
+		}
+		return r
 	}
 	var out []RegistryEntry
-	for r := 0; r < 3; r++ {
+	for r := 0; r < 6; r++ {
 		for _, e := range w.reg.Commands {
 			if ok(e) && rank(e) == r {
 				out = append(out, e)
@@ -390,13 +397,13 @@ func (w *idsWorld) chooseSynchronous(alias string) error {
 	w.candidates = nil
 	for r := 0; r < 3; r++ {
 		for _, e := range w.reg.Commands {
-			if w.mutating(e) && rank(e) == r {
+			if w.mutating(e) && e.HasEffects() && rank(e) == r {
 				w.candidates = append(w.candidates, e)
 			}
 		}
 	}
 	if len(w.candidates) == 0 {
-		return features.NotApplicable("the registry has no mutating command without confirmation")
+		return features.NotApplicable("the registry has no mutating command without confirmation that declares an external effect (\"effects\", docs/ids-binding.md): none calls the sink while it executes")
 	}
 	w.cmds[alias] = &idsCommand{entry: w.candidates[0], env: w.fresh(w.candidates[0], 0)}
 	return nil
@@ -407,7 +414,7 @@ func (w *idsWorld) chooseI3() error {
 		return features.NotApplicable("the run has no effect sink (declare effect_sink in the target file)")
 	}
 	for _, e := range w.reg.Commands {
-		if e.Class == "I3" && w.effectful(e) {
+		if e.Class == "I3" && w.effectful(e) && e.HasEffects() {
 			alias := fmt.Sprintf("I3-%s", e.Command)
 			w.cmds[alias] = &idsCommand{entry: e, env: w.fresh(e, 0)}
 			w.i3 = append(w.i3, alias)
@@ -645,10 +652,14 @@ func (w *idsWorld) sendUnderKey(ctx context.Context, as, alias string) error {
 	e := c.env
 	e.CommandID = w.name("cmd")
 	e.Intent.Target = w.name("target")
-	e.IdempotencyKey = c.env.MustKey()
+	e.IdempotencyKey = w.sinkKey(c) // the key the target stored A under (its answer says)
 	b := &idsCommand{entry: c.entry, env: e}
 	if w.env.Sink != nil {
-		b.baseline = w.waitEffects(ctx, e.IdempotencyKey, 1)
+		lo := 0
+		if c.entry.HasEffects() {
+			lo = 1 // A's own effect is in before B is counted
+		}
+		b.baseline = w.waitEffects(ctx, e.IdempotencyKey, lo)
 	}
 	w.cmds[as] = b
 	return w.send(ctx, as, nil)
@@ -953,6 +964,9 @@ func (w *idsWorld) noEffectSinceFirst(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
+	if err := w.countable(c); err != nil {
+		return err
+	}
 	if !c.dupSet {
 		return fmt.Errorf("%w: %q was never sent again", features.ErrRunnerBug, alias)
 	}
@@ -1001,10 +1015,30 @@ func (w *idsWorld) noNewExecution(alias string) error {
 	if ref == nil {
 		ref = c.first
 	}
-	if o := outcomeOf(w.last); w.last.Status < 300 && o.CommandID == outcomeOf(ref).CommandID {
+	if !freshExecution(ref, w.last) {
 		return nil
 	}
-	return features.Mismatch("a refusal (4xx) or a replay carrying the original command_id "+outcomeOf(ref).CommandID, features.Describe(w.last))
+	return features.Mismatch("a refusal (4xx) or a replay of the original outcome (command_id "+outcomeOf(ref).CommandID+", outcome_ref "+strOrNull(outcomeOf(ref).OutcomeRef)+")", features.Describe(w.last))
+}
+
+// freshExecution reports whether last is an execution of its own rather
+// than a replay of ref: a 2xx outcome whose command_id and outcome_ref are
+// both not the original's (where the original has no outcome_ref, whose
+// command_id is not). A replay with one of them wrong (the delivery's
+// command_id and the original outcome_ref, or the original command_id and
+// a fresh outcome_ref) replayed the outcome with a wrong identifier:
+// IDS-IX.A-same-outcome judges that, and the sink's count whether anything
+// executed again.
+func freshExecution(ref, last *client.Response) bool {
+	if last == nil || last.Status < 200 || last.Status > 299 {
+		return false
+	}
+	o, or := outcomeOf(last), outcomeOf(ref)
+	if o.Status == StatusProcessing || o.Status == StatusConfirm {
+		return false
+	}
+	newRef := or.OutcomeRef == nil || o.OutcomeRef == nil || *o.OutcomeRef != *or.OutcomeRef
+	return newRef && o.CommandID != or.CommandID
 }
 
 func (w *idsWorld) notExecuted(alias string) error {
@@ -1068,13 +1102,19 @@ func (w *idsWorld) noPrivate(alias string) error {
 		return nil
 	}
 	priv := outcomeOf(c.first).Result["private"]
-	if o := outcomeOf(w.last); o.Result != nil && o.Result["private"] != nil {
-		return features.Mismatch("no result.private in a replay to another actor", trimBody(w.last.Body))
-	}
 	for _, v := range leaves(priv) {
 		if len(v) >= 4 && bytes.Contains(w.last.Body, []byte(v)) {
 			return features.Mismatch("none of the original actor's private values", fmt.Sprintf("%q appears in %s", v, trimBody(w.last.Body)))
 		}
+	}
+	if freshExecution(c.first, w.last) {
+		// Executed afresh (IDS-VII.E and IDS-IX.A judge that): its private
+		// details are its own, and nothing of the original's leaked.
+		return features.NotApplicable(fmt.Sprintf("the resend was executed afresh (outcome_ref %s, not the original's %s), not replayed: no replay to judge, and none of the original actor's private values appears in it",
+			strOrNull(outcomeOf(w.last).OutcomeRef), strOrNull(outcomeOf(c.first).OutcomeRef)))
+	}
+	if o := outcomeOf(w.last); o.Result != nil && o.Result["private"] != nil {
+		return features.Mismatch("no result.private in a replay to another actor", trimBody(w.last.Body))
 	}
 	return nil
 }
@@ -1134,6 +1174,9 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 	if err != nil {
 		return err
 	}
+	if err := w.countable(c); err != nil {
+		return err
+	}
 	key := w.sinkKey(c)
 	n := w.waitEffects(ctx, key, c.baseline+lo) - c.baseline
 	what := "effect(s)"
@@ -1147,6 +1190,17 @@ func (w *idsWorld) effects(ctx context.Context, alias string, lo, hi int) error 
 		return features.Mismatch(fmt.Sprintf("%d %s at the sink for key %s within %s", lo, what, key, w.env.Budget), w.sinkReport(key))
 	}
 	return nil
+}
+
+// countable says whether c's effects can be counted at the sink: its
+// command declares an external effect (RegistryEntry.HasEffects); else the
+// assertion is N/A, and the scenario's other assertions judge the rule by
+// the answers.
+func (w *idsWorld) countable(c *idsCommand) error {
+	if c.entry.HasEffects() {
+		return nil
+	}
+	return features.NotApplicable(fmt.Sprintf("%s (%s) declares no external effect (registry \"effects\" false, or absent for I0-I2: docs/ids-binding.md): its executions cannot be counted at the sink; this scenario's other assertions judge the rule by the answers", c.entry.Command, c.entry.Class))
 }
 
 // asManyEffects checks that b, a command of its own, made as many effects
@@ -1163,6 +1217,9 @@ func (w *idsWorld) asManyEffects(ctx context.Context, b, a string) error {
 	}
 	cb, err := w.cmd(b)
 	if err != nil {
+		return err
+	}
+	if err := w.countable(ca); err != nil {
 		return err
 	}
 	ka, kb := ca.env.MustKey(), cb.env.MustKey()
@@ -1417,7 +1474,9 @@ func (w *idsWorld) readEvidence(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{"tenant_id": {c.env.TenantID}, "idempotency_key": {c.env.MustKey()}}
+	// The target's own key (the one its answers carry): whether it is the
+	// binding's is the key rules' business (IDS-VII.D-key-function).
+	q := url.Values{"tenant_id": {c.env.TenantID}, "idempotency_key": {w.sinkKey(c)}}
 	r, err := cl.Do(ctx, client.Request{Method: http.MethodGet, Path: PathEvidence + "?" + q.Encode()})
 	if err != nil {
 		return err
@@ -1517,8 +1576,8 @@ func (w *idsWorld) evidenceIDs(alias string) error {
 		return features.Mismatch("evidence items", "none")
 	}
 	for _, e := range ev {
-		if e.OriginalCommandID != c.env.CommandID || e.IdempotencyKey != c.env.MustKey() {
-			return features.Mismatch(fmt.Sprintf("original_command_id %s and idempotency_key %s in every item", c.env.CommandID, c.env.MustKey()), evidenceSummary(ev))
+		if e.OriginalCommandID != c.env.CommandID || e.IdempotencyKey != w.sinkKey(c) {
+			return features.Mismatch(fmt.Sprintf("original_command_id %s and idempotency_key %s in every item", c.env.CommandID, w.sinkKey(c)), evidenceSummary(ev))
 		}
 	}
 	return nil
@@ -1604,7 +1663,7 @@ func (w *idsWorld) statusFields(alias string) error {
 	switch {
 	case len(missing) > 0:
 		return features.Mismatch("every stored field of §VIII.B", "missing: "+strings.Join(missing, ", "))
-	case st.IdempotencyKey != c.env.MustKey() || st.CommandID != c.env.CommandID:
+	case st.IdempotencyKey != w.sinkKey(c) || st.CommandID != c.env.CommandID:
 		return features.Mismatch("the key and the original command_id of "+alias, fmt.Sprintf("key %q, command_id %q", st.IdempotencyKey, st.CommandID))
 	case !slices.Contains([]string{StatusInProgress, StatusExecuted, StatusFailed, StatusRejected, StatusCompensated}, st.Status):
 		return features.Mismatch("status in_progress, executed, failed, rejected or compensated", st.Status)
@@ -1632,7 +1691,52 @@ func (w *idsWorld) waitWindow(ctx context.Context, alias string) error {
 	return ctx.Err()
 }
 
+// waitWindowInside waits three quarters of alias's window as the target
+// runs it, counted from its first answer: a duplicate sent then is inside
+// the window with a quarter of it to spare (IDS §IX.A: "within the active
+// window").
+func (w *idsWorld) waitWindowInside(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	if c.entry.TTLSeconds == nil {
+		return features.NotApplicable(c.entry.Command + "'s window never ends")
+	}
+	win := w.window(c.entry)
+	if win < 400*time.Millisecond {
+		return features.NotApplicable(fmt.Sprintf("%s's window is %s as the target runs it: too short to send inside it with a margin", c.entry.Command, win))
+	}
+	features.Sleep(ctx, win*3/4)
+	return ctx.Err()
+}
+
 // --- confirmation ---------------------------------------------------------
+
+// sendForgedToken sends alias with a token the target never issued, of the
+// form of the one it issued for alias (same prefix up to its last "_",
+// same length, same alphabet): a forgery the target must verify, not take
+// on its form.
+func (w *idsWorld) sendForgedToken(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	real := c.token
+	i := strings.LastIndex(real, "_") + 1
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	forged := []byte(real)
+	for j := i; j < len(forged); j++ {
+		for {
+			ch := alphabet[w.env.Rand.IntN(len(alphabet)-1)] // no '_': the prefix stays the only one
+			if ch != forged[j] {
+				forged[j] = ch
+				break
+			}
+		}
+	}
+	return w.send(ctx, alias, func(e *Envelope) { e.ConfirmationToken = string(forged) })
+}
 
 func (w *idsWorld) getToken(ctx context.Context, alias string) error {
 	c, err := w.cmd(alias)
@@ -1644,7 +1748,7 @@ func (w *idsWorld) getToken(ctx context.Context, alias string) error {
 		return err
 	}
 	body, _ := json.Marshal(map[string]string{"tenant_id": c.env.TenantID, "actor_id": c.env.ActorID,
-		"command_id": c.env.CommandID, "idempotency_key": c.env.MustKey()})
+		"command_id": c.env.CommandID, "idempotency_key": w.sinkKey(c)})
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	r, err := cl.Do(ctx, client.Request{Method: http.MethodPost, Path: PathConfirmations, Header: h, Body: body})
@@ -1741,9 +1845,14 @@ func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
 			w.answered(c, r)
 		}
 		// An answer lost on the way back is the target's business: the
-		// effect count decides. Wait for the lost reply to be taken.
+		// effect count decides. Wait for the lost reply to be taken (or,
+		// for a target that files its effects under a key of its own, for
+		// its call under that key: the loss was aimed at the binding's).
 		deadline := time.Now().Add(w.env.Budget)
 		for time.Now().Before(deadline) && w.env.Sink.Calls(key) == 0 {
+			if own := w.sinkKey(c); own != key && w.env.Sink.Calls(own) > 0 {
+				break
+			}
 			features.Sleep(ctx, 20*time.Millisecond)
 		}
 		w.env.Sink.LoseReplies(0)
@@ -1752,10 +1861,22 @@ func (w *idsWorld) sendI3Lossy(ctx context.Context) error {
 }
 
 func (w *idsWorld) i3Effects(ctx context.Context) error {
-	var bad []string
+	var bad, unaimed []string
+	judged := 0
 	for _, alias := range w.i3 {
 		c := w.cmds[alias]
-		key := c.env.MustKey()
+		// Counted under the key the target reported (it posts its own key
+		// to the sink): under the binding's, a target that derives another
+		// key (a key-derivation or tenant-scope bug, which other rules
+		// judge) would show 0 effects for each command.
+		key := w.sinkKey(c)
+		if key != c.env.MustKey() && w.env.Sink.Calls(c.env.MustKey()) == 0 {
+			// The lost reply was aimed at the binding's key and never met
+			// this command: its shielding was not put to the test.
+			unaimed = append(unaimed, fmt.Sprintf("%s (its key %s)", c.entry.Command, key))
+			continue
+		}
+		judged++
 		n := w.waitEffects(ctx, key, 1)
 		if n != 1 {
 			resolved := "resolved"
@@ -1767,6 +1888,10 @@ func (w *idsWorld) i3Effects(ctx context.Context) error {
 	}
 	if len(bad) > 0 {
 		return features.Mismatch("exactly 1 effect per I3 command", strings.Join(bad, "; "))
+	}
+	if judged == 0 && len(unaimed) > 0 {
+		return features.NotApplicable("the target files its effects under keys of its own, not the binding's (" + strings.Join(unaimed, "; ") +
+			"): the lost reply, aimed at the binding's key, never met its call, so no shielding was put to the test (the key rules judge the key)")
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -432,4 +433,78 @@ func TestIDSAnEffectOfTheFirstDeliveryIsNoReexecution(t *testing.T) {
 	if len(seen) == 0 {
 		t.Fatal("no delivery was refused: the case was not exercised")
 	}
+}
+
+// TestIDSFailsNameTheRuleTheEvidenceBreaks (issue 20, point 3): a FAIL
+// names the rule its evidence breaks, and no other.
+func TestIDSFailsNameTheRuleTheEvidenceBreaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the IDS profile")
+	}
+	keyRules := []string{"IDS-VII.A-key-derived", "IDS-VII.B-key-inputs", "IDS-VII.C-ephemeral-excluded", "IDS-VII.D-key-function", "IDS-VII.E-effective-actor"}
+	want := func(t *testing.T, v map[string]string, fail []string, notFail []string) {
+		t.Helper()
+		for _, id := range fail {
+			if !strings.HasPrefix(v[id], string(verdict.Fail)) {
+				t.Errorf("%s: %s, want FAIL", id, v[id])
+			}
+		}
+		for _, id := range notFail {
+			if strings.HasPrefix(v[id], string(verdict.Fail)) {
+				t.Errorf("%s: %s, want no FAIL: the evidence breaks another rule", id, v[id])
+			}
+		}
+	}
+	// (a) A replay that re-executes (the sink called again) and answers as
+	// a fresh execution (the delivery's command_id, a new outcome_ref):
+	// IX.A-no-reexecute fails, no key rule does (the key is right).
+	t.Run("replay re-executes", func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		fresh := func(r *http.Request, reqBody []byte, doc map[string]any) {
+			k, _ := doc["idempotency_key"].(string)
+			if r.Method != http.MethodPost || r.URL.Path != "/commands" || k == "" || doc["outcome_ref"] == nil {
+				return
+			}
+			mu.Lock()
+			seen[k]++
+			n := seen[k]
+			mu.Unlock()
+			var req map[string]any
+			if n > 1 && json.Unmarshal(reqBody, &req) == nil {
+				doc["command_id"], doc["outcome_ref"] = req["command_id"], fmt.Sprintf("out_again_%d", n)
+			}
+		}
+		v := verdicts(runIDSFull(t, sutids.MutantReplayReexecutes, nil, fresh, append([]string{"IDS-IX.A-no-reexecute"}, keyRules...)))
+		want(t, v, []string{"IDS-IX.A-no-reexecute"}, keyRules)
+	})
+	// (b) A replay that carries the delivery's command_id (the original
+	// outcome_ref): the same-outcome rule fails, not a key rule and not
+	// no-reexecute (nothing executed again).
+	t.Run("replay carries a new command_id", func(t *testing.T) {
+		echo := func(r *http.Request, reqBody []byte, doc map[string]any) {
+			var req map[string]any
+			if r.Method == http.MethodPost && r.URL.Path == "/commands" && json.Unmarshal(reqBody, &req) == nil && doc["command_id"] != nil {
+				doc["command_id"] = req["command_id"]
+			}
+		}
+		v := verdicts(runIDSFull(t, "", nil, echo, append([]string{"IDS-IX.A-same-outcome", "IDS-IX.A-no-reexecute"}, keyRules...)))
+		want(t, v, []string{"IDS-IX.A-same-outcome"}, append([]string{"IDS-IX.A-no-reexecute"}, keyRules...))
+	})
+	// (c) A tenant-scope bug (the tenant not in the key: the target files
+	// each command's one effect under its own key): XV-tenant-scope fails,
+	// the shielding rule and the evidence rules do not ("0 effects" under
+	// the binding's key was the key's business).
+	t.Run("tenant not in key", func(t *testing.T) {
+		others := []string{"IDS-XI-shielding", "IDS-XII-decision", "IDS-XII-original-ids", "IDS-XII-outcome-ref", "IDS-VIII.B-stored-fields", "IDS-VIII.D-reject"}
+		v := verdicts(runIDSFull(t, sutids.MutantTenantNotInKey, nil, nil, append([]string{"IDS-XV-tenant-scope"}, others...)))
+		want(t, v, []string{"IDS-XV-tenant-scope"}, others)
+	})
+	// (d) A resend on behalf of the same principal executed afresh (the
+	// effective actor ignored): its private details are its own. VII.E
+	// fails, XV-no-leak does not.
+	t.Run("fresh execution with its own private data", func(t *testing.T) {
+		v := verdicts(runIDSFull(t, sutids.MutantEffectiveActorIgnored, nil, nil, []string{"IDS-VII.E-effective-actor", "IDS-XV-no-leak"}))
+		want(t, v, []string{"IDS-VII.E-effective-actor"}, []string{"IDS-XV-no-leak"})
+	})
 }

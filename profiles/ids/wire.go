@@ -68,6 +68,23 @@ type RegistryEntry struct {
 	// different ones); ArgsRejected, args it refuses with a terminal 422.
 	ArgsExamples []json.RawMessage `json:"args_examples"`
 	ArgsRejected json.RawMessage   `json:"args_rejected"`
+	// Effects says whether every execution makes one external effect at
+	// the effect sink (nil: not declared; see HasEffects).
+	Effects *bool `json:"effects"`
+}
+
+// HasEffects reports whether the command makes an external effect at the
+// sink per execution: as its registry entry declares ("effects"), else as
+// the binding says of its class: an I3 command does (IDS §VI: it
+// "triggers non-idempotent external calls"), an I0, I1 or I2 command does
+// not (the text never says a mutation has an external effect; "Every
+// external side effect of a command goes to the effect sink" says where
+// the ones it has go). Only effects so declared are counted.
+func (e RegistryEntry) HasEffects() bool {
+	if e.Effects != nil {
+		return *e.Effects
+	}
+	return e.Class == "I3"
 }
 
 // Outcome is the outcome document (and the processing and

@@ -24,6 +24,8 @@ const (
 	MutantNoRateLimit            = "no-rate-limit"
 	MutantReplayLeaksPrivate     = "replay-leaks-private"
 	MutantEffectiveActorIgnored  = "effective-actor-ignored"
+	MutantTokenUnverified        = "token-unverified"
+	MutantWindowHalved           = "window-halved"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -45,6 +47,8 @@ func Mutants() []Mutant {
 		{MutantNoRateLimit, "duplicates of one key are never rate-limited", "IDS-XV-rate-limit"},
 		{MutantReplayLeaksPrivate, "a replay to another actor (same principal) carries result.private", "IDS-XV-no-leak"},
 		{MutantEffectiveActorIgnored, "actor_id, not effective_actor_id, is the key's principal: a retry by another sender on behalf of the same user executes again", "IDS-VII.E-effective-actor"},
+		{MutantTokenUnverified, "a confirmation token that was never issued is accepted when it has the form of one (cft_ and 43 characters): a forged token bypasses the confirmation", "IDS-XIII-6-confirmation"},
+		{MutantWindowHalved, "the dedupe record expires at half its declared ttl_seconds: a duplicate inside the declared window executes again", "IDS-IX.A-no-reexecute"},
 	}
 }
 

@@ -3,6 +3,7 @@ package ids
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,6 +101,18 @@ var mutantScenarios = map[string]func(t *testing.T, e *testEnv) bool{
 		tok2 := e.confirm("acme", "cmd-1", k)
 		otherKey := e.send(mkEnv(cmdOrderCancel, map[string]any{}, "confirmation_token", tok2)).status != 403
 		return other || otherKey
+	},
+	MutantTokenUnverified: func(t *testing.T, e *testEnv) bool {
+		k := keyOf(t, e.send(cancel()))
+		tok := e.confirm("acme", "cmd-1", k)
+		forged := tok[:4] + strings.Repeat("A", len(tok)-4) // the form of a token, never issued
+		return e.send(cancel("confirmation_token", forged)).status != 403 || e.sink.totalEffects() != 0
+	},
+	MutantWindowHalved: func(t *testing.T, e *testEnv) bool {
+		e.send(note("w")) // note.add: ttl_seconds 120
+		e.clock.advance(90 * time.Second)
+		r := e.send(note("w", "command_id", "cmd-2"))
+		return r.decision() != decReplayed || e.sink.totalEffects() != 1
 	},
 	MutantReplayAsksConfirmation: func(t *testing.T, e *testEnv) bool {
 		k := keyOf(t, e.send(cancel()))

@@ -19,6 +19,10 @@ type command struct {
 	Shielding  *string `json:"shielding"`
 	Financial  bool    `json:"financial"`
 	Confirm    bool    `json:"requires_confirmation"`
+	// Effects says every execution makes one external effect at the sink
+	// (docs/ids-binding.md, GET /registry); false: it changes the server's
+	// own state only (I0, and I1/I2 under Config.InternalOnly).
+	Effects bool `json:"effects"`
 	// Examples are args the command accepts (two different ones, for the
 	// harness to build commands from); Rejected, args it refuses with a
 	// terminal 422 (nil: none declared).
@@ -59,26 +63,26 @@ const (
 // registry is the bundled server's registry, in the order GET /registry
 // lists it.
 var registry = []*command{
-	{Name: cmdPaymentCapture, Class: "I3", TTLSeconds: i64(86400), Shielding: str("S1"), Financial: true,
+	{Name: cmdPaymentCapture, Class: "I3", TTLSeconds: i64(86400), Shielding: str("S1"), Financial: true, Effects: true,
 		Examples: []json.RawMessage{json.RawMessage(`{"amount_minor":1250,"currency":"EUR"}`), json.RawMessage(`{"amount_minor":990,"currency":"USD"}`)},
 		Rejected: json.RawMessage(`{"amount_minor":0,"currency":"EUR"}`),
 		validate: validateAmount("currency"), result: paymentResult},
-	{Name: cmdRefundIssue, Class: "I3", TTLSeconds: i64(86400), Shielding: str("S2"), Financial: true,
+	{Name: cmdRefundIssue, Class: "I3", TTLSeconds: i64(86400), Shielding: str("S2"), Financial: true, Effects: true,
 		Examples: []json.RawMessage{json.RawMessage(`{"amount_minor":500,"payment_ref":"pay-1"}`), json.RawMessage(`{"amount_minor":700,"payment_ref":"pay-2"}`)},
 		Rejected: json.RawMessage(`{"amount_minor":-5,"payment_ref":"pay-1"}`),
 		validate: validateAmount("payment_ref"), result: refundResult},
-	{Name: cmdOrderCancel, Class: "I1", TTLSeconds: nil, Confirm: true,
+	{Name: cmdOrderCancel, Class: "I1", TTLSeconds: nil, Confirm: true, Effects: true,
 		Examples: []json.RawMessage{json.RawMessage(`{"reason":"customer asked"}`), json.RawMessage(`{"reason":"out of stock"}`)},
 		validate: validateOptionalString("reason", 0), result: effectResult},
-	{Name: cmdMemberRemove, Class: "I2", TTLSeconds: i64(60), Confirm: true,
+	{Name: cmdMemberRemove, Class: "I2", TTLSeconds: i64(60), Confirm: true, Effects: true,
 		Examples: []json.RawMessage{json.RawMessage(`{"member":"m-1"}`), json.RawMessage(`{"member":"m-2"}`)},
 		validate: validateMember, result: effectResult},
-	{Name: cmdNoteAdd, Class: "I2", TTLSeconds: i64(120),
+	{Name: cmdNoteAdd, Class: "I2", TTLSeconds: i64(120), Effects: true,
 		Examples: []json.RawMessage{json.RawMessage(`{"text":"call back"}`), json.RawMessage(`{"text":"sent the invoice"}`)},
 		validate: validateNote, result: effectResult},
 	// tag.set is a strict idempotent mutation (I1, the default class): its
 	// record never expires and it needs no confirmation.
-	{Name: cmdTagSet, Class: "I1", TTLSeconds: nil,
+	{Name: cmdTagSet, Class: "I1", TTLSeconds: nil, Effects: true,
 		Examples: []json.RawMessage{json.RawMessage(`{"tag":"vip"}`), json.RawMessage(`{"tag":"churn-risk"}`)},
 		Rejected: json.RawMessage(`{"tag":""}`),
 		validate: validateTag, result: effectResult},
@@ -111,14 +115,35 @@ type rateDoc struct {
 	WindowSeconds int `json:"window_seconds"`
 }
 
-var registryBody = func() []byte {
+var registryBody = registryBodyOf(false)
+
+// registryBodyOf is GET /registry; internalOnly declares the I1 and I2
+// commands without external effect (Config.InternalOnly).
+func registryBodyOf(internalOnly bool) []byte {
+	cmds := registry
+	if internalOnly {
+		cmds = nil
+		for _, c := range registry {
+			cp := *c
+			if cp.internal(true) {
+				cp.Effects = false
+			}
+			cmds = append(cmds, &cp)
+		}
+	}
 	b, err := json.Marshal(registryDoc{Binding: bindingName, DuplicateRateLimit: rateDoc{rateLimitMax, rateLimitWindow},
-		ConfirmationTTL: confirmationTTL, Commands: registry})
+		ConfirmationTTL: confirmationTTL, Commands: cmds})
 	if err != nil {
 		panic(err)
 	}
 	return b
-}()
+}
+
+// internal reports whether the command changes the server's state only
+// (no sink call) when the server runs with InternalOnly.
+func (c *command) internal(internalOnly bool) bool {
+	return internalOnly && (c.Class == "I1" || c.Class == "I2")
+}
 
 var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 

@@ -63,7 +63,24 @@ type Config struct {
 	Logger *slog.Logger
 	// SinkTimeout bounds one sink call; 0 means 2 s.
 	SinkTimeout time.Duration
+	// ReplayForm is how a duplicate of a terminal command is answered
+	// (IDS §IX.A, docs/ids-binding.md "Answers"): ReplayOutcome ("" too),
+	// the stored outcome document byte for byte; ReplayReference, a
+	// reference document (the original command_id, key, status and
+	// outcome_ref, the status and evidence URLs; no result), with the
+	// original HTTP status.
+	ReplayForm string
+	// InternalOnly makes the I1 and I2 commands change the server's own
+	// state only: no sink call, and the registry declares them "effects":
+	// false (docs/ids-binding.md). The I3 commands keep their effects.
+	InternalOnly bool
 }
+
+// The replay forms of Config.ReplayForm.
+const (
+	ReplayOutcome   = "outcome"
+	ReplayReference = "reference"
+)
 
 // Server is the IDS reference server. Its handler is safe for concurrent use.
 type Server struct {
@@ -122,6 +139,13 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 			names = append(names, m.Name)
 		}
 		return nil, fmt.Errorf("ids: open: unknown mutant %q (valid: %s)", c.Mutant, strings.Join(names, ", "))
+	}
+	switch c.ReplayForm {
+	case "":
+		c.ReplayForm = ReplayOutcome
+	case ReplayOutcome, ReplayReference:
+	default:
+		return nil, fmt.Errorf("ids: open: replay form %q: want %s or %s", c.ReplayForm, ReplayOutcome, ReplayReference)
 	}
 	if c.TimeScale == 0 {
 		c.TimeScale = 1
@@ -351,7 +375,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	case path == "/registry":
 		m, h = "GET", func(w http.ResponseWriter, r *http.Request) error {
-			writeRaw(w, 200, "application/json", registryBody)
+			if s.cfg.InternalOnly {
+				writeRaw(w, 200, "application/json", registryBodyOf(true))
+			} else {
+				writeRaw(w, 200, "application/json", registryBody)
+			}
 			return nil
 		}
 	case path == "/commands":

@@ -2,11 +2,13 @@ package ids
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -717,5 +719,33 @@ func TestStatusURLAnswers(t *testing.T) {
 	}
 	if st := e.get("/commands/same").json(t); st["tenant_id"] != "globex" {
 		t.Fatalf("newest: %v", st)
+	}
+}
+
+// TestReplayByReference: with ReplayForm reference a duplicate of a
+// terminal command is answered with the original HTTP status and a
+// reference document (IDS §IX.A's second form): the original command_id,
+// key, status and outcome_ref, the status and evidence URLs, no result;
+// nothing executes again. An unknown form is refused at Open.
+func TestReplayByReference(t *testing.T) {
+	e := newEnv(t, "", func(c *Config) { c.ReplayForm = ReplayReference })
+	r1 := e.send(payment(500))
+	d1 := r1.json(t)
+	key := keyOf(t, r1)
+	r2 := e.send(payment(500, "command_id", "cmd-dup"))
+	d2 := r2.json(t)
+	if r2.status != r1.status || r2.decision() != decReplayed || d2["command_id"] != "cmd-1" || d2["outcome_ref"] != d1["outcome_ref"] ||
+		d2["status"] != "executed" || d2["idempotency_key"] != key || d2["status_url"] != "/commands/cmd-1" ||
+		d2["evidence_url"] != "/evidence?tenant_id=acme&idempotency_key="+key {
+		t.Fatalf("reference replay: %s (first %s)", r2, r1)
+	}
+	if _, ok := d2["result"]; ok {
+		t.Fatalf("a reference carries no result: %s", r2.body)
+	}
+	if n := e.sink.postsOf(key); n != 1 {
+		t.Fatalf("sink POSTs %d, want 1", n)
+	}
+	if _, err := Open(context.Background(), Config{DBPath: filepath.Join(t.TempDir(), "x.db"), SinkURL: "http://127.0.0.1:1", ReplayForm: "summary"}); err == nil {
+		t.Fatal("an unknown replay form was accepted")
 	}
 }
