@@ -158,6 +158,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^the last answer has the status and outcome document of the first answer to ` + q + `$`, Fn: w.sameDocument, Kind: features.Check},
 		{Pattern: `^the last answer has the outcome_ref and command_id of the first answer to ` + q + `$`, Fn: w.sameReference, Kind: features.Check},
 		{Pattern: `^the last answer is byte for byte the first answer to ` + q + `$`, Fn: w.sameBytes, Kind: features.Check},
+		{Pattern: `^the last answer is byte for byte the answer before it to ` + q + `$`, Fn: w.sameAsPrevious, Kind: features.Check},
 		{Pattern: `^the answer carries the key the binding derives for ` + q + `$`, Fn: w.keyDerived, Kind: features.Check},
 		{Pattern: `^the answer's key is a digest of at least 256 bits$`, Fn: w.keyLength, Kind: features.Check},
 		{Pattern: `^the answer to ` + q + ` is not an answer to ` + q + `$`, Fn: w.notAnswerTo, Kind: features.Check},
@@ -907,6 +908,25 @@ func (w *idsWorld) sameBytes(alias string) error {
 	}
 	if c.first == nil || w.last == nil || c.first.Status != w.last.Status || !bytes.Equal(c.first.Body, w.last.Body) {
 		return features.Mismatch("the first answer byte for byte: "+features.Describe(c.first), features.Describe(w.last))
+	}
+	return nil
+}
+
+// sameAsPrevious: the last two answers to alias (two replays) are the
+// same bytes: §IX.C's "stable across replays", which holds under either
+// reading of replay-form (a reference replay is not the first answer).
+func (w *idsWorld) sameAsPrevious(alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	n := len(c.answers)
+	if n < 3 {
+		return fmt.Errorf("%w: %q has %d answers, not two replays", features.ErrRunnerBug, alias, n)
+	}
+	a, b := c.answers[n-2], c.answers[n-1]
+	if a == nil || b == nil || a.Status != b.Status || !bytes.Equal(a.Body, b.Body) {
+		return features.Mismatch("the replay before it byte for byte: "+features.Describe(a), features.Describe(b))
 	}
 	return nil
 }
