@@ -133,7 +133,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
-	if code, stop := parseFlags(fs, args, false); stop {
+	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
 	}
 	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Chaos != nil }); err != nil {

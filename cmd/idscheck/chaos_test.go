@@ -604,7 +604,7 @@ func TestChaosFaultsFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cli(t.Context(), []string{"chaos", "-h"}, &stdout, &stderr)
 	for _, name := range faults.Names() {
-		if !strings.Contains(stderr.String(), name) {
+		if !strings.Contains(stdout.String(), name) {
 			t.Errorf("chaos -h does not name the fault %s", name)
 		}
 	}

@@ -44,7 +44,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// Flags may come before or after DIR: parse again after each argument.
 	var dirs []string
 	for rest := args; ; {
-		if code, stop := parseFlags(fs, rest, true); stop {
+		if code, stop := parseFlags(fs, rest, true, stdout); stop {
 			return code
 		}
 		if fs.NArg() == 0 {

@@ -83,7 +83,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
 	fs.IntVar(&c.parallel, "parallel", 3, "mutants certified at once, each by a child idscheck run (1: one after another, in this process)")
-	if code, stop := parseFlags(fs, args, false); stop {
+	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
 	}
 	if c.parallel < 1 || c.parallel > 32 {

@@ -118,8 +118,8 @@ func TestReportCommand(t *testing.T) {
 		{"help", func(string) []string { return []string{"-h"} }, exitOK, "Usage: idscheck report"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, errs := runReportCmd(t, tc.args(writeRun(t, false))...)
-			if code != tc.code || !strings.Contains(errs, tc.msg) {
+			code, out, errs := runReportCmd(t, tc.args(writeRun(t, false))...)
+			if code != tc.code || !strings.Contains(errs+out, tc.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.msg)
 			}
 		})

@@ -29,7 +29,7 @@ func cmdRules(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.level, "level", "", "list only the rules of this level (MUST, SHOULD or MAY); empty: all")
 	fs.BoolVar(&cfg.json, "json", false, "print the full rules (quote, binding, explanation, untestable reason, readings with their quotes) as a JSON array")
 	fs.IntVar(&cfg.width, "width", 72, "characters of the quote shown in the table (0: the whole quote)")
-	if code, done := parseFlags(fs, args, false); done {
+	if code, done := parseFlags(fs, args, false, stdout); done {
 		return code
 	}
 	rules, err := selectCatalog(cfg)

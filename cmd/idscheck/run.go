@@ -96,7 +96,7 @@ const defaultHealthWait = 10 * time.Second
 // maxHealthProbe bounds one GET /health of the wait.
 const maxHealthProbe = 2 * time.Second
 
-func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, int, bool) {
+func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (runConfig, int, bool) {
 	var c runConfig
 	fs := newFlagSet("run", runSynopsis, stderr)
 	prof, err := lookupProfile(argProfile(args, defaultProfile()))
@@ -119,7 +119,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
 	fs.IntVar(&c.minJudged, "min-judged", 1, "the least number of testable rules the run must judge (PASS, FAIL, NON-STRICT or READING); fewer: exit 4, never a pass")
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
-	if code, stop := parseFlags(fs, args, false); stop {
+	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return c, code, true
 	}
 	c.values = map[string]string{}
@@ -195,7 +195,7 @@ func shellQuote(s string) string {
 
 // cmdRun is `idscheck run`.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, code, stop := parseRunFlags(args, os.Getenv, stderr)
+	c, code, stop := parseRunFlags(args, os.Getenv, stdout, stderr)
 	if stop {
 		return code
 	}

@@ -49,7 +49,7 @@ func TestRunUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad flag", []string{"--no-such-flag"}, "flag provided but not defined"},
+		{"bad flag", []string{"--no-such-flag"}, "unknown flag --no-such-flag"},
 		{"stray argument", []string{"extra"}, "unexpected argument"},
 		{"unknown profile", []string{"--profile", "nope"}, `unknown profile "nope"`},
 		{"target without key", []string{"--target", "http://127.0.0.1:1"}, "an API key is required with --target"},
@@ -197,7 +197,7 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 		return ""
 	}
 	c, code, stop := parseRunFlags([]string{"--target", "http://127.0.0.1:9", "--api-key", "s3cret", "--admin-token", "adm1n",
-		"--rules", "INTENT-7.*", "--seed", "42", "--strict"}, env, io.Discard)
+		"--rules", "INTENT-7.*", "--seed", "42", "--strict"}, env, io.Discard, io.Discard)
 	if stop {
 		t.Fatalf("parse stopped with %d", code)
 	}
@@ -471,7 +471,7 @@ func TestRunExpectedFailures(t *testing.T) {
 
 func TestRunReadingFlag(t *testing.T) {
 	var stderr strings.Builder
-	c, code, stop := parseRunFlags([]string{"--reading", "lease-expiry=immediate", "--reading", "extend=added"}, func(string) string { return "" }, &stderr)
+	c, code, stop := parseRunFlags([]string{"--reading", "lease-expiry=immediate", "--reading", "extend=added"}, func(string) string { return "" }, io.Discard, &stderr)
 	if stop || code != 0 {
 		t.Fatalf("valid readings refused: %d %s", code, stderr.String())
 	}
@@ -488,7 +488,7 @@ func TestRunReadingFlag(t *testing.T) {
 		{"lease-expiry", "want DECISION=READING"},
 	} {
 		stderr.Reset()
-		_, code, stop := parseRunFlags([]string{"--reading", bad.arg}, func(string) string { return "" }, &stderr)
+		_, code, stop := parseRunFlags([]string{"--reading", bad.arg}, func(string) string { return "" }, io.Discard, &stderr)
 		if !stop || code != exitUsage || !strings.Contains(stderr.String(), bad.says) {
 			t.Errorf("--reading %s: exit %d, stderr %q, want 2 saying %q", bad.arg, code, stderr.String(), bad.says)
 		}

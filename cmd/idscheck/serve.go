@@ -75,7 +75,7 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the server's random choices (0: drawn)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	run := p.Serve.Flags(fs)
-	if code, done := parseFlags(fs, args, false); done {
+	if code, done := parseFlags(fs, args, false, stdout); done {
 		return code
 	}
 	var lv slog.Level

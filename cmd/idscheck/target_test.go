@@ -119,7 +119,7 @@ func TestTargetFlagOverridesFile(t *testing.T) {
 		t.Errorf("readings %v: want the flag's lease-expiry and the file's extend", tf.Readings)
 	}
 	// The same through run: the flag's key is the one the reproduce line names.
-	c, code, stop := parseRunFlags([]string{"--target-file", file, "--admin-token", "flag-admin"}, envOf(nil), io.Discard)
+	c, code, stop := parseRunFlags([]string{"--target-file", file, "--admin-token", "flag-admin"}, envOf(nil), io.Discard, io.Discard)
 	if stop {
 		t.Fatalf("run refused the file: exit %d", code)
 	}
@@ -279,7 +279,7 @@ func TestTargetHelpDocumentsTheFile(t *testing.T) {
 			t.Fatalf("%s -h: exit %d", cmd, code)
 		}
 		for _, s := range []string{"Target file (--target-file FILE)", "api_key_env", "target_cmd", "readings", "effect_sink", "-target-file"} {
-			if !strings.Contains(stderr.String(), s) {
+			if !strings.Contains(stdout.String(), s) {
 				t.Errorf("%s -h lacks %q", cmd, s)
 			}
 		}
