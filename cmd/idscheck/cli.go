@@ -36,6 +36,7 @@ func commands() []command {
 		{"rules", "list the rule catalog", cmdRules},
 		{"serve", "run the bundled reference server", cmdServe},
 		{"mutants", "certify every deliberate mutant of the reference server and print the kill matrix", cmdMutants},
+		{"version", "print the version and VCS revision of this build (also: idscheck --version)", cmdVersion},
 	}
 }
 
@@ -47,6 +48,9 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(ctx, args[1:], stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {

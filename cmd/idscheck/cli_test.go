@@ -60,6 +60,7 @@ var mistypedFlags = map[string][2]string{
 	"rules":   {"--levle", "--level"},
 	"serve":   {"--adr", "--addr"},
 	"mutants": {"--paralel", "--parallel"},
+	"version": {"--jsn", "--json"},
 }
 
 // TestMistypedFlagIsOneLine: a mistyped flag of any command is one line on
