@@ -114,7 +114,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	profileFlag(fs, profile, defaultProfile(), "profile whose chaos workload to run")
 	regProf, err := lookupProfile(argProfile(args, defaultProfile()))
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: --profile: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
 	c.tgt.register(fs, regProf) // --target-file, --target, --target-cmd, credentials, --time-scale
@@ -251,7 +251,7 @@ func (c *chaosConfig) validate() error {
 	}
 	tokens, err := c.faultTokens()
 	if err != nil {
-		return fmt.Errorf("--faults: %w", err)
+		return errors.New("--faults: " + trimEcho(err.Error(), "faults"))
 	}
 	if c.target == "" {
 		// The bundled server's failpoints are known: a name it lacks is a typo.

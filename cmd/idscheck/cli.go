@@ -111,6 +111,22 @@ func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool, stdout io.Write
 	return 0, false
 }
 
+// trimEcho drops the leading "name: " of msg for each of names (again and
+// again): the words the caller's own prefix already says. "idscheck run: "
+// and an error "run: no rule matches …" make "idscheck run: no rule
+// matches …", not "idscheck run: run: …".
+func trimEcho(msg string, names ...string) string {
+	for again := true; again; {
+		again = false
+		for _, n := range names {
+			if rest, ok := strings.CutPrefix(msg, n+": "); ok {
+				msg, again = rest, true
+			}
+		}
+	}
+	return msg
+}
+
 // flagErrorText says what was wrong with the flags in one line: an unknown
 // flag with the nearest one fs defines ("unknown flag --seeed; did you mean
 // --seed?"), or the flag package's own words with flags spelt "--name".

@@ -7,6 +7,7 @@ import (
 	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/profiles/toy"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -149,4 +150,70 @@ func TestEverySubcommandTakesAProfile(t *testing.T) {
 			t.Errorf("%s --profile no-such-profile: exit %d, %q", cmd, code, out.String()+errb.String())
 		}
 	}
+}
+
+// doubledPrefix returns the first "x: x:" of s ("--faults: faults:",
+// "idscheck run: run:"), or "".
+func doubledPrefix(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		parts := strings.Split(line, ": ")
+		for i := 0; i+1 < len(parts); i++ {
+			f := strings.Fields(parts[i])
+			if len(f) == 0 {
+				continue
+			}
+			a, b := strings.TrimLeft(f[len(f)-1], "-"), strings.TrimLeft(parts[i+1], "-")
+			if a != "" && a == b {
+				return line
+			}
+		}
+	}
+	return ""
+}
+
+// TestErrorsSayEachPrefixOnce: no error repeats its prefix ("--faults:
+// faults:", "run: run:"), and an unknown profile lists the profiles as
+// words, not a Go slice.
+func TestErrorsSayEachPrefixOnce(t *testing.T) {
+	if got := doubledPrefix("idscheck run: run: no rule"); got == "" {
+		t.Fatal("doubledPrefix misses a double")
+	}
+	out := t.TempDir()
+	for _, args := range [][]string{
+		{"chaos", "--faults", "quake", "--out", out},
+		{"chaos", "--faults", "net,quake", "--out", out},
+		{"chaos", "--profile", "ids", "--faults", "quake", "--out", out},
+		{"run", "--rules", "NOPE-*", "--out", out},
+		{"run", "--rules", "INTENT-[", "--out", out},
+		{"run", "--reading", "a=b", "--out", out},
+		{"rules", "--level", "REQUIRED"},
+		{"serve", "--profile", "ids", "--addr", "127.0.0.1:0"},
+		{"report", filepath.Join(out, "none")},
+		{"check", filepath.Join(out, "none")},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli(t.Context(), args, &stdout, &stderr)
+		if code == exitOK {
+			t.Errorf("%v: exit 0", args)
+		}
+		if d := doubledPrefix(stderr.String()); d != "" {
+			t.Errorf("%v: a prefix said twice: %q", args, d)
+		}
+	}
+	want := `unknown profile "nope"; profiles: ` + strings.Join(profileNamesOf(), ", ")
+	for _, cmd := range []string{"rules", "run", "chaos", "mutants", "serve"} {
+		var stdout, stderr bytes.Buffer
+		cli(t.Context(), []string{cmd, "--profile", "nope"}, &stdout, &stderr)
+		if got, w := stderr.String(), "idscheck "+cmd+": "+want+"\n"; got != w {
+			t.Errorf("%s --profile nope:\n%q\nwant\n%q", cmd, got, w)
+		}
+	}
+}
+
+func profileNamesOf() []string {
+	var out []string
+	for _, n := range profiles.Names() {
+		out = append(out, string(n))
+	}
+	return out
 }

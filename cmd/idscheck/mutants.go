@@ -101,7 +101,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	prof, ok := profiles.Lookup(spec.Profile(c.profile))
 	if !ok {
-		fmt.Fprintf(stderr, "idscheck mutants: --profile: unknown profile %q: want %s\n", c.profile, profileNames())
+		fmt.Fprintf(stderr, "idscheck mutants: %v\n", errUnknownProfile(c.profile))
 		return exitUsage
 	}
 	c.prof = prof

@@ -101,7 +101,7 @@ func selectCatalog(cfg rulesConfig) ([]spec.Rule, error) {
 	if cfg.profile != "" {
 		p, err := lookupProfile(cfg.profile)
 		if err != nil {
-			return nil, fmt.Errorf("--profile: %w", err)
+			return nil, err
 		}
 		all = p.Rules()
 	} else {

@@ -101,7 +101,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	fs := newFlagSet("run", runSynopsis, stderr)
 	prof, err := lookupProfile(argProfile(args, defaultProfile()))
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck run: --profile: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
 		return c, exitUsage, true
 	}
 	c.tgt.register(fs, prof)
@@ -136,7 +136,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 		return usageErr("%v", err)
 	}
 	if p, ok := profiles.Lookup(spec.Profile(c.profile)); !ok {
-		return usageErr("--profile: unknown profile %q: want %s", c.profile, profileNames())
+		return usageErr("%v", errUnknownProfile(c.profile))
 	} else if p.Suite == nil {
 		return usageErr("profile %q has no scenarios yet", c.profile)
 	}
@@ -318,7 +318,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Sink:            effects,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck run: %s\n", trimEcho(err.Error(), "run"))
 		return exitUsage
 	}
 	res.Redact(secrets)

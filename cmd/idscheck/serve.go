@@ -17,7 +17,7 @@ import (
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	p, err := lookupProfile(argProfile(args, defaultProfile()))
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck serve: --profile: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
 		return exitUsage
 	}
 	if p.Serve == nil {
@@ -93,7 +93,7 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	if err := run(ctx, c); err != nil {
-		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck serve: %s\n", trimEcho(err.Error(), "serve"))
 		return exitUsage
 	}
 	return exitOK
