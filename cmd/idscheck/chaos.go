@@ -418,12 +418,15 @@ type chaosRun struct {
 	Files     []string `json:"files,omitempty"`
 	Undrained bool     `json:"undrained,omitempty"`
 	Summary   string   `json:"summary,omitempty"`
+	// ReplayNeeds says what Command needs set in the environment: the
+	// variables it names in place of secrets.
+	ReplayNeeds string `json:"replay_needs,omitempty"`
 }
 
 // command is the line that replays the run, with no secret: the API key is
 // $API_KEY, and --target-cmd is redacted (redact.Redactor.Command).
 func (c chaosConfig) command() string {
-	parts := []string{"idscheck chaos"}
+	parts := []string{selfCommand + " chaos"}
 	defStorm := 100
 	parts = append(parts, "--profile", string(c.profile))
 	if c.workload.StormMax > 0 {
@@ -442,12 +445,23 @@ func (c chaosConfig) command() string {
 		parts = append(parts, "--target", red.String(c.target), "--api-key", `"$IDSCHECK_API_KEY"`)
 	}
 	if c.targetCmd != "" {
-		parts = append(parts, "--target-cmd", chaosShellQuote(red.Command(c.targetCmd)))
+		parts = append(parts, "--target-cmd", chaosShellQuote(replayCommand(c.targetCmd, c.secrets(), new(replayNeeds))))
 	}
 	if c.mutant != "" {
 		parts = append(parts, "--mutant", c.mutant)
 	}
 	return strings.Join(parts, " ")
+}
+
+// replayNeeds is what the replay line needs from the environment (see
+// runConfig.reproduceNeeds).
+func (c chaosConfig) replayNeeds() replayNeeds {
+	var needs replayNeeds
+	c.tgt.credentialNeeds(&needs)
+	if c.targetCmd != "" {
+		replayCommand(c.targetCmd, c.secrets(), &needs)
+	}
+	return needs
 }
 
 func chaosShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -555,9 +569,6 @@ func printChaosOutcome(stdout io.Writer, run chaosRun, rep checker.Report, dir s
 			names[i] = m.Fault + " (" + string(m.Status) + ")"
 		}
 		fmt.Fprintf(stdout, "%s: %d of %d requested faults never injected: %s\n", verdict.Unknown, len(missing), len(run.Coverage), strings.Join(names, ", "))
-		if !strings.Contains(text, "replay: ") {
-			fmt.Fprintf(stdout, "replay: %s\n", run.Command)
-		}
 	}
 }
 
@@ -953,7 +964,8 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
 		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
 		Coverage: cover, Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
-		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary)}
+		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary),
+		ReplayNeeds: c.replayNeeds().note()}
 	redactChaosRun(&run, red)
 	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -1050,7 +1062,11 @@ func chaosUnreachable(c chaosConfig, red *redact.Redactor, cause string, stdout,
 		fmt.Fprintf(stderr, "idscheck chaos: writing the report: %v\n", err)
 		return exitUnreachable
 	}
-	fmt.Fprintf(stdout, "idscheck chaos: target unreachable, no chaos run: %s\nreport: %s\nreplay: %s\nexit %d: target unreachable\n",
-		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, exitUnreachable)
+	needs := ""
+	if n := c.replayNeeds().note(); n != "" {
+		needs = "        (" + n + ")\n"
+	}
+	fmt.Fprintf(stdout, "idscheck chaos: target unreachable, no chaos run: %s\nreport: %s\nreplay: %s\n%sexit %d: target unreachable\n",
+		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, exitUnreachable)
 	return exitUnreachable
 }

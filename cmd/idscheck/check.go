@@ -230,9 +230,11 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 			fmt.Fprintf(w, "- %s %s: %s\n", a.Kind, a.Key, strings.TrimSpace(a.Explanation))
 		}
 	}
-	fmt.Fprintf(w, "run directory: %s (re-check offline: idscheck check %s)\n", dir, dir)
-	if violations > 0 {
-		fmt.Fprintf(w, "replay: %s\n", run.Command)
+	fmt.Fprintf(w, "run directory: %s (re-check offline: %s check %s)\n", dir, selfCommand, shellQuote(dir))
+	// Every run, passing or not, says how to run it again.
+	fmt.Fprintf(w, "replay: %s\n", run.Command)
+	if run.ReplayNeeds != "" {
+		fmt.Fprintf(w, "        (%s)\n", run.ReplayNeeds)
 	}
 }
 

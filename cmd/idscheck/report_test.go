@@ -258,7 +258,7 @@ func TestReportSummaryBlockedAndReading(t *testing.T) {
 	doc := &reports.Result{Profile: intent.Name, Started: t0, Finished: t0.Add(time.Second), Command: "idscheck run",
 		ExitCode: g.code, Rules: reports.Entries(rules, results, nil)}
 	var b bytes.Buffer
-	printSummary(&b, doc, &features.RunResult{}, g, "")
+	printSummary(&b, doc, &features.RunResult{}, g, "", nil)
 	out := b.String()
 	for _, want := range []string{
 		"  BLOCKED    1\n",

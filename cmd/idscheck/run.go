@@ -168,7 +168,7 @@ func (c runConfig) globs() []string { return splitList(c.rules) }
 // replaced by its environment variable. Values from the target file are not
 // repeated: the file is named instead.
 func (c runConfig) reproduce() string {
-	parts := []string{"idscheck", "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
+	parts := []string{selfCommand, "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
 	for _, name := range c.setFlags {
 		if name == "seed" {
 			continue
@@ -181,6 +181,33 @@ func (c runConfig) reproduce() string {
 	}
 	parts = append(parts, c.tgt.reproduceEnv()...)
 	return strings.Join(parts, " ")
+}
+
+// reproduceNeeds is what the reproduce line needs from the environment:
+// the variables it names in place of the credentials given by flag and of
+// the secrets of --target-cmd.
+func (c runConfig) reproduceNeeds() replayNeeds {
+	var needs replayNeeds
+	c.tgt.credentialNeeds(&needs)
+	if containsString(c.setFlags, "target-cmd") {
+		replayCommand(c.tgt.cli.targetCmd, c.tgt.Secrets(), &needs)
+	}
+	return needs
+}
+
+// reproduceNote is the note of a result that says what the reproduce line
+// needs set (reproduceNeeds); printReproduce prints it under the line.
+const reproduceNote = "to reproduce: "
+
+// printReproduce writes the reproduce line of doc and, under it, what it
+// needs from the environment.
+func printReproduce(b io.Writer, doc *reports.Result) {
+	fmt.Fprintf(b, "reproduce: %s\n", doc.Command)
+	for _, n := range doc.Notes {
+		if rest, ok := strings.CutPrefix(n, reproduceNote); ok {
+			fmt.Fprintf(b, "           (%s)\n", rest)
+		}
+	}
 }
 
 func shellQuote(s string) string {
@@ -321,17 +348,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: %s\n", trimEcho(err.Error(), "run"))
 		return exitUsage
 	}
+	// The failed exchanges as curl lines, before the redaction: each
+	// credential is told by its value and printed as its variable.
+	curls := failedCurls(res, target.BaseURL, targetShellVars(target))
 	res.Redact(secrets)
 	g := gate(res.Rules, rules, expected, c.strict)
 	doc, g := newRunResult(c, target, bundled, res, rules, expected, g, secrets)
 	if err := writeRunDir(c.out, doc, res); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		if _, serr := os.Stat(filepath.Join(c.out, reports.ResultFile)); serr != nil {
-			printSummary(stdout, doc, res, g, "")
+			printSummary(stdout, doc, res, g, "", curls)
 			return exitUsage
 		}
 	}
-	printSummary(stdout, doc, res, g, c.out)
+	printSummary(stdout, doc, res, g, c.out, curls)
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(stderr, "idscheck run: interrupted; the scenarios left are UNKNOWN")
@@ -389,12 +419,18 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 		Notes:            []string{fmt.Sprintf("exit %d: %s: %s", code, what, cause), "No rule was checked. " + fix},
 		Redact:           secrets,
 	}
+	if n := c.reproduceNeeds().note(); n != "" {
+		doc.Notes = append(doc.Notes, reproduceNote+n)
+	}
 	if err := reports.WriteAll(c.out, doc); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		return code
 	}
-	fmt.Fprintf(stdout, "\nidscheck run: %s, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: %s\n",
-		what, oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, code, what)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nidscheck run: %s, no rule checked: %s\n\nreport:    %s\n", what, oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile))
+	printReproduce(&b, doc)
+	fmt.Fprintf(&b, "exit %d: %s\n", code, what)
+	io.WriteString(stdout, b.String())
 	return code
 }
 
@@ -697,6 +733,9 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 	g = g.covered(out.Summary(), c.minJudged)
 	out.ExitCode = g.code
 	out.Notes = []string{fmt.Sprintf("exit %d: %s", g.code, g.message)}
+	if n := c.reproduceNeeds().note(); n != "" {
+		out.Notes = append(out.Notes, reproduceNote+n)
+	}
 	for _, id := range g.nowPasses {
 		out.Notes = append(out.Notes, id+" now passes: remove it from the expected-failures file")
 	}
@@ -747,7 +786,7 @@ func writeHistory(name string, exs []verdict.Exchange) error {
 	return f.Close()
 }
 
-func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g gateResult, dir string) {
+func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g gateResult, dir string, curls map[string][]string) {
 	var b strings.Builder
 	sum := doc.Summary()
 	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
@@ -812,11 +851,16 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	if hidden > 0 {
 		fmt.Fprintf(&b, "  … and %d more: see the report\n", hidden)
 	}
+	var failedIDs []string
+	for _, r := range rules {
+		failedIDs = append(failedIDs, r.Rule.ID)
+	}
+	printCurls(&b, failedIDs, curls, doc.Target.Bundled)
 	b.WriteString("\n")
 	if dir != "" {
 		fmt.Fprintf(&b, "report:    %s\n", filepath.Join(dir, reports.HTMLFile))
 	}
-	fmt.Fprintf(&b, "reproduce: %s\n", doc.Command)
+	printReproduce(&b, doc)
 	fmt.Fprintf(&b, "exit %d: %s\n", g.code, g.message)
 	io.WriteString(w, b.String())
 }

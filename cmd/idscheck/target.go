@@ -816,6 +816,9 @@ func (t *targetFlags) reproduceFlag(name, value string) (parts []string, ok bool
 		}
 		return parts, true
 	}
+	if name == "target-cmd" {
+		value = replayCommand(value, t.Secrets(), new(replayNeeds))
+	}
 	return []string{"--" + name + "=" + shellQuote(value)}, true
 }
 
