@@ -15,6 +15,7 @@ import (
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -82,7 +83,10 @@ Where the text contradicts itself or leaves a choice open, a check is judged
 under every reading it allows: a target that follows one gets a READING
 verdict naming it (never a failure). --reading DECISION=NAME declares the
 target's reading; its checks are then PASS or FAIL by that reading alone.
-idscheck rules lists the decisions and their readings.
+idscheck rules --readings [--profile NAME] lists the decisions and their
+readings. Against the bundled server (no --target) the declared readings are
+the server's too: it is started following them (as idscheck serve --reading
+would) where its profile lets it choose.
 
 --expected-failures FILE lists rule IDs, one a line, '#' starts a comment.
 A listed rule that fails is shown as expected and does not fail the run. A
@@ -273,6 +277,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.serverReadings == "alternate" && prof.AlternateReadings != nil {
 			readings = prof.AlternateReadings()
 		}
+		// The readings declared (--reading, "readings" of the target file)
+		// are the bundled server's too: it is started following them, as
+		// idscheck serve --reading would, so that it is judged by what it
+		// was told to follow.
+		switch {
+		case len(target.Readings) > 0 && prof.AlternateReadings == nil:
+			// A server without readings to choose follows its own: the
+			// declared ones judge it as it is.
+			fmt.Fprintf(stderr, "idscheck run: note: the bundled %s server takes no readings (idscheck serve --profile %s has no --reading): it follows its own, and the declared %s judge it as it is\n",
+				c.profile, c.profile, c.tgt.Readings.String())
+		case len(target.Readings) > 0:
+			if readings == nil {
+				readings = map[string]string{}
+			}
+			maps.Copy(readings, target.Readings)
+		}
 		sinkURL := ""
 		if effects != nil {
 			sinkURL = effects.URL()
@@ -293,6 +313,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if c.serverReadings == "alternate" {
 			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", alternate readings)"
+		}
+		if len(target.Readings) > 0 && prof.AlternateReadings != nil {
+			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", started with the declared readings " + c.tgt.Readings.String() + ")"
 		}
 	}
 	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, redactURL(targetLabel))

@@ -229,7 +229,7 @@ func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
 		fs.StringVar(c.cli, c.name, "", help+" (default $"+c.env+")")
 	}
 	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (default 1: real time; the bundled server runs at its profile's scale)")
-	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; idscheck rules --profile NAME lists the decisions); a declared reading is judged strictly")
+	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; idscheck rules --readings --profile NAME lists the decisions); a declared reading is judged strictly")
 	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for a profile whose targets send their external effects to it: give the target http://host:port as its sink (effect_sink.listen in the target file)")
 	fs.StringVar(&t.cli.targetCmd, "target-cmd", "", "shell command that starts the target on --target (idscheck owns the process: it waits for /health and stops it at the end)")
 	if p.Section != nil && p.Section.Flags != nil {
