@@ -134,7 +134,9 @@ func flagErrorText(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		s := "unknown flag --" + name
-		if near := nearestFlag(fs, name); near != "" {
+		if other := otherProfilesFlag(fs, name); other != "" {
+			s += ": " + other
+		} else if near := nearestFlag(fs, name); near != "" {
 			s += "; did you mean --" + near + "?"
 		}
 		return s

@@ -41,6 +41,9 @@ type runConfig struct {
 	tgt              targetFlags // --target-file and the target flags (target.go)
 	profile          string
 	rules            string
+	exclude          string    // --exclude: rule-ID globs left out
+	sel              selection // what --rules and --exclude select
+	dryRun           bool
 	strict           bool
 	seed             uint64
 	seedSet          bool
@@ -110,7 +113,9 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	c.tgt.register(fs, prof)
 	profileFlag(fs, &c.profile, defaultProfile(), "profile (protocol text) to certify against")
-	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
+	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); a glob starting with '!' excludes ('INTENT-7.*,!INTENT-7.9*'); empty: every rule. Every glob must match a rule")
+	fs.StringVar(&c.exclude, "exclude", "", "comma-separated rule-ID globs to leave out of the selection (the same as '!GLOB' in --rules)")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "list the scenarios and the rules the selection would run, then exit 0: no target is started or contacted")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
 	fs.StringVar(&c.out, "out", "idscheck-report", "directory the report is written to")
@@ -143,6 +148,8 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 		return usageErr("%v", errUnknownProfile(c.profile))
 	} else if p.Suite == nil {
 		return usageErr("profile %q has no scenarios yet", c.profile)
+	} else if c.sel, err = selectRules(p, c.rules, c.exclude); err != nil {
+		return usageErr("%v", err)
 	}
 	if err := c.tgt.validate(spec.Profile(c.profile), true); err != nil {
 		return usageErr("%v", err)
@@ -165,7 +172,15 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	return c, 0, false
 }
 
-func (c runConfig) globs() []string { return splitList(c.rules) }
+// globs is the selection as the report records it: the globs of --rules,
+// and those of --exclude as '!GLOB'.
+func (c runConfig) globs() []string {
+	out := splitList(c.rules)
+	for _, g := range splitList(c.exclude) {
+		out = append(out, "!"+g)
+	}
+	return out
+}
 
 // reproduce returns the command line that repeats this run: the same flags,
 // the seed always, --target-file when one was given, every credential
@@ -232,6 +247,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	started := time.Now()
 	prof, _ := profiles.Lookup(spec.Profile(c.profile)) // parseRunFlags checked it
+	if c.dryRun {
+		if err := dryRun(stdout, prof, c.sel); err != nil {
+			fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+			return exitUsage
+		}
+		return exitOK
+	}
 	secrets := c.tgt.Secrets()
 	tty := isTerminal(stderr)
 	// Every line this command writes goes through the redaction: an error
@@ -358,7 +380,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := prof.Run(runCtx, features.RunConfig{
 		Target:          target,
 		Seed:            c.seed,
-		Select:          c.globs(),
+		Select:          c.sel.runnerSelect(),
 		Budget:          c.budget,
 		RequestTimeout:  c.requestTimeout,
 		ScenarioTimeout: c.scenarioTimeout,

@@ -59,7 +59,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"missing expected-failures file", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", "/nonexistent/x"}, "expected failures"},
 		{"unknown rule in expected-failures", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", unknownID}, `"INTENT-NOPE-x" is not a rule`},
 		{"not a URL", []string{"--target", "127.0.0.1:1", "--api-key", "k"}, `--target is "127.0.0.1:1": want an http:// or https:// URL`},
-		{"rules match nothing", []string{"--rules", "NOPE-*"}, "no rule matches NOPE-*"},
+		{"rules match nothing", []string{"--rules", "NOPE-*"}, `"NOPE-*" matches no rule of the intent profile`},
 		{"bad rule glob", []string{"--rules", "INTENT-["}, "bad rule glob"},
 		{"mutant with target", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--mutant", "x"}, "--mutant applies to the bundled server only"},
 		{"unknown mutant", []string{"--mutant", "no-such-mutant"}, "no-such-mutant"},

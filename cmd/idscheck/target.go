@@ -18,9 +18,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -219,6 +221,7 @@ var effectSinkKeys = []string{"listen", "url"}
 // target-file schema to fs's -h.
 func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
 	t.prof = p
+	flagSetProfile.Store(fs, p.Name)
 	fs.StringVar(&t.File, "target-file", "", "JSON file describing the target (URL, credentials or the names of variables holding them, readings, time scale, start command: see below); flags override its fields")
 	fs.StringVar(&t.cli.url, "target", "", "base URL of the target (http://host:port[/prefix]); empty: the bundled reference server")
 	for _, c := range t.credentials() {
@@ -242,6 +245,39 @@ func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
 		}
 		fmt.Fprint(fs.Output(), targetFileHelp(p))
 	}
+}
+
+// flagSetProfile maps a FlagSet that register filled to its profile, so
+// that an unknown flag another profile defines is named as such
+// (otherProfilesFlag).
+var flagSetProfile sync.Map // *flag.FlagSet → spec.Profile
+
+// otherProfilesFlag names the profiles other than fs's whose target flags
+// define name (--variant of http-idempotency, asked of intent); "" when fs
+// has no profile or none does.
+func otherProfilesFlag(fs *flag.FlagSet, name string) string {
+	v, ok := flagSetProfile.Load(fs)
+	if !ok {
+		return ""
+	}
+	var with []string
+	for _, n := range profiles.Names() {
+		if n == v.(spec.Profile) {
+			continue
+		}
+		p, _ := profiles.Lookup(n)
+		scratch := flag.NewFlagSet("", flag.ContinueOnError)
+		var t targetFlags
+		t.register(scratch, p)
+		flagSetProfile.Delete(scratch)
+		if scratch.Lookup(name) != nil {
+			with = append(with, string(n))
+		}
+	}
+	if len(with) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the %s profile has no --%s: it is a flag of --profile %s", v, name, strings.Join(with, ", --profile "))
 }
 
 // isTargetFlag says whether a flag of fs is one register added.
