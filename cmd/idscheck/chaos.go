@@ -51,6 +51,7 @@ type chaosConfig struct {
 	out        string
 	mutant     string
 	verbose    bool
+	force      bool // --force: replace what --out holds
 	// profile is --profile, prof its registry entry, workload its chaos
 	// workload; mutants are the profile's, for the failpoints a racy one
 	// carries.
@@ -133,6 +134,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
+	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (run, mutants) or files that are no run, replacing the run there")
 	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
 	}
@@ -189,13 +191,17 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
+	if err := prepareOut(c.out, kindChaos, c.force); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
+	}
 	logger := slog.New(slog.DiscardHandler)
 	return runChaos(ctx, c, stdout, stderr, logger)
 }
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).

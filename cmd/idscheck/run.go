@@ -44,6 +44,7 @@ type runConfig struct {
 	exclude          string    // --exclude: rule-ID globs left out
 	sel              selection // what --rules and --exclude select
 	dryRun           bool
+	force            bool // --force: replace what --out holds
 	strict           bool
 	seed             uint64
 	seedSet          bool
@@ -115,6 +116,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	profileFlag(fs, &c.profile, defaultProfile(), "profile (protocol text) to certify against")
 	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); a glob starting with '!' excludes ('INTENT-7.*,!INTENT-7.9*'); empty: every rule. Every glob must match a rule")
 	fs.StringVar(&c.exclude, "exclude", "", "comma-separated rule-ID globs to leave out of the selection (the same as '!GLOB' in --rules)")
+	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (chaos, mutants) or files that are no run, replacing the run there")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "list the scenarios and the rules the selection would run, then exit 0: no target is started or contacted")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
@@ -253,6 +255,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if err := prepareOut(c.out, kindRun, c.force); err != nil {
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		return exitUsage
 	}
 	secrets := c.tgt.Secrets()
 	tty := isTerminal(stderr)
