@@ -52,6 +52,10 @@ type chaosConfig struct {
 	mutant     string
 	verbose    bool
 	force      bool // --force: replace what --out holds
+	// healthWait bounds the wait for the target's health (0: 10 s for a
+	// running --target, faults.ProcessStartTimeout for a process chaos
+	// starts).
+	healthWait time.Duration
 	// profile is --profile, prof its registry entry, workload its chaos
 	// workload; mutants are the profile's, for the failpoints a racy one
 	// carries.
@@ -134,6 +138,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
+	fs.DurationVar(&c.healthWait, "health-wait", 0, "how long to wait for the target's GET /health to answer 200 before giving up (exit 3, the report says why); default 10s for a running --target, 60s for a target chaos starts (--target-cmd, the bundled server)")
 	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (run, mutants) or files that are no run, replacing the run there")
 	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
@@ -201,7 +206,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).
@@ -245,6 +250,8 @@ func (c *chaosConfig) validate() error {
 		return errors.New("--mutant applies to the bundled server only: drop --target")
 	case c.out == "":
 		return errors.New("--out must name a directory")
+	case c.healthWait < 0:
+		return fmt.Errorf("--health-wait %s: want > 0", c.healthWait)
 	}
 	if c.target != "" {
 		u, err := url.Parse(c.target)
@@ -661,14 +668,29 @@ func (t *chaosTarget) close() {
 // (with --target-cmd, a process the harness owns), or the profile's bundled
 // server as a child process that calls the effect sink at sinkURL. A
 // target that does not answer is errUnreachable.
+// healthWaitFor is the bound of the wait for the target's health: the
+// --health-wait given, else 10 s for a running target, else (started) the
+// bound of a process start.
+func (c chaosConfig) healthWaitFor(started bool) time.Duration {
+	switch {
+	case c.healthWait > 0:
+		return c.healthWait
+	case started:
+		return faults.ProcessStartTimeout
+	}
+	return defaultHealthWait
+}
+
 func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	desc := c.tgt.Target()
 	switch {
 	case c.target != "" && c.targetCmd != "":
-		p, err := faults.StartProcess(ctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
+		wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
+		defer cancel()
+		p, err := faults.StartProcess(wctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
 			faults.WithSecrets(red.Secrets()...))
 		if err != nil {
-			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s: %v", errUnreachable, red.String(c.target), err)
+			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s within --health-wait %s: %v", errUnreachable, red.String(c.target), c.healthWaitFor(true), err)
 		}
 		return &chaosTarget{url: c.target, t: desc, process: p}, nil
 	case c.target != "":
@@ -676,8 +698,8 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 		if c.workload.AnyAnswer {
 			wait = chaosWaitAnswers
 		}
-		if err := wait(ctx, c.target, 5*time.Second); err != nil {
-			return nil, fmt.Errorf("%w: %v (is it running? is --target right?)", errUnreachable, err)
+		if err := wait(ctx, c.target, c.healthWaitFor(false)); err != nil {
+			return nil, fmt.Errorf("%w: %v (is it running? is --target right? --health-wait raises the wait)", errUnreachable, err)
 		}
 		return &chaosTarget{url: c.target, t: desc}, nil
 	}
@@ -733,7 +755,9 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *
 	}
 	u := "http://" + addr
 	secrets := append(red.Secrets(), c.child.Secrets...)
-	p, err := faults.StartProcess(ctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
+	wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
+	defer cancel()
+	p, err := faults.StartProcess(wctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
 	if err != nil {
 		return nil, fmt.Errorf("bundled server did not start: %w", err)
 	}
@@ -776,9 +800,24 @@ func chaosWaitHealthy(ctx context.Context, base string, d time.Duration) error {
 // chaosProgress rewrites one status line on a terminal, or prints a line
 // every few seconds elsewhere (CI logs).
 type chaosProgress struct {
-	w    io.Writer
-	tty  bool
-	last time.Time
+	w      io.Writer
+	tty    bool
+	last   time.Time
+	header bool // the column names are printed
+}
+
+// chaosProgressHeader names the columns of the progress lines, and what
+// each counts: "executions" are effects counted, a duplicate execution
+// included, not the keys executed that the summary's tally counts.
+var chaosProgressHeader = fmt.Sprintf(chaosProgressFormat, "phase", "elapsed", "ops", "unknown", "published", "executions", "fault") + "\n" +
+	"       (ops: operations recorded; unknown: outcome unknown; published: publishes acknowledged; executions: effects counted, duplicates included)\n"
+
+// chaosProgressFormat lays out a progress line and its header alike.
+const chaosProgressFormat = "chaos  %-7s %7s  %8v  %7v  %9v  %10v  %s"
+
+// chaosProgressLine is one progress line under chaosProgressHeader.
+func chaosProgressLine(p chaos.Progress) string {
+	return fmt.Sprintf(chaosProgressFormat, p.Phase, fmt.Sprintf("%.0fs", p.Elapsed.Seconds()), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault)
 }
 
 func newChaosProgress(w io.Writer) *chaosProgress {
@@ -792,6 +831,10 @@ func newChaosProgress(w io.Writer) *chaosProgress {
 }
 
 func (p *chaosProgress) show(s string) {
+	if !p.header {
+		p.header = true
+		fmt.Fprint(p.w, chaosProgressHeader)
+	}
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", s)
 		return
@@ -934,10 +977,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
 		Faults: usable, Logger: logger, Described: tgt.t.Described,
-		Progress: func(p chaos.Progress) {
-			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
-				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
-		}})
+		Progress: func(p chaos.Progress) { progress.show(chaosProgressLine(p)) }})
 	progress.done()
 	if res == nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
