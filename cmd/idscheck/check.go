@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
@@ -27,13 +28,15 @@ the linearization view of the failing partitions, and prints the anomalies.
 The target is never contacted. Give check the same target description as the
 chaos run (--target-file FILE, or the same flags; flags may come before or
 after DIR): it is validated as chaos and run validate it, and every secret it
-holds is redacted from everything check writes and prints.
+holds is redacted from everything check writes and prints. A variable the
+file names that is not set is no error here: check needs no secret (the
+chaos run redacted its files when it wrote them).
 
 Exit codes: 0 no anomaly, 1 anomalies found, 2 usage (no such run directory,
 a target description that does not load), 4 the checker could not decide.`
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var tf targetFlags
+	tf := targetFlags{offline: true} // the target is never contacted: no secret is demanded
 	fs := newFlagSet("check", checkSynopsis, stderr)
 	prof, err := lookupProfile(runDirProfile(args))
 	if err != nil {
@@ -64,6 +67,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := tf.validate(prof.Name, false); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
+	}
+	if len(tf.Unset) > 0 {
+		slices.Sort(tf.Unset)
+		fmt.Fprintf(stderr, "idscheck check: note: $%s not set: check needs no secret (the run redacted its files when it wrote them), and redacts the others it was given\n",
+			strings.Join(tf.Unset, ", $"))
 	}
 	return checkChaosDirWith(dirs[0], checkOptions{Secrets: tf.Secrets(), URL: tf.URL}, stdout, stderr)
 }

@@ -79,7 +79,17 @@ type targetFlags struct {
 	fromEnv []string
 	// readingFromFile marks the readings the file declared (not a flag).
 	readingFromFile map[string]bool
+	// offline is set by a command that never contacts the target (check):
+	// a variable the file names that is not set is no error there, only a
+	// secret it cannot know (Unset lists them).
+	offline bool
+	// Unset lists the variables the file names that were not set (offline).
+	Unset []string
 }
+
+// unsetMarker stands, offline, for the value of a variable that is not set,
+// so that what reads it goes on; Secrets leaves it out.
+const unsetMarker = "\x00idscheck-unset:"
 
 // effectSink is where the harness counts external side effects: the
 // implementation calls URL once per effect; the harness listens on Listen.
@@ -304,8 +314,20 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	t.origin = map[string]string{}
 	t.readingFromFile = map[string]bool{}
 	t.credentials() // the maps exist
+	fileEnv := getenv
+	if t.offline {
+		fileEnv = func(name string) string {
+			if v := getenv(name); v != "" {
+				return v
+			}
+			if !slices.Contains(t.Unset, name) {
+				t.Unset = append(t.Unset, name)
+			}
+			return unsetMarker + name
+		}
+	}
 	if t.File != "" {
-		if err := t.loadFile(getenv); err != nil {
+		if err := t.loadFile(fileEnv); err != nil {
 			return err
 		}
 	}
@@ -352,7 +374,7 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	}
 	sort.Strings(t.fromEnv)
 	if t.sectionMerge != nil {
-		v, secrets, err := t.sectionMerge(t.sectionRaw, getenv)
+		v, secrets, err := t.sectionMerge(t.sectionRaw, fileEnv)
 		if err != nil {
 			if t.File != "" && t.sectionRaw != nil {
 				return fmt.Errorf("target file %s: %w", t.File, err)
@@ -443,6 +465,9 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 				return ferr("%q is %q: want the NAME of an environment variable (letters, digits, _), e.g. \"MY_KEY\", not its value", envField, redactEnvValue(env))
 			}
 			v := getenv(env)
+			if strings.HasPrefix(v, unsetMarker) {
+				continue // offline: a secret check cannot know, and needs not
+			}
 			if v == "" {
 				return ferr("%q names $%s, which is not set (or empty): export it, or give the credential another way", envField, env)
 			}
@@ -787,7 +812,7 @@ func (t *targetFlags) Secrets() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
-		if s != "" && !seen[s] {
+		if s != "" && !seen[s] && !strings.Contains(s, unsetMarker) {
 			seen[s] = true
 			out = append(out, s)
 		}
