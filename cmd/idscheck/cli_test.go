@@ -217,3 +217,21 @@ func profileNamesOf() []string {
 	}
 	return out
 }
+
+// TestREADMEOpeningNamesEveryProfile: the README's opening paragraph names
+// every registered profile by the name --profile takes.
+func TestREADMEOpeningNamesEveryProfile(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.SplitN(string(b), "\n\n", 3)
+	if len(parts) < 2 {
+		t.Fatal("README has no opening paragraph")
+	}
+	for _, n := range profiles.Names() {
+		if !strings.Contains(parts[1], "`"+string(n)+"`") {
+			t.Errorf("the README's opening does not name the profile `%s`:\n%s", n, parts[1])
+		}
+	}
+}
