@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
@@ -559,7 +560,8 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 		{"default", nil, exitOK, "follows backoff (lease-expiry)"},
 		{"alternate", []string{"--readings", "alternate"}, exitOK, "follows immediate (lease-expiry)"},
 		{"alternate, declared", []string{"--readings", "alternate", "--reading", "lease-expiry=immediate"}, exitOK, "READING    3"},
-		{"declared, not followed", []string{"--reading", "lease-expiry=immediate"}, exitFailed, "FAIL       INTENT-3.3-expiry-backoff"},
+		// A reading declared without --target is the bundled server's too.
+		{"declared, followed", []string{"--reading", "lease-expiry=immediate"}, exitOK, "PASS       1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--rules", rules, "--seed", "3", "--out", t.TempDir()}, tc.args...)
@@ -569,6 +571,25 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 			}
 		})
 	}
+	// A target that does not follow the reading it declares fails its check:
+	// the bundled server, started apart with its default readings.
+	t.Run("declared, not followed", func(t *testing.T) {
+		prof, _ := profiles.Lookup("intent")
+		bt, stop, err := startBundled(t.Context(), prof, bundledOptions{Dir: t.TempDir(), TimeScale: 60, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		args := []string{"--target", bt.BaseURL, "--api-key", bt.APIKey, "--time-scale", "60", "--rules", rules, "--seed", "3", "--out", t.TempDir(),
+			"--reading", "lease-expiry=immediate"}
+		for name, v := range bt.Credentials {
+			args = append(args, "--"+name, v)
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if code != exitFailed || !strings.Contains(stdout, "FAIL       INTENT-3.3-expiry-backoff") {
+			t.Fatalf("exit %d, want %d and INTENT-3.3-expiry-backoff FAIL\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
+		}
+	})
 	code, _, stderr := runCLI(t, "--target", "http://127.0.0.1:1", "--api-key", "k", "--readings", "alternate")
 	if code != exitUsage || !strings.Contains(stderr, "declare the target's readings with --reading") {
 		t.Errorf("--readings with --target: exit %d, %q", code, stderr)
