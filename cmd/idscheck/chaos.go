@@ -51,6 +51,11 @@ type chaosConfig struct {
 	out        string
 	mutant     string
 	verbose    bool
+	force      bool // --force: replace what --out holds
+	// healthWait bounds the wait for the target's health (0: 10 s for a
+	// running --target, faults.ProcessStartTimeout for a process chaos
+	// starts).
+	healthWait time.Duration
 	// profile is --profile, prof its registry entry, workload its chaos
 	// workload; mutants are the profile's, for the failpoints a racy one
 	// carries.
@@ -114,7 +119,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	profileFlag(fs, profile, defaultProfile(), "profile whose chaos workload to run")
 	regProf, err := lookupProfile(argProfile(args, defaultProfile()))
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck chaos: --profile: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
 	c.tgt.register(fs, regProf) // --target-file, --target, --target-cmd, credentials, --time-scale
@@ -133,7 +138,9 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
-	if code, stop := parseFlags(fs, args, false); stop {
+	fs.DurationVar(&c.healthWait, "health-wait", 0, "how long to wait for the target's GET /health to answer 200 before giving up (exit 3, the report says why); default 10s for a running --target, 60s for a target chaos starts (--target-cmd, the bundled server)")
+	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (run, mutants) or files that are no run, replacing the run there")
+	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
 	}
 	if err := profileHas(*profile, "chaos workload", func(p profiles.Profile) bool { return p.Chaos != nil }); err != nil {
@@ -189,6 +196,10 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
 		return exitUsage
 	}
+	if err := prepareOut(c.out, kindChaos, c.force); err != nil {
+		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+		return exitUsage
+	}
 	logger := slog.New(slog.DiscardHandler)
 	return runChaos(ctx, c, stdout, stderr, logger)
 }
@@ -203,7 +214,7 @@ func (c *chaosConfig) readings() map[string]string {
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).
@@ -247,6 +258,8 @@ func (c *chaosConfig) validate() error {
 		return errors.New("--mutant applies to the bundled server only: drop --target")
 	case c.out == "":
 		return errors.New("--out must name a directory")
+	case c.healthWait < 0:
+		return fmt.Errorf("--health-wait %s: want > 0", c.healthWait)
 	}
 	if c.target != "" {
 		u, err := url.Parse(c.target)
@@ -259,7 +272,7 @@ func (c *chaosConfig) validate() error {
 	}
 	tokens, err := c.faultTokens()
 	if err != nil {
-		return fmt.Errorf("--faults: %w", err)
+		return errors.New("--faults: " + trimEcho(err.Error(), "faults"))
 	}
 	if c.target == "" {
 		// The bundled server's failpoints are known: a name it lacks is a typo.
@@ -430,12 +443,15 @@ type chaosRun struct {
 	// in the target file): the check holds a declared decision to its
 	// reading, and accepts any reading of one not declared.
 	Readings map[string]string `json:"readings,omitempty"`
+	// ReplayNeeds says what Command needs set in the environment: the
+	// variables it names in place of secrets.
+	ReplayNeeds string `json:"replay_needs,omitempty"`
 }
 
 // command is the line that replays the run, with no secret: the API key is
 // $API_KEY, and --target-cmd is redacted (redact.Redactor.Command).
 func (c chaosConfig) command() string {
-	parts := []string{"idscheck chaos"}
+	parts := []string{selfCommand + " chaos"}
 	defStorm := 100
 	parts = append(parts, "--profile", string(c.profile))
 	if c.workload.StormMax > 0 {
@@ -454,12 +470,23 @@ func (c chaosConfig) command() string {
 		parts = append(parts, "--target", red.String(c.target), "--api-key", `"$IDSCHECK_API_KEY"`)
 	}
 	if c.targetCmd != "" {
-		parts = append(parts, "--target-cmd", chaosShellQuote(red.Command(c.targetCmd)))
+		parts = append(parts, "--target-cmd", chaosShellQuote(replayCommand(c.targetCmd, c.secrets(), new(replayNeeds))))
 	}
 	if c.mutant != "" {
 		parts = append(parts, "--mutant", c.mutant)
 	}
 	return strings.Join(parts, " ")
+}
+
+// replayNeeds is what the replay line needs from the environment (see
+// runConfig.reproduceNeeds).
+func (c chaosConfig) replayNeeds() replayNeeds {
+	var needs replayNeeds
+	c.tgt.credentialNeeds(&needs)
+	if c.targetCmd != "" {
+		replayCommand(c.targetCmd, c.secrets(), &needs)
+	}
+	return needs
 }
 
 func chaosShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -567,9 +594,6 @@ func printChaosOutcome(stdout io.Writer, run chaosRun, rep checker.Report, dir s
 			names[i] = m.Fault + " (" + string(m.Status) + ")"
 		}
 		fmt.Fprintf(stdout, "%s: %d of %d requested faults never injected: %s\n", verdict.Unknown, len(missing), len(run.Coverage), strings.Join(names, ", "))
-		if !strings.Contains(text, "replay: ") {
-			fmt.Fprintf(stdout, "replay: %s\n", run.Command)
-		}
 	}
 }
 
@@ -656,14 +680,29 @@ func (t *chaosTarget) close() {
 // (with --target-cmd, a process the harness owns), or the profile's bundled
 // server as a child process that calls the effect sink at sinkURL. A
 // target that does not answer is errUnreachable.
+// healthWaitFor is the bound of the wait for the target's health: the
+// --health-wait given, else 10 s for a running target, else (started) the
+// bound of a process start.
+func (c chaosConfig) healthWaitFor(started bool) time.Duration {
+	switch {
+	case c.healthWait > 0:
+		return c.healthWait
+	case started:
+		return faults.ProcessStartTimeout
+	}
+	return defaultHealthWait
+}
+
 func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	desc := c.tgt.Target()
 	switch {
 	case c.target != "" && c.targetCmd != "":
-		p, err := faults.StartProcess(ctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
+		wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
+		defer cancel()
+		p, err := faults.StartProcess(wctx, c.targetCmd, nil, strings.TrimRight(c.target, "/")+"/health", logger,
 			faults.WithSecrets(red.Secrets()...))
 		if err != nil {
-			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s: %v", errUnreachable, red.String(c.target), err)
+			return nil, fmt.Errorf("%w: --target-cmd did not bring up %s within --health-wait %s: %v", errUnreachable, red.String(c.target), c.healthWaitFor(true), err)
 		}
 		return &chaosTarget{url: c.target, t: desc, process: p}, nil
 	case c.target != "":
@@ -671,8 +710,8 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 		if c.workload.AnyAnswer {
 			wait = chaosWaitAnswers
 		}
-		if err := wait(ctx, c.target, 5*time.Second); err != nil {
-			return nil, fmt.Errorf("%w: %v (is it running? is --target right?)", errUnreachable, err)
+		if err := wait(ctx, c.target, c.healthWaitFor(false)); err != nil {
+			return nil, fmt.Errorf("%w: %v (is it running? is --target right? --health-wait raises the wait)", errUnreachable, err)
 		}
 		return &chaosTarget{url: c.target, t: desc}, nil
 	}
@@ -734,7 +773,9 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *
 	}
 	u := "http://" + addr
 	secrets := append(red.Secrets(), c.child.Secrets...)
-	p, err := faults.StartProcess(ctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
+	wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
+	defer cancel()
+	p, err := faults.StartProcess(wctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
 	if err != nil {
 		return nil, fmt.Errorf("bundled server did not start: %w", err)
 	}
@@ -777,9 +818,24 @@ func chaosWaitHealthy(ctx context.Context, base string, d time.Duration) error {
 // chaosProgress rewrites one status line on a terminal, or prints a line
 // every few seconds elsewhere (CI logs).
 type chaosProgress struct {
-	w    io.Writer
-	tty  bool
-	last time.Time
+	w      io.Writer
+	tty    bool
+	last   time.Time
+	header bool // the column names are printed
+}
+
+// chaosProgressHeader names the columns of the progress lines, and what
+// each counts: "executions" are effects counted, a duplicate execution
+// included, not the keys executed that the summary's tally counts.
+var chaosProgressHeader = fmt.Sprintf(chaosProgressFormat, "phase", "elapsed", "ops", "unknown", "published", "executions", "fault") + "\n" +
+	"       (ops: operations recorded; unknown: outcome unknown; published: publishes acknowledged; executions: effects counted, duplicates included)\n"
+
+// chaosProgressFormat lays out a progress line and its header alike.
+const chaosProgressFormat = "chaos  %-7s %7s  %8v  %7v  %9v  %10v  %s"
+
+// chaosProgressLine is one progress line under chaosProgressHeader.
+func chaosProgressLine(p chaos.Progress) string {
+	return fmt.Sprintf(chaosProgressFormat, p.Phase, fmt.Sprintf("%.0fs", p.Elapsed.Seconds()), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault)
 }
 
 func newChaosProgress(w io.Writer) *chaosProgress {
@@ -793,6 +849,10 @@ func newChaosProgress(w io.Writer) *chaosProgress {
 }
 
 func (p *chaosProgress) show(s string) {
+	if !p.header {
+		p.header = true
+		fmt.Fprint(p.w, chaosProgressHeader)
+	}
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", s)
 		return
@@ -935,10 +995,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
 		Faults: usable, Logger: logger, Described: tgt.t.Described, Readings: c.readings(),
-		Progress: func(p chaos.Progress) {
-			progress.show(fmt.Sprintf("chaos %s %5.0fs ops %d unknown %d commands %d effects %d %s",
-				p.Phase, p.Elapsed.Seconds(), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault))
-		}})
+		Progress: func(p chaos.Progress) { progress.show(chaosProgressLine(p)) }})
 	progress.done()
 	if res == nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", runErr)
@@ -972,7 +1029,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
 		Coverage: cover, Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
 		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary),
-		Readings: c.readings()}
+		Readings: c.readings(), ReplayNeeds: c.replayNeeds().note()}
 	redactChaosRun(&run, red)
 	if err := writeChaosRun(c.out, run, res.History, res.Ledger); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
@@ -1069,7 +1126,11 @@ func chaosUnreachable(c chaosConfig, red *redact.Redactor, cause string, stdout,
 		fmt.Fprintf(stderr, "idscheck chaos: writing the report: %v\n", err)
 		return exitUnreachable
 	}
-	fmt.Fprintf(stdout, "idscheck chaos: target unreachable, no chaos run: %s\nreport: %s\nreplay: %s\nexit %d: target unreachable\n",
-		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, exitUnreachable)
+	needs := ""
+	if n := c.replayNeeds().note(); n != "" {
+		needs = "        (" + n + ")\n"
+	}
+	fmt.Fprintf(stdout, "idscheck chaos: target unreachable, no chaos run: %s\nreport: %s\nreplay: %s\n%sexit %d: target unreachable\n",
+		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, exitUnreachable)
 	return exitUnreachable
 }

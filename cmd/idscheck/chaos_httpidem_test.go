@@ -41,7 +41,8 @@ func TestChaosHTTPIdemBundledServer(t *testing.T) {
 			t.Errorf("%s was not injected: %s", c.Fault, c)
 		}
 	}
-	for _, want := range []string{"model http-idem-effects Ok", "model http-idem-replay Ok", "under the ietf variant"} {
+	// A passing run says how to run it again too.
+	for _, want := range []string{"model http-idem-effects Ok", "model http-idem-replay Ok", "under the ietf variant", "replay: idscheck chaos --profile http-idempotency --seed 5"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}

@@ -122,8 +122,9 @@ func TestChaosCatchesLostOnCrash(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stdout, "lost") {
 		t.Fatalf("want exit %d and a lost anomaly, got exit %d\nstdout:\n%s\nstderr:\n%s", exitFailed, code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "replay: idscheck chaos --profile intent --seed 5") {
-		t.Fatalf("a failure must print the command that replays it:\n%s", stdout)
+	// The replay line starts idscheck as it was started: this binary, by its path.
+	if !strings.Contains(stdout, "replay: "+shellQuote(bin)+" chaos --profile intent --seed 5") {
+		t.Fatalf("a failure must print the command that replays it, with the binary as it was started (%s):\n%s", bin, stdout)
 	}
 }
 
@@ -604,7 +605,7 @@ func TestChaosFaultsFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cli(t.Context(), []string{"chaos", "-h"}, &stdout, &stderr)
 	for _, name := range faults.Names() {
-		if !strings.Contains(stderr.String(), name) {
+		if !strings.Contains(stdout.String(), name) {
 			t.Errorf("chaos -h does not name the fault %s", name)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idscheck/idscheck/checker"
@@ -27,13 +28,15 @@ the linearization view of the failing partitions, and prints the anomalies.
 The target is never contacted. Give check the same target description as the
 chaos run (--target-file FILE, or the same flags; flags may come before or
 after DIR): it is validated as chaos and run validate it, and every secret it
-holds is redacted from everything check writes and prints.
+holds is redacted from everything check writes and prints. A variable the
+file names that is not set is no error here: check needs no secret (the
+chaos run redacted its files when it wrote them).
 
 Exit codes: 0 no anomaly, 1 anomalies found, 2 usage (no such run directory,
 a target description that does not load), 4 the checker could not decide.`
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var tf targetFlags
+	tf := targetFlags{offline: true} // the target is never contacted: no secret is demanded
 	fs := newFlagSet("check", checkSynopsis, stderr)
 	prof, err := lookupProfile(runDirProfile(args))
 	if err != nil {
@@ -44,7 +47,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// Flags may come before or after DIR: parse again after each argument.
 	var dirs []string
 	for rest := args; ; {
-		if code, stop := parseFlags(fs, rest, true); stop {
+		if code, stop := parseFlags(fs, rest, true, stdout); stop {
 			return code
 		}
 		if fs.NArg() == 0 {
@@ -64,6 +67,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := tf.validate(prof.Name, false); err != nil {
 		fmt.Fprintf(stderr, "idscheck check: %v\n", err)
 		return exitUsage
+	}
+	if len(tf.Unset) > 0 {
+		slices.Sort(tf.Unset)
+		fmt.Fprintf(stderr, "idscheck check: note: $%s not set: check needs no secret (the run redacted its files when it wrote them), and redacts the others it was given\n",
+			strings.Join(tf.Unset, ", $"))
 	}
 	return checkChaosDirWith(dirs[0], checkOptions{Secrets: tf.Secrets(), URL: tf.URL}, stdout, stderr)
 }
@@ -230,9 +238,11 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 			fmt.Fprintf(w, "- %s %s: %s\n", a.Kind, a.Key, strings.TrimSpace(a.Explanation))
 		}
 	}
-	fmt.Fprintf(w, "run directory: %s (re-check offline: idscheck check %s)\n", dir, dir)
-	if violations > 0 {
-		fmt.Fprintf(w, "replay: %s\n", run.Command)
+	fmt.Fprintf(w, "run directory: %s (re-check offline: %s check %s)\n", dir, selfCommand, shellQuote(dir))
+	// Every run, passing or not, says how to run it again.
+	fmt.Fprintf(w, "replay: %s\n", run.Command)
+	if run.ReplayNeeds != "" {
+		fmt.Fprintf(w, "        (%s)\n", run.ReplayNeeds)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 )
 
@@ -35,6 +36,7 @@ func commands() []command {
 		{"rules", "list the rule catalog", cmdRules},
 		{"serve", "run the bundled reference server", cmdServe},
 		{"mutants", "certify every deliberate mutant of the reference server and print the kill matrix", cmdMutants},
+		{"version", "print the version and VCS revision of this build (also: idscheck --version)", cmdVersion},
 	}
 }
 
@@ -46,6 +48,9 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(ctx, args[1:], stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -66,31 +71,111 @@ func usage(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
-// newFlagSet returns a FlagSet whose errors and help go to stderr and that
-// never exits the process.
+// newFlagSet returns a FlagSet that never exits the process. Its usage (the
+// synopsis, then every flag) goes to its output, stderr, except for -h:
+// parseFlags prints the help asked for on stdout.
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: idscheck %s\n\n", synopsis)
+		fmt.Fprintf(fs.Output(), "Usage: idscheck %s\n\n", synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
-// parseFlags parses args into fs. It returns (exitOK, true) for -h, (exitUsage,
-// true) for a bad flag or a stray argument when allowArgs is false, and
-// (0, false) when the command should go on.
-func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool) (int, bool) {
-	if err := fs.Parse(args); err != nil {
+// parseFlags parses args into fs. It returns (exitOK, true) for -h, its help
+// printed on stdout; (exitUsage, true) for a bad flag, said in one line on
+// fs's output (with the nearest flag for a mistyped one), or for a stray
+// argument when allowArgs is false; and (0, false) when the command should
+// go on.
+func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool, stdout io.Writer) (int, bool) {
+	stderr := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package's own message and usage: said below, once
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			fs.SetOutput(stderr)
 			return exitOK, true
 		}
+		fmt.Fprintf(stderr, "idscheck %s: %s (idscheck %s -h lists every flag)\n", fs.Name(), flagErrorText(fs, err), fs.Name())
 		return exitUsage, true
 	}
 	if !allowArgs && fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "idscheck %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fmt.Fprintf(stderr, "idscheck %s: unexpected argument %q (idscheck %s -h shows the usage)\n", fs.Name(), fs.Arg(0), fs.Name())
 		return exitUsage, true
 	}
 	return 0, false
+}
+
+// trimEcho drops the leading "name: " of msg for each of names (again and
+// again): the words the caller's own prefix already says. "idscheck run: "
+// and an error "run: no rule matches …" make "idscheck run: no rule
+// matches …", not "idscheck run: run: …".
+func trimEcho(msg string, names ...string) string {
+	for again := true; again; {
+		again = false
+		for _, n := range names {
+			if rest, ok := strings.CutPrefix(msg, n+": "); ok {
+				msg, again = rest, true
+			}
+		}
+	}
+	return msg
+}
+
+// flagErrorText says what was wrong with the flags in one line: an unknown
+// flag with the nearest one fs defines ("unknown flag --seeed; did you mean
+// --seed?"), or the flag package's own words with flags spelt "--name".
+func flagErrorText(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		s := "unknown flag --" + name
+		if other := otherProfilesFlag(fs, name); other != "" {
+			s += ": " + other
+		} else if near := nearestFlag(fs, name); near != "" {
+			s += "; did you mean --" + near + "?"
+		}
+		return s
+	}
+	return flagDashes.ReplaceAllString(oneLine(msg, 300), "${1}--${2}")
+}
+
+// flagDashes finds "-name" after "flag " or ": " in the flag package's messages.
+var flagDashes = regexp.MustCompile(`(flag |: )-([A-Za-z0-9][-A-Za-z0-9_.]*)`)
+
+// nearestFlag is the flag of fs nearest to name: the same but for case and
+// '_' for '-', else the one a unique prefix or an edit distance of at most
+// 2 (1 for a name of 4 letters or fewer) reaches; "" when none is near.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "-") }
+	k := norm(name)
+	limit := 2
+	if len(k) <= 4 {
+		limit = 1
+	}
+	best, bestD, prefixed := "", limit+1, []string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		n := f.Name
+		if norm(n) == k {
+			best, bestD = n, -1
+			return
+		}
+		if bestD < 0 {
+			return
+		}
+		if d := editDistance(k, norm(n)); d < bestD {
+			best, bestD = n, d
+		}
+		if len(k) >= 3 && strings.HasPrefix(n, k) {
+			prefixed = append(prefixed, n)
+		}
+	})
+	if best == "" && len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	return best
 }

@@ -75,7 +75,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := newFlagSet("mutants", mutantsSynopsis, stderr)
 	profileFlag(fs, &c.profile, defaultProfile(), "profile whose bundled server's mutants are certified")
 	fs.StringVar(&c.mutants, "mutants", "", "comma-separated mutant names; empty: every mutant")
-	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs; empty: every rule")
+	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs ('!GLOB' excludes); empty: every rule. Every glob must match a rule")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of every run")
 	fs.Float64Var(&c.timeScale, "time-scale", 0, "time scale of the bundled server (default: the profile's, 60 for most)")
 	fs.StringVar(&c.out, "out", "idscheck-report/mutants", "directory mutants.json is written to")
@@ -83,7 +83,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
 	fs.IntVar(&c.parallel, "parallel", 3, "mutants certified at once, each by a child idscheck run (1: one after another, in this process)")
-	if code, stop := parseFlags(fs, args, false); stop {
+	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
 	}
 	if c.parallel < 1 || c.parallel > 32 {
@@ -101,7 +101,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	prof, ok := profiles.Lookup(spec.Profile(c.profile))
 	if !ok {
-		fmt.Fprintf(stderr, "idscheck mutants: --profile: unknown profile %q: want %s\n", c.profile, profileNames())
+		fmt.Fprintf(stderr, "idscheck mutants: %v\n", errUnknownProfile(c.profile))
 		return exitUsage
 	}
 	c.prof = prof
@@ -131,7 +131,12 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	rules := prof.Rules()
-	globs := splitList(c.rules)
+	sel, err := selectRules(prof, c.rules, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "idscheck mutants: %v\n", err)
+		return exitUsage
+	}
+	globs := sel.runnerSelect()
 	// A racy mutant's race window is widened for the run (its failpoint
 	// acts in that mutant's branch alone), so whether it is killed never
 	// depends on how the scheduler happened to interleave two requests.

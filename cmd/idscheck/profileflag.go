@@ -10,6 +10,23 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
+// profileList lists the registered profiles: "a, b, c".
+func profileList() string {
+	var names []string
+	for _, n := range profiles.Names() {
+		names = append(names, string(n))
+	}
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// errUnknownProfile is the error for a profile name the registry lacks.
+func errUnknownProfile(name string) error {
+	return fmt.Errorf("unknown profile %q; profiles: %s", name, profileList())
+}
+
 // profileNames lists the registered profiles for a user: "a, b or c".
 func profileNames() string {
 	var names []string
@@ -46,5 +63,5 @@ func lookupProfile(name string) (harness.Profile, error) {
 	if p, ok := profiles.Lookup(spec.Profile(strings.ToLower(name))); ok {
 		return p, nil
 	}
-	return harness.Profile{}, fmt.Errorf("unknown profile %q: want %s", name, profileNames())
+	return harness.Profile{}, errUnknownProfile(name)
 }

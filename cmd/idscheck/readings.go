@@ -103,7 +103,7 @@ func profileHas(name, what string, has func(profiles.Profile) bool) error {
 	p, found := profiles.Lookup(spec.Profile(name))
 	switch {
 	case !found:
-		return fmt.Errorf("unknown profile %q: want %s", name, profileNames())
+		return errUnknownProfile(name)
 	case !has(p):
 		return fmt.Errorf("profile %s has no %s (profiles that have one: %s)", name, what, strings.Join(ok, ", "))
 	}

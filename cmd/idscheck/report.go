@@ -39,7 +39,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// Flags may come before or after DIR: parse, take DIR, parse the rest.
 	var pos []string
 	for rest := args; ; {
-		if code, done := parseFlags(fs, rest, true); done {
+		if code, done := parseFlags(fs, rest, true, stdout); done {
 			return code
 		}
 		if fs.NArg() == 0 {

@@ -118,8 +118,8 @@ func TestReportCommand(t *testing.T) {
 		{"help", func(string) []string { return []string{"-h"} }, exitOK, "Usage: idscheck report"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, errs := runReportCmd(t, tc.args(writeRun(t, false))...)
-			if code != tc.code || !strings.Contains(errs, tc.msg) {
+			code, out, errs := runReportCmd(t, tc.args(writeRun(t, false))...)
+			if code != tc.code || !strings.Contains(errs+out, tc.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tc.code, tc.msg)
 			}
 		})
@@ -258,7 +258,7 @@ func TestReportSummaryBlockedAndReading(t *testing.T) {
 	doc := &reports.Result{Profile: intent.Name, Started: t0, Finished: t0.Add(time.Second), Command: "idscheck run",
 		ExitCode: g.code, Rules: reports.Entries(rules, results, nil)}
 	var b bytes.Buffer
-	printSummary(&b, doc, &features.RunResult{}, g, "")
+	printSummary(&b, doc, &features.RunResult{}, g, "", nil)
 	out := b.String()
 	for _, want := range []string{
 		"  BLOCKED    1\n",

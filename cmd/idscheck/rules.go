@@ -15,22 +15,27 @@ import (
 
 // rulesConfig is what `idscheck rules` was asked for.
 type rulesConfig struct {
-	profile string // empty: every profile
-	level   string // empty: every level
-	json    bool
-	width   int // characters of the quote shown in the table
+	profile  string // empty: every profile
+	level    string // empty: every level
+	json     bool
+	width    int  // characters of the quote shown in the table
+	readings bool // list the decisions and their readings, not the rules
 }
 
 // cmdRules lists the rule catalog: a table by default, the full rules with --json.
 func cmdRules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg rulesConfig
-	fs := newFlagSet("rules", "rules [--profile NAME] [--level MUST] [--json]", stderr)
+	fs := newFlagSet("rules", "rules [--profile NAME] [--level MUST] [--json]\n       idscheck rules --readings [--profile NAME] [--json]  (the decisions: what run --reading DECISION=READING declares)", stderr)
 	profileFlag(fs, &cfg.profile, "", "list only the rules of this profile (empty: every profile)")
 	fs.StringVar(&cfg.level, "level", "", "list only the rules of this level (MUST, SHOULD or MAY); empty: all")
 	fs.BoolVar(&cfg.json, "json", false, "print the full rules (quote, binding, explanation, untestable reason, readings with their quotes) as a JSON array")
 	fs.IntVar(&cfg.width, "width", 72, "characters of the quote shown in the table (0: the whole quote)")
-	if code, done := parseFlags(fs, args, false); done {
+	fs.BoolVar(&cfg.readings, "readings", false, "list each profile's decisions (where the text is open or contradicts itself) and their readings: what idscheck run --reading DECISION=READING declares")
+	if code, done := parseFlags(fs, args, false, stdout); done {
 		return code
+	}
+	if cfg.readings {
+		return listReadings(cfg, stdout, stderr)
 	}
 	rules, err := selectCatalog(cfg)
 	if err != nil {
@@ -101,7 +106,7 @@ func selectCatalog(cfg rulesConfig) ([]spec.Rule, error) {
 	if cfg.profile != "" {
 		p, err := lookupProfile(cfg.profile)
 		if err != nil {
-			return nil, fmt.Errorf("--profile: %w", err)
+			return nil, err
 		}
 		all = p.Rules()
 	} else {
@@ -193,4 +198,75 @@ func cut(s string, width int) string {
 		return string([]rune(s)[:width-1]) + "…"
 	}
 	return s
+}
+
+// listReadings is `idscheck rules --readings`: every decision of each
+// profile (or of --profile), its question, its readings with the words of
+// the text, what the bundled server follows, and the rules judged under it.
+func listReadings(cfg rulesConfig, stdout, stderr io.Writer) int {
+	names := profiles.Names()
+	if cfg.profile != "" {
+		p, err := lookupProfile(cfg.profile)
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck rules: %v\n", err)
+			return exitUsage
+		}
+		names = []spec.Profile{p.Name}
+	}
+	if cfg.level != "" {
+		fmt.Fprintln(stderr, "idscheck rules: --level selects rules; --readings lists decisions: give one or the other")
+		return exitUsage
+	}
+	type profileDecisions struct {
+		Profile   spec.Profile    `json:"profile"`
+		Decisions []spec.Decision `json:"decisions"`
+	}
+	var all []profileDecisions
+	for _, n := range names {
+		all = append(all, profileDecisions{n, decisionsOf(n)})
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(all); err != nil {
+			fmt.Fprintf(stderr, "idscheck rules: write: %v\n", err)
+			return exitUsage
+		}
+		return exitOK
+	}
+	var b strings.Builder
+	b.WriteString("Where the text contradicts itself or leaves a choice open, a check resting on the\n" +
+		"choice is judged under each reading (a target that follows one gets READING, never\n" +
+		"FAIL). Declare the reading a target follows with idscheck run --reading DECISION=READING\n" +
+		"(or \"readings\" in the target file): its checks are then PASS or FAIL by it alone.\n")
+	for _, pd := range all {
+		p, _ := profiles.Lookup(pd.Profile)
+		var rules = map[string][]string{}
+		for _, r := range p.Rules() {
+			for _, id := range r.Readings {
+				rules[id] = append(rules[id], r.ID)
+			}
+		}
+		fmt.Fprintf(&b, "\n%s: %s\n", pd.Profile, plural(len(pd.Decisions), "decision"))
+		for _, d := range pd.Decisions {
+			fmt.Fprintf(&b, "\n  %s (§%s): %s\n", d.ID, d.Section, spec.NormalizeSpace(d.Question))
+			tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+			for i, rd := range d.Readings {
+				mark := ""
+				if i == 0 {
+					mark = "  [the bundled server's default]"
+				}
+				fmt.Fprintf(tw, "    --reading %s=%s\t§%s\t%s%s\n", d.ID, rd.Name, rd.Section, cut(spec.NormalizeSpace(rd.Means), cfg.width), mark)
+			}
+			tw.Flush()
+			if len(rules[d.ID]) > 0 {
+				fmt.Fprintf(&b, "    rules: %s\n", strings.Join(rules[d.ID], ", "))
+			}
+			if d.Choice != "" {
+				fmt.Fprintf(&b, "    bundled server: %s\n", cut(spec.NormalizeSpace(d.Choice), 2*cfg.width))
+			}
+		}
+	}
+	io.WriteString(stdout, b.String())
+	return exitOK
 }

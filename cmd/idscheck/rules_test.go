@@ -63,9 +63,9 @@ func TestRulesCommand(t *testing.T) {
 }
 
 func TestRulesHelpNamesEveryFlag(t *testing.T) {
-	_, _, errs := runRules(t, "-h")
+	_, out, _ := runRules(t, "-h")
 	for _, f := range []string{"-profile", "-level", "-json", "-width"} {
-		if !strings.Contains(errs, f) {
+		if !strings.Contains(out, f) {
 			t.Errorf("help lacks %s", f)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idscheck/idscheck/verdict"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -40,6 +41,10 @@ type runConfig struct {
 	tgt              targetFlags // --target-file and the target flags (target.go)
 	profile          string
 	rules            string
+	exclude          string    // --exclude: rule-ID globs left out
+	sel              selection // what --rules and --exclude select
+	dryRun           bool
+	force            bool // --force: replace what --out holds
 	strict           bool
 	seed             uint64
 	seedSet          bool
@@ -82,7 +87,10 @@ Where the text contradicts itself or leaves a choice open, a check is judged
 under every reading it allows: a target that follows one gets a READING
 verdict naming it (never a failure). --reading DECISION=NAME declares the
 target's reading; its checks are then PASS or FAIL by that reading alone.
-idscheck rules lists the decisions and their readings.
+idscheck rules --readings [--profile NAME] lists the decisions and their
+readings. Against the bundled server (no --target) the declared readings are
+the server's too: it is started following them (as idscheck serve --reading
+would) where its profile lets it choose.
 
 --expected-failures FILE lists rule IDs, one a line, '#' starts a comment.
 A listed rule that fails is shown as expected and does not fail the run. A
@@ -96,17 +104,20 @@ const defaultHealthWait = 10 * time.Second
 // maxHealthProbe bounds one GET /health of the wait.
 const maxHealthProbe = 2 * time.Second
 
-func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, int, bool) {
+func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.Writer) (runConfig, int, bool) {
 	var c runConfig
 	fs := newFlagSet("run", runSynopsis, stderr)
 	prof, err := lookupProfile(argProfile(args, defaultProfile()))
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck run: --profile: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
 		return c, exitUsage, true
 	}
 	c.tgt.register(fs, prof)
 	profileFlag(fs, &c.profile, defaultProfile(), "profile (protocol text) to certify against")
-	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); empty: every rule")
+	fs.StringVar(&c.rules, "rules", "", "comma-separated rule-ID globs (e.g. 'INTENT-7.*'); a glob starting with '!' excludes ('INTENT-7.*,!INTENT-7.9*'); empty: every rule. Every glob must match a rule")
+	fs.StringVar(&c.exclude, "exclude", "", "comma-separated rule-ID globs to leave out of the selection (the same as '!GLOB' in --rules)")
+	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (chaos, mutants) or files that are no run, replacing the run there")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "list the scenarios and the rules the selection would run, then exit 0: no target is started or contacted")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
 	fs.StringVar(&c.out, "out", "idscheck-report", "directory the report is written to")
@@ -119,7 +130,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
 	fs.IntVar(&c.minJudged, "min-judged", 1, "the least number of testable rules the run must judge (PASS, FAIL, NON-STRICT or READING); fewer: exit 4, never a pass")
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
-	if code, stop := parseFlags(fs, args, false); stop {
+	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return c, code, true
 	}
 	c.values = map[string]string{}
@@ -136,9 +147,11 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 		return usageErr("%v", err)
 	}
 	if p, ok := profiles.Lookup(spec.Profile(c.profile)); !ok {
-		return usageErr("--profile: unknown profile %q: want %s", c.profile, profileNames())
+		return usageErr("%v", errUnknownProfile(c.profile))
 	} else if p.Suite == nil {
 		return usageErr("profile %q has no scenarios yet", c.profile)
+	} else if c.sel, err = selectRules(p, c.rules, c.exclude); err != nil {
+		return usageErr("%v", err)
 	}
 	if err := c.tgt.validate(spec.Profile(c.profile), true); err != nil {
 		return usageErr("%v", err)
@@ -161,14 +174,22 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	return c, 0, false
 }
 
-func (c runConfig) globs() []string { return splitList(c.rules) }
+// globs is the selection as the report records it: the globs of --rules,
+// and those of --exclude as '!GLOB'.
+func (c runConfig) globs() []string {
+	out := splitList(c.rules)
+	for _, g := range splitList(c.exclude) {
+		out = append(out, "!"+g)
+	}
+	return out
+}
 
 // reproduce returns the command line that repeats this run: the same flags,
 // the seed always, --target-file when one was given, every credential
 // replaced by its environment variable. Values from the target file are not
 // repeated: the file is named instead.
 func (c runConfig) reproduce() string {
-	parts := []string{"idscheck", "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
+	parts := []string{selfCommand, "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
 	for _, name := range c.setFlags {
 		if name == "seed" {
 			continue
@@ -183,6 +204,33 @@ func (c runConfig) reproduce() string {
 	return strings.Join(parts, " ")
 }
 
+// reproduceNeeds is what the reproduce line needs from the environment:
+// the variables it names in place of the credentials given by flag and of
+// the secrets of --target-cmd.
+func (c runConfig) reproduceNeeds() replayNeeds {
+	var needs replayNeeds
+	c.tgt.credentialNeeds(&needs)
+	if containsString(c.setFlags, "target-cmd") {
+		replayCommand(c.tgt.cli.targetCmd, c.tgt.Secrets(), &needs)
+	}
+	return needs
+}
+
+// reproduceNote is the note of a result that says what the reproduce line
+// needs set (reproduceNeeds); printReproduce prints it under the line.
+const reproduceNote = "to reproduce: "
+
+// printReproduce writes the reproduce line of doc and, under it, what it
+// needs from the environment.
+func printReproduce(b io.Writer, doc *reports.Result) {
+	fmt.Fprintf(b, "reproduce: %s\n", doc.Command)
+	for _, n := range doc.Notes {
+		if rest, ok := strings.CutPrefix(n, reproduceNote); ok {
+			fmt.Fprintf(b, "           (%s)\n", rest)
+		}
+	}
+}
+
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' || r == ',' || r == '=' ||
@@ -195,12 +243,23 @@ func shellQuote(s string) string {
 
 // cmdRun is `idscheck run`.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, code, stop := parseRunFlags(args, os.Getenv, stderr)
+	c, code, stop := parseRunFlags(args, os.Getenv, stdout, stderr)
 	if stop {
 		return code
 	}
 	started := time.Now()
 	prof, _ := profiles.Lookup(spec.Profile(c.profile)) // parseRunFlags checked it
+	if c.dryRun {
+		if err := dryRun(stdout, prof, c.sel); err != nil {
+			fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+			return exitUsage
+		}
+		return exitOK
+	}
+	if err := prepareOut(c.out, kindRun, c.force); err != nil {
+		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		return exitUsage
+	}
 	secrets := c.tgt.Secrets()
 	tty := isTerminal(stderr)
 	// Every line this command writes goes through the redaction: an error
@@ -246,6 +305,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if c.serverReadings == "alternate" && prof.AlternateReadings != nil {
 			readings = prof.AlternateReadings()
 		}
+		// The readings declared (--reading, "readings" of the target file)
+		// are the bundled server's too: it is started following them, as
+		// idscheck serve --reading would, so that it is judged by what it
+		// was told to follow.
+		switch {
+		case len(target.Readings) > 0 && prof.AlternateReadings == nil:
+			// A server without readings to choose follows its own: the
+			// declared ones judge it as it is.
+			fmt.Fprintf(stderr, "idscheck run: note: the bundled %s server takes no readings (idscheck serve --profile %s has no --reading): it follows its own, and the declared %s judge it as it is\n",
+				c.profile, c.profile, c.tgt.Readings.String())
+		case len(target.Readings) > 0:
+			if readings == nil {
+				readings = map[string]string{}
+			}
+			maps.Copy(readings, target.Readings)
+		}
 		sinkURL := ""
 		if effects != nil {
 			sinkURL = effects.URL()
@@ -266,6 +341,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if c.serverReadings == "alternate" {
 			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", alternate readings)"
+		}
+		if len(target.Readings) > 0 && prof.AlternateReadings != nil {
+			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", started with the declared readings " + c.tgt.Readings.String() + ")"
 		}
 	}
 	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, redactURL(targetLabel))
@@ -308,7 +386,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := prof.Run(runCtx, features.RunConfig{
 		Target:          target,
 		Seed:            c.seed,
-		Select:          c.globs(),
+		Select:          c.sel.runnerSelect(),
 		Budget:          c.budget,
 		RequestTimeout:  c.requestTimeout,
 		ScenarioTimeout: c.scenarioTimeout,
@@ -318,20 +396,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Sink:            effects,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck run: %s\n", trimEcho(err.Error(), "run"))
 		return exitUsage
 	}
+	// The failed exchanges as curl lines, before the redaction: each
+	// credential is told by its value and printed as its variable.
+	curls := failedCurls(res, target.BaseURL, targetShellVars(target))
 	res.Redact(secrets)
 	g := gate(res.Rules, rules, expected, c.strict)
 	doc, g := newRunResult(c, target, bundled, res, rules, expected, g, secrets)
 	if err := writeRunDir(c.out, doc, res); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		if _, serr := os.Stat(filepath.Join(c.out, reports.ResultFile)); serr != nil {
-			printSummary(stdout, doc, res, g, "")
+			printSummary(stdout, doc, res, g, "", curls)
 			return exitUsage
 		}
 	}
-	printSummary(stdout, doc, res, g, c.out)
+	printSummary(stdout, doc, res, g, c.out, curls)
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(stderr, "idscheck run: interrupted; the scenarios left are UNKNOWN")
@@ -375,7 +456,7 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 		Tool:             reports.CurrentTool(),
 		Profile:          spec.Profile(c.profile),
 		Decisions:        profileDecisions(spec.Profile(c.profile)),
-		Target:           reports.Target{URL: target.BaseURL, Bundled: c.tgt.URL == "", Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
+		Target:           reports.Target{URL: target.BaseURL, Bundled: c.tgt.URL == "", Mutant: c.mutant, Command: redact.NewRedactor(secrets...).Command(c.tgt.TargetCmd), TimeScale: target.TimeScale},
 		Seed:             c.seed,
 		Command:          redactAll(c.reproduce(), secrets),
 		Started:          started,
@@ -389,12 +470,18 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 		Notes:            []string{fmt.Sprintf("exit %d: %s: %s", code, what, cause), "No rule was checked. " + fix},
 		Redact:           secrets,
 	}
+	if n := c.reproduceNeeds().note(); n != "" {
+		doc.Notes = append(doc.Notes, reproduceNote+n)
+	}
 	if err := reports.WriteAll(c.out, doc); err != nil {
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		return code
 	}
-	fmt.Fprintf(stdout, "\nidscheck run: %s, no rule checked: %s\n\nreport:    %s\nreproduce: %s\nexit %d: %s\n",
-		what, oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, code, what)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nidscheck run: %s, no rule checked: %s\n\nreport:    %s\n", what, oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile))
+	printReproduce(&b, doc)
+	fmt.Fprintf(&b, "exit %d: %s\n", code, what)
+	io.WriteString(stdout, b.String())
 	return code
 }
 
@@ -680,7 +767,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
 		Decisions:        profileDecisions(res.Profile),
-		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: c.tgt.TargetCmd, TimeScale: target.TimeScale},
+		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: redact.NewRedactor(secrets...).Command(c.tgt.TargetCmd), TimeScale: target.TimeScale},
 		Seed:             res.Seed,
 		Command:          redactAll(c.reproduce(), secrets),
 		Started:          res.Started,
@@ -697,6 +784,9 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 	g = g.covered(out.Summary(), c.minJudged)
 	out.ExitCode = g.code
 	out.Notes = []string{fmt.Sprintf("exit %d: %s", g.code, g.message)}
+	if n := c.reproduceNeeds().note(); n != "" {
+		out.Notes = append(out.Notes, reproduceNote+n)
+	}
 	for _, id := range g.nowPasses {
 		out.Notes = append(out.Notes, id+" now passes: remove it from the expected-failures file")
 	}
@@ -747,7 +837,7 @@ func writeHistory(name string, exs []verdict.Exchange) error {
 	return f.Close()
 }
 
-func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g gateResult, dir string) {
+func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g gateResult, dir string, curls map[string][]string) {
 	var b strings.Builder
 	sum := doc.Summary()
 	fmt.Fprintf(&b, "\nidscheck run: %s profile, %d rules, %d scenarios, %d exchanges, %s\n",
@@ -812,11 +902,16 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 	if hidden > 0 {
 		fmt.Fprintf(&b, "  … and %d more: see the report\n", hidden)
 	}
+	var failedIDs []string
+	for _, r := range rules {
+		failedIDs = append(failedIDs, r.Rule.ID)
+	}
+	printCurls(&b, failedIDs, curls, doc.Target.Bundled)
 	b.WriteString("\n")
 	if dir != "" {
 		fmt.Fprintf(&b, "report:    %s\n", filepath.Join(dir, reports.HTMLFile))
 	}
-	fmt.Fprintf(&b, "reproduce: %s\n", doc.Command)
+	printReproduce(&b, doc)
 	fmt.Fprintf(&b, "exit %d: %s\n", g.code, g.message)
 	io.WriteString(w, b.String())
 }

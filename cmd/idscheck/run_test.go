@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/features"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/profiles/intent"
 	"github.com/idscheck/idscheck/reports"
 	"github.com/idscheck/idscheck/spec"
@@ -49,7 +50,7 @@ func TestRunUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad flag", []string{"--no-such-flag"}, "flag provided but not defined"},
+		{"bad flag", []string{"--no-such-flag"}, "unknown flag --no-such-flag"},
 		{"stray argument", []string{"extra"}, "unexpected argument"},
 		{"unknown profile", []string{"--profile", "nope"}, `unknown profile "nope"`},
 		{"target without key", []string{"--target", "http://127.0.0.1:1"}, "an API key is required with --target"},
@@ -59,7 +60,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"missing expected-failures file", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", "/nonexistent/x"}, "expected failures"},
 		{"unknown rule in expected-failures", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--expected-failures", unknownID}, `"INTENT-NOPE-x" is not a rule`},
 		{"not a URL", []string{"--target", "127.0.0.1:1", "--api-key", "k"}, `--target is "127.0.0.1:1": want an http:// or https:// URL`},
-		{"rules match nothing", []string{"--rules", "NOPE-*"}, "no rule matches NOPE-*"},
+		{"rules match nothing", []string{"--rules", "NOPE-*"}, `"NOPE-*" matches no rule of the intent profile`},
 		{"bad rule glob", []string{"--rules", "INTENT-["}, "bad rule glob"},
 		{"mutant with target", []string{"--target", "http://127.0.0.1:1", "--api-key", "k", "--mutant", "x"}, "--mutant applies to the bundled server only"},
 		{"unknown mutant", []string{"--mutant", "no-such-mutant"}, "no-such-mutant"},
@@ -197,7 +198,7 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 		return ""
 	}
 	c, code, stop := parseRunFlags([]string{"--target", "http://127.0.0.1:9", "--api-key", "s3cret", "--admin-token", "adm1n",
-		"--rules", "INTENT-7.*", "--seed", "42", "--strict"}, env, io.Discard)
+		"--rules", "INTENT-7.*", "--seed", "42", "--strict"}, env, io.Discard, io.Discard)
 	if stop {
 		t.Fatalf("parse stopped with %d", code)
 	}
@@ -471,7 +472,7 @@ func TestRunExpectedFailures(t *testing.T) {
 
 func TestRunReadingFlag(t *testing.T) {
 	var stderr strings.Builder
-	c, code, stop := parseRunFlags([]string{"--reading", "lease-expiry=immediate", "--reading", "extend=added"}, func(string) string { return "" }, &stderr)
+	c, code, stop := parseRunFlags([]string{"--reading", "lease-expiry=immediate", "--reading", "extend=added"}, func(string) string { return "" }, io.Discard, &stderr)
 	if stop || code != 0 {
 		t.Fatalf("valid readings refused: %d %s", code, stderr.String())
 	}
@@ -488,7 +489,7 @@ func TestRunReadingFlag(t *testing.T) {
 		{"lease-expiry", "want DECISION=READING"},
 	} {
 		stderr.Reset()
-		_, code, stop := parseRunFlags([]string{"--reading", bad.arg}, func(string) string { return "" }, &stderr)
+		_, code, stop := parseRunFlags([]string{"--reading", bad.arg}, func(string) string { return "" }, io.Discard, &stderr)
 		if !stop || code != exitUsage || !strings.Contains(stderr.String(), bad.says) {
 			t.Errorf("--reading %s: exit %d, stderr %q, want 2 saying %q", bad.arg, code, stderr.String(), bad.says)
 		}
@@ -559,7 +560,8 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 		{"default", nil, exitOK, "follows backoff (lease-expiry)"},
 		{"alternate", []string{"--readings", "alternate"}, exitOK, "follows immediate (lease-expiry)"},
 		{"alternate, declared", []string{"--readings", "alternate", "--reading", "lease-expiry=immediate"}, exitOK, "READING    3"},
-		{"declared, not followed", []string{"--reading", "lease-expiry=immediate"}, exitFailed, "FAIL       INTENT-3.3-expiry-backoff"},
+		// A reading declared without --target is the bundled server's too.
+		{"declared, followed", []string{"--reading", "lease-expiry=immediate"}, exitOK, "PASS       1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--rules", rules, "--seed", "3", "--out", t.TempDir()}, tc.args...)
@@ -569,6 +571,25 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 			}
 		})
 	}
+	// A target that does not follow the reading it declares fails its check:
+	// the bundled server, started apart with its default readings.
+	t.Run("declared, not followed", func(t *testing.T) {
+		prof, _ := profiles.Lookup("intent")
+		bt, stop, err := startBundled(t.Context(), prof, bundledOptions{Dir: t.TempDir(), TimeScale: 60, Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		args := []string{"--target", bt.BaseURL, "--api-key", bt.APIKey, "--time-scale", "60", "--rules", rules, "--seed", "3", "--out", t.TempDir(),
+			"--reading", "lease-expiry=immediate"}
+		for name, v := range bt.Credentials {
+			args = append(args, "--"+name, v)
+		}
+		code, stdout, stderr := runCLI(t, args...)
+		if code != exitFailed || !strings.Contains(stdout, "FAIL       INTENT-3.3-expiry-backoff") {
+			t.Fatalf("exit %d, want %d and INTENT-3.3-expiry-backoff FAIL\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
+		}
+	})
 	code, _, stderr := runCLI(t, "--target", "http://127.0.0.1:1", "--api-key", "k", "--readings", "alternate")
 	if code != exitUsage || !strings.Contains(stderr, "declare the target's readings with --reading") {
 		t.Errorf("--readings with --target: exit %d, %q", code, stderr)

@@ -17,7 +17,7 @@ import (
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	p, err := lookupProfile(argProfile(args, defaultProfile()))
 	if err != nil {
-		fmt.Fprintf(stderr, "idscheck serve: --profile: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
 		return exitUsage
 	}
 	if p.Serve == nil {
@@ -75,7 +75,7 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the server's random choices (0: drawn)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	run := p.Serve.Flags(fs)
-	if code, done := parseFlags(fs, args, false); done {
+	if code, done := parseFlags(fs, args, false, stdout); done {
 		return code
 	}
 	var lv slog.Level
@@ -93,7 +93,7 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	if err := run(ctx, c); err != nil {
-		fmt.Fprintf(stderr, "idscheck serve: %v\n", err)
+		fmt.Fprintf(stderr, "idscheck serve: %s\n", trimEcho(err.Error(), "serve"))
 		return exitUsage
 	}
 	return exitOK

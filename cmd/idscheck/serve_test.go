@@ -55,12 +55,12 @@ func TestServeHelpListsReadings(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, w := range []string{"serve --profile intent", "ID=NAME", "-reading value", "-readings string"} {
-		if !strings.Contains(stderr.String(), w) {
+		if !strings.Contains(stdout.String(), w) {
 			t.Errorf("help does not mention %q", w)
 		}
 	}
 	for _, k := range sut.ReadingKeys() {
-		if !strings.Contains(stderr.String(), k.Key+": "+strings.Join(k.Names, ", ")) {
+		if !strings.Contains(stdout.String(), k.Key+": "+strings.Join(k.Names, ", ")) {
 			t.Errorf("help does not list %s", k.Key)
 		}
 	}

@@ -18,9 +18,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/profiles"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -77,7 +79,17 @@ type targetFlags struct {
 	fromEnv []string
 	// readingFromFile marks the readings the file declared (not a flag).
 	readingFromFile map[string]bool
+	// offline is set by a command that never contacts the target (check):
+	// a variable the file names that is not set is no error there, only a
+	// secret it cannot know (Unset lists them).
+	offline bool
+	// Unset lists the variables the file names that were not set (offline).
+	Unset []string
 }
+
+// unsetMarker stands, offline, for the value of a variable that is not set,
+// so that what reads it goes on; Secrets leaves it out.
+const unsetMarker = "\x00idscheck-unset:"
 
 // effectSink is where the harness counts external side effects: the
 // implementation calls URL once per effect; the harness listens on Listen.
@@ -219,6 +231,7 @@ var effectSinkKeys = []string{"listen", "url"}
 // target-file schema to fs's -h.
 func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
 	t.prof = p
+	flagSetProfile.Store(fs, p.Name)
 	fs.StringVar(&t.File, "target-file", "", "JSON file describing the target (URL, credentials or the names of variables holding them, readings, time scale, start command: see below); flags override its fields")
 	fs.StringVar(&t.cli.url, "target", "", "base URL of the target (http://host:port[/prefix]); empty: the bundled reference server")
 	for _, c := range t.credentials() {
@@ -229,7 +242,7 @@ func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
 		fs.StringVar(c.cli, c.name, "", help+" (default $"+c.env+")")
 	}
 	fs.Float64Var(&t.cli.timeScale, "time-scale", 0, "the target divides every protocol duration by this factor (default 1: real time; the bundled server runs at its profile's scale)")
-	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; idscheck rules --profile NAME lists the decisions); a declared reading is judged strictly")
+	fs.Var(&t.cli.readings, "reading", "DECISION=READING the target follows where the text is open (repeatable; idscheck rules --readings --profile NAME lists the decisions); a declared reading is judged strictly")
 	fs.StringVar(&t.cli.effectSink, "effect-sink", "", "host:port the harness's effect sink listens on, for a profile whose targets send their external effects to it: give the target http://host:port as its sink (effect_sink.listen in the target file)")
 	fs.StringVar(&t.cli.targetCmd, "target-cmd", "", "shell command that starts the target on --target (idscheck owns the process: it waits for /health and stops it at the end)")
 	if p.Section != nil && p.Section.Flags != nil {
@@ -242,6 +255,39 @@ func (t *targetFlags) register(fs *flag.FlagSet, p harness.Profile) {
 		}
 		fmt.Fprint(fs.Output(), targetFileHelp(p))
 	}
+}
+
+// flagSetProfile maps a FlagSet that register filled to its profile, so
+// that an unknown flag another profile defines is named as such
+// (otherProfilesFlag).
+var flagSetProfile sync.Map // *flag.FlagSet → spec.Profile
+
+// otherProfilesFlag names the profiles other than fs's whose target flags
+// define name (--variant of http-idempotency, asked of intent); "" when fs
+// has no profile or none does.
+func otherProfilesFlag(fs *flag.FlagSet, name string) string {
+	v, ok := flagSetProfile.Load(fs)
+	if !ok {
+		return ""
+	}
+	var with []string
+	for _, n := range profiles.Names() {
+		if n == v.(spec.Profile) {
+			continue
+		}
+		p, _ := profiles.Lookup(n)
+		scratch := flag.NewFlagSet("", flag.ContinueOnError)
+		var t targetFlags
+		t.register(scratch, p)
+		flagSetProfile.Delete(scratch)
+		if scratch.Lookup(name) != nil {
+			with = append(with, string(n))
+		}
+	}
+	if len(with) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the %s profile has no --%s: it is a flag of --profile %s", v, name, strings.Join(with, ", --profile "))
 }
 
 // isTargetFlag says whether a flag of fs is one register added.
@@ -268,8 +314,20 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	t.origin = map[string]string{}
 	t.readingFromFile = map[string]bool{}
 	t.credentials() // the maps exist
+	fileEnv := getenv
+	if t.offline {
+		fileEnv = func(name string) string {
+			if v := getenv(name); v != "" {
+				return v
+			}
+			if !slices.Contains(t.Unset, name) {
+				t.Unset = append(t.Unset, name)
+			}
+			return unsetMarker + name
+		}
+	}
 	if t.File != "" {
-		if err := t.loadFile(getenv); err != nil {
+		if err := t.loadFile(fileEnv); err != nil {
 			return err
 		}
 	}
@@ -316,7 +374,7 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 	}
 	sort.Strings(t.fromEnv)
 	if t.sectionMerge != nil {
-		v, secrets, err := t.sectionMerge(t.sectionRaw, getenv)
+		v, secrets, err := t.sectionMerge(t.sectionRaw, fileEnv)
 		if err != nil {
 			if t.File != "" && t.sectionRaw != nil {
 				return fmt.Errorf("target file %s: %w", t.File, err)
@@ -407,6 +465,9 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 				return ferr("%q is %q: want the NAME of an environment variable (letters, digits, _), e.g. \"MY_KEY\", not its value", envField, redactEnvValue(env))
 			}
 			v := getenv(env)
+			if strings.HasPrefix(v, unsetMarker) {
+				continue // offline: a secret check cannot know, and needs not
+			}
 			if v == "" {
 				return ferr("%q names $%s, which is not set (or empty): export it, or give the credential another way", envField, env)
 			}
@@ -751,7 +812,7 @@ func (t *targetFlags) Secrets() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
-		if s != "" && !seen[s] {
+		if s != "" && !seen[s] && !strings.Contains(s, unsetMarker) {
 			seen[s] = true
 			out = append(out, s)
 		}
@@ -815,6 +876,9 @@ func (t *targetFlags) reproduceFlag(name, value string) (parts []string, ok bool
 			parts = append(parts, "--reading="+shellQuote(kv))
 		}
 		return parts, true
+	}
+	if name == "target-cmd" {
+		value = replayCommand(value, t.Secrets(), new(replayNeeds))
 	}
 	return []string{"--" + name + "=" + shellQuote(value)}, true
 }

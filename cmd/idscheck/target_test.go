@@ -119,7 +119,7 @@ func TestTargetFlagOverridesFile(t *testing.T) {
 		t.Errorf("readings %v: want the flag's lease-expiry and the file's extend", tf.Readings)
 	}
 	// The same through run: the flag's key is the one the reproduce line names.
-	c, code, stop := parseRunFlags([]string{"--target-file", file, "--admin-token", "flag-admin"}, envOf(nil), io.Discard)
+	c, code, stop := parseRunFlags([]string{"--target-file", file, "--admin-token", "flag-admin"}, envOf(nil), io.Discard, io.Discard)
 	if stop {
 		t.Fatalf("run refused the file: exit %d", code)
 	}
@@ -193,6 +193,9 @@ func TestTargetFileErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, cmd := range []string{"run", "check"} {
+				if cmd == "check" && tc.name == "variable not set" {
+					continue // check needs no secret: TestCheckNeedsNoLiveSecret
+				}
 				args := []string{cmd, "--target-file", tc.path}
 				if cmd == "check" {
 					args = append(args, t.TempDir())
@@ -279,7 +282,7 @@ func TestTargetHelpDocumentsTheFile(t *testing.T) {
 			t.Fatalf("%s -h: exit %d", cmd, code)
 		}
 		for _, s := range []string{"Target file (--target-file FILE)", "api_key_env", "target_cmd", "readings", "effect_sink", "-target-file"} {
-			if !strings.Contains(stderr.String(), s) {
+			if !strings.Contains(stdout.String(), s) {
 				t.Errorf("%s -h lacks %q", cmd, s)
 			}
 		}
@@ -622,4 +625,36 @@ func intentProfile(t *testing.T) profiles.Profile {
 		t.Fatal("no intent profile in the registry")
 	}
 	return p
+}
+
+// TestCheckNeedsNoLiveSecret: check re-judges a run offline; a target file
+// naming a variable that is not set is no error there (the secrets it holds
+// that are set are still redacted), where run refuses it.
+func TestCheckNeedsNoLiveSecret(t *testing.T) {
+	dir := writeChaosDir(t)
+	t.Setenv("IDSCHECK_TEST_SET_KEY", "admin-token-value-7")
+	file := writeFile(t, "t.json", `{"url": "http://127.0.0.1:9", "api_key_env": "IDSCHECK_TEST_UNSET_VAR", "admin_token_env": "IDSCHECK_TEST_SET_KEY"}`)
+	var stdout, stderr bytes.Buffer
+	code := cli(t.Context(), []string{"check", "--target-file", file, dir}, &stdout, &stderr)
+	if code == exitUsage {
+		t.Fatalf("check demanded the live secret: exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "note: $IDSCHECK_TEST_UNSET_VAR not set: check needs no secret") {
+		t.Errorf("check does not say the variable is not set:\n%s", stderr.String())
+	}
+	var tf targetFlags
+	tf.offline = true
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	tf.register(fs, intentProfile(t))
+	fs.Parse([]string{"--target-file", file})
+	if err := tf.load(fs, os.Getenv); err != nil {
+		t.Fatal(err)
+	}
+	if s := tf.Secrets(); !slices.Contains(s, "admin-token-value-7") || slices.ContainsFunc(s, func(x string) bool { return strings.Contains(x, "IDSCHECK_TEST_UNSET_VAR") }) {
+		t.Errorf("offline secrets %q: want the set one, nothing for the unset one", s)
+	}
+	code, _, errs := runCLI(t, "--target-file", file, "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(errs, "IDSCHECK_TEST_UNSET_VAR, which is not set") {
+		t.Errorf("run with the variable unset: exit %d, %s", code, errs)
+	}
 }
