@@ -119,6 +119,21 @@ func (e *PassNote) Error() string { return "passed: " + e.Note }
 // Passed returns a *PassNote.
 func Passed(note string) error { return &PassNote{Note: note} }
 
+// Observation is what a check returns when it holds and can say what it
+// observed (a count at the effect sink, say): the runner judges the check
+// PASS and shows Expected and Observed as its proof, beside the answers it
+// read.
+type Observation struct{ Expected, Observed string }
+
+func (e *Observation) Error() string {
+	return "held: expected " + e.Expected + ", observed " + e.Observed
+}
+
+// Observed returns an *Observation: the check held, and this is what it saw.
+func Observed(expected, observed string) error {
+	return &Observation{Expected: expected, Observed: observed}
+}
+
 // MismatchError is a step failure that says what the rule expected and what
 // the target did; the runner puts both into the rule's evidence.
 type MismatchError struct {
