@@ -77,10 +77,18 @@ var ErrNotApplicable = errors.New("not applicable")
 
 // NotApplicable returns an error that makes the scenario's rules N/A.
 func NotApplicable(reason string) error {
-	return &naError{reason}
+	return &naError{reason: reason}
 }
 
-type naError struct{ reason string }
+// NotThisVariant returns an error that makes the scenario's rules N/A
+// because they judge variant, a variant of the text other than the one the
+// target declares: the reports set such rules apart from the rules of the
+// declared variant.
+func NotThisVariant(variant, reason string) error {
+	return &naError{reason: reason, variant: variant}
+}
+
+type naError struct{ reason, variant string }
 
 func (e *naError) Error() string { return "not applicable: " + e.reason }
 func (e *naError) Unwrap() error { return ErrNotApplicable }

@@ -191,6 +191,9 @@ type Judgment struct {
 	BlockedIn   string                 `json:"blocked_in,omitempty"`
 	Reading     *verdict.ReadingChoice `json:"reading,omitempty"`
 	Evidence    verdict.Evidence       `json:"evidence,omitzero"`
+	// Variant, on an N/A, is the variant of the text the check judges when
+	// the target declares another (NotThisVariant).
+	Variant string `json:"variant,omitempty"`
 }
 
 // errStopped marks the step at which a scenario stops because the assertion
@@ -340,10 +343,11 @@ func (j *judge) stepReturned(err error) error {
 	case errors.Is(err, ErrNotApplicable):
 		reason := err.Error()
 		var na *naError
+		variant := ""
 		if errors.As(err, &na) {
-			reason = na.reason
+			reason, variant = na.reason, na.variant
 		}
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.NA, Reason: reason, Step: j.steps[j.idx].Text})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.NA, Reason: reason, Step: j.steps[j.idx].Text, Variant: variant})
 		return nil
 	case isTransport(err) || unanswered(exs) != nil:
 		return err // the target did not answer: the scenario ends UNKNOWN
@@ -575,7 +579,7 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 			continue
 		}
 		seen[r.Rule] = true
-		jd := Judgment{Rule: r.Rule, Verdict: stop.Verdict, Step: st.Text, Reason: stop.Reason, Evidence: stop.Evidence}
+		jd := Judgment{Rule: r.Rule, Verdict: stop.Verdict, Step: st.Text, Reason: stop.Reason, Evidence: stop.Evidence, Variant: stop.Variant}
 		if stop.Verdict == verdict.Blocked {
 			jd.BlockedBy, jd.BlockedStep, jd.BlockedIn = blocker, failed, j.scenario
 			jd.Evidence = bev

@@ -186,3 +186,46 @@ func TestRunBlockedNamesTheFailedStep(t *testing.T) {
 		t.Errorf("T-11: step %q, reason %q", r.BlockedStep, r.Reason)
 	}
 }
+
+// TestRunNotThisVariantNamesTheVariant (issue 21, item 4): a rule N/A only
+// because it judges another variant of the text says which, so the reports
+// can set it apart; N/A for another reason too, it names none.
+func TestRunNotThisVariantNamesTheVariant(t *testing.T) {
+	feature := `Feature: variants
+  Scenario: the other variant's check
+    Given the text is read as "other"
+    Then [V-1-other] nothing is checked
+
+  Scenario: the other variant's check, twice
+    Given the text is read as "other"
+    Then [V-2-mixed] nothing is checked
+
+  Scenario: a check without what it needs
+    Given the target offers nothing for this
+    Then [V-2-mixed] nothing is checked
+`
+	rules := []spec.Rule{{ID: "V-1-other", Level: spec.Must}, {ID: "V-2-mixed", Level: spec.Must}}
+	cfg := RunConfig{
+		Profile: "variants", Target: Target{BaseURL: startTarget(t, goodTarget)}, Seed: 1, Rules: rules,
+		Suite: &Suite{FS: fstest.MapFS{"v.feature": {Data: []byte(feature)}}, Paths: []string{"v.feature"},
+			Steps: func(sc *godog.ScenarioContext, env *Env) {
+				Register(sc, env, []StepDef{
+					{Pattern: `^the text is read as "([^"]*)"$`, Kind: Action, Fn: func(v string) error {
+						return NotThisVariant(v, "the target declares another variant")
+					}},
+					{Pattern: `^the target offers nothing for this$`, Kind: Action, Fn: func() error { return NotApplicable("nothing") }},
+					{Pattern: `^nothing is checked$`, Kind: Check, Fn: func() error { return nil }},
+				})
+			}},
+	}
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ruleByID(res, "V-1-other"); r.Verdict != verdict.NA || r.Variant != "other" {
+		t.Errorf("V-1: %s variant %q, want N/A of the variant other", r.Verdict, r.Variant)
+	}
+	if r := ruleByID(res, "V-2-mixed"); r.Verdict != verdict.NA || r.Variant != "" {
+		t.Errorf("V-2: %s variant %q, want N/A naming no variant", r.Verdict, r.Variant)
+	}
+}

@@ -111,8 +111,11 @@ type ScenarioResult struct {
 	Evidence verdict.Evidence `json:"evidence"`
 	// Transport is set when the scenario ended on a transport failure (the
 	// target did not answer), as opposed to a wrong answer.
-	Transport bool          `json:"transport,omitempty"`
-	Duration  time.Duration `json:"duration_ns"`
+	Transport bool `json:"transport,omitempty"`
+	// Variant: the scenario is N/A because it judges this variant of the
+	// text, and the target declares another (NotThisVariant).
+	Variant  string        `json:"variant,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
 }
 
 // RunResult is a finished run: a verdict per rule, the scenarios behind

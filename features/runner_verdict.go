@@ -52,7 +52,7 @@ func Classify(err error, exs []verdict.Exchange) ScenarioResult {
 	case errors.Is(err, ErrNotApplicable):
 		r.Verdict, r.Reason = verdict.NA, err.Error()
 		if errors.As(err, &na) {
-			r.Reason = na.reason
+			r.Reason, r.Variant = na.reason, na.variant
 		}
 	case errors.Is(err, godog.ErrUndefined):
 		r.Verdict, r.Reason = verdict.Unknown, "runner bug: undefined step: "+stepText(err, godog.ErrUndefined)
@@ -311,6 +311,12 @@ func ruleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxProof int) 
 		case count[verdict.NA] == len(js):
 			rr.Verdict = verdict.NA
 			rr.Reason = first[verdict.NA].Reason
+			rr.Variant = first[verdict.NA].Variant
+			for _, j := range js {
+				if j.Variant != rr.Variant {
+					rr.Variant = "" // N/A for other reasons too: not only another variant's
+				}
+			}
 		default:
 			rr.Verdict = verdict.Pass
 			var notes []string

@@ -85,6 +85,9 @@ type RuleResult struct {
 	// own.
 	BlockedStep string `json:"blocked_step,omitempty"`
 	BlockedIn   string `json:"blocked_in,omitempty"`
+	// Variant, on an N/A, names the variant of the text the rule belongs
+	// to when the target declares another: the rule is N/A for that alone.
+	Variant string `json:"variant,omitempty"`
 	// Reading, on a READING verdict (and on a verdict judged against a
 	// declared reading), says which reading of which decision it rests on.
 	Reading *ReadingChoice `json:"reading,omitempty"`

@@ -189,7 +189,7 @@ func (w *httpWorld) describe() error {
 
 func (w *httpWorld) variant(v string) error {
 	if w.ep.Variant != v {
-		return features.NotApplicable(fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
+		return features.NotThisVariant(v, fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
 	}
 	return nil
 }
