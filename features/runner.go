@@ -39,8 +39,8 @@ const (
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultMaxEvidence     = 20   // exchanges kept per rule
 	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
-	DefaultMaxProof        = 3    // exchanges kept as the proof of a PASS, per check and per rule
-	DefaultMaxProofBody    = 1024 // bytes of a body kept in the proof of a PASS
+	DefaultMaxProof        = 2    // exchanges kept as the proof of a PASS, per check and per rule
+	DefaultMaxProofBody    = 512  // bytes of a body kept in the proof of a PASS
 	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
 	DefaultTransportLimit  = 6    // transport-dead scenarios in all before the run gives up
 	minimumScenarioTimeout = 5 * time.Second
@@ -249,6 +249,15 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	res.Scenarios = h.results
 	res.Exchanges = rec.Since(0)
 	res.Rules, res.NotCovered = ruleVerdicts(rules, res.Scenarios, cfg.MaxEvidence, cfg.MaxProof)
+	// The proof of a passing check is its rule's now: a scenario keeps what
+	// its check observed, and history.jsonl every exchange.
+	for i := range res.Scenarios {
+		for j := range res.Scenarios[i].Judgments {
+			if jd := &res.Scenarios[i].Judgments[j]; jd.Verdict == verdict.Pass {
+				jd.Evidence.Exchanges = nil
+			}
+		}
+	}
 	res.Finished = time.Now()
 	return res, nil
 }
