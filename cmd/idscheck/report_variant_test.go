@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/reports"
 )
 
@@ -28,5 +30,20 @@ func TestRunReportsTheVariant(t *testing.T) {
 		if r.Target.Variant != tc.want {
 			t.Errorf("%v: variant %q in result.json, want %q", tc.args, r.Target.Variant, tc.want)
 		}
+	}
+}
+
+// TestMoreAnomaliesSaysWhatCheckJSONHolds (issue 21, item 7): past the ten
+// anomalies printed, the line says how many examples check.json keeps of
+// how many found, not that it holds the rest.
+func TestMoreAnomaliesSaysWhatCheckJSONHolds(t *testing.T) {
+	rep := checker.Report{Counts: map[checker.AnomalyKind]int{"retry": 100}, Anomalies: make([]checker.Anomaly, 20)}
+	got := moreAnomalies(rep, 10, "run/check.json")
+	if want := "10 more examples in run/check.json, which keeps 20 of the 100 anomalies found"; !strings.HasPrefix(got, want) {
+		t.Errorf("got %q, want it to start %q", got, want)
+	}
+	rep.Counts["retry"] = 20
+	if got := moreAnomalies(rep, 10, "run/check.json"); got != "10 more in run/check.json (every anomaly found)" {
+		t.Errorf("every anomaly kept: %q", got)
 	}
 }
