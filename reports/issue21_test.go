@@ -208,3 +208,23 @@ func TestRedactionCoversTheNewFields(t *testing.T) {
 		}
 	}
 }
+
+// TestJUnitBlockedNamesTheStep (issue 21, item 2): the JUnit testcase of a
+// BLOCKED rule names the failed step, not "blocked by" a rule that passed.
+func TestJUnitBlockedNamesTheStep(t *testing.T) {
+	r := sampleResult()
+	e := entry(r, "INTENT-6.6-claim-order")
+	e.Result.BlockedBy, e.Result.BlockedStep, e.Result.BlockedIn = "INTENT-6.1-claim", `I claim intent "A"`, "claim twice"
+	e.Result.Reason = `the step «I claim intent "A"» failed in scenario «claim twice» (it checks INTENT-6.1-claim): expected intent A, observed intent B`
+	var b bytes.Buffer
+	if err := WriteJUnit(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	c := findCase(t, decodeJUnit(t, b.Bytes()), "INTENT-6.6-claim-order")
+	if c.Skipped == nil || !strings.HasPrefix(c.Skipped.Message, `blocked: the step «I claim intent "A"» failed in scenario «claim twice» (it checks INTENT-6.1-claim)`) {
+		t.Errorf("skipped: %+v", c.Skipped)
+	}
+	if c.SystemOut == nil || !strings.Contains(c.SystemOut.Text, `failed step: I claim intent "A" (scenario claim twice; it checks INTENT-6.1-claim)`) {
+		t.Errorf("system-out: %+v", c.SystemOut)
+	}
+}
