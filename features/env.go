@@ -77,10 +77,18 @@ var ErrNotApplicable = errors.New("not applicable")
 
 // NotApplicable returns an error that makes the scenario's rules N/A.
 func NotApplicable(reason string) error {
-	return &naError{reason}
+	return &naError{reason: reason}
 }
 
-type naError struct{ reason string }
+// NotThisVariant returns an error that makes the scenario's rules N/A
+// because they judge variant, a variant of the text other than the one the
+// target declares: the reports set such rules apart from the rules of the
+// declared variant.
+func NotThisVariant(variant, reason string) error {
+	return &naError{reason: reason, variant: variant}
+}
+
+type naError struct{ reason, variant string }
 
 func (e *naError) Error() string { return "not applicable: " + e.reason }
 func (e *naError) Unwrap() error { return ErrNotApplicable }
@@ -118,6 +126,21 @@ func (e *PassNote) Error() string { return "passed: " + e.Note }
 
 // Passed returns a *PassNote.
 func Passed(note string) error { return &PassNote{Note: note} }
+
+// Observation is what a check returns when it holds and can say what it
+// observed (a count at the effect sink, say): the runner judges the check
+// PASS and shows Expected and Observed as its proof, beside the answers it
+// read.
+type Observation struct{ Expected, Observed string }
+
+func (e *Observation) Error() string {
+	return "held: expected " + e.Expected + ", observed " + e.Observed
+}
+
+// Observed returns an *Observation: the check held, and this is what it saw.
+func Observed(expected, observed string) error {
+	return &Observation{Expected: expected, Observed: observed}
+}
 
 // MismatchError is a step failure that says what the rule expected and what
 // the target did; the runner puts both into the rule's evidence.

@@ -184,10 +184,16 @@ type Judgment struct {
 	Verdict verdict.Verdict `json:"verdict"`
 	Reason  string          `json:"reason,omitempty"`
 	Step    string          `json:"step,omitempty"` // the step that decided it
-	// BlockedBy names the rule (or step) whose failure blocked this check.
-	BlockedBy string                 `json:"blocked_by,omitempty"`
-	Reading   *verdict.ReadingChoice `json:"reading,omitempty"`
-	Evidence  verdict.Evidence       `json:"evidence,omitzero"`
+	// BlockedBy names the rule (or step) whose failure blocked this check;
+	// BlockedStep is the step that failed, BlockedIn its scenario.
+	BlockedBy   string                 `json:"blocked_by,omitempty"`
+	BlockedStep string                 `json:"blocked_step,omitempty"`
+	BlockedIn   string                 `json:"blocked_in,omitempty"`
+	Reading     *verdict.ReadingChoice `json:"reading,omitempty"`
+	Evidence    verdict.Evidence       `json:"evidence,omitzero"`
+	// Variant, on an N/A, is the variant of the text the check judges when
+	// the target declares another (NotThisVariant).
+	Variant string `json:"variant,omitempty"`
 }
 
 // errStopped marks the step at which a scenario stops because the assertion
@@ -199,13 +205,17 @@ var errStopped = errors.New("stopped: an earlier assertion this step rests on fa
 type judge struct {
 	defs *stepDefs
 	env  *Env
+	// maxProof and maxProofBody bound the exchanges a PASS keeps as its
+	// proof (RunConfig.MaxProof, MaxProofBody).
+	maxProof, maxProofBody int
 
-	steps []*godog.Step // of the current scenario
-	idx   int           // index of the step running; -1 before the first
-	cur   StepRule      // what the running step names
-	def   StepDef       // its definition
-	known bool          // the running step matched a definition of the table
-	mark  int           // Recorder.Len() when the running step began
+	scenario string        // the name of the current scenario
+	steps    []*godog.Step // of the current scenario
+	idx      int           // index of the step running; -1 before the first
+	cur      StepRule      // what the running step names
+	def      StepDef       // its definition
+	known    bool          // the running step matched a definition of the table
+	mark     int           // Recorder.Len() when the running step began
 	// scenarioMark is Recorder.Len() when the scenario began.
 	scenarioMark int
 
@@ -223,6 +233,7 @@ type judge struct {
 // taint is a failed assertion that later steps may rest on.
 type taint struct {
 	rule  string
+	step  string // the failed step's text
 	check string // the failed step's text after its rule prefix
 	stops bool   // it was a Gate or a Probe: nothing after it stands on its own
 	end   int    // Recorder.Len() when it ended
@@ -238,10 +249,12 @@ type readingSet struct {
 	outcomes       map[string]error // reading -> nil (holds) or the mismatch
 	order          []string
 	ev             verdict.Evidence
+	proof          verdict.Evidence // what the first assertion of the set read
 }
 
 func (j *judge) reset(sc *godog.Scenario) {
 	j.steps = sc.Steps
+	j.scenario = sc.Name
 	j.scenarioMark = j.env.Recorder.Len()
 	j.idx = -1
 	j.judgments = nil
@@ -280,6 +293,7 @@ func (j *judge) beforeStep(st *godog.Step) error {
 	j.def, j.known = j.defs.lookup(st.Text)
 	j.mark = j.env.Recorder.Len()
 	j.ran = false
+	j.takeSinkReads() // what a step before this one read is not this step's
 	if g := j.group; g != nil && !(j.isAssertion(st) && j.cur.Rule == g.rule && j.cur.Decision == g.decision && j.mark == g.end) {
 		j.resolve()
 	}
@@ -312,10 +326,16 @@ func (j *judge) stepReturned(err error) error {
 	j.ran = true
 	if j.idx < 0 || j.idx >= len(j.steps) || !j.isAssertion(j.steps[j.idx]) {
 		var pn *PassNote
-		if errors.As(err, &pn) {
+		var ob *Observation
+		if errors.As(err, &pn) || errors.As(err, &ob) {
 			return nil // a check that held, used as a precondition
 		}
 		return err
+	}
+	sinkRead := j.takeSinkReads()
+	var held *Observation
+	if errors.As(err, &held) {
+		err = nil // a check that held, with what it observed
 	}
 	exs := j.env.Recorder.Since(j.mark)
 	switch {
@@ -323,17 +343,18 @@ func (j *judge) stepReturned(err error) error {
 	case errors.Is(err, ErrNotApplicable):
 		reason := err.Error()
 		var na *naError
+		variant := ""
 		if errors.As(err, &na) {
-			reason = na.reason
+			reason, variant = na.reason, na.variant
 		}
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.NA, Reason: reason, Step: j.steps[j.idx].Text})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.NA, Reason: reason, Step: j.steps[j.idx].Text, Variant: variant})
 		return nil
 	case isTransport(err) || unanswered(exs) != nil:
 		return err // the target did not answer: the scenario ends UNKNOWN
 	}
 	var pn *PassNote
 	if errors.As(err, &pn) && j.cur.Decision == "" {
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Reason: pn.Note, Step: j.steps[j.idx].Text})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Reason: pn.Note, Step: j.steps[j.idx].Text, Evidence: j.proof(nil, sinkRead)})
 		j.lastEnd = j.env.Recorder.Len()
 		return nil
 	}
@@ -344,8 +365,10 @@ func (j *judge) stepReturned(err error) error {
 		ev := j.evidence(err)
 		ev.Expected, ev.Observed = "", be.Reason
 		j.finding(be, ev)
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Blocked, BlockedBy: be.Blocker,
-			Reason: "not checked: " + be.Reason, Step: j.steps[j.idx].Text, Evidence: ev})
+		step := j.steps[j.idx].Text
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Blocked, BlockedBy: be.Blocker, BlockedStep: step, BlockedIn: j.scenario,
+			Reason: fmt.Sprintf("not checked: the step %s in scenario %s got an answer that %s judges, not this rule: %s", guillemets(step), guillemets(j.scenario), be.Blocker, be.Reason),
+			Step:   step, Evidence: ev})
 		j.lastEnd = j.env.Recorder.Len()
 		return nil
 	}
@@ -359,6 +382,9 @@ func (j *judge) stepReturned(err error) error {
 		if _, ok := g.outcomes[j.cur.Reading]; !ok {
 			g.order = append(g.order, j.cur.Reading)
 		}
+		if len(g.order) == 1 && g.proof.Step == "" {
+			g.proof = j.proof(held, sinkRead)
+		}
 		g.outcomes[j.cur.Reading] = err
 		g.end = end
 		if err != nil && g.ev.Observed == "" {
@@ -368,20 +394,20 @@ func (j *judge) stepReturned(err error) error {
 	}
 	step := j.steps[j.idx].Text
 	if err == nil {
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Step: step})
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Step: step, Evidence: j.proof(held, sinkRead)})
 	} else {
 		ev := j.evidence(err)
 		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Fail, Reason: mismatchReason(err), Step: step, Evidence: ev})
 		_, rest := ParseStepRule(step)
-		j.tainted(j.cur.Rule, rest, j.def.Kind, end, ev)
+		j.tainted(j.cur.Rule, step, rest, j.def.Kind, end, ev)
 	}
 	j.lastEnd = end
 	return nil
 }
 
-func (j *judge) tainted(rule, check string, kind StepKind, end int, ev verdict.Evidence) {
+func (j *judge) tainted(rule, step, check string, kind StepKind, end int, ev verdict.Evidence) {
 	if j.taint == nil {
-		j.taint = &taint{rule: rule, check: check, stops: kind == Gate || kind == Probe, end: end, ev: ev}
+		j.taint = &taint{rule: rule, step: step, check: check, stops: kind == Gate || kind == Probe, end: end, ev: ev}
 	} else if j.taint.check == check && j.taint.end <= end {
 		j.taint.end = end // a probe repeated for another rule: what follows rests on its latest run
 	}
@@ -415,6 +441,7 @@ func (j *judge) resolve() {
 		case err == nil:
 			jd.Verdict = verdict.Pass
 			jd.Reading.Follows = declared
+			jd.Evidence = g.proof
 		default:
 			jd.Verdict = verdict.Fail
 			jd.Reason = fmt.Sprintf("under the declared reading %s=%s: %s", g.decision, declared, mismatchReason(err))
@@ -426,6 +453,7 @@ func (j *judge) resolve() {
 		}
 	case len(fails) == 0:
 		jd.Verdict = verdict.Pass
+		jd.Evidence = g.proof
 	case len(holds) == 0:
 		jd.Verdict = verdict.Fail
 		jd.Reason = fmt.Sprintf("under every reading of %s (%s): %s", g.decision, strings.Join(g.order, ", "), mismatchReason(g.outcomes[g.order[0]]))
@@ -440,7 +468,7 @@ func (j *judge) resolve() {
 	j.add(jd)
 	j.lastEnd = g.end
 	if jd.Verdict == verdict.Fail {
-		j.tainted(g.rule, "", Check, g.end, jd.Evidence)
+		j.tainted(g.rule, g.step, "", Check, g.end, jd.Evidence)
 	}
 }
 
@@ -462,13 +490,13 @@ func (j *judge) finding(be *BlockedError, ev verdict.Evidence) {
 		step = j.steps[j.idx].Text
 	}
 	j.add(Judgment{Rule: be.Blocker, Verdict: verdict.Fail, Reason: be.Reason, Step: step,
-		Evidence: verdict.Evidence{Expected: "no 5xx to a well-formed request", Observed: be.Reason, Exchanges: ev.Exchanges}})
+		Evidence: verdict.Evidence{Scenario: j.scenario, Step: step, Expected: "no 5xx to a well-formed request", Observed: be.Reason, Exchanges: ev.Exchanges}})
 }
 
 // evidence is what an assertion's failure shows: expected and observed, and
 // the scenario's exchanges so far.
 func (j *judge) evidence(err error) verdict.Evidence {
-	ev := verdict.Evidence{Observed: err.Error()}
+	ev := verdict.Evidence{Scenario: j.scenario, Step: j.stepText(), Observed: err.Error()}
 	var mm *MismatchError
 	if errors.As(err, &mm) {
 		ev.Expected, ev.Observed = mm.Expected, mm.Observed
@@ -498,35 +526,43 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 	if from < 0 {
 		from = max(j.idx, 0)
 	}
-	blocker, why := "", ""
+	blocker, why, failed := "", "", ""
 	var bev verdict.Evidence
 	var be *BlockedError
+	stepAt := func(i int) string {
+		if i >= 0 && i < len(j.steps) {
+			return j.steps[i].Text
+		}
+		return ""
+	}
 	if stop.Verdict == verdict.Blocked {
 		switch {
 		case errors.As(stopErr, &be):
-			blocker, why = be.Blocker, be.Reason
-			bev = verdict.Evidence{Observed: be.Reason, Exchanges: j.env.Recorder.Since(j.scenarioMark)}
+			blocker, failed = be.Blocker, stepAt(from)
+			why = fmt.Sprintf("the step %s in scenario %s got an answer that %s judges: %s", guillemets(failed), guillemets(j.scenario), be.Blocker, be.Reason)
+			bev = verdict.Evidence{Scenario: j.scenario, Step: failed, Observed: be.Reason, Exchanges: j.env.Recorder.Since(j.scenarioMark)}
 			j.finding(be, bev)
 		case j.taint != nil && errors.Is(stopErr, errStopped):
-			blocker, bev = j.taint.rule, j.taint.ev
-			why = fmt.Sprintf("it rests on the check of %s, which failed", blocker)
+			blocker, bev, failed = j.taint.rule, j.taint.ev, j.taint.step
+			why = fmt.Sprintf("the step %s failed in scenario %s (it checks %s, and this check rests on it)", guillemets(failed), guillemets(j.scenario), blocker)
 			if bev.Expected != "" || bev.Observed != "" {
-				why += fmt.Sprintf(" (expected %s, observed %s)", oneLine(bev.Expected, 120), oneLine(bev.Observed, 160))
+				why += fmt.Sprintf(": expected %s, observed %s", oneLine(bev.Expected, 120), oneLine(bev.Observed, 160))
 			}
 		default:
 			blocker = j.cur.Rule
 			if blocker == "" {
 				blocker = j.def.Covers
 			}
-			step := ""
-			if from < len(j.steps) {
-				step = j.steps[from].Text
-			}
-			if blocker == "" {
-				blocker = fmt.Sprintf("the step %q", step)
+			failed = stepAt(from)
+			checks := "no rule covers it"
+			if blocker != "" {
+				checks = "it checks " + blocker
+			} else {
+				blocker = fmt.Sprintf("the step %q", failed)
 			}
 			bev = stop.Evidence
-			why = fmt.Sprintf("the precondition %q failed: %s", step, oneLine(strings.TrimPrefix(stop.Reason, "before step hook failed: "), 300))
+			bev.Scenario, bev.Step = j.scenario, failed
+			why = fmt.Sprintf("the step %s failed in scenario %s (%s): %s", guillemets(failed), guillemets(j.scenario), checks, oneLine(strings.TrimPrefix(stop.Reason, "before step hook failed: "), 300))
 		}
 	}
 	seen := map[string]bool{}
@@ -543,9 +579,9 @@ func (j *judge) finish(stop ScenarioResult, stopErr error) []Judgment {
 			continue
 		}
 		seen[r.Rule] = true
-		jd := Judgment{Rule: r.Rule, Verdict: stop.Verdict, Step: st.Text, Reason: stop.Reason, Evidence: stop.Evidence}
+		jd := Judgment{Rule: r.Rule, Verdict: stop.Verdict, Step: st.Text, Reason: stop.Reason, Evidence: stop.Evidence, Variant: stop.Variant}
 		if stop.Verdict == verdict.Blocked {
-			jd.BlockedBy = blocker
+			jd.BlockedBy, jd.BlockedStep, jd.BlockedIn = blocker, failed, j.scenario
 			jd.Evidence = bev
 			jd.Reason = "not checked: " + why
 		}
@@ -570,3 +606,68 @@ func RulesOf(steps []*godog.Step) []string {
 	}
 	return out
 }
+
+// stepText is the text of the running step ("" outside one).
+func (j *judge) stepText() string {
+	if j.idx >= 0 && j.idx < len(j.steps) {
+		return j.steps[j.idx].Text
+	}
+	return ""
+}
+
+// takeSinkReads returns what the running step read at the effect sink
+// since the last call, on one line ("" when nothing, or no sink).
+func (j *judge) takeSinkReads() string {
+	if j.env.Sink == nil {
+		return ""
+	}
+	var parts []string
+	for _, r := range j.env.Sink.TakeReads() {
+		what := r.What
+		if r.N == 1 {
+			what = strings.TrimSuffix(what, "s")
+		}
+		if r.Key == "" {
+			parts = append(parts, fmt.Sprintf("%d %s in all", r.N, what))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d %s for key %s", r.N, what, r.Key))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "at the effect sink: " + strings.Join(parts, "; ")
+}
+
+// proof is what a passing check read: the exchanges of its own step (a
+// probe's requests) or, for a check that sends nothing, the scenario's
+// latest exchanges, the answer it read last; what it observed, when it
+// said (an Observation); and the counts it read at the effect sink.
+func (j *judge) proof(held *Observation, sinkRead string) verdict.Evidence {
+	ev := verdict.Evidence{Scenario: j.scenario, Step: j.stepText()}
+	if held != nil {
+		ev.Expected, ev.Observed = held.Expected, held.Observed
+	}
+	if sinkRead != "" {
+		if ev.Observed != "" {
+			ev.Observed += "; "
+		}
+		ev.Observed += sinkRead
+	}
+	exs := j.env.Recorder.Since(j.mark)
+	if len(exs) == 0 {
+		exs = j.env.Recorder.Since(j.scenarioMark)
+	}
+	max, body := j.maxProof, j.maxProofBody
+	if max <= 0 {
+		max = DefaultMaxProof
+	}
+	if body <= 0 {
+		body = DefaultMaxProofBody
+	}
+	ev.Exchanges = TrimExchanges(exs, max, body)
+	return ev
+}
+
+// guillemets quotes a step or scenario name for a sentence: «text».
+func guillemets(s string) string { return "«" + oneLine(s, 200) + "»" }

@@ -39,6 +39,8 @@ const (
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultMaxEvidence     = 20   // exchanges kept per rule
 	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
+	DefaultMaxProof        = 2    // exchanges kept as the proof of a PASS, per check and per rule
+	DefaultMaxProofBody    = 512  // bytes of a body kept in the proof of a PASS
 	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
 	DefaultTransportLimit  = 6    // transport-dead scenarios in all before the run gives up
 	minimumScenarioTimeout = 5 * time.Second
@@ -73,6 +75,11 @@ type RunConfig struct {
 	TransportLimit int
 	MaxEvidence    int // exchanges kept as evidence per rule
 	MaxBody        int // bytes kept of each body in evidence
+	// MaxProof is how many exchanges a PASS keeps as its proof (per check
+	// and per rule): the answers the deciding checks read. MaxProofBody
+	// bounds each body of them.
+	MaxProof     int
+	MaxProofBody int
 	// Progress receives one line per scenario (nil: none); when ProgressTTY
 	// is set it receives a live line redrawn in place instead.
 	Progress    io.Writer
@@ -104,8 +111,11 @@ type ScenarioResult struct {
 	Evidence verdict.Evidence `json:"evidence"`
 	// Transport is set when the scenario ended on a transport failure (the
 	// target did not answer), as opposed to a wrong answer.
-	Transport bool          `json:"transport,omitempty"`
-	Duration  time.Duration `json:"duration_ns"`
+	Transport bool `json:"transport,omitempty"`
+	// Variant: the scenario is N/A because it judges this variant of the
+	// text, and the target declares another (NotThisVariant).
+	Variant  string        `json:"variant,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
 }
 
 // RunResult is a finished run: a verdict per rule, the scenarios behind
@@ -178,7 +188,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		Logger:         cfg.Logger,
 		Sink:           cfg.Sink,
 	}
-	env.judge = &judge{env: env}
+	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody}
 	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}, chosen: chosen}
 
 	if len(selected) > 0 {
@@ -238,7 +248,16 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	}
 	res.Scenarios = h.results
 	res.Exchanges = rec.Since(0)
-	res.Rules, res.NotCovered = RuleVerdicts(rules, res.Scenarios, cfg.MaxEvidence, cfg.MaxBody)
+	res.Rules, res.NotCovered = ruleVerdicts(rules, res.Scenarios, cfg.MaxEvidence, cfg.MaxProof)
+	// The proof of a passing check is its rule's now: a scenario keeps what
+	// its check observed, and history.jsonl every exchange.
+	for i := range res.Scenarios {
+		for j := range res.Scenarios[i].Judgments {
+			if jd := &res.Scenarios[i].Judgments[j]; jd.Verdict == verdict.Pass {
+				jd.Evidence.Exchanges = nil
+			}
+		}
+	}
 	res.Finished = time.Now()
 	return res, nil
 }
@@ -274,6 +293,12 @@ func withDefaults(cfg RunConfig) RunConfig {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxProof <= 0 {
+		cfg.MaxProof = DefaultMaxProof
+	}
+	if cfg.MaxProofBody <= 0 {
+		cfg.MaxProofBody = DefaultMaxProofBody
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -429,6 +454,10 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 	r.Judgments = h.env.judge.finish(r, err)
 	for i := range r.Judgments {
 		ev := &r.Judgments[i].Evidence
+		if r.Judgments[i].Verdict == verdict.Pass {
+			ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxProof, h.cfg.MaxProofBody)
+			continue
+		}
 		ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
 	}
 	if len(r.Judgments) > 0 {

@@ -47,6 +47,8 @@ func (r *RunResult) Redact(secrets []string) {
 			jd.Reason = rep.String(jd.Reason)
 			jd.Step = rep.String(jd.Step)
 			jd.BlockedBy = rep.String(jd.BlockedBy)
+			jd.BlockedStep = rep.String(jd.BlockedStep)
+			jd.BlockedIn = rep.String(jd.BlockedIn)
 			redactEvidence(rep, &jd.Evidence)
 		}
 	}
@@ -54,6 +56,9 @@ func (r *RunResult) Redact(secrets []string) {
 		rr := &r.Rules[i]
 		rr.Reason = rep.String(rr.Reason)
 		rr.BlockedBy = rep.String(rr.BlockedBy)
+		rr.BlockedStep = rep.String(rr.BlockedStep)
+		rr.BlockedIn = rep.String(rr.BlockedIn)
+		rr.Scenarios = mapStrings(rr.Scenarios, rep.String)
 		for j := range rr.Evidence {
 			redactEvidence(rep, &rr.Evidence[j])
 		}
@@ -61,6 +66,8 @@ func (r *RunResult) Redact(secrets []string) {
 }
 
 func redactEvidence(rep *redact.Redactor, ev *verdict.Evidence) {
+	ev.Scenario = rep.String(ev.Scenario)
+	ev.Step = rep.String(ev.Step)
 	ev.Expected = rep.String(ev.Expected)
 	ev.Observed = rep.String(ev.Observed)
 	for i := range ev.Exchanges {
@@ -77,4 +84,15 @@ func redactExchange(rep *redact.Redactor, ex *verdict.Exchange) {
 	ex.Err = rep.String(ex.Err)
 	ex.ReqHeaders = rep.Header(ex.ReqHeaders)
 	ex.RespHeaders = rep.Header(ex.RespHeaders)
+}
+
+func mapStrings(ss []string, f func(string) string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = f(s)
+	}
+	return out
 }

@@ -745,8 +745,12 @@ func TestRedact(t *testing.T) {
 	res := &RunResult{
 		Exchanges: []verdict.Exchange{ex},
 		Scenarios: []ScenarioResult{{Reason: "sent adm-secret", Evidence: verdict.Evidence{Observed: "api-secret", Exchanges: []verdict.Exchange{ex}},
-			Judgments: []Judgment{{Rule: "R", Reason: "saw pw-secret", Step: "[R] api-secret", Evidence: verdict.Evidence{Observed: "adm-secret", Exchanges: []verdict.Exchange{ex}}}}}},
-		Rules: []verdict.RuleResult{{Reason: "api-secret", Evidence: []verdict.Evidence{{Expected: "pw-secret", Exchanges: []verdict.Exchange{ex}}}}},
+			Judgments: []Judgment{{Rule: "R", Reason: "saw pw-secret", Step: "[R] api-secret", Evidence: verdict.Evidence{Observed: "adm-secret", Exchanges: []verdict.Exchange{ex}}},
+				{Rule: "P", Verdict: verdict.Pass, BlockedStep: "sent api-secret", BlockedIn: "with pw-secret",
+					Evidence: verdict.Evidence{Scenario: "as adm-secret", Step: "[P] api-secret", Observed: "at the effect sink: 1 effect for key pw-secret", Exchanges: []verdict.Exchange{ex}}}}}},
+		Rules: []verdict.RuleResult{{Reason: "api-secret", Evidence: []verdict.Evidence{{Expected: "pw-secret", Exchanges: []verdict.Exchange{ex}}}},
+			{Verdict: verdict.Blocked, BlockedStep: "sent api-secret", BlockedIn: "with adm-secret", Scenarios: []string{"as pw-secret"},
+				Evidence: []verdict.Evidence{{Scenario: "as adm-secret", Step: "[P] api-secret", Observed: "pw-secret", Exchanges: []verdict.Exchange{ex}}}}},
 	}
 	res.Redact(tgt.Secrets())
 	b, _ := json.Marshal(res)

@@ -52,7 +52,7 @@ func Classify(err error, exs []verdict.Exchange) ScenarioResult {
 	case errors.Is(err, ErrNotApplicable):
 		r.Verdict, r.Reason = verdict.NA, err.Error()
 		if errors.As(err, &na) {
-			r.Reason = na.reason
+			r.Reason, r.Variant = na.reason, na.variant
 		}
 	case errors.Is(err, godog.ErrUndefined):
 		r.Verdict, r.Reason = verdict.Unknown, "runner bug: undefined step: "+stepText(err, godog.ErrUndefined)
@@ -191,8 +191,14 @@ func worstJudgment(js []Judgment) verdict.Verdict {
 //   - else PASS (N/A judgments beside passing ones are named in the reason).
 //
 // Evidence keeps the last maxEx exchanges over the judgments of the
-// verdict's kind; bodies were cut by TrimExchanges.
+// verdict's kind; bodies were cut by TrimExchanges. A PASS keeps its proof:
+// what its passing checks read (one check a scenario, DefaultMaxProof
+// exchanges in all).
 func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (out []verdict.RuleResult, notCovered []string) {
+	return ruleVerdicts(rules, scs, maxEx, DefaultMaxProof)
+}
+
+func ruleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxProof int) (out []verdict.RuleResult, notCovered []string) {
 	type judged struct {
 		Judgment
 		scenario string
@@ -292,8 +298,8 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 		case count[verdict.Blocked] > 0:
 			f := first[verdict.Blocked]
 			rr.Verdict = verdict.Blocked
-			rr.BlockedBy = f.BlockedBy
-			rr.Reason = judgmentReason(f.scenario, f.Judgment, count[verdict.Blocked], len(js), "blocked")
+			rr.BlockedBy, rr.BlockedStep, rr.BlockedIn = f.BlockedBy, f.BlockedStep, f.BlockedIn
+			rr.Reason = blockedReason(f.scenario, f.Judgment, count[verdict.Blocked], len(js))
 			rr.Evidence, rr.Reason = judgmentEvidence(js, verdict.Blocked, maxEx, rr.Reason, func(j judged) Judgment { return j.Judgment })
 		case count[verdict.Reading] > 0:
 			rr.Verdict = verdict.Reading
@@ -305,6 +311,12 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 		case count[verdict.NA] == len(js):
 			rr.Verdict = verdict.NA
 			rr.Reason = first[verdict.NA].Reason
+			rr.Variant = first[verdict.NA].Variant
+			for _, j := range js {
+				if j.Variant != rr.Variant {
+					rr.Variant = "" // N/A for other reasons too: not only another variant's
+				}
+			}
 		default:
 			rr.Verdict = verdict.Pass
 			var notes []string
@@ -318,6 +330,7 @@ func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (
 				}
 			}
 			rr.Reason = strings.Join(notes, "; ")
+			rr.Evidence = proofEvidence(js, maxProof, func(j judged) (Judgment, string) { return j.Judgment, j.scenario })
 		}
 		// A verdict held to a declared reading says so.
 		if rr.Reading == nil {
@@ -348,6 +361,54 @@ func judgmentReason(scenario string, j Judgment, n, of int, what string) string 
 		r += fmt.Sprintf(" (%d of %d checks %s)", n, of, what)
 	}
 	return r
+}
+
+// blockedReason says what blocked a rule: the step that failed, in which
+// scenario, the rule that step checks and what it expected and observed
+// (the judgment's reason, from judge.finish), then the check left undone.
+func blockedReason(scenario string, j Judgment, n, of int) string {
+	why := strings.TrimPrefix(j.Reason, "not checked: ")
+	if j.BlockedStep == "" { // a judgment of another runner: its reason as it is
+		return judgmentReason(scenario, j, n, of, "blocked")
+	}
+	r := fmt.Sprintf("%s; so the check %s was not made", oneLine(why, 500), guillemets(oneLine(j.Step, 120)))
+	if j.BlockedIn != scenario && scenario != "" {
+		r += fmt.Sprintf(" (scenario %s)", guillemets(scenario))
+	}
+	if n > 1 {
+		r += fmt.Sprintf(" (%d of %d checks blocked)", n, of)
+	}
+	return r
+}
+
+// proofEvidence is the proof of a PASS: the evidence of its passing
+// judgments, the first of each scenario, while the exchanges kept stay
+// within maxProof (a proof always keeps one judgment).
+func proofEvidence[T any](js []T, maxProof int, get func(T) (Judgment, string)) []verdict.Evidence {
+	var out []verdict.Evidence
+	seen := map[string]bool{}
+	n := 0
+	for _, x := range js {
+		j, scenario := get(x)
+		if j.Verdict != verdict.Pass || seen[scenario] {
+			continue
+		}
+		ev := j.Evidence
+		if ev.Expected == "" && ev.Observed == "" && len(ev.Exchanges) == 0 && ev.Step == "" {
+			continue
+		}
+		if len(out) > 0 && n+len(ev.Exchanges) > maxProof {
+			break
+		}
+		seen[scenario] = true
+		if len(ev.Exchanges) > maxProof {
+			ev.Exchanges = ev.Exchanges[len(ev.Exchanges)-maxProof:]
+		}
+		ev.Exchanges = append([]verdict.Exchange(nil), ev.Exchanges...)
+		n += len(ev.Exchanges)
+		out = append(out, ev)
+	}
+	return out
 }
 
 // judgmentEvidence collects the evidence of the judgments with verdict v,

@@ -47,8 +47,12 @@ type chaosView struct {
 	Missing   []FaultCoverage
 	Counts    []anomalyCount
 	Anomalies []anomalyView
-	Timeline  []faultRow
-	SVG       template.HTML // generated here, every text in it escaped
+	// Found counts the anomalies the checker found, of every kind; the
+	// report, like result.json and check.json, keeps Anomalies, examples.
+	Found    int
+	Models   []modelView
+	Timeline []faultRow
+	SVG      template.HTML // generated here, every text in it escaped
 	// Visualizations are the local file names of Chaos.Visualizations.
 	Visualizations []string
 	Span           string
@@ -62,6 +66,21 @@ type anomalyView struct {
 	More        int // operations and effects left out
 }
 
+// modelView is one model's linearizability result with its failing keys:
+// the first few shown, the rest folded, and how many there were in all.
+type modelView struct {
+	checker.ModelCheck
+	Shown, Rest []string
+	Total       int // failing partitions found (FailingTotal, or the keys listed)
+}
+
+// openAnomalies is how many violations the report shows unfolded.
+const openAnomalies = 3
+
+// shownKeys is how many failing keys (or anomaly keys) a report shows
+// before folding the rest.
+const shownKeys = 5
+
 type faultRow struct {
 	FaultSpan
 	From, To, Took, Params string
@@ -69,6 +88,15 @@ type faultRow struct {
 
 func newChaosView(c *Chaos) *chaosView {
 	v := &chaosView{C: c, Counts: sortedCounts(c.Counts)}
+	for _, n := range c.Counts {
+		v.Found += n
+	}
+	for _, m := range c.Models {
+		mv := modelView{ModelCheck: m, Total: max(m.FailingTotal, len(m.Failing))}
+		mv.Shown = m.Failing[:min(shownKeys, len(m.Failing))]
+		mv.Rest = m.Failing[len(mv.Shown):]
+		v.Models = append(v.Models, mv)
+	}
 	for _, f := range c.Coverage {
 		if !f.OK() {
 			v.Missing = append(v.Missing, f)
@@ -77,8 +105,14 @@ func newChaosView(c *Chaos) *chaosView {
 	// Violations first, then the rest (recovered), each in the checker's order.
 	anomalies := append([]checker.Anomaly(nil), c.Anomalies...)
 	sort.SliceStable(anomalies, func(i, j int) bool { return anomalies[i].Kind.Violation() && !anomalies[j].Kind.Violation() })
+	opened := 0
 	for _, a := range anomalies {
-		av := anomalyView{Anomaly: a, Open: a.Kind.Violation()}
+		// The first violations unfolded; the rest are listed folded, so
+		// forty examples of one kind do not make a wall.
+		av := anomalyView{Anomaly: a, Open: a.Kind.Violation() && opened < openAnomalies}
+		if av.Open {
+			opened++
+		}
 		for i, op := range a.Ops {
 			if i == maxAnomalyOps {
 				av.More += len(a.Ops) - i
@@ -298,7 +332,7 @@ func chaosSVG(c *Chaos) string {
 	}
 	maxRate = niceCeil(maxRate)
 	yThr := func(v float64) float64 { return thrTop + svgPanelH - svgPanelH*v/maxRate }
-	panel(&b, thrTop, "ops/s", fmt.Sprintf("%g", maxRate))
+	panel(&b, thrTop, "ops/s", maxRate)
 	var all, bad []string
 	for _, s := range c.Series {
 		xm := x(s.At + width/2)
@@ -318,7 +352,7 @@ func chaosSVG(c *Chaos) string {
 	yLat := func(d time.Duration) float64 {
 		return latTop + svgPanelH - svgPanelH*(float64(d)/float64(time.Millisecond))/maxMs
 	}
-	panel(&b, latTop, "latency ms", fmt.Sprintf("%g", maxMs))
+	panel(&b, latTop, "latency ms", maxMs)
 	var p50, p99 []string
 	for _, s := range c.Series {
 		if s.Ops-s.Unknown-s.Failed <= 0 {
@@ -344,12 +378,37 @@ func chaosSVG(c *Chaos) string {
 	return b.String()
 }
 
-func panel(b *strings.Builder, top float64, name, maxLabel string) {
+// panel draws a chart panel from 0 to top value maxV, with a labelled tick
+// and a grid line at every step of niceTicks between.
+func panel(b *strings.Builder, top float64, name string, maxV float64) {
 	fmt.Fprintf(b, `<rect x="%d" y="%.1f" width="%d" height="%d" class="panel"/>`, svgLeft, top, svgWidth-svgLeft-svgRight, svgPanelH)
-	fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, svgLeft, top+svgPanelH/2, svgWidth-svgRight, top+svgPanelH/2)
-	fmt.Fprintf(b, `<text x="%d" y="%.1f" class="ttl" text-anchor="end">%s</text>`, svgLeft-6, top+svgPanelH/2+4, template.HTMLEscapeString(name))
-	fmt.Fprintf(b, `<text x="%d" y="%.1f" class="lbl" text-anchor="end">%s</text>`, svgLeft-6, top+10, template.HTMLEscapeString(maxLabel))
-	fmt.Fprintf(b, `<text x="%d" y="%.1f" class="lbl" text-anchor="end">0</text>`, svgLeft-6, top+svgPanelH)
+	fmt.Fprintf(b, `<text x="%d" y="%.1f" class="ttl" text-anchor="end">%s</text>`, svgLeft-46, top+svgPanelH/2+4, template.HTMLEscapeString(name))
+	for _, v := range niceTicks(maxV) {
+		y := top + svgPanelH - svgPanelH*v/maxV
+		if v > 0 && v < maxV {
+			fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, svgLeft, y, svgWidth-svgRight, y)
+		}
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="tick"/>`, svgLeft-4, y, svgLeft, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" class="lbl" text-anchor="end">%s</text>`, svgLeft-6, y+4, template.HTMLEscapeString(fmt.Sprintf("%g", v)))
+	}
+}
+
+// niceTicks returns 0, maxV and the round values between them, one step of
+// 1, 2 or 5 times a power of ten apart, at most five steps.
+func niceTicks(maxV float64) []float64 {
+	if maxV <= 0 {
+		return []float64{0}
+	}
+	step := niceCeil(maxV / 5)
+	var out []float64
+	for i := 0; ; i++ {
+		v := float64(i) * step
+		if v >= maxV*(1-1e-9) {
+			break
+		}
+		out = append(out, math.Round(v*1e6)/1e6)
+	}
+	return append(out, maxV)
 }
 
 func polyline(b *strings.Builder, pts []string, cls string) {

@@ -56,6 +56,21 @@ type htmlView struct {
 	Rules      []ruleView
 	NotCovered []spec.Rule
 	Chaos      *chaosView
+	// Other is the rules of the variants of the text the target does not
+	// declare (N/A for that alone), set apart from the others; nil: none.
+	Other *otherVariants
+}
+
+// otherVariants is the rules of the other variants of a text: N/A, because
+// the target declares another variant, and listed apart, folded.
+type otherVariants struct {
+	Rules     []ruleView
+	ByVariant []variantCount
+}
+
+type variantCount struct {
+	Variant string
+	N       int
 }
 
 type verdictCount struct {
@@ -72,12 +87,16 @@ type sectionGroup struct {
 
 type ruleView struct {
 	RuleEntry
-	Anchor    string
-	Open      bool
-	Failing   bool
-	Duration  string
-	Evidence  []evidenceView
-	NowPasses bool
+	Anchor   string
+	Open     bool
+	Failing  bool
+	Duration string
+	// Evidence is the first evidence of the rule (of a PASS: its proof),
+	// shown; MoreEvidence the rest, folded.
+	Evidence     []evidenceView
+	MoreEvidence []evidenceView
+	MoreLabel    string // what the folded MoreEvidence is
+	NowPasses    bool
 	// Label is the verdict as shown: "READING: immediate" for a reading.
 	Label string
 	// Blocked is set on a BLOCKED rule: what blocked it.
@@ -88,9 +107,14 @@ type ruleView struct {
 }
 
 // blockedView is what blocked a rule: By is a rule ID or a step; Href is
-// the anchor of that rule when the report holds it, else empty.
+// the anchor of that rule when the report holds it, else empty. Step is the
+// step that failed (empty in a result of an older build), and ByVerdict the
+// verdict of the rule By in this run: a rule may pass where it is checked on
+// its own and fail as another scenario's precondition.
 type blockedView struct {
-	By, Href string
+	By, Href  string
+	Step      string
+	ByVerdict verdict.Verdict
 }
 
 // readingView is a decision of the text and the reading(s) the target
@@ -163,8 +187,12 @@ func newReadingView(c verdict.ReadingChoice, decisions []spec.Decision) *reading
 
 type evidenceView struct {
 	verdict.Evidence
-	N, Of     int
-	Exchanges []exchangeView
+	N, Of int
+	Proof bool // the proof of a PASS: what its check read
+	// Shown are the exchanges shown (the answer the check read last, or
+	// every exchange of a proof); Earlier, those before it, folded.
+	Shown   []exchangeView
+	Earlier []exchangeView
 }
 
 type exchangeView struct {
@@ -200,31 +228,70 @@ func newHTMLView(r *Result) *htmlView {
 		v.Duration = r.Finished.Sub(r.Started).Round(time.Millisecond).String()
 	}
 	anchors := map[string]string{} // rule ID -> anchor of its first entry
+	verdicts := map[string]verdict.Verdict{}
 	for i, e := range r.Rules {
 		if _, ok := anchors[e.Rule.ID]; !ok {
 			anchors[e.Rule.ID] = anchor(e.Rule.ID, i)
+			verdicts[e.Rule.ID] = e.Result.Verdict
 		}
 	}
+	others := otherVariantRules(r)
 	for i, e := range r.Rules {
 		rv := ruleView{RuleEntry: e, Anchor: anchor(e.Rule.ID, i), Failing: e.Failing(r.Strict), Label: verdictLabel(e.Result)}
 		if e.Result.Verdict == verdict.Blocked {
-			rv.Blocked = &blockedView{By: e.Result.BlockedBy, Href: anchors[e.Result.BlockedBy]}
+			rv.Blocked = &blockedView{By: e.Result.BlockedBy, Href: anchors[e.Result.BlockedBy], Step: e.Result.BlockedStep, ByVerdict: verdicts[e.Result.BlockedBy]}
 		}
 		if e.Result.Reading != nil && e.Result.Reading.Decision != "" {
 			rv.Reading = newReadingView(*e.Result.Reading, r.Decisions)
 		}
 		vd := e.Result.Verdict
-		rv.Open = vd != verdict.Pass && vd != verdict.NA
+		// What needs reading is open (a failure, the undecided); what
+		// passed, does not apply or follows a reading is folded.
+		rv.Open = vd != verdict.Pass && vd != verdict.NA && vd != verdict.Reading
 		rv.NowPasses = e.Expected && vd == verdict.Pass
 		if e.Result.Duration > 0 {
 			rv.Duration = e.Result.Duration.Round(time.Millisecond).String()
 		}
+		proof := vd == verdict.Pass
 		for j, ev := range e.Result.Evidence {
-			evv := evidenceView{Evidence: ev, N: j + 1, Of: len(e.Result.Evidence)}
+			evv := evidenceView{Evidence: ev, N: j + 1, Of: len(e.Result.Evidence), Proof: proof}
 			for k, ex := range ev.Exchanges {
-				evv.Exchanges = append(evv.Exchanges, newExchangeView(ex, k+1, len(ev.Exchanges), r.Started))
+				xv := newExchangeView(ex, k+1, len(ev.Exchanges), r.Started)
+				if proof || k == len(ev.Exchanges)-1 {
+					evv.Shown = append(evv.Shown, xv)
+				} else {
+					evv.Earlier = append(evv.Earlier, xv)
+				}
 			}
-			rv.Evidence = append(rv.Evidence, evv)
+			// A BLOCKED rule's evidence is the failed step's, which its
+			// reason already sums up: folded, like every evidence after
+			// the first.
+			if j == 0 && vd != verdict.Blocked {
+				rv.Evidence = append(rv.Evidence, evv)
+			} else {
+				rv.MoreEvidence = append(rv.MoreEvidence, evv)
+			}
+		}
+		switch n := len(rv.MoreEvidence); {
+		case n == 0:
+		case vd == verdict.Blocked:
+			rv.MoreLabel = "the evidence of the step that failed: what it expected and observed, and the exchanges of its scenario"
+		case proof:
+			rv.MoreLabel = fmt.Sprintf("%d more passing check%s of this rule", n, plural(n))
+		default:
+			rv.MoreLabel = fmt.Sprintf("%d more piece%s of evidence of this rule", n, plural(n))
+		}
+		if variant, ok := others[e.Rule.ID]; ok {
+			if v.Other == nil {
+				v.Other = &otherVariants{}
+			}
+			v.Other.Rules = append(v.Other.Rules, rv)
+			if k := slices.IndexFunc(v.Other.ByVariant, func(c variantCount) bool { return c.Variant == variant }); k >= 0 {
+				v.Other.ByVariant[k].N++
+			} else {
+				v.Other.ByVariant = append(v.Other.ByVariant, variantCount{variant, 1})
+			}
+			continue
 		}
 		v.Rules = append(v.Rules, rv)
 		title := groupTitle(e.Rule)
@@ -245,6 +312,45 @@ func newHTMLView(r *Result) *htmlView {
 		v.Chaos = newChaosView(r.Chaos)
 	}
 	return v
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// otherVariantRules returns the rules of r that belong to a variant of the
+// text other than the one the target declares, by rule ID, with that
+// variant: those N/A for that alone (RuleResult.Variant), and the N/A
+// rules of the same source texts where no rule of those texts was judged
+// (the untestable rules of another variant's text). Empty when the result
+// names no variant.
+func otherVariantRules(r *Result) map[string]string {
+	out := map[string]string{}
+	sources := map[string]string{} // source text -> its variant
+	for _, e := range r.Rules {
+		if v := e.Result.Variant; v != "" && v != r.Target.Variant && e.Result.Verdict == verdict.NA {
+			out[e.Rule.ID] = v
+			if e.Rule.Source != "" {
+				sources[e.Rule.Source] = v
+			}
+		}
+	}
+	for _, e := range r.Rules {
+		if e.Result.Verdict != verdict.NA || (e.Result.Variant != "" && e.Result.Variant == r.Target.Variant) {
+			delete(sources, e.Rule.Source) // a text judged in this run is not another variant's alone
+		}
+	}
+	for _, e := range r.Rules {
+		if v, ok := sources[e.Rule.Source]; ok && e.Result.Verdict == verdict.NA {
+			if _, done := out[e.Rule.ID]; !done {
+				out[e.Rule.ID] = v
+			}
+		}
+	}
+	return out
 }
 
 func newExchangeView(ex verdict.Exchange, n, of int, start time.Time) exchangeView {

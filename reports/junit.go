@@ -267,6 +267,12 @@ func junitRuleCase(r *Result, e RuleEntry) junitCase {
 	if rr.BlockedBy != "" {
 		c.Properties = append(c.Properties, junitProperty{"blocked_by", rr.BlockedBy})
 	}
+	if rr.BlockedStep != "" {
+		c.Properties = append(c.Properties, junitProperty{"blocked_step", rr.BlockedStep}, junitProperty{"blocked_in", rr.BlockedIn})
+	}
+	if rr.Variant != "" {
+		c.Properties = append(c.Properties, junitProperty{"variant", rr.Variant})
+	}
 	if rd := rr.Reading; rd != nil {
 		c.Properties = append(c.Properties, junitProperty{"reading_decision", rd.Decision})
 		if rd.Follows != "" {
@@ -349,11 +355,12 @@ func junitCoverageCase(r *Result, sum Summary) junitCase {
 		Error:      &junitProblem{Message: msg, Type: "coverage", Body: xmlText(body.String())}}
 }
 
-// blockedLine is "blocked by RULE: reason", or "blocked: reason" when
-// nothing is named.
+// blockedLine is "blocked: reason" when the reason names the failed step
+// (and the rule it checks), else "blocked by RULE: reason", or "blocked:
+// reason" when nothing is named.
 func blockedLine(rr verdict.RuleResult) string {
 	s := "blocked"
-	if rr.BlockedBy != "" {
+	if rr.BlockedBy != "" && rr.BlockedStep == "" {
 		s += " by " + rr.BlockedBy
 	}
 	if rr.Reason != "" {
@@ -392,7 +399,9 @@ func evidenceText(e RuleEntry) string {
 	if rr.Reason != "" {
 		fmt.Fprintf(&b, "reason: %s\n", rr.Reason)
 	}
-	if rr.BlockedBy != "" {
+	if rr.BlockedStep != "" {
+		fmt.Fprintf(&b, "failed step: %s (scenario %s; it checks %s)\n", rr.BlockedStep, rr.BlockedIn, rr.BlockedBy)
+	} else if rr.BlockedBy != "" {
 		fmt.Fprintf(&b, "blocked by: %s\n", rr.BlockedBy)
 	}
 	if rr.Reading != nil {

@@ -37,7 +37,7 @@ func TestWriteMatrix(t *testing.T) {
 	if strings.Contains(page, "example.com") {
 		t.Errorf("a link out of the report's tree was kept")
 	}
-	if strings.Count(page, `<tr><td class="id"`) != len(a.Rules) {
+	if strings.Count(page, `<tr id="row-`) != len(a.Rules) {
 		t.Errorf("want one row per rule (%d)", len(a.Rules))
 	}
 	if err := WriteMatrix(&out, nil); err == nil {
@@ -51,11 +51,49 @@ func TestWriteMatrixEscapes(t *testing.T) {
 		if err := WriteMatrix(&out, []MatrixColumn{{Name: h, Link: "x", Result: hostileResult(h)}}); err != nil {
 			t.Fatal(err)
 		}
-		low := strings.ToLower(out.String())
+		// The page's own script (allowed by its hash) aside, nothing runs.
+		low := strings.ToLower(strings.Replace(out.String(), "<script>"+matrixScript+"</script>", "", 1))
 		for _, bad := range []string{"<script", "<img", "javascript:"} {
 			if strings.Contains(low, bad) {
 				t.Errorf("raw %q in the matrix", bad)
 			}
 		}
+	}
+}
+
+// TestMatrixFiltersAndHighlights (issue 21, item 6): the rows whose runs
+// disagree are counted, highlighted and linked; each column's verdict
+// counts are chips linking to their first row; a filter box and a "only
+// rows that differ" toggle are driven by the page's one script, which the
+// Content-Security-Policy allows by its hash, and nothing else.
+func TestMatrixFiltersAndHighlights(t *testing.T) {
+	a := sampleResult()
+	b := sampleResult()
+	b.Rules[0].Result.Verdict = verdict.Pass
+	b.Rules = b.Rules[:len(b.Rules)-1] // the last rule is not run in b
+	var out bytes.Buffer
+	if err := WriteMatrix(&out, []MatrixColumn{{Name: "a", Link: "a", Result: a}, {Name: "b", Link: "b", Result: b}}); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{
+		`<a href="#row-0" id="differ"><b>2 of 10 rules differ</b></a>`,
+		`<tr id="row-0" class="row differs" data-text="intent-7.2-idem-replay §7.2 `,
+		`<tr id="row-1" class="row" `,
+		`<tr id="row-9" class="row differs" `,
+		`<a class="v v-fail chip" href="#row-0" data-col="0" data-v="FAIL" data-name="a" title="the FAIL rules of a">FAIL 2</a>`,
+		`<a class="v v-fail chip" href="#row-1" data-col="1" data-v="FAIL" data-name="b" title="the FAIL rules of b">FAIL 1</a>`,
+		`<input type="search" id="q"`,
+		`<input type="checkbox" id="diff">`,
+		`<td data-v="not run">`,
+		"script-src '" + matrixScriptHash + "'",
+		"<script>" + matrixScript + "</script>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the matrix lacks %q", want)
+		}
+	}
+	if strings.Count(page, "<script") != 1 || strings.Contains(page, "script-src 'unsafe-inline'") {
+		t.Error("the matrix runs more than its one script")
 	}
 }

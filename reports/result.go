@@ -97,6 +97,9 @@ type Target struct {
 	Mutant    string  `json:"mutant,omitempty"`     // the deliberate mutant of the reference server, if any
 	Command   string  `json:"command,omitempty"`    // the managed process command (--target-cmd), if any
 	TimeScale float64 `json:"time_scale,omitempty"` // protocol durations divided by it (0 or 1: real time)
+	// Variant is the variant of the text the target declares and was
+	// certified under (a profile whose text has variants); "": none.
+	Variant string `json:"variant,omitempty"`
 }
 
 // RuleEntry is one rule of the catalog and its verdict in this run.

@@ -179,10 +179,14 @@ func redacted(r *Result) *Result {
 	for i, e := range r.Rules {
 		e.Result.Reason = str(e.Result.Reason)
 		e.Result.BlockedBy = str(e.Result.BlockedBy) // a step may be named by what it sent
+		e.Result.BlockedStep = str(e.Result.BlockedStep)
+		e.Result.BlockedIn = str(e.Result.BlockedIn)
 		e.Result.Scenarios = mapStrings(e.Result.Scenarios, str)
 		if e.Result.Evidence != nil {
 			ev := make([]verdict.Evidence, len(e.Result.Evidence))
 			for j, x := range e.Result.Evidence {
+				x.Scenario = str(x.Scenario)
+				x.Step = str(x.Step)
 				x.Expected = str(x.Expected)
 				x.Observed = str(x.Observed)
 				if x.Exchanges != nil {

@@ -91,6 +91,50 @@ type Sink struct {
 	closed   bool
 
 	mounts []mounted // handlers served beside the sink's routes (Mount)
+
+	// reads are the counts read since the last TakeReads, the latest
+	// value of each: what a check saw at the sink, for its proof.
+	reads  []Read
+	readAt map[string]int // What+"\x00"+Key -> index in reads
+}
+
+// Read is one count read at the sink (Effects, Calls, Arrived,
+// TotalEffects, TotalArrivals) and the value it returned.
+type Read struct {
+	What string `json:"what"`          // "effects", "calls", "arrivals"
+	Key  string `json:"key,omitempty"` // "": in all
+	N    int    `json:"n"`
+}
+
+// maxReads bounds the counts kept between two TakeReads.
+const maxReads = 64
+
+// readLocked notes a count read; a count read again keeps its latest value.
+func (s *Sink) readLocked(what, key string, n int) {
+	id := what + "\x00" + key
+	if i, ok := s.readAt[id]; ok {
+		s.reads[i].N = n
+		return
+	}
+	if len(s.reads) >= maxReads {
+		return
+	}
+	if s.readAt == nil {
+		s.readAt = map[string]int{}
+	}
+	s.readAt[id] = len(s.reads)
+	s.reads = append(s.reads, Read{What: what, Key: key, N: n})
+}
+
+// TakeReads returns the counts read since the last call, in the order first
+// read, each with the latest value read, and forgets them: what a check
+// read at the sink, for the proof of its verdict.
+func (s *Sink) TakeReads() []Read {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.reads
+	s.reads, s.readAt = nil, nil
+	return out
 }
 
 type waiter struct {
@@ -285,6 +329,7 @@ func (s *Sink) TotalArrivals() int {
 	for _, v := range s.inflight {
 		n += v
 	}
+	s.readLocked("arrivals", "", n)
 	return n
 }
 
@@ -292,6 +337,7 @@ func (s *Sink) TotalArrivals() int {
 func (s *Sink) TotalEffects() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.readLocked("effects", "", len(s.effects))
 	return len(s.effects)
 }
 
@@ -343,13 +389,16 @@ func (s *Sink) Resolved(key string) bool {
 func (s *Sink) Arrived(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.arrivedLocked(key)
+	n := s.arrivedLocked(key)
+	s.readLocked("arrivals", key, n)
+	return n
 }
 
 // Effects returns how many effects the sink performed for key.
 func (s *Sink) Effects(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.readLocked("effects", key, len(s.byKey[key]))
 	return len(s.byKey[key])
 }
 
@@ -364,6 +413,7 @@ func (s *Sink) Calls(key string) int {
 			n++
 		}
 	}
+	s.readLocked("calls", key, n)
 	return n
 }
 

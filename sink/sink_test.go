@@ -217,3 +217,27 @@ func TestALostReplyOfOneKeySparesTheOthers(t *testing.T) {
 		t.Fatalf("after LoseReplies(0): %d %v, want 201", st, err)
 	}
 }
+
+// TestTakeReads: the counts a check read at the sink are kept, the latest
+// value of each, until taken (the proof of a PASS shows them).
+func TestTakeReads(t *testing.T) {
+	s, err := sink.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Effects("k")
+	if _, _, err := post(t, s, "k", "pay", true); err != nil {
+		t.Fatal(err)
+	}
+	s.Effects("k")
+	s.TotalEffects()
+	got := s.TakeReads()
+	want := []sink.Read{{What: "effects", Key: "k", N: 1}, {What: "effects", N: 1}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("reads %+v, want %+v", got, want)
+	}
+	if again := s.TakeReads(); len(again) != 0 {
+		t.Errorf("reads taken twice: %+v", again)
+	}
+}

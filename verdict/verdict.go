@@ -59,6 +59,10 @@ const (
 // Evidence is what decided a verdict: what was expected, what was observed,
 // and the exchanges that show it.
 type Evidence struct {
+	// Scenario and Step name the check the evidence is of: the scenario
+	// and the step (its text as written) that judged it.
+	Scenario  string     `json:"scenario,omitempty"`
+	Step      string     `json:"step,omitempty"`
 	Expected  string     `json:"expected,omitempty"`
 	Observed  string     `json:"observed,omitempty"`
 	Exchanges []Exchange `json:"exchanges,omitempty"`
@@ -75,6 +79,15 @@ type RuleResult struct {
 	// BlockedBy, on a BLOCKED verdict, names the rule whose check or
 	// precondition failed first (or, when no rule covers it, the step).
 	BlockedBy string `json:"blocked_by,omitempty"`
+	// BlockedStep, on a BLOCKED verdict, is the step that failed (its text
+	// as written) and BlockedIn the scenario it failed in: BlockedBy is the
+	// rule that step checks, which may well pass where it is judged on its
+	// own.
+	BlockedStep string `json:"blocked_step,omitempty"`
+	BlockedIn   string `json:"blocked_in,omitempty"`
+	// Variant, on an N/A, names the variant of the text the rule belongs
+	// to when the target declares another: the rule is N/A for that alone.
+	Variant string `json:"variant,omitempty"`
 	// Reading, on a READING verdict (and on a verdict judged against a
 	// declared reading), says which reading of which decision it rests on.
 	Reading *ReadingChoice `json:"reading,omitempty"`

@@ -232,7 +232,7 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 		}
 		for i, a := range rep.Anomalies {
 			if i == 10 {
-				fmt.Fprintf(w, "  … %d more in %s\n", len(rep.Anomalies)-10, filepath.Join(dir, rundir.Check))
+				fmt.Fprintf(w, "  … %s\n", moreAnomalies(rep, 10, filepath.Join(dir, rundir.Check)))
 				break
 			}
 			fmt.Fprintf(w, "- %s %s: %s\n", a.Kind, a.Key, strings.TrimSpace(a.Explanation))
@@ -266,4 +266,18 @@ func runDirProfile(args []string) string {
 		}
 	}
 	return defaultProfile()
+}
+
+// moreAnomalies says what check.json holds beyond the shown anomalies: the
+// examples the checker kept (a few of each kind), of how many found.
+func moreAnomalies(rep checker.Report, shown int, file string) string {
+	found := 0
+	for _, n := range rep.Counts {
+		found += n
+	}
+	kept := len(rep.Anomalies)
+	if found <= kept {
+		return fmt.Sprintf("%d more in %s (every anomaly found)", kept-shown, file)
+	}
+	return fmt.Sprintf("%d more examples in %s, which keeps %d of the %d anomalies found (a few of each kind; the counts above are of all)", kept-shown, file, kept, found)
 }

@@ -767,7 +767,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 		Tool:             reports.CurrentTool(),
 		Profile:          res.Profile,
 		Decisions:        profileDecisions(res.Profile),
-		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: redact.NewRedactor(secrets...).Command(c.tgt.TargetCmd), TimeScale: target.TimeScale},
+		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: redact.NewRedactor(secrets...).Command(c.tgt.TargetCmd), TimeScale: target.TimeScale, Variant: c.tgt.variantOf(target.Described)},
 		Seed:             res.Seed,
 		Command:          redactAll(c.reproduce(), secrets),
 		Started:          res.Started,

@@ -794,9 +794,13 @@ func (t *targetFlags) Target() features.Target {
 
 // variant is the variant the target declares in the profile's section
 // ("": the profile's default, or a profile without variants).
-func (t *targetFlags) variant() string {
+func (t *targetFlags) variant() string { return t.variantOf(t.Described) }
+
+// variantOf is the variant a target's description declares (the bundled
+// server's own, once started), for the reports.
+func (t *targetFlags) variantOf(described any) string {
 	if s := t.prof.Section; s != nil && s.Variant != nil {
-		return s.Variant(t.Described)
+		return s.Variant(described)
 	}
 	return ""
 }

@@ -189,7 +189,7 @@ func (w *httpWorld) describe() error {
 
 func (w *httpWorld) variant(v string) error {
 	if w.ep.Variant != v {
-		return features.NotApplicable(fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
+		return features.NotThisVariant(v, fmt.Sprintf("the target declares the %s variant; this scenario judges the %s variant's text, which disagrees with it where it matters", w.ep.Variant, v))
 	}
 	return nil
 }
@@ -701,10 +701,12 @@ func (w *httpWorld) noFurtherEffect(alias string) error {
 	if r.effectsBefore < 0 {
 		return fmt.Errorf("%q was never sent again", alias)
 	}
-	if got := w.env.Sink.TotalEffects() - r.effectsBefore; got != 0 {
-		return features.Mismatch(fmt.Sprintf("no side effect at the effect sink after the first answer to %q", alias), fmt.Sprintf("%d more", got))
+	want := fmt.Sprintf("no side effect at the effect sink after the first answer to %q", alias)
+	total := w.env.Sink.TotalEffects()
+	if got := total - r.effectsBefore; got != 0 {
+		return features.Mismatch(want, fmt.Sprintf("%d more", got))
 	}
-	return nil
+	return features.Observed(want, fmt.Sprintf("none more (%d effects in all, as before the retries)", total))
 }
 
 // countNow reads what alias created so far, for nothingSinceCounted; an
