@@ -109,7 +109,14 @@ func TestATPCleanSiteUnderFaultsHasNoAnomaly(t *testing.T) {
 		}
 	}
 	for _, f := range fs {
-		if !injected[f.Name()] {
+		switch {
+		case injected[f.Name()]:
+		case f.Name() == FaultRailCallbackDrop && applied(res.Timeline, f.Name()):
+			// Applied without error, but no confirm's callback fell in its
+			// short holds (a loaded machine makes fewer): what it drops is
+			// proven in rail_test.go (the Dropped callbacks), not here.
+			t.Logf("%s applied, no callback fell in its holds", f.Name())
+		default:
 			t.Errorf("%s never injected: timeline %v", f.Name(), res.Timeline)
 		}
 	}
@@ -266,4 +273,15 @@ func TestATPRailFaultsListedWithoutTheirNeeds(t *testing.T) {
 			t.Errorf("%s injected without its needs: %+v", f.Name(), in)
 		}
 	}
+}
+
+// applied: the timeline holds an injection of fault that ended without
+// error (it may have found nothing to act on).
+func applied(timeline []faults.Injection, fault string) bool {
+	for _, in := range timeline {
+		if in.Fault == fault && in.Err == "" {
+			return true
+		}
+	}
+	return false
 }
