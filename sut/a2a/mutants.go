@@ -42,7 +42,7 @@ func Mutants() []Mutant {
 		{MutantAttemptNotIncremented, "a lease after a requeue does not increment the attempt counter", "A2A-GATE-attempt-counter"},
 		{MutantResultReposted, "posting a result again after the sender drained it queues it again", "A2A-RECV-result-twice"},
 		{MutantLeaseExpires, "an in-flight lease older than 200 ms is leased again to the next receiver that asks", "A2A-INTRO-explicit-lease"},
-		{MutantNoScanRow, "a scheduler pass that requeues nothing records no scan summary", "A2A-SCHED-scan-row"},
+		{MutantNoScanRow, "scheduler passes record no a2a_auto_retry_scheduler_scan summary", "A2A-SCHED-scan-row"},
 		{MutantMetadataDropped, "the status surface leaves out the idempotency metadata", "A2A-TASK-metadata-returned"},
 		{MutantRepairWithoutPosture, "a manual requeue without duplicate_risk is accepted", "A2A-REPAIR-posture"},
 		{MutantAcceptedRiskBypass, "the gate requeues an unsafe task an operator once requeued with operator_accepted", "A2A-REPAIR-no-bypass"},

@@ -360,7 +360,7 @@ func (s *Server) retryStale(ctx context.Context, p Policy, scheduler bool) (*Rep
 			}
 			rep.Requeued = append(rep.Requeued, Requeued{TaskID: e.Task.ID, LeaseID: e.LeaseID, Attempt: e.Attempt, IdempotencyKey: e.key(), LeaseAgeMS: age})
 		}
-		if scheduler && !(s.mutant == MutantNoScanRow && len(rep.Requeued) == 0) {
+		if scheduler && s.mutant != MutantNoScanRow {
 			c, r, k := rep.Considered, len(rep.Requeued), len(rep.Skipped)
 			if _, err := appendAudit(tx, AuditRow{Kind: ActionSchedulerRun, Action: ActionSchedulerRun, Considered: &c, Requeued: &r, Skipped: &k, AtMS: now}); err != nil {
 				return nil, err
