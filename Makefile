@@ -17,7 +17,7 @@ build:
 # (idscheck-report/<profile>/index.html). Exits with the worst exit code.
 # --strict: a broken SHOULD fails too (every ATP rule is a SHOULD).
 # http-idempotency runs once per variant (ietf, t0, stripe).
-PROFILES ?= intent ids atp http-idempotency
+PROFILES ?= intent ids atp http-idempotency a2a
 run: build
 	@code=0; for p in $(PROFILES); do \
 	  ./$(BIN) run --profile $$p --strict --seed $(SEED) --out $(OUT)/$$p || { c=$$?; [ $$c -gt $$code ] && code=$$c; }; \

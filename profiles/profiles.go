@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/profiles/a2a"
 	"github.com/idscheck/idscheck/profiles/atp"
 	"github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/profiles/ids"
@@ -31,6 +32,7 @@ var builtin = []func() harness.Profile{
 	ids.Profile,
 	atp.Profile,
 	httpidem.Profile,
+	a2a.Profile,
 }
 
 func init() {
