@@ -320,9 +320,16 @@ func ruleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxProof int) 
 		default:
 			rr.Verdict = verdict.Pass
 			var notes []string
-			if n := count[verdict.NA]; n > 0 {
-				f := first[verdict.NA]
-				notes = append(notes, fmt.Sprintf("%d of %d checks N/A (%s: %s)", n, len(js), f.scenario, f.Reason))
+			// N/A checks of scenarios that judge another variant of the
+			// text are no news on a rule every variant shares.
+			var na []judged
+			for _, j := range js {
+				if j.Verdict == verdict.NA && j.Variant == "" {
+					na = append(na, j)
+				}
+			}
+			if len(na) > 0 {
+				notes = append(notes, fmt.Sprintf("%d of %d checks N/A (%s: %s)", len(na), len(js), na[0].scenario, na[0].Reason))
 			}
 			for _, j := range js {
 				if j.Verdict == verdict.Pass && j.Reason != "" && !slices.Contains(notes, j.Reason) {
