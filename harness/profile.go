@@ -195,6 +195,10 @@ type Mutant struct {
 	Failpoints map[string]string
 	// Variant is the variant whose run must kill it ("": the default).
 	Variant string
+	// Replicas says it is correct on one replica and breaks its rule only
+	// over several sharing a store: idscheck chaos --replicas N kills it;
+	// the mutants matrix (one replica) leaves it out.
+	Replicas bool
 }
 
 // BundledConfig configures a bundled handler for one run.
