@@ -326,6 +326,9 @@ func (c *chaosConfig) checkFaultsAvailable(tokens []string) error {
 		fps = c.workload.Failpoints
 	}
 	list := append(faults.All(faults.Config{Failpoints: fps}), c.ownFaults()...)
+	if c.replicas > 1 {
+		list = append(list, &faults.ReplicaCrash{})
+	}
 	why := func(f faults.Fault) string {
 		switch {
 		case f.Kind() == faults.KindCrash && !canStart:
