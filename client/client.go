@@ -6,6 +6,10 @@
 package client
 
 import (
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -17,7 +21,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -71,12 +74,28 @@ type Options struct {
 	// what a target that authenticates requests by signature wants (a
 	// profile's own scheme). The exchange recorded carries what it added.
 	Sign func(r *http.Request, body []byte)
+	// Replicas are the base URLs of the target's other replicas (one
+	// service behind several processes): the client spreads its requests
+	// over the base URL and these. The deliveries of one logical request
+	// (Request.Spread) go to one replica after the other, so a retry never
+	// lands where its original did; other requests go round the replicas.
+	Replicas []string
 }
 
 // Client sends requests to one target and records them.
 type Client struct {
-	base *url.URL
-	opt  Options
+	base  *url.URL
+	opt   Options
+	bases []*url.URL // base and the replicas; more than one: requests are spread
+	turn  *spread
+}
+
+// spread is where the next delivery goes: a counter per logical request,
+// one for every other request. Shared by the copies With makes.
+type spread struct {
+	next  atomic.Uint64
+	mu    sync.Mutex
+	after map[string]uint64 // Request.Spread → its deliveries so far
 }
 
 // New returns a Client for baseURL (scheme, host and optional path prefix).
@@ -91,7 +110,36 @@ func New(baseURL string, opt Options) (*Client, error) {
 	if opt.HTTP == nil {
 		opt.HTTP = &http.Client{Timeout: opt.Timeout, Transport: NewTransport(), CheckRedirect: noRedirects}
 	}
-	return &Client{base: u, opt: opt}, nil
+	c := &Client{base: u, opt: opt, bases: []*url.URL{u}, turn: &spread{after: map[string]uint64{}}}
+	for _, r := range opt.Replicas {
+		ru, err := url.Parse(r)
+		if err != nil || (ru.Scheme != "http" && ru.Scheme != "https") || ru.Host == "" {
+			return nil, errors.New("client: replica must be an http:// or https:// URL with a host, got " + strconv.Quote(r))
+		}
+		c.bases = append(c.bases, ru)
+	}
+	return c, nil
+}
+
+// pick is the base URL of the next delivery of req: with replicas, the
+// logical request's first delivery goes to the replica its Spread hashes
+// to and each further one to the next replica; a request without Spread
+// goes to the next replica in turn.
+func (c *Client) pick(req Request) *url.URL {
+	n := uint64(len(c.bases))
+	if n == 1 {
+		return c.base
+	}
+	if req.Spread == "" {
+		return c.bases[(c.turn.next.Add(1)-1)%n]
+	}
+	h := fnv.New64a()
+	h.Write([]byte(req.Spread))
+	c.turn.mu.Lock()
+	k := c.turn.after[req.Spread]
+	c.turn.after[req.Spread] = k + 1
+	c.turn.mu.Unlock()
+	return c.bases[(h.Sum64()+k)%n]
 }
 
 // noRedirects makes a redirect the response: the harness records what the
@@ -126,6 +174,9 @@ type Request struct {
 	Body   []byte
 	// NoAPIKey sends no X-API-KEY even when the client has one.
 	NoAPIKey bool
+	// Spread names the logical request this is a delivery of (its key):
+	// with Options.Replicas, each delivery goes to another replica.
+	Spread string
 }
 
 // Response is what came back. Body is at most MaxBody bytes.
@@ -144,9 +195,10 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if err != nil || ref.Host != "" || ref.Scheme != "" {
 		return nil, errors.New("client: request path must be a path with an optional query, got " + strconv.Quote(req.Path))
 	}
-	u := *c.base
-	u.Path = singleSlashJoin(c.base.Path, ref.Path)
-	u.RawPath = singleSlashJoin(c.base.EscapedPath(), ref.EscapedPath())
+	base := c.pick(req)
+	u := *base
+	u.Path = singleSlashJoin(base.Path, ref.Path)
+	u.RawPath = singleSlashJoin(base.EscapedPath(), ref.EscapedPath())
 	u.RawQuery = ref.RawQuery
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))
 	if err != nil {

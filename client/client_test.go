@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -252,5 +254,45 @@ func TestDoNeverFollowsARedirect(t *testing.T) {
 	}
 	if resp.Status != http.StatusFound || followed || rec.Len() != 1 {
 		t.Errorf("status %d, followed %v, %d exchanges: want the 302 itself, recorded once", resp.Status, followed, rec.Len())
+	}
+}
+
+// TestReplicasSpreadDeliveries: the deliveries of one logical request go
+// to one replica after the other (a retry never where its original went);
+// requests without Spread go round every replica.
+func TestReplicasSpreadDeliveries(t *testing.T) {
+	var hits [3]atomic.Int64
+	var urls []string
+	for i := range 3 {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits[i].Add(1); w.Write([]byte(strconv.Itoa(i))) }))
+		defer ts.Close()
+		urls = append(urls, ts.URL)
+	}
+	c, err := New(urls[0], Options{Replicas: urls[1:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "b", "c", "d"} {
+		last := ""
+		for range 4 {
+			resp, err := c.Do(t.Context(), Request{Method: "POST", Path: "/x", Spread: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(resp.Body) == last {
+				t.Fatalf("key %s: two deliveries in a row on replica %s", key, last)
+			}
+			last = string(resp.Body)
+		}
+	}
+	for range 3 {
+		if _, err := c.Do(t.Context(), Request{Method: "GET", Path: "/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range hits {
+		if hits[i].Load() == 0 {
+			t.Errorf("replica %d got nothing", i)
+		}
 	}
 }

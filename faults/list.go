@@ -126,7 +126,8 @@ func ParseKinds(s string) ([]string, error) {
 		if tok == "" {
 			continue
 		}
-		known := tok == "all" || slices.Contains(names, tok) || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
+		// replica-crash is the fault of a target of several replicas, outside the fixed list.
+		known := tok == "all" || slices.Contains(names, tok) || tok == (&ReplicaCrash{}).Name() || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
 		for _, k := range Kinds {
 			known = known || tok == string(k)
 		}

@@ -29,6 +29,10 @@ type Target struct {
 	// Described is what the target file's section of the profile declares
 	// (harness.TargetSection), the profile's own type; nil when nothing was.
 	Described any
+	// Replicas are the base URLs of the target's other replicas, when it
+	// is one service behind several processes over one store: the clients
+	// of Env.Client spread their requests over BaseURL and these.
+	Replicas []string
 }
 
 // Env is what step definitions get from the runner: the target, the run's one
@@ -55,7 +59,7 @@ type Env struct {
 // Client returns a recording client of the target with the main API key;
 // opts may change the key, set a signer, etc.
 func (e *Env) Client(name string, opts ...func(*client.Options)) (*client.Client, error) {
-	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Timeout: e.RequestTimeout}
+	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Timeout: e.RequestTimeout, Replicas: e.Target.Replicas}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -122,7 +122,12 @@ type ChaosWorkload struct {
 
 // ChaosConfig is one chaos run of a workload.
 type ChaosConfig struct {
-	BaseURL   string     // the target, through the network proxy when network faults run
+	BaseURL string // the target, through the network proxy when network faults run
+	// Replicas are the base URLs of the target's other replicas (one
+	// service behind several processes over one store): the workload
+	// spreads each logical request's deliveries over BaseURL and these
+	// (client.Options.Replicas).
+	Replicas  []string
 	APIKey    string     // its credentials ("" when it wants none)
 	Sink      *sink.Sink // the harness's effect sink (ChaosWorkload.Sink), nil otherwise
 	Seed      uint64
@@ -190,6 +195,10 @@ type Mutant struct {
 	Failpoints map[string]string
 	// Variant is the variant whose run must kill it ("": the default).
 	Variant string
+	// Replicas says it is correct on one replica and breaks its rule only
+	// over several sharing a store: idscheck chaos --replicas N kills it;
+	// the mutants matrix (one replica) leaves it out.
+	Replicas bool
 }
 
 // BundledConfig configures a bundled handler for one run.

@@ -50,8 +50,13 @@ type chaosConfig struct {
 	stormMax   int
 	out        string
 	mutant     string
-	verbose    bool
-	force      bool // --force: replace what --out holds
+	// replicas is how many replicas of the bundled server chaos starts
+	// over the shared store (--store), each delivery of a logical request
+	// on another one; 1: one process on its own file.
+	replicas int
+	store    string
+	verbose  bool
+	force    bool // --force: replace what --out holds
 	// healthWait bounds the wait for the target's health (0: 10 s for a
 	// running --target, faults.ProcessStartTimeout for a process chaos
 	// starts).
@@ -137,6 +142,8 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000; a profile may start higher: chaos --profile P -h shows its default)")
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
+	fs.IntVar(&c.replicas, "replicas", 1, "start this many replicas of the bundled server over --store (each delivery of a logical request goes to another replica; the fault replica-crash kills one)")
+	fs.StringVar(&c.store, "store", "", "a PostgreSQL URL (postgres://…) the bundled server's replicas share (default: one SQLite file per run)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	fs.DurationVar(&c.healthWait, "health-wait", 0, "how long to wait for the target's GET /health to answer 200 before giving up (exit 3, the report says why); default 10s for a running --target, 60s for a target chaos starts (--target-cmd, the bundled server)")
 	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (run, mutants) or files that are no run, replacing the run there")
@@ -214,7 +221,7 @@ func (c *chaosConfig) readings() map[string]string {
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).
@@ -256,6 +263,14 @@ func (c *chaosConfig) validate() error {
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
 	case c.target != "" && c.mutant != "":
 		return errors.New("--mutant applies to the bundled server only: drop --target")
+	case c.replicas < 1 || c.replicas > 16:
+		return fmt.Errorf("--replicas %d: want 1 to 16", c.replicas)
+	case (c.replicas > 1 || c.store != "") && c.target != "":
+		return errors.New("--replicas and --store start the bundled server: drop --target")
+	case c.replicas > 1 && c.store == "":
+		return errors.New("--replicas needs --store postgres://…: the store the replicas share")
+	case c.store != "" && !strings.HasPrefix(c.store, "postgres://") && !strings.HasPrefix(c.store, "postgresql://"):
+		return fmt.Errorf("--store %q: want a postgres:// URL", redactStore(c.store))
 	case c.out == "":
 		return errors.New("--out must name a directory")
 	case c.healthWait < 0:
@@ -311,6 +326,9 @@ func (c *chaosConfig) checkFaultsAvailable(tokens []string) error {
 		fps = c.workload.Failpoints
 	}
 	list := append(faults.All(faults.Config{Failpoints: fps}), c.ownFaults()...)
+	if c.replicas > 1 {
+		list = append(list, &faults.ReplicaCrash{})
+	}
 	why := func(f faults.Fault) string {
 		switch {
 		case f.Kind() == faults.KindCrash && !canStart:
@@ -474,6 +492,12 @@ func (c chaosConfig) command() string {
 	}
 	if c.mutant != "" {
 		parts = append(parts, "--mutant", c.mutant)
+	}
+	if c.replicas > 1 {
+		parts = append(parts, "--replicas", fmt.Sprint(c.replicas))
+	}
+	if c.store != "" {
+		parts = append(parts, "--store", chaosShellQuote(redactStore(c.store)))
 	}
 	return strings.Join(parts, " ")
 }
@@ -661,9 +685,16 @@ type chaosTarget struct {
 	bundled       bool
 	process       *faults.Process
 	failpointAddr string
+	// replicas are the processes of the bundled server's replicas (the
+	// first is process) and urls their base URLs, with --replicas N.
+	replicas []*faults.Process
+	urls     []string
 }
 
 func (t *chaosTarget) describe() string {
+	if t.bundled && len(t.urls) > 1 {
+		return fmt.Sprintf("bundled reference server, %d replicas over one store, at %s", len(t.urls), strings.Join(t.urls, ", "))
+	}
 	if t.bundled {
 		return "bundled reference server at " + t.url
 	}
@@ -671,9 +702,21 @@ func (t *chaosTarget) describe() string {
 }
 
 func (t *chaosTarget) close() {
+	for _, p := range t.replicas[min(1, len(t.replicas)):] {
+		p.Stop()
+	}
 	if t.process != nil {
 		t.process.Stop()
 	}
+}
+
+// redactStore is a store URL without its password.
+func redactStore(store string) string {
+	u, err := url.Parse(store)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // startChaosTarget starts the target of a chaos run: the --target described
@@ -726,6 +769,28 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 // (they act in its branch alone), so it is caught whatever the load.
 // sinkURL, when set, is the effect sink it calls.
 func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
+	n := max(1, c.replicas)
+	var first *chaosTarget
+	for i := range n {
+		t, err := startBundledReplica(ctx, c, sinkURL, red, logger, i)
+		if err != nil {
+			if first != nil {
+				first.close()
+			}
+			return nil, err
+		}
+		if first == nil {
+			first = t
+		}
+		first.replicas = append(first.replicas, t.process)
+		first.urls = append(first.urls, t.url)
+	}
+	return first, nil
+}
+
+// startBundledReplica starts replica i of the bundled server (--store:
+// over the shared store, named replica-i; else on its own file).
+func startBundledReplica(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger, i int) (*chaosTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("bundled server: %w", err)
@@ -738,7 +803,11 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *
 	if err != nil {
 		return nil, err
 	}
-	db, err := filepath.Abs(filepath.Join(c.out, "target.db"))
+	name := "target.db"
+	if i > 0 {
+		name = fmt.Sprintf("target-%d.db", i)
+	}
+	db, err := filepath.Abs(filepath.Join(c.out, name))
 	if err != nil {
 		return nil, err
 	}
@@ -751,6 +820,9 @@ func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *
 	}
 	if c.mutant != "" {
 		cmd += " --mutant " + chaosShellQuote(c.mutant)
+	}
+	if c.store != "" {
+		cmd += fmt.Sprintf(" --store %s --replica-id replica-%d", chaosShellQuote(c.store), i)
 	}
 	for _, a := range c.child.Args {
 		cmd += " " + chaosShellQuote(a)
@@ -897,6 +969,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	}
 	// What is asked for, fault by fault, before anything starts.
 	names := append(faults.All(faults.Config{Failpoints: w.Failpoints}), own(nil, nil)...)
+	if c.replicas > 1 {
+		names = append(names, &faults.ReplicaCrash{})
+	}
 	requested, _ := faults.Requested(names, tokens)
 	wants := func(name string) bool { return slices.Contains(requested, name) }
 	wantNet := slices.ContainsFunc(requested, func(n string) bool {
@@ -970,6 +1045,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		}
 	}
 	list := append(faults.All(fcfg), own(sinkProxy, snk)...)
+	if c.replicas > 1 {
+		list = append(list, &faults.ReplicaCrash{Replicas: tgt.replicas})
+	}
 	requested, unmatched := faults.Requested(list, tokens)
 	selected := faults.Select(list, tokens)
 	usable, unavailable := faults.Usable(selected)
@@ -992,7 +1070,11 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
 		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr)
-	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
+	var others []string
+	if len(tgt.urls) > 1 {
+		others = tgt.urls[1:] // the network proxy, when asked for, stands in front of the first replica alone
+	}
+	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, Replicas: others, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
 		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
 		Faults: usable, Logger: logger, Described: tgt.t.Described, Readings: c.readings(),
 		Progress: func(p chaos.Progress) { progress.show(chaosProgressLine(p)) }})

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/idscheck/idscheck/pgtest"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testBinaryIsCLI) == "1" {
 		os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // TestEveryCommandHasHelp walks every command's -h: exit 0, its usage on

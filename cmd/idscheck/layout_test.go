@@ -33,6 +33,7 @@ var engineImports = map[string][]string{
 	"checker":      {"spec", "verdict", "rundir"},
 	"reports":      {"spec", "checker", "verdict", "redact", "rundir"},
 	"rundir":       {},
+	"pgtest":       {},
 	"chaos":        {"checker", "client", "faults", "spec", "verdict", "sink", "redact", "rundir"},
 	"features":     {"spec", "verdict", "faults", "client", "sink", "redact", "rundir"},
 	"harness":      {"spec", "verdict", "features", "checker", "client", "chaos", "faults", "sink", "reports", "redact", "rundir"},

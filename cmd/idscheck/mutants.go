@@ -108,7 +108,12 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !scaleGiven {
 		c.timeScale = prof.DefaultTimeScale()
 	}
-	all := prof.Mutants
+	var all []harness.Mutant
+	for _, m := range prof.Mutants {
+		if !m.Replicas { // caught over several replicas alone (idscheck chaos --replicas N)
+			all = append(all, m)
+		}
+	}
 	if len(all) == 0 || prof.Bundled == nil {
 		fmt.Fprintf(stderr, "idscheck mutants: profile %s has no bundled server with mutants\n", prof.Name)
 		return exitUsage

@@ -29,6 +29,9 @@ func Profile() harness.Profile {
 		}
 		mutants = append(mutants, mu)
 	}
+	for _, m := range suthttpidem.ReplicaMutants() {
+		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant, Replicas: true})
+	}
 	return harness.Profile{
 		Name:       Name,
 		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",

@@ -52,6 +52,8 @@ func serveChild(secret func() string, described any) harness.ServeChild {
 func serveFlags(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
 	variant := fs.String("variant", VariantIETF, "the text the endpoint follows ("+strings.Join(Variants(), ", ")+")")
 	sinkURL := fs.String("sink", "", "base URL of the effect sink the endpoint calls for each payment (required)")
+	store := fs.String("store", "", "a PostgreSQL URL (postgres://…) the endpoint keeps its keys and payments in, shared by its replicas; default: the SQLite file --db")
+	replica := fs.String("replica-id", "", "this replica's name among those sharing --store, stable across its restarts (default: --addr)")
 	return func(ctx context.Context, c harness.ServeConfig) error {
 		getenv := c.Getenv
 		if getenv == nil {
@@ -79,7 +81,11 @@ func serveFlags(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfi
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: db, SinkURL: *sinkURL, Variant: *variant, Callers: callers,
+		id := *replica
+		if id == "" {
+			id = c.Addr
+		}
+		srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: db, Store: *store, ReplicaID: id, SinkURL: *sinkURL, Variant: *variant, Callers: callers,
 			TimeScale: c.TimeScale, Mutant: c.Mutant, Logger: logger})
 		if err != nil {
 			return err

@@ -25,6 +25,10 @@ import (
 	"github.com/idscheck/idscheck/verdict"
 )
 
+// suiteStore, when set (TestHTTPIdemOnPostgres), gives the bundled
+// endpoint of runHTTPIdemSinkVia a PostgreSQL store.
+var suiteStore func(testing.TB) string
+
 // runHTTPIdem certifies the bundled endpoint under variant (mutant "" for
 // the correct one) on the rules sel selects (nil: all).
 func runHTTPIdem(t *testing.T, variant, mutant string, sel []string) *features.RunResult {
@@ -62,7 +66,11 @@ func runHTTPIdemSinkVia(t *testing.T, variant, mutant string, change func(*http.
 	}
 	callers := []string{"tok_" + hex.EncodeToString([]byte("caller-one")), "tok_" + hex.EncodeToString([]byte("caller-two"))}
 	const scale = 20000
-	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: filepath.Join(t.TempDir(), "p.db"), SinkURL: sinkURL,
+	store := ""
+	if suiteStore != nil {
+		store = suiteStore(t)
+	}
+	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: filepath.Join(t.TempDir(), "p.db"), Store: store, SinkURL: sinkURL,
 		Variant: variant, Callers: callers, TimeScale: scale, Mutant: mutant, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("open: %v", err)

@@ -47,6 +47,9 @@ import (
 // WorkloadConfig is one http-idempotency chaos run.
 type WorkloadConfig struct {
 	BaseURL string // the target, through the network proxy when network faults run
+	// Replicas are the target's other replicas: each logical request's
+	// deliveries go to one after the other (client.Options.Replicas).
+	Replicas []string
 	// Endpoint is what the target declares (Defaults is applied): how a
 	// request is built, where its key goes, the callers' headers (resolved:
 	// HeadersEnv is not read), the count read.
@@ -176,7 +179,7 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig) (*WorkloadResult, erro
 	tr := client.NewTransport()
 	tr.MaxConnsPerHost = 0
 	tr.ResponseHeaderTimeout = cfg.RequestTimeout
-	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-http-idempotency", Timeout: cfg.RequestTimeout,
+	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-http-idempotency", Timeout: cfg.RequestTimeout, Replicas: cfg.Replicas,
 		HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	if err != nil {
 		return nil, fmt.Errorf("chaos http-idempotency: %w", err)
@@ -401,7 +404,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 		}
 	}
 	raw, _ := json.Marshal(body) // sorted members: the same bytes each time
-	c.req = client.Request{Method: w.ep.Method, Path: w.ep.Path, Header: h, Body: raw}
+	c.req = client.Request{Method: w.ep.Method, Path: w.ep.Path, Header: h, Body: raw, Spread: c.recKey}
 	w.mu.Lock()
 	w.logical = append(w.logical, c)
 	w.mu.Unlock()

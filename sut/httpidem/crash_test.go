@@ -1,6 +1,8 @@
 package httpidem
 
 import (
+	"github.com/idscheck/idscheck/pgtest"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -29,7 +31,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 func serveForTest(db, sinkURL, variant string) error {

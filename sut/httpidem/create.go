@@ -66,6 +66,10 @@ func (s *Server) postPayment(w http.ResponseWriter, r *http.Request, who string)
 		return s.executeWithoutRow(w, r, a, "")
 	case s.mutant == MutantNoReservation:
 		return s.executeUnreserved(w, r, a)
+	case s.mutant == MutantReplicaLocalCache:
+		return s.executeCached(w, r, a)
+	case s.mutant == MutantCheckThenInsert:
+		return s.executeCheckThenInsert(w, r, a)
 	}
 	return s.execute(w, r, a)
 }
@@ -178,6 +182,7 @@ func (s *Server) reserve(ctx context.Context, a *attempt) (reservation, error) {
 	k := a.flightKey()
 	f := newFlight(a.fp)
 	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		s.unregister(k, f) // a rerun (PostgreSQL): the last run's registration did not commit
 		x, err := scanRow(tx.Stmt(s.st.get).QueryRow(a.caller, a.key))
 		if err != nil {
 			return nil, err
@@ -285,6 +290,10 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, a *attempt, x *r
 func (s *Server) waitFor(w http.ResponseWriter, r *http.Request, a *attempt, f *flight) (again bool, err error) {
 	timeout := problemf(503, codeInFlightTimeout, "the original request with this key did not complete within %v; retry", s.wait)
 	timeout.retryAfter = "1"
+	if f == nil && s.dialect == dialectPostgres {
+		// The original runs on another replica: its outcome is in the store.
+		return s.pollFor(w, r, a, timeout)
+	}
 	if f == nil {
 		return false, timeout
 	}

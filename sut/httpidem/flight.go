@@ -65,3 +65,14 @@ func (s *Server) finish(k string, f *flight, status int, body []byte) {
 		close(f.done)
 	})
 }
+
+// unregister undoes register(k, f): an operation that registered f and
+// then lost its transaction to another replica's runs again, and must not
+// find its own flight as the original's.
+func (s *Server) unregister(k string, f *flight) {
+	s.flightMu.Lock()
+	if s.flights[k] == f {
+		delete(s.flights, k)
+	}
+	s.flightMu.Unlock()
+}

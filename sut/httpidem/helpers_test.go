@@ -230,6 +230,9 @@ type testEnv struct {
 	waits chan string // the keys of the t0 duplicates that started waiting
 }
 
+// testStore, when set (TestPostgres), gives newEnv a PostgreSQL store.
+var testStore func(testing.TB) string
+
 func newEnv(t testing.TB, variant, mutant string, mod ...func(*Config)) *testEnv {
 	t.Helper()
 	sink := newFakeSink(t)
@@ -237,6 +240,9 @@ func newEnv(t testing.TB, variant, mutant string, mod ...func(*Config)) *testEnv
 	cfg := Config{DBPath: filepath.Join(t.TempDir(), "pay.db"), SinkURL: sink.ts.URL, Variant: variant,
 		Callers: []string{tokA, tokB}, Mutant: mutant, Clock: clock.now, Logger: slog.New(slog.DiscardHandler),
 		SinkTimeout: 5 * time.Second, InFlightWait: 10 * time.Second}
+	if testStore != nil {
+		cfg.Store = testStore(t)
+	}
 	for _, m := range mod {
 		m(&cfg)
 	}

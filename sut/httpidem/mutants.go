@@ -22,6 +22,8 @@ const (
 	MutantStripeValidationSaved = "stripe-validation-saved"
 	MutantEffectOnReplay        = "effect-on-replay"
 	MutantBodyDedup             = "body-dedup"
+	MutantReplicaLocalCache     = "replica-local-cache"
+	MutantCheckThenInsert       = "check-then-insert"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -44,8 +46,19 @@ func Mutants() []Mutant {
 	}
 }
 
+// ReplicaMutants are the mutants that are correct on one replica and
+// break exactly-once across several sharing the store (--store
+// postgres://…): the single-replica suite cannot kill them, idscheck chaos
+// over replicas must.
+func ReplicaMutants() []Mutant {
+	return []Mutant{
+		{MutantReplicaLocalCache, "a per-process cache of the keys seen is consulted before the store: a key the replica has not seen is taken for a new one and reserved over the store's row; correct on one replica, a retry on another replica pays again", "IETF-2.6-retry-result", VariantIETF},
+		{MutantCheckThenInsert, "the key is looked up, then reserved in another transaction with an insert the unique key does not refuse, under a lock of the process; correct on one replica, duplicates on two replicas both pay", "IETF-2.6-concurrent-conflict", VariantIETF},
+	}
+}
+
 func knownMutant(name string) bool {
-	for _, m := range Mutants() {
+	for _, m := range append(Mutants(), ReplicaMutants()...) {
 		if m.Name == name {
 			return true
 		}

@@ -84,7 +84,16 @@ const (
 
 // Config configures the endpoint.
 type Config struct {
+	// DBPath is the SQLite database (the default store), for one process.
 	DBPath string
+	// Store, when set, is the store instead of DBPath: a PostgreSQL URL
+	// (postgres://…) several replicas of the endpoint share.
+	Store string
+	// ReplicaID names this replica among those sharing Store: the owner of
+	// the reservations it makes, and the one that resolves them when it
+	// restarts; it must be stable across the replica's restarts and unique
+	// among the replicas ("" : "replica").
+	ReplicaID string
 	// SinkURL is the base URL of the effect sink (the payment processor);
 	// Open refuses "".
 	SinkURL string
@@ -121,9 +130,12 @@ type Server struct {
 	callers []caller
 
 	wdb, rdb *sql.DB
-	w        *groupcommit.Writer
+	w        writer
+	dialect  string // dialectSQLite or dialectPostgres
 	st       stmts
 	sink     *sinkClient
+
+	rs replicaState // the replica mutants'
 
 	flightMu sync.Mutex
 	flights  map[string]*flight // flightKey(caller, key) → the request in flight
@@ -153,8 +165,14 @@ func CallerID(token string) string {
 // sink every reservation a previous process left in flight, and returns a
 // running server.
 func Open(ctx context.Context, c Config) (*Server, error) {
-	if c.DBPath == "" {
+	if c.Store != "" && !isPostgres(c.Store) {
+		return nil, fmt.Errorf("httpidem: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", c.Store)
+	}
+	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("httpidem: open: no database path")
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = "replica"
 	}
 	if c.SinkURL == "" {
 		return nil, errors.New("httpidem: open: no sink URL (every payment goes through the sink)")
@@ -218,49 +236,24 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		ttl: max(time.Millisecond, time.Duration(float64(c.KeyTTL)/c.TimeScale)), callers: callers,
 		sink: newSinkClient(c.SinkURL, c.SinkTimeout), flights: map[string]*flight{}}
 
-	wdb, err := sql.Open("sqlite", dsn(c.DBPath, false))
-	if err != nil {
-		return nil, fmt.Errorf("httpidem: open: write db: %w", err)
+	if c.Store != "" {
+		if err := s.openPostgres(ctx, c); err != nil {
+			s.sink.close()
+			return nil, fmt.Errorf("httpidem: open: %w", err)
+		}
+		if err := s.st.prepare(ctx, s.wdb, s.rdb, s.dialect); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("httpidem: open: %w", err)
+		}
+	} else if err := s.openSQLite(ctx, c); err != nil {
+		return nil, err
 	}
-	wdb.SetMaxOpenConns(1)
-	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	fail := func(err error) (*Server, error) {
-		if s.w != nil {
-			s.w.Close()
-		}
-		s.st.close()
-		if s.rdb != nil {
-			s.rdb.Close()
-		}
-		wdb.Close()
-		s.sink.close()
+	s.warmCache(ctx)
+	if err := s.recover(ctx); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("httpidem: open: %w", err)
 	}
-	if _, err := wdb.ExecContext(ctx, schema); err != nil {
-		return fail(fmt.Errorf("schema: %w", err))
-	}
-	var mode string
-	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
-		return fail(fmt.Errorf("journal_mode is %q, want wal: %v", mode, err))
-	}
-	rdb, err := sql.Open("sqlite", dsn(c.DBPath, true))
-	if err != nil {
-		return fail(fmt.Errorf("read db: %w", err))
-	}
-	rdb.SetMaxOpenConns(4)
-	rdb.SetMaxIdleConns(4)
-	s.wdb, s.rdb = wdb, rdb
-	if err := s.st.prepare(ctx, wdb, rdb); err != nil {
-		return fail(err)
-	}
-	if s.w, err = groupcommit.New(wdb, log); err != nil {
-		return fail(err)
-	}
-	if err := s.recover(ctx); err != nil {
-		return fail(err)
-	}
-	log.Info("http-idempotency reference endpoint open", "db", c.DBPath, "sink", c.SinkURL, "variant", s.variant,
+	log.Info("http-idempotency reference endpoint open", "db", c.DBPath, "store", redactURL(c.Store), "replica", c.ReplicaID, "sink", c.SinkURL, "variant", s.variant,
 		"key_ttl", c.KeyTTL, "time_scale", c.TimeScale, "mutant", s.mutant)
 	return s, nil
 }
@@ -272,7 +265,10 @@ func (s *Server) Close() error {
 		s.w.Close()
 		s.st.close()
 		s.sink.close()
-		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+		if s.rdb != s.wdb {
+			s.closeErr = s.rdb.Close()
+		}
+		s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
 	})
 	return s.closeErr
 }
@@ -391,4 +387,81 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request, who string
 	b = append(b, "]}"...)
 	writeRaw(w, 200, contentJSON, b)
 	return nil
+}
+
+// openSQLite opens (or creates) the SQLite database at c.DBPath: one write
+// connection owned by the group-commit writer, a read pool.
+func (s *Server) openSQLite(ctx context.Context, c Config) error {
+	wdb, err := sql.Open("sqlite", dsn(c.DBPath, false))
+	if err != nil {
+		return fmt.Errorf("httpidem: open: write db: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	fail := func(err error) error {
+		if s.w != nil {
+			s.w.Close()
+		}
+		s.st.close()
+		if s.rdb != nil {
+			s.rdb.Close()
+		}
+		wdb.Close()
+		s.sink.close()
+		return fmt.Errorf("httpidem: open: %w", err)
+	}
+	if _, err := wdb.ExecContext(ctx, schema); err != nil {
+		return fail(fmt.Errorf("schema: %w", err))
+	}
+	var mode string
+	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		return fail(fmt.Errorf("journal_mode is %q, want wal: %v", mode, err))
+	}
+	rdb, err := sql.Open("sqlite", dsn(c.DBPath, true))
+	if err != nil {
+		return fail(fmt.Errorf("read db: %w", err))
+	}
+	rdb.SetMaxOpenConns(4)
+	rdb.SetMaxIdleConns(4)
+	s.wdb, s.rdb = wdb, rdb
+	if err := s.st.prepare(ctx, wdb, rdb, dialectSQLite); err != nil {
+		return fail(err)
+	}
+	gw, err := groupcommit.New(wdb, s.log)
+	if err != nil {
+		return fail(err)
+	}
+	s.w, s.dialect = gw, dialectSQLite
+	return nil
+}
+
+// writer runs the write operations: one at a time in batches on SQLite
+// (groupcommit), each in its own serializable transaction on PostgreSQL.
+type writer interface {
+	Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error)
+	Close()
+}
+
+var (
+	_ writer = (*groupcommit.Writer)(nil)
+	_ writer = (*pgWriter)(nil)
+)
+
+// Dialects of the store.
+const (
+	dialectSQLite   = "sqlite"
+	dialectPostgres = "postgres"
+)
+
+// redactURL is a store URL without its password, for the log.
+func redactURL(store string) string {
+	if store == "" {
+		return ""
+	}
+	u, err := url.Parse(store)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }

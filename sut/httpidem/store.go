@@ -71,13 +71,13 @@ const (
 // stmts are prepared once at Open, on the write connection (outside any
 // transaction: ops use them through tx.Stmt) or on the read pool.
 type stmts struct {
-	get, insert, del, done, setState, restart, upsertDone, insertPayment, purge *sql.Stmt
-	rGet, rList, rListAll, rOpen                                                *sql.Stmt
+	get, insert, del, done, setState, restart, upsertDone, upsertReserve, insertPayment, purge *sql.Stmt
+	rGet, rList, rListAll, rOpen, rKeys                                                        *sql.Stmt
 }
 
 func (st *stmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.get, &st.insert, &st.del, &st.done, &st.setState, &st.restart, &st.upsertDone,
-		&st.insertPayment, &st.purge, &st.rGet, &st.rList, &st.rListAll, &st.rOpen}
+		&st.upsertReserve, &st.insertPayment, &st.purge, &st.rGet, &st.rList, &st.rListAll, &st.rOpen, &st.rKeys}
 }
 
 func (st *stmts) close() {
@@ -91,31 +91,45 @@ func (st *stmts) close() {
 
 const rowCols = `caller, key, state, fingerprint, payment_id, request, created_at, status, body, expires_at`
 
-func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
+// prepare prepares every statement, in its PostgreSQL form (pgQueries,
+// else ? as $n) when dialect is dialectPostgres.
+func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) error {
 	for _, p := range []struct {
-		db  *sql.DB
-		dst **sql.Stmt
-		q   string
+		db   *sql.DB
+		dst  **sql.Stmt
+		name string
+		q    string
 	}{
-		{w, &st.get, `SELECT ` + rowCols + ` FROM idempotency WHERE caller = ? AND key = ?`},
-		{w, &st.insert, `INSERT INTO idempotency(` + rowCols + `) VALUES(?,?,?,?,?,?,?,?,?,?)`},
-		{w, &st.del, `DELETE FROM idempotency WHERE caller = ? AND key = ? AND payment_id = ? AND state = ?`},
-		{w, &st.done, `UPDATE idempotency SET state = 'done', status = ?, body = ?, expires_at = ?
+		{w, &st.get, "get", `SELECT ` + rowCols + ` FROM idempotency WHERE caller = ? AND key = ?`},
+		{w, &st.insert, "insert", `INSERT INTO idempotency(` + rowCols + `) VALUES(?,?,?,?,?,?,?,?,?,?)`},
+		{w, &st.del, "del", `DELETE FROM idempotency WHERE caller = ? AND key = ? AND payment_id = ? AND state = ?`},
+		{w, &st.done, "done", `UPDATE idempotency SET state = 'done', status = ?, body = ?, expires_at = ?
  WHERE caller = ? AND key = ? AND payment_id = ? AND state <> 'done'`},
-		{w, &st.setState, `UPDATE idempotency SET state = ? WHERE caller = ? AND key = ? AND payment_id = ? AND state = ?`},
-		{w, &st.restart, `UPDATE idempotency SET fingerprint = ?, payment_id = ?, request = ?, created_at = ?
+		{w, &st.setState, "setState", `UPDATE idempotency SET state = ? WHERE caller = ? AND key = ? AND payment_id = ? AND state = ?`},
+		{w, &st.restart, "restart", `UPDATE idempotency SET fingerprint = ?, payment_id = ?, request = ?, created_at = ?
  WHERE caller = ? AND key = ? AND payment_id = ? AND state = 'in_progress'`},
 		// The no-reservation mutant's write: no reservation before, so
 		// whoever commits last wins the row.
-		{w, &st.upsertDone, `INSERT OR REPLACE INTO idempotency(` + rowCols + `) VALUES(?,?,'done',?,?,?,?,?,?,?)`},
-		{w, &st.insertPayment, `INSERT OR IGNORE INTO payments(id, caller, idem_key, reference, body) VALUES(?,?,?,?,?)`},
-		{w, &st.purge, `DELETE FROM idempotency WHERE state = 'done' AND expires_at <= ?`},
-		{r, &st.rGet, `SELECT ` + rowCols + ` FROM idempotency WHERE caller = ? AND key = ?`},
-		{r, &st.rList, `SELECT body FROM payments WHERE caller = ? AND reference = ? ORDER BY seq LIMIT 1000`},
-		{r, &st.rListAll, `SELECT body FROM payments WHERE caller = ? ORDER BY seq LIMIT 1000`},
-		{r, &st.rOpen, `SELECT ` + rowCols + ` FROM idempotency WHERE state <> 'done' ORDER BY created_at`},
+		{w, &st.upsertDone, "upsertDone", `INSERT OR REPLACE INTO idempotency(` + rowCols + `) VALUES(?,?,'done',?,?,?,?,?,?,?)`},
+		// The replica mutants' reservation: over whatever row is there.
+		{w, &st.upsertReserve, "upsertReserve", `INSERT OR REPLACE INTO idempotency(` + rowCols + `) VALUES(?,?,?,?,?,?,?,?,?,?)`},
+		{w, &st.insertPayment, "insertPayment", `INSERT OR IGNORE INTO payments(id, caller, idem_key, reference, body) VALUES(?,?,?,?,?)`},
+		{w, &st.purge, "purge", `DELETE FROM idempotency WHERE state = 'done' AND expires_at <= ?`},
+		{r, &st.rGet, "rGet", `SELECT ` + rowCols + ` FROM idempotency WHERE caller = ? AND key = ?`},
+		{r, &st.rList, "rList", `SELECT body FROM payments WHERE caller = ? AND reference = ? ORDER BY seq LIMIT 1000`},
+		{r, &st.rListAll, "rListAll", `SELECT body FROM payments WHERE caller = ? ORDER BY seq LIMIT 1000`},
+		{r, &st.rOpen, "rOpen", `SELECT ` + rowCols + ` FROM idempotency WHERE state <> 'done' ORDER BY created_at`},
+		// The keys the store holds (the replica-local-cache mutant warms its cache with them).
+		{r, &st.rKeys, "rKeys", `SELECT caller, key FROM idempotency`},
 	} {
-		s, err := p.db.PrepareContext(ctx, p.q)
+		q := p.q
+		if dialect == dialectPostgres {
+			q = dollarParams(q)
+			if pq, ok := pgQueries[p.name]; ok {
+				q = pq
+			}
+		}
+		s, err := p.db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %.60q: %w", p.q, err)
 		}
