@@ -393,9 +393,11 @@ func (w *workload) task(id string) *wTask {
 	return w.byID[id]
 }
 
-// firstClasses are the senders' first tasks: an unsafe task its receiver
-// abandons (the gate must never requeue it), then one of each class.
-var firstClasses = []string{ClassUnsafe, ClassNoMeta, ClassIdempotent, ClassUnsafeKey, ClassIdemNoKey, ClassCacheHit}
+// firstClasses are the senders' first tasks, each abandoned by its first
+// receiver: an unsafe task with a key (the gate must never requeue it,
+// though it carries a key), then one of each class (the third, idempotent
+// with a key, the gate must requeue).
+var firstClasses = []string{ClassUnsafeKey, ClassUnsafe, ClassIdempotent, ClassNoMeta, ClassIdemNoKey, ClassCacheHit}
 
 func (w *workload) drawClass(rnd *mrand.Rand) string {
 	switch p := rnd.IntN(100); {
