@@ -44,12 +44,15 @@ mutants: build
 
 # 60 s of chaos against the bundled server with every fault kind, then every
 # check; then the same for the IDS and ATP profiles (its bundled server, the effect
-# sink hosted by idscheck and partitioned, storms of 200+ identical envelopes).
+# sink hosted by idscheck and partitioned, storms of 200+ identical envelopes),
+# http-idempotency and a2a (its receivers abandon leases, the gate and the
+# scheduler requeue them).
 chaos: build
 	./$(BIN) chaos --duration 60s --seed $(SEED) --faults all --out idscheck-chaos
 	./$(BIN) chaos --profile ids --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-ids
 	./$(BIN) chaos --profile atp --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-atp
 	./$(BIN) chaos --profile http-idempotency --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-http-idempotency
+	./$(BIN) chaos --profile a2a --duration 60s --seed $(SEED) --faults all --out idscheck-chaos-a2a
 
 # Chaos against the mutants the checker must catch by name (each run exits 1).
 # The IDS mutants must be caught with their duplicated effects named
@@ -98,4 +101,4 @@ fuzz:
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-chaos-http-idempotency idscheck-mutants runs
+	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-chaos-http-idempotency idscheck-chaos-a2a idscheck-mutants runs

@@ -51,8 +51,9 @@ func Profile() harness.Profile {
 		Serve: &harness.ServeCommand{
 			Flags: serveFlags,
 			Env:   APIKeyEnv + ": the API key every route but /health takes in X-API-KEY (required); COVENANT_A2A_AUTO_RETRY_*: the scheduler's opt-in and bounds (docs/a2a-binding.md)",
-			Child: harness.ChildWithAPIKey(APIKeyEnv),
+			Child: serveChild,
 		},
+		Chaos: Chaos(),
 	}
 }
 
