@@ -112,9 +112,6 @@ type BlockedError struct {
 
 func (e *BlockedError) Error() string { return "blocked by " + e.Blocker + ": " + e.Reason }
 
-// Blocked returns a *BlockedError.
-func Blocked(blocker, reason string) error { return &BlockedError{Blocker: blocker, Reason: reason} }
-
 // BlockedByFinding returns a *BlockedError whose reason is a finding
 // against blocker: the check is BLOCKED, and blocker FAILs on the reason.
 func BlockedByFinding(blocker, reason string) error {
