@@ -263,14 +263,8 @@ func (c *chaosConfig) validate() error {
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
 	case c.target != "" && c.mutant != "":
 		return errors.New("--mutant applies to the bundled server only: drop --target")
-	case c.replicas < 1 || c.replicas > 16:
-		return fmt.Errorf("--replicas %d: want 1 to 16", c.replicas)
-	case (c.replicas > 1 || c.store != "") && c.target != "":
-		return errors.New("--replicas and --store start the bundled server: drop --target")
-	case c.replicas > 1 && c.store == "":
-		return errors.New("--replicas needs --store postgres://…: the store the replicas share")
-	case c.store != "" && !strings.HasPrefix(c.store, "postgres://") && !strings.HasPrefix(c.store, "postgresql://"):
-		return fmt.Errorf("--store %q: want a postgres:// URL", redactStore(c.store))
+	case checkReplicas(c.replicas, c.store, c.target != "") != nil:
+		return checkReplicas(c.replicas, c.store, c.target != "")
 	case c.out == "":
 		return errors.New("--out must name a directory")
 	case c.healthWait < 0:
@@ -411,6 +405,7 @@ func (c chaosConfig) secrets() []string {
 	out := redact.CommandSecrets(c.targetCmd, os.Environ())
 	out = append(out, c.tgt.Secrets()...)
 	out = append(out, c.child.Secrets...)
+	out = append(out, storeSecrets(c.store)...)
 	if c.apiKey != "" {
 		out = append(out, c.apiKey)
 	}
@@ -758,102 +753,14 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 		}
 		return &chaosTarget{url: c.target, t: desc}, nil
 	}
-	return startBundledChild(ctx, c, sinkURL, red, logger)
+	return startBundledChild(ctx, c.childConfig(), sinkURL, red, logger)
 }
 
-// startBundledChild starts the profile's bundled server as a child process
-// (`idscheck serve --profile P`) on a free port over a fresh database in
-// c.out, given what c.child holds (its secrets in its environment, its own
-// flags), its crash points reachable over GO_FAILPOINTS_HTTP, and a racy
-// mutant's window widened by the failpoints its harness.Mutant carries
-// (they act in its branch alone), so it is caught whatever the load.
-// sinkURL, when set, is the effect sink it calls.
-func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
-	n := max(1, c.replicas)
-	var first *chaosTarget
-	for i := range n {
-		t, err := startBundledReplica(ctx, c, sinkURL, red, logger, i)
-		if err != nil {
-			if first != nil {
-				first.close()
-			}
-			return nil, err
-		}
-		if first == nil {
-			first = t
-		}
-		first.replicas = append(first.replicas, t.process)
-		first.urls = append(first.urls, t.url)
-	}
-	return first, nil
-}
-
-// startBundledReplica starts replica i of the bundled server (--store:
-// over the shared store, named replica-i; else on its own file).
-func startBundledReplica(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger, i int) (*chaosTarget, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("bundled server: %w", err)
-	}
-	addr, err := faults.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	fpAddr, err := faults.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	name := "target.db"
-	if i > 0 {
-		name = fmt.Sprintf("target-%d.db", i)
-	}
-	db, err := filepath.Abs(filepath.Join(c.out, name))
-	if err != nil {
-		return nil, err
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(db + suffix)
-	}
-	cmd := fmt.Sprintf("%s serve --profile %s --addr %s --db %s --time-scale %g", chaosShellQuote(exe), c.profile, addr, chaosShellQuote(db), c.timeScale)
-	if sinkURL != "" {
-		cmd += " --sink " + chaosShellQuote(sinkURL)
-	}
-	if c.mutant != "" {
-		cmd += " --mutant " + chaosShellQuote(c.mutant)
-	}
-	if c.store != "" {
-		cmd += fmt.Sprintf(" --store %s --replica-id replica-%d", chaosShellQuote(c.store), i)
-	}
-	for _, a := range c.child.Args {
-		cmd += " " + chaosShellQuote(a)
-	}
-	// The bundled server follows the readings declared (its own flags).
-	if sv := c.prof.Serve; sv != nil && sv.Readings != nil {
-		for _, a := range sv.Readings(c.readings()) {
-			cmd += " " + chaosShellQuote(a)
-		}
-	}
-	vars := append(slices.Clone(c.child.Env), faults.FailpointsHTTPEnv(fpAddr))
-	for _, m := range c.mutants {
-		if m.Name == c.mutant && len(m.Failpoints) > 0 {
-			fp, err := faults.FailpointsEnv(m.Failpoints)
-			if err != nil {
-				return nil, fmt.Errorf("mutant %s: %w", m.Name, err)
-			}
-			vars = append(vars, fp)
-		}
-	}
-	u := "http://" + addr
-	secrets := append(red.Secrets(), c.child.Secrets...)
-	wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
-	defer cancel()
-	p, err := faults.StartProcess(wctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
-	if err != nil {
-		return nil, fmt.Errorf("bundled server did not start: %w", err)
-	}
-	t := c.child.Target
-	t.BaseURL, t.TimeScale = u, c.timeScale
-	return &chaosTarget{url: u, t: t, bundled: true, process: p, failpointAddr: fpAddr}, nil
+// childConfig is what starting the bundled server's replicas needs of a
+// chaos run.
+func (c chaosConfig) childConfig() childConfig {
+	return childConfig{profile: c.profile, prof: c.prof, dir: c.out, timeScale: c.timeScale, mutant: c.mutant, mutants: c.mutants,
+		replicas: c.replicas, store: c.store, child: c.child, readings: c.readings(), healthWait: c.healthWaitFor(true)}
 }
 
 func chaosRandomHex(n int) string {
