@@ -172,6 +172,9 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	c.target, c.targetCmd, c.apiKey = c.tgt.URL, c.tgt.TargetCmd, c.tgt.APIKey
+	if c.store == "" && c.target == "" {
+		c.store = c.tgt.Store // "store" of the target file: the bundled server's
+	}
 	// One time scale for every subcommand: the declared one, else real
 	// time for a target, the profile's own for its bundled server.
 	c.timeScale = c.tgt.withDefaultTimeScale(1)
@@ -320,11 +323,15 @@ func (c *chaosConfig) checkFaultsAvailable(tokens []string) error {
 		fps = c.workload.Failpoints
 	}
 	list := append(faults.All(faults.Config{Failpoints: fps}), c.ownFaults()...)
-	if c.replicas > 1 {
+	if c.replicas > 1 || len(c.tgt.ReplicaList) > 1 {
 		list = append(list, &faults.ReplicaCrash{})
 	}
 	why := func(f faults.Fault) string {
 		switch {
+		case f.Name() == (&faults.ReplicaCrash{}).Name() && len(c.tgt.ReplicaList) > 1 && slices.ContainsFunc(c.tgt.ReplicaList, func(r replicaEntry) bool { return r.Cmd == "" }):
+			return "a replica of the target file has no \"cmd\": idscheck can restart only replicas it starts"
+		case f.Name() == (&faults.ReplicaCrash{}).Name() && len(c.tgt.ReplicaList) > 1:
+			return ""
 		case f.Kind() == faults.KindCrash && !canStart:
 			return "idscheck does not start this target: give --target-cmd (the command that starts it on the --target address) to let it kill and restart the target"
 		case slices.Contains(c.ownFaultNames(), f.Name()) && !c.hostsSink():
@@ -693,12 +700,17 @@ func (t *chaosTarget) describe() string {
 	if t.bundled {
 		return "bundled reference server at " + t.url
 	}
+	if len(t.urls) > 1 {
+		return fmt.Sprintf("%d replicas over one store, at %s", len(t.urls), strings.Join(t.urls, ", "))
+	}
 	return t.url
 }
 
 func (t *chaosTarget) close() {
 	for _, p := range t.replicas[min(1, len(t.replicas)):] {
-		p.Stop()
+		if p != nil {
+			p.Stop()
+		}
 	}
 	if t.process != nil {
 		t.process.Stop()
@@ -734,6 +746,14 @@ func (c chaosConfig) healthWaitFor(started bool) time.Duration {
 func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	desc := c.tgt.Target()
 	switch {
+	case len(c.tgt.ReplicaList) > 0:
+		store := func(int) string { return c.tgt.Store }
+		t, err := startTargetReplicas(ctx, c.tgt.ReplicaList, store, c.healthWaitFor(true), red.Secrets(), logger)
+		if err != nil {
+			return nil, err
+		}
+		t.t = desc
+		return t, nil
 	case c.target != "" && c.targetCmd != "":
 		wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
 		defer cancel()
@@ -876,7 +896,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	}
 	// What is asked for, fault by fault, before anything starts.
 	names := append(faults.All(faults.Config{Failpoints: w.Failpoints}), own(nil, nil)...)
-	if c.replicas > 1 {
+	if c.replicas > 1 || len(c.tgt.ReplicaList) > 1 {
 		names = append(names, &faults.ReplicaCrash{})
 	}
 	requested, _ := faults.Requested(names, tokens)
@@ -952,7 +972,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		}
 	}
 	list := append(faults.All(fcfg), own(sinkProxy, snk)...)
-	if c.replicas > 1 {
+	if len(tgt.urls) > 1 {
 		list = append(list, &faults.ReplicaCrash{Replicas: tgt.replicas})
 	}
 	requested, unmatched := faults.Requested(list, tokens)

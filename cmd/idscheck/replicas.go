@@ -169,3 +169,43 @@ func storeSecrets(store string) []string {
 	}
 	return []string{pw, url.QueryEscape(pw), url.PathEscape(pw)}
 }
+
+// storeEnv is the variable a replica's start command ("cmd" of the target
+// file's "replicas") finds the store's URL in: the store's, or its proxy's
+// for that replica.
+const storeEnv = "IDSCHECK_STORE_URL"
+
+// startTargetReplicas starts the replicas the target file lists whose
+// "cmd" is given (as --target-cmd is: idscheck owns the process), each
+// with $IDSCHECK_STORE_URL set to storeFor(i) when that is not "", and
+// waits, bounded by wait, for every replica's GET /health. A replica
+// without a command is a process idscheck does not own: its slot in the
+// returned processes is nil.
+func startTargetReplicas(ctx context.Context, reps []replicaEntry, storeFor func(i int) string, wait time.Duration, secrets []string, logger *slog.Logger) (*chaosTarget, error) {
+	t := &chaosTarget{url: reps[0].URL}
+	for i, r := range reps {
+		health := strings.TrimRight(r.URL, "/") + "/health"
+		if r.Cmd == "" {
+			if err := chaosWaitHealthy(ctx, r.URL, wait); err != nil {
+				t.close()
+				return nil, fmt.Errorf("%w: replica %d (%s): %v", errUnreachable, i, r.URL, err)
+			}
+			t.replicas, t.urls = append(t.replicas, nil), append(t.urls, r.URL)
+			continue
+		}
+		var env []string
+		if s := storeFor(i); s != "" {
+			env = append(env, storeEnv+"="+s)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait) // bounds the wait for health, not the process
+		p, err := faults.StartProcess(wctx, r.Cmd, env, health, logger, faults.WithSecrets(secrets...))
+		cancel()
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("%w: replica %d: its cmd did not bring up %s within %s: %v", errUnreachable, i, r.URL, wait, err)
+		}
+		t.replicas, t.urls = append(t.replicas, p), append(t.urls, r.URL)
+	}
+	t.process = t.replicas[0]
+	return t, nil
+}

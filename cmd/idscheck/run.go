@@ -172,6 +172,9 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	if c.tgt.URL != "" && c.mutant != "" {
 		return usageErr("--mutant applies to the bundled server only, not to --target")
 	}
+	if c.store == "" && c.tgt.URL == "" {
+		c.store = c.tgt.Store // "store" of the target file: the bundled server's
+	}
 	if err := checkReplicas(c.replicas, c.store, c.tgt.URL != ""); err != nil {
 		return usageErr("%v", err)
 	}
@@ -401,6 +404,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer proc.Stop()
 		exited = proc.Exited()
 		fmt.Fprintf(stderr, "idscheck run: started the target (pid %d); waiting up to %s for GET /health\n", proc.PID(), c.healthWait)
+	}
+	if len(c.tgt.ReplicaList) > 0 {
+		store := func(int) string { return c.tgt.Store }
+		rt, err := startTargetReplicas(ctx, c.tgt.ReplicaList, store, c.healthWait, redact.get(), logger)
+		if err != nil {
+			return unreachable(c, target, secrets, started, err.Error(), stdout, stderr)
+		}
+		defer rt.close()
+		fmt.Fprintf(stderr, "idscheck run: %d replicas answer GET /health: %s\n", len(rt.urls), strings.Join(rt.urls, ", "))
 	}
 	if err := waitHealthyOrExit(ctx, target.BaseURL, c.healthWait, c.requestTimeout, exited); err != nil {
 		cause := err.Error()
