@@ -55,8 +55,13 @@ type chaosConfig struct {
 	// on another one; 1: one process on its own file.
 	replicas int
 	store    string
-	verbose  bool
-	force    bool // --force: replace what --out holds
+	// storeProxy is --store-proxy (or "proxy" in the target file's
+	// "store"): a proxy between each replica and the store; storeFor, once
+	// the proxies run, is the store URL replica i is given.
+	storeProxy bool
+	storeFor   func(i int) string
+	verbose    bool
+	force      bool // --force: replace what --out holds
 	// healthWait bounds the wait for the target's health (0: 10 s for a
 	// running --target, faults.ProcessStartTimeout for a process chaos
 	// starts).
@@ -143,6 +148,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.IntVar(&c.replicas, "replicas", 1, "start this many replicas of the bundled server over --store (each delivery of a logical request goes to another replica; the fault replica-crash kills one)")
+	fs.BoolVar(&c.storeProxy, "store-proxy", false, "stand a proxy between each replica and the store (each replica is given the store's URL through its own proxy): the faults store-partition and store-lost-reply act on them")
 	fs.StringVar(&c.store, "store", "", "a PostgreSQL URL (postgres://…) the bundled server's replicas share (default: one SQLite file per run)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	fs.DurationVar(&c.healthWait, "health-wait", 0, "how long to wait for the target's GET /health to answer 200 before giving up (exit 3, the report says why); default 10s for a running --target, 60s for a target chaos starts (--target-cmd, the bundled server)")
@@ -175,6 +181,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if c.store == "" && c.target == "" {
 		c.store = c.tgt.Store // "store" of the target file: the bundled server's
 	}
+	c.storeProxy = c.storeProxy || c.tgt.StoreProxy
 	// One time scale for every subcommand: the declared one, else real
 	// time for a target, the profile's own for its bundled server.
 	c.timeScale = c.tgt.withDefaultTimeScale(1)
@@ -224,7 +231,7 @@ func (c *chaosConfig) readings() map[string]string {
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store", "store-proxy"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).
@@ -268,6 +275,8 @@ func (c *chaosConfig) validate() error {
 		return errors.New("--mutant applies to the bundled server only: drop --target")
 	case checkReplicas(c.replicas, c.store, c.target != "") != nil:
 		return checkReplicas(c.replicas, c.store, c.target != "")
+	case c.storeProxy && c.sharedStore() == "":
+		return errors.New("--store-proxy needs a store: --store postgres://… (the bundled server's), or \"store\" in the target file")
 	case c.out == "":
 		return errors.New("--out must name a directory")
 	case c.healthWait < 0:
@@ -326,11 +335,21 @@ func (c *chaosConfig) checkFaultsAvailable(tokens []string) error {
 	if c.replicas > 1 || len(c.tgt.ReplicaList) > 1 {
 		list = append(list, &faults.ReplicaCrash{})
 	}
+	list = append(list, c.storeFaults(nil, tokens)...)
 	why := func(f faults.Fault) string {
 		switch {
 		case f.Name() == (&faults.ReplicaCrash{}).Name() && len(c.tgt.ReplicaList) > 1 && slices.ContainsFunc(c.tgt.ReplicaList, func(r replicaEntry) bool { return r.Cmd == "" }):
 			return "a replica of the target file has no \"cmd\": idscheck can restart only replicas it starts"
 		case f.Name() == (&faults.ReplicaCrash{}).Name() && len(c.tgt.ReplicaList) > 1:
+			return ""
+		case (f.Name() == (&faults.StorePartition{}).Name() || f.Name() == (&faults.StoreLostReply{}).Name()) && !c.storeProxy:
+			return "no proxy stands between the replicas and their store: give --store-proxy (or \"proxy\": true in the target file's \"store\")"
+		case f.Name() == (&faults.StoreRestart{}).Name():
+			if err := f.Available(); err != nil {
+				return storeNotStarted
+			}
+			return ""
+		case slices.Contains(faults.StoreFaultNames(), f.Name()):
 			return ""
 		case f.Kind() == faults.KindCrash && !canStart:
 			return "idscheck does not start this target: give --target-cmd (the command that starts it on the --target address) to let it kill and restart the target"
@@ -394,6 +413,32 @@ func (c *chaosConfig) ownFaults() []faults.Fault {
 		return c.workload.Faults(nil, nil)
 	}
 	return nil
+}
+
+// sharedStore is the store the target's replicas share: --store (the
+// bundled server's), else "store" of the target file; "" for none.
+func (c *chaosConfig) sharedStore() string {
+	if c.store != "" {
+		return c.store
+	}
+	return c.tgt.Store
+}
+
+// storeFaults are the faults between the replicas and their store this
+// run can name: each one that can run (a proxy fault with --store-proxy,
+// store-restart of a store idscheck started), and any named in tokens
+// (not available then, saying why); a kind or "all" selects only those
+// that can run.
+func (c *chaosConfig) storeFaults(proxies *storeProxies, tokens []string) []faults.Fault {
+	var out []faults.Fault
+	for _, f := range storeFaults(c.sharedStore(), proxies) {
+		_, restart := f.(*faults.StoreRestart)
+		can := (restart && f.Available() == nil) || (!restart && c.storeProxy)
+		if can || slices.Contains(tokens, f.Name()) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // ownFaultNames are the names of the workload's own faults.
@@ -500,6 +545,9 @@ func (c chaosConfig) command() string {
 	}
 	if c.store != "" {
 		parts = append(parts, "--store", chaosShellQuote(redactStore(c.store)))
+	}
+	if c.storeProxy {
+		parts = append(parts, "--store-proxy")
 	}
 	return strings.Join(parts, " ")
 }
@@ -748,6 +796,9 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 	switch {
 	case len(c.tgt.ReplicaList) > 0:
 		store := func(int) string { return c.tgt.Store }
+		if c.storeFor != nil {
+			store = c.storeFor
+		}
 		t, err := startTargetReplicas(ctx, c.tgt.ReplicaList, store, c.healthWaitFor(true), red.Secrets(), logger)
 		if err != nil {
 			return nil, err
@@ -780,7 +831,7 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 // chaos run.
 func (c chaosConfig) childConfig() childConfig {
 	return childConfig{profile: c.profile, prof: c.prof, dir: c.out, timeScale: c.timeScale, mutant: c.mutant, mutants: c.mutants,
-		replicas: c.replicas, store: c.store, child: c.child, readings: c.readings(), healthWait: c.healthWaitFor(true)}
+		replicas: c.replicas, store: c.store, storeFor: c.storeFor, child: c.child, readings: c.readings(), healthWait: c.healthWaitFor(true)}
 }
 
 func chaosRandomHex(n int) string {
@@ -899,6 +950,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	if c.replicas > 1 || len(c.tgt.ReplicaList) > 1 {
 		names = append(names, &faults.ReplicaCrash{})
 	}
+	names = append(names, c.storeFaults(nil, tokens)...)
 	requested, _ := faults.Requested(names, tokens)
 	wants := func(name string) bool { return slices.Contains(requested, name) }
 	wantNet := slices.ContainsFunc(requested, func(n string) bool {
@@ -941,6 +993,17 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 			sinkURL = sinkProxy.URL()
 		}
 	}
+	var proxies *storeProxies
+	if c.storeProxy {
+		var err error
+		if proxies, err = startStoreProxies(c.sharedStore(), max(c.replicas, len(c.tgt.ReplicaList)), logger); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: %v\n", red.String(err.Error()))
+			return exitUsage
+		}
+		defer proxies.close()
+		c.storeFor = proxies.urlFor
+		fmt.Fprintf(stderr, "chaos: a proxy between each replica and the store: %s\n", strings.Join(proxies.addrs(), ", "))
+	}
 	tgt, err := startChaosTarget(ctx, c, sinkURL, red, logger)
 	if err != nil {
 		if errors.Is(err, errUnreachable) {
@@ -975,6 +1038,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	if len(tgt.urls) > 1 {
 		list = append(list, &faults.ReplicaCrash{Replicas: tgt.replicas})
 	}
+	list = append(list, c.storeFaults(proxies, tokens)...)
 	requested, unmatched := faults.Requested(list, tokens)
 	selected := faults.Select(list, tokens)
 	usable, unavailable := faults.Usable(selected)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -208,4 +209,88 @@ func startTargetReplicas(ctx context.Context, reps []replicaEntry, storeFor func
 	}
 	t.process = t.replicas[0]
 	return t, nil
+}
+
+// storeProxies are the proxies idscheck stands between each replica and
+// the store (--store-proxy): one embedded toxiproxy per replica on a
+// loopback port, the replica given the store's URL with the proxy's
+// address in place of the store's.
+type storeProxies struct {
+	store string
+	nets  []*faults.Network
+}
+
+// startStoreProxies starts n proxies in front of store's host:port.
+func startStoreProxies(store string, n int, logger *slog.Logger) (*storeProxies, error) {
+	u, err := url.Parse(store)
+	if err != nil || u.Hostname() == "" {
+		return nil, fmt.Errorf("--store-proxy: the store URL %q names no host: the proxy needs its host:port", redactStore(store))
+	}
+	upstream := u.Host
+	if u.Port() == "" {
+		upstream = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	p := &storeProxies{store: store}
+	for range n {
+		nw, err := faults.NewNetwork(upstream, logger)
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("--store-proxy: %w", err)
+		}
+		p.nets = append(p.nets, nw)
+	}
+	return p, nil
+}
+
+// urlFor is the store URL replica i is given: through its proxy.
+func (p *storeProxies) urlFor(i int) string {
+	u, _ := url.Parse(p.store)
+	u.Host = p.nets[i].Addr()
+	return u.String()
+}
+
+func (p *storeProxies) close() {
+	if p == nil {
+		return
+	}
+	for _, n := range p.nets {
+		n.Close()
+	}
+}
+
+// storeRestarter, when set, returns the restart of a store idscheck
+// started (store-restart acts on it), nil for any other. idscheck starts
+// no store of its own yet: it is nil but in the tests, which register the
+// throwaway cluster (pgtest) they start.
+var storeRestarter func(store string) func(ctx context.Context) error
+
+// storeNotStarted is why store-restart is not available without a store
+// idscheck started.
+const storeNotStarted = "idscheck did not start this store (it starts no PostgreSQL cluster of its own): it restarts only a store it started"
+
+// storeFaults are the faults between replicas and their store, when a store
+// is known: the proxies' (nil before they start, or without
+// --store-proxy) and the store's restart.
+func storeFaults(store string, proxies *storeProxies) []faults.Fault {
+	if store == "" {
+		return nil
+	}
+	var nets []*faults.Network
+	if proxies != nil {
+		nets = proxies.nets
+	}
+	r := &faults.StoreRestart{Why: storeNotStarted}
+	if storeRestarter != nil {
+		r.Restart = storeRestarter(store)
+	}
+	return []faults.Fault{&faults.StorePartition{Proxies: nets}, &faults.StoreLostReply{Proxies: nets}, r}
+}
+
+// addrs are the proxies' loopback addresses, in replica order.
+func (p *storeProxies) addrs() []string {
+	var out []string
+	for _, n := range p.nets {
+		out = append(out, n.Addr())
+	}
+	return out
 }

@@ -63,8 +63,11 @@ type runConfig struct {
 	// target file); each delivery of a logical request goes to another.
 	replicas int
 	store    string
-	setFlags []string // flags given on the command line, in order, for the reproduce line
-	values   map[string]string
+	// storeProxy is --store-proxy ("proxy" of the target file's "store"):
+	// a proxy between each replica and the store.
+	storeProxy bool
+	setFlags   []string // flags given on the command line, in order, for the reproduce line
+	values     map[string]string
 }
 
 const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin-token T] [--metrics-token M]]
@@ -136,6 +139,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	fs.IntVar(&c.minJudged, "min-judged", 1, "the least number of testable rules the run must judge (PASS, FAIL, NON-STRICT or READING); fewer: exit 4, never a pass")
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
 	fs.IntVar(&c.replicas, "replicas", 1, "bundled server only: start this many replicas of it as child processes over --store; each delivery of a logical request goes to another replica")
+	fs.BoolVar(&c.storeProxy, "store-proxy", false, "stand a proxy between each replica and the store (idscheck chaos injects faults on them; run only passes the bytes through)")
 	fs.StringVar(&c.store, "store", "", "bundled server only: a PostgreSQL URL (postgres://…) its replicas share (\"store\" in the target file; default: its own SQLite file)")
 	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return c, code, true
@@ -177,6 +181,10 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	if err := checkReplicas(c.replicas, c.store, c.tgt.URL != ""); err != nil {
 		return usageErr("%v", err)
+	}
+	c.storeProxy = c.storeProxy || c.tgt.StoreProxy
+	if c.storeProxy && c.store == "" && c.tgt.Store == "" {
+		return usageErr("--store-proxy needs a store: --store postgres://… (the bundled server's), or \"store\" in the target file")
 	}
 	if c.budget <= 0 || c.requestTimeout <= 0 || c.scenarioTimeout < 0 || c.healthWait <= 0 || c.maxDuration <= 0 {
 		return usageErr("--budget, --request-timeout, --health-wait and --max-duration must be > 0")
@@ -309,6 +317,21 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if prof.EffectSink {
 		fmt.Fprintf(stderr, "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A\n")
 	}
+	var storeFor func(int) string
+	if c.storeProxy {
+		store := c.store
+		if store == "" {
+			store = c.tgt.Store
+		}
+		proxies, err := startStoreProxies(store, max(c.replicas, len(c.tgt.ReplicaList)), logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+			return exitUsage
+		}
+		defer proxies.close()
+		storeFor = proxies.urlFor
+		fmt.Fprintf(stderr, "idscheck run: a proxy between each replica and the store: %s\n", strings.Join(proxies.addrs(), ", "))
+	}
 	if bundled {
 		timeScale := c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
 		variant := c.tgt.variant()
@@ -343,7 +366,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			sinkURL = effects.URL()
 		}
 		var bt features.Target
-		if c.replicas > 1 || c.store != "" {
+		if c.replicas > 1 || c.store != "" || storeFor != nil {
 			// Child processes over the shared store, as chaos starts them.
 			if prof.Serve == nil || prof.Serve.Child == nil {
 				fmt.Fprintf(stderr, "idscheck run: profile %s has no bundled server to start as replicas\n", c.profile)
@@ -357,7 +380,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			redact.add(child.Secrets...)
 			secrets = append(secrets, child.Secrets...)
 			ct, err := startBundledChild(ctx, childConfig{profile: prof.Name, prof: prof, dir: dir, timeScale: timeScale, mutant: c.mutant,
-				mutants: prof.Mutants, replicas: c.replicas, store: c.store, child: child, readings: readings, healthWait: wait}, sinkURL, redact.redactor(), logger)
+				mutants: prof.Mutants, replicas: c.replicas, store: c.store, storeFor: storeFor, child: child, readings: readings, healthWait: wait}, sinkURL, redact.redactor(), logger)
 			if err != nil {
 				fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 				return exitUsage
@@ -407,6 +430,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(c.tgt.ReplicaList) > 0 {
 		store := func(int) string { return c.tgt.Store }
+		if storeFor != nil {
+			store = storeFor
+		}
 		rt, err := startTargetReplicas(ctx, c.tgt.ReplicaList, store, c.healthWait, redact.get(), logger)
 		if err != nil {
 			return unreachable(c, target, secrets, started, err.Error(), stdout, stderr)

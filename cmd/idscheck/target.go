@@ -62,6 +62,9 @@ type targetFlags struct {
 	// Store is the URL of the store the replicas share ("store" in the
 	// target file; "": none declared).
 	Store string
+	// StoreProxy is "proxy" of the target file's "store": idscheck stands
+	// a proxy between each replica and the store.
+	StoreProxy bool
 	// Described is the value of the profile's section (nil: none given).
 	Described any
 
@@ -113,7 +116,7 @@ type replicaEntry struct {
 var replicaKeys = []string{"url", "cmd"}
 
 // storeKeys are the fields of the target file's "store".
-var storeKeys = []string{"url"}
+var storeKeys = []string{"url", "proxy"}
 
 // credential is one secret of the description: the API key or a named
 // credential of the profile, with its flag, file field and variable.
@@ -192,9 +195,12 @@ const targetFileHelpTail = `  time_scale                         --time-scale   
                                                            cmd (optional) starts its replica as target_cmd
                                                            does, with $IDSCHECK_STORE_URL set to the
                                                            store's URL (through its proxy, when asked)
-  store                              --store (bundled)     {"url": "postgres://..."}: the store the
-                                                           replicas share (its password is a secret);
-                                                           with no url, the bundled server's --store
+  store                              --store (bundled)     {"url": "postgres://...", "proxy": true}: the
+                                                           store the replicas share (its password is a
+                                                           secret); with no url, the bundled server's
+                                                           --store; proxy (--store-proxy): a proxy
+                                                           between each replica and the store, for the
+                                                           faults store-partition and store-lost-reply
 `
 
 const targetFileHelpExample = `
@@ -565,6 +571,9 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 			return ferr(`"store.url" is %q: want a postgres:// URL`, redactStore(u))
 		}
 		t.Store, t.origin["store"] = u, in("store")
+		if raw, ok := store["proxy"]; ok && json.Unmarshal(raw, &t.StoreProxy) != nil {
+			return ferr(`"store.proxy": want true or false`)
+		}
 	}
 	if s := t.prof.Section; s != nil {
 		if raw, ok := top[s.Key]; ok && !isNull(raw) {
