@@ -74,7 +74,7 @@ const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin
                     [--profile NAME] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
                     [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
                     [--target-cmd CMD] [--health-wait 10s]
-                    [--readings default|alternate] [--replicas N --store postgres://…]  (bundled server)
+                    [--readings default|alternate] [--replicas N --store postgres://…] [--store-proxy]  (bundled server)
 
 Certifies a target against the rules of one profile and writes the report
 (result.json, junit.xml, index.html, history.jsonl) to --out. With no target
