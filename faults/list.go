@@ -127,7 +127,7 @@ func ParseKinds(s string) ([]string, error) {
 			continue
 		}
 		// replica-crash is the fault of a target of several replicas, outside the fixed list.
-		known := tok == "all" || slices.Contains(names, tok) || tok == (&ReplicaCrash{}).Name() || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
+		known := tok == "all" || slices.Contains(names, tok) || tok == (&ReplicaCrash{}).Name() || slices.Contains(StoreFaultNames(), tok) || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
 		for _, k := range Kinds {
 			known = known || tok == string(k)
 		}

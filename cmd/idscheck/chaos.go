@@ -55,8 +55,13 @@ type chaosConfig struct {
 	// on another one; 1: one process on its own file.
 	replicas int
 	store    string
-	verbose  bool
-	force    bool // --force: replace what --out holds
+	// storeProxy is --store-proxy (or "proxy" in the target file's
+	// "store"): a proxy between each replica and the store; storeFor, once
+	// the proxies run, is the store URL replica i is given.
+	storeProxy bool
+	storeFor   func(i int) string
+	verbose    bool
+	force      bool // --force: replace what --out holds
 	// healthWait bounds the wait for the target's health (0: 10 s for a
 	// running --target, faults.ProcessStartTimeout for a process chaos
 	// starts).
@@ -143,6 +148,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.out, "out", "idscheck-chaos", "run directory to write (history, ledger, timeline, report)")
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.IntVar(&c.replicas, "replicas", 1, "start this many replicas of the bundled server over --store (each delivery of a logical request goes to another replica; the fault replica-crash kills one)")
+	fs.BoolVar(&c.storeProxy, "store-proxy", false, "stand a proxy between each replica and the store (each replica is given the store's URL through its own proxy): the faults store-partition and store-lost-reply act on them")
 	fs.StringVar(&c.store, "store", "", "a PostgreSQL URL (postgres://…) the bundled server's replicas share (default: one SQLite file per run)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	fs.DurationVar(&c.healthWait, "health-wait", 0, "how long to wait for the target's GET /health to answer 200 before giving up (exit 3, the report says why); default 10s for a running --target, 60s for a target chaos starts (--target-cmd, the bundled server)")
@@ -172,6 +178,10 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	c.target, c.targetCmd, c.apiKey = c.tgt.URL, c.tgt.TargetCmd, c.tgt.APIKey
+	if c.store == "" && c.target == "" {
+		c.store = c.tgt.Store // "store" of the target file: the bundled server's
+	}
+	c.storeProxy = c.storeProxy || c.tgt.StoreProxy
 	// One time scale for every subcommand: the declared one, else real
 	// time for a target, the profile's own for its bundled server.
 	c.timeScale = c.tgt.withDefaultTimeScale(1)
@@ -221,7 +231,7 @@ func (c *chaosConfig) readings() map[string]string {
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store", "store-proxy"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).
@@ -263,14 +273,10 @@ func (c *chaosConfig) validate() error {
 		return errors.New("--target-cmd needs --target: the URL the started process serves")
 	case c.target != "" && c.mutant != "":
 		return errors.New("--mutant applies to the bundled server only: drop --target")
-	case c.replicas < 1 || c.replicas > 16:
-		return fmt.Errorf("--replicas %d: want 1 to 16", c.replicas)
-	case (c.replicas > 1 || c.store != "") && c.target != "":
-		return errors.New("--replicas and --store start the bundled server: drop --target")
-	case c.replicas > 1 && c.store == "":
-		return errors.New("--replicas needs --store postgres://…: the store the replicas share")
-	case c.store != "" && !strings.HasPrefix(c.store, "postgres://") && !strings.HasPrefix(c.store, "postgresql://"):
-		return fmt.Errorf("--store %q: want a postgres:// URL", redactStore(c.store))
+	case checkReplicas(c.replicas, c.store, c.target != "") != nil:
+		return checkReplicas(c.replicas, c.store, c.target != "")
+	case c.storeProxy && c.sharedStore() == "":
+		return errors.New("--store-proxy needs a store: --store postgres://… (the bundled server's), or \"store\" in the target file")
 	case c.out == "":
 		return errors.New("--out must name a directory")
 	case c.healthWait < 0:
@@ -326,11 +332,25 @@ func (c *chaosConfig) checkFaultsAvailable(tokens []string) error {
 		fps = c.workload.Failpoints
 	}
 	list := append(faults.All(faults.Config{Failpoints: fps}), c.ownFaults()...)
-	if c.replicas > 1 {
+	if c.replicas > 1 || len(c.tgt.ReplicaList) > 1 {
 		list = append(list, &faults.ReplicaCrash{})
 	}
+	list = append(list, c.storeFaults(nil, tokens)...)
 	why := func(f faults.Fault) string {
 		switch {
+		case f.Name() == (&faults.ReplicaCrash{}).Name() && len(c.tgt.ReplicaList) > 1 && slices.ContainsFunc(c.tgt.ReplicaList, func(r replicaEntry) bool { return r.Cmd == "" }):
+			return "a replica of the target file has no \"cmd\": idscheck can restart only replicas it starts"
+		case f.Name() == (&faults.ReplicaCrash{}).Name() && len(c.tgt.ReplicaList) > 1:
+			return ""
+		case (f.Name() == (&faults.StorePartition{}).Name() || f.Name() == (&faults.StoreLostReply{}).Name()) && !c.storeProxy:
+			return "no proxy stands between the replicas and their store: give --store-proxy (or \"proxy\": true in the target file's \"store\")"
+		case f.Name() == (&faults.StoreRestart{}).Name():
+			if err := f.Available(); err != nil {
+				return storeNotStarted
+			}
+			return ""
+		case slices.Contains(faults.StoreFaultNames(), f.Name()):
+			return ""
 		case f.Kind() == faults.KindCrash && !canStart:
 			return "idscheck does not start this target: give --target-cmd (the command that starts it on the --target address) to let it kill and restart the target"
 		case slices.Contains(c.ownFaultNames(), f.Name()) && !c.hostsSink():
@@ -395,6 +415,32 @@ func (c *chaosConfig) ownFaults() []faults.Fault {
 	return nil
 }
 
+// sharedStore is the store the target's replicas share: --store (the
+// bundled server's), else "store" of the target file; "" for none.
+func (c *chaosConfig) sharedStore() string {
+	if c.store != "" {
+		return c.store
+	}
+	return c.tgt.Store
+}
+
+// storeFaults are the faults between the replicas and their store this
+// run can name: each one that can run (a proxy fault with --store-proxy,
+// store-restart of a store idscheck started), and any named in tokens
+// (not available then, saying why); a kind or "all" selects only those
+// that can run.
+func (c *chaosConfig) storeFaults(proxies *storeProxies, tokens []string) []faults.Fault {
+	var out []faults.Fault
+	for _, f := range storeFaults(c.sharedStore(), proxies) {
+		_, restart := f.(*faults.StoreRestart)
+		can := (restart && f.Available() == nil) || (!restart && c.storeProxy)
+		if can || slices.Contains(tokens, f.Name()) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // ownFaultNames are the names of the workload's own faults.
 func (c *chaosConfig) ownFaultNames() []string {
 	var out []string
@@ -411,6 +457,7 @@ func (c chaosConfig) secrets() []string {
 	out := redact.CommandSecrets(c.targetCmd, os.Environ())
 	out = append(out, c.tgt.Secrets()...)
 	out = append(out, c.child.Secrets...)
+	out = append(out, storeSecrets(c.store)...)
 	if c.apiKey != "" {
 		out = append(out, c.apiKey)
 	}
@@ -498,6 +545,9 @@ func (c chaosConfig) command() string {
 	}
 	if c.store != "" {
 		parts = append(parts, "--store", chaosShellQuote(redactStore(c.store)))
+	}
+	if c.storeProxy {
+		parts = append(parts, "--store-proxy")
 	}
 	return strings.Join(parts, " ")
 }
@@ -698,12 +748,17 @@ func (t *chaosTarget) describe() string {
 	if t.bundled {
 		return "bundled reference server at " + t.url
 	}
+	if len(t.urls) > 1 {
+		return fmt.Sprintf("%d replicas over one store, at %s", len(t.urls), strings.Join(t.urls, ", "))
+	}
 	return t.url
 }
 
 func (t *chaosTarget) close() {
 	for _, p := range t.replicas[min(1, len(t.replicas)):] {
-		p.Stop()
+		if p != nil {
+			p.Stop()
+		}
 	}
 	if t.process != nil {
 		t.process.Stop()
@@ -739,6 +794,17 @@ func (c chaosConfig) healthWaitFor(started bool) time.Duration {
 func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
 	desc := c.tgt.Target()
 	switch {
+	case len(c.tgt.ReplicaList) > 0:
+		store := func(int) string { return c.tgt.Store }
+		if c.storeFor != nil {
+			store = c.storeFor
+		}
+		t, err := startTargetReplicas(ctx, c.tgt.ReplicaList, store, c.healthWaitFor(true), red.Secrets(), logger)
+		if err != nil {
+			return nil, err
+		}
+		t.t = desc
+		return t, nil
 	case c.target != "" && c.targetCmd != "":
 		wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
 		defer cancel()
@@ -758,102 +824,14 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 		}
 		return &chaosTarget{url: c.target, t: desc}, nil
 	}
-	return startBundledChild(ctx, c, sinkURL, red, logger)
+	return startBundledChild(ctx, c.childConfig(), sinkURL, red, logger)
 }
 
-// startBundledChild starts the profile's bundled server as a child process
-// (`idscheck serve --profile P`) on a free port over a fresh database in
-// c.out, given what c.child holds (its secrets in its environment, its own
-// flags), its crash points reachable over GO_FAILPOINTS_HTTP, and a racy
-// mutant's window widened by the failpoints its harness.Mutant carries
-// (they act in its branch alone), so it is caught whatever the load.
-// sinkURL, when set, is the effect sink it calls.
-func startBundledChild(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger) (*chaosTarget, error) {
-	n := max(1, c.replicas)
-	var first *chaosTarget
-	for i := range n {
-		t, err := startBundledReplica(ctx, c, sinkURL, red, logger, i)
-		if err != nil {
-			if first != nil {
-				first.close()
-			}
-			return nil, err
-		}
-		if first == nil {
-			first = t
-		}
-		first.replicas = append(first.replicas, t.process)
-		first.urls = append(first.urls, t.url)
-	}
-	return first, nil
-}
-
-// startBundledReplica starts replica i of the bundled server (--store:
-// over the shared store, named replica-i; else on its own file).
-func startBundledReplica(ctx context.Context, c chaosConfig, sinkURL string, red *redact.Redactor, logger *slog.Logger, i int) (*chaosTarget, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("bundled server: %w", err)
-	}
-	addr, err := faults.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	fpAddr, err := faults.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	name := "target.db"
-	if i > 0 {
-		name = fmt.Sprintf("target-%d.db", i)
-	}
-	db, err := filepath.Abs(filepath.Join(c.out, name))
-	if err != nil {
-		return nil, err
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(db + suffix)
-	}
-	cmd := fmt.Sprintf("%s serve --profile %s --addr %s --db %s --time-scale %g", chaosShellQuote(exe), c.profile, addr, chaosShellQuote(db), c.timeScale)
-	if sinkURL != "" {
-		cmd += " --sink " + chaosShellQuote(sinkURL)
-	}
-	if c.mutant != "" {
-		cmd += " --mutant " + chaosShellQuote(c.mutant)
-	}
-	if c.store != "" {
-		cmd += fmt.Sprintf(" --store %s --replica-id replica-%d", chaosShellQuote(c.store), i)
-	}
-	for _, a := range c.child.Args {
-		cmd += " " + chaosShellQuote(a)
-	}
-	// The bundled server follows the readings declared (its own flags).
-	if sv := c.prof.Serve; sv != nil && sv.Readings != nil {
-		for _, a := range sv.Readings(c.readings()) {
-			cmd += " " + chaosShellQuote(a)
-		}
-	}
-	vars := append(slices.Clone(c.child.Env), faults.FailpointsHTTPEnv(fpAddr))
-	for _, m := range c.mutants {
-		if m.Name == c.mutant && len(m.Failpoints) > 0 {
-			fp, err := faults.FailpointsEnv(m.Failpoints)
-			if err != nil {
-				return nil, fmt.Errorf("mutant %s: %w", m.Name, err)
-			}
-			vars = append(vars, fp)
-		}
-	}
-	u := "http://" + addr
-	secrets := append(red.Secrets(), c.child.Secrets...)
-	wctx, cancel := context.WithTimeout(ctx, c.healthWaitFor(true)) // bounds the wait for health, not the process
-	defer cancel()
-	p, err := faults.StartProcess(wctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
-	if err != nil {
-		return nil, fmt.Errorf("bundled server did not start: %w", err)
-	}
-	t := c.child.Target
-	t.BaseURL, t.TimeScale = u, c.timeScale
-	return &chaosTarget{url: u, t: t, bundled: true, process: p, failpointAddr: fpAddr}, nil
+// childConfig is what starting the bundled server's replicas needs of a
+// chaos run.
+func (c chaosConfig) childConfig() childConfig {
+	return childConfig{profile: c.profile, prof: c.prof, dir: c.out, timeScale: c.timeScale, mutant: c.mutant, mutants: c.mutants,
+		replicas: c.replicas, store: c.store, storeFor: c.storeFor, child: c.child, readings: c.readings(), healthWait: c.healthWaitFor(true)}
 }
 
 func chaosRandomHex(n int) string {
@@ -969,9 +947,10 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	}
 	// What is asked for, fault by fault, before anything starts.
 	names := append(faults.All(faults.Config{Failpoints: w.Failpoints}), own(nil, nil)...)
-	if c.replicas > 1 {
+	if c.replicas > 1 || len(c.tgt.ReplicaList) > 1 {
 		names = append(names, &faults.ReplicaCrash{})
 	}
+	names = append(names, c.storeFaults(nil, tokens)...)
 	requested, _ := faults.Requested(names, tokens)
 	wants := func(name string) bool { return slices.Contains(requested, name) }
 	wantNet := slices.ContainsFunc(requested, func(n string) bool {
@@ -1014,6 +993,17 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 			sinkURL = sinkProxy.URL()
 		}
 	}
+	var proxies *storeProxies
+	if c.storeProxy {
+		var err error
+		if proxies, err = startStoreProxies(c.sharedStore(), max(c.replicas, len(c.tgt.ReplicaList)), logger); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: %v\n", red.String(err.Error()))
+			return exitUsage
+		}
+		defer proxies.close()
+		c.storeFor = proxies.urlFor
+		fmt.Fprintf(stderr, "chaos: a proxy between each replica and the store: %s\n", strings.Join(proxies.addrs(), ", "))
+	}
 	tgt, err := startChaosTarget(ctx, c, sinkURL, red, logger)
 	if err != nil {
 		if errors.Is(err, errUnreachable) {
@@ -1045,9 +1035,10 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		}
 	}
 	list := append(faults.All(fcfg), own(sinkProxy, snk)...)
-	if c.replicas > 1 {
+	if len(tgt.urls) > 1 {
 		list = append(list, &faults.ReplicaCrash{Replicas: tgt.replicas})
 	}
+	list = append(list, c.storeFaults(proxies, tokens)...)
 	requested, unmatched := faults.Requested(list, tokens)
 	selected := faults.Select(list, tokens)
 	usable, unavailable := faults.Usable(selected)

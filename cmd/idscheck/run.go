@@ -57,16 +57,24 @@ type runConfig struct {
 	maxDuration      time.Duration
 	minJudged        int
 	mutant           string
-	serverReadings   string   // --readings: which readings the bundled server follows
-	setFlags         []string // flags given on the command line, in order, for the reproduce line
-	values           map[string]string
+	serverReadings   string // --readings: which readings the bundled server follows
+	// replicas is --replicas: how many replicas of the bundled server run
+	// starts as child processes over store (--store, or "store" in the
+	// target file); each delivery of a logical request goes to another.
+	replicas int
+	store    string
+	// storeProxy is --store-proxy ("proxy" of the target file's "store"):
+	// a proxy between each replica and the store.
+	storeProxy bool
+	setFlags   []string // flags given on the command line, in order, for the reproduce line
+	values     map[string]string
 }
 
 const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin-token T] [--metrics-token M]]
                     [--profile NAME] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
                     [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
                     [--target-cmd CMD] [--health-wait 10s]
-                    [--readings default|alternate]  (bundled server)
+                    [--readings default|alternate] [--replicas N --store postgres://…] [--store-proxy]  (bundled server)
 
 Certifies a target against the rules of one profile and writes the report
 (result.json, junit.xml, index.html, history.jsonl) to --out. With no target
@@ -130,6 +138,9 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	fs.DurationVar(&c.maxDuration, "max-duration", 30*time.Minute, "bound of the whole run; scenarios left when it passes are UNKNOWN (not run)")
 	fs.IntVar(&c.minJudged, "min-judged", 1, "the least number of testable rules the run must judge (PASS, FAIL, NON-STRICT or READING); fewer: exit 4, never a pass")
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
+	fs.IntVar(&c.replicas, "replicas", 1, "bundled server only: start this many replicas of it as child processes over --store; each delivery of a logical request goes to another replica")
+	fs.BoolVar(&c.storeProxy, "store-proxy", false, "stand a proxy between each replica and the store (idscheck chaos injects faults on them; run only passes the bytes through)")
+	fs.StringVar(&c.store, "store", "", "bundled server only: a PostgreSQL URL (postgres://…) its replicas share (\"store\" in the target file; default: its own SQLite file)")
 	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return c, code, true
 	}
@@ -165,6 +176,16 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	if c.tgt.URL != "" && c.mutant != "" {
 		return usageErr("--mutant applies to the bundled server only, not to --target")
 	}
+	if c.store == "" && c.tgt.URL == "" {
+		c.store = c.tgt.Store // "store" of the target file: the bundled server's
+	}
+	if err := checkReplicas(c.replicas, c.store, c.tgt.URL != ""); err != nil {
+		return usageErr("%v", err)
+	}
+	c.storeProxy = c.storeProxy || c.tgt.StoreProxy
+	if c.storeProxy && c.store == "" && c.tgt.Store == "" {
+		return usageErr("--store-proxy needs a store: --store postgres://… (the bundled server's), or \"store\" in the target file")
+	}
 	if c.budget <= 0 || c.requestTimeout <= 0 || c.scenarioTimeout < 0 || c.healthWait <= 0 || c.maxDuration <= 0 {
 		return usageErr("--budget, --request-timeout, --health-wait and --max-duration must be > 0")
 	}
@@ -198,7 +219,11 @@ func (c runConfig) reproduce() string {
 			parts = append(parts, tp...)
 			continue
 		}
-		parts = append(parts, "--"+name+"="+shellQuote(c.values[name]))
+		v := c.values[name]
+		if name == "store" {
+			v = redactStore(v) // its password never written
+		}
+		parts = append(parts, "--"+name+"="+shellQuote(v))
 	}
 	parts = append(parts, c.tgt.reproduceEnv()...)
 	return strings.Join(parts, " ")
@@ -260,7 +285,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: %v\n", err)
 		return exitUsage
 	}
-	secrets := c.tgt.Secrets()
+	secrets := append(c.tgt.Secrets(), storeSecrets(c.store)...)
 	tty := isTerminal(stderr)
 	// Every line this command writes goes through the redaction: an error
 	// may quote the target command, its output, or a URL with a password.
@@ -291,6 +316,21 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: effect sink at %s\n", effects.URL())
 	} else if prof.EffectSink {
 		fmt.Fprintf(stderr, "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A\n")
+	}
+	var storeFor func(int) string
+	if c.storeProxy {
+		store := c.store
+		if store == "" {
+			store = c.tgt.Store
+		}
+		proxies, err := startStoreProxies(store, max(c.replicas, len(c.tgt.ReplicaList)), logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+			return exitUsage
+		}
+		defer proxies.close()
+		storeFor = proxies.urlFor
+		fmt.Fprintf(stderr, "idscheck run: a proxy between each replica and the store: %s\n", strings.Join(proxies.addrs(), ", "))
 	}
 	if bundled {
 		timeScale := c.tgt.withDefaultTimeScale(prof.DefaultTimeScale())
@@ -325,12 +365,38 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if effects != nil {
 			sinkURL = effects.URL()
 		}
-		bt, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger, SinkURL: sinkURL, Variant: variant})
-		if err != nil {
-			fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
-			return exitUsage
+		var bt features.Target
+		if c.replicas > 1 || c.store != "" || storeFor != nil {
+			// Child processes over the shared store, as chaos starts them.
+			if prof.Serve == nil || prof.Serve.Child == nil {
+				fmt.Fprintf(stderr, "idscheck run: profile %s has no bundled server to start as replicas\n", c.profile)
+				return exitUsage
+			}
+			wait := faults.ProcessStartTimeout
+			if containsString(c.setFlags, "health-wait") {
+				wait = c.healthWait
+			}
+			child := prof.Serve.Child(func() string { return chaosRandomHex(16) }, c.tgt.Described)
+			redact.add(child.Secrets...)
+			secrets = append(secrets, child.Secrets...)
+			ct, err := startBundledChild(ctx, childConfig{profile: prof.Name, prof: prof, dir: dir, timeScale: timeScale, mutant: c.mutant,
+				mutants: prof.Mutants, replicas: c.replicas, store: c.store, storeFor: storeFor, child: child, readings: readings, healthWait: wait}, sinkURL, redact.redactor(), logger)
+			if err != nil {
+				fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
+				return exitUsage
+			}
+			defer ct.close()
+			bt = ct.t
+			bt.Replicas = ct.urls[1:]
+		} else {
+			b, stopServer, err := startBundled(ctx, prof, bundledOptions{Dir: dir, TimeScale: timeScale, Seed: c.seed, Mutant: c.mutant, Readings: readings, Logger: logger, SinkURL: sinkURL, Variant: variant})
+			if err != nil {
+				fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
+				return exitUsage
+			}
+			defer stopServer()
+			bt = b
 		}
-		defer stopServer()
 		bt.Readings = target.Readings
 		target = bt
 		secrets = append(secrets, bt.Secrets()...)
@@ -345,6 +411,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(target.Readings) > 0 && prof.AlternateReadings != nil {
 			targetLabel = strings.TrimSuffix(targetLabel, ")") + ", started with the declared readings " + c.tgt.Readings.String() + ")"
 		}
+		if len(bt.Replicas) > 0 {
+			targetLabel = strings.TrimSuffix(targetLabel, ")") + fmt.Sprintf(", %d replicas over one store, also at %s)", len(bt.Replicas)+1, strings.Join(bt.Replicas, ", "))
+		}
 	}
 	fmt.Fprintf(stderr, "idscheck run: profile %s, seed %d, target %s\n", c.profile, c.seed, redactURL(targetLabel))
 
@@ -358,6 +427,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer proc.Stop()
 		exited = proc.Exited()
 		fmt.Fprintf(stderr, "idscheck run: started the target (pid %d); waiting up to %s for GET /health\n", proc.PID(), c.healthWait)
+	}
+	if len(c.tgt.ReplicaList) > 0 {
+		store := func(int) string { return c.tgt.Store }
+		if storeFor != nil {
+			store = storeFor
+		}
+		rt, err := startTargetReplicas(ctx, c.tgt.ReplicaList, store, c.healthWait, redact.get(), logger)
+		if err != nil {
+			return unreachable(c, target, secrets, started, err.Error(), stdout, stderr)
+		}
+		defer rt.close()
+		fmt.Fprintf(stderr, "idscheck run: %d replicas answer GET /health: %s\n", len(rt.urls), strings.Join(rt.urls, ", "))
 	}
 	if err := waitHealthyOrExit(ctx, target.BaseURL, c.healthWait, c.requestTimeout, exited); err != nil {
 		cause := err.Error()
@@ -574,6 +655,9 @@ func (l *secretList) add(s ...string) {
 	l.list = append(l.list, s...)
 	l.mu.Unlock()
 }
+
+// redactor is a Redactor of the secrets listed so far.
+func (l *secretList) redactor() *redact.Redactor { return redact.NewRedactor(l.get()...) }
 
 func (l *secretList) get() []string {
 	l.mu.RLock()

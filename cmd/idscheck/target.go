@@ -56,6 +56,15 @@ type targetFlags struct {
 	Readings   declaredReadings // decision ID -> reading name; nil when none
 	TargetCmd  string           // shell command that starts the target
 	EffectSink effectSink
+	// ReplicaList are the target's replicas ("replicas" in the target
+	// file): the first is URL; nil for a target of one process.
+	ReplicaList []replicaEntry
+	// Store is the URL of the store the replicas share ("store" in the
+	// target file; "": none declared).
+	Store string
+	// StoreProxy is "proxy" of the target file's "store": idscheck stands
+	// a proxy between each replica and the store.
+	StoreProxy bool
 	// Described is the value of the profile's section (nil: none given).
 	Described any
 
@@ -97,6 +106,17 @@ type effectSink struct {
 	Listen string `json:"listen,omitempty"` // host:port the harness listens on, e.g. 127.0.0.1:9090
 	URL    string `json:"url,omitempty"`    // URL the implementation calls, e.g. http://10.0.0.5:9090
 }
+
+// replicaEntry is one replica of the target file's "replicas".
+type replicaEntry struct {
+	URL string `json:"url"`           // its base URL
+	Cmd string `json:"cmd,omitempty"` // the shell command that starts it (as target_cmd)
+}
+
+var replicaKeys = []string{"url", "cmd"}
+
+// storeKeys are the fields of the target file's "store".
+var storeKeys = []string{"url", "proxy"}
 
 // credential is one secret of the description: the API key or a named
 // credential of the profile, with its flag, file field and variable.
@@ -169,6 +189,18 @@ const targetFileHelpTail = `  time_scale                         --time-scale   
                                                            where the harness's effect sink listens
                                                            (the flag sets listen), for a profile whose
                                                            targets send their external effects to it
+  replicas                                                 [{"url": "http://...", "cmd": "..."}, ...]: a
+                                                           target of several replicas over one store; the
+                                                           first is url (give no url nor target_cmd); each
+                                                           cmd (optional) starts its replica as target_cmd
+                                                           does, with $IDSCHECK_STORE_URL set to the
+                                                           store's URL (through its proxy, when asked)
+  store                              --store (bundled)     {"url": "postgres://...", "proxy": true}: the
+                                                           store the replicas share (its password is a
+                                                           secret); with no url, the bundled server's
+                                                           --store; proxy (--store-proxy): a proxy
+                                                           between each replica and the store, for the
+                                                           faults store-partition and store-lost-reply
 `
 
 const targetFileHelpExample = `
@@ -217,7 +249,7 @@ func (t *targetFlags) targetFileKeys() []string {
 	for _, c := range t.credentials() {
 		keys = append(keys, c.field, c.field+"_env")
 	}
-	keys = append(keys, "time_scale", "readings", "target_cmd", "effect_sink")
+	keys = append(keys, "time_scale", "readings", "target_cmd", "effect_sink", "replicas", "store")
 	if s := t.prof.Section; s != nil {
 		keys = append(keys, s.Key)
 	}
@@ -336,6 +368,9 @@ func (t *targetFlags) load(fs *flag.FlagSet, getenv func(string) string) error {
 			*dst = v
 			t.origin[field] = "--" + flagName
 		}
+	}
+	if len(t.ReplicaList) > 0 && (given["target"] || given["target-cmd"]) {
+		return fmt.Errorf(`--target and --target-cmd describe a target of one process; %s lists the replicas in "replicas": drop the flag`, t.File)
 	}
 	set("url", "target", &t.URL, t.cli.url)
 	set("target_cmd", "target-cmd", &t.TargetCmd, t.cli.targetCmd)
@@ -514,12 +549,91 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 			t.origin["effect_sink"] = in("effect_sink")
 		}
 	}
+	if raw, ok := top["replicas"]; ok && !isNull(raw) {
+		if err := t.loadReplicas(raw, in); err != nil {
+			return ferr("%v", err)
+		}
+	}
+	if raw, ok := top["store"]; ok && !isNull(raw) {
+		var store map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &store); err != nil {
+			return ferr(`"store": want an object {"url": "postgres://..."}, got a JSON %s`, jsonValueKind(raw))
+		}
+		if err := unknownKeys(store, storeKeys, "store."); err != nil {
+			return ferr("%v", err)
+		}
+		var u string
+		if err := json.Unmarshal(store["url"], &u); err != nil || strings.TrimSpace(u) == "" {
+			return ferr(`"store.url": want a postgres:// URL string`)
+		}
+		u = strings.TrimSpace(u)
+		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+			return ferr(`"store.url" is %q: want a postgres:// URL`, redactStore(u))
+		}
+		t.Store, t.origin["store"] = u, in("store")
+		if raw, ok := store["proxy"]; ok && json.Unmarshal(raw, &t.StoreProxy) != nil {
+			return ferr(`"store.proxy": want true or false`)
+		}
+	}
 	if s := t.prof.Section; s != nil {
 		if raw, ok := top[s.Key]; ok && !isNull(raw) {
 			t.sectionRaw = raw
 		}
 	}
 	return nil
+}
+
+// loadReplicas reads the target file's "replicas": a list of objects,
+// each with its base URL and, optionally, the command that starts it.
+// The first replica is the target's URL.
+func (t *targetFlags) loadReplicas(raw json.RawMessage, in func(string) string) error {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf(`"replicas": want a list [{"url": "http://...", "cmd": "..."}, ...], got a JSON %s`, jsonValueKind(raw))
+	}
+	if len(list) == 0 {
+		return errors.New(`"replicas": an empty list: give each replica's {"url": ...}, or leave the field out`)
+	}
+	if t.URL != "" || t.TargetCmd != "" {
+		return errors.New(`"replicas" names the target's URLs and commands: give no "url" nor "target_cmd" beside it (the first replica is the target's URL)`)
+	}
+	seen := map[string]int{}
+	for i, r := range list {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(r, &m); err != nil || m == nil {
+			return fmt.Errorf(`"replicas"[%d]: want an object {"url": "http://...", "cmd": "..."}, got a JSON %s`, i, jsonValueKind(r))
+		}
+		if err := unknownKeys(m, replicaKeys, fmt.Sprintf("replicas[%d].", i)); err != nil {
+			return err
+		}
+		var e replicaEntry
+		if err := json.Unmarshal(r, &e); err != nil {
+			return fmt.Errorf(`"replicas"[%d]: "url" and "cmd" are strings: %s`, i, jsonErrorText(r, err))
+		}
+		e.URL = strings.TrimSpace(e.URL)
+		if e.URL == "" {
+			return fmt.Errorf(`"replicas"[%d]: no "url": each replica needs its base URL`, i)
+		}
+		if err := checkBaseURL(e.URL); err != nil {
+			return fmt.Errorf(`"replicas"[%d].url is %q: %v`, i, redactURL(e.URL), err)
+		}
+		if j, dup := seen[e.URL]; dup {
+			return fmt.Errorf(`"replicas"[%d].url is the url of "replicas"[%d]: each replica has its own`, i, j)
+		}
+		seen[e.URL] = i
+		t.ReplicaList = append(t.ReplicaList, e)
+	}
+	t.URL, t.origin["url"] = t.ReplicaList[0].URL, in("replicas")
+	return nil
+}
+
+// replicaURLs are the base URLs of the target's replicas after the first.
+func (t *targetFlags) replicaURLs() []string {
+	var out []string
+	for _, r := range t.ReplicaList[min(1, len(t.ReplicaList)):] {
+		out = append(out, r.URL)
+	}
+	return out
 }
 
 // readLimited reads at most n bytes of the file name.
@@ -789,6 +903,7 @@ func (t *targetFlags) Target() features.Target {
 	if len(t.Readings) > 0 {
 		ft.Readings = map[string]string(t.Readings)
 	}
+	ft.Replicas = t.replicaURLs()
 	return ft
 }
 
@@ -831,16 +946,24 @@ func (t *targetFlags) Secrets() []string {
 			add(base64.StdEncoding.EncodeToString([]byte("admin:" + v)))
 		}
 	}
-	for _, u := range []string{t.URL, t.EffectSink.URL} {
+	urls := []string{t.URL, t.EffectSink.URL, t.Store}
+	cmds := []string{t.TargetCmd}
+	for _, r := range t.ReplicaList {
+		urls, cmds = append(urls, r.URL), append(cmds, r.Cmd)
+	}
+	for _, u := range urls {
 		if pu, err := url.Parse(u); err == nil && pu.User != nil {
 			if pw, ok := pu.User.Password(); ok {
 				add(pw)
 				add(url.QueryEscape(pw))
+				add(url.PathEscape(pw))
 			}
 		}
 	}
-	for _, v := range redact.CommandSecrets(t.TargetCmd, nil) {
-		add(v)
+	for _, c := range cmds {
+		for _, v := range redact.CommandSecrets(c, nil) {
+			add(v)
+		}
 	}
 	for _, v := range t.sectionSecrets {
 		add(v)
