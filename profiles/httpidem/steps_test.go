@@ -525,3 +525,37 @@ func TestHTTPIdemDocumentedChoicesAreReported(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPIdemDeclaredLifetimeIsWaitedPast: an endpoint that publishes a
+// key lifetime under Stripe's 24 hours is retried past it; one that then
+// forgets the key executes again and fails the stripe rule that keys are
+// kept a day, and the correct endpoint (which keeps them a day whatever it
+// declares) passes.
+func TestHTTPIdemDeclaredLifetimeIsWaitedPast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile")
+	}
+	// A tenth of a day: the expires-early mutant forgets a key after a
+	// tenth of its day, which the wait past 1.1 × 8,640 s outlasts.
+	short := func(e *Endpoint) { e.KeyTTLSeconds = 8640 }
+	for mutant, want := range map[string]verdict.Verdict{"": verdict.Pass, suthttpidem.MutantExpiresEarly: verdict.NonStrict} {
+		res := runHTTPIdemSinkVia(t, VariantStripe, mutant, nil, nil, short, []string{"STRIPE-IDEM-kept-24h"})
+		got := false
+		for _, r := range res.Rules {
+			if r.RuleID == "STRIPE-IDEM-kept-24h" {
+				got = true
+				if r.Verdict != want {
+					t.Errorf("mutant %q: %s (%s), want %s", mutant, r.Verdict, r.Reason, want)
+				}
+				// The mutant fails the scenario of the declared lifetime, not
+				// only the one that waits half a day.
+				if mutant != "" && !strings.Contains(r.Reason, "expires in under 24 hours") {
+					t.Errorf("mutant %q: the declared-lifetime scenario did not fail it: %s", mutant, r.Reason)
+				}
+			}
+		}
+		if !got {
+			t.Errorf("mutant %q: no verdict", mutant)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,7 @@ func TestIDSChecksFailOnATamperedAnswer(t *testing.T) {
 			}
 		}
 	}
+	var served atomic.Int64
 	cases := []struct {
 		rule   string
 		change rewrite
@@ -91,6 +93,13 @@ func TestIDSChecksFailOnATamperedAnswer(t *testing.T) {
 		{"IDS-XII-executed-or-replayed", evidence(func(e map[string]any) { e["executed"] = true })},
 		{"IDS-XII-original-ids", evidence(func(e map[string]any) { e["original_command_id"] = "someone-else" })},
 		{"IDS-XII-outcome-ref", evidence(func(e map[string]any) { e["outcome_ref"] = nil })},
+		// Every answer to a command says when it was served: two replays
+		// are no longer the same bytes.
+		{"IDS-IX.C-stable-response", func(m, path string, doc map[string]any) {
+			if path == "/commands" && doc["outcome_ref"] != nil {
+				doc["served"] = served.Add(1)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.rule, func(t *testing.T) {
