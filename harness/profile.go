@@ -316,6 +316,11 @@ type ServeCommand struct {
 	// starts it as its child (idscheck chaos --reading ...); nil, or nil
 	// flags: it follows its defaults.
 	Readings func(readings map[string]string) []string
+	// SharedStore says the server keeps its state in PostgreSQL when
+	// given ServeConfig.Store, so that several replicas of it are one
+	// server (idscheck run|chaos --replicas N --store postgres://…).
+	// false: it runs on its own SQLite file alone.
+	SharedStore bool
 }
 
 // ChildWithAPIKey is ServeCommand.Child of a server that takes one secret,
@@ -343,6 +348,13 @@ type ServeChild struct {
 type ServeConfig struct {
 	Addr      string // host:port to listen on (loopback by default)
 	DB        string // its database file
+	// Store is a PostgreSQL URL (postgres://…) the server keeps its state
+	// in, shared with its other replicas ("": its SQLite file DB); given
+	// only to a server whose ServeCommand.SharedStore is set.
+	Store string
+	// ReplicaID names this replica among those sharing Store, stable
+	// across its restarts ("": its Addr).
+	ReplicaID string
 	TimeScale float64
 	Mutant    string // "" for the correct server
 	Seed      uint64

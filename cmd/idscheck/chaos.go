@@ -197,6 +197,10 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "idscheck chaos: profile %s has no bundled server chaos can start: give --target\n", c.profile)
 			return exitUsage
 		}
+		if c.store != "" && !prof.Serve.SharedStore {
+			fmt.Fprintf(stderr, "idscheck chaos: %s\n", noSharedStore(c.profile))
+			return exitUsage
+		}
 		c.child = prof.Serve.Child(func() string { return chaosRandomHex(16) }, c.tgt.Described)
 	}
 	for _, a := range c.tgt.reproduceArgs(fs) {

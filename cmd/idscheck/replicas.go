@@ -158,6 +158,12 @@ func checkReplicas(replicas int, store string, target bool) error {
 	return nil
 }
 
+// noSharedStore is the answer to --store for a profile whose bundled
+// server keeps its state in its SQLite file alone.
+func noSharedStore[P ~string](profile P) string {
+	return fmt.Sprintf("the bundled server of profile %s keeps its state in its own SQLite file only: drop --store and --replicas", profile)
+}
+
 // storeSecrets are the password of a store URL, as given and escaped.
 func storeSecrets(store string) []string {
 	u, err := url.Parse(store)

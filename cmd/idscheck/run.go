@@ -372,6 +372,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "idscheck run: profile %s has no bundled server to start as replicas\n", c.profile)
 				return exitUsage
 			}
+			if !prof.Serve.SharedStore {
+				fmt.Fprintf(stderr, "idscheck run: %s\n", noSharedStore(c.profile))
+				return exitUsage
+			}
 			wait := faults.ProcessStartTimeout
 			if containsString(c.setFlags, "health-wait") {
 				wait = c.healthWait

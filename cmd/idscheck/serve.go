@@ -73,6 +73,10 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	fs.Float64Var(&c.TimeScale, "time-scale", 0, "divide every protocol duration by this factor (default 1)")
 	fs.StringVar(&c.Mutant, "mutant", "", "run with a deliberate bug: "+strings.Join(mutants, ", "))
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the server's random choices (0: drawn)")
+	if p.Serve.SharedStore {
+		fs.StringVar(&c.Store, "store", "", "a PostgreSQL URL (postgres://…) it keeps its state in, shared by its replicas (default: the SQLite file --db)")
+		fs.StringVar(&c.ReplicaID, "replica-id", "", "this replica's name among those sharing --store, stable across its restarts (default: --addr)")
+	}
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	run := p.Serve.Flags(fs)
 	if code, done := parseFlags(fs, args, false, stdout); done {
@@ -90,6 +94,13 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	if c.Mutant != "" && !containsString(mutants, c.Mutant) {
 		fmt.Fprintf(stderr, "idscheck serve: --mutant %q: want one of %s\n", c.Mutant, strings.Join(mutants, ", "))
 		return exitUsage
+	}
+	if c.Store != "" && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
+		fmt.Fprintf(stderr, "idscheck serve: --store %q: want a postgres:// URL\n", redactStore(c.Store))
+		return exitUsage
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = c.Addr
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	if err := run(ctx, c); err != nil {

@@ -25,7 +25,8 @@ func Serve() *harness.ServeCommand {
 	return &harness.ServeCommand{
 		Flags: serveFlags,
 		Env:   CallersEnv + ": the callers' bearer tokens, comma-separated (required); each authenticates as Authorization: Bearer TOKEN",
-		Child: serveChild,
+		Child:       serveChild,
+		SharedStore: true,
 	}
 }
 
@@ -52,8 +53,6 @@ func serveChild(secret func() string, described any) harness.ServeChild {
 func serveFlags(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
 	variant := fs.String("variant", VariantIETF, "the text the endpoint follows ("+strings.Join(Variants(), ", ")+")")
 	sinkURL := fs.String("sink", "", "base URL of the effect sink the endpoint calls for each payment (required)")
-	store := fs.String("store", "", "a PostgreSQL URL (postgres://…) the endpoint keeps its keys and payments in, shared by its replicas; default: the SQLite file --db")
-	replica := fs.String("replica-id", "", "this replica's name among those sharing --store, stable across its restarts (default: --addr)")
 	return func(ctx context.Context, c harness.ServeConfig) error {
 		getenv := c.Getenv
 		if getenv == nil {
@@ -81,11 +80,7 @@ func serveFlags(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfi
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		id := *replica
-		if id == "" {
-			id = c.Addr
-		}
-		srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: db, Store: *store, ReplicaID: id, SinkURL: *sinkURL, Variant: *variant, Callers: callers,
+		srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: db, Store: c.Store, ReplicaID: c.ReplicaID, SinkURL: *sinkURL, Variant: *variant, Callers: callers,
 			TimeScale: c.TimeScale, Mutant: c.Mutant, Logger: logger})
 		if err != nil {
 			return err
