@@ -2,17 +2,8 @@ package httpidem
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net/url"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // pgSchema is schema on PostgreSQL, where several replicas share the
@@ -67,142 +58,14 @@ var pgQueries = map[string]string{
  WHERE state = 'unknown' OR (state = 'in_progress' AND owner = current_setting('application_name')) ORDER BY created_at`,
 }
 
-// dollarParams rewrites SQLite's ? parameters as PostgreSQL's $1, $2, …
-// (no statement here has a ? inside a literal).
-func dollarParams(q string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// isPostgres says a Config.Store names a PostgreSQL database.
-func isPostgres(store string) bool {
-	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
-}
-
-// pgDSN is store with application_name set to the replica's id (the owner
-// of the reservations it makes) unless the URL sets one.
-func pgDSN(store, replica string) (string, error) {
-	u, err := url.Parse(store)
-	if err != nil {
-		return "", fmt.Errorf("store URL: %w", err)
-	}
-	q := u.Query()
-	if q.Get("application_name") == "" {
-		q.Set("application_name", replica)
-	}
-	if q.Get("connect_timeout") == "" {
-		q.Set("connect_timeout", "5")
-	}
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-// pgWriter runs each operation in its own SERIALIZABLE transaction on a
-// pool shared with the reads. The key's primary key is the reservation:
-// of two replicas that both read a key absent and insert it, one commits
-// and the other fails (unique violation, or a serialization failure);
-// that one runs its operation again and reads the key reserved. An
-// operation may therefore run more than once: it is written to be rerun
-// (its side effects outside the database are undone at its start).
-type pgWriter struct {
-	db *sql.DB
-}
-
-// retryable: the transaction lost a race to another one and changed
-// nothing; running it again reads the winner's writes.
-func retryable(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return false
-	}
-	switch pe.Code {
-	case "40001", "40P01", "23505": // serialization_failure, deadlock_detected, unique_violation
-		return true
-	}
-	return false
-}
-
-const pgAttempts = 20
-
-func (w *pgWriter) Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error) {
-	// Like groupcommit, an operation begun does not give up when the
-	// client leaves: its answer says whether the write landed.
-	ctx = context.WithoutCancel(ctx)
-	var last error
-	for i := range pgAttempts {
-		if i > 0 {
-			time.Sleep(time.Duration(1+rand.IntN(5*i)) * time.Millisecond)
-		}
-		v, err := w.once(ctx, fn)
-		if err == nil {
-			return v, nil
-		}
-		if !retryable(err) {
-			return nil, err
-		}
-		last = err
-	}
-	return nil, fmt.Errorf("%d transactions lost a race in a row: %w", pgAttempts, last)
-}
-
-func (w *pgWriter) once(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error) {
-	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tx, err := w.db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
-	if err != nil {
-		return nil, err
-	}
-	v, err := fn(tx)
-	if err != nil {
-		tx.Rollback()
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func (w *pgWriter) Close() {}
-
 // openPostgres opens the shared store at c.Store: the schema, one pool
 // for writes and reads.
 func (s *Server) openPostgres(ctx context.Context, c Config) error {
-	dsn, err := pgDSN(c.Store, c.ReplicaID)
+	db, err := pgstore.Open(ctx, c.Store, c.ReplicaID, pgSchema)
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(16)
-	db.SetConnMaxIdleTime(time.Minute)
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	// Replicas starting together race to create the schema: a lost race
-	// is a unique violation on the catalog, and the next try finds it.
-	for i := 0; ; i++ {
-		_, err = db.ExecContext(cctx, "SELECT pg_advisory_lock(4242); "+pgSchema+"; SELECT pg_advisory_unlock(4242)")
-		if err == nil || i == 2 || !retryable(err) {
-			break
-		}
-	}
-	if err != nil {
-		db.Close()
-		return fmt.Errorf("postgres schema: %w", err)
-	}
 	s.wdb, s.rdb, s.dialect = db, db, dialectPostgres
-	s.w = &pgWriter{db: db}
+	s.w = &pgstore.Writer{DB: db}
 	return nil
 }

@@ -66,6 +66,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // Variants.
@@ -165,7 +166,7 @@ func CallerID(token string) string {
 // sink every reservation a previous process left in flight, and returns a
 // running server.
 func Open(ctx context.Context, c Config) (*Server, error) {
-	if c.Store != "" && !isPostgres(c.Store) {
+	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
 		return nil, fmt.Errorf("httpidem: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", c.Store)
 	}
 	if c.DBPath == "" && c.Store == "" {
@@ -445,7 +446,7 @@ type writer interface {
 
 var (
 	_ writer = (*groupcommit.Writer)(nil)
-	_ writer = (*pgWriter)(nil)
+	_ writer = (*pgstore.Writer)(nil)
 )
 
 // Dialects of the store.

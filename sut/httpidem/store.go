@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -124,7 +125,7 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) erro
 	} {
 		q := p.q
 		if dialect == dialectPostgres {
-			q = dollarParams(q)
+			q = pgstore.DollarParams(q)
 			if pq, ok := pgQueries[p.name]; ok {
 				q = pq
 			}

@@ -1,0 +1,170 @@
+// Package pgstore is what a bundled server needs to keep its state in
+// PostgreSQL, shared by several replicas of it: the store URL's checks, a
+// pool opened with the replica's name, the schema created once by
+// replicas racing to start, and Writer, which runs each write in its own
+// SERIALIZABLE transaction and runs it again when it lost a race.
+//
+// The database's own guarantees (primary keys, unique constraints,
+// serializable transactions, FOR UPDATE SKIP LOCKED) are what make the
+// replicas one server: never a lock in the process.
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+// IsPostgres says store names a PostgreSQL database.
+func IsPostgres(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+}
+
+// DollarParams rewrites SQLite's ? parameters as PostgreSQL's $1, $2, …
+// (for statements without a ? inside a literal).
+func DollarParams(q string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// DSN is store with application_name set to replica (so that
+// current_setting('application_name') names the replica in SQL: the owner
+// of what it reserves) unless the URL sets one, and a connect timeout.
+func DSN(store, replica string) (string, error) {
+	u, err := url.Parse(store)
+	if err != nil {
+		return "", fmt.Errorf("store URL: %w", err)
+	}
+	q := u.Query()
+	if q.Get("application_name") == "" && replica != "" {
+		q.Set("application_name", replica)
+	}
+	if q.Get("connect_timeout") == "" {
+		q.Set("connect_timeout", "5")
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// Retryable says err is a transaction that lost a race to another one and
+// changed nothing: running it again reads the winner's writes.
+func Retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "23505": // serialization_failure, deadlock_detected, unique_violation
+		return true
+	}
+	return false
+}
+
+// Open opens the pool of replica at store and creates schema (statements
+// separated by semicolons, each idempotent: CREATE … IF NOT EXISTS) under
+// an advisory lock, so that replicas starting together do not race on the
+// catalog.
+func Open(ctx context.Context, store, replica, schema string) (*sql.DB, error) {
+	dsn, err := DSN(store, replica)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxIdleTime(time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for i := 0; ; i++ {
+		_, err = db.ExecContext(cctx, "SELECT pg_advisory_lock(4242); "+schema+"; SELECT pg_advisory_unlock(4242)")
+		if err == nil || i == 2 || !Retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres schema: %w", err)
+	}
+	return db, nil
+}
+
+// Attempts is how many times Writer runs an operation that keeps losing
+// races before it gives up.
+const Attempts = 20
+
+// Writer runs each operation in its own SERIALIZABLE transaction on db.
+// Of two replicas that both read a row absent and insert it, one commits
+// and the other fails (unique violation, or a serialization failure);
+// Writer runs that one's operation again, and it reads the row the winner
+// wrote. An operation may therefore run more than once: write it to be
+// rerun (undo its side effects outside the database at its start).
+//
+// Its Submit has groupcommit.Writer's signature: a server written for one
+// runs on the other.
+type Writer struct {
+	DB *sql.DB
+}
+
+// Submit runs fn in a transaction, again while it loses races (bounded by
+// Attempts). Like groupcommit, an operation begun does not give up when
+// its caller leaves: its answer says whether the write landed.
+func (w *Writer) Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error) {
+	ctx = context.WithoutCancel(ctx)
+	var last error
+	for i := range Attempts {
+		if i > 0 {
+			time.Sleep(time.Duration(1+rand.IntN(5*i)) * time.Millisecond)
+		}
+		v, err := w.once(ctx, fn)
+		if err == nil {
+			return v, nil
+		}
+		if !Retryable(err) {
+			return nil, err
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("%d transactions lost a race in a row: %w", Attempts, last)
+}
+
+func (w *Writer) once(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error) {
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tx, err := w.DB.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+	if err != nil {
+		return nil, err
+	}
+	v, err := fn(tx)
+	if err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Close does nothing: the pool is the caller's to close.
+func (w *Writer) Close() {}
