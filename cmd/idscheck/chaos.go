@@ -86,6 +86,7 @@ type chaosConfig struct {
 
 const chaosSynopsis = `chaos [--profile P] [--target-file FILE | --target URL [--target-cmd CMD] --api-key K] [--duration 60s]
                 [--seed N] [--workers 40] [--faults net,storm,crash,failpoint] [--out DIR]
+                [--replicas N --store local|postgres://… [--store-proxy]]
 
 Drives the profile's seeded random chaos workload (the end of idscheck chaos
 --profile P -h says what it does) through a fault schedule drawn from the seed, records every
@@ -101,6 +102,13 @@ Failpoints exist in the bundled server only. By default the faults are those
 available: net and storm, and crash when idscheck starts the target (the bundled
 server, or --target-cmd). A fault asked for by name or kind that is not available
 against the target is a usage error (exit 2), before anything runs.
+
+Past one machine: --replicas N --store local starts N replicas of the bundled
+server over one PostgreSQL cluster idscheck starts (or --store postgres://… of
+yours); each delivery of a logical request goes to another replica. The faults
+replica-crash (kill one replica, restart it), store-restart (the cluster
+idscheck started), and with --store-proxy store-partition and store-lost-reply
+(a proxy between each replica and the store) act on them.
 
 The time scale is the declared one (--time-scale, or time_scale in the target
 file), else 1 (real time) for a --target; the bundled server runs at its
@@ -149,7 +157,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&c.mutant, "mutant", "", "start the bundled server with this deliberate bug (self-validation)")
 	fs.IntVar(&c.replicas, "replicas", 1, "start this many replicas of the bundled server over --store (each delivery of a logical request goes to another replica; the fault replica-crash kills one)")
 	fs.BoolVar(&c.storeProxy, "store-proxy", false, "stand a proxy between each replica and the store (each replica is given the store's URL through its own proxy): the faults store-partition and store-lost-reply act on them")
-	fs.StringVar(&c.store, "store", "", "a PostgreSQL URL (postgres://…) the bundled server's replicas share (default: one SQLite file per run)")
+	fs.StringVar(&c.store, "store", "", "the PostgreSQL the bundled server's replicas share: local (idscheck starts a throwaway cluster, stops it at the end, and can restart it: store-restart), or a postgres:// URL (default: one SQLite file per run)")
 	fs.BoolVar(&c.verbose, "v", false, "log what the harness does")
 	fs.DurationVar(&c.healthWait, "health-wait", 0, "how long to wait for the target's GET /health to answer 200 before giving up (exit 3, the report says why); default 10s for a running --target, 60s for a target chaos starts (--target-cmd, the bundled server)")
 	fs.BoolVar(&c.force, "force", false, "write into an --out directory that holds another kind of run (run, mutants) or files that are no run, replacing the run there")
@@ -548,7 +556,7 @@ func (c chaosConfig) command() string {
 		parts = append(parts, "--replicas", fmt.Sprint(c.replicas))
 	}
 	if c.store != "" {
-		parts = append(parts, "--store", chaosShellQuote(redactStore(c.store)))
+		parts = append(parts, "--store", chaosShellQuote(storeArg(c.store)))
 	}
 	if c.storeProxy {
 		parts = append(parts, "--store-proxy")
@@ -582,6 +590,17 @@ func runChaos(ctx context.Context, c chaosConfig, stdout, stderr io.Writer, logg
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		fmt.Fprintf(stderr, "idscheck chaos: run directory: %v\n", err)
 		return exitUsage
+	}
+	for _, st := range []*string{&c.store, &c.tgt.Store} {
+		if *st == localStore {
+			u, stop, err := startLocalStore(ctx, stderr, "chaos")
+			if err != nil {
+				fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+				return exitUsage
+			}
+			defer stop()
+			*st = u
+		}
 	}
 	return runWorkloadChaos(ctx, c, red, stdout, stderr, logger)
 }

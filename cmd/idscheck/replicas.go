@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -11,10 +12,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/harness"
+	"github.com/idscheck/idscheck/pgcluster"
 	"github.com/idscheck/idscheck/redact"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -151,9 +154,9 @@ func checkReplicas(replicas int, store string, target bool) error {
 	case (replicas > 1 || store != "") && target:
 		return errors.New("--replicas and --store start the bundled server: drop --target")
 	case replicas > 1 && store == "":
-		return errors.New("--replicas needs --store postgres://…: the store the replicas share")
-	case store != "" && !strings.HasPrefix(store, "postgres://") && !strings.HasPrefix(store, "postgresql://"):
-		return fmt.Errorf("--store %q: want a postgres:// URL", redactStore(store))
+		return errors.New("--replicas needs --store: local (idscheck starts a throwaway PostgreSQL), or a postgres:// URL the replicas share")
+	case store != "" && store != localStore && !strings.HasPrefix(store, "postgres://") && !strings.HasPrefix(store, "postgresql://"):
+		return fmt.Errorf("--store %q: want local, or a postgres:// URL", redactStore(store))
 	}
 	return nil
 }
@@ -264,15 +267,67 @@ func (p *storeProxies) close() {
 	}
 }
 
-// storeRestarter, when set, returns the restart of a store idscheck
-// started (store-restart acts on it), nil for any other. idscheck starts
-// no store of its own yet: it is nil but in the tests, which register the
-// throwaway cluster (pgtest) they start.
-var storeRestarter func(store string) func(ctx context.Context) error
-
 // storeNotStarted is why store-restart is not available without a store
 // idscheck started.
-const storeNotStarted = "idscheck did not start this store (it starts no PostgreSQL cluster of its own): it restarts only a store it started"
+const storeNotStarted = "idscheck did not start this store: it restarts only the one it starts (--store local)"
+
+// localStore is the value of --store (and "store" of the target file)
+// that makes idscheck start a throwaway PostgreSQL cluster of its own on
+// loopback for the run, stop it at the end and remove it; store-restart
+// restarts it.
+const localStore = "local"
+
+// ownedStores are the stores idscheck started in this process (their URL
+// -> the cluster), for store-restart and the reproduce line.
+var ownedStores sync.Map
+
+// startLocalStore starts a durable throwaway cluster (every acknowledged
+// commit survives store-restart, a crash of the cluster) with one
+// database, and returns its URL and its stop.
+func startLocalStore(ctx context.Context, stderr io.Writer, cmd string) (string, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := pgcluster.StartWith(ctx, pgcluster.Options{Durable: true})
+	if errors.Is(err, pgcluster.ErrNotInstalled) {
+		return "", nil, fmt.Errorf("--store local starts a PostgreSQL cluster, and PostgreSQL is not installed here: install it (%s), or give --store postgres://… of a running one", pgcluster.Install)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("--store local: %v", err)
+	}
+	u, err := c.CreateDatabase(ctx, "idscheck")
+	if err != nil {
+		c.Stop()
+		return "", nil, fmt.Errorf("--store local: %v", err)
+	}
+	ownedStores.Store(u, c)
+	fmt.Fprintf(stderr, "idscheck %s: started a PostgreSQL cluster for the replicas' store at 127.0.0.1:%d in %s (%.1fs; stopped and removed at the end)\n",
+		cmd, c.Port, c.Dir, time.Since(start).Seconds())
+	return u, func() { ownedStores.Delete(u); c.Stop() }, nil
+}
+
+// storeRestartOf is the restart of store: of the cluster idscheck started
+// (or is to start: local); nil for any other.
+func storeRestartOf(store string) func(ctx context.Context) error {
+	if store == localStore {
+		return func(ctx context.Context) error {
+			return errors.New("the local store has not started")
+		}
+	}
+	if v, ok := ownedStores.Load(store); ok {
+		return v.(*pgcluster.Cluster).Restart
+	}
+	return nil
+}
+
+// storeArg is store as a reproduce line gives it: local for the cluster
+// idscheck started, the URL without its password otherwise.
+func storeArg(store string) string {
+	if _, ok := ownedStores.Load(store); ok || store == localStore {
+		return localStore
+	}
+	return redactStore(store)
+}
 
 // storeFaults are the faults between replicas and their store, when a store
 // is known: the proxies' (nil before they start, or without
@@ -285,10 +340,7 @@ func storeFaults(store string, proxies *storeProxies) []faults.Fault {
 	if proxies != nil {
 		nets = proxies.nets
 	}
-	r := &faults.StoreRestart{Why: storeNotStarted}
-	if storeRestarter != nil {
-		r.Restart = storeRestarter(store)
-	}
+	r := &faults.StoreRestart{Why: storeNotStarted, Restart: storeRestartOf(store)}
 	return []faults.Fault{&faults.StorePartition{Proxies: nets}, &faults.StoreLostReply{Proxies: nets}, r}
 }
 

@@ -74,7 +74,7 @@ const runSynopsis = `run [--target-file FILE] [--target URL --api-key K [--admin
                     [--profile NAME] [--effect-sink HOST:PORT] [--time-scale F] [--rules GLOB[,GLOB]] [--strict] [--seed N]
                     [--out DIR] [--expected-failures FILE] [--reading DECISION=NAME ...]
                     [--target-cmd CMD] [--health-wait 10s]
-                    [--readings default|alternate] [--replicas N --store postgres://…] [--store-proxy]  (bundled server)
+                    [--readings default|alternate] [--replicas N --store local|postgres://…] [--store-proxy]  (bundled server)
 
 Certifies a target against the rules of one profile and writes the report
 (result.json, junit.xml, index.html, history.jsonl) to --out. With no target
@@ -140,7 +140,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	fs.StringVar(&c.serverReadings, "readings", "default", "bundled server only: default or alternate, the first or the other reading at every decision and allowed answer (see idscheck serve -h)")
 	fs.IntVar(&c.replicas, "replicas", 1, "bundled server only: start this many replicas of it as child processes over --store; each delivery of a logical request goes to another replica")
 	fs.BoolVar(&c.storeProxy, "store-proxy", false, "stand a proxy between each replica and the store (idscheck chaos injects faults on them; run only passes the bytes through)")
-	fs.StringVar(&c.store, "store", "", "bundled server only: a PostgreSQL URL (postgres://…) its replicas share (\"store\" in the target file; default: its own SQLite file)")
+	fs.StringVar(&c.store, "store", "", "bundled server only: the PostgreSQL its replicas share: local (idscheck starts a throwaway cluster and stops it at the end), or a postgres:// URL (\"store\" in the target file; default: its own SQLite file)")
 	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return c, code, true
 	}
@@ -316,6 +316,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: effect sink at %s\n", effects.URL())
 	} else if prof.EffectSink {
 		fmt.Fprintf(stderr, "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A\n")
+	}
+	for _, st := range []*string{&c.store, &c.tgt.Store} {
+		if *st == localStore {
+			u, stop, err := startLocalStore(ctx, stderr, "run")
+			if err != nil {
+				fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+				return exitUsage
+			}
+			defer stop()
+			*st = u
+		}
 	}
 	var storeFor func(int) string
 	if c.storeProxy {

@@ -15,7 +15,8 @@ import (
 // --store postgres://… starts three replicas of the bundled endpoint as
 // children over one store, the scenarios spread each logical request's
 // deliveries over them, and every variant passes (exit 0); the store's
-// password is in no output.
+// password is in no output. The stripe variant runs over the cluster
+// idscheck starts itself (--store local).
 func TestRunHTTPIdemReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts replicas over PostgreSQL: skipped in -short")
@@ -29,9 +30,14 @@ func TestRunHTTPIdemReplicas(t *testing.T) {
 	for _, v := range httpidem.Variants() {
 		t.Run(v, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "report")
+			st := store
+			if v == httpidem.VariantStripe {
+				st = "local"
+			}
 			code, stdout, stderr := runCLI(t, "--profile", "http-idempotency", "--variant", v, "--seed", "1",
-				"--replicas", "3", "--store", store, "--out", out)
-			if code != exitOK || !strings.Contains(stderr, "3 replicas over one store") {
+				"--replicas", "3", "--store", st, "--out", out)
+			if code != exitOK || !strings.Contains(stderr, "3 replicas over one store") ||
+				st == "local" && !strings.Contains(stderr, "started a PostgreSQL cluster") {
 				t.Fatalf("exit %d, want 0 on three replicas\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 			if strings.Contains(stdout, pw) || strings.Contains(stderr, pw) || fileHas(t, filepath.Join(out, "result.json"), pw) {

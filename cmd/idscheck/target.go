@@ -197,7 +197,8 @@ const targetFileHelpTail = `  time_scale                         --time-scale   
                                                            store's URL (through its proxy, when asked)
   store                              --store (bundled)     {"url": "postgres://...", "proxy": true}: the
                                                            store the replicas share (its password is a
-                                                           secret); with no url, the bundled server's
+                                                           secret; "local": idscheck starts a throwaway
+                                                           PostgreSQL cluster); with no url, the bundled server's
                                                            --store; proxy (--store-proxy): a proxy
                                                            between each replica and the store, for the
                                                            faults store-partition and store-lost-reply
@@ -564,11 +565,11 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 		}
 		var u string
 		if err := json.Unmarshal(store["url"], &u); err != nil || strings.TrimSpace(u) == "" {
-			return ferr(`"store.url": want a postgres:// URL string`)
+			return ferr(`"store.url": want "local" or a postgres:// URL string`)
 		}
 		u = strings.TrimSpace(u)
-		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-			return ferr(`"store.url" is %q: want a postgres:// URL`, redactStore(u))
+		if u != localStore && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+			return ferr(`"store.url" is %q: want "local" (idscheck starts a throwaway PostgreSQL) or a postgres:// URL`, redactStore(u))
 		}
 		t.Store, t.origin["store"] = u, in("store")
 		if raw, ok := store["proxy"]; ok && json.Unmarshal(raw, &t.StoreProxy) != nil {
