@@ -346,8 +346,8 @@ type ServeChild struct {
 
 // ServeConfig is what every bundled server is served with.
 type ServeConfig struct {
-	Addr      string // host:port to listen on (loopback by default)
-	DB        string // its database file
+	Addr string // host:port to listen on (loopback by default)
+	DB   string // its database file
 	// Store is a PostgreSQL URL (postgres://…) the server keeps its state
 	// in, shared with its other replicas ("": its SQLite file DB); given
 	// only to a server whose ServeCommand.SharedStore is set.

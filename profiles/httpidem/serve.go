@@ -23,8 +23,8 @@ const CallersEnv = "HTTPIDEM_CALLERS"
 // follows --variant and calls the effect sink at --sink for each payment.
 func Serve() *harness.ServeCommand {
 	return &harness.ServeCommand{
-		Flags: serveFlags,
-		Env:   CallersEnv + ": the callers' bearer tokens, comma-separated (required); each authenticates as Authorization: Bearer TOKEN",
+		Flags:       serveFlags,
+		Env:         CallersEnv + ": the callers' bearer tokens, comma-separated (required); each authenticates as Authorization: Bearer TOKEN",
 		Child:       serveChild,
 		SharedStore: true,
 	}
