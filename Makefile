@@ -37,6 +37,7 @@ bench: build
 	$(GO) run ./sut/ids/bench
 	$(GO) run ./sut/atp/bench
 	$(GO) test -run '^$$' -bench CheckScale -benchtime 1x ./checker
+	$(GO) run ./cmd/storebench -idscheck $(BIN)
 
 # The mutation kill matrix: every mutant of the reference server against the profile.
 mutants: build

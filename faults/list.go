@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,7 +110,7 @@ const FailpointPrefix = "failpoint/"
 
 // FlagHelp describes what the --faults flag accepts, from the list itself.
 func FlagHelp() string {
-	return "comma-separated: all, " + joinKinds() + " (every fault of that kind), or fault names: " +
+	return "comma-separated: all, none (the workload alone), " + joinKinds() + " (every fault of that kind), or fault names: " +
 		strings.Join(Names(), ", ") + ", failpoint/<name>"
 }
 
@@ -118,7 +119,13 @@ func FlagHelp() string {
 // failpoint/<name>) or "all". It returns the tokens, trimmed, without
 // duplicates, in the order given; an unknown token is an error naming the
 // accepted ones.
+//
+// "none" alone asks for no fault: a run of the workload alone (a baseline,
+// a benchmark); it returns an empty, non-nil list.
 func ParseKinds(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "none" {
+		return []string{}, nil
+	}
 	var out []string
 	names := Names()
 	for _, tok := range strings.Split(s, ",") {
@@ -131,8 +138,11 @@ func ParseKinds(s string) ([]string, error) {
 		for _, k := range Kinds {
 			known = known || tok == string(k)
 		}
+		if tok == "none" {
+			return nil, errors.New("faults: none asks for no fault: give it alone")
+		}
 		if !known {
-			return nil, fmt.Errorf("faults: unknown fault %q; want all, %s, or one of %s, failpoint/<name>",
+			return nil, fmt.Errorf("faults: unknown fault %q; want all, none, %s, or one of %s, failpoint/<name>",
 				tok, joinKinds(), strings.Join(names, ", "))
 		}
 		if !slices.Contains(out, tok) {
