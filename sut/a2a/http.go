@@ -174,7 +174,7 @@ func (s *Server) handleResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	e, err := entryBy(s.rdb, r.PathValue("id"))
+	e, err := s.entryBy(s.rdb, r.PathValue("id"))
 	switch {
 	case err != nil:
 		writeError(w, err)
@@ -253,7 +253,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) entries(q string, args ...any) ([]*Entry, error) {
-	rows, err := s.rdb.Query(q, args...)
+	rows, err := s.rdb.Query(s.q(q), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +375,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if a := r.URL.Query().Get("action"); a != "" {
 		q, args = q+` AND action = ?`, append(args, a)
 	}
-	rows, err := s.rdb.Query(q+` ORDER BY seq LIMIT 1000`, args...)
+	rows, err := s.rdb.Query(s.q(q+` ORDER BY seq LIMIT 1000`), args...)
 	if err != nil {
 		writeError(w, err)
 		return
