@@ -1,8 +1,10 @@
 package a2a
 
 import (
+	"database/sql"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +18,7 @@ import (
 // SQLite.
 func TestPostgres(t *testing.T) {
 	pgtest.Shared(t)
-	testStore = pgtest.Database
+	testStore = pgSchemas(t)
 	defer func() { testStore = nil }()
 	for name, f := range map[string]func(*testing.T){
 		"MalformedNever5xx": TestMalformedNever5xx, "Lifecycle": TestLifecycle, "Mutants": TestMutants,
@@ -45,11 +47,40 @@ func (e *testEnv) replica(t testing.TB, id, mutant string) *testEnv {
 // replicaAgents numbers the replicas' ranges of agent ids.
 var replicaAgents atomic.Int64
 
-// newPGEnv is a queue on a fresh PostgreSQL database, replica r1.
-func newPGEnv(t *testing.T, mutant string) *testEnv {
+// pgSchemas returns a store maker for t: each store a fresh schema (its
+// search_path) of one new database on the shared cluster, quicker to make
+// than a database.
+func pgSchemas(t *testing.T) func(testing.TB) string {
 	t.Helper()
-	url := pgtest.Database(t)
-	return newEnv(t, mutant, func(c *Config) { c.Store, c.ReplicaID = url, "r1" })
+	base := pgtest.Database(t)
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var n atomic.Int64
+	return func(tb testing.TB) string {
+		tb.Helper()
+		name := fmt.Sprintf("q%d", n.Add(1))
+		if _, err := db.Exec("CREATE SCHEMA " + name); err != nil {
+			tb.Fatal(err)
+		}
+		u, err := url.Parse(base)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", name)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+}
+
+// newPGEnv is a queue on a fresh PostgreSQL store, replica r1.
+func newPGEnv(t *testing.T, stores func(testing.TB) string, mutant string) *testEnv {
+	t.Helper()
+	store := stores(t)
+	return newEnv(t, mutant, func(c *Config) { c.Store, c.ReplicaID = store, "r1" })
 }
 
 // three is e and two more replicas of it.
@@ -65,8 +96,9 @@ func three(t *testing.T, e *testEnv) []*testEnv {
 // idempotent task once, with one auto_requeue row, and no unsafe one.
 func TestReplicasShareStore(t *testing.T) {
 	pgtest.Shared(t)
+	stores := pgSchemas(t)
 	t.Run("each task leased once", func(t *testing.T) {
-		reps := three(t, newPGEnv(t, ""))
+		reps := three(t, newPGEnv(t, stores, ""))
 		r := reps[0].agent("recv")
 		const tasks = 40
 		for i := range tasks {
@@ -102,7 +134,7 @@ func TestReplicasShareStore(t *testing.T) {
 		}
 	})
 	t.Run("one enqueue delivered to every replica", func(t *testing.T) {
-		reps := three(t, newPGEnv(t, ""))
+		reps := three(t, newPGEnv(t, stores, ""))
 		body := task("agent:s", "agent:r", "k", SafetyIdempotent, str("storm"))
 		body["id"] = "storm-task"
 		codes := make(chan int, 30)
@@ -133,13 +165,13 @@ func TestReplicasShareStore(t *testing.T) {
 		}
 	})
 	t.Run("cache replay on another replica", func(t *testing.T) {
-		reps := three(t, newPGEnv(t, ""))
+		reps := three(t, newPGEnv(t, stores, ""))
 		if n := cacheScenario(t, reps); n != 0 {
 			t.Errorf("%d same-key tasks were queued again on another replica", n)
 		}
 	})
 	t.Run("every replica's gate at once", func(t *testing.T) {
-		reps := three(t, newPGEnv(t, ""))
+		reps := three(t, newPGEnv(t, stores, ""))
 		var idem, unsafe []string
 		for i := range 10 {
 			id, _ := reps[i%3].staleLeaseNoAdvance("k", SafetyIdempotent, str(fmt.Sprintf("g%d", i)))
@@ -258,6 +290,7 @@ func leaseScenario(t *testing.T, reps []*testEnv) int {
 // is correct on both.
 func TestReplicaMutants(t *testing.T) {
 	pgtest.Shared(t)
+	stores := pgSchemas(t)
 	scenarios := map[string]func(*testing.T, []*testEnv) int{
 		MutantReplicaLocalCache: cacheScenario,
 		MutantCheckThenInsert:   leaseScenario,
@@ -268,15 +301,15 @@ func TestReplicaMutants(t *testing.T) {
 			if scenario == nil || m.Breaks == "" || m.Description == "" {
 				t.Fatalf("mutant %+v: no scenario, rule or description", m)
 			}
-			one := newPGEnv(t, m.Name)
+			one := newPGEnv(t, stores, m.Name)
 			if n := scenario(t, []*testEnv{one}); n != 0 {
 				t.Errorf("on one replica %s broke %s %d times: it must be correct there", m.Name, m.Breaks, n)
 			}
-			a := newPGEnv(t, m.Name)
+			a := newPGEnv(t, stores, m.Name)
 			if n := scenario(t, []*testEnv{a, a.replica(t, "r2", m.Name)}); n == 0 {
 				t.Errorf("on two replicas %s never broke %s", m.Name, m.Breaks)
 			}
-			c := newPGEnv(t, "")
+			c := newPGEnv(t, stores, "")
 			if n := scenario(t, []*testEnv{c, c.replica(t, "r2", "")}); n != 0 {
 				t.Errorf("the correct queue on two replicas broke %s %d times", m.Breaks, n)
 			}
