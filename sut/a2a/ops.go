@@ -252,6 +252,9 @@ func (s *Server) repair(ctx context.Context, rq RepairRequest) (*Entry, AuditRow
 	}
 	now := s.nowMS()
 	o, err := submit(ctx, s, func(tx *sql.Tx) (out, error) {
+		if !textOK(rq.TaskID) {
+			return out{}, errUnknownTask
+		}
 		e, err := s.entryBy(tx, rq.TaskID)
 		if err != nil {
 			return out{}, err

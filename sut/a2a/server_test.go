@@ -247,6 +247,16 @@ func TestMalformedNever5xx(t *testing.T) {
 		{"POST", "/a2a/repair", []byte(`{"task_id":"x","reason":"r","command":{"action":"requeue"}}`), 400},
 		{"GET", "/a2a/queue?limit=x", nil, 400},
 		{"GET", "/a2a/nothing", nil, 404},
+		// Text a PostgreSQL column refuses: malformed, or naming nothing, on both stores.
+		{"POST", "/a2a/tasks", []byte(`{"sender":"a\u0000","recipient":"b"}`), 400},
+		{"POST", "/a2a/tasks", []byte(`{"sender":"a","recipient":"b","task_kind":"k\u0000"}`), 400},
+		{"POST", "/a2a/tasks", []byte(`{"sender":"a","recipient":"b","idempotency":{"duplicate_safety":"idempotent","key":"k\u0000"}}`), 400},
+		{"POST", "/a2a/lease", []byte(`{"recipient":"r\u0000"}`), 400},
+		{"POST", "/a2a/results/drain", []byte(`{"sender":"s\u0000"}`), 400},
+		{"GET", "/a2a/tasks/%FF%00", nil, 404},
+		{"POST", "/a2a/tasks/%00/result", []byte(`{"status":"completed"}`), 404},
+		{"POST", "/a2a/repair", []byte(`{"task_id":"x\u0000","reason":"r","command":{"action":"force_error"}}`), 404},
+		{"GET", "/a2a/audit?task_id=%00", nil, 400},
 	} {
 		if r := e.do(c.method, c.path, c.body); r.status != c.want {
 			t.Errorf("%s %s %s: %s, want %d", c.method, c.path, c.body, r, c.want)
