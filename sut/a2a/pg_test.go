@@ -3,8 +3,12 @@ package a2a
 import (
 	"database/sql"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -314,5 +318,107 @@ func TestReplicaMutants(t *testing.T) {
 				t.Errorf("the correct queue on two replicas broke %s %d times", m.Breaks, n)
 			}
 		})
+	}
+}
+
+// cutProxy forwards 127.0.0.1:port to target until cut, which closes its
+// connections and refuses new ones until heal.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// TestPostgresStoreLost: a queue whose store is cut off answers every
+// write and read 503 (a retryable answer, never a false success), and
+// serves again once the store is back, with nothing of the failed calls
+// applied.
+func TestPostgresStoreLost(t *testing.T) {
+	pgtest.Shared(t)
+	store := pgSchemas(t)(t)
+	u, err := url.Parse(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newCutProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	e := newEnv(t, "", func(c *Config) { c.Store, c.ReplicaID = u.String(), "r1" })
+	r := e.agent("r")
+	id := taskID(e.enqueue(task(e.agent("s"), r, "k", SafetyUnsafe, nil)))
+	p.setCut(true)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/a2a/tasks", `{"sender":"s","recipient":"` + r + `","intent_text":"x"}`},
+		{"POST", "/a2a/lease", `{"recipient":"` + r + `"}`},
+		{"GET", "/a2a/tasks/" + id, ""},
+		{"POST", "/a2a/results/drain", `{"sender":"s"}`},
+	} {
+		req, _ := http.NewRequest(c.method, e.base+c.path, strings.NewReader(c.body))
+		req.Header.Set("X-API-KEY", testKey)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 503 || !strings.Contains(string(b), "retry") {
+			t.Errorf("%s %s with the store cut: %d %s, want 503 and a retry", c.method, c.path, res.StatusCode, b)
+		}
+	}
+	p.setCut(false)
+	l, st := e.lease(r)
+	if st != 200 || taskID(l) != id || num(l["attempt"]) != 1 {
+		t.Fatalf("the store back, the lease: %d %v (want the task, attempt 1)", st, l)
+	}
+	if _, st := e.lease(r); st != 204 {
+		t.Fatalf("a second task was stored while the store was cut (%d)", st)
 	}
 }

@@ -15,7 +15,11 @@ import (
 // its row FOR UPDATE SKIP LOCKED (two replicas never lease one task), and
 // every other write is a SERIALIZABLE transaction whose conditions are
 // read again when it reran (a stale lease is requeued once, whichever
-// replicas' schedulers saw it).
+// replicas' schedulers saw it). leased_by names the replica that wrote the
+// lease (its connections' application_name): a record only, for no
+// replica resolves leases at start (an in-flight task stays in flight
+// until the retry gate or an operator queues it again, whichever replica
+// leased it).
 const pgSchema = `
 CREATE TABLE IF NOT EXISTS tasks(
   seq BIGSERIAL PRIMARY KEY,
