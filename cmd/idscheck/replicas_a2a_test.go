@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
 	suta2a "github.com/idscheck/idscheck/sut/a2a"
@@ -54,7 +56,9 @@ func TestChaosA2AReplicas(t *testing.T) {
 		if mutant != "" {
 			args = append(args, "--mutant", mutant)
 		}
-		return chaosInProcess(t, append(args, extra...)...)
+		code, stdout, stderr := chaosInProcess(t, append(args, extra...)...)
+		logSummary(t, stdout)
+		return code, stdout, stderr
 	}
 	t.Run("correct on three through store faults", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "run")
@@ -78,6 +82,36 @@ func TestChaosA2AReplicas(t *testing.T) {
 			}
 		}
 	})
+	t.Run("correct on three through a store restart", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cluster, err := pgtest.Start(ctx) // its own: restarting the shared one would cut the other tests off
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cluster.Stop() })
+		store, err := cluster.CreateDatabase(ctx, "a2a_restart")
+		if err != nil {
+			t.Fatal(err)
+		}
+		storeRestarter = func(s string) func(context.Context) error {
+			if s != store {
+				return nil
+			}
+			return cluster.RestartFast
+		}
+		t.Cleanup(func() { storeRestarter = nil })
+		dir := filepath.Join(t.TempDir(), "run")
+		code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "a2a", "--duration", "4s", "--workers", "8", "--seed", "5", "--time-scale", "1000",
+			"--faults", "store-restart,storm", "--replicas", "3", "--store", store, "--store-proxy", "--out", dir)
+		logSummary(t, stdout)
+		if code != exitOK || !strings.Contains(stdout, "no anomaly") {
+			t.Fatalf("exit %d, want 0 and no anomaly through a store restart\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		if c := coverageOf(t, readChaosRun(t, dir), "store-restart"); !c.OK() {
+			t.Errorf("store-restart was not injected: %s", c)
+		}
+	})
 	for _, m := range suta2a.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
 			code, stdout, stderr := chaos(t, filepath.Join(t.TempDir(), "three"), "3", m.Name, "storm", "3s")
@@ -89,5 +123,16 @@ func TestChaosA2AReplicas(t *testing.T) {
 				t.Errorf("one replica: exit %d, want 0 and no anomaly\nstdout:\n%.3000s\nstderr:\n%s", code, stdout, stderr)
 			}
 		})
+	}
+}
+
+// logSummary logs a chaos run's figures (go test -v shows them).
+func logSummary(t *testing.T, stdout string) {
+	t.Helper()
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(l, "chaos: ") && strings.Contains(l, "operations") || strings.HasPrefix(l, "tasks: ") || strings.HasPrefix(l, "no anomaly") ||
+			strings.Contains(l, " anomal") && !strings.HasPrefix(l, "- ") {
+			t.Log(l)
+		}
 	}
 }
