@@ -52,6 +52,7 @@ func (s *Server) enqueue(ctx context.Context, t Task) (*Entry, error) {
 	raw, _ := json.Marshal(t)
 	e := &Entry{Task: t, State: StateQueued}
 	return submit(ctx, s, func(tx *sql.Tx) (*Entry, error) {
+		e.Result = nil // a rerun (a race lost on PostgreSQL) reads the cache afresh
 		var exists int
 		if err := tx.QueryRow(s.q(`SELECT count(*) FROM tasks WHERE id = ?`), t.ID).Scan(&exists); err != nil {
 			return nil, err
