@@ -38,6 +38,9 @@ func Profile() harness.Profile {
 	for _, m := range suta2a.Mutants() {
 		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks})
 	}
+	for _, m := range suta2a.ReplicaMutants() {
+		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Replicas: true})
+	}
 	return harness.Profile{
 		Name:             Name,
 		Title:            "A2A idempotency policy (Covenant): a durable, explicitly leased agent task queue",
@@ -49,9 +52,10 @@ func Profile() harness.Profile {
 		APIKeyRequired:   true,
 		Preflight:        preflight,
 		Serve: &harness.ServeCommand{
-			Flags: serveFlags,
-			Env:   APIKeyEnv + ": the API key every route but /health takes in X-API-KEY (required); COVENANT_A2A_AUTO_RETRY_*: the scheduler's opt-in and bounds (docs/a2a-binding.md)",
-			Child: serveChild,
+			Flags:       serveFlags,
+			Env:         APIKeyEnv + ": the API key every route but /health takes in X-API-KEY (required); COVENANT_A2A_AUTO_RETRY_*: the scheduler's opt-in and bounds (docs/a2a-binding.md)",
+			Child:       serveChild,
+			SharedStore: true,
 		},
 		Chaos: Chaos(),
 	}
@@ -116,7 +120,7 @@ func serveFlags(*flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) 
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		srv, err := suta2a.Open(ctx, suta2a.Config{DBPath: db, APIKey: key, Scheduler: sched, Mutant: c.Mutant, Logger: logger})
+		srv, err := suta2a.Open(ctx, suta2a.Config{DBPath: db, Store: c.Store, ReplicaID: c.ReplicaID, APIKey: key, Scheduler: sched, Mutant: c.Mutant, Logger: logger})
 		if err != nil {
 			return err
 		}

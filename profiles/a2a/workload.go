@@ -59,7 +59,12 @@ import (
 // WorkloadConfig is one a2a chaos run.
 type WorkloadConfig struct {
 	BaseURL string // the target, through the network proxy when network faults run
-	APIKey  string
+	// Replicas are the target's other replicas (one queue behind several
+	// processes over one store): the deliveries of one enqueue, and of one
+	// result, go to one replica after the other (client.Options.Replicas);
+	// other calls go round the replicas.
+	Replicas []string
+	APIKey   string
 	// Sink is the effect sink the receivers call; nil: the workload hosts
 	// its own on 127.0.0.1 (the queue never calls it: idscheck's receivers do).
 	Sink *sink.Sink
@@ -178,7 +183,7 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig) (*WorkloadResult, erro
 	tr := client.NewTransport()
 	tr.MaxConnsPerHost = 0
 	tr.ResponseHeaderTimeout = cfg.RequestTimeout
-	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-a2a", APIKey: cfg.APIKey, Timeout: cfg.RequestTimeout,
+	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-a2a", APIKey: cfg.APIKey, Timeout: cfg.RequestTimeout, Replicas: cfg.Replicas,
 		HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	if err != nil {
 		return nil, fmt.Errorf("chaos a2a: %w", err)
@@ -450,13 +455,19 @@ func (w *workload) together(ctx context.Context, rnd *mrand.Rand, ts ...*wTask) 
 // call sends one request and records it as op (Call, Return, Outcome,
 // Output.Status filled); the body is decoded into out when it is JSON.
 func (w *workload) call(ctx context.Context, op checker.Operation, method, path string, body []byte, out any) (checker.Operation, bool) {
+	return w.callSpread(ctx, op, method, path, body, out, "")
+}
+
+// callSpread is call for a delivery of the logical request spread names
+// (with replicas, each delivery of it goes to another replica).
+func (w *workload) callSpread(ctx context.Context, op checker.Operation, method, path string, body []byte, out any, spread string) (checker.Operation, bool) {
 	op.ClientID = int(w.clientID.Add(1))
 	op.Call = w.rec.Now()
 	h := http.Header{}
 	if body != nil {
 		h.Set("Content-Type", "application/json")
 	}
-	resp, err := w.http.Do(ctx, client.Request{Method: method, Path: path, Header: h, Body: body})
+	resp, err := w.http.Do(ctx, client.Request{Method: method, Path: path, Header: h, Body: body, Spread: spread})
 	op.Return = w.rec.Now()
 	op.Outcome = client.TransportOutcome(err)
 	answered := false
@@ -507,7 +518,7 @@ type wireAnswer struct {
 // 409 task_exists: an earlier delivery stored it; any other 4xx).
 func (w *workload) post(ctx context.Context, t *wTask) bool {
 	var a wireAnswer
-	op, ok := w.call(ctx, checker.Operation{Kind: OpEnqueue, Key: t.ID, Input: checker.Input{Body: t.Class}}, http.MethodPost, "/a2a/tasks", t.body, &a)
+	op, ok := w.callSpread(ctx, checker.Operation{Kind: OpEnqueue, Key: t.ID, Input: checker.Input{Body: t.Class}}, http.MethodPost, "/a2a/tasks", t.body, &a, "enqueue "+t.ID)
 	if ok && a.Entry != nil {
 		op.Output.ID, op.Output.State, op.Output.Attempts = a.Entry.Task.ID, a.Entry.State, a.Entry.Attempt
 		if a.Entry.Result != nil && a.Entry.Result.Replayed {
@@ -589,7 +600,7 @@ func (t *wTask) failed() bool {
 
 func (w *workload) postResult(ctx context.Context, id, lease, status string, body []byte) bool {
 	var a wireAnswer
-	op, ok := w.call(ctx, checker.Operation{Kind: OpResult, Key: id, Input: checker.Input{Token: lease, Body: status}}, http.MethodPost, "/a2a/tasks/"+url.PathEscape(id)+"/result", body, &a)
+	op, ok := w.callSpread(ctx, checker.Operation{Kind: OpResult, Key: id, Input: checker.Input{Token: lease, Body: status}}, http.MethodPost, "/a2a/tasks/"+url.PathEscape(id)+"/result", body, &a, "result "+id+" "+lease)
 	if ok && a.Duplicate {
 		op.Output.Ref = "duplicate"
 	}

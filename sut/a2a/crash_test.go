@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/pgtest"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // TestMain doubles as the queue process of the crash tests: with
@@ -20,7 +22,11 @@ import (
 // failpoints of GO_FAILPOINTS) instead of running tests.
 func TestMain(m *testing.M) {
 	if db := os.Getenv("A2A_TEST_SERVE_DB"); db != "" {
-		srv, err := Open(context.Background(), Config{DBPath: db, APIKey: testKey})
+		c := Config{DBPath: db, APIKey: testKey}
+		if pgstore.IsPostgres(db) {
+			c = Config{Store: db, ReplicaID: "child", APIKey: testKey}
+		}
+		srv, err := Open(context.Background(), c)
 		if err == nil {
 			var ln net.Listener
 			if ln, err = net.Listen("tcp", "127.0.0.1:0"); err == nil {
@@ -31,10 +37,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
-// startChild runs the test binary as the queue on db and returns an env
+// startChild runs the test binary as the queue on db (a SQLite file or a
+// PostgreSQL URL) and returns an env
 // that talks to it; env adds variables.
 func startChild(t *testing.T, db string, env ...string) (*testEnv, *exec.Cmd) {
 	t.Helper()
@@ -77,7 +84,7 @@ func startChild(t *testing.T, db string, env ...string) (*testEnv, *exec.Cmd) {
 // no one else, attempt 1; only the retry gate (enabled) or a repair
 // queues it again.
 func TestCrashAfterLeaseCommitNoRedelivery(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "a2a.db")
+	db := testDB(t)
 	e, cmd := startChild(t, db, `GO_FAILPOINTS=`+FailpointAfterLeaseCommit+`=return("exit")`)
 	r := e.agent("r")
 	id := taskID(e.enqueue(task(e.agent("s"), r, "k", SafetyIdempotent, str("crash-1"))))
@@ -111,7 +118,7 @@ func TestCrashAfterLeaseCommitNoRedelivery(t *testing.T) {
 // TestCacheSurvivesKillAndCompaction: a cached result replays after
 // SIGKILL, restart and compaction.
 func TestCacheSurvivesKillAndCompaction(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "a2a.db")
+	db := testDB(t)
 	e, cmd := startChild(t, db)
 	s, r := e.agent("s"), e.agent("r")
 	id := taskID(e.enqueue(task(s, r, "k", SafetyIdempotent, str("cache-1"))))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 const maxBody = 64 << 10
@@ -90,7 +91,12 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-func agentOK(a string) bool { return strings.TrimSpace(a) != "" && len(a) <= 200 }
+func agentOK(a string) bool { return strings.TrimSpace(a) != "" && len(a) <= 200 && textOK(a) }
+
+// textOK: s can be a column of either store (valid UTF-8 without NUL, which
+// PostgreSQL's text refuses): one that is not is refused as malformed, or
+// names nothing, on both stores alike.
+func textOK(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 	var t Task
@@ -104,6 +110,9 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	case len(t.ID) > 200:
 		writeError(w, errf(400, "invalid_request", "id over 200 characters"))
+		return
+	case !textOK(t.ID) || !textOK(t.TaskKind) || (t.Idempotency != nil && t.Idempotency.Key != nil && !textOK(*t.Idempotency.Key)):
+		writeError(w, errf(400, "invalid_request", "id, task_kind and idempotency.key are text without NUL"))
 		return
 	case t.Idempotency != nil && t.Idempotency.DuplicateSafety != SafetyIdempotent && t.Idempotency.DuplicateSafety != SafetyUnsafe:
 		writeError(w, errf(400, "invalid_request", "idempotency.duplicate_safety is idempotent or unsafe"))
@@ -161,6 +170,10 @@ func (s *Server) handleResult(w http.ResponseWriter, r *http.Request) {
 	if len(q.Content) == 0 {
 		q.Content = json.RawMessage("null")
 	}
+	if !textOK(r.PathValue("id")) {
+		writeError(w, errUnknownTask)
+		return
+	}
 	e, dup, err := s.postResult(r.Context(), r.PathValue("id"), q.LeaseID, Result{Status: q.Status, Content: q.Content, ErrorMessage: q.ErrorMessage})
 	if err != nil {
 		writeError(w, err)
@@ -174,7 +187,11 @@ func (s *Server) handleResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	e, err := entryBy(s.rdb, r.PathValue("id"))
+	if !textOK(r.PathValue("id")) {
+		writeError(w, errUnknownTask)
+		return
+	}
+	e, err := s.entryBy(s.rdb, r.PathValue("id"))
 	switch {
 	case err != nil:
 		writeError(w, err)
@@ -253,7 +270,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) entries(q string, args ...any) ([]*Entry, error) {
-	rows, err := s.rdb.Query(q, args...)
+	rows, err := s.rdb.Query(s.q(q), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -369,13 +386,17 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, args := `SELECT row FROM audit WHERE seq > ?`, []any{since}
+	if !textOK(r.URL.Query().Get("task_id")) || !textOK(r.URL.Query().Get("action")) {
+		writeError(w, errf(400, "invalid_request", "task_id and action are text without NUL"))
+		return
+	}
 	if id := r.URL.Query().Get("task_id"); id != "" {
 		q, args = q+` AND task_id = ?`, append(args, id)
 	}
 	if a := r.URL.Query().Get("action"); a != "" {
 		q, args = q+` AND action = ?`, append(args, a)
 	}
-	rows, err := s.rdb.Query(q+` ORDER BY seq LIMIT 1000`, args...)
+	rows, err := s.rdb.Query(s.q(q+` ORDER BY seq LIMIT 1000`), args...)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -25,6 +25,8 @@ const (
 	MutantAcceptedRiskBypass    = "accepted-risk-bypass"
 	MutantYoungLeaseRequeued    = "young-lease-requeued"
 	MutantNoCacheReplay         = "no-cache-replay"
+	MutantReplicaLocalCache     = "replica-local-cache"
+	MutantCheckThenInsert       = "check-then-insert"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -51,8 +53,19 @@ func Mutants() []Mutant {
 	}
 }
 
+// ReplicaMutants are the mutants that are correct on one replica and
+// break their rule only across several sharing the store (--store
+// postgres://…): the single-replica suite cannot kill them, idscheck chaos
+// over replicas must.
+func ReplicaMutants() []Mutant {
+	return []Mutant{
+		{MutantReplicaLocalCache, "the result cache is a map of the process (warmed from the store at start, filled by the results posted to this replica) consulted instead of the store at enqueue; correct on one replica, a task whose cache key's result was posted to another replica is queued and executed again", "A2A-CACHE-replay"},
+		{MutantCheckThenInsert, "a lease looks up the recipient's oldest queued task, then writes its lease in another transaction over whatever the row holds, under a lock of the process; correct on one replica, two replicas leasing at once lease one task twice", "A2A-INTRO-explicit-lease"},
+	}
+}
+
 func knownMutant(name string) bool {
-	for _, m := range Mutants() {
+	for _, m := range append(Mutants(), ReplicaMutants()...) {
 		if m.Name == name {
 			return true
 		}

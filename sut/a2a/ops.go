@@ -52,8 +52,9 @@ func (s *Server) enqueue(ctx context.Context, t Task) (*Entry, error) {
 	raw, _ := json.Marshal(t)
 	e := &Entry{Task: t, State: StateQueued}
 	return submit(ctx, s, func(tx *sql.Tx) (*Entry, error) {
+		e.Result = nil // a rerun (a race lost on PostgreSQL) reads the cache afresh
 		var exists int
-		if err := tx.QueryRow(`SELECT count(*) FROM tasks WHERE id = ?`, t.ID).Scan(&exists); err != nil {
+		if err := tx.QueryRow(s.q(`SELECT count(*) FROM tasks WHERE id = ?`), t.ID).Scan(&exists); err != nil {
 			return nil, err
 		}
 		if exists > 0 {
@@ -62,9 +63,7 @@ func (s *Server) enqueue(ctx context.Context, t Task) (*Entry, error) {
 		var result sql.NullString
 		state := StateQueued
 		if e.safety() == SafetyIdempotent && e.key() != "" && s.mutant != MutantNoCacheReplay {
-			var cached string
-			err := tx.QueryRow(`SELECT result FROM cache WHERE sender = ? AND recipient = ? AND task_kind = ? AND idem_key = ?`,
-				t.Sender, t.Recipient, s.cacheKind(t), e.key()).Scan(&cached)
+			cached, err := s.cachedResult(tx, t, e.key())
 			switch {
 			case err == nil:
 				var r Result
@@ -82,12 +81,10 @@ func (s *Server) enqueue(ctx context.Context, t Task) (*Entry, error) {
 		if m := t.Idempotency; m != nil && m.Key != nil {
 			key = *m.Key
 		}
-		res, err := tx.Exec(`INSERT INTO tasks(id, sender, recipient, task_kind, safety, idem_key, task, state, result) VALUES(?,?,?,?,?,?,?,?,?)`,
-			t.ID, t.Sender, t.Recipient, t.TaskKind, e.safety(), key, string(raw), state, result)
-		if err != nil {
+		if err := tx.QueryRow(s.q(`INSERT INTO tasks(id, sender, recipient, task_kind, safety, idem_key, task, state, result) VALUES(?,?,?,?,?,?,?,?,?) RETURNING seq`),
+			t.ID, t.Sender, t.Recipient, t.TaskKind, e.safety(), key, string(raw), state, result).Scan(&e.seq); err != nil {
 			return nil, err
 		}
-		e.seq, _ = res.LastInsertId()
 		e.State = state
 		return e, nil
 	})
@@ -96,19 +93,28 @@ func (s *Server) enqueue(ctx context.Context, t Task) (*Entry, error) {
 // lease leases the oldest queued task of recipient (nil: none).
 func (s *Server) lease(ctx context.Context, recipient string) (*Entry, error) {
 	now := s.nowMS()
-	e, err := submit(ctx, s, func(tx *sql.Tx) (*Entry, error) {
-		where := `state = 'queued'`
-		if s.mutant == MutantLeaseExpires {
-			where = `(state = 'queued' OR (state = 'in_flight' AND leased_at_ms <= ` + itoa(now-200) + `))`
-		}
-		inc := `attempt + 1`
-		if s.mutant == MutantAttemptNotIncremented {
-			inc = `CASE WHEN attempt = 0 THEN 1 ELSE attempt END`
-		}
-		return scanEntry(tx.QueryRow(`UPDATE tasks SET state = 'in_flight', lease_id = ?, leased_to = ?, leased_at_ms = ?, attempt = `+inc+`
+	where := `state = 'queued'`
+	if s.mutant == MutantLeaseExpires {
+		where = `(state = 'queued' OR (state = 'in_flight' AND leased_at_ms <= ` + itoa(now-200) + `))`
+	}
+	inc := `attempt + 1`
+	if s.mutant == MutantAttemptNotIncremented {
+		inc = `CASE WHEN attempt = 0 THEN 1 ELSE attempt END`
+	}
+	var e *Entry
+	var err error
+	switch {
+	case s.mutant == MutantCheckThenInsert:
+		e, err = s.leaseCheckThenWrite(ctx, recipient, inc, now)
+	case s.pg != nil:
+		e, err = s.leasePG(ctx, where, inc, newID(), recipient, now)
+	default:
+		e, err = submit(ctx, s, func(tx *sql.Tx) (*Entry, error) {
+			return scanEntry(tx.QueryRow(`UPDATE tasks SET state = 'in_flight', lease_id = ?, leased_to = ?, leased_at_ms = ?, attempt = `+inc+`
  WHERE seq = (SELECT seq FROM tasks WHERE recipient = ? AND `+where+` ORDER BY seq LIMIT 1)
  RETURNING `+entryCols, newID(), recipient, now, recipient))
-	})
+		})
+	}
 	if err == nil && e != nil {
 		failpoints.Eval(FailpointAfterLeaseCommit)
 	}
@@ -123,7 +129,7 @@ func (s *Server) postResult(ctx context.Context, id, leaseID string, r Result) (
 		dup bool
 	}
 	o, err := submit(ctx, s, func(tx *sql.Tx) (out, error) {
-		e, err := entryBy(tx, id)
+		e, err := s.entryBy(tx, id)
 		if err != nil {
 			return out{}, err
 		}
@@ -134,7 +140,7 @@ func (s *Server) postResult(ctx context.Context, id, leaseID string, r Result) (
 		if e.Result != nil {
 			if sameResult(*e.Result, r) {
 				if s.mutant == MutantResultReposted && e.State == StateResolved {
-					if _, err := tx.Exec(`UPDATE tasks SET state = 'result_pending' WHERE seq = ?`, e.seq); err != nil {
+					if _, err := tx.Exec(s.q(`UPDATE tasks SET state = 'result_pending' WHERE seq = ?`), e.seq); err != nil {
 						return out{}, err
 					}
 					e.State = StateResultPending
@@ -147,11 +153,13 @@ func (s *Server) postResult(ctx context.Context, id, leaseID string, r Result) (
 			return out{}, errf(409, "lease_mismatch", "the lease_id is not the task's current lease")
 		}
 		b, _ := json.Marshal(r)
-		if _, err := tx.Exec(`UPDATE tasks SET state = 'result_pending', result = ? WHERE seq = ?`, string(b), e.seq); err != nil {
+		if _, err := tx.Exec(s.q(`UPDATE tasks SET state = 'result_pending', result = ? WHERE seq = ?`), string(b), e.seq); err != nil {
 			return out{}, err
 		}
 		if e.safety() == SafetyIdempotent && e.key() != "" && r.Status == "completed" {
-			if _, err := tx.Exec(`INSERT OR IGNORE INTO cache(sender, recipient, task_kind, idem_key, result, task_id) VALUES(?,?,?,?,?,?)`,
+			// The cache key is the cache's primary key: of two results
+			// under one key, the first committed is kept.
+			if _, err := tx.Exec(s.q(`INSERT INTO cache(sender, recipient, task_kind, idem_key, result, task_id) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING`),
 				e.Task.Sender, e.Task.Recipient, s.cacheKind(e.Task), e.key(), string(b), id); err != nil {
 				return out{}, err
 			}
@@ -159,6 +167,9 @@ func (s *Server) postResult(ctx context.Context, id, leaseID string, r Result) (
 		e.State, e.Result = StateResultPending, &r
 		return out{e, false}, nil
 	})
+	if err == nil && !o.dup {
+		s.remember(o.e)
+	}
 	return o.e, o.dup, err
 }
 
@@ -177,7 +188,7 @@ func sameResult(a, b Result) bool {
 // drain returns the sender's pending results and resolves their tasks.
 func (s *Server) drain(ctx context.Context, sender string) ([]*Entry, error) {
 	return submit(ctx, s, func(tx *sql.Tx) ([]*Entry, error) {
-		rows, err := tx.Query(`UPDATE tasks SET state = 'resolved' WHERE sender = ? AND state = 'result_pending' RETURNING `+entryCols, sender)
+		rows, err := tx.Query(s.q(`UPDATE tasks SET state = 'resolved' WHERE sender = ? AND state = 'result_pending' RETURNING `+entryCols), sender)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +253,10 @@ func (s *Server) repair(ctx context.Context, rq RepairRequest) (*Entry, AuditRow
 	}
 	now := s.nowMS()
 	o, err := submit(ctx, s, func(tx *sql.Tx) (out, error) {
-		e, err := entryBy(tx, rq.TaskID)
+		if !textOK(rq.TaskID) {
+			return out{}, errUnknownTask
+		}
+		e, err := s.entryBy(tx, rq.TaskID)
 		if err != nil {
 			return out{}, err
 		}
@@ -257,7 +271,11 @@ func (s *Server) repair(ctx context.Context, rq RepairRequest) (*Entry, AuditRow
 		row := AuditRow{Action: c.Action, TaskID: e.Task.ID, LeaseID: e.LeaseID, Attempt: e.Attempt, IdempotencyKey: e.key(),
 			DuplicateRisk: c.DuplicateRisk, Reason: rq.Reason, AtMS: now}
 		if c.Action == ActionRequeue {
-			if _, err := tx.Exec(`UPDATE tasks SET state = 'queued', accepted_risk = accepted_risk OR ? WHERE seq = ?`, c.DuplicateRisk == RiskAccepted, e.seq); err != nil {
+			accepted := 0
+			if c.DuplicateRisk == RiskAccepted {
+				accepted = 1
+			}
+			if _, err := tx.Exec(s.q(`UPDATE tasks SET state = 'queued', accepted_risk = CASE WHEN ? = 1 THEN 1 ELSE accepted_risk END WHERE seq = ?`), accepted, e.seq); err != nil {
 				return out{}, err
 			}
 			e.State = StateQueued
@@ -268,12 +286,12 @@ func (s *Server) repair(ctx context.Context, rq RepairRequest) (*Entry, AuditRow
 			}
 			r := Result{TaskID: e.Task.ID, Status: "failed", Content: json.RawMessage("null"), ErrorMessage: msg}
 			b, _ := json.Marshal(r)
-			if _, err := tx.Exec(`UPDATE tasks SET state = 'result_pending', result = ? WHERE seq = ?`, string(b), e.seq); err != nil {
+			if _, err := tx.Exec(s.q(`UPDATE tasks SET state = 'result_pending', result = ? WHERE seq = ?`), string(b), e.seq); err != nil {
 				return out{}, err
 			}
 			e.State, e.Result = StateResultPending, &r
 		}
-		row, err = appendAudit(tx, row)
+		row, err = s.appendAudit(tx, row)
 		return out{e, row}, err
 	})
 	return o.e, o.row, err
@@ -321,7 +339,7 @@ func (s *Server) retryStale(ctx context.Context, p Policy, scheduler bool) (*Rep
 	now := s.nowMS()
 	return submit(ctx, s, func(tx *sql.Tx) (*Report, error) {
 		rep := &Report{Policy: p, Requeued: []Requeued{}, Skipped: []Skipped{}, WouldRequeue: []string{}}
-		rows, err := tx.Query(`SELECT `+entryCols+` FROM tasks WHERE state = 'in_flight' ORDER BY leased_at_ms, seq LIMIT ?`, p.ScanLimit)
+		rows, err := tx.Query(s.q(`SELECT `+entryCols+` FROM tasks WHERE state = 'in_flight' ORDER BY leased_at_ms, seq LIMIT ?`), p.ScanLimit)
 		if err != nil {
 			return nil, err
 		}
@@ -355,14 +373,16 @@ func (s *Server) retryStale(ctx context.Context, p Policy, scheduler bool) (*Rep
 				rep.Skipped = append(rep.Skipped, Skipped{TaskID: e.Task.ID, Reason: reason, Attempt: e.Attempt, LeaseAgeMS: age})
 				continue
 			}
-			if err := s.autoRequeue(tx, e, age, now); err != nil {
+			if ok, err := s.autoRequeue(tx, e, age, now); err != nil {
 				return nil, err
+			} else if !ok {
+				continue // no longer in flight: another transaction moved it
 			}
 			rep.Requeued = append(rep.Requeued, Requeued{TaskID: e.Task.ID, LeaseID: e.LeaseID, Attempt: e.Attempt, IdempotencyKey: e.key(), LeaseAgeMS: age})
 		}
 		if scheduler && s.mutant != MutantNoScanRow {
 			c, r, k := rep.Considered, len(rep.Requeued), len(rep.Skipped)
-			if _, err := appendAudit(tx, AuditRow{Kind: ActionSchedulerRun, Action: ActionSchedulerRun, Considered: &c, Requeued: &r, Skipped: &k, AtMS: now}); err != nil {
+			if _, err := s.appendAudit(tx, AuditRow{Kind: ActionSchedulerRun, Action: ActionSchedulerRun, Considered: &c, Requeued: &r, Skipped: &k, AtMS: now}); err != nil {
 				return nil, err
 			}
 		}
@@ -388,8 +408,9 @@ func (s *Server) skipReason(e *Entry, p Policy, age int64) string {
 	return ""
 }
 
-// autoRequeue requeues e (same id, same attempt) with its auto_requeue row.
-func (s *Server) autoRequeue(tx *sql.Tx, e *Entry, age, now int64) error {
+// autoRequeue requeues e (same id, same attempt) with its auto_requeue
+// row; false when e is no longer in flight (then nothing is written).
+func (s *Server) autoRequeue(tx *sql.Tx, e *Entry, age, now int64) (bool, error) {
 	if s.mutant == MutantNewTaskIDOnRetry {
 		t := e.Task
 		t.ID = newID()
@@ -398,23 +419,29 @@ func (s *Server) autoRequeue(tx *sql.Tx, e *Entry, age, now int64) error {
 		if k := e.key(); k != "" {
 			key = k
 		}
-		if _, err := tx.Exec(`INSERT INTO tasks(id, sender, recipient, task_kind, safety, idem_key, task, state, attempt) VALUES(?,?,?,?,?,?,?,'queued',?)`,
+		if _, err := tx.Exec(s.q(`INSERT INTO tasks(id, sender, recipient, task_kind, safety, idem_key, task, state, attempt) VALUES(?,?,?,?,?,?,?,'queued',?)`),
 			t.ID, t.Sender, t.Recipient, t.TaskKind, e.safety(), key, string(raw), e.Attempt); err != nil {
-			return err
+			return false, err
 		}
 		r, _ := json.Marshal(Result{TaskID: e.Task.ID, Status: "failed", Content: json.RawMessage("null"), ErrorMessage: "retried as " + t.ID})
-		if _, err := tx.Exec(`UPDATE tasks SET state = 'result_pending', result = ? WHERE seq = ?`, string(r), e.seq); err != nil {
-			return err
+		if _, err := tx.Exec(s.q(`UPDATE tasks SET state = 'result_pending', result = ? WHERE seq = ?`), string(r), e.seq); err != nil {
+			return false, err
 		}
-	} else if _, err := tx.Exec(`UPDATE tasks SET state = 'queued' WHERE seq = ? AND state = 'in_flight'`, e.seq); err != nil {
-		return err
+	} else {
+		res, err := tx.Exec(s.q(`UPDATE tasks SET state = 'queued' WHERE seq = ? AND state = 'in_flight' AND lease_id = ?`), e.seq, e.LeaseID)
+		if err != nil {
+			return false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return false, err
+		}
 	}
 	if s.mutant == MutantNoAuditRow {
-		return nil
+		return true, nil
 	}
-	_, err := appendAudit(tx, AuditRow{Action: ActionAutoRequeue, TaskID: e.Task.ID, LeaseID: e.LeaseID, Attempt: e.Attempt,
+	_, err := s.appendAudit(tx, AuditRow{Action: ActionAutoRequeue, TaskID: e.Task.ID, LeaseID: e.LeaseID, Attempt: e.Attempt,
 		IdempotencyKey: e.key(), DuplicateRisk: SafetyIdempotent, Reason: "retry-stale: lease age " + itoa(age) + " ms", AtMS: now})
-	return err
+	return err == nil, err
 }
 
 func itoa(n int64) string {

@@ -23,6 +23,15 @@
 //     task with that cache key is answered with the result at once;
 //     compaction drops resolved tasks, never the cache or the audit log.
 //
+// On PostgreSQL (Config.Store, several replicas over one database) the
+// database keeps the same guarantees: a lease is one UPDATE of the row its
+// sub-select took FOR UPDATE SKIP LOCKED (two replicas never lease one
+// task); every other write is a SERIALIZABLE transaction (pgstore.Writer)
+// rerun when it lost a race, so an enqueue delivered to every replica at
+// once stores one task (the UNIQUE id), a result is cached once (the
+// cache's primary key), and the schedulers of every replica requeue a
+// stale lease once (the requeue's condition is read again on a rerun).
+//
 // The package imports nothing of the harness: server and harness meet only
 // on the wire.
 package a2a
@@ -42,6 +51,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // FailpointAfterLeaseCommit is evaluated after a lease is committed,
@@ -122,7 +132,14 @@ func SchedulerFromEnv(getenv func(string) string, timeScale float64) (Scheduler,
 
 // Config configures the queue.
 type Config struct {
+	// DBPath is the SQLite database (the default store), for one process.
 	DBPath string
+	// Store, when set, is the store instead of DBPath: a PostgreSQL URL
+	// (postgres://…) several replicas of the queue share.
+	Store string
+	// ReplicaID names this replica among those sharing Store (its
+	// connections' application_name; "" : "replica").
+	ReplicaID string
 	// APIKey is the key every route but /health needs; Open refuses "".
 	APIKey    string
 	Scheduler Scheduler
@@ -142,7 +159,12 @@ type Server struct {
 	key    []byte
 
 	wdb, rdb *sql.DB
-	w        *groupcommit.Writer
+	w        writer
+	// pg is the shared PostgreSQL store (Config.Store), nil on SQLite;
+	// then wdb and rdb are that one pool.
+	pg *sql.DB
+
+	rs replicaState // the replica mutants'
 
 	// scanned is called after each scheduler pass (tests).
 	scanned func()
@@ -153,18 +175,30 @@ type Server struct {
 	closeErr  error
 }
 
-// Open opens (or creates) the database at c.DBPath and returns a running
-// queue (its scheduler running when c.Scheduler.Enabled).
+// writer runs each write in a transaction: groupcommit.Writer on SQLite
+// (one writer, batched commits), pgstore.Writer on PostgreSQL (each write
+// its own SERIALIZABLE transaction, rerun when it lost a race).
+type writer interface {
+	Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error)
+	Close()
+}
+
+// Open opens (or creates) the database at c.DBPath, or the shared store
+// c.Store, and returns a running queue (its scheduler running when
+// c.Scheduler.Enabled).
 func Open(ctx context.Context, c Config) (*Server, error) {
-	if c.DBPath == "" {
+	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("a2a: open: no database path")
+	}
+	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
+		return nil, errors.New("a2a: open: the store must be a postgres:// URL")
 	}
 	if c.APIKey == "" {
 		return nil, errors.New("a2a: open: no API key")
 	}
 	if c.Mutant != "" && !knownMutant(c.Mutant) {
 		var names []string
-		for _, m := range Mutants() {
+		for _, m := range append(Mutants(), ReplicaMutants()...) {
 			names = append(names, m.Name)
 		}
 		return nil, fmt.Errorf("a2a: open: unknown mutant %q (valid: %s)", c.Mutant, strings.Join(names, ", "))
@@ -181,6 +215,16 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		clock = time.Now
 	}
 	s := &Server{cfg: c, mutant: c.Mutant, log: log, clock: clock, key: []byte(c.APIKey)}
+	if c.Store != "" {
+		if c.ReplicaID == "" {
+			s.cfg.ReplicaID = "replica"
+		}
+		if err := s.openPostgres(ctx); err != nil {
+			return nil, fmt.Errorf("a2a: open: %w", err)
+		}
+		s.start()
+		return s, nil
+	}
 	wdb, err := sql.Open("sqlite", dsn(c.DBPath, false))
 	if err != nil {
 		return nil, fmt.Errorf("a2a: open: write db: %w", err)
@@ -212,16 +256,25 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	rdb.SetMaxOpenConns(4)
 	rdb.SetMaxIdleConns(4)
 	s.wdb, s.rdb = wdb, rdb
-	if s.w, err = groupcommit.New(wdb, log); err != nil {
+	gw, err := groupcommit.New(wdb, log)
+	if err != nil {
 		return fail(err)
 	}
+	s.w = gw
+	s.start()
+	return s, nil
+}
+
+// start warms the replica-local-cache mutant's cache and starts the
+// scheduler when it is enabled.
+func (s *Server) start() {
+	s.warmCache(context.Background())
 	bg, cancel := context.WithCancel(context.Background())
 	s.stop = cancel
-	if c.Scheduler.Enabled {
+	if s.cfg.Scheduler.Enabled {
 		s.wg.Add(1)
 		go s.schedule(bg)
 	}
-	return s, nil
 }
 
 // Close stops the scheduler, commits what is queued and closes the store.
@@ -230,6 +283,10 @@ func (s *Server) Close() error {
 		s.stop()
 		s.wg.Wait()
 		s.w.Close()
+		if s.pg != nil {
+			s.closeErr = s.pg.Close()
+			return
+		}
 		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
 	})
 	return s.closeErr

@@ -34,12 +34,28 @@ type testEnv struct {
 	base  string
 	clock *fakeClock
 	n     int
+	cfg   Config
+}
+
+// testStore, when set (TestPostgres), gives newEnv a PostgreSQL store.
+var testStore func(testing.TB) string
+
+// testDB is the store of a test's queue: a fresh SQLite file, or a fresh
+// PostgreSQL database under TestPostgres.
+func testDB(t testing.TB) string {
+	if testStore != nil {
+		return testStore(t)
+	}
+	return filepath.Join(t.TempDir(), "a2a.db")
 }
 
 func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	t.Helper()
 	clock := &fakeClock{now: time.Unix(1_767_225_600, 0)}
 	c := Config{DBPath: filepath.Join(t.TempDir(), "a2a.db"), APIKey: testKey, Mutant: mutant, Clock: clock.Now}
+	if testStore != nil {
+		c.Store, c.ReplicaID = testStore(t), "r1"
+	}
 	for _, f := range mod {
 		f(&c)
 	}
@@ -49,7 +65,7 @@ func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	return &testEnv{t: t, srv: srv, base: hs.URL, clock: clock}
+	return &testEnv{t: t, srv: srv, base: hs.URL, clock: clock, cfg: c}
 }
 
 type resp struct {
@@ -205,7 +221,7 @@ func (e *testEnv) staleLease(kind, safety string, key *string) (id, recipient st
 var enabled = map[string]any{"enabled": true, "scan_limit": 1000, "max_requeues": 1000}
 
 func TestOpenRefuses(t *testing.T) {
-	for _, c := range []Config{{APIKey: "k"}, {DBPath: "x.db"}, {DBPath: "x.db", APIKey: "k", Mutant: "nope"}} {
+	for _, c := range []Config{{APIKey: "k"}, {DBPath: "x.db"}, {DBPath: "x.db", APIKey: "k", Mutant: "nope"}, {Store: "mysql://x", APIKey: "k"}} {
 		if _, err := Open(t.Context(), c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
@@ -231,6 +247,16 @@ func TestMalformedNever5xx(t *testing.T) {
 		{"POST", "/a2a/repair", []byte(`{"task_id":"x","reason":"r","command":{"action":"requeue"}}`), 400},
 		{"GET", "/a2a/queue?limit=x", nil, 400},
 		{"GET", "/a2a/nothing", nil, 404},
+		// Text a PostgreSQL column refuses: malformed, or naming nothing, on both stores.
+		{"POST", "/a2a/tasks", []byte(`{"sender":"a\u0000","recipient":"b"}`), 400},
+		{"POST", "/a2a/tasks", []byte(`{"sender":"a","recipient":"b","task_kind":"k\u0000"}`), 400},
+		{"POST", "/a2a/tasks", []byte(`{"sender":"a","recipient":"b","idempotency":{"duplicate_safety":"idempotent","key":"k\u0000"}}`), 400},
+		{"POST", "/a2a/lease", []byte(`{"recipient":"r\u0000"}`), 400},
+		{"POST", "/a2a/results/drain", []byte(`{"sender":"s\u0000"}`), 400},
+		{"GET", "/a2a/tasks/%FF%00", nil, 404},
+		{"POST", "/a2a/tasks/%00/result", []byte(`{"status":"completed"}`), 404},
+		{"POST", "/a2a/repair", []byte(`{"task_id":"x\u0000","reason":"r","command":{"action":"force_error"}}`), 404},
+		{"GET", "/a2a/audit?task_id=%00", nil, 400},
 	} {
 		if r := e.do(c.method, c.path, c.body); r.status != c.want {
 			t.Errorf("%s %s %s: %s, want %d", c.method, c.path, c.body, r, c.want)

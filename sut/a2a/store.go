@@ -171,10 +171,22 @@ func scanEntry(sc scanner) (*Entry, error) {
 }
 
 // entryBy reads one task by id through q (a transaction or the read pool).
-func entryBy(q interface {
+func (s *Server) entryBy(q interface {
 	QueryRow(string, ...any) *sql.Row
 }, id string) (*Entry, error) {
-	return scanEntry(q.QueryRow(`SELECT `+entryCols+` FROM tasks WHERE id = ?`, id))
+	return scanEntry(q.QueryRow(s.q(`SELECT `+entryCols+` FROM tasks WHERE id = ?`), id))
+}
+
+// cachedResult is the result cached under t's cache key with key ("" and
+// sql.ErrNoRows when there is none).
+func (s *Server) cachedResult(tx *sql.Tx, t Task, key string) (string, error) {
+	if s.mutant == MutantReplicaLocalCache {
+		return s.localCached(t, key)
+	}
+	var cached string
+	err := tx.QueryRow(s.q(`SELECT result FROM cache WHERE sender = ? AND recipient = ? AND task_kind = ? AND idem_key = ?`),
+		t.Sender, t.Recipient, s.cacheKind(t), key).Scan(&cached)
+	return cached, err
 }
 
 // AuditRow is one row of the audit log (the binding's fields; the empty
@@ -204,17 +216,15 @@ const (
 )
 
 // appendAudit writes row in tx and returns it with its seq.
-func appendAudit(tx *sql.Tx, row AuditRow) (AuditRow, error) {
+func (s *Server) appendAudit(tx *sql.Tx, row AuditRow) (AuditRow, error) {
 	if row.Kind == "" {
 		row.Kind = "a2a_repair"
 	}
-	res, err := tx.Exec(`INSERT INTO audit(action, task_id, row) VALUES(?, ?, '{}')`, row.Action, nullable(row.TaskID))
-	if err != nil {
+	if err := tx.QueryRow(s.q(`INSERT INTO audit(action, task_id, row) VALUES(?, ?, '{}') RETURNING seq`), row.Action, nullable(row.TaskID)).Scan(&row.Seq); err != nil {
 		return row, err
 	}
-	row.Seq, _ = res.LastInsertId()
 	b, _ := json.Marshal(row)
-	if _, err := tx.Exec(`UPDATE audit SET row = ? WHERE seq = ?`, string(b), row.Seq); err != nil {
+	if _, err := tx.Exec(s.q(`UPDATE audit SET row = ? WHERE seq = ?`), string(b), row.Seq); err != nil {
 		return row, err
 	}
 	return row, nil
