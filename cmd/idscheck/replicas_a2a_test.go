@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
 	suta2a "github.com/idscheck/idscheck/sut/a2a"
@@ -83,27 +81,10 @@ func TestChaosA2AReplicas(t *testing.T) {
 		}
 	})
 	t.Run("correct on three through a store restart", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cluster, err := pgtest.Start(ctx) // its own: restarting the shared one would cut the other tests off
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cluster.Stop() })
-		store, err := cluster.CreateDatabase(ctx, "a2a_restart")
-		if err != nil {
-			t.Fatal(err)
-		}
-		storeRestarter = func(s string) func(context.Context) error {
-			if s != store {
-				return nil
-			}
-			return cluster.RestartFast
-		}
-		t.Cleanup(func() { storeRestarter = nil })
+		// --store local: the cluster idscheck starts, the one it restarts.
 		dir := filepath.Join(t.TempDir(), "run")
 		code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "a2a", "--duration", "4s", "--workers", "8", "--seed", "5", "--time-scale", "1000",
-			"--faults", "store-restart,storm", "--replicas", "3", "--store", store, "--store-proxy", "--out", dir)
+			"--faults", "store-restart,storm", "--replicas", "3", "--store", "local", "--store-proxy", "--out", dir)
 		logSummary(t, stdout)
 		if code != exitOK || !strings.Contains(stdout, "no anomaly") {
 			t.Fatalf("exit %d, want 0 and no anomaly through a store restart\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
