@@ -11,7 +11,7 @@ import (
 type execOutcome struct {
 	outcome
 	// reserved: the row moved authorized → executing in this operation:
-	// this request charges it (the row is in s.running).
+	// this request charges it (it holds the row's claim).
 	reserved bool
 	// again is the double-charge-on-retry mutant's charge of a retry.
 	again bool
@@ -21,7 +21,6 @@ type execOutcome struct {
 type execRequest struct {
 	intentID, key string
 	now           time.Time
-	registered    bool // set on the writer goroutine: the row is in s.running
 }
 
 // postExecute is POST /api/atp/execute.
@@ -45,16 +44,26 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 	// A client gone does not abort a charge under way.
 	ctx := context.WithoutCancel(r.Context())
 	req := &execRequest{intentID: intentID, key: key, now: s.clock()}
-	if s.mutant == MutantNoReservation {
+	switch s.mutant {
+	case MutantNoReservation:
 		if done, err := s.executeUnreserved(ctx, w, req); done || err != nil {
+			return err
+		}
+	case MutantReplicaLocalCache:
+		if done, err := s.executeCached(ctx, w, req); done || err != nil {
+			return err
+		}
+	case MutantCheckThenInsert:
+		if done, err := s.executeCheckThenInsert(ctx, w, req); done || err != nil {
 			return err
 		}
 	}
 	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) { return s.reserve(tx, req) })
 	if err != nil {
-		if req.registered {
-			s.release(rowKey(req.intentID, req.key))
-		}
+		// Whether the reservation landed is unknown: if it did, its claim
+		// is let go now (when the store answers) so that a sweep resolves
+		// the row, rather than when it lapses.
+		s.unlease(ctx, req.intentID, req.key)
 		return err
 	}
 	o := v.(execOutcome)
@@ -69,7 +78,7 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	x, ok := s.charge(ctx, o.row, createKey(o.row))
-	s.release(rowKey(o.row.intentID, o.row.key))
+	s.unlease(ctx, o.row.intentID, o.row.key)
 	if !ok {
 		// The rail did not answer: the row stays executing until the
 		// rail's callback or the sweep resolves it (§6). Answer the row as
@@ -128,10 +137,9 @@ func (s *Server) reserve(tx *sql.Tx, req *execRequest) (execOutcome, error) {
 		} else if !ok {
 			return execOutcome{outcome: outcome{row: x}}, nil // not reached: the row was read in this operation
 		}
-		s.runMu.Lock()
-		s.running[rowKey(x.intentID, x.key)] = true
-		s.runMu.Unlock()
-		req.registered = true
+		if err := s.lease(tx, x); err != nil {
+			return execOutcome{}, err
+		}
 		return execOutcome{outcome: outcome{row: x}, reserved: true}, nil
 	case stateExpired:
 		return execOutcome{outcome: outcome{err: expiredErr()}}, nil
@@ -182,6 +190,23 @@ func (s *Server) setPI(ctx context.Context, x *row, pi string) error {
 		x.railPI = sql.NullString{String: pi, Valid: true}
 	}
 	return err
+}
+
+// lease claims the row x for this replica for s.leaseFor: no sweep, of
+// any replica, takes it meanwhile.
+func (s *Server) lease(tx *sql.Tx, x *row) error {
+	_, err := tx.Stmt(s.st.lease).Exec(s.replica, time.Now().Add(s.leaseFor).UnixNano(), x.intentID, x.key)
+	return err
+}
+
+// unlease lets go of this replica's claim on a row (best effort: a claim
+// not let go lapses).
+func (s *Server) unlease(ctx context.Context, intentID, key string) {
+	if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		return tx.Stmt(s.st.unlease).Exec(intentID, key, s.replica)
+	}); err != nil {
+		s.log.Warn("let go of a row", "intent_id", intentID, "err", err)
+	}
 }
 
 // chargeAgain is the double-charge-on-retry mutant: a fresh payment intent,
