@@ -77,7 +77,9 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 		writeRow(w, o.row)
 		return nil
 	}
+	stop := s.keep(o.row.intentID, o.row.key)
 	x, ok := s.charge(ctx, o.row, createKey(o.row))
+	stop()
 	s.unlease(ctx, o.row.intentID, o.row.key)
 	if !ok {
 		// The rail did not answer: the row stays executing until the
@@ -197,6 +199,30 @@ func (s *Server) setPI(ctx context.Context, x *row, pi string) error {
 func (s *Server) lease(tx *sql.Tx, x *row) error {
 	_, err := tx.Stmt(s.st.lease).Exec(s.replica, time.Now().Add(s.leaseFor).UnixNano(), x.intentID, x.key)
 	return err
+}
+
+// keep renews this replica's claim on a row every third of s.leaseFor
+// until stop is called: a charge slower than a claim keeps it, a replica
+// that died lets it lapse.
+func (s *Server) keep(intentID, key string) (stop func()) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	go func() {
+		t := time.NewTicker(s.leaseFor / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+					return tx.Stmt(s.st.renew).Exec(time.Now().Add(s.leaseFor).UnixNano(), intentID, key, s.replica)
+				}); err != nil {
+					s.log.Warn("renew the claim on a row", "intent_id", intentID, "err", err)
+				}
+			}
+		}
+	}()
+	return cancel
 }
 
 // unlease lets go of this replica's claim on a row (best effort: a claim

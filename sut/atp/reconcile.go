@@ -163,7 +163,9 @@ func (s *Server) sweep(ctx context.Context) error {
 			// resolved it meanwhile.
 			x, err := scanRow(s.st.rGetRow.QueryRowContext(ctx, k[0], k[1]))
 			if err == nil && x != nil && x.open() {
+				stop := s.keep(k[0], k[1])
 				err = s.reconcileRow(ctx, x)
+				stop()
 			}
 			if err != nil {
 				mu.Lock()

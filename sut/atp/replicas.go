@@ -131,7 +131,9 @@ func (s *Server) reserveOver(ctx context.Context, x *row, now time.Time) error {
 // Idempotency-Key: the replica mutants believe their reservation is the
 // only one) and answers the row as committed.
 func (s *Server) chargeOwn(ctx context.Context, w http.ResponseWriter, x *row) error {
+	stop := s.keep(x.intentID, x.key)
 	y, ok := s.charge(ctx, x, "")
+	stop()
 	s.unlease(ctx, x.intentID, x.key)
 	if !ok {
 		if cur, err := s.readRow(ctx, x.intentID, x.key); err == nil && cur != nil {

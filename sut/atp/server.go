@@ -150,7 +150,7 @@ type Server struct {
 	rail     *railClient
 	site     *siteKeys
 	replica  string        // Config.ReplicaID: the owner of the rows this process claims
-	leaseFor time.Duration // how long a claim on a row holds (real time)
+	leaseFor time.Duration // how long a claim on a row holds unless renewed (real time)
 
 	// agents caches registered keys: a key never changes once registered
 	// (the store refuses another), so a cached one is the store's on
@@ -236,9 +236,11 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		clock = time.Now
 	}
 	s := &Server{cfg: c, log: log, scale: c.TimeScale, mutant: c.Mutant, clock: clock, nonceReading: reading,
-		rail: newRailClient(c.RailURL, c.RailTimeout), agents: map[string]ed25519.PublicKey{}, replica: c.ReplicaID,
-		leaseFor: 2*c.RailTimeout + 5*time.Second}
+		rail: newRailClient(c.RailURL, c.RailTimeout), agents: map[string]ed25519.PublicKey{}, replica: c.ReplicaID}
 	s.sweepEvery = max(10*time.Millisecond, time.Duration(float64(c.ReconcileInterval)/s.scale))
+	// A claim lapses half a sweep interval after it was taken or renewed:
+	// a row a dead or cut-off replica held is swept within two intervals.
+	s.leaseFor = max(50*time.Millisecond, s.sweepEvery/2)
 	if c.ActionDedupWindow > 0 {
 		s.dedupWindow = time.Duration(float64(c.ActionDedupWindow) / s.scale)
 	}

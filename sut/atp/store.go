@@ -145,14 +145,14 @@ type stmts struct {
 	getNonce, insertNonce, insertNonceOrIgnore                          *sql.Stmt
 	getDedup, putDedup, settledOf                                       *sql.Stmt
 	getAgent, insertAgent                                               *sql.Stmt
-	lease, unlease, unleaseOwn, claim                                   *sql.Stmt
+	lease, renew, unlease, unleaseOwn, claim                            *sql.Stmt
 	rGetRow, rGetRowByKey, rByPI, rAgent, rCharged                      *sql.Stmt
 }
 
 func (st *stmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.getRow, &st.getRowByKey, &st.insertRow, &st.rewriteRow, &st.advance, &st.regress, &st.setPI,
 		&st.history1, &st.history2, &st.getNonce, &st.insertNonce, &st.insertNonceOrIgnore, &st.getDedup, &st.putDedup,
-		&st.settledOf, &st.getAgent, &st.insertAgent, &st.lease, &st.unlease, &st.unleaseOwn, &st.claim, &st.rGetRow,
+		&st.settledOf, &st.getAgent, &st.insertAgent, &st.lease, &st.renew, &st.unlease, &st.unleaseOwn, &st.claim, &st.rGetRow,
 		&st.rGetRowByKey, &st.rByPI, &st.rAgent, &st.rCharged}
 }
 
@@ -221,6 +221,10 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) erro
 		{r, &st.rAgent, "rAgent", `SELECT x FROM agents WHERE agent_id = ?`},
 		// The claim an execute takes on the row it moved to executing.
 		{w, &st.lease, "lease", `UPDATE transactions SET owner = ?, lease_until = ? WHERE intent_id = ? AND idempotency_key = ?`},
+		// Its renewal while the charge goes on (only a claim this replica
+		// still holds).
+		{w, &st.renew, "renew", `UPDATE transactions SET lease_until = ? WHERE intent_id = ? AND idempotency_key = ? AND owner = ?
+ AND lease_until > 0`},
 		// Its end (only the claim of this replica: another may have taken
 		// the row over since).
 		{w, &st.unlease, "unlease", `UPDATE transactions SET lease_until = 0 WHERE intent_id = ? AND idempotency_key = ? AND owner = ?`},
