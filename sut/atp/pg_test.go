@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 // scenario, on a PostgreSQL store: the same behaviour as on SQLite.
 func TestPostgres(t *testing.T) {
 	pgtest.Shared(t)
-	testStore = pgtest.Database
+	testStore = schemaStore
 	defer func() { testStore = nil }()
 	for name, f := range map[string]func(*testing.T){
 		"HealthConfigKeys": TestHealthConfigKeys, "Agents": TestAgents, "Settle": TestSettle,
@@ -53,9 +55,44 @@ func (e *testEnv) replica(t testing.TB, id, mutant string, mod ...func(*Config))
 	return &r
 }
 
-func newPGEnv(t *testing.T, mutant string, mod ...func(*Config)) *testEnv {
+// pgBase is the database of schemaStore's stores.
+var pgBase struct {
+	once sync.Once
+	url  string
+	db   *sql.DB
+	err  error
+	n    atomic.Int64
+}
+
+// schemaStore is a fresh, empty store: a schema of its own (the URL's
+// search_path) in one database of the shared cluster. A schema is made
+// in milliseconds, a database in a third of a second.
+func schemaStore(t testing.TB) string {
+	t.Helper()
 	pgtest.Shared(t)
-	u := pgtest.Database(t)
+	pgBase.once.Do(func() {
+		pgBase.url = pgtest.Database(t)
+		pgBase.db, pgBase.err = sql.Open("pgx", pgBase.url)
+	})
+	if pgBase.err != nil {
+		t.Fatal(pgBase.err)
+	}
+	name := fmt.Sprintf("atp_%d", pgBase.n.Add(1))
+	if _, err := pgBase.db.Exec("CREATE SCHEMA " + name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pgBase.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func newPGEnv(t *testing.T, mutant string, mod ...func(*Config)) *testEnv {
+	u := schemaStore(t)
 	return newEnv(t, mutant, append([]func(*Config){func(c *Config) { c.Store, c.ReplicaID = u, "r1" }}, mod...)...)
 }
 
@@ -215,7 +252,9 @@ func TestReplicasShareStore(t *testing.T) {
 // Retry-After (never 500, never a success), and serves again once it is
 // back.
 func TestStoreLost(t *testing.T) {
-	e := newPGEnv(t, "")
+	pgtest.Shared(t)
+	own := pgtest.Database(t) // its own database: the test cuts it off
+	e := newEnv(t, "", func(c *Config) { c.Store, c.ReplicaID = own, "r1" })
 	k := key("lost")
 	admin, err := sql.Open("pgx", adminURL(t, e.cfg.Store))
 	if err != nil {

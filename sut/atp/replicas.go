@@ -135,13 +135,15 @@ func (s *Server) chargeOwn(ctx context.Context, w http.ResponseWriter, x *row) e
 	y, ok := s.charge(ctx, x, "")
 	stop()
 	s.unlease(ctx, x.intentID, x.key)
-	if !ok {
-		if cur, err := s.readRow(ctx, x.intentID, x.key); err == nil && cur != nil {
-			y = cur
-		} else {
-			y = x
-		}
+	if ok {
+		evalFailpoint(FailpointAfterCommitBeforeReply)
+		writeRow(w, y)
+		return nil
 	}
-	writeRow(w, y)
+	// The rail did not answer: the row as it is now.
+	if cur, err := s.readRow(ctx, x.intentID, x.key); err == nil && cur != nil {
+		x = cur
+	}
+	writeRow(w, x)
 	return nil
 }
