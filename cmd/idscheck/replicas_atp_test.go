@@ -47,7 +47,11 @@ func TestChaosATPReplicas(t *testing.T) {
 	pgtest.Shared(t)
 	t.Setenv(testBinaryIsCLI, "1")
 	chaos := func(t *testing.T, replicas, mutant, faults string, extra ...string) (int, string, string) {
-		args := []string{"chaos", "--profile", "atp", "--duration", "3s", "--workers", "8", "--seed", "3",
+		duration := "3s"
+		if mutant != "" {
+			duration = "2s"
+		}
+		args := []string{"chaos", "--profile", "atp", "--duration", duration, "--workers", "8", "--seed", "3",
 			"--faults", faults, "--replicas", replicas, "--store", pgtest.Database(t), "--out", filepath.Join(t.TempDir(), "run")}
 		if mutant != "" {
 			args = append(args, "--mutant", mutant)

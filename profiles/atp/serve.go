@@ -26,7 +26,20 @@ func serveCommand() *harness.ServeCommand {
 		Child: harness.ChildWithAPIKey(EnvAPIKey),
 		// --store postgres://… --replica-id NAME: replicas over one store.
 		SharedStore: true,
+		Readings:    serveReadingArgs,
 	}
+}
+
+// serveReadingArgs are serve's flags that make the child follow readings
+// (--reading ID=NAME for each decision of the server's), sorted.
+func serveReadingArgs(readings map[string]string) []string {
+	var args []string
+	for _, id := range []string{DecisionNonceSameKey} {
+		if r := readings[id]; r != "" {
+			args = append(args, "--reading", id+"="+r)
+		}
+	}
+	return args
 }
 
 // serveFlags registers serve's flags of the ATP server: --sink (the rail),
