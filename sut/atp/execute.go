@@ -2,7 +2,9 @@ package atp
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"net/http"
 	"time"
 )
@@ -21,6 +23,7 @@ type execOutcome struct {
 type execRequest struct {
 	intentID, key string
 	now           time.Time
+	claim         string // the claim the reservation takes (newClaim)
 }
 
 // postExecute is POST /api/atp/execute.
@@ -43,7 +46,7 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A client gone does not abort a charge under way.
 	ctx := context.WithoutCancel(r.Context())
-	req := &execRequest{intentID: intentID, key: key, now: s.clock()}
+	req := &execRequest{intentID: intentID, key: key, now: s.clock(), claim: s.newClaim()}
 	switch s.mutant {
 	case MutantNoReservation:
 		if done, err := s.executeUnreserved(ctx, w, req); done || err != nil {
@@ -63,7 +66,7 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 		// Whether the reservation landed is unknown: if it did, its claim
 		// is let go now (when the store answers) so that a sweep resolves
 		// the row, rather than when it lapses.
-		s.unlease(ctx, req.intentID, req.key)
+		s.unlease(ctx, req.claim, req.intentID, req.key)
 		return err
 	}
 	o := v.(execOutcome)
@@ -77,10 +80,10 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 		writeRow(w, o.row)
 		return nil
 	}
-	stop := s.keep(o.row.intentID, o.row.key)
+	stop := s.keep(req.claim, o.row.intentID, o.row.key)
 	x, ok := s.charge(ctx, o.row, createKey(o.row))
 	stop()
-	s.unlease(ctx, o.row.intentID, o.row.key)
+	s.unlease(ctx, req.claim, o.row.intentID, o.row.key)
 	if !ok {
 		// The rail did not answer: the row stays executing until the
 		// rail's callback or the sweep resolves it (§6). Answer the row as
@@ -139,7 +142,7 @@ func (s *Server) reserve(tx *sql.Tx, req *execRequest) (execOutcome, error) {
 		} else if !ok {
 			return execOutcome{outcome: outcome{row: x}}, nil // not reached: the row was read in this operation
 		}
-		if err := s.lease(tx, x); err != nil {
+		if err := s.lease(tx, req.claim, x); err != nil {
 			return execOutcome{}, err
 		}
 		return execOutcome{outcome: outcome{row: x}, reserved: true}, nil
@@ -194,17 +197,26 @@ func (s *Server) setPI(ctx context.Context, x *row, pi string) error {
 	return err
 }
 
-// lease claims the row x for this replica for s.leaseFor: no sweep, of
-// any replica, takes it meanwhile.
-func (s *Server) lease(tx *sql.Tx, x *row) error {
-	_, err := tx.Stmt(s.st.lease).Exec(s.replica, time.Now().Add(s.leaseFor).UnixNano(), x.intentID, x.key)
+// newClaim names one claim of this replica: "ReplicaID/" and 16 random
+// hex digits (the owner column). Its holder alone renews it or lets it
+// go; the replica takes back every claim of its name when it restarts.
+func (s *Server) newClaim() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return s.replica + "/" + hex.EncodeToString(b[:])
+}
+
+// lease claims the row x (claim) for s.leaseFor: no sweep, of any
+// replica, takes it meanwhile.
+func (s *Server) lease(tx *sql.Tx, claim string, x *row) error {
+	_, err := tx.Stmt(s.st.lease).Exec(claim, time.Now().Add(s.leaseFor).UnixNano(), x.intentID, x.key)
 	return err
 }
 
-// keep renews this replica's claim on a row every third of s.leaseFor
-// until stop is called: a charge slower than a claim keeps it, a replica
-// that died lets it lapse.
-func (s *Server) keep(intentID, key string) (stop func()) {
+// keep renews claim on a row every third of s.leaseFor until stop is
+// called: a charge slower than a claim keeps it, a replica that died lets
+// it lapse.
+func (s *Server) keep(claim, intentID, key string) (stop func()) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	go func() {
 		t := time.NewTicker(s.leaseFor / 3)
@@ -215,7 +227,7 @@ func (s *Server) keep(intentID, key string) (stop func()) {
 				return
 			case <-t.C:
 				if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
-					return tx.Stmt(s.st.renew).Exec(time.Now().Add(s.leaseFor).UnixNano(), intentID, key, s.replica)
+					return tx.Stmt(s.st.renew).Exec(time.Now().Add(s.leaseFor).UnixNano(), intentID, key, claim)
 				}); err != nil {
 					s.log.Warn("renew the claim on a row", "intent_id", intentID, "err", err)
 				}
@@ -225,11 +237,11 @@ func (s *Server) keep(intentID, key string) (stop func()) {
 	return cancel
 }
 
-// unlease lets go of this replica's claim on a row (best effort: a claim
-// not let go lapses).
-func (s *Server) unlease(ctx context.Context, intentID, key string) {
+// unlease lets go of claim on a row, if the row is still under it (best
+// effort: a claim not let go lapses).
+func (s *Server) unlease(ctx context.Context, claim, intentID, key string) {
 	if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
-		return tx.Stmt(s.st.unlease).Exec(intentID, key, s.replica)
+		return tx.Stmt(s.st.unlease).Exec(intentID, key, claim)
 	}); err != nil {
 		s.log.Warn("let go of a row", "intent_id", intentID, "err", err)
 	}

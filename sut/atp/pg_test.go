@@ -196,10 +196,14 @@ func TestReplicasShareStore(t *testing.T) {
 	t.Run("a restarting replica resolves its own rows", func(t *testing.T) {
 		a := newPGEnv(t, "")
 		b := a.replica(t, "r2", "")
-		k := key("mine")
+		k, k10 := key("mine"), key("r10's")
 		a.authorize(k, a.intent("int_m"))
-		a.rail.LoseConfirms(1) // charged, the answer lost: the row stays executing
+		a.authorize(k10, a.intent("int_10"))
+		a.rail.LoseConfirms(2) // charged, the answers lost: the rows stay executing
 		if r := a.execute(k, "int_m"); r.status != 202 {
+			t.Fatal(r)
+		}
+		if r := a.execute(k10, "int_10"); r.status != 202 {
 			t.Fatal(r)
 		}
 		// r1 dies holding the row, as a crash in the middle of its charge
@@ -210,7 +214,12 @@ func TestReplicasShareStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if _, err := db.Exec(`UPDATE transactions SET owner = 'r1', lease_until = $1 WHERE intent_id = 'int_m'`,
+		if _, err := db.Exec(`UPDATE transactions SET owner = 'r1/0123456789abcdef', lease_until = $1 WHERE intent_id = 'int_m'`,
+			time.Now().Add(time.Hour).UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+		// And a row a live replica r10 holds (its name begins with r1).
+		if _, err := db.Exec(`UPDATE transactions SET owner = 'r10/0123456789abcdef', lease_until = $1 WHERE intent_id = 'int_10'`,
 			time.Now().Add(time.Hour).UnixNano()); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +227,7 @@ func TestReplicasShareStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		if x, _ := b.srv.readRow(context.Background(), "int_m", k); x == nil || x.state != stateExecuting {
-			t.Fatalf("replica r2 took a row r1 holds: %+v", x)
+			t.Fatalf("replica r2 took a row r1 holds: %s", stateOf(x))
 		}
 		a2 := a.replica(t, "r1", "") // r1 again: its sweep at Open resolves its own row
 		eventually(t, 5*time.Second, "the restarted r1 resolves its row", func() bool {
@@ -229,6 +238,12 @@ func TestReplicasShareStore(t *testing.T) {
 			t.Fatalf("%d charges", a.rail.Charges("int_m"))
 		}
 		monotonic(t, states(t, a.cfg.Store, "int_m", k))
+		if err := a2.srv.ReconcileNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if x, _ := a2.srv.readRow(context.Background(), "int_10", k10); x == nil || x.state != stateExecuting {
+			t.Fatalf("the restarted r1 took the row r10 holds: %s", stateOf(x))
+		}
 	})
 	t.Run("a receipt of another replica's key verifies", func(t *testing.T) {
 		a := newPGEnv(t, "", func(c *Config) { c.Seed = 1 })
@@ -286,6 +301,14 @@ func TestStoreLost(t *testing.T) {
 	if r := e.execute(k, "int_lost"); r.status != 200 || r.tx(t).State != stateSettled {
 		t.Fatalf("with the store back: %s", r)
 	}
+}
+
+// stateOf is the state of x ("no row": none).
+func stateOf(x *row) string {
+	if x == nil {
+		return "no row"
+	}
+	return x.state
 }
 
 func mustParse(t *testing.T, s string) *url.URL {

@@ -125,9 +125,9 @@ const sweepWorkers = 4
 func (s *Server) sweep(ctx context.Context) error {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
-	now := time.Now()
+	now, claim := time.Now(), s.newClaim()
 	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
-		rows, err := tx.Stmt(s.st.claim).Query(s.replica, now.Add(s.leaseFor).UnixNano(), now.UnixNano())
+		rows, err := tx.Stmt(s.st.claim).Query(claim, now.Add(s.leaseFor).UnixNano(), now.UnixNano())
 		if err != nil {
 			return nil, err
 		}
@@ -158,12 +158,12 @@ func (s *Server) sweep(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			defer s.unlease(context.WithoutCancel(ctx), k[0], k[1])
+			defer s.unlease(context.WithoutCancel(ctx), claim, k[0], k[1])
 			// Read it again now that it is ours: its request may have
 			// resolved it meanwhile.
 			x, err := scanRow(s.st.rGetRow.QueryRowContext(ctx, k[0], k[1]))
 			if err == nil && x != nil && x.open() {
-				stop := s.keep(k[0], k[1])
+				stop := s.keep(claim, k[0], k[1])
 				err = s.reconcileRow(ctx, x)
 				stop()
 			}

@@ -79,12 +79,12 @@ func (s *Server) executeCached(ctx context.Context, w http.ResponseWriter, req *
 		return err != nil, err // the correct path answers a row it would not charge
 	}
 	s.rs.cache[k] = true
-	err = s.reserveOver(ctx, x, req.now)
+	err = s.reserveOver(ctx, x, req)
 	s.rs.cacheMu.Unlock()
 	if err != nil {
 		return true, err
 	}
-	return true, s.chargeOwn(ctx, w, x)
+	return true, s.chargeOwn(ctx, w, x, req.claim)
 }
 
 // executeCheckThenInsert is the check-then-insert mutant: the row is read
@@ -101,25 +101,25 @@ func (s *Server) executeCheckThenInsert(ctx context.Context, w http.ResponseWrit
 		return err != nil, err // the correct path answers a row that is not to be charged
 	}
 	time.Sleep(checkThenInsertGap)
-	err = s.reserveOver(ctx, x, req.now)
+	err = s.reserveOver(ctx, x, req)
 	s.rs.checkMu.Unlock()
 	if err != nil {
 		return true, err
 	}
-	return true, s.chargeOwn(ctx, w, x)
+	return true, s.chargeOwn(ctx, w, x, req.claim)
 }
 
 // reserveOver is the replica mutants' reservation: an authorized row
 // moves to executing (a row already past it stays where it is: the write
 // does not refuse it), claimed by this replica.
-func (s *Server) reserveOver(ctx context.Context, x *row, now time.Time) error {
-	at := fmtTime(now)
+func (s *Server) reserveOver(ctx context.Context, x *row, req *execRequest) error {
+	at := fmtTime(req.now)
 	_, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
 		if _, err := tx.Stmt(s.st.advance).Exec(stateExecuting, nil, at, x.intentID, x.key, stateAuthorized,
 			rank(stateExecuting)); err != nil {
 			return nil, err
 		}
-		return nil, s.lease(tx, x)
+		return nil, s.lease(tx, req.claim, x)
 	})
 	if err == nil && x.state == stateAuthorized {
 		x.state, x.updatedAt = stateExecuting, at
@@ -130,11 +130,11 @@ func (s *Server) reserveOver(ctx context.Context, x *row, now time.Time) error {
 // chargeOwn charges x with a payment intent of this request's own (no
 // Idempotency-Key: the replica mutants believe their reservation is the
 // only one) and answers the row as committed.
-func (s *Server) chargeOwn(ctx context.Context, w http.ResponseWriter, x *row) error {
-	stop := s.keep(x.intentID, x.key)
+func (s *Server) chargeOwn(ctx context.Context, w http.ResponseWriter, x *row, claim string) error {
+	stop := s.keep(claim, x.intentID, x.key)
 	y, ok := s.charge(ctx, x, "")
 	stop()
-	s.unlease(ctx, x.intentID, x.key)
+	s.unlease(ctx, claim, x.intentID, x.key)
 	if ok {
 		evalFailpoint(FailpointAfterCommitBeforeReply)
 		writeRow(w, y)

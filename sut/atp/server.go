@@ -62,6 +62,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
 	"github.com/idscheck/idscheck/sut/internal/pgstore"
@@ -270,7 +271,8 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	// The rows this replica held when it stopped are free again: its
 	// sweep (at once, below) resolves them; another replica's claims stay.
 	if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
-		return tx.Stmt(s.st.unleaseOwn).Exec(s.replica)
+		prefix := s.replica + "/"
+		return tx.Stmt(s.st.unleaseOwn).Exec(utf8.RuneCountInString(prefix), prefix)
 	}); err != nil {
 		s.closeStore()
 		return nil, fmt.Errorf("atp: open: release the rows of replica %s: %w", s.replica, err)

@@ -21,9 +21,9 @@ import (
 // confirmed. created_at and updated_at are the RFC 3339 strings the row
 // document carries. history records every state a row entered.
 //
-// owner and lease_until are the claim on an open row: the replica
-// (Config.ReplicaID) charging or reconciling it, until when (Unix
-// nanoseconds of real time; 0: nobody). An execute that moves a row to
+// owner and lease_until are the claim on an open row: who is charging or
+// reconciling it ("ReplicaID/" and a token of that charge or sweep pass),
+// until when (Unix nanoseconds of real time; 0: nobody). An execute that moves a row to
 // executing claims it; a sweep claims only rows whose claim lapsed, in the
 // store (several replicas share it), never in a process's memory.
 //
@@ -221,16 +221,16 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) erro
 		{r, &st.rAgent, "rAgent", `SELECT x FROM agents WHERE agent_id = ?`},
 		// The claim an execute takes on the row it moved to executing.
 		{w, &st.lease, "lease", `UPDATE transactions SET owner = ?, lease_until = ? WHERE intent_id = ? AND idempotency_key = ?`},
-		// Its renewal while the charge goes on (only a claim this replica
-		// still holds).
+		// Its renewal while the charge goes on (only while the row is
+		// still under that claim).
 		{w, &st.renew, "renew", `UPDATE transactions SET lease_until = ? WHERE intent_id = ? AND idempotency_key = ? AND owner = ?
  AND lease_until > 0`},
-		// Its end (only the claim of this replica: another may have taken
-		// the row over since).
+		// Its end (only of that claim: another may have taken the row over
+		// since).
 		{w, &st.unlease, "unlease", `UPDATE transactions SET lease_until = 0 WHERE intent_id = ? AND idempotency_key = ? AND owner = ?`},
 		// At Open: the claims this replica held when it stopped (a replica
 		// resolves its own rows left in flight, never another's).
-		{w, &st.unleaseOwn, "unleaseOwn", `UPDATE transactions SET lease_until = 0 WHERE owner = ? AND lease_until > 0`},
+		{w, &st.unleaseOwn, "unleaseOwn", `UPDATE transactions SET lease_until = 0 WHERE substr(owner, 1, ?) = ? AND lease_until > 0`},
 		// The sweep's claim: open rows nobody holds (or whose claim
 		// lapsed), at most 256.
 		{w, &st.claim, "claim", `UPDATE transactions SET owner = ?, lease_until = ? WHERE rowid IN (SELECT rowid FROM transactions
