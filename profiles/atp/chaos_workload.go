@@ -45,7 +45,11 @@ import (
 // ATPConfig is one ATP chaos run.
 type ATPConfig struct {
 	BaseURL string // the site, through the network proxy when network faults run
-	APIKey  string // sent as X-API-Key ("" for a site that wants none)
+	// Replicas are the base URLs of the site's other replicas (one site
+	// behind several processes over one store): each delivery of one
+	// logical request goes to another of BaseURL and these.
+	Replicas []string
+	APIKey   string // sent as X-API-Key ("" for a site that wants none)
 	// Sink is the harness's effect sink: its rail is the one the site
 	// charges through (directly or through a proxy). The workload sets the
 	// rail's callback to BaseURL + /api/atp/rail/events, makes it decline
@@ -226,7 +230,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	tr := client.NewTransport()
 	tr.MaxConnsPerHost = 0
 	tr.ResponseHeaderTimeout = cfg.RequestTimeout
-	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-atp", APIKey: cfg.APIKey, Timeout: cfg.RequestTimeout,
+	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-atp", APIKey: cfg.APIKey, Timeout: cfg.RequestTimeout, Replicas: cfg.Replicas,
 		HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
 	if err != nil {
 		return nil, fmt.Errorf("chaos atp: %w", err)

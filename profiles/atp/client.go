@@ -14,6 +14,8 @@ package atp
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +121,14 @@ func parseInto(a *Answer) {
 	}
 }
 
+// spread names the logical request a delivery belongs to (its step, its
+// key, what it carries): with replicas, each delivery of one goes to
+// another replica, so a retry never lands where its original did.
+func spread(step, key string, what []byte) string {
+	h := sha256.Sum256(what)
+	return step + "\x00" + key + "\x00" + hex.EncodeToString(h[:8])
+}
+
 func keyHeader(key string) http.Header {
 	return http.Header{HeaderKey: {key}}
 }
@@ -126,18 +136,21 @@ func keyHeader(key string) http.Header {
 // Authorize sends POST /api/atp/authorize with a signed intent (its bytes
 // as they are) under an idempotency key.
 func (s *Site) Authorize(ctx context.Context, intent []byte, key string) (Answer, error) {
-	return s.do(ctx, client.Request{Method: http.MethodPost, Path: PathAuthorize, Header: keyHeader(key), Body: intent})
+	return s.do(ctx, client.Request{Method: http.MethodPost, Path: PathAuthorize, Header: keyHeader(key), Body: intent,
+		Spread: spread("authorize", key, intent)})
 }
 
 // Execute sends POST /api/atp/execute {"intent_id"} under an idempotency key.
 func (s *Site) Execute(ctx context.Context, intentID, key string) (Answer, error) {
 	body, _ := json.Marshal(Execute{IntentID: intentID})
-	return s.do(ctx, client.Request{Method: http.MethodPost, Path: PathExecute, Header: keyHeader(key), Body: body})
+	return s.do(ctx, client.Request{Method: http.MethodPost, Path: PathExecute, Header: keyHeader(key), Body: body,
+		Spread: spread("execute", key, []byte(intentID))})
 }
 
 // Get reads GET /api/atp/intents/{intent_id} with the transaction's key.
 func (s *Site) Get(ctx context.Context, intentID, key string) (Answer, error) {
-	return s.do(ctx, client.Request{Method: http.MethodGet, Path: PathIntents + url.PathEscape(intentID), Header: keyHeader(key)})
+	return s.do(ctx, client.Request{Method: http.MethodGet, Path: PathIntents + url.PathEscape(intentID), Header: keyHeader(key),
+		Spread: spread("get", key, []byte(intentID))})
 }
 
 // Config reads GET /api/atp/config.

@@ -45,6 +45,9 @@ func Profile() harness.Profile {
 		}
 		mutants = append(mutants, mu)
 	}
+	for _, m := range sutatp.ReplicaMutants() {
+		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Replicas: true})
+	}
 	return harness.Profile{
 		Name:              Name,
 		Title:             "ATP (the Agent Transaction Protocol: consistency and semantics)",

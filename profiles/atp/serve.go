@@ -24,7 +24,22 @@ func serveCommand() *harness.ServeCommand {
 		Env:   EnvAPIKey + ": the API key the server asks in X-API-Key (empty: none asked)",
 		Flags: serveFlags,
 		Child: harness.ChildWithAPIKey(EnvAPIKey),
+		// --store postgres://… --replica-id NAME: replicas over one store.
+		SharedStore: true,
+		Readings:    serveReadingArgs,
 	}
+}
+
+// serveReadingArgs are serve's flags that make the child follow readings
+// (--reading ID=NAME for each decision of the server's), sorted.
+func serveReadingArgs(readings map[string]string) []string {
+	var args []string
+	for _, id := range []string{DecisionNonceSameKey} {
+		if r := readings[id]; r != "" {
+			args = append(args, "--reading", id+"="+r)
+		}
+	}
+	return args
 }
 
 // serveFlags registers serve's flags of the ATP server: --sink (the rail),
@@ -82,7 +97,7 @@ func serve(ctx context.Context, c harness.ServeConfig, railURL string, readings 
 	if c.Getenv != nil {
 		apiKey = c.Getenv(EnvAPIKey)
 	}
-	srv, err := sutatp.Open(ctx, sutatp.Config{DBPath: c.DB, RailURL: railURL, APIKey: apiKey, TimeScale: c.TimeScale,
+	srv, err := sutatp.Open(ctx, sutatp.Config{DBPath: c.DB, Store: c.Store, ReplicaID: c.ReplicaID, RailURL: railURL, APIKey: apiKey, TimeScale: c.TimeScale,
 		Mutant: c.Mutant, Seed: c.Seed, Readings: readings, Logger: logger})
 	if err != nil {
 		return err

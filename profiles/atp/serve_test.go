@@ -98,3 +98,26 @@ func TestServeCommand(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 }
+
+// TestServeSharedStore: serve takes --store and --replica-id (SharedStore),
+// and a child started for a run follows the readings it declares
+// (--reading ID=NAME, parsed back by serve's flags).
+func TestServeSharedStore(t *testing.T) {
+	sc := serveCommand()
+	if !sc.SharedStore || sc.Readings == nil {
+		t.Fatalf("SharedStore %v, Readings %v", sc.SharedStore, sc.Readings != nil)
+	}
+	if args := sc.Readings(nil); len(args) != 0 {
+		t.Fatalf("no readings declared: %q", args)
+	}
+	args := sc.Readings(alternateReadings())
+	if strings.Join(args, " ") != "--reading "+DecisionNonceSameKey+"=nonce" {
+		t.Fatalf("the alternate readings: %q", args)
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sc.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("serve's flags refuse %q: %v", args, err)
+	}
+}

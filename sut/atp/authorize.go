@@ -114,7 +114,7 @@ func (s *Server) authorize(tx *sql.Tx, in *intent, key string, now time.Time) (o
 		// The bug: a nonce is looked up with its intent, so another
 		// intent may consume it again.
 		var of string
-		if err := tx.QueryRow(`SELECT intent_id FROM nonces WHERE agent_id = ? AND nonce = ?`, in.AgentID, in.Nonce).Scan(&of); err != nil {
+		if err := tx.QueryRow(s.q(`SELECT intent_id FROM nonces WHERE agent_id = ? AND nonce = ?`), in.AgentID, in.Nonce).Scan(&of); err != nil {
 			return outcome{}, err
 		}
 		consumed = of == in.IntentID

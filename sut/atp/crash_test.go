@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idscheck/idscheck/pgtest"
 	"github.com/idscheck/idscheck/sut/atp/fakerail"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 var crashSiteSeed = bytes.Repeat([]byte{0x5a}, 32)

@@ -2,7 +2,9 @@ package atp
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"net/http"
 	"time"
 )
@@ -11,7 +13,7 @@ import (
 type execOutcome struct {
 	outcome
 	// reserved: the row moved authorized → executing in this operation:
-	// this request charges it (the row is in s.running).
+	// this request charges it (it holds the row's claim).
 	reserved bool
 	// again is the double-charge-on-retry mutant's charge of a retry.
 	again bool
@@ -21,7 +23,7 @@ type execOutcome struct {
 type execRequest struct {
 	intentID, key string
 	now           time.Time
-	registered    bool // set on the writer goroutine: the row is in s.running
+	claim         string // the claim the reservation takes (newClaim)
 }
 
 // postExecute is POST /api/atp/execute.
@@ -44,17 +46,27 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A client gone does not abort a charge under way.
 	ctx := context.WithoutCancel(r.Context())
-	req := &execRequest{intentID: intentID, key: key, now: s.clock()}
-	if s.mutant == MutantNoReservation {
+	req := &execRequest{intentID: intentID, key: key, now: s.clock(), claim: s.newClaim()}
+	switch s.mutant {
+	case MutantNoReservation:
 		if done, err := s.executeUnreserved(ctx, w, req); done || err != nil {
+			return err
+		}
+	case MutantReplicaLocalCache:
+		if done, err := s.executeCached(ctx, w, req); done || err != nil {
+			return err
+		}
+	case MutantCheckThenInsert:
+		if done, err := s.executeCheckThenInsert(ctx, w, req); done || err != nil {
 			return err
 		}
 	}
 	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) { return s.reserve(tx, req) })
 	if err != nil {
-		if req.registered {
-			s.release(rowKey(req.intentID, req.key))
-		}
+		// Whether the reservation landed is unknown: if it did, its claim
+		// is let go now (when the store answers) so that a sweep resolves
+		// the row, rather than when it lapses.
+		s.unlease(ctx, req.claim, req.intentID, req.key)
 		return err
 	}
 	o := v.(execOutcome)
@@ -68,8 +80,10 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 		writeRow(w, o.row)
 		return nil
 	}
+	stop := s.keep(req.claim, o.row.intentID, o.row.key)
 	x, ok := s.charge(ctx, o.row, createKey(o.row))
-	s.release(rowKey(o.row.intentID, o.row.key))
+	stop()
+	s.unlease(ctx, req.claim, o.row.intentID, o.row.key)
 	if !ok {
 		// The rail did not answer: the row stays executing until the
 		// rail's callback or the sweep resolves it (§6). Answer the row as
@@ -128,10 +142,9 @@ func (s *Server) reserve(tx *sql.Tx, req *execRequest) (execOutcome, error) {
 		} else if !ok {
 			return execOutcome{outcome: outcome{row: x}}, nil // not reached: the row was read in this operation
 		}
-		s.runMu.Lock()
-		s.running[rowKey(x.intentID, x.key)] = true
-		s.runMu.Unlock()
-		req.registered = true
+		if err := s.lease(tx, req.claim, x); err != nil {
+			return execOutcome{}, err
+		}
 		return execOutcome{outcome: outcome{row: x}, reserved: true}, nil
 	case stateExpired:
 		return execOutcome{outcome: outcome{err: expiredErr()}}, nil
@@ -182,6 +195,56 @@ func (s *Server) setPI(ctx context.Context, x *row, pi string) error {
 		x.railPI = sql.NullString{String: pi, Valid: true}
 	}
 	return err
+}
+
+// newClaim names one claim of this replica: "ReplicaID/" and 16 random
+// hex digits (the owner column). Its holder alone renews it or lets it
+// go; the replica takes back every claim of its name when it restarts.
+func (s *Server) newClaim() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return s.replica + "/" + hex.EncodeToString(b[:])
+}
+
+// lease claims the row x (claim) for s.leaseFor: no sweep, of any
+// replica, takes it meanwhile.
+func (s *Server) lease(tx *sql.Tx, claim string, x *row) error {
+	_, err := tx.Stmt(s.st.lease).Exec(claim, time.Now().Add(s.leaseFor).UnixNano(), x.intentID, x.key)
+	return err
+}
+
+// keep renews claim on a row every third of s.leaseFor until stop is
+// called: a charge slower than a claim keeps it, a replica that died lets
+// it lapse.
+func (s *Server) keep(claim, intentID, key string) (stop func()) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	go func() {
+		t := time.NewTicker(s.leaseFor / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+					return tx.Stmt(s.st.renew).Exec(time.Now().Add(s.leaseFor).UnixNano(), intentID, key, claim)
+				}); err != nil {
+					s.log.Warn("renew the claim on a row", "intent_id", intentID, "err", err)
+				}
+			}
+		}
+	}()
+	return cancel
+}
+
+// unlease lets go of claim on a row, if the row is still under it (best
+// effort: a claim not let go lapses).
+func (s *Server) unlease(ctx context.Context, claim, intentID, key string) {
+	if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		return tx.Stmt(s.st.unlease).Exec(intentID, key, claim)
+	}); err != nil {
+		s.log.Warn("let go of a row", "intent_id", intentID, "err", err)
+	}
 }
 
 // chargeAgain is the double-charge-on-retry mutant: a fresh payment intent,

@@ -20,6 +20,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/idscheck/idscheck/sut/atp/fakerail"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // agentSeed is the agent key of the tests (RFC 8032 §7.1, test 1: the
@@ -60,6 +61,17 @@ type testEnv struct {
 
 var testStart = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 
+// testStore, when set (TestPostgres), gives newEnv a PostgreSQL store.
+var testStore func(testing.TB) string
+
+// storeOf is the store of cfg: its PostgreSQL URL, else its SQLite file.
+func storeOf(cfg Config) string {
+	if cfg.Store != "" {
+		return cfg.Store
+	}
+	return cfg.DBPath
+}
+
 func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	t.Helper()
 	rail := fakerail.New()
@@ -67,6 +79,9 @@ func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	clock := &fakeClock{t: testStart}
 	cfg := Config{DBPath: filepath.Join(t.TempDir(), "atp.db"), RailURL: railTS.URL, Mutant: mutant, Clock: clock.now,
 		Logger: slog.New(slog.DiscardHandler), RailTimeout: 5 * time.Second}
+	if testStore != nil {
+		cfg.Store, cfg.ReplicaID = testStore(t), "r1"
+	}
 	for _, m := range mod {
 		m(&cfg)
 	}
@@ -229,15 +244,20 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// states is the state history of a row, from the database file.
-func states(t testing.TB, path, intentID, key string) []string {
+// states is the state history of a row, from the store (a SQLite file,
+// or a PostgreSQL URL).
+func states(t testing.TB, store, intentID, key string) []string {
 	t.Helper()
-	db, err := sql.Open("sqlite", dsn(path, true))
+	driver, dsnOf, q := "sqlite", dsn(store, true), `SELECT state FROM history WHERE intent_id = ? AND idempotency_key = ? ORDER BY seq`
+	if pgstore.IsPostgres(store) {
+		driver, dsnOf, q = "pgx", store, pgstore.DollarParams(q)
+	}
+	db, err := sql.Open(driver, dsnOf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT state FROM history WHERE intent_id = ? AND idempotency_key = ? ORDER BY seq`, intentID, key)
+	rows, err := db.Query(q, intentID, key)
 	if err != nil {
 		t.Fatal(err)
 	}

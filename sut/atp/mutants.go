@@ -29,6 +29,8 @@ const (
 	MutantNoncePerIntent          = "nonce-per-intent"
 	MutantVerifyByLookup          = "verify-by-lookup"
 	MutantExpiryMargin            = "expiry-margin"
+	MutantReplicaLocalCache       = "replica-local-cache"
+	MutantCheckThenInsert         = "check-then-insert"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -58,8 +60,19 @@ func Mutants() []Mutant {
 	}
 }
 
+// ReplicaMutants are the mutants that are correct on one replica and
+// charge twice across several sharing the store (Config.Store
+// postgres://…): the single-replica suite cannot kill them, idscheck chaos
+// over replicas must.
+func ReplicaMutants() []Mutant {
+	return []Mutant{
+		{MutantReplicaLocalCache, "a per-process cache of the rows executed is consulted before the store: a row the replica has not seen executed is taken for a new one, moved to executing if it is authorized and charged with a payment intent of its own, whatever the store says; correct on one replica, an execute retried on another replica charges again", "ATP-2-no-second-effect"},
+		{MutantCheckThenInsert, "execute reads the row, then moves it to executing in another transaction with a write its state does not refuse, under a lock of the process, and charges with a payment intent of its own; correct on one replica, duplicates on two replicas both find it authorized and both charge", "ATP-2-no-second-effect"},
+	}
+}
+
 func knownMutant(name string) bool {
-	for _, m := range Mutants() {
+	for _, m := range append(Mutants(), ReplicaMutants()...) {
 		if m.Name == name {
 			return true
 		}

@@ -65,7 +65,7 @@ var mutantScenarios = map[string]func(t *testing.T, e *testEnv) bool{
 		e.rail.FailConfirms(1)
 		e.execute(k, "int_m")
 		e.srv.ReconcileNow(context.Background())
-		h := states(t, e.cfg.DBPath, "int_m", k)
+		h := states(t, storeOf(e.cfg), "int_m", k)
 		return e.poll(k, "int_m").tx(t).State == stateAuthorized || strings.Contains(strings.Join(h, ","), "executing,authorized")
 	},
 	MutantNonceReusable: func(t *testing.T, e *testEnv) bool {

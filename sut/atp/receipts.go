@@ -7,18 +7,24 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
 // siteKeys are the site's receipt keys: the one it signs with, and every
-// public key it ever signed with (a stored receipt is replayed byte for
-// byte, so its key stays published).
+// public key the site ever signed with, on any replica (a stored receipt
+// is replayed byte for byte, so its key stays published). The keys are
+// the store's: a replica that meets a kid it does not know, or is asked
+// for the key set, reads them again.
 type siteKeys struct {
 	kid  string
 	priv ed25519.PrivateKey
+
+	mu   sync.RWMutex
 	pubs map[string]ed25519.PublicKey // kid → key
 	jwks []byte                       // GET /api/atp/keys
 }
@@ -34,27 +40,46 @@ func siteSeed(seed []byte, n uint64) []byte {
 }
 
 // loadSiteKeys registers the configured key in site_keys (under kid
-// site-1 in a new database, site-N after N-1 other keys) and loads every
-// key.
-func loadSiteKeys(ctx context.Context, db *sql.DB, seed []byte, n uint64, now time.Time) (*siteKeys, error) {
+// site-1 in a new database, site-N after N-1 other keys: one operation of
+// the writer, so that replicas starting together with different keys
+// number them apart) and loads every key.
+func (s *Server) loadSiteKeys(ctx context.Context, seed []byte, n uint64, now time.Time) (*siteKeys, error) {
 	priv := ed25519.NewKeyFromSeed(siteSeed(seed, n))
 	x := b64.EncodeToString(priv.Public().(ed25519.PublicKey))
-	k := &siteKeys{priv: priv, pubs: map[string]ed25519.PublicKey{}}
-	if err := db.QueryRowContext(ctx, `SELECT kid FROM site_keys WHERE x = ?`, x).Scan(&k.kid); err == sql.ErrNoRows {
+	k := &siteKeys{priv: priv}
+	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		var kid string
+		err := tx.QueryRow(s.q(`SELECT kid FROM site_keys WHERE x = ?`), x).Scan(&kid)
+		if err == nil || !errors.Is(err, sql.ErrNoRows) {
+			return kid, err
+		}
 		var count int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM site_keys`).Scan(&count); err != nil {
-			return nil, fmt.Errorf("site keys: %w", err)
+		if err := tx.QueryRow(`SELECT COUNT(*) FROM site_keys`).Scan(&count); err != nil {
+			return nil, err
 		}
-		k.kid = "site-" + strconv.Itoa(count+1)
-		if _, err := db.ExecContext(ctx, `INSERT INTO site_keys(kid, x, created_at) VALUES(?,?,?)`, k.kid, x, fmtTime(now)); err != nil {
-			return nil, fmt.Errorf("site keys: %w", err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("site keys: %w", err)
-	}
-	rows, err := db.QueryContext(ctx, `SELECT kid, x FROM site_keys ORDER BY rowid`)
+		kid = "site-" + strconv.Itoa(count+1)
+		_, err = tx.Exec(s.q(`INSERT INTO site_keys(kid, x, created_at) VALUES(?,?,?)`), kid, x, fmtTime(now))
+		return kid, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("site keys: %w", err)
+	}
+	k.kid = v.(string)
+	if err := s.reloadKeys(ctx, k); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// reloadKeys reads every site key from the store into k.
+func (s *Server) reloadKeys(ctx context.Context, k *siteKeys) error {
+	order := "rowid"
+	if s.dialect == dialectPostgres {
+		order = "seq"
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT kid, x FROM site_keys ORDER BY `+order)
+	if err != nil {
+		return fmt.Errorf("site keys: %w", err)
 	}
 	defer rows.Close()
 	type jwk struct {
@@ -68,23 +93,64 @@ func loadSiteKeys(ctx context.Context, db *sql.DB, seed []byte, n uint64, now ti
 	var set struct {
 		Keys []jwk `json:"keys"`
 	}
+	pubs := map[string]ed25519.PublicKey{}
 	for rows.Next() {
 		var kid, x string
 		if err := rows.Scan(&kid, &x); err != nil {
-			return nil, fmt.Errorf("site keys: %w", err)
+			return fmt.Errorf("site keys: %w", err)
 		}
 		pub, err := b64.DecodeString(x)
 		if err != nil || len(pub) != ed25519.PublicKeySize {
-			return nil, fmt.Errorf("site keys: key %s is not 32 bytes of base64url", kid)
+			return fmt.Errorf("site keys: key %s is not 32 bytes of base64url", kid)
 		}
-		k.pubs[kid] = ed25519.PublicKey(pub)
+		pubs[kid] = ed25519.PublicKey(pub)
 		set.Keys = append(set.Keys, jwk{"OKP", "Ed25519", kid, x, "sig", "EdDSA"})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("site keys: %w", err)
+		return fmt.Errorf("site keys: %w", err)
 	}
-	k.jwks, _ = json.Marshal(set)
-	return k, nil
+	if _, ok := pubs[k.kid]; !ok {
+		return fmt.Errorf("site keys: the signing key %s is not in the store", k.kid)
+	}
+	b, _ := json.Marshal(set)
+	k.mu.Lock()
+	k.pubs, k.jwks = pubs, b
+	k.mu.Unlock()
+	return nil
+}
+
+// keySet is GET /api/atp/keys: every key in the store (what this replica
+// read last when the store does not answer).
+func (s *Server) keySet(ctx context.Context) []byte {
+	if err := s.reloadKeys(ctx, s.site); err != nil {
+		s.log.Warn("site keys: reload", "err", err)
+	}
+	s.site.mu.RLock()
+	defer s.site.mu.RUnlock()
+	return s.site.jwks
+}
+
+// siteKey is the public key of kid (no kid: the only key, when there is
+// one), read again from the store when this replica does not know it.
+func (s *Server) siteKey(ctx context.Context, kid string, hasKid bool) (string, ed25519.PublicKey, bool) {
+	look := func() (string, ed25519.PublicKey, bool) {
+		s.site.mu.RLock()
+		defer s.site.mu.RUnlock()
+		if !hasKid && len(s.site.pubs) == 1 {
+			for k, pub := range s.site.pubs {
+				return k, pub, true
+			}
+		}
+		pub, ok := s.site.pubs[kid]
+		return kid, pub, ok
+	}
+	if k, pub, ok := look(); ok {
+		return k, pub, true
+	}
+	if err := s.reloadKeys(ctx, s.site); err != nil {
+		s.log.Warn("site keys: reload", "err", err)
+	}
+	return look()
 }
 
 // Receipt types and reasons.
@@ -158,7 +224,7 @@ func (s *Server) sign(body receiptBody) ([]byte, error) {
 
 // verifyReceipt checks a receipt document with the site's public keys
 // alone; it returns the kid, or why the receipt does not verify.
-func (s *Server) verifyReceipt(doc []byte) (kid, reason string) {
+func (s *Server) verifyReceipt(ctx context.Context, doc []byte) (kid, reason string) {
 	_, m, err := objectMembers(doc)
 	if err != nil {
 		return "", "the receipt is not a JSON object"
@@ -175,12 +241,7 @@ func (s *Server) verifyReceipt(doc []byte) (kid, reason string) {
 	if err != nil {
 		return "", "kid is not a string"
 	}
-	if !hasKid && len(s.site.pubs) == 1 {
-		for k := range s.site.pubs {
-			kid = k
-		}
-	}
-	pub, ok := s.site.pubs[kid]
+	kid, pub, ok := s.siteKey(ctx, kid, hasKid)
 	if !ok {
 		return "", "no site key with kid " + strconv.Quote(kid)
 	}
@@ -225,14 +286,14 @@ func (s *Server) postVerify(w http.ResponseWriter, r *http.Request) error {
 		// The bug: "valid" means "a receipt we stored, byte for byte".
 		var c bytes.Buffer
 		var one int
-		if json.Compact(&c, b) != nil || s.rdb.QueryRowContext(r.Context(), `SELECT 1 FROM transactions WHERE receipt = ? LIMIT 1`, c.String()).Scan(&one) != nil {
+		if json.Compact(&c, b) != nil || s.rdb.QueryRowContext(r.Context(), s.q(`SELECT 1 FROM transactions WHERE receipt = ? LIMIT 1`), c.String()).Scan(&one) != nil {
 			writeJSON(w, 200, verifyAnswer{Valid: false, Reason: "not a receipt this site issued"})
 			return nil
 		}
 		writeJSON(w, 200, verifyAnswer{Valid: true, Kid: s.site.kid})
 		return nil
 	}
-	kid, reason := s.verifyReceipt(b)
+	kid, reason := s.verifyReceipt(r.Context(), b)
 	if reason != "" {
 		writeJSON(w, 200, verifyAnswer{Valid: false, Reason: reason})
 		return nil

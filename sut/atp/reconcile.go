@@ -119,44 +119,53 @@ func (s *Server) ReconcileNow(ctx context.Context) error {
 // sweepWorkers bounds the rail calls of one sweep.
 const sweepWorkers = 4
 
-// sweep reconciles the executing rows against the rail (§6): every one
-// not being charged by a request of this process, at most 256 per pass.
+// sweep reconciles the open rows against the rail (§6): it claims, in
+// the store, at most 256 that no one holds (an execute charging them, or
+// the sweep of another replica), reconciles each, and lets go of them.
 func (s *Server) sweep(ctx context.Context) error {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
-	rows, err := s.st.rOpen.QueryContext(ctx)
+	now, claim := time.Now(), s.newClaim()
+	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		rows, err := tx.Stmt(s.st.claim).Query(claim, now.Add(s.leaseFor).UnixNano(), now.UnixNano())
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var keys [][2]string
+		for rows.Next() {
+			var intentID, key string
+			if err := rows.Scan(&intentID, &key); err != nil {
+				return nil, err
+			}
+			keys = append(keys, [2]string{intentID, key})
+		}
+		return keys, rows.Err()
+	})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Error("sweep: list", "err", err)
+			s.log.Error("sweep: claim", "err", err)
 		}
 		return err
 	}
-	var keys [][2]string
-	for rows.Next() {
-		var intentID, key string
-		if err := rows.Scan(&intentID, &key); err == nil {
-			keys = append(keys, [2]string{intentID, key})
-		}
-	}
-	rows.Close()
+	keys := v.([][2]string)
 	var mu sync.Mutex
 	var errs []error
 	sem := make(chan struct{}, sweepWorkers)
 	var wg sync.WaitGroup
 	for _, k := range keys {
-		rk := rowKey(k[0], k[1])
-		if !s.claim(rk) {
-			continue // its request is charging it
-		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { s.release(rk); <-sem; wg.Done() }()
+			defer func() { <-sem; wg.Done() }()
+			defer s.unlease(context.WithoutCancel(ctx), claim, k[0], k[1])
 			// Read it again now that it is ours: its request may have
 			// resolved it meanwhile.
 			x, err := scanRow(s.st.rGetRow.QueryRowContext(ctx, k[0], k[1]))
 			if err == nil && x != nil && x.open() {
+				stop := s.keep(claim, k[0], k[1])
 				err = s.reconcileRow(ctx, x)
+				stop()
 			}
 			if err != nil {
 				mu.Lock()

@@ -62,8 +62,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // Binding is the wire binding this server implements.
@@ -87,7 +89,16 @@ const (
 
 // Config configures the ATP reference server.
 type Config struct {
+	// DBPath is the SQLite database (the default store), for one process.
 	DBPath string
+	// Store, when set, is the store instead of DBPath: a PostgreSQL URL
+	// (postgres://…) several replicas of the server share.
+	Store string
+	// ReplicaID names this replica among those sharing Store: the owner
+	// of the rows it claims (to charge or reconcile them), and the one
+	// that takes them back when it restarts; stable across the replica's
+	// restarts, unique among the replicas ("": "replica").
+	ReplicaID string
 	// RailURL is the base URL of the payment rail (the binding's "The
 	// rail"); Open refuses "".
 	RailURL string
@@ -134,21 +145,23 @@ type Server struct {
 	configDoc    []byte
 
 	wdb, rdb *sql.DB
-	w        *groupcommit.Writer
+	w        writer
+	dialect  string // dialectSQLite or dialectPostgres
 	st       stmts
 	rail     *railClient
 	site     *siteKeys
+	replica  string        // Config.ReplicaID: the owner of the rows this process claims
+	leaseFor time.Duration // how long a claim on a row holds unless renewed (real time)
 
+	// agents caches registered keys: a key never changes once registered
+	// (the store refuses another), so a cached one is the store's on
+	// every replica; an unknown agent is not cached.
 	agentMu sync.RWMutex
-	agents  map[string]ed25519.PublicKey // agent_id → key, once read (a key never changes)
+	agents  map[string]ed25519.PublicKey
 
-	// running holds the rows (intent_id\x00key) a goroutine of this process
-	// is charging: the execute that moved it to executing, or the sweep.
-	// The sweep takes only rows not in it.
-	runMu   sync.Mutex
-	running map[string]bool
+	rs replicaState // the replica mutants'
 
-	sweepMu sync.Mutex // one sweep at a time
+	sweepMu sync.Mutex // one sweep of this process at a time (the rows are claimed in the store)
 	ctx     context.Context
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup
@@ -162,8 +175,14 @@ type Server struct {
 // left executing are resolved against the rail), then every
 // ReconcileInterval/TimeScale.
 func Open(ctx context.Context, c Config) (*Server, error) {
-	if c.DBPath == "" {
+	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
+		return nil, fmt.Errorf("atp: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", redactURL(c.Store))
+	}
+	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("atp: open: no database path")
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = "replica"
 	}
 	if c.RailURL == "" {
 		return nil, errors.New("atp: open: no rail URL (every execute charges through the rail)")
@@ -173,7 +192,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	}
 	if c.Mutant != "" && !knownMutant(c.Mutant) {
 		var names []string
-		for _, m := range Mutants() {
+		for _, m := range append(Mutants(), ReplicaMutants()...) {
 			names = append(names, m.Name)
 		}
 		return nil, fmt.Errorf("atp: open: unknown mutant %q (valid: %s)", c.Mutant, strings.Join(names, ", "))
@@ -218,8 +237,11 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		clock = time.Now
 	}
 	s := &Server{cfg: c, log: log, scale: c.TimeScale, mutant: c.Mutant, clock: clock, nonceReading: reading,
-		rail: newRailClient(c.RailURL, c.RailTimeout), agents: map[string]ed25519.PublicKey{}, running: map[string]bool{}}
+		rail: newRailClient(c.RailURL, c.RailTimeout), agents: map[string]ed25519.PublicKey{}, replica: c.ReplicaID}
 	s.sweepEvery = max(10*time.Millisecond, time.Duration(float64(c.ReconcileInterval)/s.scale))
+	// A claim lapses half a sweep interval after it was taken or renewed:
+	// a row a dead or cut-off replica held is swept within two intervals.
+	s.leaseFor = max(50*time.Millisecond, s.sweepEvery/2)
 	if c.ActionDedupWindow > 0 {
 		s.dedupWindow = time.Duration(float64(c.ActionDedupWindow) / s.scale)
 	}
@@ -230,53 +252,41 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	}
 	s.configDoc, _ = json.Marshal(cfgDoc)
 
-	wdb, err := sql.Open("sqlite", dsn(c.DBPath, false))
-	if err != nil {
-		return nil, fmt.Errorf("atp: open: write db: %w", err)
+	if c.Store != "" {
+		if err := s.openPostgres(ctx, c); err != nil {
+			return nil, fmt.Errorf("atp: open: %w", err)
+		}
+		if err := s.st.prepare(ctx, s.wdb, s.rdb, s.dialect); err != nil {
+			s.closeStore()
+			return nil, fmt.Errorf("atp: open: %w", err)
+		}
+	} else if err := s.openSQLite(ctx, c); err != nil {
+		return nil, err
 	}
-	wdb.SetMaxOpenConns(1)
-	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	fail := func(err error) (*Server, error) {
-		s.st.close()
-		if s.w != nil {
-			s.w.Close()
-		}
-		if s.rdb != nil {
-			s.rdb.Close()
-		}
-		wdb.Close()
+	var err error
+	if s.site, err = s.loadSiteKeys(ctx, c.SiteKeySeed, c.Seed, clock()); err != nil {
+		s.closeStore()
 		return nil, fmt.Errorf("atp: open: %w", err)
 	}
-	if _, err := wdb.ExecContext(ctx, schema); err != nil {
-		return fail(fmt.Errorf("schema: %w", err))
+	// The rows this replica held when it stopped are free again: its
+	// sweep (at once, below) resolves them; another replica's claims stay.
+	if _, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		prefix := s.replica + "/"
+		return tx.Stmt(s.st.unleaseOwn).Exec(utf8.RuneCountInString(prefix), prefix)
+	}); err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("atp: open: release the rows of replica %s: %w", s.replica, err)
 	}
-	var mode string
-	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
-		return fail(fmt.Errorf("journal_mode is %q, want wal: %v", mode, err))
-	}
-	if s.site, err = loadSiteKeys(ctx, wdb, c.SiteKeySeed, c.Seed, clock()); err != nil {
-		return fail(err)
-	}
-	rdb, err := sql.Open("sqlite", dsn(c.DBPath, true))
-	if err != nil {
-		return fail(fmt.Errorf("read db: %w", err))
-	}
-	rdb.SetMaxOpenConns(8)
-	rdb.SetMaxIdleConns(8)
-	s.wdb, s.rdb = wdb, rdb
-	if err := s.st.prepare(ctx, wdb, rdb); err != nil {
-		return fail(err)
-	}
-	if s.w, err = groupcommit.New(wdb, log); err != nil {
-		return fail(err)
+	if err := s.warmCache(ctx); err != nil {
+		s.closeStore()
+		return nil, fmt.Errorf("atp: open: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.mutant != MutantNoReconciliation {
 		s.bg.Add(1)
 		go s.sweepLoop()
 	}
-	log.Info("atp reference server open", "db", c.DBPath, "rail", c.RailURL, "time_scale", s.scale, "mutant", s.mutant,
+	log.Info("atp reference server open", "db", c.DBPath, "store", redactURL(c.Store), "replica", c.ReplicaID, "rail", c.RailURL, "time_scale", s.scale, "mutant", s.mutant,
 		"nonce_same_key", reading, "kid", s.site.kid)
 	return s, nil
 }
@@ -288,12 +298,96 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.bg.Wait()
-		s.w.Close()
-		s.st.close()
-		s.rail.close()
-		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+		s.closeErr = s.closeStore()
 	})
 	return s.closeErr
+}
+
+// closeStore drains the writer and closes the statements, the rail's
+// client and the database.
+func (s *Server) closeStore() error {
+	if s.w != nil {
+		s.w.Close()
+	}
+	s.st.close()
+	s.rail.close()
+	var err error
+	if s.rdb != nil && s.rdb != s.wdb {
+		err = s.rdb.Close()
+	}
+	if s.wdb != nil {
+		err = errors.Join(err, s.wdb.Close())
+	}
+	return err
+}
+
+// openSQLite opens (or creates) the SQLite database at c.DBPath: one
+// write connection owned by the group-commit writer, a read pool.
+func (s *Server) openSQLite(ctx context.Context, c Config) error {
+	wdb, err := sql.Open("sqlite", dsn(c.DBPath, false))
+	if err != nil {
+		return fmt.Errorf("atp: open: write db: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	s.wdb = wdb
+	fail := func(err error) error {
+		s.closeStore()
+		return fmt.Errorf("atp: open: %w", err)
+	}
+	if _, err := wdb.ExecContext(ctx, schema); err != nil {
+		return fail(fmt.Errorf("schema: %w", err))
+	}
+	if err := migrateSQLite(ctx, wdb); err != nil {
+		return fail(err)
+	}
+	var mode string
+	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		return fail(fmt.Errorf("journal_mode is %q, want wal: %v", mode, err))
+	}
+	rdb, err := sql.Open("sqlite", dsn(c.DBPath, true))
+	if err != nil {
+		return fail(fmt.Errorf("read db: %w", err))
+	}
+	rdb.SetMaxOpenConns(8)
+	rdb.SetMaxIdleConns(8)
+	s.rdb, s.dialect = rdb, dialectSQLite
+	if err := s.st.prepare(ctx, wdb, rdb, dialectSQLite); err != nil {
+		return fail(err)
+	}
+	gw, err := groupcommit.New(wdb, s.log)
+	if err != nil {
+		return fail(err)
+	}
+	s.w = gw
+	return nil
+}
+
+// writer runs the write operations: one at a time in batches on SQLite
+// (groupcommit), each in its own SERIALIZABLE transaction, rerun when it
+// lost a race, on PostgreSQL (pgstore). An operation may run more than
+// once: it has no effect outside the transaction.
+type writer interface {
+	Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error)
+	Close()
+}
+
+var (
+	_ writer = (*groupcommit.Writer)(nil)
+	_ writer = (*pgstore.Writer)(nil)
+)
+
+// redactURL is a store URL without its password, for the log.
+func redactURL(store string) string {
+	if store == "" {
+		return ""
+	}
+	u, err := url.Parse(store)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
 }
 
 // Error codes of the bundled server (the binding fixes nonce_consumed and
@@ -370,6 +464,13 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		case errors.Is(err, groupcommit.ErrCommit):
 			e = errorf(503, codeUnavailable, "the database could not commit; retry")
 			e.retryAfter = "1"
+		case s.dialect == dialectPostgres:
+			// The shared store did not answer (a lost connection, a
+			// timeout, races lost again and again): whatever it did is
+			// read back by the retry, never taken for a success.
+			s.log.Warn("store error", "err", err)
+			e = errorf(503, codeUnavailable, "the database did not answer; retry")
+			e.retryAfter = "1"
 		default:
 			s.log.Error("internal error", "err", err)
 			e = errorf(500, codeInternal, "internal error")
@@ -430,7 +531,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) error {
 		}
 	case path == pathKeys:
 		m, open, h = "GET", true, func(w http.ResponseWriter, r *http.Request) error {
-			writeRaw(w, 200, s.site.jwks)
+			writeRaw(w, 200, s.keySet(r.Context()))
 			return nil
 		}
 	case strings.HasPrefix(path, pathAgents):
@@ -481,22 +582,5 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func fmtTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
-// rowKey names a row in s.running.
+// rowKey names a row (intent_id\x00key) in a replica mutant's cache.
 func rowKey(intentID, key string) string { return intentID + "\x00" + key }
-
-// claim takes k for the caller; false when another goroutine holds it.
-func (s *Server) claim(k string) bool {
-	s.runMu.Lock()
-	defer s.runMu.Unlock()
-	if s.running[k] {
-		return false
-	}
-	s.running[k] = true
-	return true
-}
-
-func (s *Server) release(k string) {
-	s.runMu.Lock()
-	delete(s.running, k)
-	s.runMu.Unlock()
-}

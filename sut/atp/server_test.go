@@ -150,7 +150,7 @@ func TestSettle(t *testing.T) {
 	if e.rail.Charges("int_a") != 1 || e.rail.Created("int_a") != 1 || e.rail.Confirms("int_a") != 1 {
 		t.Fatalf("rail: %d charges %d created %d confirms", e.rail.Charges("int_a"), e.rail.Created("int_a"), e.rail.Confirms("int_a"))
 	}
-	hist := states(t, e.cfg.DBPath, "int_a", k)
+	hist := states(t, storeOf(e.cfg), "int_a", k)
 	if strings.Join(hist, ",") != "created,authorized,executing,executed,settled" {
 		t.Fatalf("history %v", hist)
 	}
@@ -330,7 +330,7 @@ func TestExpiry(t *testing.T) {
 	if r := e2.execute(k, "int_e2"); r.status != 410 {
 		t.Fatalf("execute after the expiry: %s", r)
 	}
-	monotonic(t, states(t, e2.cfg.DBPath, "int_e2", k))
+	monotonic(t, states(t, storeOf(e2.cfg), "int_e2", k))
 }
 
 func TestPrecondition(t *testing.T) {
@@ -441,7 +441,7 @@ func TestDeclineCompensates(t *testing.T) {
 	if e.rail.Charges("int_dc") != 0 || e.rail.Confirms("int_dc") != 1 {
 		t.Fatal("rail counts")
 	}
-	if h := states(t, e.cfg.DBPath, "int_dc", k); strings.Join(h, ",") != "created,authorized,executing,compensated" {
+	if h := states(t, storeOf(e.cfg), "int_dc", k); strings.Join(h, ",") != "created,authorized,executing,compensated" {
 		t.Fatalf("history %v", h)
 	}
 }
@@ -482,7 +482,7 @@ func TestLostConfirm(t *testing.T) {
 	if e.rail.Charges("int_l") != 1 || e.rail.Created("int_l") != 1 {
 		t.Fatal("charged again")
 	}
-	monotonic(t, states(t, e.cfg.DBPath, "int_l", k))
+	monotonic(t, states(t, storeOf(e.cfg), "int_l", k))
 }
 
 // TestRailDown: nothing reached the rail; the sweep keeps the row executing
@@ -694,7 +694,7 @@ func TestRestart(t *testing.T) {
 	if e.rail.Charges("int_rs") != 1 {
 		t.Fatal("charges")
 	}
-	monotonic(t, states(t, e.cfg.DBPath, "int_rs", k))
+	monotonic(t, states(t, storeOf(e.cfg), "int_rs", k))
 }
 
 // TestSiteKeyRotation: a new site key is published beside the old one; a
@@ -717,7 +717,7 @@ func TestSiteKeyRotation(t *testing.T) {
 	}
 	var x tx
 	json.Unmarshal(old, &x)
-	if kid, reason := srv.verifyReceipt(x.Receipt); kid != "site-1" || reason != "" {
+	if kid, reason := srv.verifyReceipt(context.Background(), x.Receipt); kid != "site-1" || reason != "" {
 		t.Fatalf("the old receipt: %s %s", kid, reason)
 	}
 	srv.Close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -19,6 +20,12 @@ import (
 // idempotent reference of §6), committed before the payment intent is
 // confirmed. created_at and updated_at are the RFC 3339 strings the row
 // document carries. history records every state a row entered.
+//
+// owner and lease_until are the claim on an open row: who is charging or
+// reconciling it ("ReplicaID/" and a token of that charge or sweep pass),
+// until when (Unix nanoseconds of real time; 0: nobody). An execute that moves a row to
+// executing claims it; a sweep claims only rows whose claim lapsed, in the
+// store (several replicas share it), never in a process's memory.
 //
 // nonces holds every consumed nonce of an agent and when it was first
 // consumed (it never changes); action_dedup the first authorize of each
@@ -41,6 +48,8 @@ CREATE TABLE IF NOT EXISTS transactions(
   payee TEXT NOT NULL,
   expires_at INTEGER NOT NULL,
   rail_pi TEXT,
+  owner TEXT NOT NULL DEFAULT '',
+  lease_until INTEGER NOT NULL DEFAULT 0,
   UNIQUE(intent_id, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS transactions_open ON transactions(intent_id) WHERE state IN ('executing', 'executed');
@@ -136,13 +145,15 @@ type stmts struct {
 	getNonce, insertNonce, insertNonceOrIgnore                          *sql.Stmt
 	getDedup, putDedup, settledOf                                       *sql.Stmt
 	getAgent, insertAgent                                               *sql.Stmt
-	rGetRow, rGetRowByKey, rOpen, rByPI, rAgent                         *sql.Stmt
+	lease, renew, unlease, unleaseOwn, claim                            *sql.Stmt
+	rGetRow, rGetRowByKey, rByPI, rAgent, rCharged                      *sql.Stmt
 }
 
 func (st *stmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.getRow, &st.getRowByKey, &st.insertRow, &st.rewriteRow, &st.advance, &st.regress, &st.setPI,
 		&st.history1, &st.history2, &st.getNonce, &st.insertNonce, &st.insertNonceOrIgnore, &st.getDedup, &st.putDedup,
-		&st.settledOf, &st.getAgent, &st.insertAgent, &st.rGetRow, &st.rGetRowByKey, &st.rOpen, &st.rByPI, &st.rAgent}
+		&st.settledOf, &st.getAgent, &st.insertAgent, &st.lease, &st.renew, &st.unlease, &st.unleaseOwn, &st.claim, &st.rGetRow,
+		&st.rGetRowByKey, &st.rByPI, &st.rAgent, &st.rCharged}
 }
 
 func (st *stmts) close() {
@@ -157,44 +168,86 @@ func (st *stmts) close() {
 const rowCols = `intent_id, idempotency_key, state, body, receipt, created_at, updated_at, agent_id, nonce, amount, currency,
  payee, expires_at, rail_pi`
 
-func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
+// Dialects of the store.
+const (
+	dialectSQLite   = "sqlite"
+	dialectPostgres = "postgres"
+)
+
+// q is an ad hoc statement of SQLite's form in the store's dialect.
+func (s *Server) q(query string) string {
+	if s.dialect == dialectPostgres {
+		return pgstore.DollarParams(query)
+	}
+	return query
+}
+
+// prepare prepares every statement, in its PostgreSQL form (pgQueries,
+// else ? as $n) when dialect is dialectPostgres.
+func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) error {
 	for _, p := range []struct {
-		db  *sql.DB
-		dst **sql.Stmt
-		q   string
+		db   *sql.DB
+		dst  **sql.Stmt
+		name string
+		q    string
 	}{
-		{w, &st.getRow, `SELECT ` + rowCols + ` FROM transactions WHERE intent_id = ? AND idempotency_key = ?`},
-		{w, &st.getRowByKey, `SELECT ` + rowCols + ` FROM transactions WHERE idempotency_key = ? ORDER BY rowid LIMIT 1`},
-		{w, &st.insertRow, `INSERT INTO transactions(` + rowCols + `) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)`},
-		{w, &st.rewriteRow, `UPDATE transactions SET body = ?, created_at = ?, updated_at = ? WHERE intent_id = ? AND idempotency_key = ?`},
+		{w, &st.getRow, "getRow", `SELECT ` + rowCols + ` FROM transactions WHERE intent_id = ? AND idempotency_key = ?`},
+		{w, &st.getRowByKey, "getRowByKey", `SELECT ` + rowCols + ` FROM transactions WHERE idempotency_key = ? ORDER BY rowid LIMIT 1`},
+		{w, &st.insertRow, "insertRow", `INSERT INTO transactions(` + rowCols + `) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)`},
+		{w, &st.rewriteRow, "rewriteRow", `UPDATE transactions SET body = ?, created_at = ?, updated_at = ? WHERE intent_id = ? AND idempotency_key = ?`},
 		// The only state write of the correct server: from one named state
 		// to a state of a higher rank, never back. The receipt is set only
 		// by a write that carries one.
-		{w, &st.advance, `UPDATE transactions SET state = ?1, receipt = COALESCE(?2, receipt), updated_at = ?3
+		{w, &st.advance, "advance", `UPDATE transactions SET state = ?1, receipt = COALESCE(?2, receipt), updated_at = ?3
  WHERE intent_id = ?4 AND idempotency_key = ?5 AND state = ?6 AND ` + rankSQL + ` < ?7`},
 		// The state-regression mutant's write (no rank check).
-		{w, &st.regress, `UPDATE transactions SET state = 'authorized', updated_at = ? WHERE intent_id = ? AND idempotency_key = ?
+		{w, &st.regress, "regress", `UPDATE transactions SET state = 'authorized', updated_at = ? WHERE intent_id = ? AND idempotency_key = ?
  AND state = 'executing'`},
-		{w, &st.setPI, `UPDATE transactions SET rail_pi = ? WHERE intent_id = ? AND idempotency_key = ? AND rail_pi IS NULL`},
-		{w, &st.history1, `INSERT INTO history(intent_id, idempotency_key, state, at, source) VALUES(?,?,?,?,?)`},
-		{w, &st.history2, `INSERT INTO history(intent_id, idempotency_key, state, at, source) VALUES(?1,?2,?3,?5,?6),(?1,?2,?4,?5,?6)`},
-		{w, &st.getNonce, `SELECT first_consumed_at FROM nonces WHERE agent_id = ? AND nonce = ?`},
-		{w, &st.insertNonce, `INSERT INTO nonces(agent_id, nonce, first_consumed_at, intent_id, idempotency_key) VALUES(?,?,?,?,?)`},
-		{w, &st.insertNonceOrIgnore, `INSERT OR IGNORE INTO nonces(agent_id, nonce, first_consumed_at, intent_id, idempotency_key)
+		{w, &st.setPI, "setPI", `UPDATE transactions SET rail_pi = ? WHERE intent_id = ? AND idempotency_key = ? AND rail_pi IS NULL`},
+		{w, &st.history1, "history1", `INSERT INTO history(intent_id, idempotency_key, state, at, source) VALUES(?,?,?,?,?)`},
+		{w, &st.history2, "history2", `INSERT INTO history(intent_id, idempotency_key, state, at, source) VALUES(?1,?2,?3,?5,?6),(?1,?2,?4,?5,?6)`},
+		{w, &st.getNonce, "getNonce", `SELECT first_consumed_at FROM nonces WHERE agent_id = ? AND nonce = ?`},
+		{w, &st.insertNonce, "insertNonce", `INSERT INTO nonces(agent_id, nonce, first_consumed_at, intent_id, idempotency_key) VALUES(?,?,?,?,?)`},
+		{w, &st.insertNonceOrIgnore, "insertNonceOrIgnore", `INSERT OR IGNORE INTO nonces(agent_id, nonce, first_consumed_at, intent_id, idempotency_key)
  VALUES(?,?,?,?,?)`},
-		{w, &st.getDedup, `SELECT first_at FROM action_dedup WHERE agent_id = ? AND key = ?`},
-		{w, &st.putDedup, `INSERT OR REPLACE INTO action_dedup(agent_id, key, first_at, intent_id) VALUES(?,?,?,?)`},
-		{w, &st.settledOf, `SELECT 1 FROM transactions WHERE intent_id = ? AND agent_id = ? AND state = 'settled' LIMIT 1`},
-		{w, &st.getAgent, `SELECT x FROM agents WHERE agent_id = ?`},
-		{w, &st.insertAgent, `INSERT INTO agents(agent_id, x, created_at) VALUES(?,?,?)`},
-		{r, &st.rGetRow, `SELECT ` + rowCols + ` FROM transactions WHERE intent_id = ? AND idempotency_key = ?`},
-		{r, &st.rGetRowByKey, `SELECT ` + rowCols + ` FROM transactions WHERE idempotency_key = ? ORDER BY rowid LIMIT 1`},
-		{r, &st.rOpen, `SELECT intent_id, idempotency_key FROM transactions WHERE state IN ('executing', 'executed')
- ORDER BY intent_id LIMIT 256`},
-		{r, &st.rByPI, `SELECT intent_id, idempotency_key FROM transactions WHERE rail_pi = ?`},
-		{r, &st.rAgent, `SELECT x FROM agents WHERE agent_id = ?`},
+		{w, &st.getDedup, "getDedup", `SELECT first_at FROM action_dedup WHERE agent_id = ? AND key = ?`},
+		{w, &st.putDedup, "putDedup", `INSERT OR REPLACE INTO action_dedup(agent_id, key, first_at, intent_id) VALUES(?,?,?,?)`},
+		{w, &st.settledOf, "settledOf", `SELECT 1 FROM transactions WHERE intent_id = ? AND agent_id = ? AND state = 'settled' LIMIT 1`},
+		{w, &st.getAgent, "getAgent", `SELECT x FROM agents WHERE agent_id = ?`},
+		{w, &st.insertAgent, "insertAgent", `INSERT INTO agents(agent_id, x, created_at) VALUES(?,?,?)`},
+		{r, &st.rGetRow, "rGetRow", `SELECT ` + rowCols + ` FROM transactions WHERE intent_id = ? AND idempotency_key = ?`},
+		{r, &st.rGetRowByKey, "rGetRowByKey", `SELECT ` + rowCols + ` FROM transactions WHERE idempotency_key = ? ORDER BY rowid LIMIT 1`},
+		{r, &st.rByPI, "rByPI", `SELECT intent_id, idempotency_key FROM transactions WHERE rail_pi = ?`},
+		{r, &st.rAgent, "rAgent", `SELECT x FROM agents WHERE agent_id = ?`},
+		// The claim an execute takes on the row it moved to executing.
+		{w, &st.lease, "lease", `UPDATE transactions SET owner = ?, lease_until = ? WHERE intent_id = ? AND idempotency_key = ?`},
+		// Its renewal while the charge goes on (only while the row is
+		// still under that claim).
+		{w, &st.renew, "renew", `UPDATE transactions SET lease_until = ? WHERE intent_id = ? AND idempotency_key = ? AND owner = ?
+ AND lease_until > 0`},
+		// Its end (only of that claim: another may have taken the row over
+		// since).
+		{w, &st.unlease, "unlease", `UPDATE transactions SET lease_until = 0 WHERE intent_id = ? AND idempotency_key = ? AND owner = ?`},
+		// At Open: the claims this replica held when it stopped (a replica
+		// resolves its own rows left in flight, never another's).
+		{w, &st.unleaseOwn, "unleaseOwn", `UPDATE transactions SET lease_until = 0 WHERE substr(owner, 1, ?) = ? AND lease_until > 0`},
+		// The sweep's claim: open rows nobody holds (or whose claim
+		// lapsed), at most 256.
+		{w, &st.claim, "claim", `UPDATE transactions SET owner = ?, lease_until = ? WHERE rowid IN (SELECT rowid FROM transactions
+ WHERE state IN ('executing', 'executed') AND lease_until < ? ORDER BY intent_id LIMIT 256) RETURNING intent_id, idempotency_key`},
+		// The rows charged or being charged (the replica-local-cache
+		// mutant warms its cache with them).
+		{r, &st.rCharged, "rCharged", `SELECT intent_id, idempotency_key FROM transactions
+ WHERE state IN ('executing', 'executed', 'settled', 'compensated')`},
 	} {
-		s, err := p.db.PrepareContext(ctx, p.q)
+		q := p.q
+		if dialect == dialectPostgres {
+			q = pgstore.DollarParams(q)
+			if pq, ok := pgQueries[p.name]; ok {
+				q = pq
+			}
+		}
+		s, err := p.db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %.60q: %w", p.q, err)
 		}

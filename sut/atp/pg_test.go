@@ -1,0 +1,382 @@
+package atp
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/pgtest"
+)
+
+// TestPostgres runs the server's behaviour tests, and every mutant's
+// scenario, on a PostgreSQL store: the same behaviour as on SQLite.
+func TestPostgres(t *testing.T) {
+	pgtest.Shared(t)
+	testStore = schemaStore
+	defer func() { testStore = nil }()
+	for name, f := range map[string]func(*testing.T){
+		"HealthConfigKeys": TestHealthConfigKeys, "Agents": TestAgents, "Settle": TestSettle,
+		"IdempotencyKeyRules": TestIdempotencyKeyRules, "IntentRefused": TestIntentRefused, "NonceSingleUse": TestNonceSingleUse,
+		"Expiry": TestExpiry, "Precondition": TestPrecondition, "ActionDedup": TestActionDedup,
+		"KeyBoundToIntent": TestKeyBoundToIntent, "DeclineCompensates": TestDeclineCompensates, "LostConfirm": TestLostConfirm,
+		"RailDown": TestRailDown, "LostCreate": TestLostCreate, "Callback": TestCallback,
+		"ConcurrentExecutes": TestConcurrentExecutes, "Verify": TestVerify, "Restart": TestRestart,
+		"SiteKeyRotation": TestSiteKeyRotation, "Routes": TestRoutes, "KATAuthorize": TestKATAuthorize,
+		"KATReceipts": TestKATReceipts, "Mutants": TestMutants,
+	} {
+		t.Run(name, f)
+	}
+}
+
+// replica opens another replica of e's server on e's store (PostgreSQL),
+// named id, behind its own HTTP server, with e's rail and clock.
+func (e *testEnv) replica(t testing.TB, id, mutant string, mod ...func(*Config)) *testEnv {
+	t.Helper()
+	cfg := e.cfg
+	cfg.ReplicaID, cfg.Mutant = id, mutant
+	for _, m := range mod {
+		m(&cfg)
+	}
+	srv, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open replica %s: %v", id, err)
+	}
+	r := *e
+	r.t, r.srv, r.ts, r.cfg = t, srv, httptest.NewServer(srv.Handler()), cfg
+	t.Cleanup(func() { e.rail.Release(); r.ts.Close(); srv.Close() })
+	return &r
+}
+
+// pgBase is the database of schemaStore's stores.
+var pgBase struct {
+	once sync.Once
+	url  string
+	db   *sql.DB
+	err  error
+	n    atomic.Int64
+}
+
+// schemaStore is a fresh, empty store: a schema of its own (the URL's
+// search_path) in one database of the shared cluster. A schema is made
+// in milliseconds, a database in a third of a second.
+func schemaStore(t testing.TB) string {
+	t.Helper()
+	pgtest.Shared(t)
+	pgBase.once.Do(func() {
+		pgBase.url = pgtest.Database(t)
+		pgBase.db, pgBase.err = sql.Open("pgx", pgBase.url)
+	})
+	if pgBase.err != nil {
+		t.Fatal(pgBase.err)
+	}
+	name := fmt.Sprintf("atp_%d", pgBase.n.Add(1))
+	if _, err := pgBase.db.Exec("CREATE SCHEMA " + name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pgBase.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func newPGEnv(t *testing.T, mutant string, mod ...func(*Config)) *testEnv {
+	u := schemaStore(t)
+	return newEnv(t, mutant, append([]func(*Config){func(c *Config) { c.Store, c.ReplicaID = u, "r1" }}, mod...)...)
+}
+
+// TestOpenRefusesStore: a store that is not a PostgreSQL URL is refused.
+func TestOpenRefusesStore(t *testing.T) {
+	_, err := Open(context.Background(), Config{Store: "mysql://x", RailURL: "http://127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "postgres://") {
+		t.Fatalf("a mysql store: %v", err)
+	}
+}
+
+// TestReplicasShareStore: replicas over one PostgreSQL store are one
+// server: an execute retried on another replica answers the row without a
+// second charge; a storm over three charges once; the nonce consumed on
+// one is consumed on all; a replica that starts while another charges
+// leaves that row alone, and one that restarts resolves its own rows; a
+// receipt signed on one replica with a key of its own verifies on another.
+func TestReplicasShareStore(t *testing.T) {
+	t.Run("retry on another replica", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		b := a.replica(t, "r2", "")
+		k := key("retry")
+		if r := a.authorize(k, a.intent("int_r")); r.status != 200 {
+			t.Fatal(r)
+		}
+		first := a.execute(k, "int_r")
+		again := b.execute(k, "int_r")
+		if first.status != 200 || again.status != 200 || string(first.body) != string(again.body) {
+			t.Fatalf("first %s, retry on the other replica %s", first, again)
+		}
+		if got := b.authorize(k, a.intent("int_r")); got.status != 200 || got.tx(t).State != stateSettled {
+			t.Fatalf("the authorize retried on the other replica: %s", got)
+		}
+		if n := a.rail.Charges("int_r"); n != 1 {
+			t.Fatalf("%d charges", n)
+		}
+	})
+	t.Run("storm over three", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		reps := []*testEnv{a, a.replica(t, "r2", ""), a.replica(t, "r3", "")}
+		k := key("storm")
+		in := a.intent("int_s")
+		var wg sync.WaitGroup
+		auth := make([]resp, 12)
+		for i := range auth {
+			wg.Add(1)
+			go func() { defer wg.Done(); auth[i] = reps[i%3].authorize(k, in) }()
+		}
+		wg.Wait()
+		for _, r := range auth {
+			if r.status != 200 {
+				t.Fatalf("an authorize of the storm: %s", r)
+			}
+		}
+		answers := make([]resp, 48)
+		for i := range answers {
+			wg.Add(1)
+			go func() { defer wg.Done(); answers[i] = reps[i%3].execute(k, "int_s") }()
+		}
+		wg.Wait()
+		for _, r := range answers {
+			if x := r.tx(t); !(r.status == 200 && x.State == stateSettled) && !(r.status == 202 && x.State == stateExecuting) {
+				t.Fatalf("an execute of the storm: %s", r)
+			}
+		}
+		if a.rail.Charges("int_s") != 1 || a.rail.Created("int_s") != 1 {
+			t.Fatalf("%d charges, %d payment intents", a.rail.Charges("int_s"), a.rail.Created("int_s"))
+		}
+	})
+	t.Run("nonce consumed on every replica", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		b := a.replica(t, "r2", "")
+		in := a.intent("int_n")
+		if r := a.authorize(key("n1"), in); r.status != 200 {
+			t.Fatal(r)
+		}
+		if r := b.authorize(key("n2"), in); r.status != 409 || r.json(t)["error"] != codeNonceConsumed {
+			t.Fatalf("the signed intent replayed under another key on the other replica: %s", r)
+		}
+	})
+	t.Run("a starting replica leaves another's row", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		k := key("held")
+		a.authorize(k, a.intent("int_h"))
+		a.rail.HoldConfirms()
+		done := make(chan resp, 1)
+		go func() { done <- a.execute(k, "int_h") }()
+		if a.rail.WaitConfirms(1, 5*time.Second) != 1 {
+			t.Fatal("no confirm arrived")
+		}
+		b := a.replica(t, "r2", "") // its sweep runs at Open, while a charges the row
+		if err := b.srv.ReconcileNow(context.Background()); err != nil {
+			t.Fatalf("the other replica's sweep: %v", err)
+		}
+		a.rail.Release()
+		r := <-done
+		if r.status != 200 || r.tx(t).State != stateSettled || a.rail.Charges("int_h") != 1 {
+			t.Fatalf("the execute charging while another replica swept: %s, %d charges", r, a.rail.Charges("int_h"))
+		}
+	})
+	t.Run("a restarting replica resolves its own rows", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		b := a.replica(t, "r2", "")
+		k, k10 := key("mine"), key("r10's")
+		a.authorize(k, a.intent("int_m"))
+		a.authorize(k10, a.intent("int_10"))
+		a.rail.LoseConfirms(2) // charged, the answers lost: the rows stay executing
+		if r := a.execute(k, "int_m"); r.status != 202 {
+			t.Fatal(r)
+		}
+		if r := a.execute(k10, "int_10"); r.status != 202 {
+			t.Fatal(r)
+		}
+		// r1 dies holding the row, as a crash in the middle of its charge
+		// leaves it: claimed by r1 for a long while.
+		a.srv.Close()
+		db, err := sql.Open("pgx", a.cfg.Store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`UPDATE transactions SET owner = 'r1/0123456789abcdef', lease_until = $1 WHERE intent_id = 'int_m'`,
+			time.Now().Add(time.Hour).UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+		// And a row a live replica r10 holds (its name begins with r1).
+		if _, err := db.Exec(`UPDATE transactions SET owner = 'r10/0123456789abcdef', lease_until = $1 WHERE intent_id = 'int_10'`,
+			time.Now().Add(time.Hour).UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.srv.ReconcileNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if x, _ := b.srv.readRow(context.Background(), "int_m", k); x == nil || x.state != stateExecuting {
+			t.Fatalf("replica r2 took a row r1 holds: %s", stateOf(x))
+		}
+		a2 := a.replica(t, "r1", "") // r1 again: its sweep at Open resolves its own row
+		eventually(t, 5*time.Second, "the restarted r1 resolves its row", func() bool {
+			x, _ := a2.srv.readRow(context.Background(), "int_m", k)
+			return x != nil && x.state == stateSettled
+		})
+		if a.rail.Charges("int_m") != 1 {
+			t.Fatalf("%d charges", a.rail.Charges("int_m"))
+		}
+		monotonic(t, states(t, a.cfg.Store, "int_m", k))
+		if err := a2.srv.ReconcileNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if x, _ := a2.srv.readRow(context.Background(), "int_10", k10); x == nil || x.state != stateExecuting {
+			t.Fatalf("the restarted r1 took the row r10 holds: %s", stateOf(x))
+		}
+	})
+	t.Run("a receipt of another replica's key verifies", func(t *testing.T) {
+		a := newPGEnv(t, "", func(c *Config) { c.Seed = 1 })
+		b := a.replica(t, "r2", "", func(c *Config) { c.Seed = 2 })
+		k := key("keys")
+		a.authorize(k, a.intent("int_k"))
+		x := b.execute(k, "int_k").tx(t)
+		var rc struct{ Kid string }
+		json.Unmarshal(x.Receipt, &rc)
+		if rc.Kid != "site-2" {
+			t.Fatalf("replica r2 signs as %q", rc.Kid)
+		}
+		if v := a.do("POST", pathVerify, x.Receipt).json(t); v["valid"] != true {
+			t.Fatalf("r2's receipt on r1: %v", v)
+		}
+		a.verifyReceipt(x.Receipt) // with r1's GET /api/atp/keys
+	})
+}
+
+// TestStoreLost: a replica whose store stops answering answers 503 with
+// Retry-After (never 500, never a success), and serves again once it is
+// back.
+func TestStoreLost(t *testing.T) {
+	pgtest.Shared(t)
+	own := pgtest.Database(t) // its own database: the test cuts it off
+	e := newEnv(t, "", func(c *Config) { c.Store, c.ReplicaID = own, "r1" })
+	k := key("lost")
+	admin, err := sql.Open("pgx", adminURL(t, e.cfg.Store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	dbname := strings.TrimPrefix(mustParse(t, e.cfg.Store).Path, "/")
+	cut := func(allow bool) {
+		t.Helper()
+		if _, err := admin.Exec(`ALTER DATABASE "` + dbname + `" ALLOW_CONNECTIONS ` + map[bool]string{true: "true", false: "false"}[allow]); err != nil {
+			t.Fatal(err)
+		}
+		if !allow {
+			if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, dbname); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cut(false)
+	for _, r := range []resp{e.authorize(k, e.intent("int_lost")), e.execute(k, "int_lost"), e.poll(k, "int_lost")} {
+		if r.status != 503 || r.header.Get("Retry-After") == "" || r.json(t)["error"] != codeUnavailable {
+			t.Errorf("with the store gone: %s", r)
+		}
+	}
+	cut(true)
+	if r := e.authorize(k, e.intent("int_lost")); r.status != 200 {
+		t.Fatalf("with the store back: %s", r)
+	}
+	if r := e.execute(k, "int_lost"); r.status != 200 || r.tx(t).State != stateSettled {
+		t.Fatalf("with the store back: %s", r)
+	}
+}
+
+// stateOf is the state of x ("no row": none).
+func stateOf(x *row) string {
+	if x == nil {
+		return "no row"
+	}
+	return x.state
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// adminURL is store with the database postgres (to act on store's own).
+func adminURL(t *testing.T, store string) string {
+	u := mustParse(t, store)
+	u.Path = "/postgres"
+	return u.String()
+}
+
+// replicaScenario authorizes 8 intents, and for each executes it on one
+// replica then again on the last one, and sends two concurrent executes
+// of another on two replicas; it returns how many intents the rail charged
+// more than once.
+func replicaScenario(t *testing.T, reps []*testEnv) int {
+	rail := reps[0].rail
+	dup := 0
+	for i := range 8 {
+		seq, conc := "int_seq"+string(rune('a'+i)), "int_conc"+string(rune('a'+i))
+		ks, kc := key(seq), key(conc)
+		reps[0].authorize(ks, reps[0].intent(seq))
+		reps[0].authorize(kc, reps[0].intent(conc))
+		reps[0].execute(ks, seq)
+		reps[len(reps)-1].execute(ks, seq)
+		var wg sync.WaitGroup
+		for j := range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); reps[(i+j)%len(reps)].execute(kc, conc) }()
+		}
+		wg.Wait()
+		for _, id := range []string{seq, conc} {
+			if rail.Charges(id) > 1 {
+				dup++
+			}
+		}
+	}
+	return dup
+}
+
+// TestReplicaMutants: each replica mutant is correct on one replica (no
+// intent charged twice) and charges twice over two replicas sharing the
+// store; the correct server is correct on both.
+func TestReplicaMutants(t *testing.T) {
+	for _, m := range ReplicaMutants() {
+		t.Run(m.Name, func(t *testing.T) {
+			if !atpRules[m.Breaks] || m.Description == "" || !knownMutant(m.Name) {
+				t.Fatalf("mutant %+v: unknown rule or no description", m)
+			}
+			one := newPGEnv(t, m.Name)
+			if n := replicaScenario(t, []*testEnv{one}); n != 0 {
+				t.Errorf("on one replica %s charged %d intents twice: it must be correct there", m.Name, n)
+			}
+			a := newPGEnv(t, m.Name)
+			if n := replicaScenario(t, []*testEnv{a, a.replica(t, "r2", m.Name)}); n == 0 {
+				t.Errorf("on two replicas %s charged no intent twice", m.Name)
+			}
+			c := newPGEnv(t, "")
+			if n := replicaScenario(t, []*testEnv{c, c.replica(t, "r2", "")}); n != 0 {
+				t.Errorf("the correct server on two replicas charged %d intents twice", n)
+			}
+		})
+	}
+}
