@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
@@ -63,30 +61,11 @@ func TestChaosATPReplicas(t *testing.T) {
 		return code, stdout, stderr
 	}
 	t.Run("correct on three", func(t *testing.T) {
-		// A cluster of the test's own, registered as a store idscheck
-		// started, so that store-restart can restart it.
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cluster, err := pgtest.Start(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cluster.Stop() })
-		store, err := cluster.CreateDatabase(ctx, "atp_replicas")
-		if err != nil {
-			t.Fatal(err)
-		}
-		storeRestarter = func(s string) func(context.Context) error {
-			if s != store {
-				return nil
-			}
-			return cluster.RestartFast
-		}
-		t.Cleanup(func() { storeRestarter = nil })
+		// --store local: the cluster idscheck starts, the one store-restart restarts.
 		dir := filepath.Join(t.TempDir(), "run")
 		faults := "replica-crash,store-partition,store-lost-reply,store-restart,storm,rail-lost-replies"
 		code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "atp", "--duration", "3s", "--workers", "8", "--seed", "3",
-			"--faults", faults, "--replicas", "3", "--store", store, "--store-proxy", "--out", dir)
+			"--faults", faults, "--replicas", "3", "--store", "local", "--store-proxy", "--out", dir)
 		t.Logf("chaos --replicas 3 --faults %s: exit %d\n%s", faults, code, stdout)
 		if code != exitOK || !strings.Contains(stdout, "no anomaly") || !strings.Contains(stderr, "3 replicas over one store") {
 			t.Fatalf("exit %d, want 0 and no anomaly\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
