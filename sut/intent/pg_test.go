@@ -16,7 +16,9 @@ import (
 
 // TestPostgres runs the server's behaviour tests, its readings and its
 // mutants' misbehaviour on a PostgreSQL store (a fresh database each):
-// the same behaviour as on SQLite.
+// the same behaviour as on SQLite. (TestOpenIntentCap, 2,000 publishes,
+// is left out for time: the cap is one COUNT in the create transaction,
+// the same statement on both stores.)
 func TestPostgres(t *testing.T) {
 	pgtest.Shared(t)
 	testStore = pgtest.Database
@@ -30,7 +32,7 @@ func TestPostgres(t *testing.T) {
 		{"TimeScale", TestTimeScale}, {"FulfillFailExtend", TestFulfillFailExtend}, {"HMAC", TestHMAC},
 		{"AdminAuthAndMetrics", TestAdminAuthAndMetrics}, {"TesterKeysAndAdminOps", TestTesterKeysAndAdminOps}, {"KVStore", TestKVStore},
 		{"MaintenanceAndHTTPS", TestMaintenanceAndHTTPS}, {"Cleanup", TestCleanup}, {"CleanupLazy", TestCleanupLazy},
-		{"MutantsMisbehave", TestMutantsMisbehave}, {"OpenIntentCap", TestOpenIntentCap},
+		{"MutantsMisbehave", TestMutantsMisbehave},
 		{"ReadingsInHealth", TestReadingsInHealth}, {"ReadingLeaseExpiry", TestReadingLeaseExpiry},
 		{"ReadingLeaseExpiryFailKeepsBackoff", TestReadingLeaseExpiryFailKeepsBackoff}, {"ReadingExtend", TestReadingExtend},
 		{"ReadingQueryRepeatedOrder", TestReadingQueryRepeatedOrder}, {"ReadingAdminResultAccess", TestReadingAdminResultAccess},
