@@ -306,3 +306,28 @@ func TestReplicaMutants(t *testing.T) {
 		t.Errorf("the correct server on three replicas: %d second intents, %d double claims", k, n)
 	}
 }
+
+// TestPostgresRefusesWhatItCannotStore: values SQLite stores as given and
+// PostgreSQL refuses (a NUL character in a text, bytes that are not UTF-8)
+// are a 400 or a 401 on PostgreSQL, never a 500.
+func TestPostgresRefusesWhatItCannotStore(t *testing.T) {
+	b := newPGBus(t, "")
+	for _, c := range []struct {
+		name, method, path, body string
+		hdr                      []string
+		want                     int
+	}{
+		{"NUL in the goal", "POST", pathIntent, `{"goal":"a\u0000b","payload":1}`, nil, 400},
+		{"bytes not UTF-8 in the Idempotency-Key", "POST", pathIntent, `{"goal":"g","payload":1}`, []string{hdrIdempotencyKey, "k\xff"}, 400},
+		{"bytes not UTF-8 in the worker id", "POST", pathClaim, "", []string{hdrWorkerID, "w\xff"}, 0},
+		{"bytes not UTF-8 in the API key", "GET", pathStatus + "x", "", []string{hdrAPIKey, "tk_\xff"}, 401},
+		{"NUL in a KV key", "POST", pathSet + "a%00b", `{"value":1}`, nil, 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := b.send(c.method, c.path, c.body, c.hdr...)
+			if r.status == 0 || r.status >= 500 || (c.want != 0 && r.status != c.want) {
+				t.Fatalf("%d %s, want %d (never 5xx)", r.status, r.body, c.want)
+			}
+		})
+	}
+}

@@ -145,13 +145,21 @@ func (s *Server) openPostgres(ctx context.Context, cfg Config) error {
 
 // storeUnavailable says err is the store failing (a lost connection, a
 // store that does not answer, a transaction that kept losing races), not
-// a fault of the server's own statements: the request is answered 503,
-// retryable, never 500 and never a success.
+// a fault of the server's own statements nor data the store refused: the
+// request is answered 503, retryable, never 500 and never a success.
 func storeUnavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		// 42: a statement the server got wrong; 22: data it should have refused.
+		// 42: a statement the server got wrong; 22: data (storeRefused).
 		return !strings.HasPrefix(pe.Code, "42") && !strings.HasPrefix(pe.Code, "22")
 	}
 	return !errors.Is(err, sql.ErrNoRows)
+}
+
+// storeRefused says PostgreSQL refused a value of the request that SQLite
+// stores as given (class 22, data exception: a NUL character or bytes
+// that are not UTF-8 in a text): the request is malformed, a 400.
+func storeRefused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
 }

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
@@ -300,6 +301,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		case errors.Is(err, errCommit) || strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"):
 			he = herr(503, codeDatabaseBusy, "the database is busy; retry")
 			he.retryAfter = "1"
+		case s.pg && storeRefused(err):
+			he = herr(400, codeInvalidRequest, "the request holds a value the store cannot keep (a NUL character, or bytes that are not UTF-8)")
 		case s.pg && storeUnavailable(err):
 			// The shared store failed (a lost connection, a partition, a
 			// reply that never came): the outcome is unknown, never a
@@ -611,6 +614,9 @@ func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce
 // have generated or revoked it).
 func (s *Server) knownKey(ctx context.Context, key string) (bool, error) {
 	if s.pg {
+		if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+			return false, nil // no key generated is so; PostgreSQL refuses to compare it
+		}
 		var one int
 		err := s.rdb.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE api_key = $1`, key).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
