@@ -31,6 +31,7 @@ import (
 // ChaosConfig is one chaos run of the Intent workload.
 type ChaosConfig struct {
 	BaseURL   string                             // where the workload sends: the proxy's URL when network faults run
+	Replicas  []string                           // the target's other replicas: publishes and claims are spread over them and BaseURL
 	APIKey    string                             // the key every publisher and worker uses
 	Sign      func(r *http.Request, body []byte) // signs every request (client.Options.Sign); nil: none
 	Namespace string                             // default "chaos-<seed>"
@@ -143,11 +144,12 @@ func newWorkload(cfg ChaosConfig) (*workload, error) {
 	tr.MaxConnsPerHost = 0
 	tr.ResponseHeaderTimeout = cfg.RequestTimeout
 	c, err := client.New(cfg.BaseURL, client.Options{
-		Name:    "chaos",
-		APIKey:  cfg.APIKey,
-		Sign:    cfg.Sign,
-		Timeout: cfg.RequestTimeout,
-		HTTP:    &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
+		Name:     "chaos",
+		APIKey:   cfg.APIKey,
+		Sign:     cfg.Sign,
+		Timeout:  cfg.RequestTimeout,
+		HTTP:     &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
+		Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)

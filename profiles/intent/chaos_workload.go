@@ -55,7 +55,7 @@ func (w *workload) publishBody(key string, variant int) []byte {
 func (w *workload) publish(ctx context.Context, clientID int, key string, body []byte) (int, string) {
 	op := checker.Operation{ClientID: clientID, Kind: checker.OpPublish, Key: key, Input: checker.Input{Body: chaos.Digest(body), MaxAttempts: maxAttempts}, Call: w.now()}
 	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: "/intent",
-		Header: http.Header{"Idempotency-Key": {key}}, Body: body})
+		Header: http.Header{"Idempotency-Key": {key}}, Body: body, Spread: key})
 	op.Return = w.now()
 	op.Outcome = client.TransportOutcome(err)
 	if err != nil {

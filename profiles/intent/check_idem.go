@@ -29,7 +29,7 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 			if op.Input.Body != first.Input.Body {
 				c.add(checker.Anomaly{
 					Kind: checker.IdempotencyViolation, Key: key,
-					Explanation: fmt.Sprintf("key %s was accepted with two different bodies (%s and %s): once a body is recorded under a key, a different body must be refused with %d",
+					Explanation: fmt.Sprintf("key %s was accepted with two different bodies (%s and %s): once a body is recorded under a key, a different body must be refused with %d (INTENT-7.2-idem-conflict)",
 						key, short(first.Input.Body), short(op.Input.Body), c.opts.ConflictStatus),
 					Ops: []checker.Operation{*first, *op},
 				})
@@ -38,7 +38,7 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 			if op.Output.Status != first.Output.Status || op.Output.ID != first.Output.ID || op.Output.Body != first.Output.Body {
 				c.add(checker.Anomaly{
 					Kind: checker.IdempotencyViolation, Key: key,
-					Explanation: fmt.Sprintf("key %s with the same body got two different responses (%s, then %s): a repeated request must replay the first response",
+					Explanation: fmt.Sprintf("key %s with the same body got two different responses (%s, then %s): a repeated request must replay the first response (INTENT-7.2-idem-replay)",
 						key, describeResp(first), describeResp(op)),
 					Ops: []checker.Operation{*first, *op},
 				})
@@ -65,7 +65,7 @@ func (c *check) checkIdempotency(key string, idx []int) bool {
 			}
 			c.add(checker.Anomaly{
 				Kind: checker.IdempotencyViolation, Key: key,
-				Explanation: fmt.Sprintf("key %s was refused as a conflict (%d), but no request with a different body under this key could have taken effect: a repeated identical request must be replayed, not refused",
+				Explanation: fmt.Sprintf("key %s was refused as a conflict (%d), but no request with a different body under this key could have taken effect: a repeated identical request must be replayed, not refused (INTENT-7.2-idem-replay)",
 					key, op.Output.Status),
 				Ops: ev,
 			})

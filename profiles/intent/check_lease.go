@@ -245,7 +245,7 @@ func (c *check) doubleLease(key string, l *leaseOps) {
 			c.add(checker.Anomaly{
 				Kind: DoubleLease, Key: key,
 				Explanation: fmt.Sprintf("intent %s was claimed twice with leases that certainly overlap: the claim of token %s (lease %s) took effect no earlier than %s, "+
-					"so its lease could not end before %s, yet the claim of token %s took effect by %s: two workers held it at once",
+					"so its lease could not end before %s, yet the claim of token %s took effect by %s: two workers held it at once (INTENT-7.3-atomic-claim)",
 					key, short(a.Output.Token), ms(a.Output.LeaseNs), ms(l.tLo[i]), ms(l.endsFrom(i)), short(b.Output.Token), ms(b.Return)),
 				Ops: []checker.Operation{*a, *b},
 			})

@@ -38,6 +38,10 @@ func Profile() harness.Profile {
 		}
 		mutants = append(mutants, mu)
 	}
+	for _, m := range sut.ReplicaMutants() {
+		// Correct on one replica: caught by idscheck chaos --replicas N.
+		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Replicas: true})
+	}
 	return harness.Profile{
 		Name:              Name,
 		Title:             "Intent Protocol v2.1 (a leased job bus)",

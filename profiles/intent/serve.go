@@ -57,6 +57,12 @@ func serve() *harness.ServeCommand {
 	return &harness.ServeCommand{
 		Env:   serveHelp(),
 		Child: serveChild,
+		// --store postgres://… --replica-id NAME: several replicas over one
+		// PostgreSQL store are one bus.
+		SharedStore: true,
+		// A harness that starts the bus as its child (run --replicas, chaos)
+		// hands it the readings the run declares.
+		Readings: serveReadingArgs,
 		Flags: func(fs *flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) error {
 			base := fs.String("readings", "default", "default or alternate: the first or the second name of every reading key (listed above)")
 			set := readingFlag{}
@@ -91,6 +97,10 @@ func serveBus(ctx context.Context, c harness.ServeConfig, readings map[string]st
 	if c.DB != "" {
 		cfg.DBPath = c.DB
 	}
+	cfg.Store, cfg.ReplicaID = c.Store, c.ReplicaID
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = c.Addr
+	}
 	if c.TimeScale < 0 {
 		return errors.New("--time-scale must be > 0")
 	}
@@ -109,6 +119,16 @@ func serveBus(ctx context.Context, c harness.ServeConfig, readings map[string]st
 	}
 	c.Logger, c.DB = logger, cfg.DBPath
 	return harness.ServeHandler(ctx, c, "intent", srv.Handler(), srv.Close)
+}
+
+// serveReadingArgs are the flags that make a served bus follow readings
+// (decision or answer key → reading name): one --reading ID=NAME each.
+func serveReadingArgs(readings map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(readings)) {
+		out = append(out, "--reading", k+"="+readings[k])
+	}
+	return out
 }
 
 // readingFlag collects repeated --reading ID=NAME.
@@ -151,14 +171,18 @@ func chooseReadings(base string, set map[string]string) (map[string]string, erro
 	return out, nil
 }
 
-// serveChild gives the served bus its API key and admin token in BUS_SECRET
-// and BUS_ADMIN_SECRET; the admin token reaches the workload as the
-// admin-token credential (FailpointTriggers asks for a cleanup with it).
+// serveChild gives the served bus its API key, admin token, dashboard
+// password and metrics token in BUS_SECRET, BUS_ADMIN_SECRET,
+// DASHBOARD_PASSWORD and BUS_METRICS_TOKEN; they reach the workload and
+// the suite as the credentials of those names (FailpointTriggers asks for
+// a cleanup with the admin token; the suite's dashboard and metrics
+// scenarios use the other two).
 func serveChild(secret func() string, _ any) harness.ServeChild {
-	key, admin := secret(), secret()
+	key, admin, dash, metrics := secret(), secret(), secret(), secret()
 	return harness.ServeChild{
-		Env:     []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin},
-		Target:  features.Target{APIKey: key, Credentials: map[string]string{CredentialAdminToken: admin}},
-		Secrets: []string{key, admin},
+		Env: []string{"BUS_SECRET=" + key, "BUS_ADMIN_SECRET=" + admin, "DASHBOARD_PASSWORD=" + dash, "BUS_METRICS_TOKEN=" + metrics},
+		Target: features.Target{APIKey: key, Credentials: map[string]string{CredentialAdminToken: admin,
+			CredentialDashboardPassword: dash, CredentialMetricsToken: metrics}},
+		Secrets: []string{key, admin, dash, metrics},
 	}
 }

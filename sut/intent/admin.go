@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -51,9 +52,9 @@ func (s *Server) expireLeases(tx *sql.Tx, now float64, st *cleanupStats) error {
 		return nil
 	}
 	if s.mutant != MutantMaxAttemptsIgnored {
-		rows, err := tx.Query(`UPDATE intents SET status = 'dead', claim_token = NULL, completed_at = claim_expires_at,
+		rows, err := tx.Query(s.sql(`UPDATE intents SET status = 'dead', claim_token = NULL, completed_at = claim_expires_at,
  last_error = COALESCE(last_error, 'lease expired') WHERE status IN ('open','claimed') AND status = 'claimed' AND claim_expires_at <= ? AND claim_attempts >= max_attempts
- RETURNING id, namespace, goal, payload, publisher, claim_attempts, last_error, completed_at`, now)
+ RETURNING id, namespace, goal, payload, publisher, claim_attempts, last_error, completed_at`), now)
 		if err != nil {
 			return err
 		}
@@ -83,8 +84,8 @@ func (s *Server) expireLeases(tx *sql.Tx, now float64, st *cleanupStats) error {
 			st.ExpiredClaimsDead = int64(len(dead))
 		}
 	}
-	res, err := tx.Exec(`UPDATE intents SET status = 'open', claim_token = NULL, claimed_by = NULL, claim_expires_at = NULL,
- last_error = COALESCE(last_error, 'lease expired') WHERE status IN ('open','claimed') AND status = 'claimed' AND claim_expires_at <= ?`, now)
+	res, err := tx.Exec(s.sql(`UPDATE intents SET status = 'open', claim_token = NULL, claimed_by = NULL, claim_expires_at = NULL,
+ last_error = COALESCE(last_error, 'lease expired') WHERE status IN ('open','claimed') AND status = 'claimed' AND claim_expires_at <= ?`), now)
 	if err != nil {
 		return err
 	}
@@ -121,11 +122,19 @@ func (s *Server) runCleanup(ctx context.Context) (cleanupStats, error) {
 			// up to 300 s after receipt plus 300 s of skew, in real seconds.
 			{&st.NoncesDeleted, `DELETE FROM nonces WHERE ts <= ?`, []any{now - 2*timestampWindow}},
 		} {
-			res, err := tx.Exec(d.q, d.args...)
+			res, err := tx.Exec(s.sql(d.q), d.args...)
 			if err != nil {
 				return nil, err
 			}
 			*d.dst, _ = res.RowsAffected()
+		}
+		if s.pg {
+			// The tester rate windows are rows here, shared by the replicas.
+			res, err := tx.Exec(`DELETE FROM rate_windows WHERE start_ns <= $1`, s.clock().Add(-s.dur(60)).UnixNano())
+			if err != nil {
+				return nil, err
+			}
+			st.RateLimitsDeleted, _ = res.RowsAffected()
 		}
 		return st, nil
 	})
@@ -175,7 +184,7 @@ func (s *Server) generateKey(w http.ResponseWriter, q *request) error {
 	}
 	key := "tk_" + newHexID()
 	if _, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		_, err := tx.Exec(`INSERT INTO api_keys(api_key, owner, created_at) VALUES(?,?,?)`, key, owner, s.nowF())
+		_, err := tx.Exec(s.sql(`INSERT INTO api_keys(api_key, owner, created_at) VALUES(?,?,?)`), key, owner, s.nowF())
 		return nil, err
 	}); err != nil {
 		return err
@@ -209,13 +218,17 @@ func (s *Server) revokeKey(w http.ResponseWriter, q *request) error {
 	delete(s.keys, key)
 	s.keysMu.Unlock()
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		res, err := tx.Exec(`DELETE FROM api_keys WHERE api_key = ?`, key)
+		res, err := tx.Exec(s.sql(`DELETE FROM api_keys WHERE api_key = ?`), key)
 		if err != nil {
 			return nil, err
 		}
 		n, _ := res.RowsAffected()
-		for _, t := range []string{"idempotency", "nonces"} {
-			if _, err := tx.Exec(`DELETE FROM `+t+` WHERE api_key = ?`, key); err != nil {
+		tables := []string{"idempotency", "nonces"}
+		if s.pg {
+			tables = append(tables, "rate_windows")
+		}
+		for _, t := range tables {
+			if _, err := tx.Exec(s.sql(`DELETE FROM `+t+` WHERE api_key = ?`), key); err != nil {
 				return nil, err
 			}
 		}
@@ -265,7 +278,7 @@ func (s *Server) purge(w http.ResponseWriter, q *request) error {
 			var res sql.Result
 			var err error
 			if hasNS {
-				res, err = tx.Exec(d[1]+` WHERE namespace = ?`, ns)
+				res, err = tx.Exec(s.sql(d[1]+` WHERE namespace = ?`), ns)
 			} else {
 				res, err = tx.Exec(d[1])
 			}
@@ -273,6 +286,11 @@ func (s *Server) purge(w http.ResponseWriter, q *request) error {
 				return nil, err
 			}
 			out[d[0]], _ = res.RowsAffected()
+		}
+		if s.pg && !hasNS {
+			if _, err := tx.Exec(`DELETE FROM rate_windows`); err != nil {
+				return nil, err
+			}
 		}
 		return out, nil
 	})
@@ -312,8 +330,8 @@ func (s *Server) adminCancel(w http.ResponseWriter, q *request) error {
 		var ns, goal, payload, pub string
 		var attempts int
 		var le sql.NullString
-		err := tx.QueryRow(`UPDATE intents SET status = 'dead', claim_token = NULL, claim_expires_at = NULL, completed_at = ?,
- last_error = COALESCE(last_error, 'cancelled by admin') WHERE id = ? RETURNING namespace, goal, payload, publisher, claim_attempts, last_error`, now, id).
+		err := tx.QueryRow(s.sql(`UPDATE intents SET status = 'dead', claim_token = NULL, claim_expires_at = NULL, completed_at = ?,
+ last_error = COALESCE(last_error, 'cancelled by admin') WHERE id = ? RETURNING namespace, goal, payload, publisher, claim_attempts, last_error`), now, id).
 			Scan(&ns, &goal, &payload, &pub, &attempts, &le)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, herr(404, codeNotFound, "intent not found")
@@ -340,20 +358,20 @@ func (s *Server) adminRetry(w http.ResponseWriter, q *request) error {
 		if err := s.deadOnTouch(tx, id, now); err != nil {
 			return nil, err
 		}
-		res, err := tx.Exec(`UPDATE intents SET status = 'open', claim_attempts = 0, claimed_by = NULL, claim_token = NULL, claimed_at = NULL,
+		res, err := tx.Exec(s.sql(`UPDATE intents SET status = 'open', claim_attempts = 0, claimed_by = NULL, claim_token = NULL, claimed_at = NULL,
  claim_expires_at = NULL, result = NULL, result_type = NULL, last_error = NULL, completed_at = NULL, run_at = ?, expires_at = ?
- WHERE id = ? AND status = 'dead'`, now, now+s.secs(defaultIntentTTL), id)
+ WHERE id = ? AND status = 'dead'`), now, now+s.secs(defaultIntentTTL), id)
 		if err != nil {
 			return nil, err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			var st string
-			if err := tx.QueryRow(`SELECT status FROM intents WHERE id = ?`, id).Scan(&st); errors.Is(err, sql.ErrNoRows) {
+			if err := tx.QueryRow(s.sql(`SELECT status FROM intents WHERE id = ?`), id).Scan(&st); errors.Is(err, sql.ErrNoRows) {
 				return nil, herr(404, codeNotFound, "intent not found")
 			}
 			return nil, herr(409, codeInvalidState, "only a dead intent can be retried")
 		}
-		if _, err := tx.Exec(`DELETE FROM dead_letters WHERE intent_id = ?`, id); err != nil {
+		if _, err := tx.Exec(s.sql(`DELETE FROM dead_letters WHERE intent_id = ?`), id); err != nil {
 			return nil, err
 		}
 		return mutationResponse{ID: id, Status: stateOpen, RunAt: &now}, nil
@@ -413,7 +431,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, q *request) error {
 	if err := s.settleLeases(q.r.Context()); err != nil {
 		return err
 	}
-	d, err := scanDead(s.rdb.QueryRowContext(q.r.Context(), `SELECT `+deadCols+` FROM dead_letters WHERE intent_id = ?`, q.param), true)
+	d, err := scanDead(s.rdb.QueryRowContext(q.r.Context(), s.sql(`SELECT `+deadCols+` FROM dead_letters WHERE intent_id = ?`), q.param), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return herr(404, codeNotFound, "no such dead letter")
 	}
@@ -513,11 +531,29 @@ func (s *Server) dashboard(w http.ResponseWriter, q *request) error {
 		data.Recent = append(data.Recent, s.view(x, now, false, false))
 	}
 	rows.Close()
-	s.keysMu.RLock()
-	for k, o := range s.keys {
+	keys := map[string]string{}
+	if s.pg { // another replica may have generated or revoked keys
+		krows, err := s.rdb.QueryContext(ctx, `SELECT api_key, owner FROM api_keys`)
+		if err != nil {
+			return err
+		}
+		for krows.Next() {
+			var k, o string
+			if err := krows.Scan(&k, &o); err != nil {
+				krows.Close()
+				return err
+			}
+			keys[k] = o
+		}
+		krows.Close()
+	} else {
+		s.keysMu.RLock()
+		maps.Copy(keys, s.keys)
+		s.keysMu.RUnlock()
+	}
+	for k, o := range keys {
 		data.Keys = append(data.Keys, o+" ("+k[:min(len(k), 7)]+"…)")
 	}
-	s.keysMu.RUnlock()
 	drows, err := s.rdb.QueryContext(ctx, `SELECT `+deadCols+` FROM dead_letters ORDER BY died_at DESC LIMIT 20`)
 	if err != nil {
 		return err

@@ -14,7 +14,14 @@ const DefaultSecret = "dev_secret"
 // Config configures the reference server. Durations are protocol durations;
 // the server divides each by TimeScale.
 type Config struct {
-	DBPath            string
+	DBPath string
+	// Store, when set, is the store instead of DBPath: a PostgreSQL URL
+	// (postgres://…) shared by several replicas of the server, which are
+	// then one server.
+	Store string
+	// ReplicaID names this replica among those sharing Store (its
+	// connections' application_name); "" is "replica".
+	ReplicaID         string
 	Secret            string // BUS_SECRET: the main API key (exempt from tester limits)
 	AdminSecret       string // BUS_ADMIN_SECRET: X-Admin-Token
 	DashboardPassword string // DASHBOARD_PASSWORD: HTTP Basic password of user "admin"

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/pgtest"
 )
 
 // serveProc is `idscheck serve` running as a child process.
@@ -134,7 +136,7 @@ func idscheckBinary(t *testing.T) string {
 var binDir string
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL cluster TestPostgres started
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

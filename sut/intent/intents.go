@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -48,17 +49,23 @@ func (s *Server) claimWhere() string {
 	if s.mutant == MutantLeaseNeverExpires {
 		status = "status = 'open'"
 	}
+	// The mutants keep every parameter in the statement, typed by a column
+	// (PostgreSQL prepares no parameter it cannot type).
 	ns := "namespace = ?7"
 	if s.mutant == MutantNamespaceLeak {
-		ns = "?7 = ?7"
+		ns = "(namespace = ?7 OR namespace <> ?7)"
 	}
 	attempts := "claim_attempts < max_attempts"
 	if s.mutant == MutantMaxAttemptsIgnored {
-		attempts = "1"
+		attempts = "TRUE"
 	}
 	vis := "(visibility = 'public' OR publisher = ?1)"
 	if s.mutant == MutantVisibilityLeak {
-		vis = "(?1 = ?1)"
+		vis = "(visibility = 'public' OR publisher = ?1 OR TRUE)"
+	}
+	instr := "instr(?11, ',' || required_capability || ',')"
+	if s.pg {
+		instr = "strpos(?11, ',' || required_capability || ',')"
 	}
 	order := "priority DESC, run_at, claim_attempts, created_at, id"
 	if s.mutant == MutantPriorityInverted {
@@ -66,7 +73,7 @@ func (s *Server) claimWhere() string {
 	}
 	return status + " AND " + ns + " AND run_at <= ?3 AND expires_at > ?3 AND " + attempts + " AND " + vis +
 		" AND (?8 = '' OR publisher = ?8) AND (?9 = '' OR goal = ?9) AND (target_worker IS NULL OR target_worker = ?10)" +
-		" AND (required_capability IS NULL OR instr(?11, ',' || required_capability || ',') > 0) ORDER BY " + order + " LIMIT 1"
+		" AND (required_capability IS NULL OR " + instr + " > 0) ORDER BY " + order + " LIMIT 1"
 }
 
 // claimSet is the update of a claim. run_at is the moment the intent becomes
@@ -79,6 +86,11 @@ func (s *Server) claimSet() string {
 	runAt := "?4 + (backoff_base * (1 << (claim_attempts + 1)) + ?5) / ?6"
 	if s.rd.leaseImmediate {
 		runAt = "?4" // ?5 and ?6 are bound but unused
+		if s.pg {
+			// PostgreSQL types every parameter from the statement: ?5 and
+			// ?6 appear, multiplied by 0.
+			runAt = "?4 + 0 * (backoff_base + ?5 + ?6)"
+		}
 	}
 	return `status = 'claimed', claim_attempts = claim_attempts + 1, claimed_by = ?1, claim_token = ?2, claimed_at = ?3,
  claim_expires_at = ?4, run_at = ` + runAt + `,
@@ -100,6 +112,29 @@ const claimReturning = ` RETURNING id, namespace, goal, payload, claim_attempts,
 
 func (s *Server) prepare(ctx context.Context) error {
 	w, r := s.wdb, s.rdb
+	claimPick := `SELECT id FROM intents WHERE ` + s.claimWhere()
+	rClaimSelect := claimPick
+	insertDead := `INSERT OR REPLACE INTO dead_letters(intent_id, namespace, goal, payload, publisher, reason, claim_attempts, last_error, died_at)
+ VALUES(?,?,?,?,?,?,?,?,?)`
+	insertIdem := `INSERT INTO idempotency(api_key, key, body_hash, status, response, created_at) VALUES(?,?,?,?,?,?)`
+	if s.pg {
+		// The claim locks the row it takes and skips those other claims
+		// (on any replica) hold: two claims never take one intent, nor wait
+		// for one another.
+		claimPick += ` FOR UPDATE SKIP LOCKED`
+		// The claim-non-atomic mutant's read binds the claim's parameters
+		// it does not use: PostgreSQL wants each typed.
+		rClaimSelect = `WITH unused AS (SELECT CAST(?2 AS TEXT), CAST(?4 AS TEXT), CAST(?5 AS TEXT), CAST(?6 AS TEXT)) ` + rClaimSelect
+		insertDead = `INSERT INTO dead_letters(intent_id, namespace, goal, payload, publisher, reason, claim_attempts, last_error, died_at)
+ VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT (intent_id) DO UPDATE SET namespace = excluded.namespace, goal = excluded.goal,
+ payload = excluded.payload, publisher = excluded.publisher, reason = excluded.reason, claim_attempts = excluded.claim_attempts,
+ last_error = excluded.last_error, died_at = excluded.died_at`
+		if s.mutant == MutantIdemCheckRacy || s.mutant == MutantReplicaLocalCache {
+			// A second row for the key is silently dropped (an error would
+			// end PostgreSQL's transaction, where SQLite's goes on).
+			insertIdem += ` ON CONFLICT DO NOTHING`
+		}
+	}
 	for _, p := range []struct {
 		db  *sql.DB
 		dst **sql.Stmt
@@ -108,9 +143,9 @@ func (s *Server) prepare(ctx context.Context) error {
 		{w, &s.st.insertIntent, `INSERT INTO intents(id, namespace, goal, payload, visibility, priority, max_attempts, backoff_base,
  target_worker, required_capability, publisher, status, run_at, created_at, expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,'open',?,?,?)`},
 		{w, &s.st.getIdem, `SELECT body_hash, status, response FROM idempotency WHERE api_key = ? AND key = ?`},
-		{w, &s.st.insertIdem, `INSERT INTO idempotency(api_key, key, body_hash, status, response, created_at) VALUES(?,?,?,?,?,?)`},
+		{w, &s.st.insertIdem, insertIdem},
 		{w, &s.st.countOpen, `SELECT COUNT(*) FROM intents WHERE publisher = ? AND status IN ('open','claimed')`},
-		{w, &s.st.claim, `UPDATE intents SET ` + s.claimSet() + ` WHERE id = (SELECT id FROM intents WHERE ` + s.claimWhere() + `)` + claimReturning},
+		{w, &s.st.claim, `UPDATE intents SET ` + s.claimSet() + ` WHERE id = (` + claimPick + `)` + claimReturning},
 		{w, &s.st.claimByID, `UPDATE intents SET ` + s.claimSet() + ` WHERE id = ?7` + claimReturning},
 		{w, &s.st.insertNonce, `INSERT INTO nonces(api_key, nonce, ts) VALUES(?,?,?) ON CONFLICT DO NOTHING`},
 		{w, &s.st.fulfill, `UPDATE intents SET status = 'fulfilled', result = ?, result_type = ?, completed_at = ?, claim_token = NULL
@@ -125,13 +160,12 @@ func (s *Server) prepare(ctx context.Context) error {
 		{w, &s.st.deadOnTouch, `UPDATE intents SET status = 'dead', claim_token = NULL, completed_at = claim_expires_at,
  last_error = COALESCE(last_error, 'lease expired') WHERE id = ? AND status = 'claimed' AND claim_expires_at <= ? AND claim_attempts >= max_attempts
  RETURNING namespace, goal, payload, publisher, claim_attempts, last_error, completed_at`},
-		{w, &s.st.insertDead, `INSERT OR REPLACE INTO dead_letters(intent_id, namespace, goal, payload, publisher, reason, claim_attempts, last_error, died_at)
- VALUES(?,?,?,?,?,?,?,?,?)`},
+		{w, &s.st.insertDead, insertDead},
 		{r, &s.st.rGetIntent, `SELECT ` + intentCols + ` FROM intents WHERE id = ?`},
 		{r, &s.st.rGetIdem, `SELECT body_hash, status, response FROM idempotency WHERE api_key = ? AND key = ?`},
-		{r, &s.st.rClaimSelect, `SELECT id FROM intents WHERE ` + s.claimWhere()},
+		{r, &s.st.rClaimSelect, rClaimSelect},
 	} {
-		st, err := p.db.PrepareContext(ctx, p.q)
+		st, err := p.db.PrepareContext(ctx, s.sql(p.q))
 		if err != nil {
 			return fmt.Errorf("prepare %.60q: %w", p.q, err)
 		}
@@ -446,6 +480,15 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 	}
 	useIdem := idemKey != "" && s.mutant != MutantIdemKeyIgnored
 	var hash string
+	racy := s.mutant == MutantIdemCheckRacy
+	if useIdem && s.mutant == MutantReplicaLocalCache {
+		if unlock := s.unseenKey(q.apiKey, idemKey); unlock != nil {
+			// A key this process has not seen is taken for a new one: no
+			// lookup, a second row for it dropped.
+			defer unlock()
+			return s.create(w, q, n, true, idemKey, canonicalHash(q.body), true)
+		}
+	}
 	if useIdem {
 		hash = canonicalHash(q.body)
 		// Fast path: a replay needs no write.
@@ -458,11 +501,17 @@ func (s *Server) createIntent(w http.ResponseWriter, q *request) error {
 			failpointIdemRacyWindow(q.r.Context(), q.apiKey, idemKey) // the mutant's window, widened in tests
 		}
 	}
+	return s.create(w, q, n, useIdem, idemKey, hash, racy)
+}
+
+// create writes the intent n (and, with useIdem, its idempotency record
+// under idemKey) in one write operation, which first looks the key up
+// unless racy (the mutants that trust an earlier lookup, or none).
+func (s *Server) create(w http.ResponseWriter, q *request, n *newIntent, useIdem bool, idemKey, hash string, racy bool) error {
 	id := newIntentID()
 	now := s.nowF()
 	resp, _ := json.Marshal(createIntentResponse{ID: id, Status: statePublished, Namespace: n.namespace})
 	apiKey, tester := q.apiKey, q.tester
-	racy := s.mutant == MutantIdemCheckRacy
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
 		if useIdem && !racy {
 			var h, resp string
@@ -599,7 +648,13 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 	now := s.nowF()
 	exp := now + s.secs(defaultClaimTimeout)
 	var pick string
-	if s.mutant == MutantClaimNonAtomic {
+	if s.mutant == MutantCheckThenInsert {
+		// Look up, then claim by id in another transaction, under the
+		// process's lock: one step on one replica, a race over several.
+		s.rs.checkMu.Lock()
+		defer s.rs.checkMu.Unlock()
+	}
+	if s.mutant == MutantClaimNonAtomic || s.mutant == MutantCheckThenInsert {
 		err := s.st.rClaimSelect.QueryRowContext(q.r.Context(), caller, nil, now, nil, nil, nil, ns, pub, params["goal"], worker, caps).Scan(&pick)
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.noContent(w)
@@ -607,10 +662,14 @@ func (s *Server) claim(w http.ResponseWriter, q *request) error {
 		if err != nil {
 			return err
 		}
-		failpointClaimRacyWindow(q.r.Context(), pick)
+		if s.mutant == MutantCheckThenInsert {
+			time.Sleep(checkThenInsertGap)
+		} else {
+			failpointClaimRacyWindow(q.r.Context(), pick)
+		}
 	}
 	v, err := s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		jitter := s.rnd.Float64() * 2
+		jitter := s.jitter()
 		var row *sql.Row
 		if pick != "" {
 			row = tx.Stmt(s.st.claimByID).QueryRow(caller, token, now, exp, jitter, s.scale, pick)
@@ -737,8 +796,8 @@ func (s *Server) fulfill(w http.ResponseWriter, q *request) error {
 		var attempts int
 		var err error
 		if s.mutant == MutantStaleTokenAccepted {
-			err = tx.QueryRow(`UPDATE intents SET status = 'fulfilled', result = ?, result_type = ?, completed_at = ?, claim_token = NULL
- WHERE id = ? AND status = 'claimed' RETURNING claim_attempts`, result, rtype, now, id).Scan(&attempts)
+			err = tx.QueryRow(s.sql(`UPDATE intents SET status = 'fulfilled', result = ?, result_type = ?, completed_at = ?, claim_token = NULL
+ WHERE id = ? AND status = 'claimed' RETURNING claim_attempts`), result, rtype, now, id).Scan(&attempts)
 		} else {
 			err = tx.Stmt(s.st.fulfill).QueryRow(result, rtype, now, id, tok, by, at).Scan(&attempts)
 		}
@@ -785,7 +844,7 @@ func (s *Server) fail(w http.ResponseWriter, q *request) error {
 		var base float64
 		var err error
 		if s.mutant == MutantStaleTokenAccepted {
-			err = tx.QueryRow(`SELECT claim_attempts, max_attempts, backoff_base FROM intents WHERE id = ? AND status = 'claimed'`, id).Scan(&attempts, &maxAttempts, &base)
+			err = tx.QueryRow(s.sql(`SELECT claim_attempts, max_attempts, backoff_base FROM intents WHERE id = ? AND status = 'claimed'`), id).Scan(&attempts, &maxAttempts, &base)
 		} else {
 			err = tx.Stmt(s.st.failSelect).QueryRow(id, token, caller, now).Scan(&attempts, &maxAttempts, &base)
 		}
@@ -810,7 +869,7 @@ func (s *Server) fail(w http.ResponseWriter, q *request) error {
 			}
 			return mutationResponse{ID: id, Status: stateDead, ClaimAttempts: attempts}, nil
 		}
-		runAt := now + s.secs(base*math.Pow(2, float64(attempts))+s.rnd.Float64()*2)
+		runAt := now + s.secs(base*math.Pow(2, float64(attempts))+s.jitter())
 		if s.mutant == MutantNoBackoff {
 			runAt = now
 		}
@@ -857,7 +916,7 @@ func (s *Server) extendClaim(w http.ResponseWriter, q *request) error {
 		var err error
 		switch s.mutant {
 		case MutantStaleTokenAccepted:
-			err = tx.QueryRow(`UPDATE intents SET `+s.extendSet()+` WHERE id = ?2 AND status = 'claimed' RETURNING claim_attempts, claim_expires_at`, arg, id).Scan(&attempts, &exp)
+			err = tx.QueryRow(s.sql(`UPDATE intents SET `+s.extendSet()+` WHERE id = ?2 AND status = 'claimed' RETURNING claim_attempts, claim_expires_at`), arg, id).Scan(&attempts, &exp)
 		case MutantExtendAfterExpiry:
 			err = tx.Stmt(s.st.extend).QueryRow(arg, id, token, caller, math.Inf(-1)).Scan(&attempts, &exp)
 		default:
@@ -938,8 +997,8 @@ func (s *Server) set(w http.ResponseWriter, q *request) error {
 	key, caller := q.param, q.apiKey
 	exp := s.nowF() + s.secs(ttl)
 	_, err = s.w.submit(q.r.Context(), func(tx *sql.Tx) (any, error) {
-		_, err := tx.Exec(`INSERT INTO store(api_key, key, value, expires_at) VALUES(?,?,?,?)
- ON CONFLICT(api_key, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`, caller, key, buf.String(), exp)
+		_, err := tx.Exec(s.sql(`INSERT INTO store(api_key, key, value, expires_at) VALUES(?,?,?,?)
+ ON CONFLICT(api_key, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at`), caller, key, buf.String(), exp)
 		return nil, err
 	})
 	if err != nil {
@@ -954,7 +1013,7 @@ func (s *Server) get(w http.ResponseWriter, q *request) error {
 		return herr(400, codeInvalidKey, "key must be 1–256 bytes of UTF-8")
 	}
 	var v string
-	err := s.rdb.QueryRowContext(q.r.Context(), `SELECT value FROM store WHERE api_key = ? AND key = ? AND expires_at > ?`, q.apiKey, q.param, s.nowF()).Scan(&v)
+	err := s.rdb.QueryRowContext(q.r.Context(), s.sql(`SELECT value FROM store WHERE api_key = ? AND key = ? AND expires_at > ?`), q.apiKey, q.param, s.nowF()).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return herr(404, codeNotFound, "no such key")
 	}

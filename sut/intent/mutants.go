@@ -53,7 +53,7 @@ func Mutants() []Mutant {
 }
 
 func knownMutant(name string) bool {
-	for _, m := range Mutants() {
+	for _, m := range append(Mutants(), ReplicaMutants()...) {
 		if m.Name == name {
 			return true
 		}
@@ -63,7 +63,7 @@ func knownMutant(name string) bool {
 
 func mutantNames() []string {
 	var out []string
-	for _, m := range Mutants() {
+	for _, m := range append(Mutants(), ReplicaMutants()...) {
 		out = append(out, m.Name)
 	}
 	return out

@@ -20,11 +20,15 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // Server is the reference server. Its handler is safe for concurrent use.
@@ -39,7 +43,11 @@ type Server struct {
 	rdb    *sql.DB // read-only pool
 	w      *writer
 	st     stmts
-	rnd    *mrand.Rand // used only inside writer ops (the writer goroutine)
+	pg     bool // the store is PostgreSQL (Config.Store), shared with other replicas
+	rndMu  sync.Mutex
+	rnd    *mrand.Rand // under rndMu: on PostgreSQL writer ops run concurrently
+
+	rs replicaState // the replica mutants' process state
 
 	keysMu sync.RWMutex
 	keys   map[string]string // tester api key → owner
@@ -68,11 +76,20 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Secret == "" || cfg.Secret == DefaultSecret {
 		return nil, fmt.Errorf("open: BUS_SECRET must be set and must not be the default %q", DefaultSecret)
 	}
-	if cfg.DBPath == "" {
+	if cfg.Store != "" && !pgstore.IsPostgres(cfg.Store) {
+		return nil, fmt.Errorf("open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", redactStore(cfg.Store))
+	}
+	if cfg.DBPath == "" && cfg.Store == "" {
 		return nil, errors.New("open: no database path")
 	}
 	if cfg.Mutant != "" && !knownMutant(cfg.Mutant) {
 		return nil, fmt.Errorf("open: unknown mutant %q (valid: %s)", cfg.Mutant, strings.Join(mutantNames(), ", "))
+	}
+	if cfg.Store != "" && cfg.Mutant == MutantLostOnCrash {
+		return nil, fmt.Errorf("open: mutant %s acknowledges SQLite batches before their commit: it has no PostgreSQL form", cfg.Mutant)
+	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = "replica"
 	}
 	rd, err := resolveReadings(cfg.Readings)
 	if err != nil {
@@ -103,34 +120,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, scale: cfg.TimeScale, mutant: cfg.Mutant, rd: rd, clock: clock,
 		rnd: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), keys: map[string]string{}, rate: map[string]*rateWindow{}}
-	sync := "FULL"
-	if s.mutant == MutantLostOnCrash {
-		sync = "OFF"
+	if cfg.Store != "" {
+		s.pg = true
+		if err := s.openPostgres(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("open: %w", err)
+		}
+	} else if err := s.openSQLite(ctx, cfg); err != nil {
+		return nil, err
 	}
-	wdb, err := sql.Open("sqlite", dsn(cfg.DBPath, false, sync))
-	if err != nil {
-		return nil, fmt.Errorf("open: write db: %w", err)
-	}
-	wdb.SetMaxOpenConns(1)
-	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	if _, err := wdb.ExecContext(ctx, schema); err != nil {
-		wdb.Close()
-		return nil, fmt.Errorf("open: schema: %w", err)
-	}
-	var mode string
-	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
-		wdb.Close()
-		return nil, fmt.Errorf("open: journal_mode is %q, want wal: %v", mode, err)
-	}
-	rdb, err := sql.Open("sqlite", dsn(cfg.DBPath, true, "FULL"))
-	if err != nil {
-		wdb.Close()
-		return nil, fmt.Errorf("open: read db: %w", err)
-	}
-	rdb.SetMaxOpenConns(8)
-	rdb.SetMaxIdleConns(8)
-	s.wdb, s.rdb = wdb, rdb
+	wdb, rdb := s.wdb, s.rdb
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		rdb.Close()
@@ -150,7 +148,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	rows.Close()
 	s.nextCleanup = s.clock().Add(s.dur(cfg.CleanupInterval.Seconds()))
-	s.w, err = newWriter(wdb, log, s.mutant == MutantLostOnCrash, failpointAfterCommit)
+	if s.pg {
+		s.w = newPGWriter(wdb, failpointAfterCommit)
+	} else {
+		s.w, err = newWriter(wdb, log, s.mutant == MutantLostOnCrash, failpointAfterCommit)
+	}
+	if err == nil {
+		err = s.warmCache(ctx)
+	}
 	if err != nil {
 		s.st.close()
 		wdb.Close()
@@ -162,8 +167,55 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		chosen = append(chosen, k+"="+v)
 	}
 	slices.Sort(chosen)
-	log.Info("reference server open", "db", cfg.DBPath, "time_scale", s.scale, "mutant", s.mutant, "readings", strings.Join(chosen, " "))
+	log.Info("reference server open", "db", cfg.DBPath, "store", redactStore(cfg.Store), "replica", cfg.ReplicaID, "time_scale", s.scale, "mutant", s.mutant, "readings", strings.Join(chosen, " "))
 	return s, nil
+}
+
+// openSQLite opens the SQLite database at cfg.DBPath: the only write
+// connection (WAL, synchronous FULL, or OFF for the lost-on-crash mutant)
+// and a read-only pool.
+func (s *Server) openSQLite(ctx context.Context, cfg Config) error {
+	sync := "FULL"
+	if s.mutant == MutantLostOnCrash {
+		sync = "OFF"
+	}
+	wdb, err := sql.Open("sqlite", dsn(cfg.DBPath, false, sync))
+	if err != nil {
+		return fmt.Errorf("open: write db: %w", err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	if _, err := wdb.ExecContext(ctx, schema); err != nil {
+		wdb.Close()
+		return fmt.Errorf("open: schema: %w", err)
+	}
+	var mode string
+	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		wdb.Close()
+		return fmt.Errorf("open: journal_mode is %q, want wal: %v", mode, err)
+	}
+	rdb, err := sql.Open("sqlite", dsn(cfg.DBPath, true, "FULL"))
+	if err != nil {
+		wdb.Close()
+		return fmt.Errorf("open: read db: %w", err)
+	}
+	rdb.SetMaxOpenConns(8)
+	rdb.SetMaxIdleConns(8)
+	s.wdb, s.rdb = wdb, rdb
+	return nil
+}
+
+// redactStore is a store URL without its password, for logs and errors.
+func redactStore(store string) string {
+	u, err := url.Parse(store)
+	if err != nil || u.User == nil {
+		return store
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }
 
 // Close waits for a lazy cleanup pass in flight (and starts no other),
@@ -248,6 +300,15 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 			he = herr(503, codeMaintenance, "the server is shutting down")
 		case errors.Is(err, errCommit) || strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"):
 			he = herr(503, codeDatabaseBusy, "the database is busy; retry")
+			he.retryAfter = "1"
+		case s.pg && storeRefused(err):
+			he = herr(400, codeInvalidRequest, "the request holds a value the store cannot keep (a NUL character, or bytes that are not UTF-8)")
+		case s.pg && storeUnavailable(err):
+			// The shared store failed (a lost connection, a partition, a
+			// reply that never came): the outcome is unknown, never a
+			// success; retry.
+			s.log.Warn("store unavailable", "err", err)
+			he = herr(503, codeDatabaseBusy, "the database is unavailable; retry")
 			he.retryAfter = "1"
 		default:
 			s.log.Error("internal error", "err", err)
@@ -473,9 +534,10 @@ func (s *Server) clientAuth(ctx context.Context, q *request) error {
 		return herr(401, codeUnauthorized, "missing X-API-KEY")
 	}
 	if subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.Secret)) != 1 {
-		s.keysMu.RLock()
-		_, ok := s.keys[key]
-		s.keysMu.RUnlock()
+		ok, err := s.knownKey(ctx, key)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return herr(401, codeUnauthorized, "invalid API key")
 		}
@@ -489,7 +551,7 @@ func (s *Server) clientAuth(ctx context.Context, q *request) error {
 		}
 	}
 	if q.tester {
-		if err := s.rateLimit(key, q.now); err != nil {
+		if err := s.rateLimit(ctx, key, q.now); err != nil {
 			return err
 		}
 	}
@@ -547,7 +609,51 @@ func (s *Server) verifySignature(ctx context.Context, q *request, sig, ts, nonce
 	return nil
 }
 
-func (s *Server) rateLimit(key string, now time.Time) error {
+// knownKey says key is a tester key: in the process's set on SQLite (it
+// writes every change), in the store on PostgreSQL (another replica may
+// have generated or revoked it).
+func (s *Server) knownKey(ctx context.Context, key string) (bool, error) {
+	if s.pg {
+		if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+			return false, nil // no key generated is so; PostgreSQL refuses to compare it
+		}
+		var one int
+		err := s.rdb.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE api_key = $1`, key).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	s.keysMu.RLock()
+	_, ok := s.keys[key]
+	s.keysMu.RUnlock()
+	return ok, nil
+}
+
+// jitter is a uniform draw in [0, 2).
+func (s *Server) jitter() float64 {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	return s.rnd.Float64() * 2
+}
+
+// rateExceeded is the 429 of a window that started at start.
+func (s *Server) rateExceeded(start, now time.Time) error {
+	e := herr(429, codeRateLimited, "rate limit: 60 requests per minute per tester key")
+	e.retryAfter = strconv.Itoa(int(math.Ceil(start.Add(s.dur(60)).Sub(now).Seconds())))
+	if e.retryAfter == "0" {
+		e.retryAfter = "1"
+	}
+	return e
+}
+
+// rateLimit counts a tester key's request in its window: in the process
+// on SQLite, in the store on PostgreSQL (every replica counts the same
+// window).
+func (s *Server) rateLimit(ctx context.Context, key string, now time.Time) error {
+	if s.pg {
+		return s.rateLimitShared(ctx, key, now)
+	}
 	window := s.dur(60)
 	s.rateMu.Lock()
 	defer s.rateMu.Unlock()
@@ -557,12 +663,7 @@ func (s *Server) rateLimit(key string, now time.Time) error {
 		s.rate[key] = rw
 	}
 	if rw.n >= testerRateLimit {
-		e := herr(429, codeRateLimited, "rate limit: 60 requests per minute per tester key")
-		e.retryAfter = strconv.Itoa(int(math.Ceil(rw.start.Add(window).Sub(now).Seconds())))
-		if e.retryAfter == "0" {
-			e.retryAfter = "1"
-		}
-		return e
+		return s.rateExceeded(rw.start, now)
 	}
 	rw.n++
 	return nil
@@ -571,6 +672,31 @@ func (s *Server) rateLimit(key string, now time.Time) error {
 // isAdmin reports whether r carries valid admin credentials (§5.3):
 // X-Admin-Token when BUS_ADMIN_SECRET is set, else HTTP Basic admin /
 // DASHBOARD_PASSWORD. There is no fallback to BUS_SECRET.
+// rateLimitShared is rateLimit on PostgreSQL: the key's window is a row,
+// read and counted in one transaction.
+func (s *Server) rateLimitShared(ctx context.Context, key string, now time.Time) error {
+	window := s.dur(60)
+	_, err := s.w.submit(ctx, func(tx *sql.Tx) (any, error) {
+		var startNs int64
+		var n int
+		err := tx.QueryRow(`SELECT start_ns, n FROM rate_windows WHERE api_key = $1`, key).Scan(&startNs, &n)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && now.Sub(time.Unix(0, startNs)) >= window) {
+			_, err = tx.Exec(`INSERT INTO rate_windows(api_key, start_ns, n) VALUES($1, $2, 1)
+ ON CONFLICT (api_key) DO UPDATE SET start_ns = excluded.start_ns, n = 1`, key, now.UnixNano())
+			return nil, err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n >= testerRateLimit {
+			return nil, s.rateExceeded(time.Unix(0, startNs), now)
+		}
+		_, err = tx.Exec(`UPDATE rate_windows SET n = n + 1 WHERE api_key = $1`, key)
+		return nil, err
+	})
+	return err
+}
+
 func (s *Server) isAdmin(r *http.Request) bool {
 	if tok := r.Header.Get(hdrAdminToken); tok != "" {
 		if s.cfg.AdminSecret != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminSecret)) == 1 {

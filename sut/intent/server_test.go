@@ -30,6 +30,9 @@ const (
 	testMetric = "test-metrics"
 )
 
+// testStore, when set (TestPostgres), gives newBus a PostgreSQL store.
+var testStore func(testing.TB) string
+
 type testBus struct {
 	t   *testing.T
 	srv *Server
@@ -43,6 +46,9 @@ func newBus(t *testing.T, mod func(*Config)) *testBus {
 	t.Helper()
 	cfg := Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: testSecret, AdminSecret: testAdmin,
 		DashboardPassword: testDash, MetricsToken: testMetric, TimeScale: 1, Seed: 1, Logger: slog.New(slog.DiscardHandler)}
+	if testStore != nil {
+		cfg.Store, cfg.ReplicaID = testStore(t), "r1"
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -1449,7 +1455,7 @@ func TestOpenIntentCap(t *testing.T) {
 	}
 	b.publish(body) // the main key is exempt
 	var id string
-	if err := b.srv.rdb.QueryRow(`SELECT id FROM intents WHERE publisher = ? LIMIT 1`, tk).Scan(&id); err != nil {
+	if err := b.srv.rdb.QueryRow(b.srv.sql(`SELECT id FROM intents WHERE publisher = ? LIMIT 1`), tk).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.do("POST", pathAdminIntents+id+"/cancel", nil, hdrAdminToken, testAdmin); r.status != 200 {

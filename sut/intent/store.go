@@ -3,13 +3,16 @@ package intent
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 const schema = `
@@ -112,12 +115,25 @@ var (
 	errCommit = groupcommit.ErrCommit
 )
 
-// writer owns the only write connection: the shared group-commit writer
-// (sut/internal/groupcommit), one BEGIN IMMEDIATE transaction and one
-// commit (one fsync) per batch, each operation answered once its batch is
-// durable.
+// writer runs the write operations: on SQLite the shared group-commit
+// writer (sut/internal/groupcommit) owns the only write connection, one
+// BEGIN IMMEDIATE transaction and one commit (one fsync) per batch, each
+// operation answered once its batch is durable; on PostgreSQL
+// (Config.Store) pgstore.Writer runs each operation in its own
+// SERIALIZABLE transaction, again when it lost a race to another replica.
 type writer struct {
-	gc *groupcommit.Writer
+	w interface {
+		Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error)
+		Close()
+	}
+	// afterCommit is the after-commit failpoint on PostgreSQL (groupcommit
+	// runs it itself on SQLite).
+	afterCommit func() error
+	// On PostgreSQL: closed refuses new operations, inflight counts those
+	// under way (close waits for them, as groupcommit drains its queue).
+	mu       sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
 }
 
 // newWriter starts the writer; early is the lost-on-crash mutant (answer
@@ -132,16 +148,44 @@ func newWriter(db *sql.DB, log *slog.Logger, early bool, afterCommit func() erro
 	if err != nil {
 		return nil, err
 	}
-	return &writer{gc: gc}, nil
+	return &writer{w: gc}, nil
+}
+
+// newPGWriter is the writer on PostgreSQL.
+func newPGWriter(db *sql.DB, afterCommit func() error) *writer {
+	return &writer{w: &pgstore.Writer{DB: db}, afterCommit: afterCommit}
 }
 
 // submit runs fn in the next batch and waits for its durable outcome. It
 // does not give up when ctx ends once the op is queued: the reply says
 // whether the write landed.
 func (w *writer) submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error) {
-	return w.gc.Submit(ctx, fn)
+	if w.afterCommit == nil { // SQLite: groupcommit
+		return w.w.Submit(ctx, fn)
+	}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return nil, errClosed
+	}
+	w.inflight.Add(1)
+	w.mu.RUnlock()
+	defer w.inflight.Done()
+	v, err := w.w.Submit(ctx, fn)
+	if err == nil {
+		if ferr := w.afterCommit(); ferr != nil {
+			return nil, fmt.Errorf("after commit: %w: %w", errCommit, ferr)
+		}
+	}
+	return v, err
 }
 
 // close stops accepting operations, runs every queued one and waits for the
 // last commit. Idempotent.
-func (w *writer) close() { w.gc.Close() }
+func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.inflight.Wait()
+	w.w.Close()
+}
