@@ -779,7 +779,8 @@ func (w *idsWorkload) drive(loadCtx, drainCtx context.Context, c *idsLogical, rn
 }
 
 // poll reads GET /commands/{original} until the command is no longer in
-// progress (true), or a bound is reached (false).
+// progress or the target does not know it (true), or a bound is reached
+// (false).
 func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string, rnd *mrand.Rand) bool {
 	path := statusURL
 	if u, err := url.Parse(statusURL); err != nil || !strings.HasPrefix(u.Path, idsPathCommands+"/") || u.Host != "" {
@@ -809,6 +810,11 @@ func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string,
 			}
 		}
 		w.rec.Op(op)
+		if op.Outcome == verdict.OutcomeOK && op.Output.Status == http.StatusNotFound {
+			// The target does not know the command (any more): reading its
+			// status again tells nothing new, a resend tells its outcome.
+			return true
+		}
 		if op.Outcome != verdict.OutcomeOK || op.Output.Status != http.StatusOK {
 			continue
 		}
