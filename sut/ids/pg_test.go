@@ -199,6 +199,42 @@ func TestReplicasShareStore(t *testing.T) {
 			t.Fatalf("first %s, %d POSTs", r, a.sink.postsOf(a.srv.keyOfNote(t, "held")))
 		}
 	})
+	t.Run("a replica starts while a transaction hangs", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		if r := a.send(note("x")); r.status != 201 {
+			t.Fatal(r)
+		}
+		// A transaction left open on every table, as a replica cut from the
+		// store in the middle of one leaves it.
+		tx, err := a.srv.wdb.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		for _, table := range []string{"records", "evidence", "confirmations", "outbox", "rate_windows"} {
+			if _, err := tx.Exec("LOCK TABLE " + table + " IN ROW EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		opened := make(chan error, 1)
+		go func() {
+			cfg := a.cfg
+			cfg.ReplicaID = "r2"
+			srv, err := Open(context.Background(), cfg)
+			if err == nil {
+				srv.Close()
+			}
+			opened <- err
+		}()
+		select {
+		case err := <-opened:
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a replica waits for a transaction of another to open")
+		}
+	})
 	t.Run("a lost store is a 503", func(t *testing.T) {
 		a := newPGEnv(t, "")
 		b := a.replica(t, "r2", "")

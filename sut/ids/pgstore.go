@@ -17,85 +17,102 @@ import (
 // one another replica is executing. An outbox row marked dispatching is
 // claimed by owner until lease_until (the server's clock, Unix ns): another
 // replica takes it over (reconciling first) only once the lease is over.
+//
+// The statements run only when an object is missing: CREATE INDEX IF NOT
+// EXISTS on a table that has it still waits for a SHARE lock on the table,
+// so a replica starting while another one's transaction hangs (cut from
+// the store mid-transaction) would wait on it, and every write of the
+// other replicas would queue behind that wait.
 const pgSchema = `
-CREATE TABLE IF NOT EXISTS records(
-  scope TEXT NOT NULL,
-  key TEXT NOT NULL,
-  res_id TEXT NOT NULL,
-  command_id TEXT NOT NULL,
-  tenant_id TEXT NOT NULL,
-  actor_id TEXT NOT NULL,
-  command TEXT NOT NULL,
-  args TEXT NOT NULL,
-  fingerprint TEXT NOT NULL,
-  match TEXT NOT NULL,
-  status TEXT NOT NULL,
-  http_status INTEGER NOT NULL DEFAULT 0,
-  outcome_ref TEXT,
-  body BYTEA,
-  body_public BYTEA,
-  effect_id TEXT,
-  effects_before BIGINT NOT NULL DEFAULT 0,
-  effect_made BIGINT NOT NULL DEFAULT 0,
-  first_evidence BIGINT NOT NULL,
-  created_at BIGINT NOT NULL,
-  updated_at BIGINT NOT NULL,
-  ttl_expires_at BIGINT,
-  owner TEXT NOT NULL DEFAULT current_setting('application_name'),
-  PRIMARY KEY(scope, key)
-);
-CREATE INDEX IF NOT EXISTS records_command ON records(command_id, created_at);
-CREATE INDEX IF NOT EXISTS records_in_progress ON records(owner, created_at) WHERE status = 'in_progress';
-CREATE TABLE IF NOT EXISTS evidence(
-  seq BIGSERIAL PRIMARY KEY,
-  evidence_id TEXT NOT NULL,
-  scope TEXT NOT NULL,
-  key TEXT NOT NULL,
-  decision TEXT NOT NULL,
-  executed INTEGER NOT NULL,
-  command_id TEXT NOT NULL,
-  original_command_id TEXT NOT NULL,
-  outcome_ref TEXT,
-  at BIGINT NOT NULL,
-  fp_stored TEXT,
-  fp_received TEXT
-);
-CREATE INDEX IF NOT EXISTS evidence_key ON evidence(scope, key, seq);
-CREATE TABLE IF NOT EXISTS confirmations(
-  token_hash TEXT PRIMARY KEY,
-  tenant_id TEXT NOT NULL,
-  actor_id TEXT NOT NULL,
-  command_id TEXT NOT NULL,
-  key TEXT NOT NULL,
-  created_at BIGINT NOT NULL,
-  expires_at BIGINT NOT NULL,
-  used_at BIGINT
-);
-CREATE TABLE IF NOT EXISTS outbox(
-  seq BIGSERIAL PRIMARY KEY,
-  scope TEXT NOT NULL,
-  key TEXT NOT NULL,
-  tenant_id TEXT NOT NULL,
-  command_id TEXT NOT NULL,
-  command TEXT NOT NULL,
-  args TEXT NOT NULL,
-  effects_before BIGINT NOT NULL,
-  state TEXT NOT NULL,
-  effect_id TEXT,
-  created_at BIGINT NOT NULL,
-  updated_at BIGINT NOT NULL,
-  owner TEXT NOT NULL DEFAULT '',
-  lease_until BIGINT NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS outbox_open ON outbox(seq) WHERE state <> 'sent';
-CREATE TABLE IF NOT EXISTS rate_windows(
-  scope TEXT NOT NULL,
-  key TEXT NOT NULL,
-  start BIGINT NOT NULL,
-  n BIGINT NOT NULL,
-  PRIMARY KEY(scope, key)
-)
-`
+DO $schema$ BEGIN
+IF to_regclass('records') IS NULL OR
+   to_regclass('records_command') IS NULL OR
+   to_regclass('records_in_progress') IS NULL OR
+   to_regclass('evidence') IS NULL OR
+   to_regclass('evidence_key') IS NULL OR
+   to_regclass('confirmations') IS NULL OR
+   to_regclass('outbox') IS NULL OR
+   to_regclass('outbox_open') IS NULL OR
+   to_regclass('rate_windows') IS NULL THEN
+  CREATE TABLE IF NOT EXISTS records(
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    res_id TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    actor_id TEXT NOT NULL,
+    command TEXT NOT NULL,
+    args TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    match TEXT NOT NULL,
+    status TEXT NOT NULL,
+    http_status INTEGER NOT NULL DEFAULT 0,
+    outcome_ref TEXT,
+    body BYTEA,
+    body_public BYTEA,
+    effect_id TEXT,
+    effects_before BIGINT NOT NULL DEFAULT 0,
+    effect_made BIGINT NOT NULL DEFAULT 0,
+    first_evidence BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    ttl_expires_at BIGINT,
+    owner TEXT NOT NULL DEFAULT current_setting('application_name'),
+    PRIMARY KEY(scope, key)
+  );
+  CREATE INDEX IF NOT EXISTS records_command ON records(command_id, created_at);
+  CREATE INDEX IF NOT EXISTS records_in_progress ON records(owner, created_at) WHERE status = 'in_progress';
+  CREATE TABLE IF NOT EXISTS evidence(
+    seq BIGSERIAL PRIMARY KEY,
+    evidence_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    executed INTEGER NOT NULL,
+    command_id TEXT NOT NULL,
+    original_command_id TEXT NOT NULL,
+    outcome_ref TEXT,
+    at BIGINT NOT NULL,
+    fp_stored TEXT,
+    fp_received TEXT
+  );
+  CREATE INDEX IF NOT EXISTS evidence_key ON evidence(scope, key, seq);
+  CREATE TABLE IF NOT EXISTS confirmations(
+    token_hash TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    actor_id TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT
+  );
+  CREATE TABLE IF NOT EXISTS outbox(
+    seq BIGSERIAL PRIMARY KEY,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    command TEXT NOT NULL,
+    args TEXT NOT NULL,
+    effects_before BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    effect_id TEXT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    lease_until BIGINT NOT NULL DEFAULT 0
+  );
+  CREATE INDEX IF NOT EXISTS outbox_open ON outbox(seq) WHERE state <> 'sent';
+  CREATE TABLE IF NOT EXISTS rate_windows(
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    start BIGINT NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY(scope, key)
+  );
+END IF;
+END $schema$`
 
 // pgQueries are the statements whose PostgreSQL form is not the SQLite
 // one with $n for ?.
