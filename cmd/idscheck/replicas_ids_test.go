@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
 	"github.com/idscheck/idscheck/profiles/ids"
@@ -36,9 +39,10 @@ func TestRunIDSReplicas(t *testing.T) {
 }
 
 // TestChaosIDSReplicas: chaos --profile ids over the bundled server on
-// PostgreSQL. Three replicas of the correct server, one killed and
-// restarted, one cut from its store, one losing the store's replies, the
-// effect sink losing replies, storms spread over the three: no anomaly.
+// PostgreSQL. Three replicas of the correct server replaying by reference,
+// one killed and restarted, one cut from its store, one losing the store's
+// replies, the store restarted, the effect sink losing replies, storms
+// spread over the three: no anomaly.
 // Each replica mutant on three replicas: caught (exit 1), named by the
 // rule it breaks (IDS-V-exactly-once-effects: effects duplicated); the same
 // mutant on one replica over the same kind of store: no anomaly.
@@ -48,31 +52,68 @@ func TestChaosIDSReplicas(t *testing.T) {
 	}
 	pgtest.Shared(t)
 	t.Setenv(testBinaryIsCLI, "1")
-	chaos := func(t *testing.T, replicas, mutant, faults, duration string, extra ...string) (int, string, string) {
-		args := append([]string{"chaos", "--profile", "ids", "--duration", duration, "--workers", "8", "--seed", "3",
-			"--faults", faults, "--replicas", replicas, "--store", pgtest.Database(t), "--out", filepath.Join(t.TempDir(), "run")}, extra...)
-		if mutant != "" {
-			args = append(args, "--mutant", mutant)
-		}
+	chaos := func(t *testing.T, replicas, mutant, faults, duration string) (int, string, string) {
+		args := []string{"chaos", "--profile", "ids", "--duration", duration, "--workers", "8", "--seed", "3", "--faults", faults,
+			"--replicas", replicas, "--store", pgtest.Database(t), "--out", filepath.Join(t.TempDir(), "run"), "--mutant", mutant}
 		code, stdout, stderr := chaosInProcess(t, args...)
 		t.Logf("chaos --replicas %s --mutant %q: exit %d\n%s", replicas, mutant, code, stdout)
 		return code, stdout, stderr
 	}
 	t.Run("correct on three", func(t *testing.T) {
-		code, stdout, stderr := chaos(t, "3", "", "replica-crash,store-partition,store-lost-reply,storm,sink-lost-replies", "4s", "--store-proxy",
-			"--reading", ids.DecisionReplayForm+"="+sutids.ReplayReference)
+		// A cluster of the test's own, registered as one idscheck started,
+		// so that store-restart can restart it.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cluster, err := pgtest.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cluster.Stop() })
+		store, err := cluster.CreateDatabase(ctx, "chaos_ids")
+		if err != nil {
+			t.Fatal(err)
+		}
+		storeRestarter = func(s string) func(context.Context) error {
+			if s != store {
+				return nil
+			}
+			return cluster.RestartFast
+		}
+		t.Cleanup(func() { storeRestarter = nil })
+		dir := filepath.Join(t.TempDir(), "run")
+		code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "ids", "--duration", "5s", "--workers", "8", "--seed", "3",
+			"--faults", "replica-crash,store-partition,store-lost-reply,store-restart,storm,sink-lost-replies", "--replicas", "3",
+			"--store", store, "--store-proxy", "--reading", ids.DecisionReplayForm+"="+sutids.ReplayReference, "--out", dir)
+		t.Logf("chaos --replicas 3: exit %d\n%s", code, stdout)
 		if code != exitOK || !strings.Contains(stdout, "no anomaly") || !strings.Contains(stderr, "3 replicas over one store") {
 			t.Fatalf("exit %d, want 0 and no anomaly\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
-		for _, f := range []string{"replica-crash", "store-partition", "store-lost-reply"} {
-			if !regexp.MustCompile(`(?m)^.*` + f + `.*$`).MatchString(stdout) {
-				t.Errorf("%s is not in the timeline\nstdout:\n%s", f, stdout)
+		b, _ := os.ReadFile(filepath.Join(dir, "chaos.json"))
+		var doc struct {
+			Timeline []struct {
+				Fault string `json:"fault"`
+				Err   string `json:"err"`
+			} `json:"timeline"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("chaos.json: %v", err)
+		}
+		did := map[string]bool{}
+		for _, in := range doc.Timeline {
+			if in.Err != "" {
+				t.Errorf("%s failed: %s", in.Fault, in.Err)
+			}
+			did[in.Fault] = true
+		}
+		for _, f := range []string{"replica-crash", "store-partition", "store-lost-reply", "store-restart"} {
+			if !did[f] {
+				t.Errorf("%s is not in the timeline", f)
 			}
 		}
 	})
 	for _, m := range sutids.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			code, stdout, stderr := chaos(t, "3", m.Name, "storm", "2s")
+			code, stdout, stderr := chaos(t, "3", m.Name, "storm", "3s")
 			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks) {
 				t.Errorf("three replicas: exit %d, want 1 with %s named\nstdout:\n%.3000s\nstderr:\n%s", code, m.Breaks, stdout, stderr)
 			}
