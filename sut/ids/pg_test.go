@@ -3,21 +3,61 @@ package ids
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
 )
 
+// pgSchemas is the database of pgStore: one for the test binary, a schema
+// in it for each server's store.
+var pgSchemas struct {
+	once sync.Once
+	url  string
+	db   *sql.DB
+	err  error
+	n    atomic.Int64
+}
+
+// pgStore is the URL of a fresh, empty store on the shared cluster: a new
+// schema (search_path) of one database, which costs far less than a new
+// database per server.
+func pgStore(t testing.TB) string {
+	t.Helper()
+	pgtest.Shared(t)
+	pgSchemas.once.Do(func() {
+		pgSchemas.url = pgtest.Database(t)
+		pgSchemas.db, pgSchemas.err = sql.Open("pgx", pgSchemas.url)
+	})
+	if pgSchemas.err != nil || pgSchemas.url == "" {
+		t.Fatalf("the tests' database: %v", pgSchemas.err)
+	}
+	name := fmt.Sprintf("s%d", pgSchemas.n.Add(1))
+	if _, err := pgSchemas.db.Exec("CREATE SCHEMA " + name); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pgSchemas.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // TestPostgres runs the server's behaviour tests, every mutant's scenario
 // and the crash test on a PostgreSQL store: the same behaviour as on
 // SQLite.
 func TestPostgres(t *testing.T) {
 	pgtest.Shared(t)
-	testStore = pgtest.Database
+	testStore = pgStore
 	defer func() { testStore = nil }()
 	for _, c := range []struct {
 		name string
@@ -34,7 +74,7 @@ func TestPostgres(t *testing.T) {
 			if testing.Short() {
 				t.Skip("runs server processes")
 			}
-			crashTest(t, func(t *testing.T) string { return pgtest.Database(t) })
+			crashTest(t, func(t *testing.T) string { return pgStore(t) })
 		}},
 	} {
 		t.Run(c.name, c.f)
@@ -57,8 +97,8 @@ func (e *testEnv) replica(t testing.TB, id, mutant string) *testEnv {
 }
 
 func newPGEnv(t *testing.T, mutant string, mod ...func(*Config)) *testEnv {
-	url := pgtest.Database(t)
-	return newEnv(t, mutant, append([]func(*Config){func(c *Config) { c.Store, c.ReplicaID = url, "r1" }}, mod...)...)
+	store := pgStore(t)
+	return newEnv(t, mutant, append([]func(*Config){func(c *Config) { c.Store, c.ReplicaID = store, "r1" }}, mod...)...)
 }
 
 // storm sends n copies of env (each with its own command_id) at once, in
