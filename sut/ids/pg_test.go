@@ -246,7 +246,12 @@ func TestReplicasShareStore(t *testing.T) {
 		}
 		// A transaction left open on every table, as a replica cut from the
 		// store in the middle of one leaves it.
-		tx, err := a.srv.wdb.Begin()
+		db, err := sql.Open("pgx", a.cfg.Store) // no idle timeout: it hangs as long as the test wants
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		tx, err := db.Begin()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,8 +276,15 @@ func TestReplicasShareStore(t *testing.T) {
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(3 * time.Second):
 			t.Fatal("a replica waits for a transaction of another to open")
+		}
+	})
+	t.Run("a silent transaction ends", func(t *testing.T) {
+		a := newPGEnv(t, "")
+		var v string
+		if err := a.srv.wdb.QueryRow("SHOW idle_in_transaction_session_timeout").Scan(&v); err != nil || v != idleInTransaction {
+			t.Fatalf("idle_in_transaction_session_timeout %q (%v), want %s", v, err, idleInTransaction)
 		}
 	})
 	t.Run("a lost store is a 503", func(t *testing.T) {
