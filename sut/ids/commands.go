@@ -229,7 +229,7 @@ func (s *Server) postCommand(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	return s.answer(w, ctx, d, v.(*decision))
+	return s.answer(ctx, w, d, v.(*decision))
 }
 
 // decideNow submits decide for d (after the no-reservation mutant's own
@@ -252,7 +252,7 @@ func (s *Server) decideNow(ctx context.Context, d *delivery) (any, error) {
 
 // answer writes the answer of decision dec of d, executing the effect of
 // a reservation first.
-func (s *Server) answer(w http.ResponseWriter, ctx context.Context, d *delivery, dec *decision) error {
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, d *delivery, dec *decision) error {
 	env, cmd := d.env, d.cmd
 	h := w.Header()
 	setDecision := func(decision string) {
