@@ -40,7 +40,10 @@ import (
 // IDSConfig is one IDS chaos run.
 type IDSConfig struct {
 	BaseURL string // the target, through the network proxy when network faults run
-	APIKey  string // sent as X-API-Key ("" for a target that wants none)
+	// Replicas are the target's other replicas: each logical command's
+	// deliveries go to one after the other (client.Options.Replicas).
+	Replicas []string
+	APIKey   string // sent as X-API-Key ("" for a target that wants none)
 	// Sink is the harness's effect sink the target sends its effects to
 	// (directly or through a proxy): the workload tells it which commands
 	// are S1 (HonourKeys) and reads its effects after the drain.
@@ -276,7 +279,7 @@ func RunIDS(ctx context.Context, cfg IDSConfig) (*IDSResult, error) {
 	tr := client.NewTransport()
 	tr.MaxConnsPerHost = 0
 	tr.ResponseHeaderTimeout = cfg.RequestTimeout
-	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-ids", Timeout: cfg.RequestTimeout,
+	c, err := client.New(cfg.BaseURL, client.Options{Name: "chaos-ids", Timeout: cfg.RequestTimeout, Replicas: cfg.Replicas,
 		HTTP: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout}})
 	if err != nil {
 		return nil, fmt.Errorf("chaos ids: %w", err)
@@ -661,7 +664,10 @@ func (w *idsWorkload) post(ctx context.Context, c *idsLogical, body []byte) idsA
 	op := checker.Operation{ClientID: id, Kind: checker.OpPublish, Key: c.recKey, KeyID: c.tenant,
 		Input: checker.Input{Body: c.fp}, Call: w.rec.Now()}
 	w.open.Add(1)
-	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: idsPathCommands, Header: w.header(), Body: body})
+	// Spread: on several replicas, each delivery of the logical command
+	// goes to the next one (a retry never lands where its original did).
+	resp, err := w.http.Do(ctx, client.Request{Method: http.MethodPost, Path: idsPathCommands, Header: w.header(), Body: body,
+		Spread: c.recKey})
 	w.open.Add(-1)
 	op.Return = w.rec.Now()
 	op.Outcome = client.TransportOutcome(err)
@@ -773,7 +779,8 @@ func (w *idsWorkload) drive(loadCtx, drainCtx context.Context, c *idsLogical, rn
 }
 
 // poll reads GET /commands/{original} until the command is no longer in
-// progress (true), or a bound is reached (false).
+// progress or the target does not know it (true), or a bound is reached
+// (false).
 func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string, rnd *mrand.Rand) bool {
 	path := statusURL
 	if u, err := url.Parse(statusURL); err != nil || !strings.HasPrefix(u.Path, idsPathCommands+"/") || u.Host != "" {
@@ -803,6 +810,11 @@ func (w *idsWorkload) poll(ctx context.Context, c *idsLogical, statusURL string,
 			}
 		}
 		w.rec.Op(op)
+		if op.Outcome == verdict.OutcomeOK && op.Output.Status == http.StatusNotFound {
+			// The target does not know the command (any more): reading its
+			// status again tells nothing new, a resend tells its outcome.
+			return true
+		}
 		if op.Outcome != verdict.OutcomeOK || op.Output.Status != http.StatusOK {
 			continue
 		}

@@ -23,6 +23,9 @@ func Profile() harness.Profile {
 		}
 		mutants = append(mutants, mu)
 	}
+	for _, m := range sutids.ReplicaMutants() {
+		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Replicas: true})
+	}
 	return harness.Profile{
 		Name:       Name,
 		Title:      "IDS RFC-WF-0010 (idempotency and exactly-once effects)",

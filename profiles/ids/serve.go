@@ -26,9 +26,10 @@ func ServeCommand() *harness.ServeCommand {
 				", IDS §IX.A): outcome, the stored outcome document byte for byte; reference, a reference document (original command_id, key, status, outcome_ref, status and evidence URLs; no result)")
 			return func(ctx context.Context, c harness.ServeConfig) error { return ServeForm(ctx, *sinkURL, *form, c) }
 		},
-		Readings: ServeReadingArgs,
-		Env:      EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
-		Child:    harness.ChildWithAPIKey(EnvAPIKey),
+		Readings:    ServeReadingArgs,
+		Env:         EnvAPIKey + ": the API key the server asks for (X-API-Key; empty: none asked)",
+		Child:       harness.ChildWithAPIKey(EnvAPIKey),
+		SharedStore: true,
 	}
 }
 
@@ -42,7 +43,9 @@ type usageError string
 func (e usageError) Error() string        { return string(e) }
 func (e usageError) Is(target error) bool { return target == ErrServeUsage }
 
-// Serve runs the bundled IDS server over c.DB (default ids.db), sending
+// Serve runs the bundled IDS server over c.DB (default ids.db), or over the
+// PostgreSQL store c.Store shared with its other replicas (as replica
+// c.ReplicaID), sending
 // its effects to sinkURL, on c.Addr until ctx ends; then it stops
 // accepting, finishes the requests under way and closes the store. Its API
 // key is c.Getenv(EnvAPIKey). It calls c.Ready with its base URL once it
@@ -83,7 +86,7 @@ func ServeForm(ctx context.Context, sinkURL, form string, c harness.ServeConfig)
 	if c.Getenv != nil {
 		apiKey = c.Getenv(EnvAPIKey)
 	}
-	srv, err := sutids.Open(ctx, sutids.Config{DBPath: c.DB, SinkURL: sinkURL, APIKey: apiKey, TimeScale: c.TimeScale,
+	srv, err := sutids.Open(ctx, sutids.Config{DBPath: c.DB, Store: c.Store, ReplicaID: c.ReplicaID, SinkURL: sinkURL, APIKey: apiKey, TimeScale: c.TimeScale,
 		Mutant: c.Mutant, Seed: c.Seed, Logger: logger, ReplayForm: form})
 	if err != nil {
 		return err

@@ -9,7 +9,10 @@ import (
 
 // resumeLoop finishes the records left in_progress: by a request whose
 // sink call did not answer, or by a previous process that crashed. It runs
-// every s.interval, a bounded batch per pass.
+// every s.interval, a bounded batch per pass. On a shared store it takes
+// the records this replica reserved only (their owner): one another
+// replica reserved is that replica's to execute, and to resume when it
+// restarts.
 func (s *Server) resumeLoop() {
 	defer s.bg.Done()
 	t := time.NewTicker(s.interval)
@@ -35,18 +38,18 @@ func (s *Server) resumePass() {
 		}
 		return
 	}
-	var keys [][2]string
+	var keys [][3]string
 	for rows.Next() {
-		var scope, key string
-		if err := rows.Scan(&scope, &key); err == nil {
-			keys = append(keys, [2]string{scope, key})
+		var scope, key, resID string
+		if err := rows.Scan(&scope, &key, &resID); err == nil {
+			keys = append(keys, [3]string{scope, key, resID})
 		}
 	}
 	rows.Close()
 	sem := make(chan struct{}, resumeWorkers)
 	var wg sync.WaitGroup
 	for _, k := range keys {
-		rk := runKey(k[0], k[1])
+		rk := k[2]
 		if !s.claim(rk) {
 			continue // its request (or an earlier pass) is executing it
 		}
@@ -57,7 +60,7 @@ func (s *Server) resumePass() {
 			// Read it again now that it is ours: the request that held it
 			// may have committed its outcome meanwhile.
 			rec, err := scanRecord(s.st.rGetRecord.QueryRowContext(s.ctx, k[0], k[1]), k[0], k[1])
-			if err != nil || rec == nil || rec.status != statusInProgress {
+			if err != nil || rec == nil || rec.status != statusInProgress || rec.resID != rk {
 				return
 			}
 			s.execute(s.ctx, jobOf(rec, true))
@@ -66,8 +69,11 @@ func (s *Server) resumePass() {
 	wg.Wait()
 }
 
-// dispatchLoop is the one dispatcher of the outbox (S2): woken by every
-// S2 commit, and every s.interval to retry.
+// dispatchLoop is the dispatcher of the outbox (S2) of this process:
+// woken by every S2 commit, and every s.interval to retry. Replicas sharing
+// a store each run one: a row is claimed (dispatching, with this replica as
+// its owner and a lease) before any POST, and a claim skips rows another
+// dispatcher holds.
 func (s *Server) dispatchLoop() {
 	defer s.bg.Done()
 	t := time.NewTicker(s.interval)
@@ -96,8 +102,20 @@ type sentRow struct {
 
 const outboxBatch = 128
 
+// postWindow is how long after its claim a dispatcher may POST the rows
+// it claimed (the server's clock); the claim lasts postWindow, a sink
+// call and leaseMargin more (lease), and another replica takes a row over
+// (reconciling first) only once it is over: a POST sent under the claim
+// has arrived, or failed, by then.
+const (
+	postWindow  = 30 * time.Second
+	leaseMargin = 2 * time.Second
+)
+
+func (s *Server) lease() time.Duration { return postWindow + s.cfg.SinkTimeout + leaseMargin }
+
 // dispatchPass delivers the undelivered outbox rows, oldest first. Rows
-// still pending are marked dispatching (one commit) before any POST; a row
+// are claimed (marked dispatching, one commit) before any POST; a row
 // found dispatching was maybe delivered already (its reply lost, or the
 // process crashed after the POST): it is reconciled with GET
 // {sink}/effects/{key} before any second POST. Delivered rows are marked
@@ -105,29 +123,21 @@ const outboxBatch = 128
 // pass: the sink is likely down; the next tick retries.
 func (s *Server) dispatchPass() {
 	for s.ctx.Err() == nil {
-		rows, err := s.outboxRows()
-		if err != nil || len(rows) == 0 {
-			return
-		}
-		now := s.clock().UnixNano()
-		_, err = s.w.Submit(s.ctx, func(tx *sql.Tx) (any, error) {
-			st := tx.Stmt(s.st.outboxDispatching)
-			for _, r := range rows {
-				if r.state == "pending" {
-					if _, err := st.Exec(now, r.seq); err != nil {
-						return nil, err
-					}
-				}
-			}
-			return nil, nil
-		})
+		claimed := s.clock()
+		v, err := s.w.Submit(s.ctx, func(tx *sql.Tx) (any, error) { return s.claimOutbox(tx, claimed) })
 		if err != nil {
 			return
 		}
+		rows := v.([]outboxRow)
+		if len(rows) == 0 {
+			return
+		}
+		// The last moment a POST may leave under this claim.
+		postBy := claimed.Add(postWindow)
 		var sent []sentRow
 		failed := false
 		for _, r := range rows {
-			if s.ctx.Err() != nil {
+			if s.ctx.Err() != nil || s.clock().After(postBy) {
 				failed = true
 				break
 			}
@@ -174,19 +184,39 @@ func (s *Server) dispatchPass() {
 	}
 }
 
-func (s *Server) outboxRows() ([]outboxRow, error) {
-	rows, err := s.st.rOutbox.QueryContext(s.ctx)
+// claimOutbox claims a batch of outbox rows for this replica (one op):
+// on PostgreSQL the rows pending, its own rows dispatching and rows whose
+// lease is over, skipping those another dispatcher holds locked (FOR
+// UPDATE SKIP LOCKED); on SQLite every row not sent. Each is marked
+// dispatching with this replica as its owner until now+lease; the
+// rows keep the state they had (dispatching: to reconcile).
+func (s *Server) claimOutbox(tx *sql.Tx, now time.Time) ([]outboxRow, error) {
+	var args []any
+	if s.dialect == dialectPostgres {
+		args = append(args, now.UnixNano(), s.cfg.ReplicaID)
+	}
+	rows, err := tx.Stmt(s.st.claimOutbox).Query(args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []outboxRow
 	for rows.Next() {
 		var r outboxRow
 		if err := rows.Scan(&r.seq, &r.scope, &r.key, &r.tenantID, &r.commandID, &r.command, &r.args, &r.effectsBefore, &r.state); err != nil {
+			rows.Close()
 			return nil, err
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	st := tx.Stmt(s.st.outboxDispatching)
+	for _, r := range out {
+		if _, err := st.Exec(now.UnixNano(), s.cfg.ReplicaID, now.Add(s.lease()).UnixNano(), r.seq); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -39,11 +39,14 @@ type delivery struct {
 	match     string // see envelope.match
 	now       time.Time
 	reject    string // the args' refusal: a terminal 422 rejected outcome
-	// blind is the no-reservation mutant's write: no lookup in the op.
+	// blind is the write of the no-reservation mutant and of the replica
+	// mutants: no lookup in the op (over, when set, is the expired record
+	// their own lookup found).
 	blind bool
-	// registered: the reservation op put key in s.running (set on the
-	// writer goroutine, read after submit returned).
-	registered bool
+	over  *record
+	// registered is the reservation (res_id) the op put in s.running (set
+	// in the op, read after submit returned); "" when none.
+	registered string
 }
 
 // Kinds of decide's answer.
@@ -147,7 +150,8 @@ func (s *Server) scope(tenant string) string {
 
 func runKey(scope, key string) string { return scope + "\x00" + key }
 
-// claim takes k for the caller; false when another goroutine runs it.
+// claim takes the reservation k (a res_id) for the caller; false when
+// another goroutine runs it.
 func (s *Server) claim(k string) bool {
 	s.runMu.Lock()
 	defer s.runMu.Unlock()
@@ -201,26 +205,55 @@ func (s *Server) postCommand(w http.ResponseWriter, r *http.Request) error {
 	ab, _ := json.Marshal(env.Args) // compact
 	d.args = string(ab)
 	ctx := context.WithoutCancel(r.Context()) // a client gone does not abort an execution
+	if s.dialect == dialectPostgres && s.mutant != MutantNoRateLimit {
+		if ok, ra, err := s.countDuplicate(ctx, d); err != nil {
+			return err
+		} else if !ok {
+			p := prob(429, codeDuplicateRateLimited, "more than "+strconv.Itoa(rateLimitMax)+" duplicates of this key within the window")
+			p.retryAfter = ra
+			return p
+		}
+	}
+	var v any
+	switch s.mutant {
+	case MutantReplicaLocalCache:
+		v, err = s.decideCached(ctx, d)
+	case MutantCheckThenInsert:
+		v, err = s.decideCheckThenInsert(ctx, d)
+	default:
+		v, err = s.decideNow(ctx, d)
+	}
+	if err != nil {
+		if d.registered != "" {
+			s.release(d.registered)
+		}
+		return err
+	}
+	return s.answer(ctx, w, d, v.(*decision))
+}
+
+// decideNow submits decide for d (after the no-reservation mutant's own
+// lookup).
+func (s *Server) decideNow(ctx context.Context, d *delivery) (any, error) {
 	if s.mutant == MutantNoReservation {
 		// The mutant checks on the read pool, outside the writer: the check
 		// and the write are two steps, and the window between them is open.
 		rec, err := scanRecord(s.st.rGetRecord.QueryRowContext(ctx, d.scope, d.key), d.scope, d.key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if rec == nil || !rec.live(d.now.UnixNano()) {
 			racyWindow(ctx, runKey(d.scope, d.key))
 			d.blind = !d.clientKey
 		}
 	}
-	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) { return s.decide(tx, d) })
-	if err != nil {
-		if d.registered {
-			s.release(runKey(d.scope, d.key))
-		}
-		return err
-	}
-	dec := v.(*decision)
+	return s.w.Submit(ctx, func(tx *sql.Tx) (any, error) { return s.decide(tx, d) })
+}
+
+// answer writes the answer of decision dec of d, executing the effect of
+// a reservation first.
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, d *delivery, dec *decision) error {
+	env, cmd := d.env, d.cmd
 	h := w.Header()
 	setDecision := func(decision string) {
 		h[hdrDecision] = []string{decision}
@@ -275,7 +308,7 @@ func (s *Server) postCommand(w http.ResponseWriter, r *http.Request) error {
 	// kReserved: execute the effect now; the record is ours (s.running).
 	setDecision(decFirstSeen)
 	b, ok := s.execute(ctx, jobOf(dec.rec, false))
-	s.release(runKey(d.scope, d.key))
+	s.release(d.registered)
 	if !ok {
 		// The sink did not answer (or the outcome did not commit): the
 		// record stays in_progress and the resumer finishes it.
@@ -292,12 +325,18 @@ func (s *Server) postCommand(w http.ResponseWriter, r *http.Request) error {
 // or decides the duplicate or the collision (with its evidence), in the same
 // transaction.
 func (s *Server) decide(tx *sql.Tx, d *delivery) (*decision, error) {
-	var rec *record
-	if !d.blind {
-		var err error
-		if rec, err = scanRecord(tx.Stmt(s.st.getRecord).QueryRow(d.scope, d.key), d.scope, d.key); err != nil {
-			return nil, err
-		}
+	// On PostgreSQL an op that lost a race runs again: undo what the
+	// attempt before did outside the store.
+	if d.registered != "" {
+		s.release(d.registered)
+		d.registered = ""
+	}
+	if d.blind {
+		return s.first(tx, d, d.over)
+	}
+	rec, err := scanRecord(tx.Stmt(s.st.getRecord).QueryRow(d.scope, d.key), d.scope, d.key)
+	if err != nil {
+		return nil, err
 	}
 	var expired *record
 	if rec != nil && !rec.live(d.now.UnixNano()) {
@@ -317,17 +356,20 @@ func (s *Server) insertEvidence(tx *sql.Tx, d *delivery, decision string, execut
 	if executed {
 		ex = 1
 	}
-	res, err := tx.Stmt(s.st.insertEvidence).Exec(newID("ev_"), d.scope, d.key, decision, ex, d.env.CommandID, original, ref,
-		d.now.UnixNano(), stored, received)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+	var seq int64
+	err := tx.Stmt(s.st.insertEvidence).QueryRow(newID("ev_"), d.scope, d.key, decision, ex, d.env.CommandID, original, ref,
+		d.now.UnixNano(), stored, received).Scan(&seq)
+	return seq, err
 }
 
 func (s *Server) duplicate(tx *sql.Tx, d *delivery, rec *record) (*decision, error) {
-	if s.mutant != MutantNoRateLimit {
-		if ok, ra := s.allowDuplicate(runKey(d.scope, d.key), d.now); !ok {
+	// (On PostgreSQL the duplicate was counted before the op: countDuplicate.)
+	if s.mutant != MutantNoRateLimit && s.dialect == dialectSQLite {
+		ok, ra, err := s.allowDuplicate(tx, d)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			return &decision{kind: kRateLimited, retryAfter: ra}, nil
 		}
 	}
@@ -442,9 +484,9 @@ func (s *Server) first(tx *sql.Tx, d *delivery, expired *record) (*decision, err
 	// The record is this request's to execute from now on: the resumer
 	// leaves it alone until the request is done with it.
 	s.runMu.Lock()
-	s.running[runKey(rec.scope, rec.key)] = true
+	s.running[rec.resID] = true
 	s.runMu.Unlock()
-	d.registered = true
+	d.registered = rec.resID
 	return &decision{kind: kReserved, rec: rec}, nil
 }
 
@@ -493,31 +535,58 @@ func tokenHash(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// allowDuplicate counts one duplicate of k in its fixed window (IDS §XV:
-// rate-limit repeated duplicate submissions); false with the Retry-After
-// (real seconds) past rateLimitMax.
-func (s *Server) allowDuplicate(k string, now time.Time) (bool, string) {
-	window := s.dur(rateLimitWindow)
-	s.rateMu.Lock()
-	defer s.rateMu.Unlock()
-	rw := s.rate[k]
-	if rw == nil || now.Sub(rw.start) >= window || now.Before(rw.start) {
-		if len(s.rate) >= 100_000 {
-			for k, v := range s.rate {
-				if now.Sub(v.start) >= window {
-					delete(s.rate, k)
-				}
-			}
-		}
-		rw = &rateWindow{start: now}
-		s.rate[k] = rw
+// allowDuplicate counts one duplicate of d's key in its fixed window
+// (IDS §XV: rate-limit repeated duplicate submissions), in the op's
+// transaction; false with the Retry-After (real seconds) past
+// rateLimitMax.
+func (s *Server) allowDuplicate(tx *sql.Tx, d *delivery) (bool, string, error) {
+	window, now := s.dur(rateLimitWindow), d.now.UnixNano()
+	var start, n int64
+	err := tx.Stmt(s.st.getRate).QueryRow(d.scope, d.key).Scan(&start, &n)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		start, n = now, 0
+	case err != nil:
+		return false, "", err
+	case now-start >= int64(window) || now < start:
+		start, n = now, 0
 	}
-	if rw.n >= rateLimitMax {
-		ra := int(math.Ceil(rw.start.Add(window).Sub(now).Seconds()))
-		return false, strconv.Itoa(max(ra, 1))
+	if n >= rateLimitMax {
+		return false, retryAfter(start, window, now), nil
 	}
-	rw.n++
-	return true, ""
+	if _, err := tx.Stmt(s.st.putRate).Exec(d.scope, d.key, start, n+1); err != nil {
+		return false, "", err
+	}
+	return true, "", nil
+}
+
+// countDuplicate is allowDuplicate on PostgreSQL, before the op: a
+// delivery whose key holds a live record is counted in one statement of
+// its own (bumpRate), so that the duplicates of a storm over every replica
+// queue on the window's row rather than fail each other's serializable
+// transactions. A delivery that finds no record is not counted (if one
+// appears before its op, the op decides the duplicate uncounted).
+func (s *Server) countDuplicate(ctx context.Context, d *delivery) (bool, string, error) {
+	rec, err := scanRecord(s.st.rGetRecord.QueryRowContext(ctx, d.scope, d.key), d.scope, d.key)
+	if err != nil || rec == nil || !rec.live(d.now.UnixNano()) {
+		return true, "", err
+	}
+	window, now := s.dur(rateLimitWindow), d.now.UnixNano()
+	var start, n int64
+	if err := s.st.bumpRate.QueryRowContext(ctx, d.scope, d.key, now, now-int64(window)).Scan(&start, &n); err != nil {
+		return false, "", err
+	}
+	if n > rateLimitMax {
+		return false, retryAfter(start, window, now), nil
+	}
+	return true, "", nil
+}
+
+// retryAfter is the Retry-After (whole seconds, at least 1) of a window
+// begun at start (Unix ns) at now.
+func retryAfter(start int64, window time.Duration, now int64) string {
+	ra := int(math.Ceil(time.Duration(start + int64(window) - now).Seconds()))
+	return strconv.Itoa(max(ra, 1))
 }
 
 // job is an in-progress record to execute: by the request that reserved

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idscheck/idscheck/pgtest"
 )
 
 // TestMain doubles as the server process of the crash test: with
@@ -23,17 +25,17 @@ import (
 // failpoints of GO_FAILPOINTS) instead of running tests.
 func TestMain(m *testing.M) {
 	if db := os.Getenv("IDS_TEST_SERVE_DB"); db != "" {
-		if err := serveForTest(db, os.Getenv("IDS_TEST_SERVE_SINK")); err != nil {
+		if err := serveForTest(db, os.Getenv("IDS_TEST_SERVE_SINK"), os.Getenv("IDS_TEST_SERVE_STORE")); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
-func serveForTest(db, sinkURL string) error {
-	srv, err := Open(context.Background(), Config{DBPath: db, SinkURL: sinkURL, SinkTimeout: 2 * time.Second})
+func serveForTest(db, sinkURL, store string) error {
+	srv, err := Open(context.Background(), Config{DBPath: db, Store: store, ReplicaID: "r1", SinkURL: sinkURL, SinkTimeout: 2 * time.Second})
 	if err != nil {
 		return err
 	}
@@ -137,6 +139,11 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs server processes")
 	}
+	crashTest(t, func(*testing.T) string { return "" })
+}
+
+// crashTest is TestCrash over the store store gives ("": a SQLite file).
+func crashTest(t *testing.T, store func(*testing.T) string) {
 	for _, c := range []struct {
 		name, failpoint string
 		env             map[string]any
@@ -151,16 +158,18 @@ func TestCrash(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sink := newFakeSink(t)
 			db := filepath.Join(t.TempDir(), "ids.db")
+			st := store(t)
+			serveOn := "IDS_TEST_SERVE_STORE=" + st
 			body := mustJSON(c.env)
 			env, _, err := parseEnvelope(body)
 			if err != nil {
 				t.Fatal(err)
 			}
 			key := env.key("")
-			p := startChild(t, db, sink.ts.URL, "GO_FAILPOINTS="+c.failpoint+`=return("exit")`)
-			st, _, b, err := p.post(body)
-			if err == nil && !(c.mayAnswer && st == 201) {
-				t.Fatalf("the crashing server answered %d %s", st, b)
+			p := startChild(t, db, sink.ts.URL, serveOn, "GO_FAILPOINTS="+c.failpoint+`=return("exit")`)
+			code, _, b, err := p.post(body)
+			if err == nil && !(c.mayAnswer && code == 201) {
+				t.Fatalf("the crashing server answered %d %s", code, b)
 			}
 			if code := p.exitCode(t); code != 137 {
 				t.Fatalf("exit code %d, want 137", code)
@@ -168,13 +177,13 @@ func TestCrash(t *testing.T) {
 			if n := sink.effectsOf(key); n != 1 {
 				t.Fatalf("effects before the restart: %d", n)
 			}
-			p2 := startChild(t, db, sink.ts.URL)
+			p2 := startChild(t, db, sink.ts.URL, serveOn)
 			eventually(t, 15*time.Second, "the restarted server finishes the command", func() bool {
-				return strings.Contains(p2.status("cmd-1"), `"status":"executed"`) && outboxDrained(t, db)
+				return strings.Contains(p2.status("cmd-1"), `"status":"executed"`) && outboxDrained(t, db, st)
 			})
-			st, h, b, err := p2.post(mustJSON(c.env))
-			if err != nil || st != 201 || h.Get(hdrDecision) != decReplayed {
-				t.Fatalf("duplicate after the restart: %d %q %s %v", st, h.Get(hdrDecision), b, err)
+			code, h, b, err := p2.post(mustJSON(c.env))
+			if err != nil || code != 201 || h.Get(hdrDecision) != decReplayed {
+				t.Fatalf("duplicate after the restart: %d %q %s %v", code, h.Get(hdrDecision), b, err)
 			}
 			if sink.effectsOf(key) != 1 || sink.postsOf(key) != c.posts {
 				t.Fatalf("effects %d POSTs %d, want 1 effect of %d POSTs", sink.effectsOf(key), sink.postsOf(key), c.posts)
@@ -183,8 +192,11 @@ func TestCrash(t *testing.T) {
 	}
 }
 
-func outboxDrained(t *testing.T, path string) bool {
+func outboxDrained(t *testing.T, path, store string) bool {
 	db, err := sql.Open("sqlite", dsn(path, true))
+	if store != "" {
+		db, err = sql.Open("pgx", store)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

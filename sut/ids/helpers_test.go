@@ -211,12 +211,18 @@ type testEnv struct {
 	hc    *http.Client
 }
 
+// testStore, when set (TestPostgres), gives newEnv a PostgreSQL store.
+var testStore func(testing.TB) string
+
 func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	t.Helper()
 	sink := newFakeSink(t)
 	clock := &fakeClock{t: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)}
 	cfg := Config{DBPath: filepath.Join(t.TempDir(), "ids.db"), SinkURL: sink.ts.URL, TimeScale: 1, Mutant: mutant,
 		Clock: clock.now, Logger: slog.New(slog.DiscardHandler), SinkTimeout: 5 * time.Second}
+	if testStore != nil {
+		cfg.Store, cfg.ReplicaID = testStore(t), "r1"
+	}
 	for _, m := range mod {
 		m(&cfg)
 	}

@@ -26,6 +26,8 @@ const (
 	MutantEffectiveActorIgnored  = "effective-actor-ignored"
 	MutantTokenUnverified        = "token-unverified"
 	MutantWindowHalved           = "window-halved"
+	MutantReplicaLocalCache      = "replica-local-cache"
+	MutantCheckThenInsert        = "check-then-insert"
 )
 
 // Mutants lists every mutant, in a fixed order.
@@ -52,8 +54,19 @@ func Mutants() []Mutant {
 	}
 }
 
+// ReplicaMutants are the mutants that are correct on one replica and
+// break exactly-once across several sharing the store (Config.Store): the
+// single-replica suite cannot kill them, idscheck chaos over replicas
+// must.
+func ReplicaMutants() []Mutant {
+	return []Mutant{
+		{MutantReplicaLocalCache, "a per-process cache of the keys seen is consulted before the store: a key the replica has not seen is taken for a new one and reserved over the store's record; correct on one replica, a retry on another replica executes again", "IDS-V-exactly-once-effects"},
+		{MutantCheckThenInsert, "the key is looked up, then reserved in another transaction with an insert the primary key does not refuse, under a lock of the process; correct on one replica, duplicates on two replicas both execute", "IDS-V-exactly-once-effects"},
+	}
+}
+
 func knownMutant(name string) bool {
-	for _, m := range Mutants() {
+	for _, m := range append(Mutants(), ReplicaMutants()...) {
 		if m.Name == name {
 			return true
 		}

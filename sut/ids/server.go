@@ -39,11 +39,20 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // Config configures the IDS reference server.
 type Config struct {
 	DBPath string
+	// Store, when set, is the store instead of DBPath: a PostgreSQL URL
+	// (postgres://…) several replicas of the server share.
+	Store string
+	// ReplicaID names this replica among those sharing Store: the owner of
+	// the records it reserves and the outbox rows it claims, which it alone
+	// resumes after it restarts; it must be stable across the replica's
+	// restarts and unique among the replicas ("": "replica").
+	ReplicaID string
 	// SinkURL is the base URL of the effect sink; Open refuses "".
 	SinkURL string
 	// APIKey: "" → no authentication; else every route but /health needs
@@ -89,21 +98,22 @@ type Server struct {
 	scale  float64
 	mutant string
 	clock  func() time.Time
-	wdb    *sql.DB // the only write connection, owned by w
-	rdb    *sql.DB // read-only pool
-	w      *groupcommit.Writer
+	wdb    *sql.DB // SQLite: the only write connection, owned by w; PostgreSQL: the pool
+	rdb    *sql.DB // SQLite: the read-only pool; PostgreSQL: the pool
+	w      writer
 	st     stmts
 	sink   *sink
+	// dialect is dialectSQLite or dialectPostgres.
+	dialect string
 
-	// running holds the records (scope\x00key) a goroutine of this process
+	// running holds the reservations (res_id) a goroutine of this process
 	// is executing: the request that reserved it, or the resumer. A record
 	// is in it from its reservation op until its outcome committed (or its
 	// sink call failed); the resumer takes only records not in it.
 	runMu   sync.Mutex
 	running map[string]bool
 
-	rateMu sync.Mutex
-	rate   map[string]*rateWindow
+	rs replicaState // the replica mutants'
 
 	kick     chan struct{}   // wakes the dispatcher
 	ctx      context.Context // ends when Close begins: stops background work
@@ -115,17 +125,37 @@ type Server struct {
 	closeErr  error
 }
 
-type rateWindow struct {
-	start time.Time
-	n     int
+// writer runs the write operations: one at a time in batches on SQLite
+// (groupcommit), each in its own serializable transaction on PostgreSQL.
+type writer interface {
+	Submit(ctx context.Context, fn func(tx *sql.Tx) (any, error)) (any, error)
+	Close()
 }
 
-// Open opens (or creates) the database at c.DBPath and returns a running
-// server; its resumer and dispatcher start at once and finish what a
-// previous process left in progress.
+var (
+	_ writer = (*groupcommit.Writer)(nil)
+	_ writer = (*pgstore.Writer)(nil)
+)
+
+// Dialects of the store.
+const (
+	dialectSQLite   = "sqlite"
+	dialectPostgres = "postgres"
+)
+
+// Open opens (or creates) the database at c.DBPath (or the shared store
+// c.Store) and returns a running server; its resumer and dispatcher start
+// at once and finish what a previous process (of this replica) left in
+// progress.
 func Open(ctx context.Context, c Config) (*Server, error) {
-	if c.DBPath == "" {
+	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
+		return nil, fmt.Errorf("ids: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", redactURL(c.Store))
+	}
+	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("ids: open: no database path")
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = "replica"
 	}
 	if c.SinkURL == "" {
 		return nil, errors.New("ids: open: no effect sink URL (every command with an effect sends it to the sink)")
@@ -135,7 +165,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	}
 	if c.Mutant != "" && !knownMutant(c.Mutant) {
 		var names []string
-		for _, m := range Mutants() {
+		for _, m := range append(Mutants(), ReplicaMutants()...) {
 			names = append(names, m.Name)
 		}
 		return nil, fmt.Errorf("ids: open: unknown mutant %q (valid: %s)", c.Mutant, strings.Join(names, ", "))
@@ -165,54 +195,77 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		clock = time.Now
 	}
 	s := &Server{cfg: c, log: log, scale: c.TimeScale, mutant: c.Mutant, clock: clock,
-		sink: newSink(c.SinkURL, c.SinkTimeout), running: map[string]bool{}, rate: map[string]*rateWindow{},
-		kick: make(chan struct{}, 1)}
+		sink: newSink(c.SinkURL, c.SinkTimeout), running: map[string]bool{}, kick: make(chan struct{}, 1)}
 	// The resumer and the dispatcher retry every 200 ms of protocol time,
 	// at least every 200 ms and at most every 20 ms of real time.
 	s.interval = min(200*time.Millisecond, max(20*time.Millisecond, time.Duration(float64(200*time.Millisecond)/s.scale)))
+	if c.Store != "" {
+		if err := s.openPostgres(ctx, c); err != nil {
+			s.sink.close()
+			return nil, fmt.Errorf("ids: open: %w", err)
+		}
+		if err := s.st.prepare(ctx, s.wdb, s.rdb, s.dialect); err != nil {
+			s.st.close()
+			s.wdb.Close()
+			s.sink.close()
+			return nil, fmt.Errorf("ids: open: %w", err)
+		}
+	} else if err := s.openSQLite(ctx, c); err != nil {
+		s.sink.close()
+		return nil, err
+	}
+	s.warmCache(ctx)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.bg.Add(2)
+	go s.resumeLoop()
+	go s.dispatchLoop()
+	log.Info("ids reference server open", "db", c.DBPath, "store", redactURL(c.Store), "replica", c.ReplicaID, "sink", c.SinkURL,
+		"time_scale", s.scale, "mutant", s.mutant)
+	return s, nil
+}
+
+// openSQLite opens (or creates) the SQLite database at c.DBPath: one write
+// connection owned by the group-commit writer, a read pool.
+func (s *Server) openSQLite(ctx context.Context, c Config) error {
 	wdb, err := sql.Open("sqlite", dsn(c.DBPath, false))
 	if err != nil {
-		return nil, fmt.Errorf("ids: open: write db: %w", err)
+		return fmt.Errorf("ids: open: write db: %w", err)
 	}
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxLifetime(0)
 	if _, err := wdb.ExecContext(ctx, schema); err != nil {
 		wdb.Close()
-		return nil, fmt.Errorf("ids: open: schema: %w", err)
+		return fmt.Errorf("ids: open: schema: %w", err)
 	}
 	var mode string
 	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
 		wdb.Close()
-		return nil, fmt.Errorf("ids: open: journal_mode is %q, want wal: %v", mode, err)
+		return fmt.Errorf("ids: open: journal_mode is %q, want wal: %v", mode, err)
 	}
 	rdb, err := sql.Open("sqlite", dsn(c.DBPath, true))
 	if err != nil {
 		wdb.Close()
-		return nil, fmt.Errorf("ids: open: read db: %w", err)
+		return fmt.Errorf("ids: open: read db: %w", err)
 	}
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
-	s.wdb, s.rdb = wdb, rdb
-	if err := s.st.prepare(ctx, wdb, rdb); err != nil {
+	s.wdb, s.rdb, s.dialect = wdb, rdb, dialectSQLite
+	if err := s.st.prepare(ctx, wdb, rdb, dialectSQLite); err != nil {
 		s.st.close()
 		wdb.Close()
 		rdb.Close()
-		return nil, fmt.Errorf("ids: open: %w", err)
+		return fmt.Errorf("ids: open: %w", err)
 	}
-	s.w, err = groupcommit.New(wdb, log)
+	gw, err := groupcommit.New(wdb, s.log)
 	if err != nil {
 		s.st.close()
 		wdb.Close()
 		rdb.Close()
-		return nil, fmt.Errorf("ids: open: %w", err)
+		return fmt.Errorf("ids: open: %w", err)
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.bg.Add(2)
-	go s.resumeLoop()
-	go s.dispatchLoop()
-	log.Info("ids reference server open", "db", c.DBPath, "sink", c.SinkURL, "time_scale", s.scale, "mutant", s.mutant)
-	return s, nil
+	s.w = gw
+	return nil
 }
 
 // Close stops the resumer and the dispatcher, drains the writer (every
@@ -225,7 +278,10 @@ func (s *Server) Close() error {
 		s.w.Close()
 		s.st.close()
 		s.sink.close()
-		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+		if s.rdb != s.wdb {
+			s.closeErr = s.rdb.Close()
+		}
+		s.closeErr = errors.Join(s.closeErr, s.wdb.Close())
 	})
 	return s.closeErr
 }
@@ -328,6 +384,12 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 			p = prob(503, codeUnavailable, "the server is shutting down")
 		case errors.Is(err, errCommit):
 			p = prob(503, codeUnavailable, "the database could not commit; retry")
+			p.retryAfter = "1"
+		case s.dialect == dialectPostgres && storeUnavailable(err):
+			// The shared store did not answer: whether a write landed is
+			// not known here, and a retry finds out.
+			s.log.Warn("store unavailable", "err", err)
+			p = prob(503, codeUnavailable, "the store did not answer; retry")
 			p.retryAfter = "1"
 		default:
 			s.log.Error("internal error", "err", err)

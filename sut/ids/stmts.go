@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // stmts are prepared once at Open, on the write connection (outside any
@@ -12,20 +14,22 @@ import (
 type stmts struct {
 	getRecord, putRecord, complete, insertEvidence, setEvidenceOutcome *sql.Stmt
 	getToken, useToken, insertToken                                    *sql.Stmt
-	insertOutbox, outboxDispatching, outboxSent                        *sql.Stmt
-	rGetRecord, rInProgress, rOutbox, rCommand, rEvidence              *sql.Stmt
+	insertOutbox, claimOutbox, outboxDispatching, outboxSent           *sql.Stmt
+	getRate, putRate, bumpRate                                         *sql.Stmt
+	rGetRecord, rInProgress, rCommand, rEvidence, rKeys                *sql.Stmt
 }
 
 func (st *stmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.getRecord, &st.putRecord, &st.complete, &st.insertEvidence, &st.setEvidenceOutcome,
-		&st.getToken, &st.useToken, &st.insertToken, &st.insertOutbox, &st.outboxDispatching, &st.outboxSent,
-		&st.rGetRecord, &st.rInProgress, &st.rOutbox, &st.rCommand, &st.rEvidence}
+		&st.getToken, &st.useToken, &st.insertToken, &st.insertOutbox, &st.claimOutbox, &st.outboxDispatching, &st.outboxSent,
+		&st.getRate, &st.putRate, &st.bumpRate, &st.rGetRecord, &st.rInProgress, &st.rCommand, &st.rEvidence, &st.rKeys}
 }
 
 func (st *stmts) close() {
 	for _, p := range st.all() {
 		if *p != nil {
 			(*p).Close()
+			*p = nil
 		}
 	}
 }
@@ -33,41 +37,62 @@ func (st *stmts) close() {
 const recordCols = `res_id, command_id, tenant_id, actor_id, command, args, fingerprint, match, status, http_status,
  outcome_ref, body, body_public, effects_before, effect_made, first_evidence, created_at, ttl_expires_at`
 
-func (st *stmts) prepare(ctx context.Context, w, r *sql.DB) error {
+// prepare prepares every statement, in its PostgreSQL form (pgQueries,
+// else ? as $n) when dialect is dialectPostgres. A statement with no
+// form in the dialect (bumpRate on SQLite) is left nil.
+func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) error {
 	for _, p := range []struct {
-		db  *sql.DB
-		dst **sql.Stmt
-		q   string
+		db   *sql.DB
+		dst  **sql.Stmt
+		name string
+		q    string
 	}{
-		{w, &st.getRecord, `SELECT ` + recordCols + ` FROM records WHERE scope = ? AND key = ?`},
-		{w, &st.putRecord, `INSERT OR REPLACE INTO records(scope, key, res_id, command_id, tenant_id, actor_id, command, args,
+		{w, &st.getRecord, "getRecord", `SELECT ` + recordCols + ` FROM records WHERE scope = ? AND key = ?`},
+		{w, &st.putRecord, "putRecord", `INSERT OR REPLACE INTO records(scope, key, res_id, command_id, tenant_id, actor_id, command, args,
  fingerprint, match, status, http_status, outcome_ref, body, body_public, effects_before, effect_made, first_evidence,
  created_at, updated_at, ttl_expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
-		{w, &st.complete, `UPDATE records SET status = 'executed', http_status = 201, outcome_ref = ?, body = ?, body_public = ?,
+		{w, &st.complete, "complete", `UPDATE records SET status = 'executed', http_status = 201, outcome_ref = ?, body = ?, body_public = ?,
  effect_id = ?, effect_made = 1, updated_at = ? WHERE scope = ? AND key = ? AND res_id = ? AND status = 'in_progress'`},
-		{w, &st.insertEvidence, `INSERT INTO evidence(evidence_id, scope, key, decision, executed, command_id, original_command_id,
- outcome_ref, at, fp_stored, fp_received) VALUES(?,?,?,?,?,?,?,?,?,?,?)`},
-		{w, &st.setEvidenceOutcome, `UPDATE evidence SET outcome_ref = ? WHERE seq = ?`},
-		{w, &st.getToken, `SELECT tenant_id, command_id, key, expires_at, used_at FROM confirmations WHERE token_hash = ?`},
-		{w, &st.useToken, `UPDATE confirmations SET used_at = ? WHERE token_hash = ?`},
-		{w, &st.insertToken, `INSERT INTO confirmations(token_hash, tenant_id, actor_id, command_id, key, created_at, expires_at)
+		{w, &st.insertEvidence, "insertEvidence", `INSERT INTO evidence(evidence_id, scope, key, decision, executed, command_id, original_command_id,
+ outcome_ref, at, fp_stored, fp_received) VALUES(?,?,?,?,?,?,?,?,?,?,?) RETURNING seq`},
+		{w, &st.setEvidenceOutcome, "setEvidenceOutcome", `UPDATE evidence SET outcome_ref = ? WHERE seq = ?`},
+		{w, &st.getToken, "getToken", `SELECT tenant_id, command_id, key, expires_at, used_at FROM confirmations WHERE token_hash = ?`},
+		{w, &st.useToken, "useToken", `UPDATE confirmations SET used_at = ? WHERE token_hash = ?`},
+		{w, &st.insertToken, "insertToken", `INSERT INTO confirmations(token_hash, tenant_id, actor_id, command_id, key, created_at, expires_at)
  VALUES(?,?,?,?,?,?,?)`},
-		{w, &st.insertOutbox, `INSERT INTO outbox(scope, key, tenant_id, command_id, command, args, effects_before, state,
+		{w, &st.insertOutbox, "insertOutbox", `INSERT INTO outbox(scope, key, tenant_id, command_id, command, args, effects_before, state,
  created_at, updated_at) VALUES(?,?,?,?,?,?,?,'pending',?,?)`},
-		{w, &st.outboxDispatching, `UPDATE outbox SET state = 'dispatching', updated_at = ? WHERE seq = ? AND state = 'pending'`},
-		{w, &st.outboxSent, `UPDATE outbox SET state = 'sent', effect_id = ?, updated_at = ? WHERE seq = ?`},
-		{r, &st.rGetRecord, `SELECT ` + recordCols + ` FROM records WHERE scope = ? AND key = ?`},
-		{r, &st.rInProgress, `SELECT scope, key FROM records WHERE status = 'in_progress' ORDER BY created_at LIMIT 64`},
-		{r, &st.rOutbox, `SELECT seq, scope, key, tenant_id, command_id, command, args, effects_before, state
+		// One process, one dispatcher: every row not sent is its own.
+		{w, &st.claimOutbox, "claimOutbox", `SELECT seq, scope, key, tenant_id, command_id, command, args, effects_before, state
  FROM outbox WHERE state <> 'sent' ORDER BY seq LIMIT 128`},
-		{r, &st.rCommand, `SELECT command_id, tenant_id, key, status, outcome_ref, created_at, updated_at, ttl_expires_at
+		{w, &st.outboxDispatching, "outboxDispatching", `UPDATE outbox SET state = 'dispatching', updated_at = ?, owner = ?, lease_until = ?
+ WHERE seq = ? AND state <> 'sent'`},
+		{w, &st.outboxSent, "outboxSent", `UPDATE outbox SET state = 'sent', effect_id = ?, updated_at = ? WHERE seq = ?`},
+		{w, &st.getRate, "getRate", `SELECT start, n FROM rate_windows WHERE scope = ? AND key = ?`},
+		{w, &st.putRate, "putRate", `INSERT OR REPLACE INTO rate_windows(scope, key, start, n) VALUES(?,?,?,?)`},
+		{w, &st.bumpRate, "bumpRate", ""},
+		{r, &st.rGetRecord, "rGetRecord", `SELECT ` + recordCols + ` FROM records WHERE scope = ? AND key = ?`},
+		{r, &st.rInProgress, "rInProgress", `SELECT scope, key, res_id FROM records WHERE status = 'in_progress' ORDER BY created_at LIMIT 64`},
+		{r, &st.rCommand, "rCommand", `SELECT command_id, tenant_id, key, status, outcome_ref, created_at, updated_at, ttl_expires_at
  FROM records WHERE command_id = ?1 AND (?2 = '' OR tenant_id = ?2) ORDER BY created_at DESC LIMIT 1`},
-		{r, &st.rEvidence, `SELECT evidence_id, decision, executed, command_id, original_command_id, key, outcome_ref, at,
+		{r, &st.rEvidence, "rEvidence", `SELECT evidence_id, decision, executed, command_id, original_command_id, key, outcome_ref, at,
  fp_stored, fp_received FROM evidence WHERE scope = ? AND key = ? ORDER BY seq`},
+		// The keys the store holds (the replica-local-cache mutant warms its cache with them).
+		{r, &st.rKeys, "rKeys", `SELECT scope, key FROM records`},
 	} {
-		s, err := p.db.PrepareContext(ctx, p.q)
+		q := p.q
+		if dialect == dialectPostgres {
+			q = pgstore.DollarParams(q)
+			if pq, ok := pgQueries[p.name]; ok {
+				q = pq
+			}
+		}
+		if q == "" {
+			continue
+		}
+		s, err := p.db.PrepareContext(ctx, q)
 		if err != nil {
-			return fmt.Errorf("prepare %.60q: %w", p.q, err)
+			return fmt.Errorf("prepare %.60q: %w", q, err)
 		}
 		*p.dst = s
 	}

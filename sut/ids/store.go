@@ -22,6 +22,11 @@ import (
 // the effects the sink already made for this key before this reservation
 // (an earlier execution whose window expired): a reconciliation against
 // GET {sink}/effects/{key} looks for a count above it.
+//
+// An outbox row is claimed by a dispatcher (owner, the replica, until
+// lease_until) when it is marked dispatching. rate_windows counts the
+// duplicates of a key in its current rate-limit window (IDS §XV): in the
+// store, so that replicas sharing it count them together.
 const schema = `
 CREATE TABLE IF NOT EXISTS records(
   scope TEXT NOT NULL,
@@ -87,9 +92,18 @@ CREATE TABLE IF NOT EXISTS outbox(
   state TEXT NOT NULL,
   effect_id TEXT,
   created_at INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL
+  updated_at INTEGER NOT NULL,
+  owner TEXT NOT NULL DEFAULT '',
+  lease_until INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS outbox_open ON outbox(seq) WHERE state <> 'sent';
+CREATE TABLE IF NOT EXISTS rate_windows(
+  scope TEXT NOT NULL,
+  key TEXT NOT NULL,
+  start INTEGER NOT NULL,
+  n INTEGER NOT NULL,
+  PRIMARY KEY(scope, key)
+) WITHOUT ROWID;
 `
 
 // dsn returns the modernc sqlite DSN of path: WAL, synchronous FULL (an

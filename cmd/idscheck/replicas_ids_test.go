@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idscheck/idscheck/pgtest"
+	"github.com/idscheck/idscheck/profiles/ids"
+	sutids "github.com/idscheck/idscheck/sut/ids"
+)
+
+// TestRunIDSReplicas: run --profile ids --replicas 3 --store postgres://…
+// starts three replicas of the bundled IDS server as children over one
+// store, and the suite passes (exit 0); the store's password is in no
+// output. (The alternate replay form, by reference, is served on three
+// replicas in TestChaosIDSReplicas.)
+func TestRunIDSReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts replicas over PostgreSQL: skipped in -short")
+	}
+	pgtest.Shared(t)
+	t.Setenv(testBinaryIsCLI, "1")
+	const pw = "ids-r3plicas-pw"
+	store := withPassword(t, pgtest.Database(t), pw)
+	out := filepath.Join(t.TempDir(), "report")
+	code, stdout, stderr := runCLI(t, "--profile", "ids", "--seed", "1", "--replicas", "3", "--store", store, "--out", out)
+	if code != exitOK || !strings.Contains(stderr, "3 replicas over one store") || !strings.Contains(stdout, "every MUST passed") {
+		t.Fatalf("exit %d, want 0 on three replicas\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	t.Logf("run --replicas 3: exit %d\n%s", code, stdout)
+	if strings.Contains(stdout, pw) || strings.Contains(stderr, pw) || fileHas(t, filepath.Join(out, "result.json"), pw) {
+		t.Errorf("the store's password is in the output")
+	}
+}
+
+// TestChaosIDSReplicas: chaos --profile ids over the bundled server on
+// PostgreSQL. Three replicas of the correct server replaying by reference,
+// one killed and restarted, one cut from its store, one losing the store's
+// replies, the store restarted, the effect sink losing replies, storms
+// spread over the three: no anomaly.
+// Each replica mutant on three replicas: caught (exit 1), named by the
+// rule it breaks (IDS-V-exactly-once-effects: effects duplicated); the same
+// mutant on one replica over the same kind of store: no anomaly.
+func TestChaosIDSReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts replicas and crashes them: skipped in -short")
+	}
+	pgtest.Shared(t)
+	t.Setenv(testBinaryIsCLI, "1")
+	chaos := func(t *testing.T, replicas, mutant, faults, duration string) (int, string, string) {
+		args := []string{"chaos", "--profile", "ids", "--duration", duration, "--workers", "8", "--seed", "3", "--faults", faults,
+			"--replicas", replicas, "--store", pgtest.Database(t), "--out", filepath.Join(t.TempDir(), "run"), "--mutant", mutant}
+		code, stdout, stderr := chaosInProcess(t, args...)
+		t.Logf("chaos --replicas %s --mutant %q: exit %d\n%s", replicas, mutant, code, stdout)
+		return code, stdout, stderr
+	}
+	t.Run("correct on three", func(t *testing.T) {
+		// A cluster of the test's own, registered as one idscheck started,
+		// so that store-restart can restart it.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cluster, err := pgtest.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cluster.Stop() })
+		store, err := cluster.CreateDatabase(ctx, "chaos_ids")
+		if err != nil {
+			t.Fatal(err)
+		}
+		storeRestarter = func(s string) func(context.Context) error {
+			if s != store {
+				return nil
+			}
+			return cluster.RestartFast
+		}
+		t.Cleanup(func() { storeRestarter = nil })
+		dir := filepath.Join(t.TempDir(), "run")
+		code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "ids", "--duration", "5s", "--workers", "8", "--seed", "3",
+			"--faults", "replica-crash,store-partition,store-lost-reply,store-restart,storm,sink-lost-replies", "--replicas", "3",
+			"--store", store, "--store-proxy", "--reading", ids.DecisionReplayForm+"="+sutids.ReplayReference, "--out", dir)
+		t.Logf("chaos --replicas 3: exit %d\n%s", code, stdout)
+		if code != exitOK || !strings.Contains(stdout, "no anomaly") || !strings.Contains(stderr, "3 replicas over one store") {
+			t.Fatalf("exit %d, want 0 and no anomaly\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "chaos.json"))
+		var doc struct {
+			Timeline []struct {
+				Fault string `json:"fault"`
+				Err   string `json:"err"`
+			} `json:"timeline"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("chaos.json: %v", err)
+		}
+		did := map[string]bool{}
+		for _, in := range doc.Timeline {
+			if in.Err != "" {
+				t.Errorf("%s failed: %s", in.Fault, in.Err)
+			}
+			did[in.Fault] = true
+		}
+		for _, f := range []string{"replica-crash", "store-partition", "store-lost-reply", "store-restart"} {
+			if !did[f] {
+				t.Errorf("%s is not in the timeline", f)
+			}
+		}
+	})
+	for _, m := range sutids.ReplicaMutants() {
+		t.Run(m.Name, func(t *testing.T) {
+			code, stdout, stderr := chaos(t, "3", m.Name, "storm", "3s")
+			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks) {
+				t.Errorf("three replicas: exit %d, want 1 with %s named\nstdout:\n%.3000s\nstderr:\n%s", code, m.Breaks, stdout, stderr)
+			}
+			code, stdout, stderr = chaos(t, "1", m.Name, "storm,crash", "2s")
+			if code != exitOK || !strings.Contains(stdout, "no anomaly") {
+				t.Errorf("one replica: exit %d, want 0 and no anomaly\nstdout:\n%.3000s\nstderr:\n%s", code, stdout, stderr)
+			}
+		})
+	}
+}
