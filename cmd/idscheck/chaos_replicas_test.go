@@ -20,7 +20,7 @@ func TestChaosHTTPIdemReplicas(t *testing.T) {
 		t.Skip("starts replicas and crashes them: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
 	chaos := func(t *testing.T, replicas, mutant, faults string) (int, string, string) {
 		args := []string{"chaos", "--profile", "http-idempotency", "--duration", "4s", "--workers", "8", "--seed", "3",
 			"--faults", faults, "--replicas", replicas, "--store", pgtest.Database(t), "--out", filepath.Join(t.TempDir(), "run")}

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(testBinaryIsCLI) == "1" {
 		os.Exit(cli(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// Every child this binary starts is idscheck: tests that run in
+	// parallel (t.Parallel forbids t.Setenv) start them too.
+	os.Setenv(testBinaryIsCLI, "1")
 	os.Exit(pgtest.Main(m))
 }
 

@@ -47,7 +47,7 @@ func TestChaosA2AReplicas(t *testing.T) {
 		t.Skip("starts replicas and crashes them: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
 	chaos := func(t *testing.T, dir, replicas, mutant, faults, duration string, extra ...string) (int, string, string) {
 		args := []string{"chaos", "--profile", "a2a", "--duration", duration, "--workers", "8", "--seed", "5", "--time-scale", "1000",
 			"--faults", faults, "--replicas", replicas, "--store", pgtest.Database(t), "--out", dir}

@@ -45,7 +45,7 @@ func TestChaosATPReplicas(t *testing.T) {
 		t.Skip("starts replicas and crashes them: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
 	chaos := func(t *testing.T, replicas, mutant, faults string, extra ...string) (int, string, string) {
 		duration := "3s"
 		if mutant != "" {

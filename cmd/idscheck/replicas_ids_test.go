@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
 	"github.com/idscheck/idscheck/profiles/ids"
@@ -51,7 +49,7 @@ func TestChaosIDSReplicas(t *testing.T) {
 		t.Skip("starts replicas and crashes them: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
 	chaos := func(t *testing.T, replicas, mutant, faults, duration string) (int, string, string) {
 		args := []string{"chaos", "--profile", "ids", "--duration", duration, "--workers", "8", "--seed", "3", "--faults", faults,
 			"--replicas", replicas, "--store", pgtest.Database(t), "--out", filepath.Join(t.TempDir(), "run"), "--mutant", mutant}
@@ -60,30 +58,11 @@ func TestChaosIDSReplicas(t *testing.T) {
 		return code, stdout, stderr
 	}
 	t.Run("correct on three", func(t *testing.T) {
-		// A cluster of the test's own, registered as one idscheck started,
-		// so that store-restart can restart it.
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cluster, err := pgtest.Start(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cluster.Stop() })
-		store, err := cluster.CreateDatabase(ctx, "chaos_ids")
-		if err != nil {
-			t.Fatal(err)
-		}
-		storeRestarter = func(s string) func(context.Context) error {
-			if s != store {
-				return nil
-			}
-			return cluster.RestartFast
-		}
-		t.Cleanup(func() { storeRestarter = nil })
+		// --store local: the cluster idscheck starts, the one store-restart restarts.
 		dir := filepath.Join(t.TempDir(), "run")
 		code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "ids", "--duration", "5s", "--workers", "8", "--seed", "3",
 			"--faults", "replica-crash,store-partition,store-lost-reply,store-restart,storm,sink-lost-replies", "--replicas", "3",
-			"--store", store, "--store-proxy", "--reading", ids.DecisionReplayForm+"="+sutids.ReplayReference, "--out", dir)
+			"--store", "local", "--store-proxy", "--reading", ids.DecisionReplayForm+"="+sutids.ReplayReference, "--out", dir)
 		t.Logf("chaos --replicas 3: exit %d\n%s", code, stdout)
 		if code != exitOK || !strings.Contains(stdout, "no anomaly") || !strings.Contains(stderr, "3 replicas over one store") {
 			t.Fatalf("exit %d, want 0 and no anomaly\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)

@@ -51,7 +51,7 @@ func TestChaosIntentReplicas(t *testing.T) {
 		t.Skip("starts replicas and crashes them: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
 	chaos := func(t *testing.T, replicas, mutant, dur string, faults ...string) (int, string, string, string) {
 		dir := filepath.Join(t.TempDir(), "run")
 		args := []string{"chaos", "--profile", "intent", "--duration", dur, "--workers", "8", "--seed", "3",
