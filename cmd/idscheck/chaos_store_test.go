@@ -25,7 +25,7 @@ func TestChaosStoreFaults(t *testing.T) {
 		t.Skip("starts a PostgreSQL cluster and replicas: skipped in -short")
 	}
 	pgtest.Shared(t) // skips where PostgreSQL is not installed
-	t.Parallel() // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
+	t.Parallel()     // after the sequential tests, beside the other replica chaos tests (TestMain sets testBinaryIsCLI for the children)
 	const pw = "store-fault-pw-3301"
 	chaos := func(t *testing.T, store string, extra ...string) (int, string, string, string) {
 		dir := filepath.Join(t.TempDir(), "run")

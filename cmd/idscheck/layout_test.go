@@ -33,11 +33,12 @@ var engineImports = map[string][]string{
 	"checker":      {"spec", "verdict", "rundir"},
 	"reports":      {"spec", "checker", "verdict", "redact", "rundir"},
 	"rundir":       {},
-	"pgtest":       {},
+	"pgcluster":    {},
+	"pgtest":       {"pgcluster"},
 	"chaos":        {"checker", "client", "faults", "spec", "verdict", "sink", "redact", "rundir"},
 	"features":     {"spec", "verdict", "faults", "client", "sink", "redact", "rundir"},
 	"harness":      {"spec", "verdict", "features", "checker", "client", "chaos", "faults", "sink", "reports", "redact", "rundir"},
-	"cmd/idscheck": {"spec", "verdict", "features", "checker", "client", "chaos", "faults", "sink", "reports", "redact", "rundir", "harness", "profiles"},
+	"cmd/idscheck": {"spec", "verdict", "features", "checker", "client", "chaos", "faults", "sink", "reports", "redact", "rundir", "harness", "profiles", "pgcluster"},
 }
 
 // allowedImport says whether package pkg (module-relative) may import dep.

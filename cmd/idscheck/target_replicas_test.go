@@ -41,7 +41,7 @@ func TestTargetFileReplicas(t *testing.T) {
 		{`{"replicas": [{"url": "http://127.0.0.1:1"}, {"url": "http://127.0.0.1:1"}]}`, `"replicas"[1].url is the url of "replicas"[0]`},
 		{`{"url": "http://127.0.0.1:1", "replicas": [{"url": "http://127.0.0.1:2"}]}`, `give no "url" nor "target_cmd" beside it`},
 		{`{"store": "postgres://x"}`, `"store": want an object`},
-		{`{"store": {"url": "mysql://u:hidden-pw@h/db"}}`, `want a postgres:// URL`},
+		{`{"store": {"url": "mysql://u:hidden-pw@h/db"}}`, `or a postgres:// URL`},
 		{`{"store": {"dsn": "x"}}`, `unknown field "store.dsn"`},
 	}
 	for _, b := range bad {
