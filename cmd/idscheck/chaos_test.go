@@ -64,6 +64,7 @@ func TestChaosCrashesTheBundledServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and crashes a server: skipped in -short")
 	}
+	t.Parallel() // after the sequential tests, beside the other long chaos runs
 	bin := buildIDSCheck(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	code, stdout, stderr := runChaosBinary(t, bin, "chaos", "--duration", "6s", "--workers", "8", "--seed", "11",
@@ -115,6 +116,7 @@ func TestChaosCatchesLostOnCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and crashes a server: skipped in -short")
 	}
+	t.Parallel() // after the sequential tests, beside the other long chaos runs
 	bin := buildIDSCheck(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	code, stdout, stderr := runChaosBinary(t, bin, "chaos", "--duration", "6s", "--workers", "8", "--seed", "5",
@@ -319,6 +321,7 @@ func TestChaosDefaultFaultsAreAvailable(t *testing.T) {
 // assume 60, and judged a correct real-time target as if its leases and
 // TTLs were 60 times shorter.
 func TestChaosUnreachableWritesTheReports(t *testing.T) {
+	t.Parallel() // after the sequential tests, beside the other long chaos runs
 	addr, err := faults.FreeAddr()
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ func TestRunA2AReplicas(t *testing.T) {
 		t.Skip("starts replicas over PostgreSQL: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests; runCLI runs one suite at a time
 	const pw = "a2a-replicas-pw-7113"
 	store := withPassword(t, pgtest.Database(t), pw)
 	out := filepath.Join(t.TempDir(), "report")

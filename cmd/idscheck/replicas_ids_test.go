@@ -22,7 +22,7 @@ func TestRunIDSReplicas(t *testing.T) {
 		t.Skip("starts replicas over PostgreSQL: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests; runCLI runs one suite at a time
 	const pw = "ids-r3plicas-pw"
 	store := withPassword(t, pgtest.Database(t), pw)
 	out := filepath.Join(t.TempDir(), "report")

@@ -22,7 +22,7 @@ func TestRunHTTPIdemReplicas(t *testing.T) {
 		t.Skip("starts replicas over PostgreSQL: skipped in -short")
 	}
 	pgtest.Shared(t)
-	t.Setenv(testBinaryIsCLI, "1")
+	t.Parallel() // after the sequential tests; runCLI runs one suite at a time
 	// The cluster trusts loopback: a password in the URL is sent to no
 	// one, and must be printed nowhere.
 	const pw = "pg2-s3cret-pw"

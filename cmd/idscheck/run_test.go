@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,10 +30,17 @@ import (
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	// godog sets process environment variables: one suite at a time, also
+	// among the tests that run in parallel.
+	suiteMu.Lock()
+	defer suiteMu.Unlock()
 	var stdout, stderr bytes.Buffer
 	code := cli(t.Context(), append([]string{"run"}, args...), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
+
+// suiteMu makes runCLI run one suite at a time.
+var suiteMu sync.Mutex
 
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
@@ -290,6 +298,7 @@ func hostile(kind string, done <-chan struct{}) http.HandlerFunc {
 // bounded time with rules FAIL or UNKNOWN (never exit 0), writes its report,
 // never leaks the secrets, and the HTML report never carries a raw <script>.
 func TestRunAgainstHostileTargets(t *testing.T) {
+	t.Parallel() // after the sequential tests; runCLI runs one suite at a time
 	for _, kind := range []string{"hang", "drip", "huge", "garbage", "reset", "flip", "redirect", "invalid-json", "script"} {
 		t.Run(kind, func(t *testing.T) {
 			done := make(chan struct{})
@@ -353,6 +362,7 @@ func TestRunBundledServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole profile, twice, against the bundled server; skipped in -short")
 	}
+	t.Parallel() // after the sequential tests; runCLI runs one suite at a time
 	var seqs [2][]string
 	for i := range seqs {
 		out := t.TempDir()
