@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/pgtest"
+	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
 // pgSchemas is the database of pgStore: one for the test binary, a schema
@@ -283,8 +284,8 @@ func TestReplicasShareStore(t *testing.T) {
 	t.Run("a silent transaction ends", func(t *testing.T) {
 		a := newPGEnv(t, "")
 		var v string
-		if err := a.srv.wdb.QueryRow("SHOW idle_in_transaction_session_timeout").Scan(&v); err != nil || v != idleInTransaction {
-			t.Fatalf("idle_in_transaction_session_timeout %q (%v), want %s", v, err, idleInTransaction)
+		if err := a.srv.wdb.QueryRow("SHOW idle_in_transaction_session_timeout").Scan(&v); err != nil || v != pgstore.IdleInTransaction {
+			t.Fatalf("idle_in_transaction_session_timeout %q (%v), want %s", v, err, pgstore.IdleInTransaction)
 		}
 	})
 	t.Run("a lost store is a 503", func(t *testing.T) {

@@ -157,35 +157,13 @@ var pgQueries = map[string]string{
 // openPostgres opens the shared store at c.Store: the schema, one pool
 // for writes and reads.
 func (s *Server) openPostgres(ctx context.Context, c Config) error {
-	db, err := pgstore.Open(ctx, withIdleTimeout(c.Store), c.ReplicaID, pgSchema)
+	db, err := pgstore.Open(ctx, c.Store, c.ReplicaID, pgSchema) // idle transactions bounded: pgstore.IdleInTransaction
 	if err != nil {
 		return err
 	}
 	s.wdb, s.rdb, s.dialect = db, db, dialectPostgres
 	s.w = &pgstore.Writer{DB: db}
 	return nil
-}
-
-// idleInTransaction bounds how long the store keeps a transaction of this
-// replica that went silent (the replica cut from the store, or killed,
-// between two statements): its locks are released then, and the other
-// replicas' writes of the same rows go on. No transaction of the server
-// waits on anything but the store between its statements.
-const idleInTransaction = "5s"
-
-// withIdleTimeout is store with idle_in_transaction_session_timeout set
-// (a runtime parameter of each connection) unless the URL sets it.
-func withIdleTimeout(store string) string {
-	u, err := url.Parse(store)
-	if err != nil {
-		return store // pgstore.Open says what is wrong with it
-	}
-	q := u.Query()
-	if q.Get("idle_in_transaction_session_timeout") == "" {
-		q.Set("idle_in_transaction_session_timeout", idleInTransaction)
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // storeUnavailable says err is the store not answering (a lost

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,10 @@ func DollarParams(q string) string {
 
 // DSN is store with application_name set to replica (so that
 // current_setting('application_name') names the replica in SQL: the owner
-// of what it reserves) unless the URL sets one, and a connect timeout.
+// of what it reserves) unless the URL sets one, a connect timeout, and
+// idle_in_transaction_session_timeout (IdleInTransaction): a replica cut
+// from the store mid-transaction does not hold its locks, and every other
+// replica's writes behind them, for as long as TCP takes to notice.
 func DSN(store, replica string) (string, error) {
 	u, err := url.Parse(store)
 	if err != nil {
@@ -59,6 +63,9 @@ func DSN(store, replica string) (string, error) {
 	}
 	if q.Get("connect_timeout") == "" {
 		q.Set("connect_timeout", "5")
+	}
+	if q.Get("idle_in_transaction_session_timeout") == "" {
+		q.Set("idle_in_transaction_session_timeout", IdleInTransaction)
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
@@ -78,10 +85,21 @@ func Retryable(err error) bool {
 	return false
 }
 
+// IdleInTransaction is how long the store keeps a transaction whose
+// client has gone silent.
+const IdleInTransaction = "5s"
+
+// schemaObjects are the tables and indexes a schema creates.
+var schemaObjects = regexp.MustCompile(`(?i)CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+([A-Za-z_][A-Za-z0-9_]*)`)
+
 // Open opens the pool of replica at store and creates schema (statements
 // separated by semicolons, each idempotent: CREATE … IF NOT EXISTS) under
 // an advisory lock, so that replicas starting together do not race on the
-// catalog.
+// catalog. When every table and index schema names exists already, it
+// runs nothing: CREATE INDEX IF NOT EXISTS on a table that has it still
+// waits for a lock on the table, and a replica restarting while another
+// one's transaction hangs (cut from the store) would wait on it, and every
+// write of the others behind it.
 func Open(ctx context.Context, store, replica, schema string) (*sql.DB, error) {
 	dsn, err := DSN(store, replica)
 	if err != nil {
@@ -96,6 +114,21 @@ func Open(ctx context.Context, store, replica, schema string) (*sql.DB, error) {
 	db.SetConnMaxIdleTime(time.Minute)
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	var names []string
+	for _, m := range schemaObjects.FindAllStringSubmatch(schema, -1) {
+		names = append(names, m[1])
+	}
+	if len(names) > 0 {
+		var all bool
+		err := db.QueryRowContext(cctx, `SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n`, names).Scan(&all)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		if all {
+			return db, nil
+		}
+	}
 	for i := 0; ; i++ {
 		_, err = db.ExecContext(cctx, "SELECT pg_advisory_lock(4242); "+schema+"; SELECT pg_advisory_unlock(4242)")
 		if err == nil || i == 2 || !Retryable(err) {
