@@ -2,11 +2,15 @@ package pgtest
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, for Store
 )
 
 // shared is the package's one cluster in a test binary: started by the
@@ -55,4 +59,41 @@ func Database(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// stores is the database of Store: one per test binary, a schema in it for
+// each store.
+var stores struct {
+	once sync.Once
+	url  string
+	db   *sql.DB
+	err  error
+	n    atomic.Int64
+}
+
+// Store returns the URL of a fresh, empty store on the shared cluster: a
+// new schema (the URL's search_path) of one database of the test binary.
+// A schema is made in milliseconds, a database in a third of a second.
+func Store(t testing.TB) string {
+	t.Helper()
+	Shared(t)
+	stores.once.Do(func() {
+		stores.url = Database(t)
+		stores.db, stores.err = sql.Open("pgx", stores.url)
+	})
+	if stores.err != nil || stores.url == "" {
+		t.Fatalf("pgtest: the stores' database: %v", stores.err)
+	}
+	name := fmt.Sprintf("store_%d", stores.n.Add(1))
+	if _, err := stores.db.Exec("CREATE SCHEMA " + name); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u, err := url.Parse(stores.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -1,7 +1,6 @@
 package a2a
 
 import (
-	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -51,33 +50,11 @@ func (e *testEnv) replica(t testing.TB, id, mutant string) *testEnv {
 // replicaAgents numbers the replicas' ranges of agent ids.
 var replicaAgents atomic.Int64
 
-// pgSchemas returns a store maker for t: each store a fresh schema (its
-// search_path) of one new database on the shared cluster, quicker to make
-// than a database.
+// pgSchemas returns a store maker for t: each store a fresh, empty one
+// (pgtest.Store).
 func pgSchemas(t *testing.T) func(testing.TB) string {
 	t.Helper()
-	base := pgtest.Database(t)
-	db, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	var n atomic.Int64
-	return func(tb testing.TB) string {
-		tb.Helper()
-		name := fmt.Sprintf("q%d", n.Add(1))
-		if _, err := db.Exec("CREATE SCHEMA " + name); err != nil {
-			tb.Fatal(err)
-		}
-		u, err := url.Parse(base)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", name)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
+	return func(tb testing.TB) string { return pgtest.Store(tb) }
 }
 
 // newPGEnv is a queue on a fresh PostgreSQL store, replica r1.

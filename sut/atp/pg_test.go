@@ -4,12 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,41 +53,8 @@ func (e *testEnv) replica(t testing.TB, id, mutant string, mod ...func(*Config))
 	return &r
 }
 
-// pgBase is the database of schemaStore's stores.
-var pgBase struct {
-	once sync.Once
-	url  string
-	db   *sql.DB
-	err  error
-	n    atomic.Int64
-}
-
-// schemaStore is a fresh, empty store: a schema of its own (the URL's
-// search_path) in one database of the shared cluster. A schema is made
-// in milliseconds, a database in a third of a second.
-func schemaStore(t testing.TB) string {
-	t.Helper()
-	pgtest.Shared(t)
-	pgBase.once.Do(func() {
-		pgBase.url = pgtest.Database(t)
-		pgBase.db, pgBase.err = sql.Open("pgx", pgBase.url)
-	})
-	if pgBase.err != nil {
-		t.Fatal(pgBase.err)
-	}
-	name := fmt.Sprintf("atp_%d", pgBase.n.Add(1))
-	if _, err := pgBase.db.Exec("CREATE SCHEMA " + name); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(pgBase.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// schemaStore is a fresh, empty store (pgtest.Store).
+func schemaStore(t testing.TB) string { return pgtest.Store(t) }
 
 func newPGEnv(t *testing.T, mutant string, mod ...func(*Config)) *testEnv {
 	u := schemaStore(t)

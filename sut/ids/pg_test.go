@@ -6,9 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http/httptest"
-	"net/url"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,42 +14,8 @@ import (
 	"github.com/idscheck/idscheck/sut/internal/pgstore"
 )
 
-// pgSchemas is the database of pgStore: one for the test binary, a schema
-// in it for each server's store.
-var pgSchemas struct {
-	once sync.Once
-	url  string
-	db   *sql.DB
-	err  error
-	n    atomic.Int64
-}
-
-// pgStore is the URL of a fresh, empty store on the shared cluster: a new
-// schema (search_path) of one database, which costs far less than a new
-// database per server.
-func pgStore(t testing.TB) string {
-	t.Helper()
-	pgtest.Shared(t)
-	pgSchemas.once.Do(func() {
-		pgSchemas.url = pgtest.Database(t)
-		pgSchemas.db, pgSchemas.err = sql.Open("pgx", pgSchemas.url)
-	})
-	if pgSchemas.err != nil || pgSchemas.url == "" {
-		t.Fatalf("the tests' database: %v", pgSchemas.err)
-	}
-	name := fmt.Sprintf("s%d", pgSchemas.n.Add(1))
-	if _, err := pgSchemas.db.Exec("CREATE SCHEMA " + name); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(pgSchemas.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// pgStore is a fresh, empty store (pgtest.Store).
+func pgStore(t testing.TB) string { return pgtest.Store(t) }
 
 // TestPostgres runs the server's behaviour tests, every mutant's scenario
 // and the crash test on a PostgreSQL store: the same behaviour as on
