@@ -5,7 +5,7 @@ BIN     := bin/idscheck
 OUT     ?= idscheck-report
 SEED    ?= 1
 
-.PHONY: all build run test bench mutants chaos chaos-mutants fuzz clean
+.PHONY: all build run test bench mutants chaos chaos-mutants chaos-replicas fuzz clean
 
 all: build
 
@@ -91,6 +91,31 @@ chaos-mutants: build
 	    echo "http-idempotency $$m: caught (exit 1):$$caught"; else echo "http-idempotency $$m: SURVIVED (exit $$code)"; fail=1; fi; \
 	done; exit $${fail:-0}
 
+# Past one machine: for each profile, three replicas of the bundled server over
+# one PostgreSQL idscheck starts (--store local), chaos with replica kills, store
+# partitions, lost store replies and store restarts: no anomaly (exit 0). Then
+# each replica mutant on three replicas: caught (exit 1, the rule it breaks
+# named), and on one replica over the same kind of store: no anomaly (exit 0).
+REPLICA_MUTANTS ?= replica-local-cache check-then-insert
+REPLICA_FAULTS  ?= replica-crash,store-partition,store-lost-reply,store-restart,storm
+chaos-replicas: build
+	@mkdir -p idscheck-chaos-replicas; for p in $(PROFILES); do \
+	  out=idscheck-chaos-replicas/$$p; \
+	  ./$(BIN) chaos --profile $$p --duration 20s --seed $(SEED) --replicas 3 --store local --store-proxy --faults $(REPLICA_FAULTS) --out $$out > $$out.txt 2>&1; \
+	  code=$$?; ops=$$(grep -E '^chaos: [0-9]+ operations' $$out.txt | cut -d, -f1,3); \
+	  if [ $$code -eq 0 ]; then echo "$$p on 3 replicas: no anomaly (exit 0; $$ops)"; else echo "$$p on 3 replicas: exit $$code"; fail=1; fi; \
+	  for m in $(REPLICA_MUTANTS); do for n in 3 1; do \
+	    out=idscheck-chaos-replicas/$$p-$$m-$$n; \
+	    ./$(BIN) chaos --profile $$p --duration 10s --seed $(SEED) --replicas $$n --store local --faults storm --mutant $$m --out $$out > $$out.txt 2>&1; \
+	    code=$$?; caught=$$(grep -A12 '^ANOMALIES' $$out.txt | grep -E '^  [A-Za-z0-9][A-Za-z0-9.-]+ +[0-9]+$$' | grep -v recovered | tr -s ' ' | tr '\n' ','); \
+	    if [ $$n -eq 3 ]; then \
+	      if [ $$code -eq 1 ]; then echo "  $$m on 3: caught (exit 1):$$caught"; else echo "  $$m on 3: SURVIVED (exit $$code)"; fail=1; fi; \
+	    else \
+	      if [ $$code -eq 0 ]; then echo "  $$m on 1: no anomaly (exit 0)"; else echo "  $$m on 1: exit $$code, want 0"; fail=1; fi; \
+	    fi; \
+	  done; done; \
+	done; exit $${fail:-0}
+
 fuzz:
 	$(GO) test ./sut/intent -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
 	$(GO) test ./sut/intent -run '^$$' -fuzz FuzzHandler -fuzztime 30s
@@ -102,4 +127,4 @@ fuzz:
 	$(GO) test ./checker -run '^$$' -fuzz FuzzSimulatedBus -fuzztime 30s
 
 clean:
-	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-chaos-http-idempotency idscheck-chaos-a2a idscheck-mutants runs
+	rm -rf bin $(OUT) idscheck-chaos idscheck-chaos-ids idscheck-chaos-atp idscheck-chaos-http-idempotency idscheck-chaos-a2a idscheck-chaos-replicas idscheck-mutants runs
