@@ -47,6 +47,25 @@ func TestRunHTTPIdemReplicas(t *testing.T) {
 	}
 }
 
+// runOnReplicas is `idscheck run args… --replicas 3 --store URL` over a
+// fresh database of the shared cluster, the URL carrying a password:
+// three replicas must have started over it, and the password must be in
+// no output (stdout, stderr, result.json).
+func runOnReplicas(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	const pw = "replicas-s3cret-pw-6021"
+	store := withPassword(t, pgtest.Database(t), pw)
+	out := filepath.Join(t.TempDir(), "report")
+	code, stdout, stderr := runCLI(t, append(args, "--replicas", "3", "--store", store, "--out", out)...)
+	if !strings.Contains(stderr, "3 replicas over one store") {
+		t.Errorf("no three replicas started over the store (exit %d)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, pw) || strings.Contains(stderr, pw) || fileHas(t, filepath.Join(out, "result.json"), pw) {
+		t.Errorf("the store's password is in the output")
+	}
+	return code, stdout, stderr
+}
+
 // withPassword is store with the password pw for its user.
 func withPassword(t *testing.T, store, pw string) string {
 	t.Helper()
