@@ -397,7 +397,7 @@ func (c *check) fulfilledTwice(key string, l *leaseOps) {
 			if cl.Call > f.Return {
 				c.add(checker.Anomaly{
 					Kind: FulfilledTwice, Key: key,
-					Explanation: fmt.Sprintf("intent %s was claimed again (at %s) after it had been fulfilled (at %s): a fulfilled intent is terminal, and claiming it runs its work again",
+					Explanation: fmt.Sprintf("intent %s was claimed again (at %s) after it had been fulfilled (at %s): a fulfilled intent is terminal, and claiming it runs its work again (INTENT-7.3-eligible-status)",
 						key, ms(cl.Call), ms(f.Return)),
 					Ops: []checker.Operation{*f, *cl},
 				})
@@ -415,7 +415,7 @@ func (c *check) attemptsExceeded(key string, l *leaseOps, b *IntentBounds) {
 		if op.Output.Attempts > b.MaxHi {
 			c.add(checker.Anomaly{
 				Kind: AttemptsExceeded, Key: key,
-				Explanation: fmt.Sprintf("intent %s was claimed for attempt %d although its publisher allowed %d: after the last attempt it must be dead, not handed out again",
+				Explanation: fmt.Sprintf("intent %s was claimed for attempt %d although its publisher allowed %d: after the last attempt it must be dead, not handed out again (INTENT-7.3-eligible-attempts)",
 					key, op.Output.Attempts, b.MaxHi),
 				Ops: []checker.Operation{*op},
 			})
