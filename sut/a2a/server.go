@@ -217,7 +217,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	s := &Server{cfg: c, mutant: c.Mutant, log: log, clock: clock, key: []byte(c.APIKey)}
 	if c.Store != "" {
 		if c.ReplicaID == "" {
-			s.cfg.ReplicaID = "replica"
+			return nil, errors.New("a2a: open: a store shared by replicas needs ReplicaID: a name unique among them, stable across restarts")
 		}
 		if err := s.openPostgres(ctx); err != nil {
 			return nil, fmt.Errorf("a2a: open: %w", err)

@@ -345,3 +345,27 @@ func TestReplicaMutants(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresRefusesWhatItCannotStore: an idempotency key of bytes that
+// are not UTF-8 (the key's format allows it; PostgreSQL cannot hold it in
+// a text) is a malformed request on PostgreSQL, a 400: never a 503 asking
+// for a retry that cannot succeed, nor a 500.
+func TestPostgresRefusesWhatItCannotStore(t *testing.T) {
+	e := newPGEnv(t, "")
+	bad := key("bad")[:30] + "\xff\xfe" + key("bad")[32:]
+	r := e.authorize(bad, e.intent("int_badkey"))
+	if r.status >= 500 {
+		t.Fatalf("a key PostgreSQL cannot store: %s", r)
+	}
+}
+
+// TestPostgresNeedsReplicaID: a shared store without a replica name is
+// refused at Open.
+func TestPostgresNeedsReplicaID(t *testing.T) {
+	e := newPGEnv(t, "")
+	cfg := e.cfg
+	cfg.ReplicaID = ""
+	if _, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "ReplicaID") {
+		t.Fatalf("Open without ReplicaID: %v", err)
+	}
+}

@@ -3,9 +3,9 @@ package atp
 import (
 	"context"
 	"database/sql"
-	"fmt"
 
 	"github.com/idscheck/idscheck/sut/internal/pgstore"
+	"github.com/idscheck/idscheck/sut/internal/sqlitecols"
 )
 
 // pgSchema is schema on PostgreSQL, where several replicas share the
@@ -109,18 +109,6 @@ func (s *Server) openPostgres(ctx context.Context, c Config) error {
 // migrateSQLite adds the claim columns to a transactions table made
 // before they were.
 func migrateSQLite(ctx context.Context, db *sql.DB) error {
-	for _, col := range []struct{ name, def string }{
-		{"owner", `TEXT NOT NULL DEFAULT ''`}, {"lease_until", `INTEGER NOT NULL DEFAULT 0`},
-	} {
-		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('transactions') WHERE name = ?`, col.name).Scan(&n); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		if n == 0 {
-			if _, err := db.ExecContext(ctx, `ALTER TABLE transactions ADD COLUMN `+col.name+` `+col.def); err != nil {
-				return fmt.Errorf("migrate: %w", err)
-			}
-		}
-	}
-	return nil
+	return sqlitecols.Ensure(ctx, db, "transactions",
+		sqlitecols.Column{Name: "owner", Def: `TEXT NOT NULL DEFAULT ''`}, sqlitecols.Column{Name: "lease_until", Def: `INTEGER NOT NULL DEFAULT 0`})
 }

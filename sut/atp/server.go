@@ -176,10 +176,13 @@ type Server struct {
 // ReconcileInterval/TimeScale.
 func Open(ctx context.Context, c Config) (*Server, error) {
 	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
-		return nil, fmt.Errorf("atp: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", redactURL(c.Store))
+		return nil, fmt.Errorf("atp: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", pgstore.Redacted(c.Store))
 	}
 	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("atp: open: no database path")
+	}
+	if c.Store != "" && c.ReplicaID == "" {
+		return nil, errors.New("atp: open: a store shared by replicas needs ReplicaID: a name unique among them, stable across restarts (it owns what the replica reserves)")
 	}
 	if c.ReplicaID == "" {
 		c.ReplicaID = "replica"
@@ -239,9 +242,13 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	s := &Server{cfg: c, log: log, scale: c.TimeScale, mutant: c.Mutant, clock: clock, nonceReading: reading,
 		rail: newRailClient(c.RailURL, c.RailTimeout), agents: map[string]ed25519.PublicKey{}, replica: c.ReplicaID}
 	s.sweepEvery = max(10*time.Millisecond, time.Duration(float64(c.ReconcileInterval)/s.scale))
-	// A claim lapses half a sweep interval after it was taken or renewed:
-	// a row a dead or cut-off replica held is swept within two intervals.
-	s.leaseFor = max(50*time.Millisecond, s.sweepEvery/2)
+	// A claim lapses half a sweep interval after it was taken or renewed,
+	// and never sooner than 300 ms: a row a dead or cut-off replica held is
+	// swept within two intervals and a second (the wait a harness gives
+	// reconciliation), and a charge this process is making keeps its claim
+	// while a renewal (every third of it, through the writer) is late on a
+	// loaded machine.
+	s.leaseFor = max(300*time.Millisecond, s.sweepEvery/2)
 	if c.ActionDedupWindow > 0 {
 		s.dedupWindow = time.Duration(float64(c.ActionDedupWindow) / s.scale)
 	}
@@ -286,7 +293,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		s.bg.Add(1)
 		go s.sweepLoop()
 	}
-	log.Info("atp reference server open", "db", c.DBPath, "store", redactURL(c.Store), "replica", c.ReplicaID, "rail", c.RailURL, "time_scale", s.scale, "mutant", s.mutant,
+	log.Info("atp reference server open", "db", c.DBPath, "store", pgstore.Redacted(c.Store), "replica", c.ReplicaID, "rail", c.RailURL, "time_scale", s.scale, "mutant", s.mutant,
 		"nonce_same_key", reading, "kid", s.site.kid)
 	return s, nil
 }
@@ -378,18 +385,6 @@ var (
 	_ writer = (*pgstore.Writer)(nil)
 )
 
-// redactURL is a store URL without its password, for the log.
-func redactURL(store string) string {
-	if store == "" {
-		return ""
-	}
-	u, err := url.Parse(store)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
-}
-
 // Error codes of the bundled server (the binding fixes nonce_consumed and
 // intent_expired; every other code is a suggestion).
 const (
@@ -464,6 +459,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		case errors.Is(err, groupcommit.ErrCommit):
 			e = errorf(503, codeUnavailable, "the database could not commit; retry")
 			e.retryAfter = "1"
+		case s.dialect == dialectPostgres && pgstore.Refused(err):
+			e = errorf(400, codeInvalidRequest, "a value of the request cannot be stored (a NUL character, or bytes that are not UTF-8)")
 		case s.dialect == dialectPostgres:
 			// The shared store did not answer (a lost connection, a
 			// timeout, races lost again and again): whatever it did is

@@ -241,7 +241,7 @@ func newEnv(t testing.TB, variant, mutant string, mod ...func(*Config)) *testEnv
 		Callers: []string{tokA, tokB}, Mutant: mutant, Clock: clock.now, Logger: slog.New(slog.DiscardHandler),
 		SinkTimeout: 5 * time.Second, InFlightWait: 10 * time.Second}
 	if testStore != nil {
-		cfg.Store = testStore(t)
+		cfg.Store, cfg.ReplicaID = testStore(t), "r1"
 	}
 	for _, m := range mod {
 		m(&cfg)

@@ -167,10 +167,13 @@ func CallerID(token string) string {
 // running server.
 func Open(ctx context.Context, c Config) (*Server, error) {
 	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
-		return nil, fmt.Errorf("httpidem: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", c.Store)
+		return nil, fmt.Errorf("httpidem: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", pgstore.Redacted(c.Store))
 	}
 	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("httpidem: open: no database path")
+	}
+	if c.Store != "" && c.ReplicaID == "" {
+		return nil, errors.New("httpidem: open: a store shared by replicas needs ReplicaID: a name unique among them, stable across restarts (it owns what the replica reserves)")
 	}
 	if c.ReplicaID == "" {
 		c.ReplicaID = "replica"
@@ -254,7 +257,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("httpidem: open: %w", err)
 	}
-	log.Info("http-idempotency reference endpoint open", "db", c.DBPath, "store", redactURL(c.Store), "replica", c.ReplicaID, "sink", c.SinkURL, "variant", s.variant,
+	log.Info("http-idempotency reference endpoint open", "db", c.DBPath, "store", pgstore.Redacted(c.Store), "replica", c.ReplicaID, "sink", c.SinkURL, "variant", s.variant,
 		"key_ttl", c.KeyTTL, "time_scale", c.TimeScale, "mutant", s.mutant)
 	return s, nil
 }
@@ -454,15 +457,3 @@ const (
 	dialectSQLite   = "sqlite"
 	dialectPostgres = "postgres"
 )
-
-// redactURL is a store URL without its password, for the log.
-func redactURL(store string) string {
-	if store == "" {
-		return ""
-	}
-	u, err := url.Parse(store)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
-}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -319,5 +320,29 @@ func TestReplicaMutants(t *testing.T) {
 				t.Errorf("the correct server on two replicas executed %d keys twice", n)
 			}
 		})
+	}
+}
+
+// TestPostgresRefusesWhatItCannotStore: a value PostgreSQL cannot hold in
+// a text (a NUL character) is a malformed request, a 400, as a value the
+// envelope's own checks refuse; never a 500, nor a 503 asking for a retry
+// that cannot succeed.
+func TestPostgresRefusesWhatItCannotStore(t *testing.T) {
+	e := newPGEnv(t, "")
+	if r := e.send(note("nul", "command_id", "cmd-\x00-1")); r.status != 400 {
+		t.Fatalf("a command_id with a NUL: %s", r)
+	}
+	if r := e.get("/commands/a%00b"); r.status >= 500 {
+		t.Fatalf("a status read of an id with a NUL: %s", r)
+	}
+}
+
+// TestPostgresNeedsReplicaID: a shared store without a replica name is
+// refused at Open (replicas left at one default name would take over each
+// other's work).
+func TestPostgresNeedsReplicaID(t *testing.T) {
+	cfg := Config{Store: pgStore(t), SinkURL: "http://127.0.0.1:1"}
+	if _, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "ReplicaID") {
+		t.Fatalf("Open without ReplicaID: %v", err)
 	}
 }

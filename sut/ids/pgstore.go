@@ -3,7 +3,6 @@ package ids
 import (
 	"context"
 	"errors"
-	"net/url"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -179,16 +178,4 @@ func storeUnavailable(err error) bool {
 		return false
 	}
 	return true // no answer from the server at all: a dial, a read, a deadline
-}
-
-// redactURL is a store URL without its password, for the log.
-func redactURL(store string) string {
-	if store == "" {
-		return ""
-	}
-	u, err := url.Parse(store)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
 }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/idscheck/idscheck/sut/internal/groupcommit"
 	"github.com/idscheck/idscheck/sut/internal/pgstore"
+	"github.com/idscheck/idscheck/sut/internal/sqlitecols"
 )
 
 // Config configures the IDS reference server.
@@ -149,10 +150,13 @@ const (
 // progress.
 func Open(ctx context.Context, c Config) (*Server, error) {
 	if c.Store != "" && !pgstore.IsPostgres(c.Store) {
-		return nil, fmt.Errorf("ids: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", redactURL(c.Store))
+		return nil, fmt.Errorf("ids: open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", pgstore.Redacted(c.Store))
 	}
 	if c.DBPath == "" && c.Store == "" {
 		return nil, errors.New("ids: open: no database path")
+	}
+	if c.Store != "" && c.ReplicaID == "" {
+		return nil, errors.New("ids: open: a store shared by replicas needs ReplicaID: a name unique among them, stable across restarts (it owns what the replica reserves)")
 	}
 	if c.ReplicaID == "" {
 		c.ReplicaID = "replica"
@@ -219,7 +223,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 	s.bg.Add(2)
 	go s.resumeLoop()
 	go s.dispatchLoop()
-	log.Info("ids reference server open", "db", c.DBPath, "store", redactURL(c.Store), "replica", c.ReplicaID, "sink", c.SinkURL,
+	log.Info("ids reference server open", "db", c.DBPath, "store", pgstore.Redacted(c.Store), "replica", c.ReplicaID, "sink", c.SinkURL,
 		"time_scale", s.scale, "mutant", s.mutant)
 	return s, nil
 }
@@ -237,6 +241,12 @@ func (s *Server) openSQLite(ctx context.Context, c Config) error {
 	if _, err := wdb.ExecContext(ctx, schema); err != nil {
 		wdb.Close()
 		return fmt.Errorf("ids: open: schema: %w", err)
+	}
+	// An outbox made before its rows were claimed lacks the claim columns.
+	if err := sqlitecols.Ensure(ctx, wdb, "outbox",
+		sqlitecols.Column{Name: "owner", Def: `TEXT NOT NULL DEFAULT ''`}, sqlitecols.Column{Name: "lease_until", Def: `INTEGER NOT NULL DEFAULT 0`}); err != nil {
+		wdb.Close()
+		return fmt.Errorf("ids: open: %w", err)
 	}
 	var mode string
 	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
@@ -385,6 +395,8 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		case errors.Is(err, errCommit):
 			p = prob(503, codeUnavailable, "the database could not commit; retry")
 			p.retryAfter = "1"
+		case s.dialect == dialectPostgres && pgstore.Refused(err):
+			p = prob(400, codeInvalidEnvelope, "a value of the request cannot be stored (a NUL character, or bytes that are not UTF-8)")
 		case s.dialect == dialectPostgres && storeUnavailable(err):
 			// The shared store did not answer: whether a write landed is
 			// not known here, and a retry finds out.

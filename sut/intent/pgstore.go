@@ -155,11 +155,3 @@ func storeUnavailable(err error) bool {
 	}
 	return !errors.Is(err, sql.ErrNoRows)
 }
-
-// storeRefused says PostgreSQL refused a value of the request that SQLite
-// stores as given (class 22, data exception: a NUL character or bytes
-// that are not UTF-8 in a text): the request is malformed, a 400.
-func storeRefused(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
-}

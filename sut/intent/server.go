@@ -20,7 +20,6 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,7 +76,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open: BUS_SECRET must be set and must not be the default %q", DefaultSecret)
 	}
 	if cfg.Store != "" && !pgstore.IsPostgres(cfg.Store) {
-		return nil, fmt.Errorf("open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", redactStore(cfg.Store))
+		return nil, fmt.Errorf("open: store %q: want a postgres:// URL (or no store: the SQLite database at DBPath)", pgstore.Redacted(cfg.Store))
 	}
 	if cfg.DBPath == "" && cfg.Store == "" {
 		return nil, errors.New("open: no database path")
@@ -167,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		chosen = append(chosen, k+"="+v)
 	}
 	slices.Sort(chosen)
-	log.Info("reference server open", "db", cfg.DBPath, "store", redactStore(cfg.Store), "replica", cfg.ReplicaID, "time_scale", s.scale, "mutant", s.mutant, "readings", strings.Join(chosen, " "))
+	log.Info("reference server open", "db", cfg.DBPath, "store", pgstore.Redacted(cfg.Store), "replica", cfg.ReplicaID, "time_scale", s.scale, "mutant", s.mutant, "readings", strings.Join(chosen, " "))
 	return s, nil
 }
 
@@ -204,18 +203,6 @@ func (s *Server) openSQLite(ctx context.Context, cfg Config) error {
 	rdb.SetMaxIdleConns(8)
 	s.wdb, s.rdb = wdb, rdb
 	return nil
-}
-
-// redactStore is a store URL without its password, for logs and errors.
-func redactStore(store string) string {
-	u, err := url.Parse(store)
-	if err != nil || u.User == nil {
-		return store
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 // Close waits for a lazy cleanup pass in flight (and starts no other),
@@ -301,7 +288,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 		case errors.Is(err, errCommit) || strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked"):
 			he = herr(503, codeDatabaseBusy, "the database is busy; retry")
 			he.retryAfter = "1"
-		case s.pg && storeRefused(err):
+		case s.pg && pgstore.Refused(err):
 			he = herr(400, codeInvalidRequest, "the request holds a value the store cannot keep (a NUL character, or bytes that are not UTF-8)")
 		case s.pg && storeUnavailable(err):
 			// The shared store failed (a lost connection, a partition, a

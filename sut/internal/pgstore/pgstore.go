@@ -30,6 +30,19 @@ func IsPostgres(store string) bool {
 	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
 }
 
+// Redacted is store as logs and errors may show it: without its password,
+// and nothing of it when it does not parse (its raw text may hold one).
+func Redacted(store string) string {
+	if store == "" {
+		return ""
+	}
+	u, err := url.Parse(store)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
 // DollarParams rewrites SQLite's ? parameters as PostgreSQL's $1, $2, …
 // (for statements without a ? inside a literal).
 func DollarParams(q string) string {
@@ -46,19 +59,20 @@ func DollarParams(q string) string {
 	return b.String()
 }
 
-// DSN is store with application_name set to replica (so that
-// current_setting('application_name') names the replica in SQL: the owner
-// of what it reserves) unless the URL sets one, a connect timeout, and
+// DSN is store with application_name set to replica, over any the URL
+// sets (current_setting('application_name') names the replica in SQL: the
+// owner of what it reserves, which no two replicas may share), a connect
+// timeout, and
 // idle_in_transaction_session_timeout (IdleInTransaction): a replica cut
 // from the store mid-transaction does not hold its locks, and every other
 // replica's writes behind them, for as long as TCP takes to notice.
 func DSN(store, replica string) (string, error) {
 	u, err := url.Parse(store)
 	if err != nil {
-		return "", fmt.Errorf("store URL: %w", err)
+		return "", errors.New("the store URL does not parse as a URL") // url.Error quotes it, password and all
 	}
 	q := u.Query()
-	if q.Get("application_name") == "" && replica != "" {
+	if replica != "" {
 		q.Set("application_name", replica)
 	}
 	if q.Get("connect_timeout") == "" {
@@ -140,6 +154,15 @@ func Open(ctx context.Context, store, replica, schema string) (*sql.DB, error) {
 		return nil, fmt.Errorf("postgres schema: %w", err)
 	}
 	return db, nil
+}
+
+// Refused says PostgreSQL refused a value SQLite stores as given (class
+// 22, data exception: a NUL character, or bytes that are not UTF-8, in a
+// text): the request that carried it is malformed, a 400, never a 500 nor
+// a 503 that asks for a retry that can never succeed.
+func Refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
 }
 
 // Attempts is how many times Writer runs an operation that keeps losing

@@ -58,8 +58,13 @@ func TestDSN(t *testing.T) {
 			t.Errorf("DSN %q lacks %q", got, want)
 		}
 	}
+	// The replica's name is its owner name: never one the URL shares
+	// with every replica.
 	got, _ = DSN("postgres://u@h/db?application_name=mine&idle_in_transaction_session_timeout=1s", "replica-2")
-	if !strings.Contains(got, "application_name=mine") || !strings.Contains(got, "idle_in_transaction_session_timeout=1s") {
-		t.Errorf("DSN %q overrode what the URL set", got)
+	if !strings.Contains(got, "application_name=replica-2") || !strings.Contains(got, "idle_in_transaction_session_timeout=1s") {
+		t.Errorf("DSN %q: want the replica's name, and the URL's idle timeout", got)
+	}
+	if _, err := DSN("postgres://u:s3cr%t@db/x", "r"); err == nil || strings.Contains(err.Error(), "s3cr") {
+		t.Errorf("a URL that does not parse: %v (its password must not be quoted)", err)
 	}
 }
