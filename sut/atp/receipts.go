@@ -131,8 +131,11 @@ func (s *Server) keySet(ctx context.Context) []byte {
 }
 
 // siteKey is the public key of kid (no kid: the only key, when there is
-// one), read again from the store when this replica does not know it.
-func (s *Server) siteKey(ctx context.Context, kid string, hasKid bool) (string, ed25519.PublicKey, bool) {
+// one), read again from the store when this replica does not know it; an
+// error when it does not know it and the store does not answer (another
+// replica may have signed with a key of its own: "no such key" would be
+// an answer it cannot give).
+func (s *Server) siteKey(ctx context.Context, kid string, hasKid bool) (string, ed25519.PublicKey, bool, error) {
 	look := func() (string, ed25519.PublicKey, bool) {
 		s.site.mu.RLock()
 		defer s.site.mu.RUnlock()
@@ -145,12 +148,14 @@ func (s *Server) siteKey(ctx context.Context, kid string, hasKid bool) (string, 
 		return kid, pub, ok
 	}
 	if k, pub, ok := look(); ok {
-		return k, pub, true
+		return k, pub, true, nil
 	}
 	if err := s.reloadKeys(ctx, s.site); err != nil {
 		s.log.Warn("site keys: reload", "err", err)
+		return kid, nil, false, err
 	}
-	return look()
+	k, pub, ok := look()
+	return k, pub, ok, nil
 }
 
 // Receipt types and reasons.
@@ -223,44 +228,48 @@ func (s *Server) sign(body receiptBody) ([]byte, error) {
 }
 
 // verifyReceipt checks a receipt document with the site's public keys
-// alone; it returns the kid, or why the receipt does not verify.
-func (s *Server) verifyReceipt(ctx context.Context, doc []byte) (kid, reason string) {
+// alone; it returns the kid, or why the receipt does not verify, or an
+// error when it cannot tell (the store holding the keys does not answer).
+func (s *Server) verifyReceipt(ctx context.Context, doc []byte) (kid, reason string, err error) {
 	_, m, err := objectMembers(doc)
 	if err != nil {
-		return "", "the receipt is not a JSON object"
+		return "", "the receipt is not a JSON object", nil
 	}
 	body, ok := m["body"]
 	if !ok || len(body) == 0 || body[0] != '{' {
-		return "", "the receipt has no body object"
+		return "", "the receipt has no body object", nil
 	}
 	alg, _, err := stringMember(m, "alg")
 	if err != nil || alg != "Ed25519" {
-		return "", "alg is not Ed25519"
+		return "", "alg is not Ed25519", nil
 	}
 	kid, hasKid, err := stringMember(m, "kid")
 	if err != nil {
-		return "", "kid is not a string"
+		return "", "kid is not a string", nil
 	}
-	kid, pub, ok := s.siteKey(ctx, kid, hasKid)
+	kid, pub, ok, err := s.siteKey(ctx, kid, hasKid)
+	if err != nil {
+		return "", "", err
+	}
 	if !ok {
-		return "", "no site key with kid " + strconv.Quote(kid)
+		return "", "no site key with kid " + strconv.Quote(kid), nil
 	}
 	sigText, _, err := stringMember(m, "signature")
 	if err != nil {
-		return "", "signature is not a string"
+		return "", "signature is not a string", nil
 	}
 	sig, err := b64.DecodeString(sigText)
 	if err != nil || len(sig) != ed25519.SignatureSize {
-		return "", "the signature is not 64 bytes of base64url without padding"
+		return "", "the signature is not 64 bytes of base64url without padding", nil
 	}
 	msg, err := canonicalBytes(body)
 	if err != nil {
-		return "", "the body has no JCS form: " + err.Error()
+		return "", "the body has no JCS form: " + err.Error(), nil
 	}
 	if !ed25519.Verify(pub, msg, sig) {
-		return "", "the signature does not verify over the JCS form of the body"
+		return "", "the signature does not verify over the JCS form of the body", nil
 	}
-	return kid, ""
+	return kid, "", nil
 }
 
 type verifyAnswer struct {
@@ -293,7 +302,10 @@ func (s *Server) postVerify(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, 200, verifyAnswer{Valid: true, Kid: s.site.kid})
 		return nil
 	}
-	kid, reason := s.verifyReceipt(r.Context(), b)
+	kid, reason, err := s.verifyReceipt(r.Context(), b)
+	if err != nil {
+		return err // the store did not answer: a 503, never a verdict
+	}
 	if reason != "" {
 		writeJSON(w, 200, verifyAnswer{Valid: false, Reason: reason})
 		return nil

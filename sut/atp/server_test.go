@@ -717,7 +717,7 @@ func TestSiteKeyRotation(t *testing.T) {
 	}
 	var x tx
 	json.Unmarshal(old, &x)
-	if kid, reason := srv.verifyReceipt(context.Background(), x.Receipt); kid != "site-1" || reason != "" {
+	if kid, reason, err := srv.verifyReceipt(context.Background(), x.Receipt); err != nil || kid != "site-1" || reason != "" {
 		t.Fatalf("the old receipt: %s %s", kid, reason)
 	}
 	srv.Close()
