@@ -247,7 +247,7 @@ func RunATP(ctx context.Context, cfg ATPConfig) (*ATPResult, error) {
 	if err := w.register(ctx); err != nil {
 		return nil, err
 	}
-	RailOf(cfg.Sink).SetCallback(strings.TrimSuffix(cfg.BaseURL, "/") + PathRailEvents)
+	RailOf(cfg.Sink).SetCallback(callbackURLs(cfg.BaseURL, cfg.Replicas)...)
 	return w.run(ctx)
 }
 
@@ -1007,4 +1007,14 @@ func (s *atpStormFault) Inject(ctx context.Context, rnd *mrand.Rand, d time.Dura
 	in.Params["intent_id"] = tx.intentID
 	in.Params["key"] = tx.key
 	return in, err
+}
+
+// callbackURLs are the site's rail events route on base and on each of its
+// other replicas.
+func callbackURLs(base string, replicas []string) []string {
+	var out []string
+	for _, u := range append([]string{base}, replicas...) {
+		out = append(out, strings.TrimSuffix(u, "/")+PathRailEvents)
+	}
+	return out
 }

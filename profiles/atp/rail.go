@@ -97,7 +97,8 @@ type rail struct {
 	decline    map[string]bool // intent ids whose confirms decline
 	refuse     map[string]bool // intent ids whose confirms answer 503 without acting
 	down       map[string]bool // intent ids whose payment intents are answered 503 but their creation
-	callback   string          // the site's callback URL ("" : none sent)
+	callback   []string        // the site's callback URLs, one per replica (none: none sent)
+	cbNext     int             // the replica the next callback goes to
 	cbDrop     int             // the next cbDrop callbacks are dropped
 	cbDropAll  bool
 	cbDelay    time.Duration
@@ -127,11 +128,18 @@ func (s *Rail) Close() error {
 	return nil
 }
 
-// SetCallback sets the URL the rail calls back after each confirm that
-// decided (the site's POST /api/atp/rail/events); "" sends none.
-func (s *Rail) SetCallback(url string) {
+// SetCallback sets the URLs the rail calls back after each confirm that
+// decided (the site's POST /api/atp/rail/events, on each of its
+// replicas): the callbacks go round them, and one that cannot reach its
+// replica is sent to the next; none (or only "") sends none.
+func (s *Rail) SetCallback(urls ...string) {
 	s.mu.Lock()
-	s.rail.callback = url
+	s.rail.callback = nil
+	for _, u := range urls {
+		if u != "" {
+			s.rail.callback = append(s.rail.callback, u)
+		}
+	}
 	s.mu.Unlock()
 }
 
@@ -418,8 +426,13 @@ func (s *Rail) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	s.railRecordLocked("confirm", p.ID, p.IntentID, status)
 	var cb *Callback
-	url, drop, cbDelay := s.rail.callback, false, s.rail.cbDelay
-	if event != "" && url != "" {
+	var urls []string
+	if n := len(s.rail.callback); n > 0 {
+		urls = append(s.rail.callback[s.rail.cbNext%n:], s.rail.callback[:s.rail.cbNext%n]...)
+		s.rail.cbNext++
+	}
+	drop, cbDelay := false, s.rail.cbDelay
+	if event != "" && len(urls) > 0 {
 		cb = &Callback{PaymentIntent: p.ID, IntentID: p.IntentID, Type: event, At: time.Now()}
 		if s.rail.cbDropAll || s.rail.cbDrop > 0 {
 			if !s.rail.cbDropAll {
@@ -434,7 +447,7 @@ func (s *Rail) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 	closed := s.closed
 	s.mu.Unlock()
 	if cb != nil && !drop && !closed {
-		go s.sendCallback(url, *cb, doc, cbDelay)
+		go s.sendCallback(urls, *cb, doc, cbDelay)
 	}
 	if lost {
 		sink.DropConnection(w)
@@ -443,8 +456,9 @@ func (s *Rail) railConfirm(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, status, doc)
 }
 
-// sendCallback posts one callback to the site (bounded: 5 s).
-func (s *Rail) sendCallback(url string, cb Callback, doc PaymentIntent, delay time.Duration) {
+// sendCallback posts one callback to the site's first replica in urls,
+// and to the next when it cannot be reached (bounded: 5 s each).
+func (s *Rail) sendCallback(urls []string, cb Callback, doc PaymentIntent, delay time.Duration) {
 	defer func() {
 		s.mu.Lock()
 		s.rail.cbInflight--
@@ -455,23 +469,33 @@ func (s *Rail) sendCallback(url string, cb Callback, doc PaymentIntent, delay ti
 		time.Sleep(min(delay, maxHold))
 	}
 	body, _ := json.Marshal(map[string]any{"type": cb.Type, "payment_intent": doc})
+	for _, url := range urls {
+		status, err := postCallback(url, body)
+		cb.At = time.Now()
+		cb.Status, cb.Err = status, ""
+		if err == nil {
+			return
+		}
+		cb.Err = err.Error()
+	}
+}
+
+// postCallback posts body to url (bounded: 5 s) and returns the status.
+func postCallback(url string, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		cb.Err = err.Error()
-		return
+		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	cb.At = time.Now()
 	if err != nil {
-		cb.Err = err.Error()
-		return
+		return 0, err
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 	resp.Body.Close()
-	cb.Status = resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 func (s *Rail) railCancel(w http.ResponseWriter, id string) {

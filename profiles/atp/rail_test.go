@@ -3,6 +3,7 @@ package atp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -191,5 +192,61 @@ func TestRailRefusesConfirms(t *testing.T) {
 	release()
 	if st, c, _ := railDo(t, "POST", base+"/"+p.ID+"/confirm", "", ""); st != 200 || c.Status != RailSucceeded || s.Charges("int_r") != 1 {
 		t.Fatalf("confirm after release: %d %+v, %d charges", st, c, s.Charges("int_r"))
+	}
+}
+
+// TestRailCallbacksGoRoundTheReplicas: with the site on several replicas
+// the rail's callbacks go round them, and a callback whose replica cannot
+// be reached is sent to the next one.
+func TestRailCallbacksGoRoundTheReplicas(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]string{}
+	replica := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var ev struct {
+				PaymentIntent RailPaymentIntent `json:"payment_intent"`
+			}
+			json.NewDecoder(r.Body).Decode(&ev)
+			mu.Lock()
+			got[name] = append(got[name], ev.PaymentIntent.IntentID)
+			mu.Unlock()
+			w.WriteHeader(204)
+		}))
+	}
+	a, b := replica("a"), replica("b")
+	defer a.Close()
+	defer b.Close()
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // a replica that is down: its port refuses
+	snk, s := startRail(t)
+	s.SetCallback(a.URL+PathRailEvents, b.URL+PathRailEvents, down.URL+PathRailEvents)
+	base := snk.URL() + RailPathPaymentIntents
+	for i := range 3 {
+		_, p, _ := railDo(t, "POST", base, "", fmt.Sprintf(`{"intent_id":"int_%d","amount":1,"currency":"EUR"}`, i))
+		railDo(t, "POST", base+"/"+p.ID+"/confirm", "", "")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got["a"]) + len(got["b"])
+		mu.Unlock()
+		if n == 3 && len(s.Callbacks()) == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// int_0 → a, int_1 → b, int_2 → down, then a.
+	if len(got["a"]) != 2 || len(got["b"]) != 1 || got["b"][0] != "int_1" {
+		t.Fatalf("callbacks per replica: %v", got)
+	}
+	if cbs := s.Callbacks(); len(cbs) != 3 {
+		t.Fatalf("%d callbacks recorded, want 3", len(cbs))
+	}
+	for _, cb := range s.Callbacks() {
+		if cb.Err != "" || cb.Status != 204 {
+			t.Errorf("callback %+v: want delivered", cb)
+		}
 	}
 }

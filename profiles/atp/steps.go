@@ -242,7 +242,7 @@ func (w *atpWorld) setup(ctx context.Context) error {
 	}
 	if w.env.Sink != nil {
 		// The rail calls the site back at the binding's path.
-		w.rail().SetCallback(strings.TrimSuffix(w.env.Target.BaseURL, "/") + PathRailEvents)
+		w.rail().SetCallback(callbackURLs(w.env.Target.BaseURL, w.env.Target.Replicas)...)
 	}
 	return nil
 }
