@@ -70,7 +70,7 @@ func runHTTPIdemSinkVia(t *testing.T, variant, mutant string, change func(*http.
 	if suiteStore != nil {
 		store = suiteStore(t)
 	}
-	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: filepath.Join(t.TempDir(), "p.db"), Store: store, SinkURL: sinkURL,
+	srv, err := suthttpidem.Open(ctx, suthttpidem.Config{DBPath: filepath.Join(t.TempDir(), "p.db"), Store: store, ReplicaID: "r1", SinkURL: sinkURL,
 		Variant: variant, Callers: callers, TimeScale: scale, Mutant: mutant, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("open: %v", err)
