@@ -94,3 +94,15 @@ func TestParseKindsAndSelect(t *testing.T) {
 		})
 	}
 }
+
+// TestParseKindsNone: "none" alone asks for no fault (an empty list, not
+// an error); beside another token it is refused, naming why.
+func TestParseKindsNone(t *testing.T) {
+	got, err := ParseKinds(" none ")
+	if err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("none: %v, %v; want an empty list", got, err)
+	}
+	if _, err := ParseKinds("none,net"); err == nil || !strings.Contains(err.Error(), "alone") {
+		t.Fatalf("none beside net: %v", err)
+	}
+}
