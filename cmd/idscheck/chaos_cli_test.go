@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,21 @@ func TestChaosHealthWait(t *testing.T) {
 	}
 	if strings.Contains(stdout.String()+stderr.String(), "k3y-value") {
 		t.Errorf("the key is printed")
+	}
+}
+
+// TestChaosFaultsNone: --faults none runs the workload alone and judges
+// it: exit 0 against the bundled server, no injection, every check run.
+func TestChaosFaultsNone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the bundled server: skipped in -short")
+	}
+	t.Parallel() // after the sequential tests, beside the other chaos runs
+	dir := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := chaosInProcess(t, "chaos", "--profile", "http-idempotency", "--faults", "none", "--duration", "1s",
+		"--workers", "4", "--seed", "2", "--out", dir)
+	if code != exitOK || !strings.Contains(stdout, " 0 fault injections") || !strings.Contains(stdout, "no anomaly") ||
+		!strings.Contains(stdout, "--faults none") {
+		t.Fatalf("exit %d, want 0, no injection, no anomaly, and a replay line with --faults none\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
