@@ -138,7 +138,7 @@ type Config struct {
 	// (postgres://…) several replicas of the queue share.
 	Store string
 	// ReplicaID names this replica among those sharing Store (its
-	// connections' application_name; "" : "replica").
+	// connections' application_name); required with Store.
 	ReplicaID string
 	// APIKey is the key every route but /health needs; Open refuses "".
 	APIKey    string

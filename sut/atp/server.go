@@ -97,7 +97,7 @@ type Config struct {
 	// ReplicaID names this replica among those sharing Store: the owner
 	// of the rows it claims (to charge or reconcile them), and the one
 	// that takes them back when it restarts; stable across the replica's
-	// restarts, unique among the replicas ("": "replica").
+	// restarts, unique among the replicas (required with Store; "" without one: "replica").
 	ReplicaID string
 	// RailURL is the base URL of the payment rail (the binding's "The
 	// rail"); Open refuses "".

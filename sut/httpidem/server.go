@@ -93,7 +93,7 @@ type Config struct {
 	// ReplicaID names this replica among those sharing Store: the owner of
 	// the reservations it makes, and the one that resolves them when it
 	// restarts; it must be stable across the replica's restarts and unique
-	// among the replicas ("" : "replica").
+	// among the replicas (required with Store; "" without one: "replica").
 	ReplicaID string
 	// SinkURL is the base URL of the effect sink (the payment processor);
 	// Open refuses "".

@@ -52,7 +52,7 @@ type Config struct {
 	// ReplicaID names this replica among those sharing Store: the owner of
 	// the records it reserves and the outbox rows it claims, which it alone
 	// resumes after it restarts; it must be stable across the replica's
-	// restarts and unique among the replicas ("": "replica").
+	// restarts and unique among the replicas (required with Store; "" without one: "replica").
 	ReplicaID string
 	// SinkURL is the base URL of the effect sink; Open refuses "".
 	SinkURL string
