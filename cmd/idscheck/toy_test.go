@@ -105,6 +105,19 @@ func TestToyThroughTheRegistry(t *testing.T) {
 		}
 	})
 
+	t.Run("no shared store", func(t *testing.T) {
+		// The toy's server keeps its state in its SQLite file alone
+		// (ServeCommand.SharedStore unset): --store is refused before
+		// anything starts, saying why.
+		for _, cmd := range []string{"run", "chaos"} {
+			var stderr bytes.Buffer
+			args := []string{cmd, "--profile", "toy", "--store", "postgres://u@127.0.0.1:1/x", "--out", t.TempDir()}
+			if code := cli(ctx, args, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "own SQLite file only") {
+				t.Errorf("%s --store for a server without one: exit %d, want %d and the reason\n%s", cmd, code, exitUsage, stderr.String())
+			}
+		}
+	})
+
 	t.Run("preflight", func(t *testing.T) {
 		for _, tc := range []struct {
 			name   string

@@ -207,3 +207,27 @@ func outboxDrained(t *testing.T, path, store string) bool {
 	}
 	return n == 0
 }
+
+// TestOpensAnOutboxOfAnEarlierVersion: a database file whose outbox was
+// made before its rows were claimed (no owner, no lease_until) opens, and
+// its outbox dispatches.
+func TestOpensAnOutboxOfAnEarlierVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"owner", "lease_until"} {
+		if _, err := db.Exec(`ALTER TABLE outbox DROP COLUMN ` + col); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	e := newEnv(t, "", func(c *Config) { c.DBPath = path })
+	if r := e.send(refund(5)); r.status >= 300 {
+		t.Fatalf("a refund (outbox) on the upgraded file: %s", r)
+	}
+}
