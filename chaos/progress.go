@@ -21,9 +21,22 @@ type Progress struct {
 	Phase     string // "faults", "drain", "status"
 	Ops       int
 	Unknown   int
-	Published int // acknowledged publishes
-	Executed  int // effects
+	Published int // units of work under way or done, as the workload's Columns name them
+	Executed  int // effects, as the workload's Columns name them
 	Fault     string
+}
+
+// Column names one count of the progress lines and says what it counts,
+// in the words of the workload's protocol.
+type Column struct{ Name, Means string }
+
+// Columns name Progress.Published and Progress.Executed.
+type Columns struct{ Units, Effects Column }
+
+// DefaultColumns are the columns of a workload that names none.
+var DefaultColumns = Columns{
+	Units:   Column{"requests", "logical requests started"},
+	Effects: Column{"effects", "effects counted, duplicates included"},
 }
 
 // ReportProgress is the progress loop of every chaos workload: every

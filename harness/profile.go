@@ -48,6 +48,11 @@ type Profile struct {
 	// effects to the harness's effect sink: run starts one and
 	// hands it to the bundled handler and the scenarios.
 	EffectSink bool
+	// EffectsWithoutSink says, for a target described as described (the
+	// profile's section of the target file), what judges the rules that
+	// count effects when no effect sink is declared ("the declared count
+	// read GET /v1/payments"); "" (or nil): nothing does, they are N/A.
+	EffectsWithoutSink func(described any) string
 	// BundledTimeScale is the time scale its bundled server runs at when
 	// none is given (0: the default of every profile, 60). A profile whose
 	// longest duration is a day (a key kept 24 h) runs faster.
@@ -111,6 +116,9 @@ type ChaosWorkload struct {
 	// their chaos.json kept those options in "check_options", handed to
 	// Check under this name. "": none.
 	OptionsFile string
+	// Columns name the progress lines' counts in the protocol's words
+	// (zero: chaos.DefaultColumns).
+	Columns chaos.Columns
 	// Tally words the check's counts of units in one line of chaos's
 	// output (nil: a line of keys delivered, answered, executed, …).
 	Tally func(q checker.QueueStats) string

@@ -894,14 +894,24 @@ type chaosProgress struct {
 	w      io.Writer
 	tty    bool
 	last   time.Time
-	header bool // the column names are printed
+	header string // the column names, until they are printed
 }
 
-// chaosProgressHeader names the columns of the progress lines, and what
-// each counts: "executions" are effects counted, a duplicate execution
-// included, not the keys executed that the summary's tally counts.
-var chaosProgressHeader = fmt.Sprintf(chaosProgressFormat, "phase", "elapsed", "ops", "unknown", "published", "executions", "fault") + "\n" +
-	"       (ops: operations recorded; unknown: outcome unknown; published: publishes acknowledged; executions: effects counted, duplicates included)\n"
+// chaosProgressHeader names the columns of the progress lines, in the
+// workload's words (cols), and says what each counts: "effects" are
+// effects counted, a duplicate execution included, not the keys executed
+// that the summary's tally counts.
+func chaosProgressHeader(cols chaos.Columns) string {
+	if cols.Units.Name == "" {
+		cols.Units = chaos.DefaultColumns.Units
+	}
+	if cols.Effects.Name == "" {
+		cols.Effects = chaos.DefaultColumns.Effects
+	}
+	return fmt.Sprintf(chaosProgressFormat, "phase", "elapsed", "ops", "unknown", cols.Units.Name, cols.Effects.Name, "fault") + "\n" +
+		fmt.Sprintf("       (ops: operations recorded; unknown: outcome unknown; %s: %s; %s: %s)\n",
+			cols.Units.Name, cols.Units.Means, cols.Effects.Name, cols.Effects.Means)
+}
 
 // chaosProgressFormat lays out a progress line and its header alike.
 const chaosProgressFormat = "chaos  %-7s %7s  %8v  %7v  %9v  %10v  %s"
@@ -911,20 +921,20 @@ func chaosProgressLine(p chaos.Progress) string {
 	return fmt.Sprintf(chaosProgressFormat, p.Phase, fmt.Sprintf("%.0fs", p.Elapsed.Seconds()), p.Ops, p.Unknown, p.Published, p.Executed, p.Fault)
 }
 
-func newChaosProgress(w io.Writer) *chaosProgress {
+func newChaosProgress(w io.Writer, cols chaos.Columns) *chaosProgress {
 	tty := false
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			tty = true
 		}
 	}
-	return &chaosProgress{w: w, tty: tty}
+	return &chaosProgress{w: w, tty: tty, header: chaosProgressHeader(cols)}
 }
 
 func (p *chaosProgress) show(s string) {
-	if !p.header {
-		p.header = true
-		fmt.Fprint(p.w, chaosProgressHeader)
+	if p.header != "" {
+		fmt.Fprint(p.w, p.header)
+		p.header = ""
 	}
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", s)
@@ -1083,7 +1093,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	}
 	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
 		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
-	progress := newChaosProgress(stderr)
+	progress := newChaosProgress(stderr, w.Columns)
 	var others []string
 	if len(tgt.urls) > 1 {
 		others = tgt.urls[1:] // the network proxy, when asked for, stands in front of the first replica alone

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/chaos"
+	"github.com/idscheck/idscheck/profiles"
 )
 
 // TestChaosProgressHasColumnNames: the progress lines come under one line
@@ -16,7 +17,8 @@ import (
 // named apart from the keys executed), printed once.
 func TestChaosProgressHasColumnNames(t *testing.T) {
 	var b bytes.Buffer
-	p := &chaosProgress{w: &b}
+	intent, _ := profiles.Lookup("intent")
+	p := newChaosProgress(&b, intent.Chaos.Columns)
 	p.show(chaosProgressLine(chaos.Progress{Phase: "faults", Elapsed: 3 * time.Second, Ops: 120, Unknown: 2, Published: 40, Executed: 41, Fault: "partition"}))
 	p.last = time.Time{}
 	p.show(chaosProgressLine(chaos.Progress{Phase: "drain", Elapsed: 9 * time.Second, Ops: 300, Published: 90, Executed: 95}))

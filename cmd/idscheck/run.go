@@ -315,7 +315,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer effects.Close()
 		fmt.Fprintf(stderr, "idscheck run: effect sink at %s\n", effects.URL())
 	} else if prof.EffectSink {
-		fmt.Fprintf(stderr, "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A\n")
+		fmt.Fprintln(stderr, noSinkNote(prof, c.tgt.Described))
 	}
 	for _, st := range []*string{&c.store, &c.tgt.Store} {
 		if *st == localStore {
@@ -1153,4 +1153,16 @@ func profileDecisions(name spec.Profile) []spec.Decision {
 		return p.Decisions()
 	}
 	return nil
+}
+
+// noSinkNote says how a run without an effect sink judges the rules that
+// count effects: by what the target's description declares instead (a
+// count read), or not at all (N/A).
+func noSinkNote(prof harness.Profile, described any) string {
+	if prof.EffectsWithoutSink != nil {
+		if by := prof.EffectsWithoutSink(described); by != "" {
+			return "idscheck run: no effect sink declared: the rules that count effects are judged by " + by
+		}
+	}
+	return "idscheck run: no effect sink declared (--effect-sink HOST:PORT or effect_sink in the target file): the rules that count effects will be N/A"
 }

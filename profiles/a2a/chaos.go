@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
@@ -33,6 +34,7 @@ func Chaos() *harness.ChaosWorkload {
 		StormMax:   200,
 		Failpoints: fps,
 		Tally:      Tally,
+		Columns:    chaos.Columns{Units: chaos.Column{Name: "tasks", Means: "tasks made"}, Effects: chaos.Column{Name: "effects", Means: "executions at the effect sink, duplicates included"}},
 		Run:        runChaos,
 		Check:      checkChaos,
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/harness"
 	sutatp "github.com/idscheck/idscheck/sut/atp"
@@ -31,6 +32,7 @@ func ATPChaos() *harness.ChaosWorkload {
 	}
 	return &harness.ChaosWorkload{
 		Summary:    "ATP transactions of signed intents authorized and executed under one key, retried, duplicated, stormed and replayed until a terminal state; money counted at the harness's payment rail",
+		Columns:    chaos.Columns{Units: chaos.Column{Name: "transactions", Means: "transactions begun"}, Effects: chaos.Column{Name: "charges", Means: "charges at the payment rail, duplicates included"}},
 		Sink:       true,
 		Faults:     ATPRailFaults,
 		StormMin:   200,

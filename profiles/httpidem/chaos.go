@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/harness"
 
 	"github.com/idscheck/idscheck/checker"
@@ -29,6 +30,7 @@ func Chaos() *harness.ChaosWorkload {
 	}
 	return &harness.ChaosWorkload{
 		Summary:          "requests with an idempotency key, one body and one caller each, delivered until a terminal answer, resent, duplicated and stormed; what each created read back, effects counted at the harness's sink",
+		Columns:          chaos.Columns{Units: chaos.Column{Name: "requests", Means: "logical requests started"}, Effects: chaos.Column{Name: "effects", Means: "effects at the effect sink, duplicates included (without a sink: logical requests answered 2xx)"}},
 		Sink:             true,
 		SinkOptional:     true,
 		NeedsDescription: true,

@@ -39,8 +39,14 @@ func Profile() harness.Profile {
 		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
 		Bundled:    bundled,
 		EffectSink: true,
-		Preflight:  preflight,
-		Mutants:    mutants,
+		EffectsWithoutSink: func(described any) string {
+			if e, ok := described.(*Endpoint); ok && e != nil && e.Count != nil {
+				return "the declared count read (GET " + e.Count.Path + ")"
+			}
+			return ""
+		},
+		Preflight: preflight,
+		Mutants:   mutants,
 		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
 		// stripe rule on keys kept a day fits a scenario.
 		BundledTimeScale: 20000,

@@ -28,6 +28,7 @@ func IDSChaos() *harness.ChaosWorkload {
 	}
 	return &harness.ChaosWorkload{
 		Summary:    "IDS commands over tenants and actors, duplicated, stormed and retried until a terminal answer; effects counted at the harness's sink",
+		Columns:    chaos.Columns{Units: chaos.Column{Name: "commands", Means: "logical commands made"}, Effects: chaos.Column{Name: "effects", Means: "effects at the effect sink, duplicates included"}},
 		Sink:       true,
 		Faults:     chaos.SinkFaults,
 		StormMin:   200,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
@@ -41,6 +42,7 @@ func Chaos() *harness.ChaosWorkload {
 		},
 		OptionsFile: ChaosOptionsFile,
 		Tally:       chaosTally,
+		Columns:     chaos.Columns{Units: chaos.Column{Name: "published", Means: "publishes acknowledged"}, Effects: chaos.Column{Name: "executions", Means: "workers' executions, duplicates included"}},
 		Run:         runChaosWorkload,
 		Check:       checkChaosWorkload,
 	}
