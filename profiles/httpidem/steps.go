@@ -877,7 +877,7 @@ func (w *httpWorld) same(a, b *client.Response) string {
 		}
 		return ""
 	}
-	if !bytes.Equal(features.CompactJSON(a.Body), features.CompactJSON(b.Body)) {
+	if !features.SameDocument(a.Body, b.Body) {
 		return fmt.Sprintf("body %s, then %s", features.Clip(a.Body), features.Clip(b.Body))
 	}
 	return ""

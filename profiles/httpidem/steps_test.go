@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -277,6 +278,7 @@ func TestHTTPIdemAllowedAlternativesPass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs part of the profile per case")
 	}
+	var reordered atomic.Int64
 	cases := []struct {
 		name, variant, rule string
 		change              func(*http.Request, *httptest.ResponseRecorder)
@@ -304,6 +306,23 @@ func TestHTTPIdemAllowedAlternativesPass(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond)
 			}
 		}},
+		// "the same result": a stored 500 replayed as the same JSON value,
+		// its members written in another order and spacing.
+		{"a replay re-serialized", "stripe", "STRIPE-IDEM-same-result", func() func(*http.Request, *httptest.ResponseRecorder) {
+			var n atomic.Int64
+			t.Cleanup(func() {
+				if reordered.Load() == 0 {
+					t.Error("no replay was re-serialized: the case tested nothing")
+				}
+			})
+			return func(r *http.Request, rec *httptest.ResponseRecorder) {
+				if r.Method == http.MethodPost && rec.Code >= 500 && n.Add(1) > 1 {
+					b := rec.Body.Bytes()
+					rec.Body = bytes.NewBuffer(reorderedJSON(b))
+					reordered.Add(1)
+				}
+			}
+		}()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -558,4 +577,35 @@ func TestHTTPIdemDeclaredLifetimeIsWaitedPast(t *testing.T) {
 			t.Errorf("mutant %q: no verdict", mutant)
 		}
 	}
+}
+
+// reorderedJSON writes a JSON object's members in another order, spaced:
+// the same document in other bytes (b itself when it is no object of two
+// members or more: the check then compares what it always did).
+func reorderedJSON(b []byte) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || len(m) < 2 {
+		return b
+	}
+	write := func(keys []string) []byte {
+		var out bytes.Buffer
+		out.WriteString("{ ")
+		for i, k := range keys {
+			if i > 0 {
+				out.WriteString(" , ")
+			}
+			kb, _ := json.Marshal(k)
+			out.Write(kb)
+			out.WriteString(" : ")
+			out.Write(m[k])
+		}
+		out.WriteString(" }")
+		return out.Bytes()
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	if out := write(keys); !bytes.Equal(features.CompactJSON(out), features.CompactJSON(b)) {
+		return out
+	}
+	slices.Reverse(keys)
+	return write(keys)
 }
