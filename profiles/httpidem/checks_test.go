@@ -536,3 +536,28 @@ func TestHTTPIdemSharedKeyNamesTheScopeRule(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribesProblem: the 409's "body containing problem description"
+// is any body that says what went wrong, in any format; an empty one, or
+// a JSON document that says nothing, is not.
+func TestDescribesProblem(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"type":"https://example.com/probs/in-flight","title":"A request with this key is in progress"}`: true,
+		`{"error":"request in progress"}`:                  true,
+		`{"error":{"message":"conflict","code":"busy"}}`:   true,
+		`{"message":"Idempotency key is in use"}`:          true,
+		`Request with this Idempotency-Key is in progress`: true,
+		`"in progress"`:                                    true,
+		``:                                                 false,
+		`   `:                                              false,
+		`{}`:                                               false,
+		`null`:                                             false,
+		`[]`:                                               false,
+		`{"id":"pay_1","status":"succeeded"}`:              false,
+		`{"error":""}`:                                     false,
+	} {
+		if got := describesProblem([]byte(body)); got != want {
+			t.Errorf("describesProblem(%q) = %v, want %v", body, got, want)
+		}
+	}
+}

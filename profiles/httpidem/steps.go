@@ -817,11 +817,49 @@ func (w *httpWorld) problem409() error {
 	if err := w.documented(w.lastIn(409, 409, "409"), "in-flight"); err != nil {
 		return err
 	}
-	var doc map[string]any
-	if json.Unmarshal(w.last.Body, &doc) != nil || (doc["title"] == nil && doc["detail"] == nil && doc["type"] == nil) {
-		return features.Mismatch("409 with a body containing a problem description (RFC 9457 title, detail or type)", w.describeLast())
+	if !describesProblem(w.last.Body) {
+		return features.Mismatch("409 with a body containing a problem description (a problem document's title, detail or type, an error message, or a text)", w.describeLast())
 	}
 	return nil
+}
+
+// describesProblem: §2.7 asks for a "body containing problem description"
+// and names no format for it (its RFC 7807 example is for the 400): a
+// problem document, a JSON object with a non-empty string that says what
+// went wrong (title, detail, message, error, …), or a non-empty text that
+// is not JSON. An empty body, or a JSON document that says nothing ({},
+// null, []), describes nothing.
+func describesProblem(body []byte) bool {
+	text := strings.TrimSpace(string(body))
+	if text == "" {
+		return false
+	}
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return true // a text
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		s, isString := doc.(string)
+		return isString && strings.TrimSpace(s) != ""
+	}
+	for k, v := range obj {
+		switch name := strings.ToLower(k); {
+		case name == "title" || name == "detail" || name == "type" || name == "message" || name == "description" || strings.Contains(name, "error"):
+			if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
+				return true
+			}
+			if m, ok := v.(map[string]any); ok && len(m) > 0 {
+				return describesProblem(mustJSON(m))
+			}
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func (w *httpWorld) withLink(code int) error {
