@@ -188,7 +188,10 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		Logger:         cfg.Logger,
 		Sink:           cfg.Sink,
 	}
-	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody}
+	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody, levels: map[string]spec.Level{}}
+	for _, r := range cfg.Rules {
+		env.judge.levels[r.ID] = r.Level
+	}
 	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}, chosen: chosen}
 
 	if len(selected) > 0 {
