@@ -3,13 +3,15 @@ package features
 import (
 	"errors"
 	"fmt"
-	"github.com/idscheck/idscheck/verdict"
 	"reflect"
 	"regexp"
 	"strings"
 
 	"github.com/cucumber/godog"
 	messages "github.com/cucumber/messages/go/v21"
+
+	"github.com/idscheck/idscheck/spec"
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // How a scenario's steps are judged (the promise of a FAIL):
@@ -39,6 +41,15 @@ import (
 //     failed check. The same check repeated right after it for another rule
 //     ("[R1] the status is 404", "[R2] the status is 404") is judged too. At the first step that cannot stand on its own, the
 //     scenario stops and the assertions left are BLOCKED by the failed rule.
+//   - A SHOULD never gates a MUST. The rules above are for a failed
+//     assertion of a MUST. A failed assertion of a SHOULD or a MAY (a
+//     NON-STRICT finding) is an answer the text allows: the scenario goes
+//     on; the assertions of SHOULD and MAY rules that would rest on it (by
+//     the rules above) are BLOCKED by it, and those of MUST rules are
+//     judged. Where a MUST genuinely rests on another rule's answer, its
+//     assertion says so: "[RULE-ID, rests on OTHER-ID] …" is BLOCKED by
+//     OTHER-ID when a check of OTHER-ID failed (or was blocked) earlier in
+//     the scenario, whatever the levels.
 //   - A precondition that cannot apply (NotApplicable) makes the rules left
 //     N/A; a target that stops answering, or a bug of the harness, makes
 //     them UNKNOWN.
@@ -73,8 +84,12 @@ type StepDef struct {
 }
 
 // rulePrefix is the rule an assertion or a precondition names:
-// "[RULE-ID] " or "[RULE-ID, reading DECISION=READING] ".
-var rulePrefix = regexp.MustCompile(`^\[([A-Z][A-Z0-9]*-[0-9A-Za-z.]+-[a-z0-9]+(?:-[a-z0-9]+)*)(?:, reading ([a-z0-9-]+)=([a-z0-9-]+))?\] `)
+// "[RULE-ID] ", "[RULE-ID, reading DECISION=READING] ", and either with
+// ", rests on OTHER-ID" before the bracket.
+var rulePrefix = regexp.MustCompile(`^\[(` + ruleID + `)(?:, reading ([a-z0-9-]+)=([a-z0-9-]+))?(?:, rests on (` + ruleID + `))?\] `)
+
+// ruleID is the pattern of a rule ID inside a rule prefix.
+const ruleID = `[A-Z][A-Z0-9]*-[0-9A-Za-z.]+-[a-z0-9]+(?:-[a-z0-9]+)*`
 
 // prefixPattern is what Register lets stand before every step pattern.
 const prefixPattern = `(?:\[[^\]]+\] )?`
@@ -85,6 +100,9 @@ type StepRule struct {
 	Rule     string `json:"rule"`
 	Decision string `json:"decision,omitempty"`
 	Reading  string `json:"reading,omitempty"`
+	// RestsOn is the rule whose earlier failure in the scenario blocks
+	// this assertion ("[RULE-ID, rests on OTHER-ID] …").
+	RestsOn string `json:"rests_on,omitempty"`
 }
 
 // ParseStepRule splits a step's text into the rule its prefix names (zero
@@ -94,7 +112,7 @@ func ParseStepRule(text string) (StepRule, string) {
 	if m == nil {
 		return StepRule{}, text
 	}
-	return StepRule{Rule: m[1], Decision: m[2], Reading: m[3]}, text[len(m[0]):]
+	return StepRule{Rule: m[1], Decision: m[2], Reading: m[3], RestsOn: m[4]}, text[len(m[0]):]
 }
 
 // StepPattern returns a step definition's pattern as Register registers it:
@@ -218,12 +236,28 @@ type judge struct {
 	mark     int           // Recorder.Len() when the running step began
 	// scenarioMark is Recorder.Len() when the scenario began.
 	scenarioMark int
+	// answers are the answers the scenario's steps noted last
+	// (Env.Answered), at most maxProof: what a check that sends nothing
+	// read.
+	answers []verdict.Exchange
 
 	judgments []Judgment
-	taint     *taint      // the first failed assertion of the scenario
-	group     *readingSet // pending reading-qualified assertions
-	lastEnd   int         // Recorder.Len() when the last assertion ended
-	ran       bool        // the running step's handler returned
+	taint     *taint // the first failed assertion of a MUST in the scenario
+	// soft is the first failed assertion of a SHOULD or a MAY: it blocks
+	// the SHOULD and MAY checks that rest on it, never a MUST's.
+	soft *taint
+	// blocked, when set, is why the running assertion is not judged: it
+	// rests on a failed check (soft, or the rule its prefix rests on).
+	blocked *blocker
+	// afterSoft: the running assertion, a MUST's, would rest on soft by
+	// the rules of a MUST's failure; it is judged, and a failure says so.
+	afterSoft bool
+	// levels are the rules' levels (RunConfig.Rules); a rule not listed
+	// counts as a MUST.
+	levels  map[string]spec.Level
+	group   *readingSet // pending reading-qualified assertions
+	lastEnd int         // Recorder.Len() when the last assertion ended
+	ran     bool        // the running step's handler returned
 	// stopIdx is the index of the step at which the scenario stopped, -1
 	// while it runs. godog still calls the step hooks of the steps it then
 	// skips; they change nothing.
@@ -238,6 +272,19 @@ type taint struct {
 	stops bool   // it was a Gate or a Probe: nothing after it stands on its own
 	end   int    // Recorder.Len() when it ended
 	ev    verdict.Evidence
+}
+
+// blocker is what the running assertion rests on that failed.
+type blocker struct {
+	rule, step string
+	ev         verdict.Evidence
+	na         string // the rule it rests on was N/A here: this reason
+}
+
+// must reports whether rule binds as a MUST (an unknown rule does).
+func (j *judge) must(rule string) bool {
+	l, ok := j.levels[rule]
+	return !ok || l == spec.Must
 }
 
 // readingSet is a run of assertions of one rule on one observation, each
@@ -256,9 +303,12 @@ func (j *judge) reset(sc *godog.Scenario) {
 	j.steps = sc.Steps
 	j.scenario = sc.Name
 	j.scenarioMark = j.env.Recorder.Len()
+	j.answers = nil
 	j.idx = -1
 	j.judgments = nil
 	j.taint = nil
+	j.soft = nil
+	j.blocked = nil
 	j.group = nil
 	j.lastEnd = -1
 	j.stopIdx = -1
@@ -297,17 +347,59 @@ func (j *judge) beforeStep(st *godog.Step) error {
 	if g := j.group; g != nil && !(j.isAssertion(st) && j.cur.Rule == g.rule && j.cur.Decision == g.decision && j.mark == g.end) {
 		j.resolve()
 	}
-	if t := j.taint; t != nil {
-		pure := (j.def.Kind == Check || j.def.Kind == Gate) && j.mark == t.end
-		// The same check of the same observation, naming another rule, is
-		// not resting on the failed one: it is judged (and fails) too.
-		_, rest := ParseStepRule(st.Text)
-		same := j.isAssertion(st) && j.cur.Decision == "" && rest == t.check && j.mark == t.end
-		if !same && (t.stops || !pure) {
-			return fmt.Errorf("%w (%s)", errStopped, t.rule)
+	j.blocked, j.afterSoft = nil, false
+	if t := j.taint; t != nil && j.restsOn(st, t) {
+		return fmt.Errorf("%w (%s)", errStopped, t.rule)
+	}
+	if !j.isAssertion(st) {
+		return nil
+	}
+	if t := j.soft; t != nil && j.restsOn(st, t) {
+		if j.must(j.cur.Rule) {
+			j.afterSoft = true
+		} else {
+			j.blocked = &blocker{rule: t.rule, step: t.step, ev: t.ev}
 		}
 	}
+	if j.blocked == nil && j.cur.RestsOn != "" {
+		j.blocked = j.failedHere(j.cur.RestsOn)
+	}
 	return nil
+}
+
+// restsOn reports whether the step about to run rests on the failed
+// assertion t: anything after a Gate or a Probe, anything after a request,
+// except the same check of the same observation naming another rule.
+func (j *judge) restsOn(st *godog.Step, t *taint) bool {
+	pure := (j.def.Kind == Check || j.def.Kind == Gate) && j.mark == t.end
+	// The same check of the same observation, naming another rule, is
+	// not resting on the failed one: it is judged (and fails) too.
+	_, rest := ParseStepRule(st.Text)
+	same := j.isAssertion(st) && j.cur.Decision == "" && rest == t.check && j.mark == t.end
+	return !same && (t.stops || !pure)
+}
+
+// failedHere returns what blocks a check that rests on rule: a check of
+// rule that failed or was blocked earlier in this scenario (nil when none
+// did; N/A, with its reason, when rule was N/A here).
+func (j *judge) failedHere(rule string) *blocker {
+	var na *blocker
+	for _, jd := range j.judgments {
+		if jd.Rule != rule {
+			continue
+		}
+		switch jd.Verdict {
+		case verdict.Fail:
+			return &blocker{rule: rule, step: jd.Step, ev: jd.Evidence}
+		case verdict.Blocked:
+			return &blocker{rule: jd.BlockedBy, step: jd.BlockedStep, ev: jd.Evidence}
+		case verdict.NA:
+			if na == nil {
+				na = &blocker{rule: rule, step: jd.Step, na: jd.Reason}
+			}
+		}
+	}
+	return na
 }
 
 // isAssertion reports whether st judges a rule: a Then step (And and But
@@ -338,6 +430,14 @@ func (j *judge) stepReturned(err error) error {
 		err = nil // a check that held, with what it observed
 	}
 	exs := j.env.Recorder.Since(j.mark)
+	if b := j.blocked; b != nil {
+		if err != nil && !errors.Is(err, ErrNotApplicable) && (isTransport(err) || unanswered(exs) != nil) {
+			return err // the target did not answer: the scenario ends UNKNOWN
+		}
+		j.addBlocked(b)
+		j.lastEnd = j.env.Recorder.Len()
+		return nil
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNotApplicable):
@@ -397,7 +497,11 @@ func (j *judge) stepReturned(err error) error {
 		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Pass, Step: step, Evidence: j.proof(held, sinkRead)})
 	} else {
 		ev := j.evidence(err)
-		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Fail, Reason: mismatchReason(err), Step: step, Evidence: ev})
+		reason := mismatchReason(err)
+		if j.afterSoft {
+			reason += fmt.Sprintf(" [judged although %s failed before it: a %s never gates a MUST]", j.soft.rule, j.level(j.soft.rule))
+		}
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Fail, Reason: reason, Step: step, Evidence: ev})
 		_, rest := ParseStepRule(step)
 		j.tainted(j.cur.Rule, step, rest, j.def.Kind, end, ev)
 	}
@@ -405,12 +509,55 @@ func (j *judge) stepReturned(err error) error {
 	return nil
 }
 
+// tainted notes a failed assertion: the first of a MUST stops what rests
+// on it (taint), the first of a SHOULD or a MAY blocks only the SHOULD and
+// MAY checks that rest on it (soft).
 func (j *judge) tainted(rule, step, check string, kind StepKind, end int, ev verdict.Evidence) {
-	if j.taint == nil {
-		j.taint = &taint{rule: rule, step: step, check: check, stops: kind == Gate || kind == Probe, end: end, ev: ev}
-	} else if j.taint.check == check && j.taint.end <= end {
-		j.taint.end = end // a probe repeated for another rule: what follows rests on its latest run
+	for _, t := range []*taint{j.taint, j.soft} {
+		if t != nil && t.check == check && t.end <= end {
+			t.end = end // a probe repeated for another rule: what follows rests on its latest run
+		}
 	}
+	t := &taint{rule: rule, step: step, check: check, stops: kind == Gate || kind == Probe, end: end, ev: ev}
+	switch {
+	case j.must(rule):
+		if j.taint == nil {
+			j.taint = t
+		}
+	case j.soft == nil:
+		j.soft = t
+	}
+}
+
+// level names a rule's level for a sentence ("SHOULD").
+func (j *judge) level(rule string) string {
+	if l, ok := j.levels[rule]; ok {
+		return string(l)
+	}
+	return string(spec.Must)
+}
+
+// addBlocked judges the running assertion BLOCKED by what it rests on
+// (N/A when that did not apply); a reading set's assertions after the
+// first add nothing.
+func (j *judge) addBlocked(b *blocker) {
+	step := j.steps[j.idx].Text
+	if n := len(j.judgments); j.cur.Decision != "" && n > 0 {
+		if last := j.judgments[n-1]; last.Rule == j.cur.Rule && (last.Verdict == verdict.Blocked || last.Verdict == verdict.NA) && last.BlockedStep == b.step {
+			return
+		}
+	}
+	if b.na != "" {
+		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.NA, Step: step, BlockedStep: b.step,
+			Reason: fmt.Sprintf("this check rests on %s, which did not apply here: %s", b.rule, b.na)})
+		return
+	}
+	why := fmt.Sprintf("the step %s failed in scenario %s (it checks %s, and this check rests on it)", guillemets(b.step), guillemets(j.scenario), b.rule)
+	if b.ev.Expected != "" || b.ev.Observed != "" {
+		why += fmt.Sprintf(": expected %s, observed %s", oneLine(b.ev.Expected, 120), oneLine(b.ev.Observed, 160))
+	}
+	j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Blocked, Reason: "not checked: " + why, Step: step,
+		BlockedBy: b.rule, BlockedStep: b.step, BlockedIn: j.scenario, Evidence: b.ev})
 }
 
 // resolve turns the pending reading set into one judgment.
@@ -639,10 +786,19 @@ func (j *judge) takeSinkReads() string {
 	return "at the effect sink: " + strings.Join(parts, "; ")
 }
 
+// answered notes an answer the scenario's checks read next.
+func (j *judge) answered(ex verdict.Exchange) {
+	j.answers = append(j.answers, ex)
+	if n := max(j.maxProof, DefaultMaxProof); len(j.answers) > n {
+		j.answers = j.answers[len(j.answers)-n:]
+	}
+}
+
 // proof is what a passing check read: the exchanges of its own step (a
-// probe's requests) or, for a check that sends nothing, the scenario's
-// latest exchanges, the answer it read last; what it observed, when it
-// said (an Observation); and the counts it read at the effect sink.
+// probe's requests) or, for a check that sends nothing, the answers the
+// scenario's steps noted last (Env.Answered; else its latest exchanges);
+// what it observed, when it said (an Observation); and the counts it read
+// at the effect sink.
 func (j *judge) proof(held *Observation, sinkRead string) verdict.Evidence {
 	ev := verdict.Evidence{Scenario: j.scenario, Step: j.stepText()}
 	if held != nil {
@@ -655,6 +811,9 @@ func (j *judge) proof(held *Observation, sinkRead string) verdict.Evidence {
 		ev.Observed += sinkRead
 	}
 	exs := j.env.Recorder.Since(j.mark)
+	if len(exs) == 0 {
+		exs = j.answers
+	}
 	if len(exs) == 0 {
 		exs = j.env.Recorder.Since(j.scenarioMark)
 	}

@@ -35,14 +35,18 @@ type Suite struct {
 
 // Defaults of RunConfig.
 const (
-	DefaultBudget          = 10 * time.Second
-	DefaultRequestTimeout  = 10 * time.Second
-	DefaultMaxEvidence     = 20   // exchanges kept per rule
-	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
-	DefaultMaxProof        = 2    // exchanges kept as the proof of a PASS, per check and per rule
-	DefaultMaxProofBody    = 512  // bytes of a body kept in the proof of a PASS
-	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
-	DefaultTransportLimit  = 6    // transport-dead scenarios in all before the run gives up
+	DefaultBudget         = 10 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultMaxEvidence    = 20   // exchanges kept as the evidence of a check (its scenario's latest)
+	DefaultMaxBody        = 2048 // bytes of a body kept in evidence
+	DefaultMaxProof       = 2    // exchanges kept as the proof of a PASS, per check
+	DefaultMaxProofBody   = 512  // bytes of a body kept in the proof of a PASS
+	// DefaultEvidenceChecks bounds the checks whose evidence (or proof) a
+	// rule keeps: the first ones, each with its own exchanges, so one
+	// scenario's storm never evicts another check's exchanges.
+	DefaultEvidenceChecks  = 4
+	DefaultUnknownStreak   = 3 // consecutive transport-dead scenarios before the run gives up
+	DefaultTransportLimit  = 6 // transport-dead scenarios in all before the run gives up
 	minimumScenarioTimeout = 5 * time.Second
 )
 
@@ -73,11 +77,11 @@ type RunConfig struct {
 	// not, the rest are not run either: a target that answers now and then
 	// with resets and timeouts between cannot make a run last hours.
 	TransportLimit int
-	MaxEvidence    int // exchanges kept as evidence per rule
+	MaxEvidence    int // exchanges kept as the evidence of one check (per judgment)
 	MaxBody        int // bytes kept of each body in evidence
-	// MaxProof is how many exchanges a PASS keeps as its proof (per check
-	// and per rule): the answers the deciding checks read. MaxProofBody
-	// bounds each body of them.
+	// MaxProof is how many exchanges a PASS keeps as its proof, per check
+	// (DefaultEvidenceChecks checks a rule): the answers the deciding
+	// checks read. MaxProofBody bounds each body of them.
 	MaxProof     int
 	MaxProofBody int
 	// Progress receives one line per scenario (nil: none); when ProgressTTY
@@ -188,7 +192,10 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		Logger:         cfg.Logger,
 		Sink:           cfg.Sink,
 	}
-	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody}
+	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody, levels: map[string]spec.Level{}}
+	for _, r := range cfg.Rules {
+		env.judge.levels[r.ID] = r.Level
+	}
 	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}, chosen: chosen}
 
 	if len(selected) > 0 {
@@ -458,6 +465,9 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 			ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxProof, h.cfg.MaxProofBody)
 			continue
 		}
+		if n := len(ev.Exchanges); n > h.cfg.MaxEvidence {
+			ev.Omitted += n - h.cfg.MaxEvidence
+		}
 		ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
 	}
 	if len(r.Judgments) > 0 {
@@ -519,13 +529,31 @@ func (h *hooks) endProgress() {
 	}
 }
 
-// oneLine returns s on one line, at most n runes.
-func oneLine(s string, n int) string {
+// oneLine returns s on one line, at most n runes (OneLine).
+func oneLine(s string, n int) string { return OneLine(s, n) }
+
+// OneLine returns s on one line, at most n runes: a longer s is cut at the
+// end of a word (mid-word only when its last word is longer than a third
+// of n), with an ellipsis.
+func OneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+	r := []rune(s)
+	if len(r) <= n {
+		return s
 	}
-	return s
+	if n < 2 {
+		return "…"
+	}
+	cut := n - 1
+	for i := cut; i > 0; i-- {
+		if r[i] == ' ' {
+			if i >= 2*n/3 {
+				cut = i
+			}
+			break
+		}
+	}
+	return strings.TrimRight(string(r[:cut]), " ,;:") + "…"
 }
 
 // tagRules returns the rules of the catalog a scenario's tags name.
