@@ -47,6 +47,7 @@ func (e *testEnv) replica(t testing.TB, id, mutant string, mod ...func(*Config))
 	if err != nil {
 		t.Fatalf("open replica %s: %v", id, err)
 	}
+	waitSwept(t, srv)
 	r := *e
 	r.t, r.srv, r.ts, r.cfg = t, srv, httptest.NewServer(srv.Handler()), cfg
 	t.Cleanup(func() { e.rail.Release(); r.ts.Close(); srv.Close() })

@@ -94,6 +94,7 @@ func (s *Server) finish(ctx context.Context, x *row, to, reason, pi, source stri
 func (s *Server) sweepLoop() {
 	defer s.bg.Done()
 	s.sweep(s.ctx)
+	close(s.swept)
 	t := time.NewTicker(s.sweepEvery)
 	defer t.Stop()
 	for {
