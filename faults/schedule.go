@@ -164,20 +164,22 @@ func RunUntil(ctx context.Context, startBy time.Duration, schedule []Planned, li
 // RunLoad is Run for a run whose load is planned to last startBy (> 0) from
 // RunLoad's start: it says when the load ends by calling endLoad, once.
 //
-// Every requested fault gets its turn: a step of a fault that has not begun
-// in this run starts even past startBy, when the steps before it overran
-// their plan (a restart on a loaded machine), as long as it is not more
-// than LateStart late; such an injection carries ParamLate, and the load
-// runs on until it ended. Other steps due at or after startBy (their fault
-// had its turn) are left out. A fault's turn is its first step: a fault
-// whose injection failed or took no effect is not tried again after startBy.
+// Every requested fault gets its turn, under load: a step of a fault that
+// has not begun in this run starts even past startBy, when the steps before
+// it overran their plan (a restart on a loaded machine), as long as it is
+// not more than LateStart late; such an injection carries ParamLate. The
+// load runs on until every fault's first step ended: the late ones, and
+// the one under way at startBy if it is its fault's first. Other steps due
+// at or after startBy (their fault had its turn) are left out. A fault's
+// turn is its first step: a fault whose injection failed or took no effect
+// is not tried again after startBy.
 //
 // endLoad is called at startBy when no requested fault is still owed its
 // turn, else as soon as the last one owed ended (or could not start in
 // time, or ctx ended); never before startBy unless ctx ended. A step that
-// started holds its fault for its planned time even after the load ended:
-// ctx alone cuts it short. A fault left without its turn is reported not
-// run by Cover.
+// is not its fault's first holds its fault for its planned time even after
+// the load ended: ctx alone cuts it short. A fault left without its turn
+// is reported not run by Cover.
 func RunLoad(ctx context.Context, startBy time.Duration, schedule []Planned, list []Fault, tl *Timeline, endLoad func()) error {
 	return runLoad(ctx, startBy, LateStart, schedule, list, tl, endLoad)
 }
@@ -195,7 +197,11 @@ func runLoad(ctx context.Context, startBy, late time.Duration, schedule []Planne
 	var mu sync.Mutex
 	next := 0                  // the first step not yet started nor left out
 	begun := map[string]bool{} // the faults a step of which started
-	owed := func() bool {      // some step still to come is a fault's first; mu held
+	first := false             // the step under way is its fault's first
+	owed := func() bool {      // a fault's first step is under way or still to come; mu held
+		if first {
+			return true
+		}
 		for _, p := range schedule[next:] {
 			if !begun[p.Fault] {
 				return true
@@ -249,6 +255,7 @@ func runLoad(ctx context.Context, startBy, late time.Duration, schedule []Planne
 			}
 		}
 		mu.Lock()
+		first = !begun[p.Fault]
 		begun[p.Fault], next = true, i+1
 		mu.Unlock()
 		f, ok := byName[p.Fault]
@@ -257,16 +264,22 @@ func runLoad(ctx context.Context, startBy, late time.Duration, schedule []Planne
 			now := time.Now()
 			tl.Record(Injection{Fault: p.Fault, Start: now, End: now, Err: err.Error(), Params: params})
 			errs = append(errs, err)
+			mu.Lock()
+			first = false
+			mu.Unlock()
 			continue
 		}
 		rnd := rand.New(rand.NewPCG(p.Seed, uint64(i)))
 		_, err := tl.inject(ctx, rnd, f, p.For, params)
+		mu.Lock()
+		first = false
+		mu.Unlock()
 		if err != nil && !(ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))) {
 			errs = append(errs, fmt.Errorf("schedule step %d (%s): %w", i, p, err))
 		}
 	}
 	mu.Lock()
-	next = len(schedule)
+	next, first = len(schedule), false
 	mu.Unlock()
 	return errors.Join(errs...)
 }

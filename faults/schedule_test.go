@@ -318,17 +318,50 @@ func TestRunLoadEndsTheLoadAtItsPlannedEnd(t *testing.T) {
 		t.Errorf("load ended after %v (%d calls), want once, not before 200ms", load.at.Sub(start), load.calls)
 	}
 
-	// A step under way at startBy, nothing owed: the load ends at
-	// startBy while the step holds on (the step is held until the load
-	// ended: were the load to wait for it, neither would end).
-	load2 := newLoadEnd()
-	g := &gate{name: "g", release: load2.done}
-	sched := []Planned{{At: 0, For: time.Second, Fault: "g"}, {At: 10 * time.Millisecond, For: 10 * time.Millisecond, Fault: "g"}}
-	var tl2 Timeline
-	if err := RunLoad(ctx, 100*time.Millisecond, sched, []Fault{g}, &tl2, load2.end); err != nil {
+	// A fault's first step under way at startBy: the load runs on until
+	// it ended.
+	load1 := newLoadEnd()
+	var tl1 Timeline
+	if err := RunLoad(ctx, 100*time.Millisecond, []Planned{{At: 0, For: 150 * time.Millisecond, Fault: "a"}}, []Fault{a}, &tl1, load1.end); err != nil {
 		t.Fatal(err)
 	}
-	if ins := tl2.Injections(); len(ins) != 1 || ins[0].Err != "" || load2.calls != 1 {
-		t.Fatalf("injections %v, load ended %d times; want one step, released by the load's end", ins, load2.calls)
+	if ins := tl1.Injections(); len(ins) != 1 || load1.calls != 1 || load1.at.Before(ins[0].End) {
+		t.Fatalf("injections %v, load ended %d times at %v; want it ended after a's first step", ins, load1.calls, load1.at)
 	}
+
+	// A step under way at startBy that is not its fault's first, nothing
+	// owed: the load ends at startBy while the step holds on (the step is
+	// held until the load ended: were the load to wait for it, neither
+	// would end).
+	load2 := newLoadEnd()
+	g := &gate{name: "g", release: load2.done}
+	sched := []Planned{{At: 0, For: 10 * time.Millisecond, Fault: "a"}, {At: 20 * time.Millisecond, For: time.Second, Fault: "a"}}
+	var tl2 Timeline
+	if err := RunLoad(ctx, 100*time.Millisecond, sched, []Fault{&gateAfter{a: a, g: g}}, &tl2, load2.end); err != nil {
+		t.Fatal(err)
+	}
+	if ins := tl2.Injections(); len(ins) != 2 || ins[1].Err != "" || load2.calls != 1 {
+		t.Fatalf("injections %v, load ended %d times; want two steps, the second released by the load's end", ins, load2.calls)
+	}
+}
+
+// gateAfter is a's first injection, then g's.
+type gateAfter struct {
+	a    *stub
+	g    *gate
+	once sync.Once
+}
+
+func (f *gateAfter) Name() string     { return f.a.Name() }
+func (f *gateAfter) Kind() Kind       { return KindNet }
+func (f *gateAfter) Available() error { return nil }
+func (f *gateAfter) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (Injection, error) {
+	firstTime := false
+	f.once.Do(func() { firstTime = true })
+	if firstTime {
+		return f.a.Inject(ctx, rnd, d)
+	}
+	in, err := f.g.Inject(ctx, rnd, d)
+	in.Fault = f.a.Name()
+	return in, err
 }

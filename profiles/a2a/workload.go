@@ -223,11 +223,19 @@ func (w *workload) run(ctx context.Context) (*WorkloadResult, error) {
 			trnd := mrand.New(mrand.NewPCG(master.Uint64(), 77))
 			var tmu sync.Mutex
 			cp.Trigger = func(ctx context.Context) error {
-				tmu.Lock()
-				t := w.mint(trnd, ClassIdempotent, false)
-				tmu.Unlock()
-				w.deliver(ctx, t)
-				w.receive(ctx, trnd, t.Recipient)
+				// Over replicas the calls go round them, and the failpoint
+				// is the first one's: drive until it fired (ctx ends then,
+				// or at its bound).
+				for ctx.Err() == nil {
+					tmu.Lock()
+					t := w.mint(trnd, ClassIdempotent, false)
+					tmu.Unlock()
+					w.deliver(ctx, t)
+					w.receive(ctx, trnd, t.Recipient)
+					if len(cfg.Replicas) == 0 {
+						break
+					}
+				}
 				return nil
 			}
 			f = &cp

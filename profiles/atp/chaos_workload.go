@@ -347,11 +347,19 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 			trnd := mrand.New(mrand.NewPCG(master.Uint64(), 77))
 			var tmu sync.Mutex
 			cp.Trigger = func(ctx context.Context) error {
-				tmu.Lock()
-				tx := w.mint(trnd, atpPay, nil)
-				seed := trnd.Uint64()
-				tmu.Unlock()
-				w.drive(ctx, tx, mrand.New(mrand.NewPCG(seed, 78)))
+				// Over replicas the deliveries go round them, and the
+				// failpoint is the first one's: drive until it fired (ctx
+				// ends then, or at its bound).
+				for ctx.Err() == nil {
+					tmu.Lock()
+					tx := w.mint(trnd, atpPay, nil)
+					seed := trnd.Uint64()
+					tmu.Unlock()
+					w.drive(ctx, tx, mrand.New(mrand.NewPCG(seed, 78)))
+					if len(cfg.Replicas) == 0 {
+						break
+					}
+				}
 				return nil
 			}
 			f = &cp
