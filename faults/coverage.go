@@ -31,7 +31,11 @@ type Coverage struct {
 	Injected  int    `json:"injected"`
 	Errors    int    `json:"errors"`
 	NoEffect  int    `json:"no_effect,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	// Late counts the injections that started after the planned end of the
+	// load, the steps before them having overrun (RunLoad): the load ran
+	// on while they were held.
+	Late   int    `json:"late,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // OK reports whether the run went through the fault at least once.
@@ -49,6 +53,9 @@ func (c Coverage) String() string {
 	}
 	if c.Scheduled > c.Injected+c.Errors+c.NoEffect {
 		s += fmt.Sprintf(", %d scheduled", c.Scheduled)
+	}
+	if c.Late > 0 {
+		s += fmt.Sprintf(" (%d begun after the load's planned end: earlier steps overran, the load ran on)", c.Late)
 	}
 	if !c.OK() {
 		s += ": " + strings.ToUpper(string(c.Status))
@@ -88,6 +95,9 @@ func Cover(names []string, unavailable map[string]string, schedule []Planned, ti
 				c.NoEffect++
 			default:
 				c.Injected++
+				if in.Params[ParamLate] != "" {
+					c.Late++
+				}
 			}
 		}
 		why, isUnavailable := unavailable[name]
@@ -101,7 +111,7 @@ func Cover(names []string, unavailable map[string]string, schedule []Planned, ti
 		case c.NoEffect > 0:
 			c.Status, c.Reason = StatusNoEffect, fmt.Sprintf("armed %d time(s), never took effect", c.NoEffect)
 		case c.Scheduled > 0:
-			c.Status, c.Reason = StatusNotRun, "scheduled, but the run ended before its step started (earlier steps overran)"
+			c.Status, c.Reason = StatusNotRun, fmt.Sprintf("scheduled, but the run ended before its step started (earlier steps overran its start past the %s a fault's first step may start after the load's planned end, or the run was stopped)", LateStart)
 		default:
 			c.Status, c.Reason = StatusNotDrawn, "the schedule had no room for it: the run is too short for every requested fault (raise --duration)"
 		}

@@ -89,9 +89,21 @@ func (f *Failpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration)
 // failpoint has not fired by then, to drive the target to the armed point
 // (e.g. POST /admin/cleanup for a failpoint inside the cleanup pass, which
 // traffic alone reaches only every few minutes; a write for one after a
-// commit, when the workload happens to be idle). Params "triggered" says
-// whether it was called. Its error is expected when the failpoint ends the
-// process mid-request and is not the injection's: whether it fired is.
+// commit, when the workload happens to be idle). The hold lasts until the
+// trigger returned, however long its drive takes on a loaded machine
+// (bounded by FailpointTriggerTimeout): whether the failpoint is reached
+// rests on the drive, not on how fast it went. Its context ends as soon as
+// the failpoint fired (the process exited), so a trigger may drive until
+// then. Params "triggered" says whether it was called. Its error is
+// expected when the failpoint ends the process mid-request and is not the
+// injection's: whether it fired is.
+//
+// A process that exits while the failpoint is armed, on its own, fired it,
+// even when its exit is seen only as the failpoint is disarmed (the disarm
+// then finds no one listening): the process is restarted, and the disarm's
+// failure is not the injection's. A process the harness itself ended
+// meanwhile took its failpoints with it: the injection took no effect
+// ("fired" false, Params "cleared" says why), and is no failure either.
 type RemoteFailpoint struct {
 	Addr    string // 127.0.0.1:port of the child's GO_FAILPOINTS_HTTP
 	Path    string
@@ -124,10 +136,14 @@ func (f *RemoteFailpoint) Available() error {
 	return nil
 }
 
-// Inject arms the failpoint, holds it for d or until the process exits,
-// disarms it if the process still runs, and restarts the process if it does
-// not. The restart happens even when ctx is done, bounded by
-// ProcessStartTimeout.
+// FailpointTriggerTimeout bounds a RemoteFailpoint's Trigger, from the
+// moment it is called.
+const FailpointTriggerTimeout = 15 * time.Second
+
+// Inject arms the failpoint, holds it for d (and past it until its
+// Trigger returned) or until the process exits, disarms it if the process
+// still runs, and restarts the process if the failpoint ended it. The
+// restart happens even when ctx is done, bounded by ProcessStartTimeout.
 func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (Injection, error) {
 	in := Injection{Fault: f.Name(), Kind: f.Kind(), Params: map[string]string{"path": f.Path, "term": f.Term, "addr": f.Addr}}
 	fail := func(err error) (Injection, error) {
@@ -141,7 +157,7 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 	if err := f.Available(); err != nil {
 		return fail(err)
 	}
-	var exited <-chan struct{}
+	var exited <-chan struct{} // nil without a Process: never ready
 	if f.Process != nil {
 		exited = f.Process.Exited()
 	}
@@ -150,10 +166,8 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 	}
 	in.Start = time.Now()
 	trigDone := make(chan struct{})
-	tctx, stopTrigger := context.WithTimeout(ctx, max(d, time.Second))
-	defer stopTrigger()
+	triggered := false // written before trigDone closes
 	if f.Trigger != nil {
-		in.Params["triggered"] = "false"
 		go func() {
 			defer close(trigDone)
 			half := time.NewTimer(d / 2)
@@ -162,10 +176,19 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 			case <-half.C:
 			case <-exited: // fired on its own
 				return
-			case <-tctx.Done():
+			case <-ctx.Done():
 				return
 			}
-			in.Params["triggered"] = "true"
+			triggered = true
+			tctx, stop := context.WithTimeout(ctx, FailpointTriggerTimeout)
+			defer stop()
+			go func() { // the drive ends once the failpoint fired
+				select {
+				case <-exited:
+					stop()
+				case <-tctx.Done():
+				}
+			}()
 			f.Trigger(tctx)
 		}()
 	} else {
@@ -173,33 +196,66 @@ func (f *RemoteFailpoint) Inject(ctx context.Context, rnd *rand.Rand, d time.Dur
 	}
 	t := time.NewTimer(max(d, 0))
 	var herr error
-	fired := false
 	select {
 	case <-t.C:
-	case <-exited: // nil without a Process: never ready
-		fired = true
+		// The hold is over; a trigger under way is waited for: it is
+		// the drive to the armed point.
+		select {
+		case <-trigDone:
+		case <-exited:
+		case <-ctx.Done():
+			herr = ctx.Err()
+		}
+	case <-exited:
 	case <-ctx.Done():
 		herr = ctx.Err()
 	}
 	t.Stop()
-	stopTrigger()
-	<-trigDone // returns once its context is cancelled
-	if !fired && exited != nil {
+	<-trigDone // bounded: the trigger's context ends with ctx, or FailpointTriggerTimeout after it started
+	if f.Trigger != nil {
+		in.Params["triggered"] = fmt.Sprint(triggered)
+	}
+	isDone := func(c <-chan struct{}) bool {
 		select {
-		case <-exited:
-			fired = true
+		case <-c:
+			return true
 		default:
+			return false
+		}
+	}
+	var errs []error
+	gone := isDone(exited)
+	if !gone {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := failpointHTTP(dctx, http.MethodDelete, f.Addr, f.Path, "")
+		cancel()
+		if err != nil && exited != nil {
+			// No one listening may be a process on its way out: one that
+			// reached the failpoint as the hold ended is gone from the
+			// network a moment before it is reaped.
+			w := time.NewTimer(processExitTimeout)
+			select {
+			case <-exited:
+			case <-w.C:
+			}
+			w.Stop()
+		}
+		gone = isDone(exited)
+		if err != nil && !gone {
+			errs = append(errs, fmt.Errorf("%s: disable: %w", f.Name(), err))
+		}
+	}
+	fired := false
+	if gone {
+		// Its own exit (the failpoint's), or one the harness caused: a
+		// process ended by another fault took its failpoints with it.
+		if cause := f.Process.lastExitCause(); cause == "exited" {
+			fired = true
+		} else {
+			in.Params["cleared"] = "the process was ended by the harness (" + cause + ") while the failpoint was armed"
 		}
 	}
 	in.Params[ParamFired] = fmt.Sprint(fired)
-	var errs []error
-	if !fired {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := failpointHTTP(dctx, http.MethodDelete, f.Addr, f.Path, ""); err != nil {
-			errs = append(errs, fmt.Errorf("%s: disable: %w", f.Name(), err))
-		}
-		cancel()
-	}
 	if fired {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartTimeout)
 		if err := f.Process.Restart(rctx); err != nil {

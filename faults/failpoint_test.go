@@ -3,6 +3,9 @@ package faults
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +150,107 @@ func TestRemoteFailpoint(t *testing.T) {
 	if err := (&RemoteFailpoint{Path: "x", Term: "return"}).Available(); !errors.Is(err, ErrNotAvailable) {
 		t.Errorf("no addr: Available() = %v, want ErrNotAvailable", err)
 	}
+}
+
+// TestRemoteFailpointWaitsForItsTrigger: a trigger whose drive outlasts
+// the hold (a loaded machine) still reaches the armed point: the hold
+// lasts until the trigger returned, and the failpoint fires.
+func TestRemoteFailpointWaitsForItsTrigger(t *testing.T) {
+	ctx := testCtx(t)
+	fpAddr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, url := startHelper(t, FailpointsHTTPEnv(fpAddr))
+	f := &RemoteFailpoint{Addr: fpAddr, Path: testExitFailpoint, Term: `return("exit")`, Process: p}
+	const hold = 50 * time.Millisecond
+	f.Trigger = func(ctx context.Context) error {
+		// A slow drive: it reaches the failpoint well after the hold's end.
+		select {
+		case <-time.After(10 * hold):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		_, err := get(ctx, url+"/fp", 5*time.Second)
+		return err
+	}
+	in, err := f.Inject(ctx, nil, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Params[ParamFired] != "true" || in.Params["triggered"] != "true" || p.Starts() != 2 {
+		t.Errorf("fired %s, triggered %s, %d starts; want the slow trigger to fire it and the process restarted (%+v)",
+			in.Params[ParamFired], in.Params["triggered"], p.Starts(), in)
+	}
+}
+
+// TestRemoteFailpointFiredAsTheHoldEnds: a process that reached the
+// failpoint as the hold ended is gone when the failpoint is disarmed (no
+// one answers the disarm): it fired, the process is restarted, and the
+// disarm's failure is not the injection's.
+func TestRemoteFailpointFiredAsTheHoldEnds(t *testing.T) {
+	ctx := testCtx(t)
+	fpAddr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, url := startHelper(t, FailpointsHTTPEnv(fpAddr))
+	// The failpoint endpoint the fault is given passes the arming on to
+	// the child's; at the disarm, a request reaches the armed point first
+	// (the child exits), and the disarm gets no answer.
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			get(r.Context(), url+"/fp", 5*time.Second) // ends the child
+			panic(http.ErrAbortHandler)
+		}
+		if err := failpointHTTP(r.Context(), r.Method, fpAddr, strings.TrimPrefix(r.URL.Path, "/"), readAll(r.Body)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
+	}))
+	defer front.Close()
+	f := &RemoteFailpoint{Addr: strings.TrimPrefix(front.URL, "http://"), Path: testExitFailpoint, Term: `return("exit")`, Process: p}
+	in, err := f.Inject(ctx, nil, 10*time.Millisecond)
+	if err != nil {
+		t.Fatalf("inject: %v (%+v)", err, in)
+	}
+	if in.Params[ParamFired] != "true" || p.Starts() != 2 {
+		t.Errorf("fired %s, %d starts; want fired and the process restarted (%+v)", in.Params[ParamFired], p.Starts(), in)
+	}
+	if b, err := get(ctx, url+"/fp", 5*time.Second); err != nil || string(b) != "survived" {
+		t.Errorf("after the injection: %q, %v", b, err)
+	}
+}
+
+// TestRemoteFailpointClearedByAKill: a process the harness ends while the
+// failpoint is armed (another fault's kill) takes its failpoints with it:
+// the injection took no effect and did not fail, and the failpoint leaves
+// the restart to whoever killed the process.
+func TestRemoteFailpointClearedByAKill(t *testing.T) {
+	ctx := testCtx(t)
+	fpAddr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, url := startHelper(t, FailpointsHTTPEnv(fpAddr))
+	f := &RemoteFailpoint{Addr: fpAddr, Path: testExitFailpoint, Term: `return("exit")`, Process: p}
+	f.Trigger = func(ctx context.Context) error { return p.Kill() } // another fault's crash
+	in, err := f.Inject(ctx, nil, 200*time.Millisecond)
+	if err != nil {
+		t.Fatalf("inject: %v (%+v)", err, in)
+	}
+	if in.Params[ParamFired] != "false" || !strings.Contains(in.Params["cleared"], "sigkill") || p.Starts() != 1 {
+		t.Errorf("fired %s, cleared %q, %d starts; want no effect, cleared by the kill, no restart (%+v)",
+			in.Params[ParamFired], in.Params["cleared"], p.Starts(), in)
+	}
+	if err := p.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := get(ctx, url+"/fp", 5*time.Second); err != nil || string(b) != "survived" {
+		t.Errorf("after the restart: %q, %v", b, err)
+	}
+}
+
+func readAll(r io.Reader) string {
+	b, _ := io.ReadAll(r)
+	return string(b)
 }

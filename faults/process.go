@@ -465,6 +465,17 @@ func (p *Process) Exits() []ProcessExit {
 	return append([]ProcessExit(nil), p.exits...)
 }
 
+// lastExitCause is the cause of the last end of the process ("exited",
+// "sigkill", "sigterm"), "" before any.
+func (p *Process) lastExitCause() string {
+	p.exitMu.Lock()
+	defer p.exitMu.Unlock()
+	if len(p.exits) == 0 {
+		return ""
+	}
+	return p.exits[len(p.exits)-1].Cause
+}
+
 func exitText(err error) string {
 	if err == nil {
 		return "exit status 0"

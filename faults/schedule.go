@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -129,42 +130,156 @@ func between(rnd *rand.Rand, lo, hi time.Duration) time.Duration {
 // injections joined (each is also recorded, in its Injection's Err). A step
 // naming no fault of list is recorded as a failed injection.
 func Run(ctx context.Context, schedule []Planned, list []Fault, tl *Timeline) error {
-	return RunUntil(ctx, 0, schedule, list, tl)
+	return RunLoad(ctx, 0, schedule, list, tl, nil)
 }
 
-// RunUntil is Run, except that with startBy > 0 no step starts later than
-// startBy after RunUntil's start (steps that overran push the later ones past
-// it: those are left out, and Coverage reports them as not run), and a step
-// that started holds its fault for its planned time even past startBy: ctx
-// alone cuts it short. The chaos workload stops at startBy; a fault begun
-// just before it still takes its whole effect.
+// LateStart bounds how long after the planned end of a run's load (startBy
+// of RunLoad) the first step of a requested fault still starts when the
+// steps before it overran their plan: on a loaded machine a restart (a
+// crash's, the store's, a failpoint's) can take many times its planned hold,
+// and pushes every later step along. It is the wait a restart is given
+// (ProcessStartTimeout): a fault still not begun by then has truly no room,
+// and is reported not run.
+const LateStart = ProcessStartTimeout
+
+// ParamLate is the Params key of an injection that started after the planned
+// end of the load (RunLoad): how long after, in milliseconds. The load ran on
+// while it was held.
+const ParamLate = "late_ms"
+
+// RunBound bounds a whole RunLoad of a load of d under opts, for the
+// context a caller gives it: the load, the late starts LateStart allows, and
+// the longest a step begun last can take (its hold, a trigger's drive, a
+// restart).
+func RunBound(d time.Duration, opts ScheduleOptions) time.Duration {
+	return d + LateStart + opts.WithDefaults().MaxHold + FailpointTriggerTimeout + ProcessStartTimeout
+}
+
+// RunUntil is RunLoad without a load to end: a caller that stops its load
+// at startBy by itself.
 func RunUntil(ctx context.Context, startBy time.Duration, schedule []Planned, list []Fault, tl *Timeline) error {
+	return RunLoad(ctx, startBy, schedule, list, tl, nil)
+}
+
+// RunLoad is Run for a run whose load is planned to last startBy (> 0) from
+// RunLoad's start: it says when the load ends by calling endLoad, once.
+//
+// Every requested fault gets its turn, under load: a step of a fault that
+// has not begun in this run starts even past startBy, when the steps before
+// it overran their plan (a restart on a loaded machine), as long as it is
+// not more than LateStart late; such an injection carries ParamLate. The
+// load runs on until every fault's first step ended: the late ones, and
+// the one under way at startBy if it is its fault's first. Other steps due
+// at or after startBy (their fault had its turn) are left out. A fault's
+// turn is its first step: a fault whose injection failed or took no effect
+// is not tried again after startBy.
+//
+// endLoad is called at startBy when no requested fault is still owed its
+// turn, else as soon as the last one owed ended (or could not start in
+// time, or ctx ended); never before startBy unless ctx ended. A step that
+// is not its fault's first holds its fault for its planned time even after
+// the load ended: ctx alone cuts it short. A fault left without its turn
+// is reported not run by Cover.
+func RunLoad(ctx context.Context, startBy time.Duration, schedule []Planned, list []Fault, tl *Timeline, endLoad func()) error {
+	return runLoad(ctx, startBy, LateStart, schedule, list, tl, endLoad)
+}
+
+func runLoad(ctx context.Context, startBy, late time.Duration, schedule []Planned, list []Fault, tl *Timeline, endLoad func()) error {
+	if endLoad == nil {
+		endLoad = func() {}
+	}
+	endLoad = sync.OnceFunc(endLoad)
 	byName := make(map[string]Fault, len(list))
 	for _, f := range list {
 		byName[f.Name()] = f
 	}
 	start := time.Now()
+	var mu sync.Mutex
+	next := 0                  // the first step not yet started nor left out
+	begun := map[string]bool{} // the faults a step of which started
+	first := false             // the step under way is its fault's first
+	owed := func() bool {      // a fault's first step is under way or still to come; mu held
+		if first {
+			return true
+		}
+		for _, p := range schedule[next:] {
+			if !begun[p.Fault] {
+				return true
+			}
+		}
+		return false
+	}
+	if startBy > 0 {
+		// At startBy the load ends unless a fault is owed its turn; the
+		// loop below ends it once none is.
+		t := time.AfterFunc(startBy, func() {
+			mu.Lock()
+			o := owed()
+			mu.Unlock()
+			if !o {
+				endLoad()
+			}
+		})
+		defer func() {
+			if time.Since(start) >= startBy || ctx.Err() != nil {
+				t.Stop()
+				endLoad()
+			} // else the timer ends the load at startBy: nothing is owed any more
+		}()
+	} else {
+		defer endLoad()
+	}
 	var errs []error
 	for i, p := range schedule {
 		if err := hold(ctx, time.Until(start.Add(p.At))); err != nil {
 			break
 		}
-		if startBy > 0 && time.Since(start) >= startBy {
-			break
+		params := map[string]string(nil)
+		if startBy > 0 {
+			if over := time.Since(start) - startBy; over >= 0 {
+				mu.Lock()
+				if begun[p.Fault] {
+					next = i + 1 // had its turn
+					o := owed()
+					mu.Unlock()
+					if !o {
+						break
+					}
+					continue
+				}
+				mu.Unlock()
+				if over > late {
+					break // no room left: Cover says not run
+				}
+				params = map[string]string{ParamLate: msParam(over)}
+			}
 		}
+		mu.Lock()
+		first = !begun[p.Fault]
+		begun[p.Fault], next = true, i+1
+		mu.Unlock()
 		f, ok := byName[p.Fault]
 		if !ok {
 			err := fmt.Errorf("schedule step %d: no fault %q in the list", i, p.Fault)
 			now := time.Now()
-			tl.Record(Injection{Fault: p.Fault, Start: now, End: now, Err: err.Error()})
+			tl.Record(Injection{Fault: p.Fault, Start: now, End: now, Err: err.Error(), Params: params})
 			errs = append(errs, err)
+			mu.Lock()
+			first = false
+			mu.Unlock()
 			continue
 		}
 		rnd := rand.New(rand.NewPCG(p.Seed, uint64(i)))
-		_, err := tl.Inject(ctx, rnd, f, p.For)
+		_, err := tl.inject(ctx, rnd, f, p.For, params)
+		mu.Lock()
+		first = false
+		mu.Unlock()
 		if err != nil && !(ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))) {
 			errs = append(errs, fmt.Errorf("schedule step %d (%s): %w", i, p, err))
 		}
 	}
+	mu.Lock()
+	next, first = len(schedule), false
+	mu.Unlock()
 	return errors.Join(errs...)
 }

@@ -187,32 +187,181 @@ func (f *stub) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (Inj
 	return in, err
 }
 
-// TestRunUntilStartsNothingLateAndHoldsWhatStarted: no step starts after
-// startBy; the one running at startBy holds its whole planned time.
-func TestRunUntilStartsNothingLateAndHoldsWhatStarted(t *testing.T) {
+// loadEnd records when RunLoad ended the load; done closes then.
+type loadEnd struct {
+	mu    sync.Mutex
+	at    time.Time
+	calls int
+	done  chan struct{}
+}
+
+func newLoadEnd() *loadEnd { return &loadEnd{done: make(chan struct{})} }
+
+func (l *loadEnd) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	if l.at.IsZero() {
+		l.at = time.Now()
+		close(l.done)
+	}
+}
+
+// wait waits (bounded by ctx) until the load ended.
+func (l *loadEnd) wait(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		t.Fatal("the load never ended")
+	}
+}
+
+// gate is a fault held until release closes (or ctx ends).
+type gate struct {
+	name    string
+	release <-chan struct{}
+}
+
+func (f *gate) Name() string     { return f.name }
+func (f *gate) Kind() Kind       { return KindNet }
+func (f *gate) Available() error { return nil }
+func (f *gate) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (Injection, error) {
+	in := Injection{Fault: f.name, Kind: KindNet, Start: time.Now()}
+	var err error
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+		err = ctx.Err()
+		in.Err = err.Error()
+	}
+	in.End = time.Now()
+	return in, err
+}
+
+// TestRunLoadGivesEveryFaultItsTurn: a step that overran its plan past the
+// load's planned end (a restart on a loaded machine) does not rob a fault
+// of its turn: the first step of a fault not yet begun starts late, says
+// so, and the load runs on until it ended; a step of a fault that had its
+// turn is not started late; what started holds its whole planned time.
+func TestRunLoadGivesEveryFaultItsTurn(t *testing.T) {
+	ctx := testCtx(t)
+	a, b := &stub{name: "a"}, &stub{name: "b"}
+	sched := []Planned{
+		{At: 0, For: 150 * time.Millisecond, Fault: "a"}, // overruns the load's planned end
+		{At: 50 * time.Millisecond, For: 50 * time.Millisecond, Fault: "b"},
+		{At: 60 * time.Millisecond, For: 10 * time.Millisecond, Fault: "a"}, // a had its turn
+	}
+	var tl Timeline
+	load := newLoadEnd()
+	start := time.Now()
+	if err := RunLoad(ctx, 100*time.Millisecond, sched, []Fault{a, b}, &tl, load.end); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.held) != 1 || a.held[0] < 150*time.Millisecond {
+		t.Errorf("a held %v, want its whole 150ms once", a.held)
+	}
+	if len(b.held) != 1 {
+		t.Fatalf("b held %v, want one late turn", b.held)
+	}
+	ins := tl.Injections()
+	if len(ins) != 2 || ins[0].Fault != "a" || ins[1].Fault != "b" || ins[1].Params[ParamLate] == "" {
+		t.Fatalf("injections %v: want a, then b marked late", ins)
+	}
+	if load.calls != 1 || load.at.Before(ins[1].End) || load.at.Before(start.Add(100*time.Millisecond)) {
+		t.Errorf("load ended at %v (%d calls); want once, after b's late turn ended at %v", load.at.Sub(start), load.calls, ins[1].End.Sub(start))
+	}
+	cov := Cover([]string{"a", "b"}, nil, sched, ins)
+	if !cov[0].OK() || !cov[1].OK() || cov[1].Late != 1 || !strings.Contains(cov[1].String(), "after the load's planned end") {
+		t.Errorf("coverage %+v, want both injected, b late (%s)", cov, cov[1])
+	}
+}
+
+// TestRunLoadNotRunPastLateStart: a fault whose turn would come more than
+// the late bound after the load's planned end is not started, the load
+// ends, and Cover says not run.
+func TestRunLoadNotRunPastLateStart(t *testing.T) {
 	ctx := testCtx(t)
 	a, b := &stub{name: "a"}, &stub{name: "b"}
 	sched := []Planned{
 		{At: 0, For: 150 * time.Millisecond, Fault: "a"},
-		{At: 200 * time.Millisecond, For: 50 * time.Millisecond, Fault: "b"}, // starts late: a overran into it
+		{At: 50 * time.Millisecond, For: 50 * time.Millisecond, Fault: "b"},
 	}
 	var tl Timeline
-	start := time.Now()
-	if err := RunUntil(ctx, 100*time.Millisecond, sched, []Fault{a, b}, &tl); err != nil {
+	load := newLoadEnd()
+	if err := runLoad(ctx, 100*time.Millisecond, 0, sched, []Fault{a, b}, &tl, load.end); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("RunUntil took %s", took)
-	}
-	if len(a.held) != 1 || a.held[0] < 150*time.Millisecond {
-		t.Errorf("a held %v, want its whole 150ms", a.held)
-	}
-	// b was due at 200 ms, after startBy: never started.
-	if len(b.held) != 0 {
-		t.Errorf("b started after startBy: %v", b.held)
+	if len(b.held) != 0 || load.calls != 1 {
+		t.Errorf("b held %v, load ended %d times; want b not started, the load ended once", b.held, load.calls)
 	}
 	cov := Cover([]string{"a", "b"}, nil, sched, tl.Injections())
-	if cov[0].Status != StatusInjected || cov[1].Status != StatusNotRun {
+	if cov[0].Status != StatusInjected || cov[1].Status != StatusNotRun || !strings.Contains(cov[1].Reason, "overran") {
 		t.Errorf("coverage %+v, want a injected and b not run", cov)
 	}
+}
+
+// TestRunLoadEndsTheLoadAtItsPlannedEnd: a schedule done early does not
+// end the load early, and one with nothing owed ends it at startBy while
+// the step under way still holds its planned time.
+func TestRunLoadEndsTheLoadAtItsPlannedEnd(t *testing.T) {
+	ctx := testCtx(t)
+	a := &stub{name: "a"}
+	var tl Timeline
+	load := newLoadEnd()
+	start := time.Now()
+	if err := RunLoad(ctx, 200*time.Millisecond, []Planned{{At: 0, For: 10 * time.Millisecond, Fault: "a"}}, []Fault{a}, &tl, load.end); err != nil {
+		t.Fatal(err)
+	}
+	load.wait(t, ctx)
+	if load.calls != 1 || load.at.Before(start.Add(200*time.Millisecond)) {
+		t.Errorf("load ended after %v (%d calls), want once, not before 200ms", load.at.Sub(start), load.calls)
+	}
+
+	// A fault's first step under way at startBy: the load runs on until
+	// it ended.
+	load1 := newLoadEnd()
+	var tl1 Timeline
+	if err := RunLoad(ctx, 100*time.Millisecond, []Planned{{At: 0, For: 150 * time.Millisecond, Fault: "a"}}, []Fault{a}, &tl1, load1.end); err != nil {
+		t.Fatal(err)
+	}
+	if ins := tl1.Injections(); len(ins) != 1 || load1.calls != 1 || load1.at.Before(ins[0].End) {
+		t.Fatalf("injections %v, load ended %d times at %v; want it ended after a's first step", ins, load1.calls, load1.at)
+	}
+
+	// A step under way at startBy that is not its fault's first, nothing
+	// owed: the load ends at startBy while the step holds on (the step is
+	// held until the load ended: were the load to wait for it, neither
+	// would end).
+	load2 := newLoadEnd()
+	g := &gate{name: "g", release: load2.done}
+	sched := []Planned{{At: 0, For: 10 * time.Millisecond, Fault: "a"}, {At: 20 * time.Millisecond, For: time.Second, Fault: "a"}}
+	var tl2 Timeline
+	if err := RunLoad(ctx, 100*time.Millisecond, sched, []Fault{&gateAfter{a: a, g: g}}, &tl2, load2.end); err != nil {
+		t.Fatal(err)
+	}
+	if ins := tl2.Injections(); len(ins) != 2 || ins[1].Err != "" || load2.calls != 1 {
+		t.Fatalf("injections %v, load ended %d times; want two steps, the second released by the load's end", ins, load2.calls)
+	}
+}
+
+// gateAfter is a's first injection, then g's.
+type gateAfter struct {
+	a    *stub
+	g    *gate
+	once sync.Once
+}
+
+func (f *gateAfter) Name() string     { return f.a.Name() }
+func (f *gateAfter) Kind() Kind       { return KindNet }
+func (f *gateAfter) Available() error { return nil }
+func (f *gateAfter) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (Injection, error) {
+	firstTime := false
+	f.once.Do(func() { firstTime = true })
+	if firstTime {
+		return f.a.Inject(ctx, rnd, d)
+	}
+	in, err := f.g.Inject(ctx, rnd, d)
+	in.Fault = f.a.Name()
+	return in, err
 }

@@ -31,7 +31,21 @@ func (t *Timeline) Record(in Injection) {
 
 // Inject runs f for d and records the injection, whatever the outcome.
 func (t *Timeline) Inject(ctx context.Context, rnd *rand.Rand, f Fault, d time.Duration) (Injection, error) {
+	return t.inject(ctx, rnd, f, d, nil)
+}
+
+// inject is Inject, the injection recorded with params added to its own.
+func (t *Timeline) inject(ctx context.Context, rnd *rand.Rand, f Fault, d time.Duration, params map[string]string) (Injection, error) {
 	in, err := f.Inject(ctx, rnd, d)
+	if len(params) > 0 {
+		in.Params = cloneParams(in.Params)
+		if in.Params == nil {
+			in.Params = map[string]string{}
+		}
+		for k, v := range params {
+			in.Params[k] = v
+		}
+	}
 	if in.Fault == "" {
 		in.Fault, in.Kind = f.Name(), f.Kind()
 	}

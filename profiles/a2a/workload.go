@@ -223,11 +223,19 @@ func (w *workload) run(ctx context.Context) (*WorkloadResult, error) {
 			trnd := mrand.New(mrand.NewPCG(master.Uint64(), 77))
 			var tmu sync.Mutex
 			cp.Trigger = func(ctx context.Context) error {
-				tmu.Lock()
-				t := w.mint(trnd, ClassIdempotent, false)
-				tmu.Unlock()
-				w.deliver(ctx, t)
-				w.receive(ctx, trnd, t.Recipient)
+				// Over replicas the calls go round them, and the failpoint
+				// is the first one's: drive until it fired (ctx ends then,
+				// or at its bound).
+				for ctx.Err() == nil {
+					tmu.Lock()
+					t := w.mint(trnd, ClassIdempotent, false)
+					tmu.Unlock()
+					w.deliver(ctx, t)
+					w.receive(ctx, trnd, t.Recipient)
+					if len(cfg.Replicas) == 0 {
+						break
+					}
+				}
 				return nil
 			}
 			f = &cp
@@ -251,17 +259,17 @@ func (w *workload) run(ctx context.Context) (*WorkloadResult, error) {
 	}
 	cfg.Logger.Info("chaos a2a: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers, "min_lease_age_ms", w.minAgeMS, "faults", len(list))
 
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
+	faultCtx, stopFaults := context.WithTimeout(ctx, faults.RunBound(cfg.Duration, cfg.ScheduleOptions))
 	defer stopFaults()
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	loadCtx, stopLoad := context.WithCancel(ctx) // ended by the schedule (faults.RunLoad): at Duration, or once every fault had its turn
 	defer stopLoad()
-	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+drainFor)
+	drainCtx, stopDrain := chaos.DrainAfter(ctx, loadCtx, drainFor)
 	defer stopDrain()
 	w.drainCtx = drainCtx
 	w.loading.Store(true)
 
 	faultsDone := make(chan error, 1)
-	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
+	go func() { faultsDone <- faults.RunLoad(faultCtx, cfg.Duration, schedule, list, &tl, stopLoad) }()
 	progDone := make(chan struct{})
 	if cfg.Progress != nil {
 		go w.progress(drainCtx, progDone)

@@ -333,11 +333,11 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 	}
 	w.start = w.rec.Start()
 
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
+	faultCtx, stopFaults := context.WithTimeout(ctx, faults.RunBound(cfg.Duration, cfg.ScheduleOptions))
 	defer stopFaults()
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	loadCtx, stopLoad := context.WithCancel(ctx) // ended by the schedule (faults.RunLoad): at Duration, or once every fault had its turn
 	defer stopLoad()
-	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+cfg.DrainTimeout)
+	drainCtx, stopDrain := chaos.DrainAfter(ctx, loadCtx, cfg.DrainTimeout)
 	defer stopDrain()
 
 	list := make([]faults.Fault, 0, len(cfg.Faults))
@@ -347,11 +347,19 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 			trnd := mrand.New(mrand.NewPCG(master.Uint64(), 77))
 			var tmu sync.Mutex
 			cp.Trigger = func(ctx context.Context) error {
-				tmu.Lock()
-				tx := w.mint(trnd, atpPay, nil)
-				seed := trnd.Uint64()
-				tmu.Unlock()
-				w.drive(ctx, tx, mrand.New(mrand.NewPCG(seed, 78)))
+				// Over replicas the deliveries go round them, and the
+				// failpoint is the first one's: drive until it fired (ctx
+				// ends then, or at its bound).
+				for ctx.Err() == nil {
+					tmu.Lock()
+					tx := w.mint(trnd, atpPay, nil)
+					seed := trnd.Uint64()
+					tmu.Unlock()
+					w.drive(ctx, tx, mrand.New(mrand.NewPCG(seed, 78)))
+					if len(cfg.Replicas) == 0 {
+						break
+					}
+				}
 				return nil
 			}
 			f = &cp
@@ -369,7 +377,7 @@ func (w *atpWorkload) run(ctx context.Context) (*ATPResult, error) {
 		"faults", len(list), "schedule", len(schedule), "reconcile_interval", w.interval, "action_dedup", w.dedup)
 
 	faultsDone := make(chan error, 1)
-	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
+	go func() { faultsDone <- faults.RunLoad(faultCtx, cfg.Duration, schedule, list, &tl, stopLoad) }()
 	progDone := make(chan struct{})
 	if cfg.Progress != nil {
 		go w.progress(drainCtx, progDone)

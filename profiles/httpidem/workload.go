@@ -232,11 +232,11 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	cfg.Logger.Info("chaos http-idempotency: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"variant", w.ep.Variant, "callers", len(w.callers), "key_window", w.window, "faults", len(list), "schedule", len(schedule))
 
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
+	faultCtx, stopFaults := context.WithTimeout(ctx, faults.RunBound(cfg.Duration, cfg.ScheduleOptions))
 	defer stopFaults()
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	loadCtx, stopLoad := context.WithCancel(ctx) // ended by the schedule (faults.RunLoad): at Duration, or once every fault had its turn
 	defer stopLoad()
-	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+cfg.DrainTimeout)
+	drainCtx, stopDrain := chaos.DrainAfter(ctx, loadCtx, cfg.DrainTimeout)
 	defer stopDrain()
 	w.drainCtx = drainCtx
 
@@ -254,7 +254,7 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	}
 
 	faultsDone := make(chan error, 1)
-	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
+	go func() { faultsDone <- faults.RunLoad(faultCtx, cfg.Duration, schedule, list, &tl, stopLoad) }()
 	progDone := make(chan struct{})
 	if cfg.Progress != nil {
 		go w.progress(drainCtx, progDone)

@@ -415,15 +415,15 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 	cfg.Logger.Info("chaos ids: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"faults", len(list), "schedule", len(schedule), "commands", res.Commands)
 
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
+	faultCtx, stopFaults := context.WithTimeout(ctx, faults.RunBound(cfg.Duration, cfg.ScheduleOptions))
 	defer stopFaults()
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	loadCtx, stopLoad := context.WithCancel(ctx) // ended by the schedule (faults.RunLoad): at Duration, or once every fault had its turn
 	defer stopLoad()
-	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+cfg.DrainTimeout)
+	drainCtx, stopDrain := chaos.DrainAfter(ctx, loadCtx, cfg.DrainTimeout)
 	defer stopDrain()
 
 	faultsDone := make(chan error, 1)
-	go func() { faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl) }()
+	go func() { faultsDone <- faults.RunLoad(faultCtx, cfg.Duration, schedule, list, &tl, stopLoad) }()
 	progDone := make(chan struct{})
 	if cfg.Progress != nil {
 		go w.progress(drainCtx, progDone)

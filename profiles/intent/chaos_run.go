@@ -209,21 +209,22 @@ func (w *workload) run(ctx context.Context) (*ChaosResult, error) {
 	cfg.Logger.Info("chaos: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"faults", len(list), "schedule", len(schedule), "namespace", cfg.Namespace)
 
-	// No fault starts after Duration; one that started before holds its
+	// No fault starts after Duration but one still owed its turn (then the
+	// load runs on, bounded: faults.RunLoad); one that started holds its
 	// planned time (at most MaxHold), and a crash's restart is bounded by
 	// its own timeout: faultCtx only guards against a hang.
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration+cfg.ScheduleOptions.WithDefaults().MaxHold+faults.ProcessStartTimeout)
+	faultCtx, stopFaults := context.WithTimeout(ctx, faults.RunBound(cfg.Duration, cfg.ScheduleOptions))
 	defer stopFaults()
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	loadCtx, stopLoad := context.WithCancel(ctx) // ended by the schedule (faults.RunLoad): at Duration, or once every fault had its turn
 	defer stopLoad()
-	drainCtx, stopDrain := context.WithTimeout(ctx, cfg.Duration+cfg.DrainTimeout)
+	drainCtx, stopDrain := chaos.DrainAfter(ctx, loadCtx, cfg.DrainTimeout)
 	defer stopDrain()
 
 	var wg sync.WaitGroup
 	// The fault schedule: one fault at a time.
 	faultsDone := make(chan error, 1)
 	go func() {
-		faultsDone <- faults.RunUntil(faultCtx, cfg.Duration, schedule, list, &tl)
+		faultsDone <- faults.RunLoad(faultCtx, cfg.Duration, schedule, list, &tl, stopLoad)
 	}()
 	// Progress.
 	progDone := make(chan struct{})

@@ -48,12 +48,12 @@ func runChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult,
 	}
 	start := rec.Start()
 	var tl faults.Timeline
-	faultCtx, stopFaults := context.WithTimeout(ctx, c.Duration+faults.ScheduleOptions{}.WithDefaults().MaxHold)
+	faultCtx, stopFaults := context.WithTimeout(ctx, faults.RunBound(c.Duration, faults.ScheduleOptions{}))
 	defer stopFaults()
-	loadCtx, stopLoad := context.WithTimeout(ctx, c.Duration)
+	loadCtx, stopLoad := context.WithCancel(ctx) // ended by the schedule (faults.RunLoad)
 	defer stopLoad()
 	faultsDone := make(chan error, 1)
-	go func() { faultsDone <- faults.RunUntil(faultCtx, c.Duration, schedule, list, &tl) }()
+	go func() { faultsDone <- faults.RunLoad(faultCtx, c.Duration, schedule, list, &tl, stopLoad) }()
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Second

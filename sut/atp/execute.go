@@ -81,7 +81,7 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	stop := s.keep(req.claim, o.row.intentID, o.row.key)
-	x, ok := s.charge(ctx, o.row, createKey(o.row))
+	x, ok := s.charge(ctx, o.row, createKey(o.row), req.claim)
 	stop()
 	s.unlease(ctx, req.claim, o.row.intentID, o.row.key)
 	if !ok {
@@ -158,7 +158,7 @@ func (s *Server) reserve(tx *sql.Tx, req *execRequest) (execOutcome, error) {
 // intent (Idempotency-Key idem), commits its id in the row, confirms it,
 // and commits the outcome. It returns the row as committed, or false when
 // the rail's answer is unknown (the row stays executing).
-func (s *Server) charge(ctx context.Context, x *row, idem string) (*row, bool) {
+func (s *Server) charge(ctx context.Context, x *row, idem, claim string) (*row, bool) {
 	pi, err := s.rail.create(ctx, x, idem)
 	if err != nil {
 		s.log.Debug("rail create", "intent_id", x.intentID, "err", err)
@@ -173,7 +173,7 @@ func (s *Server) charge(ctx context.Context, x *row, idem string) (*row, bool) {
 		s.log.Debug("rail confirm", "intent_id", x.intentID, "pi", pi.ID, "err", err)
 		if s.mutant == MutantGuessOnRailLoss {
 			// The bug: no answer is taken for a refusal.
-			y, err := s.finish(ctx, x, stateCompensated, "rail_unavailable", "", "execute")
+			y, err := s.finish(ctx, x, stateCompensated, "rail_unavailable", "", "execute", claim)
 			return y, err == nil
 		}
 		return nil, false
@@ -181,7 +181,7 @@ func (s *Server) charge(ctx context.Context, x *row, idem string) (*row, bool) {
 	if res.ID == "" {
 		res.ID = pi.ID
 	}
-	return s.resolve(ctx, x, res, "execute")
+	return s.resolve(ctx, x, res, "execute", claim)
 }
 
 // setPI commits the id of x's payment intent, before it is confirmed (the
@@ -204,6 +204,19 @@ func (s *Server) newClaim() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return s.replica + "/" + hex.EncodeToString(b[:])
+}
+
+// sweepClaimMark marks the claims of a sweep: "ReplicaID/sweep-" and 16
+// random hex digits. A sweep may cancel the payment intent of a row it
+// holds (refunding a charge that won the race): while one holds a row, a
+// callback does not resolve it (see finish).
+const sweepClaimMark = "/sweep-"
+
+// newSweepClaim names one claim of this replica's sweep.
+func (s *Server) newSweepClaim() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return s.replica + sweepClaimMark + hex.EncodeToString(b[:])
 }
 
 // lease claims the row x (claim) for s.leaseFor: no sweep, of any
@@ -275,7 +288,7 @@ func (s *Server) executeUnreserved(ctx context.Context, w http.ResponseWriter, r
 		return true, err
 	}
 	x.state, x.updatedAt = stateExecuting, at
-	y, ok := s.charge(ctx, x, "")
+	y, ok := s.charge(ctx, x, "", "")
 	if !ok {
 		y = x
 	}

@@ -89,6 +89,7 @@ func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
+	waitSwept(t, srv)
 	e := &testEnv{t: t, srv: srv, ts: httptest.NewServer(srv.Handler()), rail: rail, railTS: railTS, clock: clock, cfg: cfg,
 		hc:    &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second},
 		agent: ed25519.NewKeyFromSeed(agentSeed)}
@@ -105,6 +106,18 @@ func newEnv(t testing.TB, mutant string, mod ...func(*Config)) *testEnv {
 		t.Fatalf("register: %s", r)
 	}
 	return e
+}
+
+// waitSwept waits (bounded) until the sweep srv runs at Open is done: a
+// row the test leaves open afterwards is the test's to resolve (a sweep
+// late on a loaded machine would otherwise resolve it behind its back).
+func waitSwept(t testing.TB, srv *Server) {
+	t.Helper()
+	select {
+	case <-srv.swept:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sweep at Open did not end within 30s")
+	}
 }
 
 type resp struct {

@@ -47,6 +47,7 @@ func (e *testEnv) replica(t testing.TB, id, mutant string, mod ...func(*Config))
 	if err != nil {
 		t.Fatalf("open replica %s: %v", id, err)
 	}
+	waitSwept(t, srv)
 	r := *e
 	r.t, r.srv, r.ts, r.cfg = t, srv, httptest.NewServer(srv.Handler()), cfg
 	t.Cleanup(func() { e.rail.Release(); r.ts.Close(); srv.Close() })
@@ -209,6 +210,62 @@ func TestReplicasShareStore(t *testing.T) {
 		if x, _ := a2.srv.readRow(context.Background(), "int_10", k10); x == nil || x.state != stateExecuting {
 			t.Fatalf("the restarted r1 took the row r10 holds: %s", stateOf(x))
 		}
+	})
+	t.Run("the replica that took a claim over decides the row", func(t *testing.T) {
+		// r1 charges the row; its claim goes (as when its renewals are
+		// late on a loaded machine, or it is cut from the store) and r2's
+		// sweep takes the row over: it finds the payment intent not yet
+		// confirmed and cancels it. r1's confirm charges first (and the
+		// rail's callback tells r1), then r2's cancel refunds that charge:
+		// the row must end as the rail says (compensated, nothing charged),
+		// never settled by r1 or the callback while r2 holds it.
+		a := newPGEnv(t, "")
+		b := a.replica(t, "r2", "")
+		k := key("takeover")
+		a.authorize(k, a.intent("int_t"))
+		a.rail.HoldConfirms()
+		done := make(chan resp, 1)
+		go func() { done <- a.execute(k, "int_t") }()
+		if a.rail.WaitConfirms(1, 10*time.Second) != 1 {
+			t.Fatal("r1's confirm never arrived")
+		}
+		db, err := sql.Open("pgx", a.cfg.Store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`UPDATE transactions SET lease_until = 0 WHERE intent_id = 'int_t'`); err != nil {
+			t.Fatal(err)
+		}
+		a.rail.HoldCancels()
+		defer a.rail.ReleaseCancels()
+		swept := make(chan error, 1)
+		go func() { swept <- b.srv.ReconcileNow(context.Background()) }()
+		if a.rail.WaitCancels(1, 10*time.Second) != 1 {
+			t.Fatal("r2's sweep did not cancel the payment intent it found unconfirmed")
+		}
+		// r1's confirm charges, the rail's callback reaches r1, and r1
+		// answers.
+		a.rail.SetCallback(a.ts.URL)
+		a.rail.Release()
+		r1 := <-done
+		a.rail.WaitCallbacks()
+		if r1.status == 200 && r1.tx(t).State == stateSettled {
+			t.Fatalf("r1 settled a row r2 had taken over: %s", r1)
+		}
+		if x, _ := a.srv.readRow(context.Background(), "int_t", k); x == nil || x.state != stateExecuting {
+			t.Fatalf("the row is %s while r2's sweep holds it: only r2 resolves it", stateOf(x))
+		}
+		// r2's cancel refunds the charge that won.
+		a.rail.ReleaseCancels()
+		if err := <-swept; err != nil {
+			t.Fatalf("r2's sweep: %v", err)
+		}
+		x, _ := b.srv.readRow(context.Background(), "int_t", k)
+		if x == nil || x.state != stateCompensated || a.rail.Charges("int_t") != 0 {
+			t.Fatalf("the row ended %s with %d net charges: want compensated, as the rail says", stateOf(x), a.rail.Charges("int_t"))
+		}
+		monotonic(t, states(t, a.cfg.Store, "int_t", k))
 	})
 	t.Run("a receipt of another replica's key verifies", func(t *testing.T) {
 		a := newPGEnv(t, "", func(c *Config) { c.Seed = 1 })

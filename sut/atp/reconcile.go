@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,7 +16,7 @@ import (
 // → settled; declined or canceled → compensated (nothing was charged);
 // refunded → compensated (charged and refunded). Any other status leaves
 // the row executing (false).
-func (s *Server) resolve(ctx context.Context, x *row, pi railPI, source string) (*row, bool) {
+func (s *Server) resolve(ctx context.Context, x *row, pi railPI, source, claim string) (*row, bool) {
 	switch pi.Status {
 	case railSucceeded, railDeclined, railCanceled, railRefunded:
 	default:
@@ -28,11 +29,11 @@ func (s *Server) resolve(ctx context.Context, x *row, pi railPI, source string) 
 	var err error
 	switch pi.Status {
 	case railSucceeded:
-		y, err = s.finish(ctx, x, stateSettled, "", pi.ID, source)
+		y, err = s.finish(ctx, x, stateSettled, "", pi.ID, source, claim)
 	case railRefunded:
-		y, err = s.finish(ctx, x, stateCompensated, railRefunded, pi.ID, source)
+		y, err = s.finish(ctx, x, stateCompensated, railRefunded, pi.ID, source, claim)
 	default:
-		y, err = s.finish(ctx, x, stateCompensated, pi.Status, "", source)
+		y, err = s.finish(ctx, x, stateCompensated, pi.Status, "", source, claim)
 	}
 	if err != nil {
 		s.log.Error("commit outcome", "intent_id", x.intentID, "err", err)
@@ -46,7 +47,16 @@ func (s *Server) resolve(ctx context.Context, x *row, pi railPI, source string) 
 // its receipt, issued once: when the row was resolved meanwhile (by the
 // request, the callback or the sweep), the stored row is kept and
 // returned.
-func (s *Server) finish(ctx context.Context, x *row, to, reason, pi, source string) (*row, error) {
+//
+// Only the holder of the row's claim resolves it (claim: an execute's or a
+// sweep's), and a resolution without a claim (a callback's, which read the
+// rail's answer back) only a row no sweep holds, live or lapsed: when
+// another took the row over (a claim lapses when its holder is cut from
+// the store or starved), the open row is returned unchanged and its holder
+// resolves it. So whatever the timing, a sweep that canceled the payment
+// intent, refunding a charge that won the race, is never overtaken by the
+// settlement of the charge it refunded.
+func (s *Server) finish(ctx context.Context, x *row, to, reason, pi, source, claim string) (*row, error) {
 	now := s.clock()
 	var receipt []byte
 	var err error
@@ -71,6 +81,14 @@ func (s *Server) finish(ctx context.Context, x *row, to, reason, pi, source stri
 		if !cur.open() {
 			return cur, nil
 		}
+		var owner string
+		var until int64
+		if err := tx.Stmt(s.st.getClaim).QueryRow(x.intentID, x.key).Scan(&owner, &until); err != nil {
+			return nil, err
+		}
+		if (claim != "" && owner != claim) || (claim == "" && until != 0 && strings.Contains(owner, sweepClaimMark)) {
+			return cur, nil // another holds the row: it resolves it
+		}
 		if to == stateSettled {
 			// executed: the rail charged; settled: the receipt is issued.
 			// One operation: the row is never seen executed.
@@ -94,6 +112,7 @@ func (s *Server) finish(ctx context.Context, x *row, to, reason, pi, source stri
 func (s *Server) sweepLoop() {
 	defer s.bg.Done()
 	s.sweep(s.ctx)
+	close(s.swept)
 	t := time.NewTicker(s.sweepEvery)
 	defer t.Stop()
 	for {
@@ -125,7 +144,7 @@ const sweepWorkers = 4
 func (s *Server) sweep(ctx context.Context) error {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
-	now, claim := time.Now(), s.newClaim()
+	now, claim := time.Now(), s.newSweepClaim()
 	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
 		rows, err := tx.Stmt(s.st.claim).Query(claim, now.Add(s.leaseFor).UnixNano(), now.UnixNano())
 		if err != nil {
@@ -164,7 +183,7 @@ func (s *Server) sweep(ctx context.Context) error {
 			x, err := scanRow(s.st.rGetRow.QueryRowContext(ctx, k[0], k[1]))
 			if err == nil && x != nil && x.open() {
 				stop := s.keep(claim, k[0], k[1])
-				err = s.reconcileRow(ctx, x)
+				err = s.reconcileRow(ctx, x, claim)
 				stop()
 			}
 			if err != nil {
@@ -185,7 +204,7 @@ func (s *Server) sweep(ctx context.Context) error {
 // was never confirmed is canceled (a confirm racing it then charges
 // nothing, or a charge that won is refunded) and the row compensated; the
 // server does not confirm for the agent what it did not see confirmed.
-func (s *Server) reconcileRow(ctx context.Context, x *row) error {
+func (s *Server) reconcileRow(ctx context.Context, x *row, claim string) error {
 	var pi railPI
 	var err error
 	if !x.railPI.Valid {
@@ -215,7 +234,7 @@ func (s *Server) reconcileRow(ctx context.Context, x *row) error {
 	if pi.ID == "" {
 		pi.ID = id
 	}
-	if _, ok := s.resolve(ctx, x, pi, "sweep"); !ok {
+	if _, ok := s.resolve(ctx, x, pi, "sweep", claim); !ok {
 		return fmt.Errorf("%w: payment intent %s is %q", errRail, id, pi.Status)
 	}
 	return nil
@@ -275,7 +294,7 @@ func (s *Server) postRailEvent(w http.ResponseWriter, r *http.Request) error {
 			PaymentIntent railPI `json:"payment_intent"`
 		}
 		if json.Unmarshal(b, &said) == nil {
-			if y, ok := s.resolve(ctx, x, said.PaymentIntent, "callback"); ok {
+			if y, ok := s.resolve(ctx, x, said.PaymentIntent, "callback", ""); ok && !y.open() {
 				writeJSON(w, 200, eventAnswer{Received: true, Resolved: true, State: y.state})
 				return nil
 			}
@@ -290,8 +309,10 @@ func (s *Server) postRailEvent(w http.ResponseWriter, r *http.Request) error {
 	if pi.ID == "" {
 		pi.ID = ev.PaymentIntent.ID
 	}
-	y, ok := s.resolve(ctx, x, pi, "callback")
-	if !ok {
+	y, ok := s.resolve(ctx, x, pi, "callback", "")
+	if !ok || y.open() {
+		// Not resolved: the rail's answer was not final, or a sweep holds
+		// the row: it resolves it.
 		writeJSON(w, 202, eventAnswer{Received: true, State: x.state})
 		return nil
 	}

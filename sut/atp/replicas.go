@@ -132,7 +132,7 @@ func (s *Server) reserveOver(ctx context.Context, x *row, req *execRequest) erro
 // only one) and answers the row as committed.
 func (s *Server) chargeOwn(ctx context.Context, w http.ResponseWriter, x *row, claim string) error {
 	stop := s.keep(claim, x.intentID, x.key)
-	y, ok := s.charge(ctx, x, "")
+	y, ok := s.charge(ctx, x, "", claim)
 	stop()
 	s.unlease(ctx, claim, x.intentID, x.key)
 	if ok {

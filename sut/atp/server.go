@@ -162,9 +162,13 @@ type Server struct {
 	rs replicaState // the replica mutants'
 
 	sweepMu sync.Mutex // one sweep of this process at a time (the rows are claimed in the store)
-	ctx     context.Context
-	cancel  context.CancelFunc
-	bg      sync.WaitGroup
+	// swept closes once the sweep Open starts has run (at once under the
+	// no-reconciliation mutant): what a test sets up after it is not
+	// resolved by it behind the test's back.
+	swept  chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -289,9 +293,12 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		return nil, fmt.Errorf("atp: open: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.swept = make(chan struct{})
 	if s.mutant != MutantNoReconciliation {
 		s.bg.Add(1)
 		go s.sweepLoop()
+	} else {
+		close(s.swept)
 	}
 	log.Info("atp reference server open", "db", c.DBPath, "store", pgstore.Redacted(c.Store), "replica", c.ReplicaID, "rail", c.RailURL, "time_scale", s.scale, "mutant", s.mutant,
 		"nonce_same_key", reading, "kid", s.site.kid)

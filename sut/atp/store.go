@@ -145,14 +145,14 @@ type stmts struct {
 	getNonce, insertNonce, insertNonceOrIgnore                          *sql.Stmt
 	getDedup, putDedup, settledOf                                       *sql.Stmt
 	getAgent, insertAgent                                               *sql.Stmt
-	lease, renew, unlease, unleaseOwn, claim                            *sql.Stmt
+	lease, renew, unlease, unleaseOwn, claim, getClaim                  *sql.Stmt
 	rGetRow, rGetRowByKey, rByPI, rAgent, rCharged                      *sql.Stmt
 }
 
 func (st *stmts) all() []**sql.Stmt {
 	return []**sql.Stmt{&st.getRow, &st.getRowByKey, &st.insertRow, &st.rewriteRow, &st.advance, &st.regress, &st.setPI,
 		&st.history1, &st.history2, &st.getNonce, &st.insertNonce, &st.insertNonceOrIgnore, &st.getDedup, &st.putDedup,
-		&st.settledOf, &st.getAgent, &st.insertAgent, &st.lease, &st.renew, &st.unlease, &st.unleaseOwn, &st.claim, &st.rGetRow,
+		&st.settledOf, &st.getAgent, &st.insertAgent, &st.lease, &st.renew, &st.unlease, &st.unleaseOwn, &st.claim, &st.getClaim, &st.rGetRow,
 		&st.rGetRowByKey, &st.rByPI, &st.rAgent, &st.rCharged}
 }
 
@@ -235,6 +235,8 @@ func (st *stmts) prepare(ctx context.Context, w, r *sql.DB, dialect string) erro
 		// lapsed), at most 256.
 		{w, &st.claim, "claim", `UPDATE transactions SET owner = ?, lease_until = ? WHERE rowid IN (SELECT rowid FROM transactions
  WHERE state IN ('executing', 'executed') AND lease_until < ? ORDER BY intent_id LIMIT 256) RETURNING intent_id, idempotency_key`},
+		// Who holds the row, read where its outcome is committed.
+		{w, &st.getClaim, "getClaim", `SELECT owner, lease_until FROM transactions WHERE intent_id = ? AND idempotency_key = ?`},
 		// The rows charged or being charged (the replica-local-cache
 		// mutant warms its cache with them).
 		{r, &st.rCharged, "rCharged", `SELECT intent_id, idempotency_key FROM transactions

@@ -3,7 +3,8 @@
 // sut/atp: Stripe-like payment intents, created (nothing charged), then
 // confirmed (charged once per payment intent), canceled (refunded when
 // charged). It counts money per intent_id and can misbehave on demand:
-// decline, lose its reply after acting, hold confirms, be unreachable.
+// decline, lose its reply after acting, hold confirms or cancels, be
+// unreachable.
 //
 // It is not the harness's rail: the server and the harness do not share
 // code, and this one exists only for the server's own tests.
@@ -52,6 +53,8 @@ type Rail struct {
 	decline     map[string]bool
 	hold        chan struct{}
 	arrived     chan string // intent_id of every confirm, as it arrives
+	holdCancel  chan struct{}
+	cancelsIn   chan string // intent_id of every cancel, as it arrives
 
 	callbackURL string
 	cbWG        sync.WaitGroup
@@ -62,7 +65,8 @@ type Rail struct {
 func New() *Rail {
 	return &Rail{pis: map[string]*PI{}, byKey: map[string]string{}, charges: map[string]int{}, refunds: map[string]int{},
 		creates: map[string]int{}, confirms: map[string]int{}, decline: map[string]bool{}, arrived: make(chan string, 4096),
-		hc: &http.Client{Timeout: 5 * time.Second}}
+		cancelsIn: make(chan string, 4096),
+		hc:        &http.Client{Timeout: 5 * time.Second}}
 }
 
 // SetDown makes the rail unreachable (every connection is closed without
@@ -96,13 +100,32 @@ func (r *Rail) Release() {
 
 // WaitConfirms waits (at most d) for n confirms to arrive; it returns how
 // many did.
-func (r *Rail) WaitConfirms(n int, d time.Duration) int {
+func (r *Rail) WaitConfirms(n int, d time.Duration) int { return waitArrivals(r.arrived, n, d) }
+
+// HoldCancels makes cancels wait (before acting) until ReleaseCancels.
+func (r *Rail) HoldCancels() { r.mu.Lock(); r.holdCancel = make(chan struct{}); r.mu.Unlock() }
+
+// ReleaseCancels lets held cancels go on.
+func (r *Rail) ReleaseCancels() {
+	r.mu.Lock()
+	if r.holdCancel != nil {
+		close(r.holdCancel)
+		r.holdCancel = nil
+	}
+	r.mu.Unlock()
+}
+
+// WaitCancels waits (at most d) for n cancels to arrive; it returns how
+// many did.
+func (r *Rail) WaitCancels(n int, d time.Duration) int { return waitArrivals(r.cancelsIn, n, d) }
+
+func waitArrivals(c <-chan string, n int, d time.Duration) int {
 	got := 0
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for got < n {
 		select {
-		case <-r.arrived:
+		case <-c:
 			got++
 		case <-t.C:
 			return got
@@ -351,6 +374,16 @@ func (r *Rail) cancel(w http.ResponseWriter, id string) {
 		return
 	}
 	r.cancels++
+	hold := r.holdCancel
+	r.mu.Unlock()
+	select {
+	case r.cancelsIn <- p.IntentID:
+	default:
+	}
+	if hold != nil {
+		<-hold
+	}
+	r.mu.Lock()
 	switch p.Status {
 	case "requires_confirmation":
 		p.Status = "canceled"
