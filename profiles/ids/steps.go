@@ -74,6 +74,7 @@ type idsWorld struct {
 	cmds      map[string]*idsCommand
 	last      *client.Response
 	storm     map[string][]*client.Response
+	followed  map[string]*stormFollow // what followStorm read of a storm with no outcome among its answers
 	evidence  map[string][]Evidence
 	status    map[string]CommandStatus
 	n         int    // fresh names drawn in this scenario
@@ -91,7 +92,7 @@ type idsWorld struct {
 func (w *idsWorld) reset() {
 	w.releaseAll()
 	*w = idsWorld{env: w.env, run: w.run, cmds: map[string]*idsCommand{}, storm: map[string][]*client.Response{},
-		evidence: map[string][]Evidence{}, status: map[string]CommandStatus{}}
+		followed: map[string]*stormFollow{}, evidence: map[string][]Evidence{}, status: map[string]CommandStatus{}}
 }
 
 func (w *idsWorld) releaseAll() {
@@ -147,6 +148,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^I send a copy of ` + q + ` with another (tenant|actor|target|args) as ` + q + `$`, Fn: w.sendCopy, Kind: features.Action},
 		{Pattern: `^another actor sends ` + q + ` again on behalf of its actor$`, Fn: w.sendOnBehalf, Kind: features.Action},
 		{Pattern: `^(\d+) clients send ` + q + ` at once$`, Fn: w.sendStorm, Kind: features.Action},
+		{Pattern: `^I follow the status URL of ` + q + ` until it reports an outcome, if no answer of the storm is one$`, Fn: w.followStorm, Kind: features.Action},
 		{Pattern: `^I send another command ` + q + ` under the key of ` + q + `$`, Fn: w.sendUnderKey, Kind: features.Action},
 		{Pattern: `^the first answer to ` + q + ` is an outcome$`, Fn: w.firstIsOutcome, Kind: features.Action, Covers: coversOutcome},
 		{Pattern: `^the first answer to ` + q + ` has private details$`, Fn: w.firstHasPrivate, Kind: features.Action},
@@ -166,7 +168,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^the sink saw no new effect for ` + q + ` since its first answer$`, Fn: w.noEffectSinceFirst, Kind: features.Check},
 		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: features.Check},
 		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: features.Check},
-		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: features.Check},
+		{Pattern: `^the storm converged on one outcome of ` + q + `: the same in every answer that is one, or at the status URL when none is$`, Fn: w.stormConverged, Kind: features.Check},
 		{Pattern: `^the last answer is a replay or a new execution, and the report says which$`, Fn: w.replayOrNew, Kind: features.Check},
 		{Pattern: `^the last answer shows none of the private details of the first answer to ` + q + `$`, Fn: w.noPrivate, Kind: features.Check},
 		{Pattern: `^a duplicate of ` + q + ` was refused$`, Fn: w.wasRefused, Kind: features.Check},
@@ -1078,10 +1080,105 @@ func (w *idsWorld) notExecuted(alias string) error {
 
 func (w *idsWorld) refusal() error { return w.notExecuted("") }
 
+// stormFollow is what followStorm read for a storm none of whose answers
+// was an outcome: the status URLs it followed, what each last reported,
+// and the bound it read them within.
+type stormFollow struct {
+	urls     []string
+	statuses []CommandStatus    // the last status read at each URL
+	lasts    []*client.Response // the last answer read at each URL
+	terminal []bool
+	reads    int
+	elapsed  time.Duration
+	bound    time.Duration
+	named    bool // the URLs are those the processing answers named (else the binding's status route)
+}
+
+// stormStatusURLs caps the distinct status URLs followStorm follows.
+const stormStatusURLs = 5
+
+// followStorm: when no answer of alias's storm is an outcome (the binding
+// lets every one be 202 processing, and past a declared
+// duplicate_rate_limit 429), the outcome is at the status URL the
+// processing answers name (IDS §IX.B "how to query"): it reads each
+// (at most stormStatusURLs) until it reports a terminal status, within the
+// scenario budget, and records what it read for stormConverged to judge.
+// With no URL named, it reads the binding's status route of the command.
+func (w *idsWorld) followStorm(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	var urls []string
+	for _, r := range w.storm[alias] {
+		if isOutcome(r) {
+			return nil // the answers show the outcome
+		}
+		if o := outcomeOf(r); o.Status == StatusProcessing && o.StatusURL != "" && !slices.Contains(urls, o.StatusURL) && len(urls) < stormStatusURLs {
+			urls = append(urls, o.StatusURL)
+		}
+	}
+	f := &stormFollow{urls: urls, named: len(urls) > 0, bound: w.env.Budget}
+	if !f.named {
+		f.urls = []string{PathCommands + "/" + url.PathEscape(c.env.CommandID) + "?" + url.Values{"tenant_id": {c.env.TenantID}}.Encode()}
+	}
+	w.followed[alias] = f
+	start := time.Now()
+	deadline := start.Add(f.bound)
+	for _, u := range f.urls {
+		st, last, reads, terminal, err := w.readUntilTerminal(ctx, u, deadline)
+		f.reads += reads
+		f.statuses, f.lasts, f.terminal = append(f.statuses, st), append(f.lasts, last), append(f.terminal, terminal)
+		if err != nil {
+			return err
+		}
+	}
+	f.elapsed = time.Since(start)
+	return nil
+}
+
+// stormTally says what a storm was answered, by status (and body status).
+func (w *idsWorld) stormTally(answers []*client.Response) string {
+	counts := map[string]int{}
+	var order []string
+	for _, r := range answers {
+		k := "no answer"
+		if r != nil {
+			k = fmt.Sprint(r.Status)
+			if st := outcomeOf(r).Status; st != "" {
+				k += " " + st
+			} else if code := outcomeOf(r).Code; code != "" {
+				k += " " + code
+			}
+		}
+		if counts[k] == 0 {
+			order = append(order, k)
+		}
+		counts[k]++
+	}
+	parts := make([]string, 0, len(order))
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%d × %s", counts[k], k))
+	}
+	s := fmt.Sprintf("%d answers: %s", len(answers), strings.Join(parts, ", "))
+	if rl := w.reg.DuplicateRateLimit; rl != nil && rl.Max > 0 {
+		s += fmt.Sprintf(" (the registry declares a duplicate_rate_limit of %d per %g s)", rl.Max, rl.WindowSeconds)
+	}
+	return s
+}
+
+// stormConverged judges §XIII's "Concurrent duplicates converge to one
+// execution" (and §VIII.A's atomicity) on the storm's answers: every
+// answer that is an outcome is the same outcome. Answers that are not
+// outcomes are answers the binding allows a duplicate (202 processing, 429
+// under the declared rate limit) and say nothing against convergence; when
+// none is an outcome, the outcome is the one the status URL reported
+// (followStorm), which must be terminal within the bound.
 func (w *idsWorld) stormConverged(alias string) error {
 	var ref *client.Response
 	outcomes := 0
-	for _, r := range w.storm[alias] {
+	answers := w.storm[alias]
+	for _, r := range answers {
 		if !isOutcome(r) {
 			continue
 		}
@@ -1096,10 +1193,36 @@ func (w *idsWorld) stormConverged(alias string) error {
 			return features.Mismatch("one outcome for every answer of the storm", why1+"; "+why2)
 		}
 	}
-	if outcomes == 0 {
-		return features.Mismatch("at least one outcome among the storm's answers", fmt.Sprintf("%d answers, none an outcome", len(w.storm[alias])))
+	tally := w.stormTally(answers)
+	if outcomes > 0 {
+		return features.Observed("one outcome among the storm's answers", fmt.Sprintf("%d outcome(s), all the same; %s", outcomes, tally))
 	}
-	return nil
+	f := w.followed[alias]
+	if f == nil {
+		return fmt.Errorf("%w: the storm of %q had no outcome and its status URL was not followed", features.ErrRunnerBug, alias)
+	}
+	where := "the status URL the processing answers name"
+	if !f.named {
+		where = "the binding's status route (no processing answer named a status URL)"
+	}
+	expected := fmt.Sprintf("an outcome among the storm's answers, or a terminal status (executed, rejected, failed or compensated) at %s within %s (read every %s)",
+		where, f.bound, statusPollEvery)
+	var refs []string
+	for i, u := range f.urls {
+		if !f.terminal[i] {
+			return features.Mismatch(expected, fmt.Sprintf("no outcome among the %s; GET %s read %d time(s) in %s, the last: %s",
+				tally, u, f.reads, f.elapsed.Round(time.Millisecond), features.Describe(f.lasts[i])))
+		}
+		if r := f.statuses[i].OutcomeRef; r != nil && !slices.Contains(refs, *r) {
+			refs = append(refs, *r)
+		}
+	}
+	if len(refs) > 1 {
+		return features.Mismatch("one outcome at every status URL the storm's answers name", fmt.Sprintf("outcome_refs %s at %s", strings.Join(refs, ", "), strings.Join(f.urls, ", ")))
+	}
+	st := f.statuses[0]
+	return features.Observed(expected, fmt.Sprintf("no outcome among the %s; GET %s reported status %s, outcome_ref %s after %d read(s) in %s",
+		tally, strings.Join(f.urls, ", "), st.Status, strOrNull(st.OutcomeRef), f.reads, f.elapsed.Round(time.Millisecond)))
 }
 
 func (w *idsWorld) replayOrNew() error {
@@ -1437,12 +1560,46 @@ func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 	})
 }
 
+// statusPollEvery is how often a status URL is read while it reports
+// the command in progress.
+const statusPollEvery = 50 * time.Millisecond
+
 // pollStatus reads a status URL until it reports a terminal status (within
 // the budget); check, when given, judges the terminal status.
 func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(CommandStatus) error) error {
+	st, last, _, terminal, err := w.readUntilTerminal(ctx, statusURL, time.Now().Add(w.env.Budget))
+	if err != nil {
+		return err
+	}
+	if !terminal {
+		if last == nil {
+			return features.Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
+		}
+		return features.Mismatch("a terminal status at "+statusURL+" within "+w.env.Budget.String(), features.Describe(last))
+	}
+	if check != nil {
+		return check(st)
+	}
+	return nil
+}
+
+// terminalStatus says whether a status of the record (IDS §VIII.B) is
+// terminal: every one the text names but in_progress (a target that says
+// "processing" there is read again).
+func terminalStatus(s string) bool {
+	return slices.Contains([]string{StatusExecuted, StatusRejected, StatusFailed, StatusCompensated}, s)
+}
+
+// readUntilTerminal reads statusURL (its path and query, on the target)
+// every statusPollEvery until it answers 200 with a terminal status, or
+// deadline passes (it reads at least once). It returns the last status
+// read, the last answer, how many reads it made and whether the status is
+// terminal; err only when the target did not answer. A URL with no path
+// is read never (last nil).
+func (w *idsWorld) readUntilTerminal(ctx context.Context, statusURL string, deadline time.Time) (st CommandStatus, last *client.Response, reads int, terminal bool, err error) {
 	p, err := url.Parse(statusURL)
 	if err != nil || p.Path == "" {
-		return features.Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
+		return st, nil, 0, false, nil
 	}
 	path := p.Path
 	if p.RawQuery != "" {
@@ -1450,25 +1607,23 @@ func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(
 	}
 	c, err := w.client()
 	if err != nil {
-		return err
+		return st, nil, 0, false, err
 	}
-	deadline := time.Now().Add(w.env.Budget)
-	var st CommandStatus
 	for {
 		r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: path})
 		if err != nil {
-			return err
+			return st, last, reads, false, err
 		}
-		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != StatusInProgress && st.Status != "" {
-			if check != nil {
-				return check(st)
-			}
-			return nil
+		reads++
+		last = r
+		st = CommandStatus{}
+		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && terminalStatus(st.Status) {
+			return st, last, reads, true, nil
 		}
 		if !time.Now().Before(deadline) {
-			return features.Mismatch("a terminal status at "+path+" within "+w.env.Budget.String(), features.Describe(r))
+			return st, last, reads, false, nil
 		}
-		features.Sleep(ctx, 50*time.Millisecond)
+		features.Sleep(ctx, statusPollEvery)
 	}
 }
 
