@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,7 @@ type idsCommand struct {
 	answers  []*client.Response    // the answer to every delivery of its envelope, in order
 	dupBase  int                   // the sink's effects for its key when it was first sent again
 	dupSet   bool                  // dupBase was taken
+	sentAt   time.Time             // when its first delivery was sent
 }
 
 type idsWorld struct {
@@ -490,13 +492,59 @@ func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope))
 	if c.first != nil && !c.dupSet && w.env.Sink != nil {
 		c.dupBase, c.dupSet = w.env.Sink.Effects(w.sinkKey(c)), true
 	}
+	if c.first == nil && c.sentAt.IsZero() {
+		c.sentAt = time.Now()
+	}
 	r, err := w.post(ctx, e)
 	if err != nil {
+		return err
+	}
+	if r, err = w.followRateLimit(ctx, c, e, r); err != nil {
 		return err
 	}
 	w.answered(c, r)
 	w.lastAlias = alias
 	return nil
+}
+
+// rateRetries bounds how often followRateLimit sends a duplicate again.
+const rateRetries = 3
+
+// followRateLimit: a duplicate refused 429 under the duplicate_rate_limit
+// the registry declares is an answer the binding allows (IDS §XV:
+// "rate-limit repeated duplicate submissions"), not the answer the
+// scenario's checks judge. It waits as Retry-After says (1 s without it)
+// and sends the duplicate again, at most rateRetries times within the
+// budget; what the duplicate is then answered is judged. A wait beyond
+// the budget makes the scenario N/A, with the reason. A refusal leaves no
+// decision (docs/ids-binding.md), so the refused deliveries are not
+// among the command's answers.
+func (w *idsWorld) followRateLimit(ctx context.Context, c *idsCommand, e Envelope, r *client.Response) (*client.Response, error) {
+	rl := w.reg.DuplicateRateLimit
+	if c.first == nil || rl == nil || rl.Max <= 0 {
+		return r, nil
+	}
+	start := time.Now()
+	for tries := 0; r.Status == http.StatusTooManyRequests; tries++ {
+		wait := time.Second
+		if secs, err := strconv.Atoi(strings.TrimSpace(r.Header.Get("Retry-After"))); err == nil && secs > 0 {
+			wait = time.Duration(secs) * time.Second
+		}
+		if tries == rateRetries || time.Since(start)+wait > w.env.Budget {
+			return nil, features.NotApplicable(fmt.Sprintf("a duplicate of %s was refused 429 under the declared duplicate_rate_limit (%d per %g s) %d time(s), and waiting as Retry-After says (%s) goes beyond the scenario budget %s: the duplicate this scenario judges could not be sent within the limit",
+				c.entry.Command, rl.Max, rl.WindowSeconds, tries+1, wait, w.env.Budget))
+		}
+		w.env.Logger.Info("duplicate rate-limited: waiting as Retry-After says", "command", c.entry.Command, "wait", wait)
+		features.Sleep(ctx, wait)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var err error
+		if r, err = w.post(ctx, e); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 func (w *idsWorld) answered(c *idsCommand, r *client.Response) {
@@ -942,6 +990,9 @@ func (w *idsWorld) keyDerived(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	got := outcomeOf(w.last).IdempotencyKey
 	if got != want {
 		jcsText, _ := c.env.KeyInputsJCS()
@@ -951,6 +1002,9 @@ func (w *idsWorld) keyDerived(ctx context.Context) error {
 }
 
 func (w *idsWorld) keyLength() error {
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	k := outcomeOf(w.last).IdempotencyKey
 	if len(k) < 64 || strings.Trim(strings.ToLower(k), "0123456789abcdef") != "" {
 		return features.Mismatch("a hex digest of at least 64 digits (256 bits)", fmt.Sprintf("%q", k))
@@ -964,6 +1018,12 @@ func (w *idsWorld) keyLength() error {
 func (w *idsWorld) sameKey(alias string) error {
 	c, err := w.cmd(alias)
 	if err != nil {
+		return err
+	}
+	if err := serverErred(c.first); err != nil {
+		return err
+	}
+	if err := serverErred(w.last); err != nil {
 		return err
 	}
 	want := outcomeOf(c.first).IdempotencyKey
@@ -1008,6 +1068,9 @@ func (w *idsWorld) notAnswerTo(b, a string) error {
 	if err != nil {
 		return err
 	}
+	if err := serverErred(cb.first); err != nil {
+		return err
+	}
 	ob, oa := outcomeOf(cb.first), outcomeOf(ca.first)
 	switch {
 	case cb.first == nil:
@@ -1020,6 +1083,27 @@ func (w *idsWorld) notAnswerTo(b, a string) error {
 	return nil
 }
 
+// serverErred is what a check that reads whether a delivery executed
+// returns for a 5xx: the request erred, so whether it ran is not decided
+// by its answer (the effect sink's count, judged by its own assertion,
+// decides that). The check is BLOCKED, never passed nor failed on it.
+func serverErred(r *client.Response) error {
+	if r == nil || r.Status < 500 {
+		return nil
+	}
+	return &features.BlockedError{Blocker: "the target's 5xx answer",
+		Reason: fmt.Sprintf("%s answered %s: a server error, so this check's answer is undecided (the effect sink's count is judged apart)",
+			requestOf(r), features.Describe(r))}
+}
+
+// requestOf names the request r answers ("POST /commands").
+func requestOf(r *client.Response) string {
+	if r == nil || r.Exchange.Method == "" {
+		return "the request"
+	}
+	return r.Exchange.Method + " " + r.Exchange.Path
+}
+
 // noNewExecution: the last answer is a refusal, or a replay of the first
 // answer (its original command_id), never an execution of its own.
 func (w *idsWorld) noNewExecution(alias string) error {
@@ -1029,6 +1113,9 @@ func (w *idsWorld) noNewExecution(alias string) error {
 	}
 	if w.last == nil {
 		return features.Mismatch("an answer", "none")
+	}
+	if err := serverErred(w.last); err != nil {
+		return err
 	}
 	if w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
@@ -1066,6 +1153,9 @@ func freshExecution(ref, last *client.Response) bool {
 func (w *idsWorld) notExecuted(alias string) error {
 	if w.last == nil {
 		return features.Mismatch("an answer", "none")
+	}
+	if err := serverErred(w.last); err != nil {
+		return err
 	}
 	if w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
@@ -1226,6 +1316,9 @@ func (w *idsWorld) stormConverged(alias string) error {
 }
 
 func (w *idsWorld) replayOrNew() error {
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 {
 		return features.Mismatch("a replay or a new execution (2xx)", features.Describe(w.last))
 	}
@@ -1241,8 +1334,11 @@ func (w *idsWorld) noPrivate(alias string) error {
 	if w.last == nil {
 		return features.Mismatch("an answer", "none")
 	}
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	if w.last.Status >= 400 {
-		return nil
+		return nil // a refusal shows nothing
 	}
 	priv := outcomeOf(c.first).Result["private"]
 	for _, v := range leaves(priv) {
@@ -1866,10 +1962,13 @@ func (w *idsWorld) waitWindow(ctx context.Context, alias string) error {
 	return ctx.Err()
 }
 
-// waitWindowInside waits three quarters of alias's window as the target
-// runs it, counted from its first answer: a duplicate sent then is inside
-// the window with a quarter of it to spare (IDS §IX.A: "within the active
-// window").
+// waitWindowInside waits until three quarters of alias's window as the
+// target runs it have passed since its first delivery was sent (the window
+// runs from the record's created_at, which is no earlier): a duplicate
+// sent then is inside the window with a quarter of it to spare (IDS §IX.A:
+// "within the active window"). A first delivery whose outcome took longer
+// than that (answered processing, its status URL followed) leaves no
+// duplicate to send safely inside: N/A, with the reason.
 func (w *idsWorld) waitWindowInside(ctx context.Context, alias string) error {
 	c, err := w.cmd(alias)
 	if err != nil {
@@ -1882,7 +1981,14 @@ func (w *idsWorld) waitWindowInside(ctx context.Context, alias string) error {
 	if win < 400*time.Millisecond {
 		return features.NotApplicable(fmt.Sprintf("%s's window is %s as the target runs it: too short to send inside it with a margin", c.entry.Command, win))
 	}
-	features.Sleep(ctx, win*3/4)
+	if c.sentAt.IsZero() {
+		return fmt.Errorf("%w: %q was never sent", features.ErrRunnerBug, alias)
+	}
+	if late := time.Since(c.sentAt); late > win*3/4 {
+		return features.NotApplicable(fmt.Sprintf("the outcome of %s's first delivery came %s after it was sent, past three quarters of its window as the target runs it (%s): no duplicate can be sent inside the window with a margin",
+			c.entry.Command, late.Round(time.Millisecond), win))
+	}
+	features.Sleep(ctx, time.Until(c.sentAt.Add(win*3/4)))
 	return ctx.Err()
 }
 
