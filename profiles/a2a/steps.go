@@ -381,7 +381,7 @@ func (w *world) steps() []features.StepDef {
 			}
 			return nil
 		}},
-		{Pattern: `^the audit log has one "auto_requeue" row for the task at attempt (\d+)$`, Kind: features.Probe, Fn: func(ctx context.Context, n int) error {
+		{Pattern: `^the audit log has one "auto_requeue" row for the task, at attempt (\d+) if it says one$`, Kind: features.Probe, Fn: func(ctx context.Context, n int) error {
 			rows, err := w.auditRows(ctx, "action=auto_requeue&task_id="+url.QueryEscape(w.task))
 			if err != nil {
 				return err
