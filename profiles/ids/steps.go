@@ -1295,8 +1295,8 @@ func (w *idsWorld) stormConverged(alias string) error {
 	if !f.named {
 		where = "the binding's status route (no processing answer named a status URL)"
 	}
-	expected := fmt.Sprintf("an outcome among the storm's answers, or a terminal status (executed, rejected, failed or compensated) at %s within %s (read every %s)",
-		where, f.bound, statusPollEvery)
+	expected := fmt.Sprintf("an outcome among the storm's answers, or a terminal status (executed, rejected, failed or compensated) at %s within %s (%s)",
+		where, f.bound, statusPolling)
 	var refs []string
 	for i, u := range f.urls {
 		if !f.terminal[i] {
@@ -1656,9 +1656,17 @@ func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 	})
 }
 
-// statusPollEvery is how often a status URL is read while it reports
-// the command in progress.
-const statusPollEvery = 50 * time.Millisecond
+// A status URL that reports the command in progress is read again after
+// statusPollFirst, then after twice as long each time, at most
+// statusPollMax: bounded polling that does not flood the target (nor the
+// evidence) however long the budget.
+const (
+	statusPollFirst = 50 * time.Millisecond
+	statusPollMax   = 500 * time.Millisecond
+)
+
+// statusPolling says how a status URL is read, for the evidence.
+var statusPolling = fmt.Sprintf("read after %s, then twice as long each time up to %s", statusPollFirst, statusPollMax)
 
 // pollStatus reads a status URL until it reports a terminal status (within
 // the budget); check, when given, judges the terminal status.
@@ -1686,8 +1694,8 @@ func terminalStatus(s string) bool {
 	return slices.Contains([]string{StatusExecuted, StatusRejected, StatusFailed, StatusCompensated}, s)
 }
 
-// readUntilTerminal reads statusURL (its path and query, on the target)
-// every statusPollEvery until it answers 200 with a terminal status, or
+// readUntilTerminal reads statusURL (its path and query, on the target),
+// as statusPolling says, until it answers 200 with a terminal status, or
 // deadline passes (it reads at least once). It returns the last status
 // read, the last answer, how many reads it made and whether the status is
 // terminal; err only when the target did not answer. A URL with no path
@@ -1705,6 +1713,7 @@ func (w *idsWorld) readUntilTerminal(ctx context.Context, statusURL string, dead
 	if err != nil {
 		return st, nil, 0, false, err
 	}
+	wait := statusPollFirst
 	for {
 		r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: path})
 		if err != nil {
@@ -1719,7 +1728,8 @@ func (w *idsWorld) readUntilTerminal(ctx context.Context, statusURL string, dead
 		if !time.Now().Before(deadline) {
 			return st, last, reads, false, nil
 		}
-		features.Sleep(ctx, statusPollEvery)
+		features.Sleep(ctx, min(wait, time.Until(deadline)+time.Millisecond))
+		wait = min(2*wait, statusPollMax)
 	}
 }
 
