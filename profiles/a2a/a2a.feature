@@ -6,7 +6,7 @@ Feature: A2A idempotency policy (Covenant)
     When the sender enqueues an "idempotent" task with a key
     Then [A2A-TASK-metadata-returned] the task's status shows its idempotency metadata
     When the sender enqueues an "idempotent" task with an empty key
-    Then [A2A-TASK-key-validated] the answer is 400 "invalid_idempotency_key"
+    Then [A2A-TASK-key-validated] the answer refuses it (the binding's 400 "invalid_idempotency_key")
 
   Scenario: a lease is explicit: a leased task is not leased again by itself
     Given an "idempotent" task with a key is leased
@@ -41,7 +41,7 @@ Feature: A2A idempotency policy (Covenant)
     Given an "idempotent" task with a key is leased
     When the operator runs retry-stale enabled
     Then [A2A-GATE-observable] the report requeues the task
-    And [A2A-GATE-observable] the audit log has one "auto_requeue" row for the task at attempt 1
+    And [A2A-GATE-observable] the audit log has one "auto_requeue" row for the task, at attempt 1 if it says one
     When the receiver leases work
     Then [A2A-GATE-same-task-id] the lease is of the same task id
     And [A2A-GATE-attempt-counter] the leased attempt is 2
@@ -69,7 +69,7 @@ Feature: A2A idempotency policy (Covenant)
   Scenario: a manual requeue states its posture, keeps the task id, and the gate never bypasses the classification
     Given an "unsafe" task with a key is leased
     When the operator requeues the task without a posture
-    Then [A2A-REPAIR-posture] the answer is 400 "duplicate_risk_required"
+    Then [A2A-REPAIR-posture] the answer refuses it (the binding's 400 "duplicate_risk_required")
     When the operator requeues the task with posture "operator_accepted"
     Then [A2A-TERMS-retry-same-id] the task is "queued"
     When the receiver leases work
@@ -97,7 +97,7 @@ Feature: A2A idempotency policy (Covenant)
     Given a task without idempotency metadata is leased
     When the receiver posts the result
     And the receiver posts the same result again
-    Then [A2A-RECV-result-twice] the answer is 200
+    Then [A2A-RECV-result-twice] the answer to the repeated post leaves the mailbox as it was (the binding's 200)
     And [A2A-RECV-result-twice] the task is "result_pending"
     When the sender drains its results
     And the receiver posts the same result again

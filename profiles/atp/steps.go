@@ -657,6 +657,10 @@ func (w *atpWorld) executeBody(i *atpIntent) []byte {
 	return b
 }
 
+// executeRetries bounds how often execute sends one request again after
+// an answer the text says to retry (§5: 5xx, 408, 425, 429).
+const executeRetries = 4
+
 func (w *atpWorld) execute(ctx context.Context, alias, which string) error {
 	i, err := w.intent(alias)
 	if err != nil {
@@ -671,8 +675,43 @@ func (w *atpWorld) execute(ctx context.Context, alias, which string) error {
 		}
 		return err
 	}
+	if r, err = w.retryExecute(ctx, i, key, r); err != nil {
+		return err
+	}
 	w.observe(i, key, r)
 	return nil
+}
+
+// retryExecute follows an execute answered 5xx, 408, 425 or 429, which
+// the binding allows ("A 5xx or a timeout is allowed too: the agent
+// retries (§5)"): it sends the same request under the same key again, as
+// the text's retry policy says (Retry-After when given, else its backoff,
+// at the target's time scale), at most executeRetries times within the
+// budget, and returns the last answer: the one the scenario's checks
+// judge. Each answer is recorded (the report shows every retry).
+func (w *atpWorld) retryExecute(ctx context.Context, i *atpIntent, key string, r *client.Response) (*client.Response, error) {
+	p := Policy{Scale: w.env.Target.TimeScale, Rand: func() float64 { return w.env.Rand.Float64() }}
+	start := time.Now()
+	for n := 0; n < executeRetries && r != nil && Retryable(r.Status); n++ {
+		d, ok := p.RetryAfter(r.Header)
+		if !ok {
+			d = p.Delay(n)
+		}
+		if time.Since(start)+d > w.env.Budget {
+			break
+		}
+		w.env.Logger.Info("execute answered a status the text retries: retrying", "status", r.Status, "intent", i.obj.IntentID, "wait", d)
+		features.Sleep(ctx, d)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		next, err := w.do(ctx, http.MethodPost, PathExecute, key, w.executeBody(i), false)
+		if err != nil {
+			return nil, err
+		}
+		r = next
+	}
+	return r, nil
 }
 
 func (w *atpWorld) executeTimes(ctx context.Context, alias string, n int) error {
@@ -1135,11 +1174,26 @@ func (w *atpWorld) intentExpired() error {
 // notExpired: an answer that is not 410 intent_expired (any other is
 // another rule's business).
 func (w *atpWorld) notExpired() error {
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	e, _ := w.lastError()
 	if w.last != nil && w.last.Status == http.StatusGone && e.Error == ErrIntentExpired {
 		return features.Mismatch("no 410 intent_expired before the intent's expires_at", w.describeLast())
 	}
 	return nil
+}
+
+// serverErred is what a check that can only be passed by an answer that
+// is not the one it forbids returns for a 5xx: the request erred, and the
+// 5xx decides nothing (it is not the 410 the check looks for, nor the
+// answer the text asks for). BLOCKED, never passed.
+func serverErred(r *client.Response) error {
+	if r == nil || r.Status < 500 {
+		return nil
+	}
+	return &features.BlockedError{Blocker: "the target's 5xx answer",
+		Reason: fmt.Sprintf("%s %s answered %d %s: a server error decides nothing this check reads", r.Exchange.Method, r.Exchange.Path, r.Status, features.Clip(r.Body))}
 }
 
 func (w *atpWorld) is4xx() error {
@@ -1256,10 +1310,19 @@ func (w *atpWorld) receiptOnSettled(alias string) error {
 }
 
 func (w *atpWorld) verify(ctx context.Context, doc []byte) (bool, string, error) {
-	r, err := w.do(ctx, http.MethodPost, PathVerify, "", doc, true)
+	r, err := w.verifyAnswer(ctx, doc)
 	if err != nil {
 		return false, "", err
 	}
+	return verdictOf(r)
+}
+
+func (w *atpWorld) verifyAnswer(ctx context.Context, doc []byte) (*client.Response, error) {
+	return w.do(ctx, http.MethodPost, PathVerify, "", doc, true)
+}
+
+// verdictOf reads a verify answer: 200 {"valid": …}, or a 4xx (not valid).
+func verdictOf(r *client.Response) (bool, string, error) {
 	var a VerifyAnswer
 	switch {
 	case r.Status == http.StatusOK && json.Unmarshal(r.Body, &a) == nil && a.Valid != nil:
@@ -1299,7 +1362,15 @@ func (w *atpWorld) verifyRefuses(ctx context.Context, alias string) error {
 	body["amount"] = amount + 1
 	doc["body"], _ = json.Marshal(body)
 	tampered, _ := json.Marshal(doc)
-	ok, got, err := w.verify(ctx, tampered)
+	r, err := w.verifyAnswer(ctx, tampered)
+	if err != nil {
+		return err
+	}
+	// A 5xx vouches for nothing, and passes nothing either.
+	if err := serverErred(r); err != nil {
+		return err
+	}
+	ok, got, err := verdictOf(r)
 	if err != nil {
 		return err
 	}
@@ -1424,6 +1495,17 @@ func (w *atpWorld) railSays(i *atpIntent) (string, int) {
 	return StateCompensated, n
 }
 
+// railCharged reports whether the rail ever moved money for i's intent
+// (refunded charges included): a site may have learned of it.
+func (w *atpWorld) railCharged(i *atpIntent) bool {
+	for _, c := range w.rail().AllCharges() {
+		if c.IntentID == i.obj.IntentID {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *atpWorld) executingOrResolved(alias string) error {
 	i, err := w.intent(alias)
 	if err != nil {
@@ -1439,7 +1521,13 @@ func (w *atpWorld) executingOrResolved(alias string) error {
 	if i.last.state == StateExecuting || (Terminal(i.last.state) && i.last.state == want) {
 		return nil
 	}
-	return features.Mismatch(fmt.Sprintf("executing, or %s as the rail says (%d charge(s))", want, n), "state "+i.last.state)
+	// "executed": the site learned of the charge (the rail's GET, its
+	// callback) and has not committed the receipt yet (§4: "No
+	// (pending)"): what the rail says, when the rail charged.
+	if i.last.state == StateExecuted && w.railCharged(i) {
+		return nil
+	}
+	return features.Mismatch(fmt.Sprintf("executing, or %s as the rail says (%d charge(s)), or executed once the rail charged", want, n), "state "+i.last.state)
 }
 
 func (w *atpWorld) resolvedAsRail(alias string) error {
@@ -1468,8 +1556,10 @@ func (w *atpWorld) compensated(alias, of string) error {
 	if err != nil {
 		return err
 	}
-	if body.ReferencesIntentID != i.obj.IntentID || body.State != StateCompensated {
-		return features.Mismatch(fmt.Sprintf("a compensation receipt with references_intent_id %s and state compensated", i.obj.IntentID),
+	// The text asks of it: "Ed25519, separate document referencing the
+	// original intent_id". A state, when it says one, is compensated.
+	if body.ReferencesIntentID != i.obj.IntentID || (body.State != "" && body.State != StateCompensated) {
+		return features.Mismatch(fmt.Sprintf("a compensation receipt with references_intent_id %s (and, if it names a state, compensated)", i.obj.IntentID),
 			fmt.Sprintf("references_intent_id %q, state %q", body.ReferencesIntentID, body.State))
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,7 @@ type idsCommand struct {
 	answers  []*client.Response    // the answer to every delivery of its envelope, in order
 	dupBase  int                   // the sink's effects for its key when it was first sent again
 	dupSet   bool                  // dupBase was taken
+	sentAt   time.Time             // when its first delivery was sent
 }
 
 type idsWorld struct {
@@ -74,6 +76,7 @@ type idsWorld struct {
 	cmds      map[string]*idsCommand
 	last      *client.Response
 	storm     map[string][]*client.Response
+	followed  map[string]*stormFollow // what followStorm read of a storm with no outcome among its answers
 	evidence  map[string][]Evidence
 	status    map[string]CommandStatus
 	n         int    // fresh names drawn in this scenario
@@ -91,7 +94,7 @@ type idsWorld struct {
 func (w *idsWorld) reset() {
 	w.releaseAll()
 	*w = idsWorld{env: w.env, run: w.run, cmds: map[string]*idsCommand{}, storm: map[string][]*client.Response{},
-		evidence: map[string][]Evidence{}, status: map[string]CommandStatus{}}
+		followed: map[string]*stormFollow{}, evidence: map[string][]Evidence{}, status: map[string]CommandStatus{}}
 }
 
 func (w *idsWorld) releaseAll() {
@@ -147,6 +150,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^I send a copy of ` + q + ` with another (tenant|actor|target|args) as ` + q + `$`, Fn: w.sendCopy, Kind: features.Action},
 		{Pattern: `^another actor sends ` + q + ` again on behalf of its actor$`, Fn: w.sendOnBehalf, Kind: features.Action},
 		{Pattern: `^(\d+) clients send ` + q + ` at once$`, Fn: w.sendStorm, Kind: features.Action},
+		{Pattern: `^I follow the status URL of ` + q + ` until it reports an outcome, if no answer of the storm is one$`, Fn: w.followStorm, Kind: features.Action},
 		{Pattern: `^I send another command ` + q + ` under the key of ` + q + `$`, Fn: w.sendUnderKey, Kind: features.Action},
 		{Pattern: `^the first answer to ` + q + ` is an outcome$`, Fn: w.firstIsOutcome, Kind: features.Action, Covers: coversOutcome},
 		{Pattern: `^the first answer to ` + q + ` has private details$`, Fn: w.firstHasPrivate, Kind: features.Action},
@@ -166,7 +170,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^the sink saw no new effect for ` + q + ` since its first answer$`, Fn: w.noEffectSinceFirst, Kind: features.Check},
 		{Pattern: `^the last answer is no new execution of ` + q + `$`, Fn: w.noNewExecution, Kind: features.Check},
 		{Pattern: `^the last answer does not execute ` + q + `$`, Fn: w.notExecuted, Kind: features.Check},
-		{Pattern: `^every answer to ` + q + ` that is an outcome is the same outcome$`, Fn: w.stormConverged, Kind: features.Check},
+		{Pattern: `^the storm converged on one outcome of ` + q + `: the same in every answer that is one, or at the status URL when none is$`, Fn: w.stormConverged, Kind: features.Check},
 		{Pattern: `^the last answer is a replay or a new execution, and the report says which$`, Fn: w.replayOrNew, Kind: features.Check},
 		{Pattern: `^the last answer shows none of the private details of the first answer to ` + q + `$`, Fn: w.noPrivate, Kind: features.Check},
 		{Pattern: `^a duplicate of ` + q + ` was refused$`, Fn: w.wasRefused, Kind: features.Check},
@@ -488,13 +492,59 @@ func (w *idsWorld) send(ctx context.Context, alias string, edit func(*Envelope))
 	if c.first != nil && !c.dupSet && w.env.Sink != nil {
 		c.dupBase, c.dupSet = w.env.Sink.Effects(w.sinkKey(c)), true
 	}
+	if c.first == nil && c.sentAt.IsZero() {
+		c.sentAt = time.Now()
+	}
 	r, err := w.post(ctx, e)
 	if err != nil {
+		return err
+	}
+	if r, err = w.followRateLimit(ctx, c, e, r); err != nil {
 		return err
 	}
 	w.answered(c, r)
 	w.lastAlias = alias
 	return nil
+}
+
+// rateRetries bounds how often followRateLimit sends a duplicate again.
+const rateRetries = 3
+
+// followRateLimit: a duplicate refused 429 under the duplicate_rate_limit
+// the registry declares is an answer the binding allows (IDS §XV:
+// "rate-limit repeated duplicate submissions"), not the answer the
+// scenario's checks judge. It waits as Retry-After says (1 s without it)
+// and sends the duplicate again, at most rateRetries times within the
+// budget; what the duplicate is then answered is judged. A wait beyond
+// the budget makes the scenario N/A, with the reason. A refusal leaves no
+// decision (docs/ids-binding.md), so the refused deliveries are not
+// among the command's answers.
+func (w *idsWorld) followRateLimit(ctx context.Context, c *idsCommand, e Envelope, r *client.Response) (*client.Response, error) {
+	rl := w.reg.DuplicateRateLimit
+	if c.first == nil || rl == nil || rl.Max <= 0 {
+		return r, nil
+	}
+	start := time.Now()
+	for tries := 0; r.Status == http.StatusTooManyRequests; tries++ {
+		wait := time.Second
+		if secs, err := strconv.Atoi(strings.TrimSpace(r.Header.Get("Retry-After"))); err == nil && secs > 0 {
+			wait = time.Duration(secs) * time.Second
+		}
+		if tries == rateRetries || time.Since(start)+wait > w.env.Budget {
+			return nil, features.NotApplicable(fmt.Sprintf("a duplicate of %s was refused 429 under the declared duplicate_rate_limit (%d per %g s) %d time(s), and waiting as Retry-After says (%s) goes beyond the scenario budget %s: the duplicate this scenario judges could not be sent within the limit",
+				c.entry.Command, rl.Max, rl.WindowSeconds, tries+1, wait, w.env.Budget))
+		}
+		w.env.Logger.Info("duplicate rate-limited: waiting as Retry-After says", "command", c.entry.Command, "wait", wait)
+		features.Sleep(ctx, wait)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var err error
+		if r, err = w.post(ctx, e); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 func (w *idsWorld) answered(c *idsCommand, r *client.Response) {
@@ -940,6 +990,9 @@ func (w *idsWorld) keyDerived(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	got := outcomeOf(w.last).IdempotencyKey
 	if got != want {
 		jcsText, _ := c.env.KeyInputsJCS()
@@ -949,6 +1002,9 @@ func (w *idsWorld) keyDerived(ctx context.Context) error {
 }
 
 func (w *idsWorld) keyLength() error {
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	k := outcomeOf(w.last).IdempotencyKey
 	if len(k) < 64 || strings.Trim(strings.ToLower(k), "0123456789abcdef") != "" {
 		return features.Mismatch("a hex digest of at least 64 digits (256 bits)", fmt.Sprintf("%q", k))
@@ -962,6 +1018,12 @@ func (w *idsWorld) keyLength() error {
 func (w *idsWorld) sameKey(alias string) error {
 	c, err := w.cmd(alias)
 	if err != nil {
+		return err
+	}
+	if err := serverErred(c.first); err != nil {
+		return err
+	}
+	if err := serverErred(w.last); err != nil {
 		return err
 	}
 	want := outcomeOf(c.first).IdempotencyKey
@@ -1006,6 +1068,9 @@ func (w *idsWorld) notAnswerTo(b, a string) error {
 	if err != nil {
 		return err
 	}
+	if err := serverErred(cb.first); err != nil {
+		return err
+	}
 	ob, oa := outcomeOf(cb.first), outcomeOf(ca.first)
 	switch {
 	case cb.first == nil:
@@ -1018,6 +1083,27 @@ func (w *idsWorld) notAnswerTo(b, a string) error {
 	return nil
 }
 
+// serverErred is what a check that reads whether a delivery executed
+// returns for a 5xx: the request erred, so whether it ran is not decided
+// by its answer (the effect sink's count, judged by its own assertion,
+// decides that). The check is BLOCKED, never passed nor failed on it.
+func serverErred(r *client.Response) error {
+	if r == nil || r.Status < 500 {
+		return nil
+	}
+	return &features.BlockedError{Blocker: "the target's 5xx answer",
+		Reason: fmt.Sprintf("%s answered %s: a server error, so this check's answer is undecided (the effect sink's count is judged apart)",
+			requestOf(r), features.Describe(r))}
+}
+
+// requestOf names the request r answers ("POST /commands").
+func requestOf(r *client.Response) string {
+	if r == nil || r.Exchange.Method == "" {
+		return "the request"
+	}
+	return r.Exchange.Method + " " + r.Exchange.Path
+}
+
 // noNewExecution: the last answer is a refusal, or a replay of the first
 // answer (its original command_id), never an execution of its own.
 func (w *idsWorld) noNewExecution(alias string) error {
@@ -1027,6 +1113,9 @@ func (w *idsWorld) noNewExecution(alias string) error {
 	}
 	if w.last == nil {
 		return features.Mismatch("an answer", "none")
+	}
+	if err := serverErred(w.last); err != nil {
+		return err
 	}
 	if w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
@@ -1065,6 +1154,9 @@ func (w *idsWorld) notExecuted(alias string) error {
 	if w.last == nil {
 		return features.Mismatch("an answer", "none")
 	}
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	if w.last.Status >= 400 && w.last.Status < 500 {
 		return nil
 	}
@@ -1078,10 +1170,105 @@ func (w *idsWorld) notExecuted(alias string) error {
 
 func (w *idsWorld) refusal() error { return w.notExecuted("") }
 
+// stormFollow is what followStorm read for a storm none of whose answers
+// was an outcome: the status URLs it followed, what each last reported,
+// and the bound it read them within.
+type stormFollow struct {
+	urls     []string
+	statuses []CommandStatus    // the last status read at each URL
+	lasts    []*client.Response // the last answer read at each URL
+	terminal []bool
+	reads    int
+	elapsed  time.Duration
+	bound    time.Duration
+	named    bool // the URLs are those the processing answers named (else the binding's status route)
+}
+
+// stormStatusURLs caps the distinct status URLs followStorm follows.
+const stormStatusURLs = 5
+
+// followStorm: when no answer of alias's storm is an outcome (the binding
+// lets every one be 202 processing, and past a declared
+// duplicate_rate_limit 429), the outcome is at the status URL the
+// processing answers name (IDS §IX.B "how to query"): it reads each
+// (at most stormStatusURLs) until it reports a terminal status, within the
+// scenario budget, and records what it read for stormConverged to judge.
+// With no URL named, it reads the binding's status route of the command.
+func (w *idsWorld) followStorm(ctx context.Context, alias string) error {
+	c, err := w.cmd(alias)
+	if err != nil {
+		return err
+	}
+	var urls []string
+	for _, r := range w.storm[alias] {
+		if isOutcome(r) {
+			return nil // the answers show the outcome
+		}
+		if o := outcomeOf(r); o.Status == StatusProcessing && o.StatusURL != "" && !slices.Contains(urls, o.StatusURL) && len(urls) < stormStatusURLs {
+			urls = append(urls, o.StatusURL)
+		}
+	}
+	f := &stormFollow{urls: urls, named: len(urls) > 0, bound: w.env.Budget}
+	if !f.named {
+		f.urls = []string{PathCommands + "/" + url.PathEscape(c.env.CommandID) + "?" + url.Values{"tenant_id": {c.env.TenantID}}.Encode()}
+	}
+	w.followed[alias] = f
+	start := time.Now()
+	deadline := start.Add(f.bound)
+	for _, u := range f.urls {
+		st, last, reads, terminal, err := w.readUntilTerminal(ctx, u, deadline)
+		f.reads += reads
+		f.statuses, f.lasts, f.terminal = append(f.statuses, st), append(f.lasts, last), append(f.terminal, terminal)
+		if err != nil {
+			return err
+		}
+	}
+	f.elapsed = time.Since(start)
+	return nil
+}
+
+// stormTally says what a storm was answered, by status (and body status).
+func (w *idsWorld) stormTally(answers []*client.Response) string {
+	counts := map[string]int{}
+	var order []string
+	for _, r := range answers {
+		k := "no answer"
+		if r != nil {
+			k = fmt.Sprint(r.Status)
+			if st := outcomeOf(r).Status; st != "" {
+				k += " " + st
+			} else if code := outcomeOf(r).Code; code != "" {
+				k += " " + code
+			}
+		}
+		if counts[k] == 0 {
+			order = append(order, k)
+		}
+		counts[k]++
+	}
+	parts := make([]string, 0, len(order))
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%d × %s", counts[k], k))
+	}
+	s := fmt.Sprintf("%d answers: %s", len(answers), strings.Join(parts, ", "))
+	if rl := w.reg.DuplicateRateLimit; rl != nil && rl.Max > 0 {
+		s += fmt.Sprintf(" (the registry declares a duplicate_rate_limit of %d per %g s)", rl.Max, rl.WindowSeconds)
+	}
+	return s
+}
+
+// stormConverged judges §XIII's "Concurrent duplicates converge to one
+// execution" (and §VIII.A's atomicity) on the storm's answers: every
+// answer that is an outcome is the same outcome. Answers that are not
+// outcomes are answers the binding allows a duplicate (202 processing, 429
+// under the declared rate limit) and say nothing against convergence; when
+// none is an outcome, the outcome is the one the status URL reported
+// (followStorm), which must be terminal within the bound.
 func (w *idsWorld) stormConverged(alias string) error {
 	var ref *client.Response
 	outcomes := 0
-	for _, r := range w.storm[alias] {
+	answers := w.storm[alias]
+	for _, r := range answers {
 		if !isOutcome(r) {
 			continue
 		}
@@ -1096,13 +1283,42 @@ func (w *idsWorld) stormConverged(alias string) error {
 			return features.Mismatch("one outcome for every answer of the storm", why1+"; "+why2)
 		}
 	}
-	if outcomes == 0 {
-		return features.Mismatch("at least one outcome among the storm's answers", fmt.Sprintf("%d answers, none an outcome", len(w.storm[alias])))
+	tally := w.stormTally(answers)
+	if outcomes > 0 {
+		return features.Observed("one outcome among the storm's answers", fmt.Sprintf("%d outcome(s), all the same; %s", outcomes, tally))
 	}
-	return nil
+	f := w.followed[alias]
+	if f == nil {
+		return fmt.Errorf("%w: the storm of %q had no outcome and its status URL was not followed", features.ErrRunnerBug, alias)
+	}
+	where := "the status URL the processing answers name"
+	if !f.named {
+		where = "the binding's status route (no processing answer named a status URL)"
+	}
+	expected := fmt.Sprintf("an outcome among the storm's answers, or a terminal status (executed, rejected, failed or compensated) at %s within %s (%s)",
+		where, f.bound, statusPolling)
+	var refs []string
+	for i, u := range f.urls {
+		if !f.terminal[i] {
+			return features.Mismatch(expected, fmt.Sprintf("no outcome among the %s; GET %s read %d time(s) in %s, the last: %s",
+				tally, u, f.reads, f.elapsed.Round(time.Millisecond), features.Describe(f.lasts[i])))
+		}
+		if r := f.statuses[i].OutcomeRef; r != nil && !slices.Contains(refs, *r) {
+			refs = append(refs, *r)
+		}
+	}
+	if len(refs) > 1 {
+		return features.Mismatch("one outcome at every status URL the storm's answers name", fmt.Sprintf("outcome_refs %s at %s", strings.Join(refs, ", "), strings.Join(f.urls, ", ")))
+	}
+	st := f.statuses[0]
+	return features.Observed(expected, fmt.Sprintf("no outcome among the %s; GET %s reported status %s, outcome_ref %s after %d read(s) in %s",
+		tally, strings.Join(f.urls, ", "), st.Status, strOrNull(st.OutcomeRef), f.reads, f.elapsed.Round(time.Millisecond)))
 }
 
 func (w *idsWorld) replayOrNew() error {
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	if w.last == nil || w.last.Status < 200 || w.last.Status > 299 {
 		return features.Mismatch("a replay or a new execution (2xx)", features.Describe(w.last))
 	}
@@ -1118,8 +1334,11 @@ func (w *idsWorld) noPrivate(alias string) error {
 	if w.last == nil {
 		return features.Mismatch("an answer", "none")
 	}
+	if err := serverErred(w.last); err != nil {
+		return err
+	}
 	if w.last.Status >= 400 {
-		return nil
+		return nil // a refusal shows nothing
 	}
 	priv := outcomeOf(c.first).Result["private"]
 	for _, v := range leaves(priv) {
@@ -1437,12 +1656,54 @@ func (w *idsWorld) statusURLReports(ctx context.Context, alias string) error {
 	})
 }
 
+// A status URL that reports the command in progress is read again after
+// statusPollFirst, then after twice as long each time, at most
+// statusPollMax: bounded polling that does not flood the target (nor the
+// evidence) however long the budget.
+const (
+	statusPollFirst = 50 * time.Millisecond
+	statusPollMax   = 500 * time.Millisecond
+)
+
+// statusPolling says how a status URL is read, for the evidence.
+var statusPolling = fmt.Sprintf("read after %s, then twice as long each time up to %s", statusPollFirst, statusPollMax)
+
 // pollStatus reads a status URL until it reports a terminal status (within
 // the budget); check, when given, judges the terminal status.
 func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(CommandStatus) error) error {
+	st, last, _, terminal, err := w.readUntilTerminal(ctx, statusURL, time.Now().Add(w.env.Budget))
+	if err != nil {
+		return err
+	}
+	if !terminal {
+		if last == nil {
+			return features.Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
+		}
+		return features.Mismatch("a terminal status at "+statusURL+" within "+w.env.Budget.String(), features.Describe(last))
+	}
+	if check != nil {
+		return check(st)
+	}
+	return nil
+}
+
+// terminalStatus says whether a status of the record (IDS §VIII.B) is
+// terminal: every one the text names but in_progress (a target that says
+// "processing" there is read again).
+func terminalStatus(s string) bool {
+	return slices.Contains([]string{StatusExecuted, StatusRejected, StatusFailed, StatusCompensated}, s)
+}
+
+// readUntilTerminal reads statusURL (its path and query, on the target),
+// as statusPolling says, until it answers 200 with a terminal status, or
+// deadline passes (it reads at least once). It returns the last status
+// read, the last answer, how many reads it made and whether the status is
+// terminal; err only when the target did not answer. A URL with no path
+// is read never (last nil).
+func (w *idsWorld) readUntilTerminal(ctx context.Context, statusURL string, deadline time.Time) (st CommandStatus, last *client.Response, reads int, terminal bool, err error) {
 	p, err := url.Parse(statusURL)
 	if err != nil || p.Path == "" {
-		return features.Mismatch("a status URL", fmt.Sprintf("%q", statusURL))
+		return st, nil, 0, false, nil
 	}
 	path := p.Path
 	if p.RawQuery != "" {
@@ -1450,25 +1711,25 @@ func (w *idsWorld) pollStatus(ctx context.Context, statusURL string, check func(
 	}
 	c, err := w.client()
 	if err != nil {
-		return err
+		return st, nil, 0, false, err
 	}
-	deadline := time.Now().Add(w.env.Budget)
-	var st CommandStatus
+	wait := statusPollFirst
 	for {
 		r, err := c.Do(ctx, client.Request{Method: http.MethodGet, Path: path})
 		if err != nil {
-			return err
+			return st, last, reads, false, err
 		}
-		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && st.Status != StatusInProgress && st.Status != "" {
-			if check != nil {
-				return check(st)
-			}
-			return nil
+		reads++
+		last = r
+		st = CommandStatus{}
+		if r.Status == http.StatusOK && json.Unmarshal(r.Body, &st) == nil && terminalStatus(st.Status) {
+			return st, last, reads, true, nil
 		}
 		if !time.Now().Before(deadline) {
-			return features.Mismatch("a terminal status at "+path+" within "+w.env.Budget.String(), features.Describe(r))
+			return st, last, reads, false, nil
 		}
-		features.Sleep(ctx, 50*time.Millisecond)
+		features.Sleep(ctx, min(wait, time.Until(deadline)+time.Millisecond))
+		wait = min(2*wait, statusPollMax)
 	}
 }
 
@@ -1711,10 +1972,13 @@ func (w *idsWorld) waitWindow(ctx context.Context, alias string) error {
 	return ctx.Err()
 }
 
-// waitWindowInside waits three quarters of alias's window as the target
-// runs it, counted from its first answer: a duplicate sent then is inside
-// the window with a quarter of it to spare (IDS §IX.A: "within the active
-// window").
+// waitWindowInside waits until three quarters of alias's window as the
+// target runs it have passed since its first delivery was sent (the window
+// runs from the record's created_at, which is no earlier): a duplicate
+// sent then is inside the window with a quarter of it to spare (IDS §IX.A:
+// "within the active window"). A first delivery whose outcome took longer
+// than that (answered processing, its status URL followed) leaves no
+// duplicate to send safely inside: N/A, with the reason.
 func (w *idsWorld) waitWindowInside(ctx context.Context, alias string) error {
 	c, err := w.cmd(alias)
 	if err != nil {
@@ -1727,7 +1991,14 @@ func (w *idsWorld) waitWindowInside(ctx context.Context, alias string) error {
 	if win < 400*time.Millisecond {
 		return features.NotApplicable(fmt.Sprintf("%s's window is %s as the target runs it: too short to send inside it with a margin", c.entry.Command, win))
 	}
-	features.Sleep(ctx, win*3/4)
+	if c.sentAt.IsZero() {
+		return fmt.Errorf("%w: %q was never sent", features.ErrRunnerBug, alias)
+	}
+	if late := time.Since(c.sentAt); late > win*3/4 {
+		return features.NotApplicable(fmt.Sprintf("the outcome of %s's first delivery came %s after it was sent, past three quarters of its window as the target runs it (%s): no duplicate can be sent inside the window with a margin",
+			c.entry.Command, late.Round(time.Millisecond), win))
+	}
+	features.Sleep(ctx, time.Until(c.sentAt.Add(win*3/4)))
 	return ctx.Err()
 }
 
