@@ -187,6 +187,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		Sink:           cfg.Sink,
+		spread:         client.NewSpreader(),
 	}
 	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody}
 	h := &hooks{cfg: cfg, env: env, total: len(selected), runCtx: ctx, byKey: map[string]int{}, chosen: chosen}
