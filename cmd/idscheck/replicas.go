@@ -248,7 +248,7 @@ func startReplicaProcess(ctx context.Context, what, base, cmd string, env []stri
 	if !p.Running() {
 		err := p.ExitErr()
 		p.Stop()
-		return nil, fmt.Errorf("%w: %s (%s): GET /health answered, but the replica's process had exited (%v): another process answers at its address; %s",
+		return nil, fmt.Errorf("%w: %s (%s): GET /health answered, but the replica's process had exited (%v): another process answers at its address (a cmd must run its replica in the foreground, on an address no other process holds); %s",
 			errUnreachable, what, shown, err, out.quote(red))
 	}
 	return p, nil

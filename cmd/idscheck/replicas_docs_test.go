@@ -180,12 +180,24 @@ func TestDocsReplicasExampleRuns(t *testing.T) {
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "--profile", "http-idempotency", "--target-file", file, "--seed", "4", "--out", filepath.Join(dir, "report"))
+	out := filepath.Join(dir, "report")
+	code, stdout, stderr := runCLI(t, "--profile", "http-idempotency", "--target-file", file, "--seed", "4", "--out", out)
 	if code != exitOK || !strings.Contains(stderr, fmt.Sprintf("%d replicas answer GET /health", len(reps))) ||
 		!strings.Contains(stderr, "a proxy between each replica and the store") {
 		t.Fatalf("exit %d, want 0 over %d replicas behind store proxies\nstdout:\n%s\nstderr:\n%s", code, len(reps), stdout, stderr)
 	}
 	if strings.Contains(stdout+stderr, "docs-store-pw-3318") {
 		t.Error("the store's password is in the output")
+	}
+	// The deliveries went round the replicas, and the report says where.
+	b, err := os.ReadFile(filepath.Join(out, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reps {
+		u := r.(map[string]any)["url"].(string)
+		if !strings.Contains(string(b), `"replica":"`+u+`"`) && !strings.Contains(string(b), `"replica": "`+u+`"`) {
+			t.Errorf("no exchange of the report names the replica %s", u)
+		}
 	}
 }
