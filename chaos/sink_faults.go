@@ -255,3 +255,16 @@ func HoldFor(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// Summary of SinkPartition (chaos -h).
+func (f *SinkPartition) Summary() string {
+	if f.As != "" && f.As != FaultSinkPartition {
+		return "the target cut off what it calls for its effects (the proxy in front of it stops), then healed"
+	}
+	return "the target cut off the effect sink (the proxy in front of it stops), then healed"
+}
+
+// Summary of SinkLostReplies (chaos -h).
+func (f *SinkLostReplies) Summary() string {
+	return "the effect sink acts on each call, then drops its reply: the target cannot tell whether its effect happened"
+}

@@ -6,23 +6,25 @@
 package client
 
 import (
-	"hash/fnv"
-	"sync"
-	"sync/atomic"
-
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"github.com/idscheck/idscheck/verdict"
+	"hash/fnv"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/idscheck/idscheck/verdict"
 )
 
 // HeaderAPIKey is the header a client's API key is sent in.
@@ -80,6 +82,11 @@ type Options struct {
 	// (Request.Spread) go to one replica after the other, so a retry never
 	// lands where its original did; other requests go round the replicas.
 	Replicas []string
+	// Spreader, when set, is the spreading state this client shares with
+	// every other client given it (NewSpreader): the clients of one run
+	// then spread as one, however many a scenario makes. Without it each
+	// client spreads on its own.
+	Spreader *Spreader
 }
 
 // Client sends requests to one target and records them.
@@ -87,15 +94,37 @@ type Client struct {
 	base  *url.URL
 	opt   Options
 	bases []*url.URL // base and the replicas; more than one: requests are spread
-	turn  *spread
+	turn  *Spreader
 }
 
-// spread is where the next delivery goes: a counter per logical request,
-// one for every other request. Shared by the copies With makes.
-type spread struct {
-	next  atomic.Uint64
-	mu    sync.Mutex
-	after map[string]uint64 // Request.Spread → its deliveries so far
+// Spreader is where the next delivery goes over the replicas: a counter
+// per logical request, one for every other request. A client's own is
+// shared by the copies With makes; NewSpreader makes one several clients
+// share (Options.Spreader).
+type Spreader struct {
+	next atomic.Uint64
+	mu   sync.Mutex
+	// roundRobin (NewSpreader): a logical request's first delivery goes
+	// to the replica after the previous logical request's first, and a
+	// non-GET request without Spread is a delivery of the logical request
+	// its method, path, headers, body and key name (a re-send of the
+	// same bytes is a retry); else (a client's own) its Spread hashes to
+	// its first replica.
+	roundRobin bool
+	starts     uint64
+	after      map[string]*delivery // logical request → where its deliveries went
+}
+
+// delivery is where one logical request's deliveries go: its first
+// replica, and how many went so far.
+type delivery struct{ start, n uint64 }
+
+// NewSpreader returns a spreading state for the clients of one run
+// (Options.Spreader): the deliveries of each logical request go to one
+// replica after the other, whichever client sends them, and the logical
+// requests start round the replicas in the order they are first sent.
+func NewSpreader() *Spreader {
+	return &Spreader{roundRobin: true, after: map[string]*delivery{}}
 }
 
 // New returns a Client for baseURL (scheme, host and optional path prefix).
@@ -110,7 +139,10 @@ func New(baseURL string, opt Options) (*Client, error) {
 	if opt.HTTP == nil {
 		opt.HTTP = &http.Client{Timeout: opt.Timeout, Transport: NewTransport(), CheckRedirect: noRedirects}
 	}
-	c := &Client{base: u, opt: opt, bases: []*url.URL{u}, turn: &spread{after: map[string]uint64{}}}
+	c := &Client{base: u, opt: opt, bases: []*url.URL{u}, turn: opt.Spreader}
+	if c.turn == nil {
+		c.turn = &Spreader{after: map[string]*delivery{}}
+	}
 	for _, r := range opt.Replicas {
 		ru, err := url.Parse(r)
 		if err != nil || (ru.Scheme != "http" && ru.Scheme != "https") || ru.Host == "" {
@@ -122,24 +154,64 @@ func New(baseURL string, opt Options) (*Client, error) {
 }
 
 // pick is the base URL of the next delivery of req: with replicas, the
-// logical request's first delivery goes to the replica its Spread hashes
-// to and each further one to the next replica; a request without Spread
-// goes to the next replica in turn.
+// logical request's first delivery goes to its first replica (the one
+// after the previous logical request's with a shared Spreader; the one
+// its Spread hashes to otherwise) and each further one to the next
+// replica; any other request goes to the next replica in turn.
 func (c *Client) pick(req Request) *url.URL {
 	n := uint64(len(c.bases))
 	if n == 1 {
 		return c.base
 	}
-	if req.Spread == "" {
+	key := req.Spread
+	if key == "" && c.turn.roundRobin && req.Method != http.MethodGet && req.Method != http.MethodHead {
+		key = c.logical(req)
+	}
+	if key == "" {
 		return c.bases[(c.turn.next.Add(1)-1)%n]
 	}
-	h := fnv.New64a()
-	h.Write([]byte(req.Spread))
 	c.turn.mu.Lock()
-	k := c.turn.after[req.Spread]
-	c.turn.after[req.Spread] = k + 1
+	d := c.turn.after[key]
+	if d == nil {
+		d = &delivery{start: c.turn.starts}
+		c.turn.starts++
+		if !c.turn.roundRobin {
+			h := fnv.New64a()
+			h.Write([]byte(key))
+			d.start = h.Sum64()
+		}
+		c.turn.after[key] = d
+	}
+	k := d.n
+	d.n++
 	c.turn.mu.Unlock()
-	return c.bases[(h.Sum64()+k)%n]
+	return c.bases[(d.start+k)%n]
+}
+
+// logical names the logical request req is a delivery of when it names
+// none (Request.Spread): its method, path, headers, body and the key it
+// is sent with, as a digest: a re-send of the same request is another
+// delivery of it.
+func (c *Client) logical(req Request) string {
+	h := fnv.New128a()
+	write := func(s string) {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{0})
+		h.Write([]byte(s))
+	}
+	write(req.Method)
+	write(req.Path)
+	if !req.NoAPIKey {
+		write(c.opt.APIKey)
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Header)) {
+		write(k)
+		for _, v := range req.Header[k] {
+			write(v)
+		}
+	}
+	h.Write(req.Body)
+	return "\x00auto\x00" + hex.EncodeToString(h.Sum(nil))
 }
 
 // noRedirects makes a redirect the response: the harness records what the
@@ -227,6 +299,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		Client:     c.opt.Name,
 		Method:     req.Method,
 		Path:       hreq.URL.RequestURI(),
+		Replica:    c.replicaOf(base),
 		ReqHeaders: cloneHeader(hreq.Header),
 		ReqBody:    string(req.Body),
 		Call:       time.Now(),
@@ -254,6 +327,15 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	}
 	c.record(ex)
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body, Exchange: ex}, nil
+}
+
+// replicaOf is what the exchange records of the replica base is: its
+// base URL when the client spreads over several, else "".
+func (c *Client) replicaOf(base *url.URL) string {
+	if len(c.bases) < 2 {
+		return ""
+	}
+	return base.String()
 }
 
 func (c *Client) record(ex verdict.Exchange) {

@@ -97,7 +97,7 @@ func KindOf(name string) (Kind, bool) {
 	if strings.HasPrefix(name, FailpointPrefix) && len(name) > len(FailpointPrefix) {
 		return KindFailpoint, true
 	}
-	for _, f := range All(Config{}) {
+	for _, f := range Catalog(Config{}) {
 		if f.Name() == name {
 			return f.Kind(), true
 		}
@@ -111,7 +111,7 @@ const FailpointPrefix = "failpoint/"
 // FlagHelp describes what the --faults flag accepts, from the list itself.
 func FlagHelp() string {
 	return "comma-separated: all, none (the workload alone), " + joinKinds() + " (every fault of that kind), or fault names: " +
-		strings.Join(Names(), ", ") + ", failpoint/<name>"
+		strings.Join(CatalogNames(), ", ") + ", failpoint/<name> (each is described below)"
 }
 
 // ParseKinds parses the chaos command's --faults flag: a comma-separated list
@@ -127,14 +127,14 @@ func ParseKinds(s string) ([]string, error) {
 		return []string{}, nil
 	}
 	var out []string
-	names := Names()
+	names := CatalogNames()
 	for _, tok := range strings.Split(s, ",") {
 		tok = strings.TrimSpace(tok)
 		if tok == "" {
 			continue
 		}
-		// replica-crash is the fault of a target of several replicas, outside the fixed list.
-		known := tok == "all" || slices.Contains(names, tok) || tok == (&ReplicaCrash{}).Name() || slices.Contains(StoreFaultNames(), tok) || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
+		// names: the fixed list, and the faults of replicas and their store (Catalog).
+		known := tok == "all" || slices.Contains(names, tok) || (strings.HasPrefix(tok, FailpointPrefix) && len(tok) > len(FailpointPrefix))
 		for _, k := range Kinds {
 			known = known || tok == string(k)
 		}

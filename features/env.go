@@ -54,12 +54,20 @@ type Env struct {
 	Sink *sink.Sink
 
 	judge *judge // the runner's judgment of the running scenario (nil outside Run)
+	// spread is where the run's deliveries go over the target's replicas,
+	// shared by every client Client makes (nil: each client its own).
+	spread *client.Spreader
 }
 
 // Client returns a recording client of the target with the main API key;
-// opts may change the key, set a signer, etc.
+// opts may change the key, set a signer, etc. With replicas
+// (Target.Replicas), every client of the run spreads as one: each logical
+// request's deliveries go to one replica after the other (a duplicate or
+// a retry never where its original went), however many clients a
+// scenario makes, and the exchanges record the replica that answered.
 func (e *Env) Client(name string, opts ...func(*client.Options)) (*client.Client, error) {
-	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Timeout: e.RequestTimeout, Replicas: e.Target.Replicas}
+	o := client.Options{Name: name, APIKey: e.Target.APIKey, Recorder: e.Recorder, Timeout: e.RequestTimeout, Replicas: e.Target.Replicas,
+		Spreader: e.spread}
 	for _, f := range opts {
 		f(&o)
 	}

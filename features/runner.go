@@ -191,6 +191,7 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         cfg.Logger,
 		Sink:           cfg.Sink,
+		spread:         client.NewSpreader(),
 	}
 	env.judge = &judge{env: env, maxProof: cfg.MaxProof, maxProofBody: cfg.MaxProofBody, levels: map[string]spec.Level{}}
 	for _, r := range cfg.Rules {

@@ -434,6 +434,9 @@ func transcriptText(ex verdict.Exchange) string {
 	if ex.Client != "" {
 		fmt.Fprintf(&b, "(client %s)\n", ex.Client)
 	}
+	if ex.Replica != "" {
+		fmt.Fprintf(&b, "(replica %s)\n", ex.Replica)
+	}
 	fmt.Fprintf(&b, "> %s %s\n", ex.Method, ex.Path)
 	writeHeaders(&b, "> ", ex.ReqHeaders)
 	if ex.ReqBody != "" {

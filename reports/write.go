@@ -193,6 +193,7 @@ func redacted(r *Result) *Result {
 					exs := make([]verdict.Exchange, len(x.Exchanges))
 					for k, ex := range x.Exchanges {
 						ex.Path = str(ex.Path)
+						ex.Replica = str(ex.Replica)
 						ex.ReqHeaders = rep.Header(ex.ReqHeaders)
 						ex.RespHeaders = rep.Header(ex.RespHeaders)
 						ex.ReqBody = str(ex.ReqBody)

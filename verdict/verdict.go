@@ -32,9 +32,12 @@ func (v Verdict) Undecided() bool { return v == Unknown || v == Blocked }
 // client saw it. Outcome is Unknown when the request may have reached the
 // target but no response came back (timeout, reset after send).
 type Exchange struct {
-	Client      string              `json:"client,omitempty"` // which logical client sent it
-	Method      string              `json:"method"`
-	Path        string              `json:"path"` // path and query, as sent
+	Client string `json:"client,omitempty"` // which logical client sent it
+	Method string `json:"method"`
+	Path   string `json:"path"` // path and query, as sent
+	// Replica is the base URL of the replica the request was sent to,
+	// when the target is several replicas ("": a target of one process).
+	Replica     string              `json:"replica,omitempty"`
 	ReqHeaders  map[string][]string `json:"req_headers,omitempty"`
 	ReqBody     string              `json:"req_body,omitempty"`
 	Status      int                 `json:"status,omitempty"` // 0 when no response

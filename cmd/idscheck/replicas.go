@@ -134,11 +134,13 @@ func startBundledReplica(ctx context.Context, c childConfig, sinkURL string, red
 	}
 	u := "http://" + addr
 	secrets := append(red.Secrets(), c.child.Secrets...)
-	wctx, cancel := context.WithTimeout(ctx, c.healthWait) // bounds the wait for health, not the process
-	defer cancel()
-	p, err := faults.StartProcess(wctx, cmd, vars, u+"/health", logger, faults.WithSecrets(secrets...))
+	what := "the bundled server"
+	if c.replicas > 1 {
+		what = fmt.Sprintf("replica %d of the bundled server", i)
+	}
+	p, err := startReplicaProcess(ctx, what, u, cmd, vars, c.healthWait, secrets, logger)
 	if err != nil {
-		return nil, fmt.Errorf("bundled server did not start: %w", err)
+		return nil, err
 	}
 	t := c.child.Target
 	t.BaseURL, t.TimeScale = u, c.timeScale
@@ -194,7 +196,6 @@ const storeEnv = "IDSCHECK_STORE_URL"
 func startTargetReplicas(ctx context.Context, reps []replicaEntry, storeFor func(i int) string, wait time.Duration, secrets []string, logger *slog.Logger) (*chaosTarget, error) {
 	t := &chaosTarget{url: reps[0].URL}
 	for i, r := range reps {
-		health := strings.TrimRight(r.URL, "/") + "/health"
 		if r.Cmd == "" {
 			if err := chaosWaitHealthy(ctx, r.URL, wait); err != nil {
 				t.close()
@@ -207,17 +208,107 @@ func startTargetReplicas(ctx context.Context, reps []replicaEntry, storeFor func
 		if s := storeFor(i); s != "" {
 			env = append(env, storeEnv+"="+s)
 		}
-		wctx, cancel := context.WithTimeout(ctx, wait) // bounds the wait for health, not the process
-		p, err := faults.StartProcess(wctx, r.Cmd, env, health, logger, faults.WithSecrets(secrets...))
-		cancel()
+		p, err := startReplicaProcess(ctx, fmt.Sprintf("replica %d", i), r.URL, r.Cmd, env, wait, secrets, logger)
 		if err != nil {
 			t.close()
-			return nil, fmt.Errorf("%w: replica %d: its cmd did not bring up %s within %s: %v", errUnreachable, i, r.URL, wait, err)
+			return nil, err
 		}
 		t.replicas, t.urls = append(t.replicas, p), append(t.urls, r.URL)
 	}
 	t.process = t.replicas[0]
 	return t, nil
+}
+
+// startReplicaProcess starts one replica idscheck owns (what names it:
+// "replica 1") with cmd, waits, bounded by wait, for base's GET /health,
+// and makes sure what answered is that process: an address that accepts
+// connections before cmd runs is another process's (its answers would be
+// taken for the replica's), and a replica whose process is gone once its
+// health answered is not up. Each failure is errUnreachable quoting the
+// replica's own output (stdout and stderr, its tail, secrets redacted).
+func startReplicaProcess(ctx context.Context, what, base, cmd string, env []string, wait time.Duration, secrets []string, logger *slog.Logger) (*faults.Process, error) {
+	red := redact.NewRedactor(secrets...)
+	shown := redactURL(base)
+	if addr, ok := hostPort(base); ok && addressAnswers(ctx, addr) {
+		return nil, fmt.Errorf("%w: %s (%s): its address already accepts connections before its command ran: another process holds %s, and its answers would be taken for the replica's; stop that process or give the replica another address",
+			errUnreachable, what, shown, addr)
+	}
+	out := &outputTail{max: replicaOutputTail}
+	wctx, cancel := context.WithTimeout(ctx, wait) // bounds the wait for health, not the process
+	defer cancel()
+	p, err := faults.StartProcess(wctx, cmd, env, strings.TrimRight(base, "/")+"/health", logger, faults.WithSecrets(secrets...), faults.WithOutput(out))
+	switch {
+	case errors.Is(err, faults.ErrProcessExited):
+		return nil, fmt.Errorf("%w: %s (%s) exited before it answered GET /health; %s", errUnreachable, what, shown, out.quote(red))
+	case err != nil && ctx.Err() == nil && wctx.Err() != nil:
+		return nil, fmt.Errorf("%w: %s (%s) did not answer GET /health within %s (--health-wait raises the wait); %s", errUnreachable, what, shown, wait, out.quote(red))
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s (%s) did not start: %v; %s", errUnreachable, what, shown, err, out.quote(red))
+	}
+	if !p.Running() {
+		err := p.ExitErr()
+		p.Stop()
+		return nil, fmt.Errorf("%w: %s (%s): GET /health answered, but the replica's process had exited (%v): another process answers at its address (a cmd must run its replica in the foreground, on an address no other process holds); %s",
+			errUnreachable, what, shown, err, out.quote(red))
+	}
+	return p, nil
+}
+
+// replicaOutputTail is how much of a replica's output is kept to quote.
+const replicaOutputTail = 4096
+
+// outputTail keeps the last max bytes written to it (a replica's stdout
+// and stderr); safe for the two streams writing at once.
+type outputTail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (o *outputTail) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.b = append(o.b, p...)
+	if len(o.b) > o.max {
+		o.b = o.b[len(o.b)-o.max:]
+	}
+	return len(p), nil
+}
+
+// quote is the output kept, redacted and indented under "its output:".
+func (o *outputTail) quote(red *redact.Redactor) string {
+	o.mu.Lock()
+	text := strings.TrimSpace(string(o.b))
+	o.mu.Unlock()
+	if text == "" {
+		return "it wrote no output"
+	}
+	return "its output:\n    " + strings.ReplaceAll(red.String(text), "\n", "\n    ")
+}
+
+// hostPort is the host:port a base URL's server listens on.
+func hostPort(base string) (string, bool) {
+	u, err := url.Parse(base)
+	if err != nil || u.Hostname() == "" {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port), port != ""
+}
+
+// addressAnswers says whether something accepts TCP connections at addr
+// (a refusal or no answer within a second: nothing does).
+func addressAnswers(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // storeProxies are the proxies idscheck stands between each replica and

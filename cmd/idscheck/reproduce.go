@@ -186,8 +186,11 @@ func shellWord(s string, vars []shellVar) string {
 var curlSkipHeaders = map[string]bool{"content-length": true, "host": true, "user-agent": true, "accept-encoding": true, "connection": true}
 
 // curlLine renders one exchange as the curl command that sends it again to
-// base, its credentials read from the environment (vars).
+// base (to the replica it went to, on replicas), its credentials read from the environment (vars).
 func curlLine(base string, ex verdict.Exchange, vars []shellVar) string {
+	if ex.Replica != "" {
+		base = ex.Replica // the replica that answered
+	}
 	parts := []string{"curl", "-sS", "-i", "-X", ex.Method, shellWord(strings.TrimRight(redactURL(base), "/")+ex.Path, vars)}
 	for _, name := range slices.Sorted(maps.Keys(ex.ReqHeaders)) {
 		if curlSkipHeaders[strings.ToLower(name)] {

@@ -396,6 +396,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			secrets = append(secrets, child.Secrets...)
 			ct, err := startBundledChild(ctx, childConfig{profile: prof.Name, prof: prof, dir: dir, timeScale: timeScale, mutant: c.mutant,
 				mutants: prof.Mutants, replicas: c.replicas, store: c.store, storeFor: storeFor, child: child, readings: readings, healthWait: wait}, sinkURL, redact.redactor(), logger)
+			if errors.Is(err, errUnreachable) { // a replica died before it was up: its output quoted
+				return unreachable(c, target, secrets, started, err.Error(), stdout, stderr)
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "idscheck run: starting the bundled reference server: %v\n", err)
 				return exitUsage
@@ -586,9 +589,15 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 // junit.xml (one <error> testcase naming the cause, so a CI job shows why)
 // and index.html, says so on stderr, and returns exitUnreachable.
 func unreachable(c runConfig, target features.Target, secrets []string, started time.Time, cause string, stdout, stderr io.Writer) int {
+	cause = strings.TrimPrefix(cause, errUnreachable.Error()+": ") // said once, below
 	hint := "check that the target is running, that --target (or \"url\" in the target file) is its base URL " +
 		"(scheme, host, port, path prefix), and that GET <target>/health answers 200 without credentials"
-	if c.tgt.TargetCmd != "" {
+	if len(c.tgt.ReplicaList) > 0 {
+		hint = "check that each replica's cmd starts it on its own url (an address no other process holds), over the store, within --health-wait (" +
+			c.healthWait.String() + "), and that GET <replica>/health answers 200 without credentials"
+	} else if c.tgt.URL == "" {
+		hint = "the bundled server's output above says why it stopped; check that --store names a PostgreSQL the replicas can reach"
+	} else if c.tgt.TargetCmd != "" {
 		hint = "check that --target-cmd starts the target on the target URL, within --health-wait (" + c.healthWait.String() +
 			"; raise it for a slow start), and that GET <target>/health answers 200 without credentials"
 	}

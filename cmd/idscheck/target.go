@@ -191,8 +191,9 @@ const targetFileHelpTail = `  time_scale                         --time-scale   
                                                            targets send their external effects to it
   replicas                                                 [{"url": "http://...", "cmd": "..."}, ...]: a
                                                            target of several replicas over one store; the
-                                                           first is url (give no url nor target_cmd); each
-                                                           cmd (optional) starts its replica as target_cmd
+                                                           first is the target's url (a url given beside
+                                                           is that one's; no target_cmd); each cmd
+                                                           (optional) starts its replica as target_cmd
                                                            does, with $IDSCHECK_STORE_URL set to the
                                                            store's URL (through its proxy, when asked)
   store                              --store (bundled)     {"url": "postgres://...", "proxy": true}: the
@@ -595,8 +596,8 @@ func (t *targetFlags) loadReplicas(raw json.RawMessage, in func(string) string) 
 	if len(list) == 0 {
 		return errors.New(`"replicas": an empty list: give each replica's {"url": ...}, or leave the field out`)
 	}
-	if t.URL != "" || t.TargetCmd != "" {
-		return errors.New(`"replicas" names the target's URLs and commands: give no "url" nor "target_cmd" beside it (the first replica is the target's URL)`)
+	if t.TargetCmd != "" {
+		return errors.New(`"replicas" names the target's commands: give no "target_cmd" beside it (each replica's "cmd" starts it)`)
 	}
 	seen := map[string]int{}
 	for i, r := range list {
@@ -623,6 +624,12 @@ func (t *targetFlags) loadReplicas(raw json.RawMessage, in func(string) string) 
 		}
 		seen[e.URL] = i
 		t.ReplicaList = append(t.ReplicaList, e)
+	}
+	// "url" beside "replicas" is the first replica (docs/http-idempotency.md
+	// gives both): the same URL, or none.
+	if t.URL != "" && strings.TrimRight(t.URL, "/") != strings.TrimRight(t.ReplicaList[0].URL, "/") {
+		return fmt.Errorf(`"url" is %q and "replicas"[0].url %q: "url" is the first replica; give it that replica's URL, or leave "url" out`,
+			redactURL(t.URL), redactURL(t.ReplicaList[0].URL))
 	}
 	t.URL, t.origin["url"] = t.ReplicaList[0].URL, in("replicas")
 	return nil

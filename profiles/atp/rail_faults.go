@@ -205,3 +205,18 @@ func (f *RailCallbackDelay) Inject(ctx context.Context, rnd *mrand.Rand, d time.
 	}
 	return in, err
 }
+
+// Summary of RailLostReplies (chaos -h).
+func (f *RailLostReplies) Summary() string {
+	return "the rail charges each confirm, then drops its reply: the site cannot tell whether the payment happened"
+}
+
+// Summary of RailCallbackDrop (chaos -h).
+func (f *RailCallbackDrop) Summary() string {
+	return "the rail's callbacks dropped: the site learns those outcomes from replies or its reconciliation sweep"
+}
+
+// Summary of RailCallbackDelay (chaos -h).
+func (f *RailCallbackDelay) Summary() string {
+	return "the rail's callbacks delayed (up to 5 s): they may arrive after the reply, a poll or the sweep"
+}

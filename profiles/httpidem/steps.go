@@ -368,7 +368,13 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 	if err != nil {
 		return client.Request{}, err
 	}
-	return client.Request{Method: w.ep.Method, Path: w.ep.Path, Header: h, Body: raw}, nil
+	req := client.Request{Method: w.ep.Method, Path: w.ep.Path, Header: h, Body: raw}
+	if how != "nokey" {
+		// On replicas, the requests under one caller's key are the
+		// deliveries of one logical request: each goes to another replica.
+		req.Spread = fmt.Sprintf("%d\x00%s", r.caller, r.key)
+	}
+	return req, nil
 }
 
 func (w *httpWorld) do(ctx context.Context, req client.Request) (*client.Response, error) {
