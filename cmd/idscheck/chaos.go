@@ -562,6 +562,8 @@ func (c chaosConfig) command() string {
 	if c.storeProxy {
 		parts = append(parts, "--store-proxy")
 	}
+	// A new folder: run as printed, the line must not replace this run.
+	parts = append(parts, "--out", shellQuote(reproOut(c.out)))
 	return strings.Join(parts, " ")
 }
 
@@ -1280,7 +1282,7 @@ func chaosStopped(c chaosConfig, red *redact.Redactor, code int, preflight bool,
 	}
 	needs := ""
 	if n := c.replayNeeds().note(); n != "" {
-		needs = "        (" + n + ")\n"
+		needs = "        first: " + n + "\n"
 	}
 	fmt.Fprintf(stdout, "idscheck chaos: %s, no chaos run: %s\n  %s\nreport: %s\nreplay: %s\n%sexit %d: %s\n",
 		what, oneLine(cause, 600), fix, filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, code, what)

@@ -209,10 +209,13 @@ func (c runConfig) globs() []string {
 // the seed always, --target-file when one was given, every credential
 // replaced by its environment variable. Values from the target file are not
 // repeated: the file is named instead.
+//
+// It writes to a new folder (reproOut), never to --out: run as printed, it
+// must not replace the report it reproduces.
 func (c runConfig) reproduce() string {
-	parts := []string{selfCommand, "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
+	parts := []string{selfCommand, "run", "--seed=" + strconv.FormatUint(c.seed, 10), "--out=" + shellQuote(reproOut(c.out))}
 	for _, name := range c.setFlags {
-		if name == "seed" {
+		if name == "seed" || name == "out" {
 			continue
 		}
 		if tp, ok := c.tgt.reproduceFlag(name, c.values[name]); ok {
@@ -251,7 +254,7 @@ func printReproduce(b io.Writer, doc *reports.Result) {
 	fmt.Fprintf(b, "reproduce: %s\n", doc.Command)
 	for _, n := range doc.Notes {
 		if rest, ok := strings.CutPrefix(n, reproduceNote); ok {
-			fmt.Fprintf(b, "           (%s)\n", rest)
+			fmt.Fprintf(b, "           first: %s\n", rest)
 		}
 	}
 }

@@ -211,7 +211,7 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 		t.Fatalf("parse stopped with %d", code)
 	}
 	got := c.reproduce()
-	want := `idscheck run --seed=42 --admin-token="$IDSCHECK_ADMIN_TOKEN" --api-key="$IDSCHECK_API_KEY" --rules='INTENT-7.*' --strict=true --target=http://127.0.0.1:9 --metrics-token="$IDSCHECK_METRICS_TOKEN"`
+	want := `idscheck run --seed=42 --out=idscheck-report-repro --admin-token="$IDSCHECK_ADMIN_TOKEN" --api-key="$IDSCHECK_API_KEY" --rules='INTENT-7.*' --strict=true --target=http://127.0.0.1:9 --metrics-token="$IDSCHECK_METRICS_TOKEN"`
 	if got != want {
 		t.Errorf("reproduce:\n got %s\nwant %s", got, want)
 	}

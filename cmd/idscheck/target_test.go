@@ -561,7 +561,7 @@ func TestRunAndCheckShareTheTargetFile(t *testing.T) {
 		t.Errorf("the target command's output is not shown (redacted) on stdout:\n%s", stdout.String())
 	}
 	doc, _ := reports.ReadResult(out)
-	if want := "idscheck run --seed=5 --health-wait=1s --out=" + out + " --target-file=" + file; doc.Command != want {
+	if want := "idscheck run --seed=5 --out=" + out + "-repro --health-wait=1s --target-file=" + file; doc.Command != want {
 		t.Errorf("reproduce line\n got %s\nwant %s", doc.Command, want)
 	}
 	if !strings.Contains(doc.Target.Command, "sleep 30") {
