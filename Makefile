@@ -9,8 +9,11 @@ SEED    ?= 1
 
 all: build
 
+# -buildvcs=true: the binary records the commit it was built from, and every
+# report names it (result.json's tool.version), even where GOFLAGS says
+# -buildvcs=false.
 build:
-	$(GO) build -o $(BIN) ./cmd/idscheck
+	$(GO) build -buildvcs=true -o $(BIN) ./cmd/idscheck
 
 # The main job on the embedded default: start each profile's bundled
 # reference server in-process and certify it, one report per profile

@@ -311,6 +311,10 @@ type ServeCommand struct {
 	Flags func(fs *flag.FlagSet) func(ctx context.Context, c ServeConfig) error
 	// Env documents the variables it reads its secrets from, for -h.
 	Env string
+	// DBEnv is the variable it also reads its database file from ("":
+	// none): idscheck serve leaves the file to it when the variable is
+	// set and --db is not given.
+	DBEnv string
 	// Child is what a harness that runs the server as its own child
 	// process (idscheck chaos) hands it and gets back: given secret, which
 	// draws a fresh secret, and described, the value of the profile's

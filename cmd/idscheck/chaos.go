@@ -24,6 +24,7 @@ import (
 
 	"github.com/idscheck/idscheck/chaos"
 	"github.com/idscheck/idscheck/checker"
+	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
@@ -564,6 +565,8 @@ func (c chaosConfig) command() string {
 	if c.storeProxy {
 		parts = append(parts, "--store-proxy")
 	}
+	// A new folder: run as printed, the line must not replace this run.
+	parts = append(parts, "--out", shellQuote(reproOut(c.out)))
 	return strings.Join(parts, " ")
 }
 
@@ -846,6 +849,9 @@ func startChaosTarget(ctx context.Context, c chaosConfig, sinkURL string, red *r
 			wait = chaosWaitAnswers
 		}
 		if err := wait(ctx, c.target, c.healthWaitFor(false)); err != nil {
+			if np := (*harness.NotProtocolError)(nil); errors.As(err, &np) {
+				return nil, err // it answered: not unreachable
+			}
 			return nil, fmt.Errorf("%w: %v (is it running? is --target right? --health-wait raises the wait)", errUnreachable, err)
 		}
 		return &chaosTarget{url: c.target, t: desc}, nil
@@ -867,18 +873,26 @@ func chaosRandomHex(n int) string {
 }
 
 // chaosWaitHealthy polls GET base/health until it answers 200 or d passes.
+// An answer waiting will not change (harness.Settled: a 404, a 405, a
+// redirect) ends the wait at once with a *harness.NotProtocolError naming
+// it: the target is up, and not what the profile speaks.
 func chaosWaitHealthy(ctx context.Context, base string, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
+	hc := &http.Client{Timeout: time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	var last error
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/health", nil)
+		health := strings.TrimRight(base, "/") + "/health"
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, health, nil)
 		resp, err := hc.Do(req)
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
+			}
+			if harness.Settled(resp.StatusCode) {
+				return harness.HealthNotProtocol(health, &client.Response{Status: resp.StatusCode, Body: body})
 			}
 			err = fmt.Errorf("GET /health: %s", resp.Status)
 		}
@@ -1042,6 +1056,9 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	}
 	tgt, err := startChaosTarget(ctx, c, sinkURL, red, logger)
 	if err != nil {
+		if np := (*harness.NotProtocolError)(nil); errors.As(err, &np) {
+			return chaosPreflightFailed(c, red, err, stdout, stderr)
+		}
 		if errors.Is(err, errUnreachable) {
 			return chaosUnreachable(c, red, err.Error(), stdout, stderr)
 		}
@@ -1049,6 +1066,15 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		return exitUsage
 	}
 	defer tgt.close()
+	// A target of the user's speaks the protocol, and takes its
+	// credentials, before any chaos (run's preflight).
+	if !tgt.bundled && c.prof.Preflight != nil {
+		pt := tgt.t
+		pt.BaseURL = tgt.url
+		if err := c.prof.Preflight(ctx, pt, 5*time.Second); err != nil {
+			return chaosPreflightFailed(c, red, err, stdout, stderr)
+		}
+	}
 
 	var network *faults.Network
 	if wantNet {
@@ -1208,12 +1234,42 @@ func chaosRunResult(run chaosRun, rep checker.Report, viz []string) *reports.Res
 // still writes result.json (exit 3, the cause), junit.xml (an error naming
 // the cause) and index.html, says so, and returns exitUnreachable.
 func chaosUnreachable(c chaosConfig, red *redact.Redactor, cause string, stdout, stderr io.Writer) int {
-	cause = red.String(strings.TrimPrefix(cause, errUnreachable.Error()+": "))
 	hint := "check that the target is running, that --target (or \"url\" in the target file) is its base URL, and that GET <target>/health answers 200 without credentials"
 	if c.targetCmd != "" {
 		hint = "check that --target-cmd starts the target on the --target address and that GET <target>/health answers 200 without credentials"
 	}
-	fmt.Fprintf(stderr, "idscheck chaos: target unreachable: %s\n  %s\n", cause, hint)
+	return chaosStopped(c, red, exitUnreachable, false, strings.TrimPrefix(cause, errUnreachable.Error()+": "), "To fix: "+hint+".", stdout, stderr)
+}
+
+// chaosPreflightFailed ends a run whose target answered, but not as the
+// profile's protocol does (a *harness.NotProtocolError: exit 3 saying what
+// it answered), or refused a credential (a *harness.CredentialError: exit
+// 2 naming it), before any chaos: the reports say so, as run's do.
+func chaosPreflightFailed(c chaosConfig, red *redact.Redactor, err error, stdout, stderr io.Writer) int {
+	var cred *harness.CredentialError
+	if errors.As(err, &cred) {
+		return chaosStopped(c, red, exitUsage, true, err.Error(),
+			"To fix: give the credential the target expects (see idscheck chaos -h: the target's flags and file).", stdout, stderr)
+	}
+	var np *harness.NotProtocolError
+	if errors.As(err, &np) {
+		return chaosStopped(c, red, exitUnreachable, true, fmt.Sprintf("the target does not speak the %s profile: %v", c.profile, err),
+			fmt.Sprintf("To fix: check that --target is the base URL of a service of the %s profile (see idscheck chaos -h and the profile's page in docs/).", c.profile), stdout, stderr)
+	}
+	return chaosUnreachable(c, red, "preflight: "+err.Error(), stdout, stderr)
+}
+
+// chaosStopped writes the reports of a chaos run that stopped before any
+// chaos (exit code; preflight: the target answered, not as the protocol
+// does, or refused a credential; else it was unreachable) and says so,
+// once, on stdout: the cause, the fix, the report, the replay line, the
+// exit.
+func chaosStopped(c chaosConfig, red *redact.Redactor, code int, preflight bool, cause, fix string, stdout, stderr io.Writer) int {
+	cause = red.String(cause)
+	what := "target unreachable"
+	if preflight {
+		what = "preflight failed"
+	}
 	now := time.Now()
 	doc := &reports.Result{
 		Tool:        reports.CurrentTool(),
@@ -1223,23 +1279,25 @@ func chaosUnreachable(c chaosConfig, red *redact.Redactor, cause string, stdout,
 		Command:     red.String(c.command()),
 		Started:     now,
 		Finished:    now,
-		ExitCode:    exitUnreachable,
+		ExitCode:    code,
 		Unreachable: cause,
+		Preflight:   preflight,
 		Notes: []string{
-			fmt.Sprintf("exit %d: target unreachable: %s", exitUnreachable, cause),
-			"No chaos was run. To fix: " + hint + ".",
+			fmt.Sprintf("exit %d: %s: %s", code, what, cause),
+			"No chaos was run. " + fix,
 		},
 		Redact: red.Secrets(),
 	}
 	if err := reports.WriteAll(c.out, doc); err != nil {
+		fmt.Fprintf(stdout, "idscheck chaos: %s, no chaos run: %s\n  %s\nexit %d: %s\n", what, oneLine(cause, 600), fix, code, what)
 		fmt.Fprintf(stderr, "idscheck chaos: writing the report: %v\n", err)
-		return exitUnreachable
+		return code
 	}
 	needs := ""
 	if n := c.replayNeeds().note(); n != "" {
-		needs = "        (" + n + ")\n"
+		needs = "        first: " + n + "\n"
 	}
-	fmt.Fprintf(stdout, "idscheck chaos: target unreachable, no chaos run: %s\nreport: %s\nreplay: %s\n%sexit %d: target unreachable\n",
-		oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, exitUnreachable)
-	return exitUnreachable
+	fmt.Fprintf(stdout, "idscheck chaos: %s, no chaos run: %s\n  %s\nreport: %s\nreplay: %s\n%sexit %d: %s\n",
+		what, oneLine(cause, 600), fix, filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, code, what)
+	return code
 }

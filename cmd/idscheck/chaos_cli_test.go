@@ -59,8 +59,8 @@ func TestChaosHealthWait(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := cli(t.Context(), []string{"chaos", "--target", "http://" + addr, "--api-key", "k3y-value", "--health-wait", "300ms",
 		"--duration", "1s", "--out", t.TempDir()}, &stdout, &stderr)
-	if code != exitUnreachable || !strings.Contains(stderr.String(), "no healthy answer within 300ms") {
-		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	if code != exitUnreachable || !strings.Contains(stdout.String(), "no healthy answer within 300ms") {
+		t.Errorf("exit %d, stdout %q", code, stdout.String())
 	}
 	if d := time.Since(began); d > 3*time.Second {
 		t.Errorf("--health-wait 300ms waited %s", d)

@@ -204,7 +204,9 @@ func startServeTargetAt(t *testing.T, scale float64) (string, string) {
 	}
 	const key = "serve-target-key"
 	cmd := exec.Command(exe, "serve", "--addr", addr, "--db", filepath.Join(t.TempDir(), "bus.db"), "--time-scale", strconv.FormatFloat(scale, 'g', -1, 64))
-	cmd.Env = append(os.Environ(), testBinaryIsCLI+"=1", "BUS_SECRET="+key, "BUS_ADMIN_SECRET=serve-target-admin")
+	// Its metrics token is the one TestChaosTakesTheTargetDescription gives:
+	// chaos's preflight holds every credential to the target.
+	cmd.Env = append(os.Environ(), testBinaryIsCLI+"=1", "BUS_SECRET="+key, "BUS_ADMIN_SECRET=serve-target-admin", "BUS_METRICS_TOKEN=metrics-tok")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -242,7 +242,7 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	// Every run, passing or not, says how to run it again.
 	fmt.Fprintf(w, "replay: %s\n", run.Command)
 	if run.ReplayNeeds != "" {
-		fmt.Fprintf(w, "        (%s)\n", run.ReplayNeeds)
+		fmt.Fprintf(w, "        first: %s\n", run.ReplayNeeds)
 	}
 }
 

@@ -57,6 +57,14 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := nearestName(names, strings.TrimLeft(args[0], "-")); near != "" {
+		fmt.Fprintf(stderr, "idscheck: unknown command %q; did you mean %q? ('idscheck help' lists every command)\n", args[0], near)
+		return exitUsage
+	}
 	fmt.Fprintf(stderr, "idscheck: unknown command %q; run 'idscheck help' for the list\n", args[0])
 	return exitUsage
 }
@@ -147,10 +155,18 @@ func flagErrorText(fs *flag.FlagSet, err error) string {
 // flagDashes finds "-name" after "flag " or ": " in the flag package's messages.
 var flagDashes = regexp.MustCompile(`(flag |: )-([A-Za-z0-9][-A-Za-z0-9_.]*)`)
 
-// nearestFlag is the flag of fs nearest to name: the same but for case and
-// '_' for '-', else the one a unique prefix or an edit distance of at most
-// 2 (1 for a name of 4 letters or fewer) reaches; "" when none is near.
+// nearestFlag is the flag of fs nearest to name (nearestName).
 func nearestFlag(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return nearestName(names, name)
+}
+
+// nearestName is the one of names nearest to name: the same but for case
+// and '_' for '-', else the one a unique prefix or an edit distance of at
+// most 2 (1 for a name of 4 letters or fewer; two neighbours swapped count
+// as 1) reaches; "" when none is near.
+func nearestName(names []string, name string) string {
 	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "-") }
 	k := norm(name)
 	limit := 2
@@ -158,24 +174,35 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 		limit = 1
 	}
 	best, bestD, prefixed := "", limit+1, []string{}
-	fs.VisitAll(func(f *flag.Flag) {
-		n := f.Name
+	for _, n := range names {
 		if norm(n) == k {
-			best, bestD = n, -1
-			return
+			return n
 		}
-		if bestD < 0 {
-			return
+		d := editDistance(k, norm(n))
+		if swapped(k, norm(n)) {
+			d = 1 // "rnu" for run: one slip of the fingers
 		}
-		if d := editDistance(k, norm(n)); d < bestD {
+		if d < bestD {
 			best, bestD = n, d
 		}
 		if len(k) >= 3 && strings.HasPrefix(n, k) {
 			prefixed = append(prefixed, n)
 		}
-	})
+	}
 	if best == "" && len(prefixed) == 1 {
 		return prefixed[0]
 	}
 	return best
+}
+
+// swapped says whether a and b differ by two neighbouring letters swapped.
+func swapped(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	return i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
 }

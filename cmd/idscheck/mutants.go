@@ -56,6 +56,41 @@ type mutantsConfig struct {
 	parallel        int
 }
 
+// printMutantList writes the mutants of the profile named (its bundled
+// server's deliberate bugs), each with the rule it breaks and what it does:
+// the end of idscheck mutants -h.
+func printMutantList(w io.Writer, name string) {
+	p, err := lookupProfile(name)
+	if err != nil {
+		fmt.Fprintf(w, "\n%v\n", err)
+		return
+	}
+	if len(p.Mutants) == 0 || p.Bundled == nil {
+		fmt.Fprintf(w, "\nProfile %s has no bundled server with mutants.\n", p.Name)
+		return
+	}
+	var b strings.Builder
+	list := func(replicas bool) {
+		for _, m := range p.Mutants {
+			if m.Replicas != replicas {
+				continue
+			}
+			variant := ""
+			if m.Variant != "" {
+				variant = " (variant " + m.Variant + ")"
+			}
+			fmt.Fprintf(&b, "  %s%s: breaks %s\n      %s\n", m.Name, variant, m.Breaks, m.Description)
+		}
+	}
+	fmt.Fprintf(&b, "\nThe mutants of profile %s (--mutants NAME,… picks some; idscheck mutants --profile P -h lists another profile's):\n", p.Name)
+	list(false)
+	if slices.ContainsFunc(p.Mutants, func(m harness.Mutant) bool { return m.Replicas }) {
+		fmt.Fprintf(&b, "\nCaught over several replicas alone, not in this matrix (idscheck chaos --profile %s --replicas 3 --store local --mutant NAME):\n", p.Name)
+		list(true)
+	}
+	io.WriteString(w, b.String())
+}
+
 // mutantRow is one line of the kill matrix.
 type mutantRow struct {
 	Mutant       string                  `json:"mutant"` // "" for the clean server
@@ -83,6 +118,11 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&c.requestTimeout, "request-timeout", features.DefaultRequestTimeout, "bound of one HTTP exchange")
 	fs.DurationVar(&c.scenarioTimeout, "scenario-timeout", 0, "bound of one scenario (default: budget + 3 request timeouts)")
 	fs.IntVar(&c.parallel, "parallel", 3, "mutants certified at once, each by a child idscheck run (1: one after another, in this process)")
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		printMutantList(fs.Output(), argProfile(args, defaultProfile()))
+	}
 	if code, stop := parseFlags(fs, args, false, stdout); stop {
 		return code
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/idscheck/idscheck/features"
@@ -45,12 +46,34 @@ func isGoRunBinary(arg0 string) bool {
 	return strings.Contains(dir, "/go-build") && strings.HasSuffix(dir, "/exe")
 }
 
+// reproOut is the --out of a line that reproduces the run written to out:
+// a new folder beside it, never out itself (the line run as printed would
+// replace the report it reproduces): out-repro, and out-repro-2, -3, … for
+// a reproduction's own.
+func reproOut(out string) string {
+	out = filepath.Clean(out)
+	dir, base := filepath.Split(out)
+	if i := strings.LastIndex(base, "-repro"); i > 0 {
+		switch rest := base[i+len("-repro"):]; {
+		case rest == "":
+			return dir + base + "-2"
+		case strings.HasPrefix(rest, "-"):
+			if n, err := strconv.Atoi(rest[1:]); err == nil && n > 1 {
+				return dir + base[:i] + "-repro-" + strconv.Itoa(n+1)
+			}
+		}
+	}
+	return out + "-repro"
+}
+
 // replayNeeds is what a printed command line needs from the environment:
 // each variable it names in place of a secret, and what to set it to.
 type replayNeeds []string
 
-// note renders the needs as one line ("" for none): "set IDSCHECK_API_KEY
-// to the key you gave (--api-key); set BUS_SECRET to …".
+// note renders the needs as one line ("" for none): "export
+// IDSCHECK_API_KEY=… (the key you gave --api-key); export BUS_SECRET=… (…)".
+// Each is exported, not only set: the line reads some of them in a process
+// it starts (the target command, a target file's api_key_env).
 func (n replayNeeds) note() string {
 	if len(n) == 0 {
 		return ""
@@ -87,12 +110,12 @@ func replayCommand(cmdline string, secrets []string, needs *replayNeeds) string 
 	s = secretFlagRedacted.ReplaceAllStringFunc(s, func(m string) string {
 		sub := secretFlagRedacted.FindStringSubmatch(m)
 		v := strings.ToUpper(strings.ReplaceAll(sub[3], "-", "_"))
-		needs.add("set " + v + " to the value you gave " + sub[2] + sub[3] + " in --target-cmd")
+		needs.add("export " + v + "=… (the value you gave " + sub[2] + sub[3] + " in --target-cmd)")
 		return sub[1] + sub[2] + sub[3] + sub[4] + `"$` + v + `"`
 	})
 	for _, m := range secretAssignmentRef.FindAllStringSubmatch(s, -1) {
 		if m[2] == m[3] && strings.Contains(cmdline, m[2]+"=") && !strings.Contains(cmdline, m[0][len(m[1]):]) {
-			needs.add("set " + m[2] + " to the value you gave it in --target-cmd")
+			needs.add("export " + m[2] + "=… (the value you gave it in --target-cmd)")
 		}
 	}
 	if strings.Contains(s, redact.Redacted) {
@@ -116,7 +139,7 @@ func (t *targetFlags) credentialNeeds(needs *replayNeeds) {
 		if c.name == "api-key" {
 			what = "the key"
 		}
-		needs.add("set " + c.env + " to " + what + " you gave (--" + c.name + ")")
+		needs.add("export " + c.env + "=… (" + what + " you gave --" + c.name + ")")
 	}
 }
 

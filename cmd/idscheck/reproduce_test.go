@@ -45,7 +45,7 @@ func TestReproduceLineRuns(t *testing.T) {
 		t.Fatalf("parse stopped: %d", code)
 	}
 	line := redactAll(c.reproduce(), c.tgt.Secrets())
-	for _, want := range []string{"bin/idscheck run --seed=7 ", `--api-key="$IDSCHECK_API_KEY"`, `BUS_SECRET="$BUS_SECRET"`, `--admin-token="$ADMIN_TOKEN"`, "--port 9"} {
+	for _, want := range []string{"bin/idscheck run --seed=7 --out=idscheck-report-repro ", `--api-key="$IDSCHECK_API_KEY"`, `BUS_SECRET="$BUS_SECRET"`, `--admin-token="$ADMIN_TOKEN"`, "--port 9"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("reproduce line lacks %q:\n%s", want, line)
 		}
@@ -56,7 +56,7 @@ func TestReproduceLineRuns(t *testing.T) {
 		}
 	}
 	note := c.reproduceNeeds().note()
-	for _, want := range []string{"set IDSCHECK_API_KEY to the key you gave (--api-key)", "set BUS_SECRET to the value you gave it in --target-cmd", "set ADMIN_TOKEN to the value you gave --admin-token in --target-cmd"} {
+	for _, want := range []string{"export IDSCHECK_API_KEY=… (the key you gave --api-key)", "export BUS_SECRET=… (the value you gave it in --target-cmd)", "export ADMIN_TOKEN=… (the value you gave --admin-token in --target-cmd)"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note lacks %q: %s", want, note)
 		}

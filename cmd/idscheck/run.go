@@ -209,10 +209,13 @@ func (c runConfig) globs() []string {
 // the seed always, --target-file when one was given, every credential
 // replaced by its environment variable. Values from the target file are not
 // repeated: the file is named instead.
+//
+// It writes to a new folder (reproOut), never to --out: run as printed, it
+// must not replace the report it reproduces.
 func (c runConfig) reproduce() string {
-	parts := []string{selfCommand, "run", "--seed=" + strconv.FormatUint(c.seed, 10)}
+	parts := []string{selfCommand, "run", "--seed=" + strconv.FormatUint(c.seed, 10), "--out=" + shellQuote(reproOut(c.out))}
 	for _, name := range c.setFlags {
-		if name == "seed" {
+		if name == "seed" || name == "out" {
 			continue
 		}
 		if tp, ok := c.tgt.reproduceFlag(name, c.values[name]); ok {
@@ -251,7 +254,7 @@ func printReproduce(b io.Writer, doc *reports.Result) {
 	fmt.Fprintf(b, "reproduce: %s\n", doc.Command)
 	for _, n := range doc.Notes {
 		if rest, ok := strings.CutPrefix(n, reproduceNote); ok {
-			fmt.Fprintf(b, "           (%s)\n", rest)
+			fmt.Fprintf(b, "           first: %s\n", rest)
 		}
 	}
 }
@@ -459,6 +462,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck run: %d replicas answer GET /health: %s\n", len(rt.urls), strings.Join(rt.urls, ", "))
 	}
 	if err := waitHealthyOrExit(ctx, target.BaseURL, c.healthWait, c.requestTimeout, exited); err != nil {
+		if np := (*harness.NotProtocolError)(nil); errors.As(err, &np) {
+			return preflightFailed(c, target, secrets, started, err, stdout, stderr)
+		}
 		cause := err.Error()
 		if proc != nil {
 			output := strings.TrimSpace(proc.Output())
@@ -532,20 +538,20 @@ func preflightFailed(c runConfig, target features.Target, secrets []string, star
 	cause := redactAll(err.Error(), secrets)
 	switch {
 	case errors.As(err, &cred):
-		fmt.Fprintf(stderr, "idscheck run: %s\n  give the credential the target expects (see idscheck run -h: the target's flags and file)\n", cause)
-		return writeStopped(c, target, secrets, started, cause, exitUsage, true, "Give the credential the target expects: the run judged nothing.", stdout, stderr)
+		return writeStopped(c, target, secrets, started, cause, exitUsage, true,
+			"To fix: give the credential the target expects (see idscheck run -h: the target's flags and file).", stdout, stderr)
 	case errors.As(err, &other):
-		fmt.Fprintf(stderr, "idscheck run: the target does not speak the %s profile: %s\n", c.profile, cause)
-		return writeStopped(c, target, secrets, started, cause, exitUnreachable, true,
-			"Check that --target is the base URL of a service of the "+c.profile+" profile (see idscheck run -h and the profile's page in docs/).", stdout, stderr)
+		return writeStopped(c, target, secrets, started, "the target does not speak the "+c.profile+" profile: "+cause, exitUnreachable, true,
+			"To fix: check that --target is the base URL of a service of the "+c.profile+" profile (see idscheck run -h and the profile's page in docs/).", stdout, stderr)
 	}
 	return unreachable(c, target, secrets, started, "preflight: "+cause, stdout, stderr)
 }
 
 // writeStopped writes the reports of a run that stopped before any
 // scenario (exit code code; what stopped it, "preflight failed" or "target
-// unreachable"; the cause and the fix in every report) and says so on
-// stdout. No rule has a verdict.
+// unreachable"; the cause and the fix in every report) and says so, once,
+// on stdout: the cause, the fix, the report, the reproduce line, the exit.
+// No rule has a verdict.
 func writeStopped(c runConfig, target features.Target, secrets []string, started time.Time, cause string, code int, preflight bool, fix string, stdout, stderr io.Writer) int {
 	what := "target unreachable"
 	if preflight {
@@ -572,12 +578,14 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 	if n := c.reproduceNeeds().note(); n != "" {
 		doc.Notes = append(doc.Notes, reproduceNote+n)
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nidscheck run: %s, no rule checked: %s\n  %s\n", what, oneLine(cause, 600), fix)
 	if err := reports.WriteAll(c.out, doc); err != nil {
+		io.WriteString(stdout, b.String())
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
 		return code
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nidscheck run: %s, no rule checked: %s\n\nreport:    %s\n", what, oneLine(cause, 300), filepath.Join(c.out, reports.HTMLFile))
+	fmt.Fprintf(&b, "\nreport:    %s\n", filepath.Join(c.out, reports.HTMLFile))
 	printReproduce(&b, doc)
 	fmt.Fprintf(&b, "exit %d: %s\n", code, what)
 	io.WriteString(stdout, b.String())
@@ -587,7 +595,7 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 // unreachable ends a run whose target never answered GET /health with 200:
 // it still writes result.json (exit code 3, a note naming the cause),
 // junit.xml (one <error> testcase naming the cause, so a CI job shows why)
-// and index.html, says so on stderr, and returns exitUnreachable.
+// and index.html, says so on stdout, and returns exitUnreachable.
 func unreachable(c runConfig, target features.Target, secrets []string, started time.Time, cause string, stdout, stderr io.Writer) int {
 	cause = strings.TrimPrefix(cause, errUnreachable.Error()+": ") // said once, below
 	hint := "check that the target is running, that --target (or \"url\" in the target file) is its base URL " +
@@ -601,7 +609,6 @@ func unreachable(c runConfig, target features.Target, secrets []string, started 
 		hint = "check that --target-cmd starts the target on the target URL, within --health-wait (" + c.healthWait.String() +
 			"; raise it for a slow start), and that GET <target>/health answers 200 without credentials"
 	}
-	fmt.Fprintf(stderr, "idscheck run: target unreachable: %v\n  %s\n", cause, hint)
 	return writeStopped(c, target, secrets, started, cause, exitUnreachable, false, "To fix: "+hint+".", stdout, stderr)
 }
 
@@ -614,6 +621,11 @@ func waitHealthy(ctx context.Context, base string, wait, reqTimeout time.Duratio
 }
 
 // waitHealthyOrExit is waitHealthy that also stops when exited is closed.
+// Without a process it started (exited nil), an answer waiting will not
+// change (harness.Settled: a 404, a 405, a redirect) ends the wait at once
+// with a *harness.NotProtocolError naming it; a target the harness started
+// may answer so while it comes up (a proxy before its backend), and is
+// waited for.
 func waitHealthyOrExit(ctx context.Context, base string, wait, reqTimeout time.Duration, exited <-chan struct{}) error {
 	timeout := min(reqTimeout, maxHealthProbe)
 	c, err := client.New(base, client.Options{Name: "health", Timeout: timeout})
@@ -639,6 +651,10 @@ func waitHealthyOrExit(ctx context.Context, base string, wait, reqTimeout time.D
 			last = fmt.Errorf("no answer within %s", timeout)
 		case err != nil:
 			last = err
+		case resp.Status != http.StatusOK && exited == nil && harness.Settled(resp.Status):
+			// A running target answered, and waiting will not change
+			// what: it is reachable, and not what the profile speaks.
+			return harness.HealthNotProtocol(health, resp)
 		case resp.Status != http.StatusOK:
 			last = fmt.Errorf("answered %d, want 200", resp.Status)
 		default:

@@ -116,17 +116,17 @@ func TestRunUnreachableTarget(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
-			code, _, stderr := runCLI(t, "--target", tc.url, "--api-key", "secret-key", "--health-wait", "300ms", "--request-timeout", "200ms", "--out", out)
+			code, stdout, stderr := runCLI(t, "--target", tc.url, "--api-key", "secret-key", "--health-wait", "300ms", "--request-timeout", "200ms", "--out", out)
 			if code != exitUnreachable {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUnreachable, stderr)
 			}
 			for _, s := range []string{"target unreachable", tc.want, "check that the target is running"} {
-				if !strings.Contains(stderr, s) {
-					t.Errorf("stderr does not say %q:\n%s", s, stderr)
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout does not say %q:\n%s", s, stdout)
 				}
 			}
-			if strings.Contains(stderr, "secret-key") {
-				t.Error("stderr shows the API key")
+			if strings.Contains(stdout+stderr, "secret-key") {
+				t.Error("the output shows the API key")
 			}
 		})
 	}
@@ -211,7 +211,7 @@ func TestReproduceRedactsSecrets(t *testing.T) {
 		t.Fatalf("parse stopped with %d", code)
 	}
 	got := c.reproduce()
-	want := `idscheck run --seed=42 --admin-token="$IDSCHECK_ADMIN_TOKEN" --api-key="$IDSCHECK_API_KEY" --rules='INTENT-7.*' --strict=true --target=http://127.0.0.1:9 --metrics-token="$IDSCHECK_METRICS_TOKEN"`
+	want := `idscheck run --seed=42 --out=idscheck-report-repro --admin-token="$IDSCHECK_ADMIN_TOKEN" --api-key="$IDSCHECK_API_KEY" --rules='INTENT-7.*' --strict=true --target=http://127.0.0.1:9 --metrics-token="$IDSCHECK_METRICS_TOKEN"`
 	if got != want {
 		t.Errorf("reproduce:\n got %s\nwant %s", got, want)
 	}
@@ -716,8 +716,8 @@ func TestRunWrongCredentialIsConfiguration(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			args := append([]string{"run", "--profile", "intent", "--target", srv.URL, "--time-scale", "60", "--out", out}, tc.args...)
 			code := cli(t.Context(), args, &stdout, &stderr)
-			if code != exitUsage || !strings.Contains(stderr.String(), tc.says) {
-				t.Fatalf("exit %d (want %d); stderr does not say %q:\n%s\n%s", code, exitUsage, tc.says, stderr.String(), stdout.String())
+			if code != exitUsage || !strings.Contains(stdout.String(), tc.says) {
+				t.Fatalf("exit %d (want %d); stdout does not say %q:\n%s\n%s", code, exitUsage, tc.says, stdout.String(), stderr.String())
 			}
 			doc, err := reports.ReadResult(out)
 			if err != nil {

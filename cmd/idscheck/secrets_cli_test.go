@@ -49,7 +49,7 @@ func TestNoShortSecretInAnyOutput(t *testing.T) {
 				}
 			}
 		}
-		if args[0] == "run" && !strings.Contains(stdout.String(), "set IDSCHECK_API_KEY to the key you gave (--api-key)") {
+		if args[0] == "run" && !strings.Contains(stdout.String(), "export IDSCHECK_API_KEY=… (the key you gave --api-key)") {
 			t.Errorf("run: the reproduce line does not say what to set:\n%s", stdout.String())
 		}
 		if strings.Contains(texts["stdout"], "REDACTED") && strings.Contains(texts["stdout"], "reproduce:") {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/idscheck/idscheck/harness"
@@ -69,7 +71,7 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 	c := harness.ServeConfig{Getenv: os.Getenv, Stdout: stdout, Stderr: stderr,
 		Ready: func(base string) { fmt.Fprintf(stdout, "listening on %s\n", base) }}
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0: any free port, printed)")
-	fs.StringVar(&c.DB, "db", "", "its SQLite database file (default: the profile's own)")
+	fs.StringVar(&c.DB, "db", "", "its SQLite database file (default: a fresh one in a temporary folder, removed when it stops; printed)")
 	fs.Float64Var(&c.TimeScale, "time-scale", 0, "divide every protocol duration by this factor (default 1)")
 	fs.StringVar(&c.Mutant, "mutant", "", "run with a deliberate bug: "+strings.Join(mutants, ", "))
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the server's random choices (0: drawn)")
@@ -103,6 +105,24 @@ func serveProfile(ctx context.Context, p harness.Profile, args []string, stdout,
 		c.ReplicaID = c.Addr
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	dbGiven := false
+	fs.Visit(func(f *flag.Flag) { dbGiven = dbGiven || f.Name == "db" })
+	if !dbGiven && c.Store == "" && (p.Serve.DBEnv == "" || os.Getenv(p.Serve.DBEnv) == "") {
+		// Never a file in the current folder unasked: a fresh database in
+		// a folder of its own, said where, removed when the server stops.
+		dir, err := os.MkdirTemp("", "idscheck-serve-"+string(p.Name)+"-")
+		if err != nil {
+			fmt.Fprintf(stderr, "idscheck serve: a folder for its database: %v\n", err)
+			return exitUsage
+		}
+		defer os.RemoveAll(dir)
+		c.DB = filepath.Join(dir, string(p.Name)+".db")
+		ready, db := c.Ready, c.DB
+		c.Ready = func(base string) {
+			fmt.Fprintf(stderr, "idscheck serve: database %s (fresh, removed when the server stops; --db PATH keeps one)\n", db)
+			ready(base)
+		}
+	}
 	if err := run(ctx, c); err != nil {
 		fmt.Fprintf(stderr, "idscheck serve: %s\n", trimEcho(err.Error(), "serve"))
 		return exitUsage

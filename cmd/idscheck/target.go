@@ -258,6 +258,23 @@ func (t *targetFlags) targetFileKeys() []string {
 	return keys
 }
 
+// otherProfileSection says which profile a section of the file belongs to
+// when it is not the run's profile's: "http_idempotency" with --profile
+// intent (the default) is a file meant for --profile http-idempotency, not
+// an unknown field.
+func (t *targetFlags) otherProfileSection(top map[string]json.RawMessage) error {
+	for _, name := range profiles.Names() {
+		p, _ := profiles.Lookup(name)
+		if p.Section == nil || p.Name == t.prof.Name || (t.prof.Section != nil && t.prof.Section.Key == p.Section.Key) {
+			continue
+		}
+		if _, ok := top[p.Section.Key]; ok {
+			return fmt.Errorf("%q is the section of profile %s, and this command's profile is %s: add --profile %s", p.Section.Key, p.Name, t.prof.Name, p.Name)
+		}
+	}
+	return nil
+}
+
 var effectSinkKeys = []string{"listen", "url"}
 
 // register adds --target-file and the target flags of profile p to fs (its
@@ -453,6 +470,9 @@ func (t *targetFlags) loadFile(getenv func(string) string) error {
 	}
 	if top == nil {
 		return ferr("want a JSON object, got null")
+	}
+	if err := t.otherProfileSection(top); err != nil {
+		return ferr("%v", err)
 	}
 	if err := unknownKeys(top, t.targetFileKeys(), ""); err != nil {
 		return ferr("%v", err)

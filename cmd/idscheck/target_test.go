@@ -419,8 +419,8 @@ func TestRunHealthHangs(t *testing.T) {
 		t.Errorf("took %s with --health-wait 2.5s", took)
 	}
 	readUnreachableReport(t, out, "no answer within 2s")
-	if !strings.Contains(stderr, "2 probes") {
-		t.Errorf("a hanging probe was not cut at 2s and retried:\n%s", stderr)
+	if !strings.Contains(stdout, "2 probes") {
+		t.Errorf("a hanging probe was not cut at 2s and retried:\n%s", stdout)
 	}
 }
 
@@ -557,11 +557,11 @@ func TestRunAndCheckShareTheTargetFile(t *testing.T) {
 	}
 	noSecret("run's stdout", stdout.String())
 	noSecret("run's stderr", stderr.String())
-	if !strings.Contains(stderr.String(), "starting with "+redact.Redacted) {
-		t.Errorf("the target command's output is not shown (redacted) on stderr:\n%s", stderr.String())
+	if !strings.Contains(stdout.String(), "starting with "+redact.Redacted) {
+		t.Errorf("the target command's output is not shown (redacted) on stdout:\n%s", stdout.String())
 	}
 	doc, _ := reports.ReadResult(out)
-	if want := "idscheck run --seed=5 --health-wait=1s --out=" + out + " --target-file=" + file; doc.Command != want {
+	if want := "idscheck run --seed=5 --out=" + out + "-repro --health-wait=1s --target-file=" + file; doc.Command != want {
 		t.Errorf("reproduce line\n got %s\nwant %s", doc.Command, want)
 	}
 	if !strings.Contains(doc.Target.Command, "sleep 30") {

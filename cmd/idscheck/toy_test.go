@@ -142,8 +142,8 @@ func TestToyThroughTheRegistry(t *testing.T) {
 				out := t.TempDir()
 				var stdout, stderr bytes.Buffer
 				code := cli(ctx, []string{"run", "--profile", "toy", "--target", srv.URL, "--api-key", "wrong-key", "--out", out}, &stdout, &stderr)
-				if code != tc.code || !strings.Contains(stderr.String(), tc.says) {
-					t.Fatalf("exit %d (want %d); stderr does not say %q:\n%s", code, tc.code, tc.says, stderr.String())
+				if code != tc.code || !strings.Contains(stdout.String(), tc.says) {
+					t.Fatalf("exit %d (want %d); stdout does not say %q:\n%s\n%s", code, tc.code, tc.says, stdout.String(), stderr.String())
 				}
 				doc, err := reports.ReadResult(out)
 				if err != nil {

@@ -7,14 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
-	"strings"
-	"time"
 
-	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/features"
 	"github.com/idscheck/idscheck/harness"
 	suta2a "github.com/idscheck/idscheck/sut/a2a"
@@ -127,21 +122,4 @@ func serveFlags(*flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) 
 		c.Logger, c.DB = logger, db
 		return harness.ServeHandler(ctx, c, string(Name), srv.Handler(), srv.Close)
 	}
-}
-
-// preflight: GET /a2a/queue?limit=1 with the API key answers a2a_status.
-func preflight(ctx context.Context, t features.Target, timeout time.Duration) error {
-	c, err := client.New(t.BaseURL, client.Options{Name: "preflight", APIKey: t.APIKey, Timeout: timeout})
-	if err != nil {
-		return err
-	}
-	r, err := harness.ProbeCredential(ctx, c, "the API key", client.Request{Method: http.MethodGet, Path: "/a2a/queue?limit=1"})
-	if err != nil {
-		return err
-	}
-	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"a2a_status"`) {
-		return &harness.NotProtocolError{Call: "GET /a2a/queue?limit=1", Answer: harness.Answer(r),
-			Hint: fmt.Sprintf("an A2A queue answers {\"kind\":\"a2a_status\",…} there (docs/a2a-binding.md): is this an A2A queue?")}
-	}
-	return nil
 }

@@ -14,10 +14,13 @@ import (
 
 // preflight proves the target is an Intent bus and its credentials work:
 // GET /health answers a JSON object (§7.1: "No authentication required.
-// Response 200 OK: { ... }"), a status read of an id no intent has is not
-// refused with the API key (§5.1; 404 is the answer the text gives), and
-// each admin credential given reads the dead-letter list (§8.6) and the
-// metrics token /metrics (§9) without a 401 or 403.
+// Response 200 OK: { ... }"); a status read of an id no intent has, with
+// the API key, is refused: not with a 401 or 403 (the key works, §5.1) and
+// not with a 2xx (§11's error codes: "not_found | 404 | Intent or resource
+// not found"; §7.8: "Same access control as /result"), any other 4xx
+// being a refusal too; and each admin credential given reads the
+// dead-letter list (§8.6) and the metrics token /metrics (§9) without a
+// 401 or 403. Every call is a read: a bus keeps nothing of it.
 func preflight(ctx context.Context, t features.Target, timeout time.Duration) error {
 	opt := client.Options{Name: "preflight", APIKey: t.APIKey, Timeout: timeout}
 	if d, _ := t.Described.(Declared); d.RequireSignatures {
@@ -36,10 +39,15 @@ func preflight(ctx context.Context, t features.Target, timeout time.Duration) er
 		return &harness.NotProtocolError{Call: "GET " + PathHealth, Answer: harness.Answer(r),
 			Hint: "an Intent bus answers 200 with a JSON object (§7.1): is this an Intent bus?"}
 	}
+	// An id of the form the bus gives (hex), drawn here: no intent has it.
+	credential := ""
 	if t.APIKey != "" {
-		if _, err := harness.ProbeCredential(ctx, c, "the API key", client.Request{Method: http.MethodGet, Path: PathStatus + "idscheck-preflight-" + client.NewNonce()}); err != nil {
-			return err
-		}
+		credential = "the API key"
+	}
+	if err := harness.ProbeRefused(ctx, c, credential, client.Request{Method: http.MethodGet, Path: PathStatus + client.NewNonce()},
+		"an intent id no one published",
+		`an Intent bus answers 404 for an intent it does not have (§11: "not_found | 404 | Intent or resource not found"): is this an Intent bus?`); err != nil {
+		return err
 	}
 	admin := func(name, what string, h http.Header, path string) error {
 		if t.Credentials[name] == "" {

@@ -56,6 +56,7 @@ func serveHelp() string {
 func serve() *harness.ServeCommand {
 	return &harness.ServeCommand{
 		Env:   serveHelp(),
+		DBEnv: "BUS_DB_PATH",
 		Child: serveChild,
 		// --store postgres://… --replica-id NAME: several replicas over one
 		// PostgreSQL store are one bus.
