@@ -81,7 +81,7 @@ Feature: IDS — idempotency and exactly-once effects (RFC-WF-0010)
   # Every answer may be 202 processing (and past the declared rate limit 429):
   # the outcome is then at the status URL they name, read before anything is judged.
   Scenario: 200 concurrent duplicates converge to one execution
-    Given a mutating command "A"
+    Given a mutating command "A" whose window outlasts the scenario
     When 200 clients send "A" at once
     And I follow the status URL of "A" until it reports an outcome, if no answer of the storm is one
     Then [IDS-XIII-2-concurrent] the sink saw at most 1 effect for "A"

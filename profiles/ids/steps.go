@@ -122,6 +122,7 @@ func (w *idsWorld) steps() []features.StepDef {
 		{Pattern: `^an I1 command ` + q + `$`, Fn: func(a string) error {
 			return w.choose(a, func(e RegistryEntry) bool { return w.mutating(e) && e.Class == "I1" })
 		}, Kind: features.Action},
+		{Pattern: `^a mutating command ` + q + ` whose window outlasts the scenario$`, Fn: w.chooseLongWindow, Kind: features.Action},
 		{Pattern: `^a mutating command ` + q + ` whose window fits the budget$`, Fn: func(a string) error {
 			return w.choose(a, func(e RegistryEntry) bool { return w.mutating(e) && w.windowFits(e) })
 		}, Kind: features.Action},
@@ -369,6 +370,49 @@ func (w *idsWorld) byPreference(ok func(RegistryEntry) bool) []RegistryEntry {
 		}
 	}
 	return out
+}
+
+// scenarioBound is the longest a scenario runs (the runner's default
+// scenario timeout: the budget and three request timeouts).
+func (w *idsWorld) scenarioBound() time.Duration {
+	return w.env.Budget + 3*w.requestTimeout()
+}
+
+// outlasts says whether e's window, as the target runs it, is longer than
+// a scenario: every delivery of the scenario falls inside it.
+func (w *idsWorld) outlasts(e RegistryEntry) bool {
+	return e.TTLSeconds == nil || w.window(e) > w.scenarioBound()
+}
+
+// chooseLongWindow chooses, in choose's order, a command whose window
+// outlasts the scenario: a storm of concurrent duplicates that took
+// longer than the window would meet a record the text lets expire, and a
+// delivery after it may execute again (§VIII.C). Among those whose
+// executions the sink counts it prefers one whose window outlasts the
+// scenario, else the longest; sendStorm says when a storm still outlasted
+// it.
+func (w *idsWorld) chooseLongWindow(alias string) error {
+	all := w.byPreference(w.mutating)
+	if len(all) == 0 {
+		return features.NotApplicable("the registry has no command this scenario needs")
+	}
+	longer := func(a, b RegistryEntry) bool { // a's window is longer than b's
+		return b.TTLSeconds != nil && (a.TTLSeconds == nil || *a.TTLSeconds > *b.TTLSeconds)
+	}
+	best := -1
+	for i, e := range all {
+		if e.HasEffects() && w.outlasts(e) {
+			best = i
+			break
+		}
+	}
+	for i, e := range all {
+		if best < 0 || (e.HasEffects() && !w.outlasts(all[best]) && (!all[best].HasEffects() || longer(e, all[best]))) {
+			best = i
+		}
+	}
+	w.cmds[alias] = &idsCommand{entry: all[best], env: w.fresh(all[best], 0)}
+	return nil
 }
 
 func (w *idsWorld) chooseRefused(alias string) error {
@@ -679,8 +723,10 @@ func (w *idsWorld) sendStorm(ctx context.Context, n int, alias string) error {
 			}
 		}()
 	}
+	began := time.Now()
 	close(start)
 	wg.Wait()
+	span := time.Since(began)
 	w.storm[alias] = out
 	for _, r := range out {
 		if r != nil {
@@ -689,6 +735,10 @@ func (w *idsWorld) sendStorm(ctx context.Context, n int, alias string) error {
 	}
 	if c.first == nil {
 		return features.Mismatch("an answer to at least one of the storm's requests", "none answered")
+	}
+	if c.entry.TTLSeconds != nil && span >= w.window(c.entry) {
+		return features.NotApplicable(fmt.Sprintf("the %d deliveries took %s, as long as %s's window as the target runs it (%s): a delivery past the window may execute again (§VIII.C), so convergence cannot be judged; the registry has no command with a longer window",
+			n, span.Round(time.Millisecond), c.entry.Command, w.window(c.entry)))
 	}
 	return nil
 }
