@@ -116,7 +116,9 @@ file), else 1 (real time) for a --target; the bundled server runs at its
 profile's scale.
 
 Every requested fault is injected at least once when the run is long enough (the
-schedule starts with each of them, in an order drawn from the seed). A run in which
+schedule starts with each of them, in an order drawn from the seed; when earlier steps
+overran, a fault's first step still starts after --duration, at most 60 s late, the load
+running on until it ended). A run in which
 a requested fault was never injected (no room in the schedule, every injection
 failed, or it could not be set up) ends UNKNOWN (exit 4), never PASS, and
 says which and why. Secrets (the API key, VAR=value assignments and flags of

@@ -47,6 +47,7 @@ func (s *Server) postExecute(w http.ResponseWriter, r *http.Request) error {
 	// A client gone does not abort a charge under way.
 	ctx := context.WithoutCancel(r.Context())
 	req := &execRequest{intentID: intentID, key: key, now: s.clock(), claim: s.newClaim()}
+	defer s.holding(req.claim, intentID, key)()
 	switch s.mutant {
 	case MutantNoReservation:
 		if done, err := s.executeUnreserved(ctx, w, req); done || err != nil {
@@ -248,6 +249,28 @@ func (s *Server) keep(claim, intentID, key string) (stop func()) {
 		}
 	}()
 	return cancel
+}
+
+// liveClaim is a claim of this process on a row.
+type liveClaim struct{ claim, intentID, key string }
+
+// holding notes that this process acts on the row (intentID, key) under
+// claim until release: see Server.live.
+func (s *Server) holding(claim, intentID, key string) (release func()) {
+	c := liveClaim{claim, intentID, key}
+	s.live.Store(c, struct{}{})
+	return func() { s.live.Delete(c) }
+}
+
+// renewLive renews, in tx, every claim this process holds on a row.
+func (s *Server) renewLive(tx *sql.Tx, until int64) error {
+	var err error
+	s.live.Range(func(k, _ any) bool {
+		c := k.(liveClaim)
+		_, err = tx.Stmt(s.st.renew).Exec(until, c.intentID, c.key, c.claim)
+		return err == nil
+	})
+	return err
 }
 
 // unlease lets go of claim on a row, if the row is still under it (best

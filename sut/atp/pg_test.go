@@ -211,6 +211,37 @@ func TestReplicasShareStore(t *testing.T) {
 			t.Fatalf("the restarted r1 took the row r10 holds: %s", stateOf(x))
 		}
 	})
+	t.Run("a sweep leaves the rows its own process charges", func(t *testing.T) {
+		// r1 charges a row, the rail holding its confirm, and the claim's
+		// renewals fall behind (a starved machine): its lease is past.
+		// r1's own sweep knows the charge goes on and leaves the row: no
+		// cancel, and the row settles with the one charge.
+		a := newPGEnv(t, "")
+		k := key("own")
+		a.authorize(k, a.intent("int_o"))
+		a.rail.HoldConfirms()
+		done := make(chan resp, 1)
+		go func() { done <- a.execute(k, "int_o") }()
+		if a.rail.WaitConfirms(1, 10*time.Second) != 1 {
+			t.Fatal("the confirm never arrived")
+		}
+		db, err := sql.Open("pgx", a.cfg.Store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`UPDATE transactions SET lease_until = 1 WHERE intent_id = 'int_o'`); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.srv.ReconcileNow(context.Background()); err != nil {
+			t.Fatalf("the sweep: %v", err)
+		}
+		a.rail.Release()
+		r := <-done
+		if r.status != 200 || r.tx(t).State != stateSettled || a.rail.Charges("int_o") != 1 {
+			t.Fatalf("the execute whose renewals fell behind: %s, %d charges (the sweep took its row over)", r, a.rail.Charges("int_o"))
+		}
+	})
 	t.Run("the replica that took a claim over decides the row", func(t *testing.T) {
 		// r1 charges the row; its claim goes (as when its renewals are
 		// late on a loaded machine, or it is cut from the store) and r2's

@@ -146,6 +146,12 @@ func (s *Server) sweep(ctx context.Context) error {
 	defer s.sweepMu.Unlock()
 	now, claim := time.Now(), s.newSweepClaim()
 	v, err := s.w.Submit(ctx, func(tx *sql.Tx) (any, error) {
+		// This process's own charges and reconciliations keep their rows,
+		// however late their renewals: only another's lapsed claim is
+		// taken over.
+		if err := s.renewLive(tx, now.Add(s.leaseFor).UnixNano()); err != nil {
+			return nil, err
+		}
 		rows, err := tx.Stmt(s.st.claim).Query(claim, now.Add(s.leaseFor).UnixNano(), now.UnixNano())
 		if err != nil {
 			return nil, err
@@ -182,9 +188,11 @@ func (s *Server) sweep(ctx context.Context) error {
 			// resolved it meanwhile.
 			x, err := scanRow(s.st.rGetRow.QueryRowContext(ctx, k[0], k[1]))
 			if err == nil && x != nil && x.open() {
+				release := s.holding(claim, k[0], k[1])
 				stop := s.keep(claim, k[0], k[1])
 				err = s.reconcileRow(ctx, x, claim)
 				stop()
+				release()
 			}
 			if err != nil {
 				mu.Lock()

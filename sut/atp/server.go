@@ -162,6 +162,11 @@ type Server struct {
 	rs replicaState // the replica mutants'
 
 	sweepMu sync.Mutex // one sweep of this process at a time (the rows are claimed in the store)
+	// live are the claims this process holds while it acts on their rows
+	// (liveClaim keys): its sweep renews them before it claims rows,
+	// so it never takes over a row of its own process, however late their
+	// renewals run on a starved machine.
+	live sync.Map
 	// swept closes once the sweep Open starts has run (at once under the
 	// no-reconciliation mutant): what a test sets up after it is not
 	// resolved by it behind the test's back.
