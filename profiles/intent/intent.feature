@@ -346,11 +346,20 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-3.1-states] the response field "status" is one of "open, claimed, fulfilled, dead"
 
   # "The 204 response MUST include Retry-After: 1." binds a 204: another
-  # answer (the 204 is a table row, judged on its own) leaves it N/A.
+  # answer (the 204 is a table row, judged after it) leaves it N/A.
   Scenario: an empty namespace answers 204 with Retry-After: 1
     When I claim
-    Then [INTENT-7.3-no-content-204] the response status is 204
-    And [INTENT-7.3-retry-after] if the response status is 204, its header "Retry-After" is "1"
+    Then [INTENT-7.3-retry-after] if the response status is 204, its header "Retry-After" is "1"
+    And [INTENT-7.3-no-content-204] the response status is 204
+
+  # "No eligible intent" is also a namespace whose only intent the claimer
+  # may not take.
+  Scenario: a claim that finds only an intent it may not take answers 204
+    Given a tester key "alice"
+    And I publish intent "A"
+    When alice claims
+    Then [INTENT-7.3-retry-after] if the response status is 204, its header "Retry-After" is "1"
+    And [INTENT-7.3-no-content-204] the response status is 204
 
   Scenario: many concurrent workers never share an intent
     Given I publish 30 public intents
@@ -450,7 +459,8 @@ Feature: Intent Protocol v2.1 (seed 004)
 
   # "A" is published with no visibility: the default private is judged by
   # what the bus does with it. The rules of eligibility forbid handing "A"
-  # to alice; the 204 that finding nothing gets is §7.3's table row.
+  # to alice; the 204 that finding nothing gets is §7.3's table row, judged
+  # apart.
   Scenario: a private intent is claimed only by its publisher's key
     Given a tester key "alice"
     And I publish intent "A"
@@ -459,7 +469,6 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-6.2-private] the claim does not return intent "A"
     And [INTENT-12-isolation] the claim does not return intent "A"
     And [INTENT-4.1-visibility-default] the claim does not return intent "A"
-    And [INTENT-7.3-no-content-204] the response status is 204
     When I claim
     Then [INTENT-6.2-private] the claim returns intent "A"
     And [INTENT-4.1-visibility-default] the claim returns intent "A"
@@ -847,6 +856,10 @@ Feature: Intent Protocol v2.1 (seed 004)
     When I fail "A" 3 times
     Then [INTENT-3.3-default-max-attempts] the status of "A" is "dead"
 
+  # The first claim is judged by the attempts alone (claim_attempts has
+  # reached max_attempts whatever the state), once the backoff a retry would
+  # have (1 * 2^3 + [0, 2) s) is over; the second by the state, once it is
+  # read back dead.
   Scenario: an intent failed max_attempts times is dead, archived and never handed out again
     Given the target has an admin token
     And I publish intent "A" with:
@@ -854,14 +867,16 @@ Feature: Intent Protocol v2.1 (seed 004)
       {"backoff_base": 1.0, "max_attempts": 3, "payload": {"keep": "me"}}
       """
     When I fail "A" 3 times
-    Then [INTENT-3.3-dead-at-max-attempts] the status of "A" is "dead"
+    And 10 protocol seconds pass
+    And I claim
+    Then [INTENT-7.3-eligible-attempts] the claim does not return intent "A"
+    And [INTENT-3.3-dead-at-max-attempts] the status of "A" is "dead"
     And [INTENT-3.2-fail-dead] the response field "status" is "dead"
     And [INTENT-3.3-dead-at-max-attempts] the claim_attempts of "A" is 3
+    And [INTENT-12-dead-letter-archival] "A" is in the dead-letter queue
     When I claim
     Then [INTENT-7.3-eligible-status] the claim does not return intent "A"
     And [INTENT-3.1-dead-terminal] the claim does not return intent "A"
-    And [INTENT-7.3-eligible-attempts] the claim does not return intent "A"
-    And [INTENT-12-dead-letter-archival] "A" is in the dead-letter queue
     When the admin sends GET "/admin/dead"
     Then [INTENT-8.6-dead-list] the response status is one of "2xx"
     And [INTENT-8.6-dead-list] the response body contains "{id:A}"
