@@ -236,7 +236,9 @@ func TestNothingToClaimAnswered200(t *testing.T) {
 
 // allCredentials gives the bundled server a dashboard password and a
 // metrics token beside its admin token.
-func allCredentials(c *sut.Config) { c.DashboardPassword, c.MetricsToken = "dash-tamper", "metrics-tamper" }
+func allCredentials(c *sut.Config) {
+	c.DashboardPassword, c.MetricsToken = "dash-tamper", "metrics-tamper"
+}
 
 // verdictsOf maps each rule of a run to its verdict.
 func verdictsOf(res *features.RunResult) map[string]verdict.Verdict {
