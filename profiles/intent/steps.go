@@ -130,6 +130,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		// responses
 		{Pattern: `^the response status is (\d+)$`, Fn: w.statusCode, Kind: features.Gate},
 		{Pattern: `^the response status is one of "([^"]*)"$`, Fn: w.statusOneOf, Kind: features.Gate},
+		{Pattern: `^the request was refused with any 4xx$`, Fn: w.refused, Kind: features.Check},
 		{Pattern: `^the response is an error with status (\d+) and code "([^"]*)"$`, Fn: w.errorWith, Kind: features.Check},
 		{Pattern: `^if the response status is (\d+), it is an error with code "([^"]*)"$`, Fn: w.codeIfStatus, Kind: features.Check},
 		{Pattern: `^if the response status is (\d+), its header "([^"]*)" is "([^"]*)"$`, Fn: w.headerIfStatus, Kind: features.Check},

@@ -44,6 +44,16 @@ func (w *intentWorld) statusOneOf(list string) error {
 	return features.Mismatch("status "+list, features.Describe(w.last))
 }
 
+// refused holds on any 4xx. Unlike "the response status is one of "4xx""
+// it gates nothing: a rule that asks only for a refusal and a rule that
+// asks for its status (a 404) are both judged on one answer.
+func (w *intentWorld) refused() error {
+	if w.last == nil || w.last.Status/100 != 4 {
+		return features.Mismatch("a refusal (4xx)", features.Describe(w.last))
+	}
+	return nil
+}
+
 // codeIfStatus checks the error code only when the status is the one the
 // code belongs to: where the text gives no status, another status is not
 // this rule's concern, and the check is N/A (it judged nothing).

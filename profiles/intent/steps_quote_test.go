@@ -148,6 +148,8 @@ func TestAnsweredWithinTimesTheAnswer(t *testing.T) {
 // distinct intents; two hand-outs whose leases provably overlap still fail.
 func TestDoubleLeaseOnlyWhenLeasesOverlap(t *testing.T) {
 	w := testWorld() // time scale 60: a 60 s lease is 1 s
+	w.register("b1", "a", actorMain)
+	w.register("b2", "b", actorMain)
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	w.storm = []claimResult{
@@ -170,8 +172,12 @@ func TestDoubleLeaseOnlyWhenLeasesOverlap(t *testing.T) {
 	if err := w.noDoubleLease(); err == nil {
 		t.Error("two overlapping leases of one intent passed")
 	}
+	w.storm = append(w.storm, claimResult{status: 200, id: "elsewhere", token: "t9", call: at(0), ret: at(50), leaseProto: 60})
+	if err := w.allHandedOut(2); !isNA(err) {
+		t.Errorf("an intent of another namespace in the storm: %v, want N/A (isolation's finding)", err)
+	}
 	w.storm = append(w.storm, claimResult{status: 500})
-	if err := w.allHandedOut(2); err == nil {
+	if err := w.allHandedOut(2); err == nil || isNA(err) {
 		t.Error("a 500 in the storm passed")
 	}
 }
@@ -323,15 +329,44 @@ func TestRefusalJudgedApartFromItsStatus(t *testing.T) {
 		"INTENT-4.1-namespace-format": verdict.Pass, "INTENT-7.4-extend-expired-lease": verdict.Pass,
 		"INTENT-7.2-bad-request-400": verdict.NonStrict, "INTENT-3.3-token-expired-404": verdict.Fail,
 	})
-	got = certifyTampered(t, []string{"INTENT-4.1-goal-length"}, func(r *http.Request, status int, doc map[string]any) int {
+	// Accepting an empty goal fails the range and the 400 row both: the
+	// refusal gates nothing.
+	got = certifyTampered(t, []string{"INTENT-4.1-goal-length", "INTENT-7.2-bad-request-400"}, func(r *http.Request, status int, doc map[string]any) int {
 		b, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/intent" && status == http.StatusBadRequest && bytes.Contains(b, []byte(`"goal": ""`)) {
 			return http.StatusCreated
 		}
 		return status
 	})
-	if !failed(got["INTENT-4.1-goal-length"]) {
-		t.Errorf("an empty goal accepted: INTENT-4.1-goal-length %s, want a failure", got["INTENT-4.1-goal-length"])
+	for _, r := range []string{"INTENT-4.1-goal-length", "INTENT-7.2-bad-request-400"} {
+		if !failed(got[r]) {
+			t.Errorf("an empty goal accepted: %s %s, want a failure", r, got[r])
+		}
+	}
+	// A lease revived after its expiry fails "MUST fail" and §3.3's 404
+	// both, on the one answer.
+	got = certifyMutantTampered(t, sut.MutantExtendAfterExpiry, []string{"INTENT-7.4-extend-expired-lease", "INTENT-3.3-token-expired-404"}, nil)
+	for _, r := range []string{"INTENT-7.4-extend-expired-lease", "INTENT-3.3-token-expired-404"} {
+		if !failed(got[r]) {
+			t.Errorf("extend-after-expiry: %s %s, want a failure", r, got[r])
+		}
+	}
+}
+
+// TestRefusedGatesNothing: any 4xx is a refusal; anything else is not.
+func TestRefusedGatesNothing(t *testing.T) {
+	w := testWorld()
+	for _, st := range []int{400, 404, 409, 422, 429} {
+		w.last = resp(st, ``)
+		if err := w.refused(); err != nil {
+			t.Errorf("%d: %v", st, err)
+		}
+	}
+	for _, st := range []int{200, 204, 500} {
+		w.last = resp(st, ``)
+		if err := w.refused(); err == nil {
+			t.Errorf("%d passed as a refusal", st)
+		}
 	}
 }
 
