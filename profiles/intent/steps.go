@@ -146,6 +146,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the response field "([^"]*)" is absent or one of "([^"]*)"$`, Fn: w.fieldAbsentOrOneOf, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is one of "([^"]*)"$`, Fn: w.fieldOneOf, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is not "([^"]*)"$`, Fn: w.fieldIsNot, Kind: features.Check},
+		{Pattern: `^the response field "([^"]*)" contains "([^"]*)"$`, Fn: w.fieldContains, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is one of "([^"]*)" where present$`, Fn: w.fieldOneOfWherePresent, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is absent or a number$`, Fn: w.fieldAbsentOrNumber, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is absent$`, Fn: w.fieldAbsent, Kind: features.Check},

@@ -378,6 +378,24 @@ func (w *intentWorld) fieldIsNot(path, value string) error {
 	return nil
 }
 
+// fieldContains checks that a string field is present and contains text
+// (placeholders expanded).
+func (w *intentWorld) fieldContains(path, text string) error {
+	v, err := w.expand(text)
+	if err != nil {
+		return err
+	}
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	got, _ := field(m, path)
+	if s, ok := got.(string); !ok || !strings.Contains(s, v) {
+		return features.Mismatch(fmt.Sprintf("%s: a string containing %q", path, v), features.Describe(w.last))
+	}
+	return nil
+}
+
 // fieldAbsentOrNumber checks a field that may be absent (or null), or else
 // a number.
 func (w *intentWorld) fieldAbsentOrNumber(path string) error {

@@ -106,6 +106,24 @@ func TestClaimNotReturnedReadsTheHandOut(t *testing.T) {
 	}
 }
 
+// TestFieldContains: the error of a failed intent carries the failure's
+// message, however the bus words around it; a missing or other one fails.
+func TestFieldContains(t *testing.T) {
+	w := testWorld()
+	for _, b := range []string{`{"error": "attempt 1"}`, `{"error": "worker said: attempt 1"}`} {
+		w.last = resp(200, b)
+		if err := w.fieldContains("error", "attempt 1"); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+	}
+	for _, b := range []string{`{}`, `{"error": null}`, `{"error": "boom"}`, `{"error": {"message": "attempt 1"}}`} {
+		w.last = resp(200, b)
+		if err := w.fieldContains("error", "attempt 1"); err == nil {
+			t.Errorf("%s passed", b)
+		}
+	}
+}
+
 // TestFieldIsNot: another key's read passes unless it carries the value.
 func TestFieldIsNot(t *testing.T) {
 	w := testWorld()
@@ -638,5 +656,22 @@ func TestExpiresAtReadWhereShown(t *testing.T) {
 	})
 	if !failed(got["INTENT-4.2-expires-at-default"]) {
 		t.Errorf("INTENT-4.2-expires-at-default: %s, want a failure", got["INTENT-4.2-expires-at-default"])
+	}
+}
+
+// TestResultErrorWorded: "The response MUST include error when last_error
+// is present" holds for an error that words the failure's message its own
+// way; a /result without the error still fails.
+func TestResultErrorWorded(t *testing.T) {
+	rules := []string{"INTENT-7.7-result-error-field"}
+	got := certifyTampered(t, rules, func(r *http.Request, status int, doc map[string]any) int {
+		if v, ok := doc["error"].(string); ok && strings.HasPrefix(r.URL.Path, "/result/") {
+			doc["error"] = "the worker reported: " + v
+		}
+		return status
+	})
+	wantVerdicts(t, got, map[string]verdict.Verdict{"INTENT-7.7-result-error-field": verdict.Pass})
+	if got := certifyTampered(t, rules, dropField("error", "/result/")); !failed(got["INTENT-7.7-result-error-field"]) {
+		t.Errorf("no error in /result: INTENT-7.7-result-error-field %s, want a failure", got["INTENT-7.7-result-error-field"])
 	}
 }
