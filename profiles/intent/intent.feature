@@ -402,7 +402,7 @@ Feature: Intent Protocol v2.1 (seed 004)
   Scenario: a delayed intent is not handed out before its delay has passed
     Given I publish intent "late" with:
       """
-      {"delay": 120}
+      {"delay": 300}
       """
     And I remember the response as "late"
     And I publish intent "early" with:
@@ -410,12 +410,12 @@ Feature: Intent Protocol v2.1 (seed 004)
       {}
       """
     When I claim
-    And the answer came less than 120 protocol seconds after "late" was sent
+    And the answer came less than 300 protocol seconds after "late" was sent
     Then [INTENT-7.3-eligible-run-at] the claim does not return intent "late"
     And [INTENT-4.1-delay] the claim does not return intent "late"
     When [INTENT-3.2-claim-transition] the claim returns intent "early"
     And I claim
-    And the answer came less than 120 protocol seconds after "late" was sent
+    And the answer came less than 300 protocol seconds after "late" was sent
     Then [INTENT-7.3-eligible-run-at] the claim does not return intent "late"
     And [INTENT-4.1-delay] the claim does not return intent "late"
     When I send POST "/fulfill/{id:early}" with body:
@@ -829,10 +829,11 @@ Feature: Intent Protocol v2.1 (seed 004)
     And the answer came less than <due> protocol seconds after "fail" was sent
     Then [INTENT-12-retry-backoff] the claim does not return intent "A"
 
-    # due: base * 2^n, before which "A" cannot be due again.
+    # due: base * 2^n, before which "A" cannot be due again (attempt 2
+    # waits out the backoff of attempt 1, so its base stays small).
     Examples:
       | n | base  | due |
-      | 1 | 30.0  | 60  |
+      | 1 | 300.0 | 600 |
       | 2 | 20.0  | 80  |
 
   Scenario: the default backoff_base is 5 seconds
