@@ -160,15 +160,16 @@ func (w *intentWorld) errorPrefix(prefix string) error {
 	return nil
 }
 
-// jsonError judges INTENT-11 ("All error responses MUST use the following
-// shape"): an answer that is no error (a SHOULD's status not kept, say,
-// judged under its own rule) has no error shape to judge.
+// jsonError judges §11's shape of an error response. "All error responses
+// MUST use the following shape" says nothing of an answer that is no error:
+// on one (a refusal the target did not make, judged by the rule of that
+// refusal), the check is N/A, never a failure of the shape.
 func (w *intentWorld) jsonError() error {
 	if w.last == nil {
 		return features.Mismatch("an error response", "no response")
 	}
 	if w.last.Status < 400 {
-		return features.NotApplicable(fmt.Sprintf("the answer is no error (%s): the shape of errors is judged on errors", features.Describe(w.last)))
+		return features.NotApplicable(fmt.Sprintf("the answer is no error response (%d): §11's shape is required of error responses", w.last.Status))
 	}
 	_, err := checkErrorShape(w.last)
 	return err

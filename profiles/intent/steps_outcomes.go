@@ -6,6 +6,7 @@ package intent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -43,28 +44,68 @@ func (w *intentWorld) statusOneOf(list string) error {
 	return features.Mismatch("status "+list, features.Describe(w.last))
 }
 
+// refused holds on any 4xx. Unlike "the response status is one of "4xx""
+// it gates nothing: a rule that asks only for a refusal and a rule that
+// asks for its status (a 404) are both judged on one answer.
+func (w *intentWorld) refused() error {
+	if w.last == nil || w.last.Status/100 != 4 {
+		return features.Mismatch("a refusal (4xx)", features.Describe(w.last))
+	}
+	return nil
+}
+
 // codeIfStatus checks the error code only when the status is the one the
 // code belongs to: where the text gives no status, another status is not
-// this rule's concern.
+// this rule's concern, and the check is N/A (it judged nothing).
 func (w *intentWorld) codeIfStatus(status int, code string) error {
-	if w.last == nil || w.last.Status != status {
-		return nil
+	if w.last == nil {
+		return features.Mismatch(fmt.Sprintf("a response (%d with code %s, or another status)", status, code), "no response")
+	}
+	if w.last.Status != status {
+		return features.NotApplicable(fmt.Sprintf("the answer is %d, not %d: the code %s belongs to %d", w.last.Status, status, code, status))
 	}
 	return w.errorWith(status, code)
 }
 
-// headerIfStatus checks a header of the last response when its status is
-// the one the rule is about ("The 204 response MUST include Retry-After:
-// 1"); another status leaves the rule nothing to judge (N/A), its status
-// being another rule's concern.
+// headerIfStatus checks a header only on a response of the status a rule
+// gives it ("The 204 response MUST include Retry-After: 1."): on another
+// status the rule asks nothing, and the check is N/A.
 func (w *intentWorld) headerIfStatus(status int, name, value string) error {
-	if w.last == nil || w.last.Status != status {
-		return features.NotApplicable(fmt.Sprintf("the answer is not a %d (%s): the rule is about the header of a %d", status, features.Describe(w.last), status))
+	if w.last == nil {
+		return features.Mismatch(fmt.Sprintf("a response (%d with %s: %s, or another status)", status, name, value), "no response")
+	}
+	if w.last.Status != status {
+		return features.NotApplicable(fmt.Sprintf("the answer is %d, not %d: the header %s is required of a %d", w.last.Status, status, name, status))
 	}
 	return w.headerIs(name, value)
 }
 
-// claimNotReturned holds when the last claim did not hand out the intent.
+// answeredWithin is the precondition of a check that holds only for a
+// while after an earlier request (an intent not yet due, a value not yet
+// expired): the last answer must have come less than seconds protocol
+// seconds after the request remembered as name was sent. Later, the check
+// can no longer tell a fault from the passing of time, and what follows is
+// N/A: the harness does not control how long a loaded machine takes.
+func (w *intentWorld) answeredWithin(seconds float64, name string) error {
+	ref, ok := w.remember[name]
+	if !ok {
+		return fmt.Errorf("no response remembered as %q", name)
+	}
+	if w.last == nil {
+		return fmt.Errorf("no response to time")
+	}
+	limit := ref.Exchange.Call.Add(w.protocol(seconds))
+	if took := w.last.Exchange.Return.Sub(ref.Exchange.Call); !w.last.Exchange.Return.Before(limit) {
+		return features.NotApplicable(fmt.Sprintf("the answer came %s after %q was sent, not within %g protocol seconds (%s at time scale %g): too late to judge what holds only until then",
+			took.Round(time.Millisecond), name, seconds, w.protocol(seconds).Round(time.Millisecond), w.scale()))
+	}
+	return nil
+}
+
+// claimNotReturned holds when the last claim did not hand out the intent:
+// the rules of eligibility forbid the hand-out, and the 204 an empty
+// selection gets is §7.3's table row (INTENT-7.3-no-content-204), judged
+// on its own. A 5xx is no answer to what was asked, and passes nothing.
 func (w *intentWorld) claimNotReturned(alias string) error {
 	want, ok := w.ids[alias]
 	if !ok {
@@ -72,6 +113,9 @@ func (w *intentWorld) claimNotReturned(alias string) error {
 	}
 	if w.last == nil {
 		return features.Mismatch("a response", "none")
+	}
+	if w.last.Status >= 500 {
+		return features.Mismatch("any answer but intent "+alias+" ("+want+"), and no 5xx", features.Describe(w.last))
 	}
 	if w.last.Status == http.StatusOK {
 		if m, err := jsonBody(w.last); err == nil {
@@ -290,6 +334,66 @@ func (w *intentWorld) fieldOneOfWherePresent(path, list string) error {
 		return features.NotApplicable(fmt.Sprintf("the reply carries no %s, which the text requires of it nowhere", path))
 	}
 	return w.fieldAbsentOrOneOf(path, list)
+}
+
+// fieldOneOf checks a string field that must be present against a
+// comma-separated list of values (placeholders expanded).
+func (w *intentWorld) fieldOneOf(path, list string) error {
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	list, err = w.expand(list)
+	if err != nil {
+		return err
+	}
+	v, _ := field(m, path)
+	for _, e := range strings.Split(list, ",") {
+		if v == strings.TrimSpace(e) {
+			return nil
+		}
+	}
+	return features.Mismatch(fmt.Sprintf("%s one of %s", path, list), features.Describe(w.last))
+}
+
+// fieldIsNot holds when the answer does not carry value in the string
+// field path (absent, another value, or no JSON object at all): what the
+// rule forbids is that value reaching this caller. A 5xx is no answer to
+// what was asked, and passes nothing.
+func (w *intentWorld) fieldIsNot(path, value string) error {
+	v, err := w.expand(value)
+	if err != nil {
+		return err
+	}
+	if w.last == nil || w.last.Status >= 500 {
+		return features.Mismatch(fmt.Sprintf("an answer without %s %q, and no 5xx", path, v), features.Describe(w.last))
+	}
+	var m map[string]any
+	if json.Unmarshal(w.last.Body, &m) != nil {
+		return nil
+	}
+	if got, ok := field(m, path); ok && got == v {
+		return features.Mismatch(fmt.Sprintf("an answer without %s %q", path, v), features.Describe(w.last))
+	}
+	return nil
+}
+
+// fieldContains checks that a string field is present and contains text
+// (placeholders expanded).
+func (w *intentWorld) fieldContains(path, text string) error {
+	v, err := w.expand(text)
+	if err != nil {
+		return err
+	}
+	m, err := jsonBody(w.last)
+	if err != nil {
+		return err
+	}
+	got, _ := field(m, path)
+	if s, ok := got.(string); !ok || !strings.Contains(s, v) {
+		return features.Mismatch(fmt.Sprintf("%s: a string containing %q", path, v), features.Describe(w.last))
+	}
+	return nil
 }
 
 // fieldAbsentOrNumber checks a field that may be absent (or null), or else

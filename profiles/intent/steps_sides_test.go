@@ -474,7 +474,7 @@ func TestPriorityOrderWithAnotherDefault(t *testing.T) {
 // refused with 409, a body over 8KB refused with 400 and a rate limit
 // answered 429 with another code pass the rules whose quotes ask for none
 // of these details (the rows that do still fail); accepting each still
-// fails its rule.
+// fails its rule (a dead intent's, by the state read back: fulfilled).
 func TestRuleJudgedByItsOwnRow(t *testing.T) {
 	rules := []string{"INTENT-8.2-revoke-key", "INTENT-3.1-dead-terminal", "INTENT-15-size-limits", "INTENT-15-rate-limit"}
 	otherRefusal := func(r *http.Request, status int, doc map[string]any) int {
@@ -498,12 +498,20 @@ func TestRuleJudgedByItsOwnRow(t *testing.T) {
 		want[r] = verdict.Pass
 	}
 	wantVerdicts(t, got, want)
+	// A fulfil of the dead intent taken: the state read back is fulfilled.
+	var mu sync.Mutex
+	revived := map[string]bool{}
 	accepted := func(r *http.Request, status int, doc map[string]any) int {
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case r.URL.Path == "/claim" && status == http.StatusUnauthorized:
 			return http.StatusNoContent
 		case strings.HasPrefix(r.URL.Path, "/fulfill/") && status == http.StatusNotFound:
+			revived[strings.TrimPrefix(r.URL.Path, "/fulfill/")] = true
 			return http.StatusOK
+		case strings.HasPrefix(r.URL.Path, "/status/") && revived[strings.TrimPrefix(r.URL.Path, "/status/")] && doc != nil:
+			doc["status"] = "fulfilled"
 		case r.URL.Path == "/intent" && status == http.StatusRequestEntityTooLarge:
 			return http.StatusCreated
 		case status == http.StatusTooManyRequests:

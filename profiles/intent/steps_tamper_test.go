@@ -75,6 +75,18 @@ func certifyMutantTampered(t *testing.T, mutant string, sel []string, change rew
 // of the bundled server (none when "") behind wrap (none when nil).
 func certifyWrapped(t *testing.T, mutant string, sel []string, wrap func(http.Handler) http.Handler) map[string]verdict.Verdict {
 	t.Helper()
+	out := map[string]verdict.Verdict{}
+	for _, r := range certifyRun(t, mutant, sel, wrap).Rules {
+		out[r.RuleID] = r.Verdict
+	}
+	return out
+}
+
+// certifyRun is certifyWrapped's run, whole: each rule's verdict with its
+// reason, and each scenario's. opts change the bundled server's
+// configuration (a dashboard password, a metrics token) before it opens.
+func certifyRun(t *testing.T, mutant string, sel []string, wrap func(http.Handler) http.Handler, opts ...func(*sut.Config)) *features.RunResult {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs part of the intent profile")
 	}
@@ -82,6 +94,9 @@ func certifyWrapped(t *testing.T, mutant string, sel []string, wrap func(http.Ha
 	defer cancel()
 	cfg := sut.Config{DBPath: filepath.Join(t.TempDir(), "bus.db"), Secret: "main-tamper", AdminSecret: "admin-tamper",
 		TimeScale: 60, Seed: 7, Mutant: mutant, Logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	srv, err := sut.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -98,16 +113,12 @@ func certifyWrapped(t *testing.T, mutant string, sel []string, wrap func(http.Ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]verdict.Verdict{}
-	for _, r := range res.Rules {
-		out[r.RuleID] = r.Verdict
-	}
 	for _, s := range res.Scenarios {
 		if s.Verdict != verdict.Pass {
 			t.Logf("%s: %s: %s (expected %s, observed %s)", s.Verdict, s.Name, s.Reason, s.Evidence.Expected, s.Evidence.Observed)
 		}
 	}
-	return out
+	return res
 }
 
 // wantVerdicts compares the verdicts of the named rules.
