@@ -66,6 +66,16 @@ func (e *Env) Client(name string, opts ...func(*client.Options)) (*client.Client
 	return client.New(e.Target.BaseURL, o)
 }
 
+// Answered notes r as the answer the scenario's checks read next (what a
+// profile's steps call "the last answer"): a check that sends nothing
+// shows the answers noted last as the proof of its PASS. A profile that
+// never calls it gets the scenario's latest exchanges as that proof.
+func (e *Env) Answered(r *client.Response) {
+	if e.judge != nil && r != nil {
+		e.judge.answered(r.Exchange)
+	}
+}
+
 // Scaled returns a protocol duration as the target experiences it.
 func (e *Env) Scaled(d time.Duration) time.Duration {
 	if e.Target.TimeScale <= 0 {

@@ -236,6 +236,10 @@ type judge struct {
 	mark     int           // Recorder.Len() when the running step began
 	// scenarioMark is Recorder.Len() when the scenario began.
 	scenarioMark int
+	// answers are the answers the scenario's steps noted last
+	// (Env.Answered), at most maxProof: what a check that sends nothing
+	// read.
+	answers []verdict.Exchange
 
 	judgments []Judgment
 	taint     *taint // the first failed assertion of a MUST in the scenario
@@ -299,6 +303,7 @@ func (j *judge) reset(sc *godog.Scenario) {
 	j.steps = sc.Steps
 	j.scenario = sc.Name
 	j.scenarioMark = j.env.Recorder.Len()
+	j.answers = nil
 	j.idx = -1
 	j.judgments = nil
 	j.taint = nil
@@ -781,10 +786,19 @@ func (j *judge) takeSinkReads() string {
 	return "at the effect sink: " + strings.Join(parts, "; ")
 }
 
+// answered notes an answer the scenario's checks read next.
+func (j *judge) answered(ex verdict.Exchange) {
+	j.answers = append(j.answers, ex)
+	if n := max(j.maxProof, DefaultMaxProof); len(j.answers) > n {
+		j.answers = j.answers[len(j.answers)-n:]
+	}
+}
+
 // proof is what a passing check read: the exchanges of its own step (a
-// probe's requests) or, for a check that sends nothing, the scenario's
-// latest exchanges, the answer it read last; what it observed, when it
-// said (an Observation); and the counts it read at the effect sink.
+// probe's requests) or, for a check that sends nothing, the answers the
+// scenario's steps noted last (Env.Answered; else its latest exchanges);
+// what it observed, when it said (an Observation); and the counts it read
+// at the effect sink.
 func (j *judge) proof(held *Observation, sinkRead string) verdict.Evidence {
 	ev := verdict.Evidence{Scenario: j.scenario, Step: j.stepText()}
 	if held != nil {
@@ -797,6 +811,9 @@ func (j *judge) proof(held *Observation, sinkRead string) verdict.Evidence {
 		ev.Observed += sinkRead
 	}
 	exs := j.env.Recorder.Since(j.mark)
+	if len(exs) == 0 {
+		exs = j.answers
+	}
 	if len(exs) == 0 {
 		exs = j.env.Recorder.Since(j.scenarioMark)
 	}

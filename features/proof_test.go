@@ -43,9 +43,13 @@ func TestRunPassKeepsItsProof(t *testing.T) {
 			t.Errorf("%s: PASS without proof: %+v", id, rr.Evidence)
 			continue
 		}
-		n := 0
+		if len(rr.Evidence) > DefaultEvidenceChecks {
+			t.Errorf("%s: proof keeps %d checks, more than %d", id, len(rr.Evidence), DefaultEvidenceChecks)
+		}
 		for _, ev := range rr.Evidence {
-			n += len(ev.Exchanges)
+			if len(ev.Exchanges) > DefaultMaxProof {
+				t.Errorf("%s: the proof of a check keeps %d exchanges, more than %d", id, len(ev.Exchanges), DefaultMaxProof)
+			}
 			if ev.Scenario == "" || !strings.HasPrefix(ev.Step, "["+id) {
 				t.Errorf("%s: proof names scenario %q, step %q: want the check that decided it", id, ev.Scenario, ev.Step)
 			}
@@ -54,9 +58,6 @@ func TestRunPassKeepsItsProof(t *testing.T) {
 					t.Errorf("%s: proof body not cut: %q", id, ex.RespBody)
 				}
 			}
-		}
-		if n > DefaultMaxProof {
-			t.Errorf("%s: proof keeps %d exchanges, more than %d", id, n, DefaultMaxProof)
 		}
 	}
 	// The check of the echo reads the POST it echoes.

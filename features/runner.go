@@ -37,10 +37,14 @@ type Suite struct {
 const (
 	DefaultBudget          = 10 * time.Second
 	DefaultRequestTimeout  = 10 * time.Second
-	DefaultMaxEvidence     = 20   // exchanges kept per rule
+	DefaultMaxEvidence     = 20   // exchanges kept as the evidence of a check (its scenario's latest)
 	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
-	DefaultMaxProof        = 2    // exchanges kept as the proof of a PASS, per check and per rule
+	DefaultMaxProof        = 2    // exchanges kept as the proof of a PASS, per check
 	DefaultMaxProofBody    = 512  // bytes of a body kept in the proof of a PASS
+	// DefaultEvidenceChecks bounds the checks whose evidence (or proof) a
+	// rule keeps: the first ones, each with its own exchanges, so one
+	// scenario's storm never evicts another check's exchanges.
+	DefaultEvidenceChecks = 4
 	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
 	DefaultTransportLimit  = 6    // transport-dead scenarios in all before the run gives up
 	minimumScenarioTimeout = 5 * time.Second
@@ -73,11 +77,11 @@ type RunConfig struct {
 	// not, the rest are not run either: a target that answers now and then
 	// with resets and timeouts between cannot make a run last hours.
 	TransportLimit int
-	MaxEvidence    int // exchanges kept as evidence per rule
+	MaxEvidence    int // exchanges kept as the evidence of one check (per judgment)
 	MaxBody        int // bytes kept of each body in evidence
-	// MaxProof is how many exchanges a PASS keeps as its proof (per check
-	// and per rule): the answers the deciding checks read. MaxProofBody
-	// bounds each body of them.
+	// MaxProof is how many exchanges a PASS keeps as its proof, per check
+	// (DefaultEvidenceChecks checks a rule): the answers the deciding
+	// checks read. MaxProofBody bounds each body of them.
 	MaxProof     int
 	MaxProofBody int
 	// Progress receives one line per scenario (nil: none); when ProgressTTY
@@ -460,6 +464,9 @@ func (h *hooks) after(ctx context.Context, sc *godog.Scenario, err error) (conte
 		if r.Judgments[i].Verdict == verdict.Pass {
 			ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxProof, h.cfg.MaxProofBody)
 			continue
+		}
+		if n := len(ev.Exchanges); n > h.cfg.MaxEvidence {
+			ev.Omitted += n - h.cfg.MaxEvidence
 		}
 		ev.Exchanges = TrimExchanges(ev.Exchanges, h.cfg.MaxEvidence, h.cfg.MaxBody)
 	}

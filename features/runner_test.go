@@ -695,28 +695,38 @@ func TestRuleVerdicts(t *testing.T) {
 	}
 }
 
+// TestRuleEvidenceIsCapped: each check keeps its own latest exchanges,
+// at most maxEx (issue 28, case 4: never evicted by another check's), and
+// a rule at most DefaultEvidenceChecks checks; the reason says what was
+// left out.
 func TestRuleEvidenceIsCapped(t *testing.T) {
 	var exs []verdict.Exchange
 	for i := range 50 {
 		exs = append(exs, verdict.Exchange{Path: fmt.Sprint("/", i), RespBody: strings.Repeat("é", 100)})
 	}
-	trimmed := TrimExchanges(exs, 20, 11)
+	trimmed := TrimExchanges(exs, 50, 11)
 	s := ScenarioResult{Name: "a", Verdict: verdict.Pass, Rules: []string{"M"},
-		Judgments: []Judgment{{Rule: "M", Verdict: verdict.Fail, Evidence: verdict.Evidence{Exchanges: trimmed}}}}
-	got, _ := RuleVerdicts([]spec.Rule{{ID: "M", Level: spec.Must}}, []ScenarioResult{s, s}, 30, 11)
-	n := 0
-	for _, ev := range got[0].Evidence {
-		n += len(ev.Exchanges)
+		Judgments: []Judgment{{Rule: "M", Verdict: verdict.Fail, Evidence: verdict.Evidence{Scenario: "a", Exchanges: trimmed}}}}
+	small := ScenarioResult{Name: "b", Verdict: verdict.Pass, Rules: []string{"M"},
+		Judgments: []Judgment{{Rule: "M", Verdict: verdict.Fail, Evidence: verdict.Evidence{Scenario: "b", Exchanges: trimmed[:3]}}}}
+	scs := []ScenarioResult{small, s, s, s, s, s}
+	got, _ := RuleVerdicts([]spec.Rule{{ID: "M", Level: spec.Must}}, scs, 30, 11)
+	evs := got[0].Evidence
+	if len(evs) != DefaultEvidenceChecks {
+		t.Fatalf("%d checks kept, want %d", len(evs), DefaultEvidenceChecks)
 	}
-	if n != 30 {
-		t.Errorf("%d exchanges kept, want 30", n)
+	if len(evs[0].Exchanges) != 3 {
+		t.Errorf("the first check keeps %d of its 3 exchanges", len(evs[0].Exchanges))
 	}
-	if !strings.Contains(got[0].Reason, "evidence keeps the last 30 of 40 exchanges") {
-		t.Errorf("reason does not say the evidence was capped: %q", got[0].Reason)
+	for _, ev := range evs[1:] {
+		if len(ev.Exchanges) != 30 || ev.Omitted != 20 || ev.Exchanges[29].Path != "/49" {
+			t.Errorf("a check keeps %d exchanges (omitted %d), the last %s: want its latest 30", len(ev.Exchanges), ev.Omitted, ev.Exchanges[len(ev.Exchanges)-1].Path)
+		}
 	}
-	last := got[0].Evidence[1].Exchanges
-	if last[len(last)-1].Path != "/49" {
-		t.Errorf("the latest exchanges were not kept: last is %s", last[len(last)-1].Path)
+	for _, want := range []string{`[the evidence of scenario "a" keeps its last 30 of 50 exchanges; history.jsonl has all]`, "[evidence of the first 4 of 6 checks]"} {
+		if !strings.Contains(got[0].Reason, want) {
+			t.Errorf("reason %q does not say %q", got[0].Reason, want)
+		}
 	}
 	if b := trimmed[0].RespBody; !strings.HasPrefix(b, "ééééé…") || !strings.Contains(b, "truncated by idscheck: 10 of 200 bytes") {
 		t.Errorf("body not cut on a rune boundary with a note: %q", b)

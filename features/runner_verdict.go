@@ -190,10 +190,12 @@ func worstJudgment(js []Judgment) verdict.Verdict {
 //   - else every judgment N/A: N/A;
 //   - else PASS (N/A judgments beside passing ones are named in the reason).
 //
-// Evidence keeps the last maxEx exchanges over the judgments of the
-// verdict's kind; bodies were cut by TrimExchanges. A PASS keeps its proof:
-// what its passing checks read (one check a scenario, DefaultMaxProof
-// exchanges in all).
+// Evidence keeps the checks of the verdict's kind, the first
+// DefaultEvidenceChecks of them, each with its own exchanges (its
+// scenario's latest, at most maxEx; bodies were cut by TrimExchanges): the
+// check the reason names always shows what decided it, whatever another
+// scenario sent. A PASS keeps its proof: what its passing checks read,
+// the first DefaultEvidenceChecks checks, DefaultMaxProof exchanges each.
 func RuleVerdicts(rules []spec.Rule, scs []ScenarioResult, maxEx, maxBody int) (out []verdict.RuleResult, notCovered []string) {
 	return ruleVerdicts(rules, scs, maxEx, DefaultMaxProof)
 }
@@ -389,59 +391,66 @@ func blockedReason(scenario string, j Judgment, n, of int) string {
 }
 
 // proofEvidence is the proof of a PASS: the evidence of its passing
-// judgments, the first of each scenario, while the exchanges kept stay
-// within maxProof (a proof always keeps one judgment).
+// checks (each check once), the first DefaultEvidenceChecks of them, each
+// with at most maxProof exchanges, those its check read.
 func proofEvidence[T any](js []T, maxProof int, get func(T) (Judgment, string)) []verdict.Evidence {
 	var out []verdict.Evidence
 	seen := map[string]bool{}
-	n := 0
 	for _, x := range js {
 		j, scenario := get(x)
-		if j.Verdict != verdict.Pass || seen[scenario] {
+		ev := j.Evidence
+		if j.Verdict != verdict.Pass || seen[scenario+"\x00"+ev.Step] {
 			continue
 		}
-		ev := j.Evidence
 		if ev.Expected == "" && ev.Observed == "" && len(ev.Exchanges) == 0 && ev.Step == "" {
 			continue
 		}
-		if len(out) > 0 && n+len(ev.Exchanges) > maxProof {
+		if len(out) == DefaultEvidenceChecks {
 			break
 		}
-		seen[scenario] = true
+		seen[scenario+"\x00"+ev.Step] = true
 		if len(ev.Exchanges) > maxProof {
 			ev.Exchanges = ev.Exchanges[len(ev.Exchanges)-maxProof:]
 		}
 		ev.Exchanges = append([]verdict.Exchange(nil), ev.Exchanges...)
-		n += len(ev.Exchanges)
 		out = append(out, ev)
 	}
 	return out
 }
 
-// judgmentEvidence collects the evidence of the judgments with verdict v,
-// keeping at most maxEx exchanges in all, the latest ones; when it drops
-// some, it says so at the end of reason.
+// judgmentEvidence collects the evidence of the judgments with verdict v:
+// the first DefaultEvidenceChecks checks, each with its own exchanges (at
+// most maxEx, its scenario's latest), so no check loses what decided it to
+// another's. What it leaves out it says at the end of reason.
 func judgmentEvidence[T any](js []T, v verdict.Verdict, maxEx int, reason string, get func(T) Judgment) ([]verdict.Evidence, string) {
 	var ev []verdict.Evidence
-	total := 0
+	checks := 0
 	for _, x := range js {
 		j := get(x)
-		if j.Verdict == v && (j.Evidence.Expected != "" || j.Evidence.Observed != "" || len(j.Evidence.Exchanges) > 0) {
-			ev = append(ev, j.Evidence)
-			total += len(j.Evidence.Exchanges)
+		if j.Verdict != v || (j.Evidence.Expected == "" && j.Evidence.Observed == "" && len(j.Evidence.Exchanges) == 0) {
+			continue
+		}
+		checks++
+		if len(ev) == DefaultEvidenceChecks {
+			continue
+		}
+		e := j.Evidence
+		if n := len(e.Exchanges); n > maxEx {
+			e.Omitted += n - maxEx
+			e.Exchanges = e.Exchanges[n-maxEx:]
+		}
+		e.Exchanges = append([]verdict.Exchange(nil), e.Exchanges...)
+		ev = append(ev, e)
+	}
+	for _, e := range ev {
+		if e.Omitted > 0 {
+			reason += fmt.Sprintf(" [the evidence of scenario %q keeps its last %d of %d exchanges; history.jsonl has all]",
+				oneLine(e.Scenario, 80), len(e.Exchanges), len(e.Exchanges)+e.Omitted)
+			break
 		}
 	}
-	left := maxEx
-	for i := len(ev) - 1; i >= 0; i-- {
-		exs := ev[i].Exchanges
-		if len(exs) > left {
-			exs = exs[len(exs)-left:]
-		}
-		left -= len(exs)
-		ev[i].Exchanges = append([]verdict.Exchange(nil), exs...)
-	}
-	if total > maxEx {
-		reason += fmt.Sprintf(" [evidence keeps the last %d of %d exchanges; history.jsonl has all]", maxEx, total)
+	if checks > len(ev) {
+		reason += fmt.Sprintf(" [evidence of the first %d of %d checks]", len(ev), checks)
 	}
 	return ev, reason
 }

@@ -66,6 +66,9 @@ type Evidence struct {
 	Expected  string     `json:"expected,omitempty"`
 	Observed  string     `json:"observed,omitempty"`
 	Exchanges []Exchange `json:"exchanges,omitempty"`
+	// Omitted is how many earlier exchanges of the check's scenario were
+	// left out of Exchanges to bound it (history.jsonl has them).
+	Omitted int `json:"omitted_exchanges,omitempty"`
 }
 
 // RuleResult is the verdict of one rule with the evidence behind it.
