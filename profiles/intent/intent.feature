@@ -323,17 +323,17 @@ Feature: Intent Protocol v2.1 (seed 004)
     Then [INTENT-3.2-claim-transition] the claim returns intent "A"
     And [INTENT-7.3-claim-response] the response field "goal" is "{goal}"
     And [INTENT-7.3-claim-response] the response field "payload" is {"message": "Hello"}
-    And [INTENT-3.3-attempts-increment] the claim_attempts of "A" is 1
+    And [INTENT-3.3-attempts-increment, rests on INTENT-3.2-claim-transition] the claim_attempts of "A" is 1
     And [INTENT-4.2-claim-attempts] the claim_attempts of "A" is 1
     And [INTENT-7.3-claim-response] the response field "claim_timeout" is a number
     And [INTENT-7.3-claim-response] the claim token is a non-empty string
     And [INTENT-3.2-claim-transition] the status of "A" is "claimed"
-    And [INTENT-3.1-states] the response field "status" is "claimed"
+    And [INTENT-3.1-states, rests on INTENT-3.2-claim-transition] the response field "status" is "claimed"
 
   Scenario: an empty namespace answers 204 with Retry-After: 1
     When I claim
     Then [INTENT-7.3-no-content-204] the response status is 204
-    And [INTENT-7.3-retry-after] the response header "Retry-After" is "1"
+    And [INTENT-7.3-retry-after] if the response status is 204, the response header "Retry-After" is "1"
 
   Scenario: many concurrent workers never share an intent
     Given I publish 30 public intents
@@ -377,9 +377,10 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     When I claim
     Then [INTENT-6.3-tie-breakers] the claim returns intent "early"
+    And [INTENT-7.3-eligible-run-at] the claim does not return intent "late"
     When I claim
     Then [INTENT-4.1-delay] the response status is 204
-    And [INTENT-7.3-eligible-run-at] the response status is 204
+    And [INTENT-7.3-eligible-run-at] the claim does not return intent "late"
     When "late" is due
     And I claim
     Then [INTENT-4.1-delay] the claim returns intent "late"
@@ -541,7 +542,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     Then [INTENT-3.1-fulfilled-terminal] the response status is one of "4xx"
     When I claim
-    Then [INTENT-7.3-eligible-status] the response status is 204
+    Then [INTENT-7.3-eligible-status, rests on INTENT-3.2-fulfill-transition] the response status is 204
     And [INTENT-3.1-fulfilled-terminal] the response status is 204
 
   Scenario: fulfil with nothing but the claim token stores no result
@@ -742,9 +743,9 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-3.2-fail-requeue] the status of "A" is "open"
     And [INTENT-7.6-fail] the claim_attempts of "A" is <n>
     When I send GET "/result/{id:A}"
-    Then [INTENT-7.7-result-error-field] the response field "error" is "attempt <n>"
+    Then [INTENT-7.7-result-error-field, rests on INTENT-3.2-fail-requeue] the response field "error" is "attempt <n>"
     When I claim
-    Then [INTENT-12-retry-backoff] the response status is 204
+    Then [INTENT-12-retry-backoff, rests on INTENT-3.2-fail-requeue] the response status is 204
 
     Examples:
       | n | base  |
@@ -777,10 +778,10 @@ Feature: Intent Protocol v2.1 (seed 004)
     And [INTENT-3.2-fail-dead] the response field "status" is "dead"
     And [INTENT-3.3-dead-at-max-attempts] the claim_attempts of "A" is 3
     When I claim
-    Then [INTENT-7.3-eligible-status] the response status is 204
+    Then [INTENT-7.3-eligible-status, rests on INTENT-3.3-default-max-attempts] the response status is 204
     And [INTENT-3.1-dead-terminal] the response status is 204
-    And [INTENT-7.3-eligible-attempts] the response status is 204
-    And [INTENT-12-dead-letter-archival] "A" is in the dead-letter queue
+    And [INTENT-7.3-eligible-attempts, rests on INTENT-3.3-default-max-attempts] the response status is 204
+    And [INTENT-12-dead-letter-archival, rests on INTENT-3.3-default-max-attempts] "A" is in the dead-letter queue
     When the admin sends GET "/admin/dead"
     Then [INTENT-8.6-dead-list] the response status is 200
     And [INTENT-8.6-dead-list] the response body contains "{id:A}"
@@ -860,7 +861,7 @@ Feature: Intent Protocol v2.1 (seed 004)
       """
     And I send GET "/get/k-{ns}"
     Then [INTENT-7.9-kv-isolation] the response field "value" is "hello"
-    And [INTENT-12-isolation] the response field "value" is "hello"
+    And [INTENT-12-isolation, rests on INTENT-7.9-kv-get] the response field "value" is "hello"
 
   # "Maximum 86400" constrains the request; the reply table has no 400:
   # refusing (any 4xx) and accepting (clamped) are both within the text.

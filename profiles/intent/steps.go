@@ -134,6 +134,7 @@ func (w *intentWorld) steps() []features.StepDef {
 		{Pattern: `^the response is an error whose code starts with "([^"]*)"$`, Fn: w.errorPrefix, Kind: features.Check},
 		{Pattern: `^the response is a JSON error$`, Fn: w.jsonError, Kind: features.Check},
 		{Pattern: `^the response header "([^"]*)" is "([^"]*)"$`, Fn: w.headerIs, Kind: features.Check},
+		{Pattern: `^if the response status is (\d+), the response header "([^"]*)" is "([^"]*)"$`, Fn: w.headerIfStatus, Kind: features.Check},
 		{Pattern: `^the response header "([^"]*)" contains "([^"]*)"$`, Fn: w.headerContains, Kind: features.Check},
 		{Pattern: `^the response body contains "([^"]*)"$`, Fn: w.bodyContains, Kind: features.Check},
 		{Pattern: `^the response field "([^"]*)" is ((?:"|\{|\[|-?\d|true$|false$|null$).*)$`, Fn: w.fieldIs, Kind: features.Check},

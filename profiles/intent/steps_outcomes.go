@@ -53,6 +53,17 @@ func (w *intentWorld) codeIfStatus(status int, code string) error {
 	return w.errorWith(status, code)
 }
 
+// headerIfStatus checks a header of the last response when its status is
+// the one the rule is about ("The 204 response MUST include Retry-After:
+// 1"); another status leaves the rule nothing to judge (N/A), its status
+// being another rule's concern.
+func (w *intentWorld) headerIfStatus(status int, name, value string) error {
+	if w.last == nil || w.last.Status != status {
+		return features.NotApplicable(fmt.Sprintf("the answer is not a %d (%s): the rule is about the header of a %d", status, features.Describe(w.last), status))
+	}
+	return w.headerIs(name, value)
+}
+
 // claimNotReturned holds when the last claim did not hand out the intent.
 func (w *intentWorld) claimNotReturned(alias string) error {
 	want, ok := w.ids[alias]
