@@ -124,4 +124,3 @@ func TestRunShouldNeverGatesAMust(t *testing.T) {
 		t.Errorf("M-3: the reason does not name the step it rests on: %q", r.Reason)
 	}
 }
-

@@ -35,18 +35,18 @@ type Suite struct {
 
 // Defaults of RunConfig.
 const (
-	DefaultBudget          = 10 * time.Second
-	DefaultRequestTimeout  = 10 * time.Second
-	DefaultMaxEvidence     = 20   // exchanges kept as the evidence of a check (its scenario's latest)
-	DefaultMaxBody         = 2048 // bytes of a body kept in evidence
-	DefaultMaxProof        = 2    // exchanges kept as the proof of a PASS, per check
-	DefaultMaxProofBody    = 512  // bytes of a body kept in the proof of a PASS
+	DefaultBudget         = 10 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultMaxEvidence    = 20   // exchanges kept as the evidence of a check (its scenario's latest)
+	DefaultMaxBody        = 2048 // bytes of a body kept in evidence
+	DefaultMaxProof       = 2    // exchanges kept as the proof of a PASS, per check
+	DefaultMaxProofBody   = 512  // bytes of a body kept in the proof of a PASS
 	// DefaultEvidenceChecks bounds the checks whose evidence (or proof) a
 	// rule keeps: the first ones, each with its own exchanges, so one
 	// scenario's storm never evicts another check's exchanges.
-	DefaultEvidenceChecks = 4
-	DefaultUnknownStreak   = 3    // consecutive transport-dead scenarios before the run gives up
-	DefaultTransportLimit  = 6    // transport-dead scenarios in all before the run gives up
+	DefaultEvidenceChecks  = 4
+	DefaultUnknownStreak   = 3 // consecutive transport-dead scenarios before the run gives up
+	DefaultTransportLimit  = 6 // transport-dead scenarios in all before the run gives up
 	minimumScenarioTimeout = 5 * time.Second
 )
 
