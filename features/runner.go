@@ -529,13 +529,31 @@ func (h *hooks) endProgress() {
 	}
 }
 
-// oneLine returns s on one line, at most n runes.
-func oneLine(s string, n int) string {
+// oneLine returns s on one line, at most n runes (OneLine).
+func oneLine(s string, n int) string { return OneLine(s, n) }
+
+// OneLine returns s on one line, at most n runes: a longer s is cut at the
+// end of a word (mid-word only when its last word is longer than a third
+// of n), with an ellipsis.
+func OneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+	r := []rune(s)
+	if len(r) <= n {
+		return s
 	}
-	return s
+	if n < 2 {
+		return "…"
+	}
+	cut := n - 1
+	for i := cut; i > 0; i-- {
+		if r[i] == ' ' {
+			if i >= 2*n/3 {
+				cut = i
+			}
+			break
+		}
+	}
+	return strings.TrimRight(string(r[:cut]), " ,;:") + "…"
 }
 
 // tagRules returns the rules of the catalog a scenario's tags name.

@@ -14,3 +14,17 @@ func Sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// Rounded rounds a duration for a sentence to the precision its size
+// calls for: whole seconds from a minute up, hundredths of a second from a
+// second up, else milliseconds. Two reasons that need the same wait then
+// read the same ("2h46m40s", never "2h46m40.009s" beside "2h46m40s").
+func Rounded(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Minute || d <= -time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second || d <= -time.Second:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -139,6 +139,11 @@ type Summary struct {
 	// Result.MinJudged, is UNKNOWN: it is never a pass.
 	Judged   int `json:"judged"`
 	Testable int `json:"testable"`
+	// OutOfScope counts the rules left out of Testable because they judge
+	// another variant of the text, or another reading of it, than the one
+	// the target declares (N/A for that alone): they are not rules this
+	// run could test.
+	OutOfScope int `json:"out_of_scope,omitempty"`
 	// NotJudged groups the testable rules left unjudged by why: the reason
 	// of an N/A (what the target did not declare), or the verdict.
 	NotJudged []ReasonCount `json:"not_judged,omitempty"`
@@ -179,7 +184,9 @@ func (r *Result) Summary() Summary {
 	why := map[string]int{}
 	for _, e := range r.Rules {
 		s.Counts[e.Result.Verdict]++
-		if e.Rule.Untestable == "" {
+		if e.Rule.Untestable == "" && outOfScope(e.Result) {
+			s.OutOfScope++
+		} else if e.Rule.Untestable == "" {
 			s.Testable++
 			if Judged(e.Result.Verdict) {
 				s.Judged++
@@ -232,6 +239,13 @@ func (r *Result) Summary() Summary {
 	sort.Strings(s.ExpectedFailing)
 	sort.Strings(s.NowPassing)
 	return s
+}
+
+// outOfScope reports whether a rule is N/A only because it judges a
+// variant of the text, or a reading of it, that the target does not
+// declare.
+func outOfScope(rr verdict.RuleResult) bool {
+	return rr.Verdict == verdict.NA && (rr.Variant != "" || (rr.Reading != nil && rr.Reading.Declared != ""))
 }
 
 // Chaos is the chaos section of a run: what the checker found in the

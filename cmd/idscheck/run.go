@@ -948,6 +948,9 @@ func printSummary(w io.Writer, doc *reports.Result, res *features.RunResult, g g
 		fmt.Fprintf(&b, "  %-10s %d (no scenario: %s)\n", "NOT RUN", n, strings.Join(doc.NotCovered, ", "))
 	}
 	fmt.Fprintf(&b, "judged %d of %d testable rules", sum.Judged, sum.Testable)
+	if sum.OutOfScope > 0 {
+		fmt.Fprintf(&b, " (%d rules of another variant or reading than the target declares left out)", sum.OutOfScope)
+	}
 	for i, r := range sum.NotJudged {
 		if i == 0 {
 			b.WriteString("; not judged:")
@@ -1055,13 +1058,9 @@ func redactString(s string, secrets []string) string {
 	return s
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
+// oneLine returns s on one line, at most n runes, cut at the end of a word
+// (features.OneLine).
+func oneLine(s string, n int) string { return features.OneLine(s, n) }
 
 // isTerminal reports whether w is a character device (a live terminal).
 func isTerminal(w io.Writer) bool {

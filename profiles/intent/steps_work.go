@@ -264,7 +264,7 @@ func (w *intentWorld) allAccepted() error {
 func (w *intentWorld) publishPaced(ctx context.Context, actor string, n int) error {
 	need := w.protocol(60 * math.Ceil(float64(n+1)/60))
 	if w.waited+need > w.budget() {
-		return features.NotApplicable(fmt.Sprintf("publishing %d intents at 60 a minute takes %s at the target's time scale; the scenario budget is %s", n, need.Round(time.Millisecond), w.budget()))
+		return features.NotApplicable(fmt.Sprintf("publishing %d intents at 60 a minute takes %s at the target's time scale; the scenario budget is %s", n, features.Rounded(need), w.budget()))
 	}
 	deadline := time.Now().Add(w.budget() - w.waited)
 	for i := 0; i < n; {

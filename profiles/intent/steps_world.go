@@ -384,7 +384,7 @@ func (w *intentWorld) sleep(ctx context.Context, d time.Duration, what string) e
 		return nil
 	}
 	if w.waited+d > w.budget() {
-		return features.NotApplicable(fmt.Sprintf("%s needs %s of waiting at the target's time scale; the scenario budget is %s", what, (w.waited + d).Round(time.Millisecond), w.budget()))
+		return features.NotApplicable(fmt.Sprintf("%s needs %s of waiting at the target's time scale; the scenario budget is %s", what, features.Rounded(w.waited+d), w.budget()))
 	}
 	w.waited += d
 	t := time.NewTimer(d)
