@@ -28,9 +28,11 @@ type matrixView struct {
 	Columns []matrixHead
 	Rows    []matrixRow
 	// Differ counts the rows whose runs disagree; FirstDiffer is the
-	// anchor of the first of them.
+	// anchor of the first of them. Partial counts the rows some run did
+	// not run: not a difference, the rule was not run there.
 	Differ      int
 	FirstDiffer string
+	Partial     int
 	Script      template.JS
 	ScriptHash  string
 }
@@ -54,8 +56,9 @@ type matrixRow struct {
 	ID, Section, Level, Quote string
 	Anchor                    string
 	Cells                     []matrixCell
-	// Differs: the runs do not all give the row the same verdict (a run
-	// that did not run it counts as one more answer).
+	// Differs: the runs that ran the row's rule do not all give it the
+	// same verdict (a run that did not run it gives no answer: a rule
+	// a subset of the rules left out is "not run" there, no difference).
 	Differs bool
 }
 
@@ -75,8 +78,30 @@ var matrixTemplate = template.Must(template.New("matrix").Funcs(template.FuncMap
 // each cell the rule's verdict in that run, linked to the rule in that run's
 // index.html. Everything from the runs is escaped, as in WriteHTML.
 func WriteMatrix(w io.Writer, cols []MatrixColumn) error {
+	v, err := buildMatrix(cols)
+	if err != nil {
+		return err
+	}
+	if err := matrixTemplate.Execute(w, v); err != nil {
+		return fmt.Errorf("matrix: %w", err)
+	}
+	return nil
+}
+
+// MatrixCounts says what a comparison of cols finds: how many rules it
+// lists, how many differ between the runs that ran them, and how many
+// some run did not run (no difference: not run there).
+func MatrixCounts(cols []MatrixColumn) (rules, differ, notEverywhere int, err error) {
+	v, err := buildMatrix(cols)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return len(v.Rows), v.Differ, v.Partial, nil
+}
+
+func buildMatrix(cols []MatrixColumn) (matrixView, error) {
 	if len(cols) == 0 {
-		return errors.New("matrix: no run to compare")
+		return matrixView{}, errors.New("matrix: no run to compare")
 	}
 	var v matrixView
 	rowOf := map[string]int{}
@@ -118,9 +143,21 @@ func WriteMatrix(w io.Writer, cols []MatrixColumn) error {
 	for i := range v.Rows {
 		row := &v.Rows[i]
 		row.Anchor = fmt.Sprintf("row-%d", i)
-		for _, c := range row.Cells[1:] {
-			if c.Missing != row.Cells[0].Missing || c.Label != row.Cells[0].Label {
+		var first *matrixCell
+		for k := range row.Cells {
+			c := &row.Cells[k]
+			switch {
+			case c.Missing:
+			case first == nil:
+				first = c
+			case c.Label != first.Label:
 				row.Differs = true
+			}
+		}
+		for _, c := range row.Cells {
+			if c.Missing {
+				v.Partial++
+				break
 			}
 		}
 		if row.Differs {
@@ -147,10 +184,7 @@ func WriteMatrix(w io.Writer, cols []MatrixColumn) error {
 		}
 	}
 	v.Script, v.ScriptHash = template.JS(matrixScript), matrixScriptHash
-	if err := matrixTemplate.Execute(w, v); err != nil {
-		return fmt.Errorf("matrix: %w", err)
-	}
-	return nil
+	return v, nil
 }
 
 // matrixScript filters the rows of the matrix: by text (rule ID, section,
@@ -232,7 +266,7 @@ tr:target td { outline: 2px solid #1d4ed8; }
 </head>
 <body>
 <h1>idscheck: {{len .Columns}} runs compared</h1>
-<p>{{if .Differ}}<a href="#{{.FirstDiffer}}" id="differ"><b>{{.Differ}} of {{len .Rows}} rules differ</b></a> between the runs (highlighted){{else}}<span id="differ">Every rule has the same verdict in every run</span>{{end}}. A chip of a column shows the rules of that verdict in that run.</p>
+<p>{{if .Differ}}<a href="#{{.FirstDiffer}}" id="differ"><b>{{.Differ}} of {{len .Rows}} rules differ</b></a> between the runs that ran them (highlighted){{else}}<span id="differ">Every rule has the same verdict in every run that ran it</span>{{end}}.{{with .Partial}} {{.}} rules were not run in every run ("not run": no difference).{{end}} A chip of a column shows the rules of that verdict in that run.</p>
 <div id="controls" hidden>
 <input type="search" id="q" placeholder="filter: rule ID, section or words of the quote" aria-label="filter rules">
 <label><input type="checkbox" id="diff"> only rows that differ</label>

@@ -103,7 +103,14 @@ func runMatrix(dirs []string, out string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idscheck report: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%d runs compared\n%s\n", len(cols), filepath.Join(out, matrixFile))
+	fmt.Fprintf(stdout, "%d runs compared", len(cols))
+	if rules, differ, partial, err := reports.MatrixCounts(cols); err == nil {
+		fmt.Fprintf(stdout, ": %d of %d rules differ between the runs that ran them", differ, rules)
+		if partial > 0 {
+			fmt.Fprintf(stdout, "; %d not run in every run (not a difference)", partial)
+		}
+	}
+	fmt.Fprintf(stdout, "\n%s\n", filepath.Join(out, matrixFile))
 	return exitOK
 }
 
