@@ -707,6 +707,11 @@ func (w *httpWorld) noFurtherEffect(alias string) error {
 	if r.effectsBefore < 0 {
 		return fmt.Errorf("%q was never sent again", alias)
 	}
+	// A 5xx never passes the rule its request was testing: an endpoint
+	// that erred caused no effect, and proved nothing by it.
+	if r.erred != nil {
+		return w.erred(r.erred)
+	}
 	want := fmt.Sprintf("no side effect at the effect sink after the first answer to %q", alias)
 	total := w.env.Sink.TotalEffects()
 	if got := total - r.effectsBefore; got != 0 {
