@@ -80,6 +80,9 @@ func CoverageProblems(ps []*messages.Pickle, rules []spec.Rule, prefix string, d
 			case sr.Decision != "" && !slices.Contains(r.Readings, sr.Decision):
 				bad = append(bad, fmt.Sprintf("scenario %q: %s is judged under reading %s=%s but the catalog lists no such decision for it", p.Name, sr.Rule, sr.Decision, sr.Reading))
 			}
+			if _, ok := byID[sr.RestsOn]; sr.RestsOn != "" && !ok {
+				bad = append(bad, fmt.Sprintf("scenario %q: %s rests on %s, which is not a rule of the catalog", p.Name, sr.Rule, sr.RestsOn))
+			}
 			judged[sr.Rule] = true
 			if set != nil && (set.rule != sr.Rule || set.decision != sr.Decision) {
 				flush()

@@ -43,6 +43,8 @@ func TestCoverageChecksFail(t *testing.T) {
 		{"untestable judged", head + "    Then [TOY-1-a] p\n    And [TOY-1-b] q\n    And [TOY-1-c] r\n", []string{"TOY-1-c names a rule marked untestable"}},
 		{"a reading left out", head + "    Then [TOY-1-a] p\n    And [TOY-1-b, reading d=x] q\n", []string{"without its reading y"}},
 		{"a reading unknown", head + "    Then [TOY-1-a] p\n    And [TOY-1-b, reading d=x] q\n    And [TOY-1-b, reading d=y] q\n    And [TOY-1-b, reading d=z] q\n", []string{"names reading d=z"}},
+		{"rests on a rule of the catalog", head + "    Then [TOY-1-a] p\n    And [TOY-1-b, rests on TOY-1-a] q\n", nil},
+		{"rests on no rule", head + "    Then [TOY-1-a] p\n    And [TOY-1-b, rests on TOY-9-zzz] q\n", []string{"rests on TOY-9-zzz, which is not a rule"}},
 		{"a decision the rule lacks", head + "    Then [TOY-1-b] q\n    And [TOY-1-a, reading d=x] p\n    And [TOY-1-a, reading d=y] p\n", []string{"no such decision", "no such decision"}},
 	}
 	for _, c := range cases {

@@ -42,3 +42,20 @@ func TestSummaryCountsOnlyTheDeclaredVariant(t *testing.T) {
 		t.Error("the report does not say Judged 2 of 3 testable rules")
 	}
 }
+
+// TestHTMLSaysWhatEvidenceLeftOut (issue 28, case 4): a check's evidence
+// bounded to its latest exchanges says how many earlier ones it left out.
+func TestHTMLSaysWhatEvidenceLeftOut(t *testing.T) {
+	r := &Result{Profile: "intent", Rules: []RuleEntry{{Rule: fixtureRule("I-1", "1", spec.Must), Result: verdict.RuleResult{
+		RuleID: "I-1", Verdict: verdict.Fail, Reason: "storm",
+		Evidence: []verdict.Evidence{{Scenario: "a storm", Step: "[I-1] every one got the same id", Observed: "two ids",
+			Exchanges: []verdict.Exchange{{Method: "POST", Path: "/intent", Status: 201}}, Omitted: 12}},
+	}}}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "12 earlier exchanges of the scenario left out here: history.jsonl has every one.") {
+		t.Error("the report does not say what the evidence left out")
+	}
+}
