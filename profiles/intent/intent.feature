@@ -18,6 +18,17 @@ Feature: Intent Protocol v2.1 (seed 004)
   judged under each reading ("[RULE, reading DECISION=NAME]") and the report
   says which reading the target follows.
 
+  A When that names a rule ("When [RULE] the claim returns intent "A"")
+  repeats a check as the precondition of what follows: where a rule's check
+  genuinely rests on another rule's answer, it is BLOCKED when that answer
+  is missing, never judged without it. A rule forbidding a hand-out is
+  judged by the intent not being handed out (the 204 of an empty selection
+  is §7.3's row, judged on its own); a rule about a state by reading the
+  state back. A check that holds only until some time after a request ("the
+  answer came less than N protocol seconds after ...") is N/A on an answer
+  that came later: the harness does not control how long a loaded machine
+  takes.
+
   # ---------------------------------------------------------------- 7.1 health
 
   # §7.1 states the status; the body after it is an example.
