@@ -135,6 +135,11 @@ type ChaosConfig struct {
 	Workers   int
 	StormMax  int           // largest duplicate storm
 	TimeScale float64       // the target's time scale (declared durations run this much faster)
+	// TimeScaleAssumed says the target neither declared nor published its
+	// time scale: TimeScale (1) is an assumption, and the workload judges
+	// durations from what the target answers (a lease's end, a key's
+	// expiry), never from TimeScale.
+	TimeScaleAssumed bool
 	Timeout   time.Duration // per request
 	// Faults are the usable faults the schedule draws from.
 	Faults   []faults.Fault
@@ -292,6 +297,10 @@ type TargetSection struct {
 	// run handed the same description in a file. nil: the section has no
 	// value to hand on.
 	Encode func(value any) (raw json.RawMessage, env []string, err error)
+	// Published are the section's numbers its targets may publish on GET
+	// /health (nil: none): a run uses one the section leaves out, and
+	// refuses one it declares otherwise (SectionParam).
+	Published []SectionParam
 }
 
 // ServeCommand runs a profile's bundled server as a process of its own

@@ -1036,6 +1036,14 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		return exitUsage
 	}
 	defer tgt.close()
+	if c.target != "" {
+		// What the target publishes about itself is used, or contradicted
+		// out loud (exit 2), never silently overridden.
+		if err := c.listen(ctx, tgt, stderr); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+			return exitUsage
+		}
+	}
 
 	var network *faults.Network
 	if wantNet {
@@ -1089,7 +1097,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 		others = tgt.urls[1:] // the network proxy, when asked for, stands in front of the first replica alone
 	}
 	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, Replicas: others, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
-		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
+		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, TimeScaleAssumed: c.timeScaleAssumed(), Timeout: 2 * time.Second,
 		Faults: usable, Logger: logger, Described: tgt.t.Described, Readings: c.readings(),
 		Progress: func(p chaos.Progress) { progress.show(chaosProgressLine(p)) }})
 	progress.done()

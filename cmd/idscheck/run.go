@@ -470,6 +470,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return unreachable(c, target, secrets, started, cause, stdout, stderr)
 	}
+	if !bundled {
+		// What the target publishes about itself is used, or contradicted
+		// out loud (exit 2), never silently overridden.
+		if err := c.listen(ctx, &target, stderr); err != nil {
+			fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+			return exitUsage
+		}
+	}
 	if prof.Preflight != nil {
 		if err := prof.Preflight(ctx, target, min(c.requestTimeout, 10*time.Second)); err != nil {
 			return preflightFailed(c, target, secrets, started, err, stdout, stderr)
