@@ -133,14 +133,14 @@ type ChaosConfig struct {
 	Seed      uint64
 	Duration  time.Duration // how long the load and the faults run (then a drain)
 	Workers   int
-	StormMax  int           // largest duplicate storm
-	TimeScale float64       // the target's time scale (declared durations run this much faster)
+	StormMax  int     // largest duplicate storm
+	TimeScale float64 // the target's time scale (declared durations run this much faster)
 	// TimeScaleAssumed says the target neither declared nor published its
 	// time scale: TimeScale (1) is an assumption, and the workload judges
 	// durations from what the target answers (a lease's end, a key's
 	// expiry), never from TimeScale.
 	TimeScaleAssumed bool
-	Timeout   time.Duration // per request
+	Timeout          time.Duration // per request
 	// Faults are the usable faults the schedule draws from.
 	Faults   []faults.Fault
 	Recorder *chaos.Recorder // receives every operation (nil: the workload makes one)
