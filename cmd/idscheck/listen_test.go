@@ -80,24 +80,31 @@ func TestRunRefusesAContradictedTimeScale(t *testing.T) {
 // endpoint's URL.
 func serveHTTPIdem(t *testing.T, scale float64, sinkAddr string, strip bool) string {
 	t.Helper()
+	wrap := func(h http.Handler) http.Handler { return h }
+	if strip {
+		wrap = func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/health" {
+					w.Header().Set("Content-Type", "application/json")
+					w.Write([]byte(`{"status":"ok"}`))
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		}
+	}
+	return serveHTTPIdemWith(t, scale, sinkAddr, wrap)
+}
+
+// serveHTTPIdemWith is serveHTTPIdem with the handler wrapped by wrap.
+func serveHTTPIdemWith(t *testing.T, scale float64, sinkAddr string, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	srv, err := suthttpidem.Open(t.Context(), suthttpidem.Config{DBPath: filepath.Join(t.TempDir(), "payments.db"),
 		SinkURL: "http://" + sinkAddr, Variant: "ietf", Callers: []string{"tok_listen_one_7c1d", "tok_listen_two_2e9b"}, TimeScale: scale})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := srv.Handler()
-	if strip {
-		inner := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/health" {
-				w.Header().Set("Content-Type", "application/json")
-				w.Write([]byte(`{"status":"ok"}`))
-				return
-			}
-			inner.ServeHTTP(w, r)
-		})
-	}
-	hs := httptest.NewServer(h)
+	hs := httptest.NewServer(wrap(srv.Handler()))
 	t.Cleanup(func() { hs.Close(); srv.Close() })
 	return hs.URL
 }

@@ -65,6 +65,11 @@ type WorkloadConfig struct {
 	Duration  time.Duration // how long the workload and the faults run
 	Workers   int           // concurrent submitters (default 16)
 	TimeScale float64       // the target's time scale: a key lives key_ttl_seconds/TimeScale (default 1)
+	// TimeScaleAssumed says the target's time scale is not known (neither
+	// declared nor published): TimeScale is an assumption, the declared
+	// key life at real time only the longest a key may live, and the
+	// checks judge by what the answers prove (Record.KeyLifeUnscaled).
+	TimeScaleAssumed bool
 	// Faults are the usable faults the schedule draws from. One named
 	// "storm" is replaced by the workload's own storm of identical
 	// requests; a faults.RemoteFailpoint without a Trigger gets one (a
@@ -286,7 +291,7 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
 	res.Record = Record{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
-		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs), Total: total}
+		KeyLifeNs: int64(w.window), KeyLifeUnscaled: cfg.TimeScaleAssumed && w.window > 0, Requests: w.readCounts(countCtx, reqs), Total: total}
 	if total != nil {
 		if total.BeforeErr != "" {
 			total.AfterErr = "not read: the count before the run was not"
