@@ -127,8 +127,13 @@ type ChaosConfig struct {
 	// service behind several processes over one store): the workload
 	// spreads each logical request's deliveries over BaseURL and these
 	// (client.Options.Replicas).
-	Replicas  []string
-	APIKey    string     // its credentials ("" when it wants none)
+	Replicas []string
+	APIKey   string // its credentials ("" when it wants none)
+	// RunID is the run's own nonce (rundir.NewRunID), recorded in its
+	// directory: every key, id and unique value the workload sends is
+	// drawn through rundir.Fresh with it, so that runs of one seed never
+	// share a key ("": the workload draws one).
+	RunID     string
 	Sink      *sink.Sink // the harness's effect sink (ChaosWorkload.Sink), nil otherwise
 	Seed      uint64
 	Duration  time.Duration // how long the load and the faults run (then a drain)

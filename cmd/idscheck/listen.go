@@ -126,3 +126,10 @@ func (c *chaosConfig) listen(ctx context.Context, tgt *chaosTarget, stderr io.Wr
 func (c *chaosConfig) timeScaleAssumed() bool {
 	return c.target != "" && c.tgt.TimeScale <= 0
 }
+
+// replayRepeats says what a replay line repeats of a run whose run ID is
+// runID: the seed's choices and their order, with fresh keys and ids (the
+// target may still hold the run's), and how to repeat those too.
+func replayRepeats(runID string) string {
+	return "same seed: same choices and order, fresh keys; add --run-id " + runID + " to repeat this run's keys and ids too, against a fresh target"
+}

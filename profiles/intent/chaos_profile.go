@@ -82,7 +82,7 @@ func runChaosWorkload(ctx context.Context, c harness.ChaosConfig) (*harness.Chao
 	if c.TimeScale > 0 {
 		lease = time.Duration(float64(lease) / c.TimeScale)
 	}
-	res, err := RunChaos(ctx, ChaosConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Seed: c.Seed, Duration: c.Duration,
+	res, err := RunChaos(ctx, ChaosConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Seed: c.Seed, RunID: c.RunID, Duration: c.Duration,
 		Workers: c.Workers, Lease: lease, ProbeLease: c.TimeScaleAssumed, Faults: c.Faults, StormMax: c.StormMax, RequestTimeout: c.Timeout,
 		Logger: c.Logger, Progress: c.Progress})
 	if res == nil {

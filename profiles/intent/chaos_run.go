@@ -25,6 +25,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -34,10 +35,14 @@ type ChaosConfig struct {
 	Replicas  []string                           // the target's other replicas: publishes and claims are spread over them and BaseURL
 	APIKey    string                             // the key every publisher and worker uses
 	Sign      func(r *http.Request, body []byte) // signs every request (client.Options.Sign); nil: none
-	Namespace string                             // default "chaos-<seed>"
+	Namespace string                             // default "chaos-<seed>-<run ID>"
 	Seed      uint64
-	Duration  time.Duration // how long the workload and the faults run
-	Workers   int           // concurrent claimers; publishers are a quarter of it (at least 1)
+	// RunID is the run's own nonce (rundir.Fresh): in the namespace and
+	// mixed into every idempotency key, so that runs of one seed never
+	// share one (default: drawn).
+	RunID    string
+	Duration time.Duration // how long the workload and the faults run
+	Workers  int           // concurrent claimers; publishers are a quarter of it (at least 1)
 	// Lease is a claim_timeout of 60 s as the harness experiences it (60
 	// s divided by the target's time scale): a claim's lease is the
 	// claim_timeout it answers (60 when it answers none) at that rate.
@@ -91,8 +96,11 @@ func (c *ChaosConfig) defaults() error {
 	if c.BaseURL == "" {
 		return errors.New("chaos: no target URL")
 	}
+	if c.RunID == "" {
+		c.RunID = rundir.NewRunID()
+	}
 	if c.Namespace == "" {
-		c.Namespace = fmt.Sprintf("chaos-%d", c.Seed)
+		c.Namespace = fmt.Sprintf("chaos-%d-%s", c.Seed, c.RunID)
 	}
 	if c.Duration <= 0 {
 		c.Duration = 60 * time.Second

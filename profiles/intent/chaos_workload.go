@@ -15,6 +15,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -95,7 +96,7 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 		for ctx.Err() == nil && w.backlog() > int64(backlogPerWorker*w.cfg.Workers) {
 			chaos.Sleep(ctx, 5*time.Millisecond)
 		}
-		key := fmt.Sprintf("p%d-%d-%d", id, n, rnd.Uint32())
+		key := fmt.Sprintf("p%d-%d-%016x", id, n, rundir.Fresh(w.cfg.RunID, rnd).Uint64())
 		body := w.publishBody(key, 0)
 		status := 0
 		for try := 0; try < maxPublishTries && ctx.Err() == nil; try++ {
@@ -372,7 +373,7 @@ func (s *publishStorm) Available() error  { return nil }
 
 func (s *publishStorm) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (faults.Injection, error) {
 	n := 2 + rnd.IntN(max(1, s.max-1))
-	key := fmt.Sprintf("storm-%d-%d", s.n.Add(1), rnd.Uint32())
+	key := fmt.Sprintf("storm-%d-%016x", s.n.Add(1), rundir.Fresh(s.w.cfg.RunID, rnd).Uint64())
 	body := s.w.publishBody(key, 0)
 	base := int(s.w.nextID.Add(int64(n))) - n
 	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {
