@@ -1,18 +1,17 @@
 package chaos
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"time"
 
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 )
 
 // WorkloadKnobs are the settings every chaos workload shares; Fill gives
 // each its default: 30 s, real time, storms of 200 to 300 (at most
 // faults.MaxStorm), 2 s per request, 2,000,000 operations recorded, a
-// silent logger, a random run ID.
+// silent logger, a fresh run ID (rundir.NewRunID).
 type WorkloadKnobs struct {
 	Duration           *time.Duration
 	TimeScale          *float64
@@ -49,14 +48,6 @@ func (k WorkloadKnobs) Fill() {
 		*k.Logger = slog.New(slog.DiscardHandler)
 	}
 	if *k.RunID == "" {
-		*k.RunID = randomHex(3)
+		*k.RunID = rundir.NewRunID()
 	}
-}
-
-// randomHex returns n random bytes in hex (not from the seed: for names
-// that must not repeat across runs).
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

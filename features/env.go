@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/sink"
 )
 
@@ -38,8 +39,12 @@ type Target struct {
 // Env is what step definitions get from the runner: the target, the run's one
 // seeded random source, and recording clients. One Env serves one run.
 type Env struct {
-	Target   Target
-	Rand     *rand.Rand       // drawn from --seed; the only randomness steps may use
+	Target Target
+	Rand   *rand.Rand // drawn from --seed; the only randomness steps may use
+	// RunID is the run's own nonce (RunConfig.RunID): Fresh mixes it into
+	// every key and id a step draws, so that a rerun of one seed never
+	// meets an earlier run's state at a live target.
+	RunID    string
 	Recorder *client.Recorder // every exchange of the run
 	// Budget is the longest protocol time (lease expiry, backoff) one scenario
 	// may wait for. A rule that would need longer is N/A, with the reason.
@@ -83,6 +88,12 @@ func (e *Env) Answered(r *client.Response) {
 		e.judge.answered(r.Exchange)
 	}
 }
+
+// Fresh is the random source of one fresh key, id or unique name: one
+// draw from Rand (the seed fixes every choice and its order) with the
+// run's own nonce mixed in (rundir.Fresh). Every key and id a step sends
+// is drawn through it.
+func (e *Env) Fresh() *rand.Rand { return rundir.Fresh(e.RunID, e.Rand) }
 
 // Scaled returns a protocol duration as the target experiences it.
 func (e *Env) Scaled(d time.Duration) time.Duration {

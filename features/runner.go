@@ -19,6 +19,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/idscheck/idscheck/client"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/spec"
 )
@@ -55,6 +56,10 @@ type RunConfig struct {
 	Profile spec.Profile
 	Target  Target
 	Seed    uint64
+	// RunID is the run's own nonce (rundir.NewRunID; "": drawn), mixed
+	// into every key and id a step draws (Env.Fresh): the same seed makes
+	// the same choices in the same order, the run ID the keys its own.
+	RunID string
 	// Rules is the catalog of the profile (spec.RulesFor): the rules that get a
 	// verdict. Scenario tags that are not rule IDs of it are ignored.
 	Rules []spec.Rule
@@ -127,6 +132,7 @@ type ScenarioResult struct {
 type RunResult struct {
 	Profile   spec.Profile         `json:"profile"`
 	Seed      uint64               `json:"seed"`
+	RunID     string               `json:"run_id,omitempty"`
 	Started   time.Time            `json:"started"`
 	Finished  time.Time            `json:"finished"`
 	Rules     []verdict.RuleResult `json:"rules"`
@@ -181,11 +187,12 @@ func Run(ctx context.Context, cfg RunConfig) (*RunResult, error) {
 	}
 	selected, chosen := scenarioFilter(pickles, rules, len(cfg.Select) > 0)
 
-	res := &RunResult{Profile: cfg.Profile, Seed: cfg.Seed, Started: time.Now()}
+	res := &RunResult{Profile: cfg.Profile, Seed: cfg.Seed, RunID: cfg.RunID, Started: time.Now()}
 	rec := &client.Recorder{}
 	env := &Env{
 		Target:         cfg.Target,
 		Rand:           rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		RunID:          cfg.RunID,
 		Recorder:       rec,
 		Budget:         cfg.Budget,
 		RequestTimeout: cfg.RequestTimeout,
@@ -278,6 +285,9 @@ func runSuite(ts godog.TestSuite) int {
 }
 
 func withDefaults(cfg RunConfig) RunConfig {
+	if cfg.RunID == "" {
+		cfg.RunID = rundir.NewRunID()
+	}
 	if cfg.Budget <= 0 {
 		cfg.Budget = DefaultBudget
 	}

@@ -135,15 +135,25 @@ type ChaosConfig struct {
 	// service behind several processes over one store): the workload
 	// spreads each logical request's deliveries over BaseURL and these
 	// (client.Options.Replicas).
-	Replicas  []string
-	APIKey    string     // its credentials ("" when it wants none)
+	Replicas []string
+	APIKey   string // its credentials ("" when it wants none)
+	// RunID is the run's own nonce (rundir.NewRunID), recorded in its
+	// directory: every key, id and unique value the workload sends is
+	// drawn through rundir.Fresh with it, so that runs of one seed never
+	// share a key ("": the workload draws one).
+	RunID     string
 	Sink      *sink.Sink // the harness's effect sink (ChaosWorkload.Sink), nil otherwise
 	Seed      uint64
 	Duration  time.Duration // how long the load and the faults run (then a drain)
 	Workers   int
-	StormMax  int           // largest duplicate storm
-	TimeScale float64       // the target's time scale (declared durations run this much faster)
-	Timeout   time.Duration // per request
+	StormMax  int     // largest duplicate storm
+	TimeScale float64 // the target's time scale (declared durations run this much faster)
+	// TimeScaleAssumed says the target neither declared nor published its
+	// time scale: TimeScale (1) is an assumption, and the workload judges
+	// durations from what the target answers (a lease's end, a key's
+	// expiry), never from TimeScale.
+	TimeScaleAssumed bool
+	Timeout          time.Duration // per request
 	// Faults are the usable faults the schedule draws from.
 	Faults   []faults.Fault
 	Recorder *chaos.Recorder // receives every operation (nil: the workload makes one)
@@ -300,6 +310,10 @@ type TargetSection struct {
 	// run handed the same description in a file. nil: the section has no
 	// value to hand on.
 	Encode func(value any) (raw json.RawMessage, env []string, err error)
+	// Published are the section's numbers its targets may publish on GET
+	// /health (nil: none): a run uses one the section leaves out, and
+	// refuses one it declares otherwise (SectionParam).
+	Published []SectionParam
 }
 
 // ServeCommand runs a profile's bundled server as a process of its own

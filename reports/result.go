@@ -38,6 +38,10 @@ type Result struct {
 	Profile spec.Profile `json:"profile"`
 	Target  Target       `json:"target"`
 	Seed    uint64       `json:"seed"`
+	// RunID is the run's own nonce, mixed into every key and id it sent:
+	// Command repeats the seed's choices with fresh keys; --run-id RunID
+	// repeats the keys too.
+	RunID string `json:"run_id,omitempty"`
 	// Command reproduces the run (secrets replaced by $VARIABLES).
 	Command  string    `json:"command"`
 	Started  time.Time `json:"started"`

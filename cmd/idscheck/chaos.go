@@ -46,6 +46,7 @@ type chaosConfig struct {
 	timeScale  float64
 	duration   time.Duration
 	seed       uint64
+	runID      string // --run-id: the run's own nonce (rundir.Fresh); "": drawn
 	workers    int
 	faults     string
 	stormMax   int
@@ -156,6 +157,7 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long the workload and the faults run (then a drain)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the workload and the fault schedule (0: a random seed, printed)")
+	fs.StringVar(&c.runID, "run-id", "", "the run's own nonce, mixed into every key and id it sends (default: drawn, and recorded in chaos.json); give a recorded one back to repeat a run's keys exactly against a fresh target")
 	fs.IntVar(&c.workers, "workers", 40, "concurrent workers (publishers: a quarter of it)")
 	fs.StringVar(&c.faults, "faults", "", "faults to inject, "+faults.FlagHelp()+" (default: net,storm, and crash when idscheck starts the target)")
 	fs.IntVar(&c.stormMax, "storm-max", 100, "largest duplicate storm (at most 1000; a profile may start higher: chaos --profile P -h shows its default)")
@@ -249,7 +251,7 @@ func (c *chaosConfig) readings() map[string]string {
 
 // chaosOwnFlags are the flags of chaos itself (beyond the target's and the
 // profile section's).
-var chaosOwnFlags = []string{"profile", "duration", "seed", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store", "store-proxy"}
+var chaosOwnFlags = []string{"profile", "duration", "seed", "run-id", "workers", "faults", "storm-max", "out", "mutant", "v", "force", "health-wait", "replicas", "store", "store-proxy"}
 
 // defaultChaosFaults are the faults of a run that names none: those
 // available, crash only when idscheck starts the target (canStart).
@@ -271,6 +273,11 @@ func (c *chaosConfig) validate() error {
 		if c.seed == 0 {
 			c.seed = 1
 		}
+	}
+	if c.runID == "" {
+		c.runID = rundir.NewRunID()
+	} else if err := rundir.CheckRunID(c.runID); err != nil {
+		return fmt.Errorf("--run-id: %w", err)
 	}
 	switch {
 	case c.duration < time.Second || c.duration > time.Hour:
@@ -491,7 +498,11 @@ func (c chaosConfig) secrets() []string {
 // to re-check it offline and to replay it. It holds no secret: Command and
 // every text from the target process are redacted before it is written.
 type chaosRun struct {
-	Seed        uint64             `json:"seed"`
+	Seed uint64 `json:"seed"`
+	// RunID is the run's own nonce (--run-id), mixed into every key and id
+	// it sent: the replay line repeats the seed's choices with fresh keys,
+	// and --run-id RunID repeats the keys too.
+	RunID       string             `json:"run_id,omitempty"`
 	Command     string             `json:"command"`
 	Target      string             `json:"target"`
 	Bundled     bool               `json:"bundled"`
@@ -1077,6 +1088,14 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 			return chaosPreflightFailed(c, red, err, stdout, stderr)
 		}
 	}
+	if c.target != "" {
+		// What the target publishes about itself is used, or contradicted
+		// out loud (exit 2), never silently overridden.
+		if err := c.listen(ctx, tgt, stderr); err != nil {
+			fmt.Fprintf(stderr, "idscheck chaos: %v\n", err)
+			return exitUsage
+		}
+	}
 
 	var network *faults.Network
 	if wantNet {
@@ -1122,15 +1141,15 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 	if network != nil {
 		base = network.URL()
 	}
-	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
-		c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
+	fmt.Fprintf(stderr, "chaos: profile %s, seed %d, run id %s, %s, %d workers, %d of %d requested faults available, target %s\n", c.profile, c.seed,
+		c.runID, c.duration, c.workers, len(usable), len(requested)+len(unmatched), tgt.describe())
 	progress := newChaosProgress(stderr, w.Columns)
 	var others []string
 	if len(tgt.urls) > 1 {
 		others = tgt.urls[1:] // the network proxy, when asked for, stands in front of the first replica alone
 	}
-	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, Replicas: others, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed,
-		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, Timeout: 2 * time.Second,
+	res, runErr := w.Run(ctx, harness.ChaosConfig{BaseURL: base, Replicas: others, APIKey: tgt.t.APIKey, Sink: snk, Seed: c.seed, RunID: c.runID,
+		Duration: c.duration, Workers: c.workers, StormMax: c.stormMax, TimeScale: c.timeScale, TimeScaleAssumed: c.timeScaleAssumed(), Timeout: 2 * time.Second,
 		Faults: usable, Logger: logger, Described: tgt.t.Described, Readings: c.readings(),
 		Progress: func(p chaos.Progress) { progress.show(chaosProgressLine(p)) }})
 	progress.done()
@@ -1162,7 +1181,7 @@ func runWorkloadChaos(ctx context.Context, c chaosConfig, red *redact.Redactor, 
 			}
 		}
 	}
-	run := chaosRun{Seed: c.seed, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
+	run := chaosRun{Seed: c.seed, RunID: c.runID, Command: c.command(), Target: tgt.describe(), Bundled: tgt.bundled, Mutant: c.mutant,
 		TimeScale: c.timeScale, Duration: c.duration, Workers: c.workers, Faults: c.faults, Unavailable: why,
 		Coverage: cover, Namespace: res.Namespace, Start: res.Start, End: res.End, Schedule: res.Schedule, Timeline: res.Timeline,
 		Series: res.Series, Profile: string(c.profile), Files: files, Undrained: !res.Drained, Summary: red.String(res.Summary),

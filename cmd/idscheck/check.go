@@ -241,6 +241,9 @@ func printChaosReport(w io.Writer, run chaosRun, rep checker.Report, dir string)
 	fmt.Fprintf(w, "run directory: %s (re-check offline: %s check %s)\n", dir, selfCommand, shellQuote(dir))
 	// Every run, passing or not, says how to run it again.
 	fmt.Fprintf(w, "replay: %s\n", run.Command)
+	if run.RunID != "" {
+		fmt.Fprintf(w, "        (%s)\n", replayRepeats(run.RunID))
+	}
 	if run.ReplayNeeds != "" {
 		fmt.Fprintf(w, "        first: %s\n", run.ReplayNeeds)
 	}

@@ -48,6 +48,7 @@ type runConfig struct {
 	strict           bool
 	seed             uint64
 	seedSet          bool
+	runID            string // --run-id: the run's own nonce (features.Env.Fresh); "": drawn
 	out              string
 	expectedFailures string
 	budget           time.Duration
@@ -128,6 +129,7 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	fs.BoolVar(&c.dryRun, "dry-run", false, "list the scenarios and the rules the selection would run, then exit 0: no target is started or contacted")
 	fs.BoolVar(&c.strict, "strict", false, "a broken SHOULD fails the run too")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of every random choice; default: drawn and printed")
+	fs.StringVar(&c.runID, "run-id", "", "the run's own nonce, mixed into every key and id it sends (default: drawn, and recorded in result.json); give a recorded one back to repeat a run's requests exactly against a fresh target")
 	fs.StringVar(&c.out, "out", "idscheck-report", "directory the report is written to")
 	fs.StringVar(&c.expectedFailures, "expected-failures", "", "file of rule IDs expected to fail (see above)")
 	fs.DurationVar(&c.budget, "budget", features.DefaultBudget, "longest protocol wait (lease expiry, backoff) one scenario may do; rules needing longer are N/A")
@@ -191,6 +193,11 @@ func parseRunFlags(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	if c.out == "" {
 		return usageErr("--out must name a directory")
+	}
+	if c.runID != "" {
+		if err := rundir.CheckRunID(c.runID); err != nil {
+			return usageErr("--run-id: %v", err)
+		}
 	}
 	return c, 0, false
 }
@@ -303,6 +310,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var b [8]byte
 		rand.Read(b[:])
 		c.seed = binary.LittleEndian.Uint64(b[:]) % 1_000_000_000
+	}
+	if c.runID == "" {
+		c.runID = rundir.NewRunID()
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -479,6 +489,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return unreachable(c, target, secrets, started, cause, stdout, stderr)
 	}
+	if !bundled {
+		// What the target publishes about itself is used, or contradicted
+		// out loud (exit 2), never silently overridden.
+		if err := c.listen(ctx, &target, stderr); err != nil {
+			fmt.Fprintf(stderr, "idscheck run: %v\n", err)
+			return exitUsage
+		}
+	}
 	if prof.Preflight != nil {
 		if err := prof.Preflight(ctx, target, min(c.requestTimeout, 10*time.Second)); err != nil {
 			return preflightFailed(c, target, secrets, started, err, stdout, stderr)
@@ -491,6 +509,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := prof.Run(runCtx, features.RunConfig{
 		Target:          target,
 		Seed:            c.seed,
+		RunID:           c.runID,
 		Select:          c.sel.runnerSelect(),
 		Budget:          c.budget,
 		RequestTimeout:  c.requestTimeout,
@@ -893,6 +912,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 		Decisions:        profileDecisions(res.Profile),
 		Target:           reports.Target{URL: target.BaseURL, Bundled: bundled, Mutant: c.mutant, Command: redact.NewRedactor(secrets...).Command(c.tgt.TargetCmd), TimeScale: target.TimeScale, Variant: c.tgt.variantOf(target.Described)},
 		Seed:             res.Seed,
+		RunID:            c.runID,
 		Command:          redactAll(c.reproduce(), secrets),
 		Started:          res.Started,
 		Finished:         res.Finished,
@@ -908,6 +928,7 @@ func newRunResult(c runConfig, target features.Target, bundled bool, res *featur
 	g = g.covered(out.Summary(), c.minJudged)
 	out.ExitCode = g.code
 	out.Notes = []string{fmt.Sprintf("exit %d: %s", g.code, g.message)}
+	out.Notes = append(out.Notes, reproduceNote+replayRepeats(c.runID))
 	if n := c.reproduceNeeds().note(); n != "" {
 		out.Notes = append(out.Notes, reproduceNote+n)
 	}

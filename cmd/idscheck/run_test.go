@@ -353,7 +353,7 @@ func TestRunAgainstHostileTargets(t *testing.T) {
 }
 
 // TestRunBundledServer is the end-to-end promise of `make run`, run twice
-// with the same seed against two fresh bundled reference servers: every rule
+// with the same seed and run ID against two fresh bundled reference servers: every rule
 // with a verdict is PASS (or N/A with its reason) and the run exits 0; and
 // the second run issues the same requests in the same order as the first
 // (once the ids the servers drew, concurrent groups and polling are
@@ -366,7 +366,9 @@ func TestRunBundledServer(t *testing.T) {
 	var seqs [2][]string
 	for i := range seqs {
 		out := t.TempDir()
-		code, stdout, stderr := runCLI(t, "--seed", "1", "--out", out)
+		// The same seed and run ID: the same requests (a run ID of its
+		// own would give each run fresh keys and names).
+		code, stdout, stderr := runCLI(t, "--seed", "1", "--run-id", "bundled1", "--out", out)
 		doc, err := reports.ReadResult(out)
 		if err != nil {
 			t.Fatalf("run %d: exit %d, no result: %v\nstdout:\n%s\nstderr:\n%s", i+1, code, err, stdout, stderr)

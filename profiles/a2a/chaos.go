@@ -41,7 +41,7 @@ func Chaos() *harness.ChaosWorkload {
 }
 
 func runChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
-	res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
+	res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed, RunID: c.RunID,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 50,
 		StormMax: max(50, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {

@@ -80,7 +80,7 @@ func bundled(ctx context.Context, c harness.BundledConfig) (*harness.Bundled, er
 	if err != nil {
 		return nil, err
 	}
-	srv, err := suta2a.Open(ctx, suta2a.Config{DBPath: filepath.Join(c.Dir, "a2a.db"), APIKey: key, Scheduler: sched, Mutant: c.Mutant, Logger: c.Logger})
+	srv, err := suta2a.Open(ctx, suta2a.Config{DBPath: filepath.Join(c.Dir, "a2a.db"), APIKey: key, Scheduler: sched, TimeScale: ts, Mutant: c.Mutant, Logger: c.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func serveFlags(*flag.FlagSet) func(ctx context.Context, c harness.ServeConfig) 
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		srv, err := suta2a.Open(ctx, suta2a.Config{DBPath: db, Store: c.Store, ReplicaID: c.ReplicaID, APIKey: key, Scheduler: sched, Mutant: c.Mutant, Logger: logger})
+		srv, err := suta2a.Open(ctx, suta2a.Config{DBPath: db, Store: c.Store, ReplicaID: c.ReplicaID, APIKey: key, Scheduler: sched, TimeScale: c.TimeScale, Mutant: c.Mutant, Logger: logger})
 		if err != nil {
 			return err
 		}

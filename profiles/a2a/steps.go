@@ -44,7 +44,7 @@ func registerSteps(sc *godog.ScenarioContext, env *features.Env) {
 
 func (w *world) agents() {
 	if w.sender == "" {
-		n := w.env.Rand.Uint64()
+		n := w.env.Fresh().Uint64()
 		w.sender, w.recipient = fmt.Sprintf("agent:idscheck-sender-%016x", n), fmt.Sprintf("agent:idscheck-receiver-%016x", n)
 	}
 }
@@ -87,7 +87,7 @@ func (w *world) taskBody(safety, keyMode string) map[string]any {
 		m := map[string]any{"duplicate_safety": safety}
 		switch keyMode {
 		case "key":
-			m["key"] = fmt.Sprintf("idscheck:%016x", w.env.Rand.Uint64())
+			m["key"] = fmt.Sprintf("idscheck:%016x", w.env.Fresh().Uint64())
 		case "empty":
 			m["key"] = ""
 		}

@@ -44,7 +44,7 @@ func ATPChaos() *harness.ChaosWorkload {
 }
 
 func runATPChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
-	res, err := RunATP(ctx, ATPConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
+	res, err := RunATP(ctx, ATPConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed, RunID: c.RunID,
 		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {

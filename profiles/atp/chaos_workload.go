@@ -19,6 +19,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -279,9 +280,12 @@ func (w *atpWorkload) readConfig(ctx context.Context) error {
 	return nil
 }
 
-// register registers the run's agents (keys drawn from the seed).
+// register registers the run's agents (keys drawn from the seed and the
+// run's own nonce).
 func (w *atpWorkload) register(ctx context.Context) error {
-	keyRnd := mrand.NewChaCha8(seedBytes(w.cfg.Seed))
+	// The agents' keys are the run's own too (rundir.Fresh): a replay
+	// registers fresh agents, never an earlier run's key.
+	keyRnd := mrand.NewChaCha8(seedBytes(rundir.Fresh(w.cfg.RunID, mrand.New(mrand.NewPCG(w.cfg.Seed, 0xa9e7))).Uint64()))
 	for i := range w.cfg.Agents {
 		key, err := KeyFromSeed(keyRnd)
 		if err != nil {
@@ -443,17 +447,18 @@ func (w *atpWorkload) progress(ctx context.Context, done chan<- struct{}) {
 }
 
 // newKey draws an idempotency key: a UUIDv4 mostly, now and then 128
-// characters (§3: "any 16–128 char string").
-func newKey(rnd *mrand.Rand) string {
+// characters (§3: "any 16–128 char string"); rnd draws the choice, fresh
+// (rundir.Fresh: the run's own nonce mixed in) the key's characters.
+func newKey(rnd, fresh *mrand.Rand) string {
 	if rnd.IntN(10) == 0 {
 		b := make([]byte, 0, 128)
 		for len(b) < 128 {
-			b = fmt.Appendf(b, "%016x", rnd.Uint64())
+			b = fmt.Appendf(b, "%016x", fresh.Uint64())
 		}
 		return string(b[:128])
 	}
-	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", rnd.Uint32(), rnd.Uint32()&0xffff, rnd.Uint32()&0xfff,
-		0x8000|rnd.Uint32()&0x3fff, rnd.Uint64()&0xffffffffffff)
+	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", fresh.Uint32(), fresh.Uint32()&0xffff, fresh.Uint32()&0xfff,
+		0x8000|fresh.Uint32()&0x3fff, fresh.Uint64()&0xffffffffffff)
 }
 
 // atpIntentOpts are what a transaction's intent carries besides its draw.
@@ -477,7 +482,7 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 	}
 	key := o.key
 	if key == "" {
-		key = newKey(rnd)
+		key = newKey(rnd, rundir.Fresh(w.cfg.RunID, rnd))
 	}
 	exp := o.expires
 	if exp.IsZero() {
@@ -501,7 +506,7 @@ func (w *atpWorkload) mint(rnd *mrand.Rand, purpose string, o *atpIntentOpts) *a
 // replayTx is the transaction of a signed intent replayed under another
 // key: the same bytes, another key.
 func (w *atpWorkload) replayTx(of *atpTx, rnd *mrand.Rand) *atpTx {
-	key := newKey(rnd)
+	key := newKey(rnd, rundir.Fresh(w.cfg.RunID, rnd))
 	tx := &atpTx{n: int(w.nextN.Add(1)), agent: of.agent, intentID: of.intentID, key: key, recKey: ATPKey(of.intentID, key),
 		intent: of.intent, expires: of.expires, purpose: atpReplay}
 	w.add(tx)

@@ -23,7 +23,7 @@ import (
 // atpSteps registers the step definitions of profiles/atp/atp.feature. A fresh
 // atpWorld serves every scenario; each scenario signs with a new agent key.
 func atpSteps(sc *godog.ScenarioContext, env *features.Env) {
-	w := &atpWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff), pause: features.Sleep}
+	w := &atpWorld{env: env, run: env.RunID, pause: features.Sleep}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
 		return ctx, nil
@@ -249,8 +249,9 @@ func (w *atpWorld) setup(ctx context.Context) error {
 
 func (w *atpWorld) registerAgent(ctx context.Context) error {
 	seed := make([]byte, ed25519.SeedSize)
+	fresh := w.env.Fresh() // the run's own agent: a rerun never signs with an earlier run's key
 	for i := range seed {
-		seed[i] = byte(w.env.Rand.Uint32())
+		seed[i] = byte(fresh.Uint32())
 	}
 	w.priv = ed25519.NewKeyFromSeed(seed)
 	w.agentID = w.name("agt")
@@ -267,13 +268,14 @@ func (w *atpWorld) registerAgent(ctx context.Context) error {
 
 func (w *atpWorld) name(kind string) string {
 	w.n++
-	return fmt.Sprintf("%s_%s_%x_%d", kind, w.run, w.env.Rand.Uint32(), w.n)
+	return fmt.Sprintf("%s_%s_%x_%d", kind, w.run, w.env.Fresh().Uint32(), w.n)
 }
 
 func (w *atpWorld) newKey() string {
 	var b [16]byte
+	fresh := w.env.Fresh()
 	for i := range b {
-		b[i] = byte(w.env.Rand.Uint32())
+		b[i] = byte(fresh.Uint32())
 	}
 	return "k-" + hex.EncodeToString(b[:]) // 34 characters
 }

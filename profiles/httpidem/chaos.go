@@ -48,8 +48,8 @@ func runChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult,
 	if ep == nil {
 		return nil, errors.New("chaos http-idempotency: no endpoint described (\"http_idempotency\" in the target file)")
 	}
-	res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, Endpoint: *ep, Sink: c.Sink, Seed: c.Seed,
-		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
+	res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, Endpoint: *ep, Sink: c.Sink, Seed: c.Seed, RunID: c.RunID,
+		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, TimeScaleAssumed: c.TimeScaleAssumed, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {
 		return nil, err

@@ -118,6 +118,12 @@ type Record struct {
 	// KeyLifeNs is a key's published life on the harness's clock
 	// (key_ttl_seconds at the target's time scale); 0: none published.
 	KeyLifeNs int64 `json:"key_life_ns,omitempty"`
+	// KeyLifeUnscaled says the target's time scale was not known (neither
+	// declared nor published): KeyLifeNs is the declared life at real
+	// time, the longest a key may live at any time scale of 1 or more, and
+	// the checks take a key to live the least its own answers prove
+	// (ProvenKeyLife), never longer.
+	KeyLifeUnscaled bool `json:"key_life_unscaled,omitempty"`
 	// Total is the count read that counts everything the endpoint created
 	// (count.difference), read before the first request and after the
 	// drain; nil when the count read is one per request (Requests'
@@ -261,6 +267,12 @@ func Check(h checker.History, l checker.Ledger, rec Record, opts CheckOptions) c
 			r.effects[e.Key] = append(r.effects[e.Key], e)
 		}
 	}
+	if rec.KeyLifeUnscaled && rec.KeyLifeNs > 0 {
+		// How fast the endpoint runs is not known: a key lives what its
+		// answers prove, never what an assumed time scale says.
+		r.rec.KeyLifeNs = ProvenKeyLife(h, rec.KeyLifeNs)
+		r.detail.ProvenKeyLifeNs = r.rec.KeyLifeNs
+	}
 	effects, q := r.checkEffects()
 	rep.Models = []checker.ModelCheck{effects, r.checkReplay()}
 	rep.Detail = &r.detail
@@ -296,15 +308,58 @@ type CheckDetail struct {
 	// scoped to the caller (an anomaly of t-0's MUST; under ietf, the
 	// SHOULD of a composite key, judged by idscheck run).
 	SharedKeyAnswers int `json:"shared_key_answers,omitempty"`
+	// ProvenKeyLifeNs is, when the target's time scale was not known
+	// (Record.KeyLifeUnscaled), the key life the checks judged by: the
+	// longest a key's answers prove it lived (ProvenKeyLife).
+	ProvenKeyLifeNs int64 `json:"proven_key_life_ns,omitempty"`
 }
 
 // Notes says what the checks found that is no anomaly of theirs, for the
 // chaos summary.
 func (d *CheckDetail) Notes() []string {
-	if d == nil || d.SharedKeyAnswers == 0 {
+	if d == nil {
 		return nil
 	}
-	return []string{fmt.Sprintf("%d request(s) were answered with another caller's result under a key both used, and executed nothing: the key is not scoped to the caller (under ietf the draft's composite key, IETF-5-composite-key, a SHOULD, which idscheck run judges; Stripe's text scopes no key)", d.SharedKeyAnswers)}
+	var out []string
+	if d.ProvenKeyLifeNs > 0 {
+		out = append(out, fmt.Sprintf("the endpoint's time scale is not known: a key was taken to live %s, the longest its own answers prove (a replay that long after the first 2xx); a creation later than that may be an expiry, and is not judged", time.Duration(d.ProvenKeyLifeNs).Round(time.Millisecond)))
+	}
+	if d.SharedKeyAnswers > 0 {
+		out = append(out, fmt.Sprintf("%d request(s) were answered with another caller's result under a key both used, and executed nothing: the key is not scoped to the caller (under ietf the draft's composite key, IETF-5-composite-key, a SHOULD, which idscheck run judges; Stripe's text scopes no key)", d.SharedKeyAnswers))
+	}
+	return out
+}
+
+// ProvenKeyLife is the longest a key of the history certainly lived: over
+// every (caller, key), the time from the return of its first 2xx answer
+// naming what was created (an id: a body proves no replay) to the call of
+// a later delivery answered 2xx with the same id, which the endpoint could
+// only answer from the key's record. At least 1 ns, at most bound (> 0).
+func ProvenKeyLife(h checker.History, bound int64) int64 {
+	byKey := map[string][]*checker.Operation{}
+	for i := range h.Ops {
+		if op := &h.Ops[i]; op.Kind == checker.OpPublish && op.Key != "" && httpIdem2xx(op) && op.Output.ID != "" {
+			byKey[op.Key] = append(byKey[op.Key], op)
+		}
+	}
+	life := int64(1)
+	for _, ops := range byKey {
+		first := ops[0]
+		for _, op := range ops[1:] {
+			if op.Return < first.Return {
+				first = op
+			}
+		}
+		for _, op := range ops {
+			if op.Output.ID == first.Output.ID && op.Call > first.Return {
+				life = max(life, op.Call-first.Return)
+			}
+		}
+	}
+	if bound > 0 {
+		life = min(life, bound)
+	}
+	return life
 }
 
 // httpIdem2xx reports whether op is a 2xx answer, read whole.

@@ -547,17 +547,58 @@ func TestDescribesProblem(t *testing.T) {
 		`{"error":{"message":"conflict","code":"busy"}}`:   true,
 		`{"message":"Idempotency key is in use"}`:          true,
 		`Request with this Idempotency-Key is in progress`: true,
-		`"in progress"`:                                    true,
-		``:                                                 false,
-		`   `:                                              false,
-		`{}`:                                               false,
-		`null`:                                             false,
-		`[]`:                                               false,
-		`{"id":"pay_1","status":"succeeded"}`:              false,
-		`{"error":""}`:                                     false,
+		`"in progress"`:                       true,
+		``:                                    false,
+		`   `:                                 false,
+		`{}`:                                  false,
+		`null`:                                false,
+		`[]`:                                  false,
+		`{"id":"pay_1","status":"succeeded"}`: false,
+		`{"error":""}`:                        false,
 	} {
 		if got := describesProblem([]byte(body)); got != want {
 			t.Errorf("describesProblem(%q) = %v, want %v", body, got, want)
 		}
+	}
+}
+
+// TestProvenKeyLife: with the endpoint's time scale unknown, a key lives
+// what its replays prove: a second execution after that is taken for an
+// expiry (not judged); one within it is a broken retry still.
+func TestProvenKeyLife(t *testing.T) {
+	const k = "caller1 k-life"
+	h := checker.History{Ops: []checker.Operation{
+		post(hiKey1, 1, 0, 10, 201, "pay_1"),
+		post(hiKey1, 1, 500, 501, 201, "pay_1"), // a replay 490 ms after the first answer
+		post(k, 2, 0, 10, 201, "pay_a"),
+		post(k, 2, 900, 902, 201, "pay_b"), // a new execution 890 ms after: past what is proven
+	}}
+	if got := ProvenKeyLife(h, int64(time.Hour)); got != 490e6 {
+		t.Fatalf("proven life %v, want 490ms", time.Duration(got))
+	}
+	if got := ProvenKeyLife(h, int64(100*time.Millisecond)); got != 100e6 {
+		t.Fatalf("proven life %v, want the bound 100ms", time.Duration(got))
+	}
+	effect := func(key, id string, atMs int64) checker.Effect {
+		return checker.Effect{Key: key, Intent: "eff_" + id, Worker: id, At: atMs * 1e6}
+	}
+	l := checker.Ledger{Effects: []checker.Effect{effect(hiKey1, "pay_1", 5), effect(k, "pay_a", 5), effect(k, "pay_b", 901)}}
+	rec := Record{Variant: "ietf", Sink: true, KeyLifeNs: int64(24 * time.Hour), KeyLifeUnscaled: true,
+		Requests: []LogicalRequest{hiReq(hiKey1), hiReq(k)}}
+	if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Pass {
+		t.Fatalf("an execution past the proven life: verdict %s, want PASS (an expiry): %+v", rep.Verdict(), rep.Anomalies)
+	}
+	// The same execution 300 ms after: within the life a replay proved.
+	h.Ops[3] = post(k, 2, 300, 302, 201, "pay_b")
+	l.Effects[2] = effect(k, "pay_b", 301)
+	if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Fail {
+		t.Fatalf("an execution within the proven life: verdict %s, want FAIL", rep.Verdict())
+	}
+	// Told the time scale, the declared life (a day) holds: both fail.
+	rec.KeyLifeUnscaled = false
+	h.Ops[3] = post(k, 2, 900, 902, 201, "pay_b")
+	l.Effects[2] = effect(k, "pay_b", 901)
+	if rep := Check(h, l, rec, CheckOptions{}); rep.Verdict() != verdict.Fail {
+		t.Fatalf("an execution within the declared life: verdict %s, want FAIL", rep.Verdict())
 	}
 }

@@ -23,8 +23,10 @@ import (
 // registerSteps registers the step definitions of http_idempotency.feature. A fresh httpWorld serves every
 // scenario.
 func registerSteps(sc *godog.ScenarioContext, env *features.Env) {
-	now := uint64(time.Now().UnixNano())
-	w := &httpWorld{env: env, run: fmt.Sprintf("%x", now&0xffffffffff), salt: mrand.New(mrand.NewPCG(now, 0x1d5c4ec))}
+	// The run's own nonce names its requests and salts their keys and
+	// unique values (features.Env.Fresh): the same seed and run ID send
+	// the same requests; a rerun of the seed, fresh ones.
+	w := &httpWorld{env: env, run: env.RunID, salt: env.Fresh()}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
 		return ctx, nil

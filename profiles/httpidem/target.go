@@ -67,7 +67,28 @@ N/A, with the reason. --variant overrides its variant.
 // callers' header values (and the token of each "Bearer <token>").
 func Section() *harness.TargetSection {
 	return &harness.TargetSection{Key: SectionKey, Help: sectionHelp, Flags: sectionFlags,
-		Check: checkSection, Variant: sectionVariant, Encode: encodeSection}
+		Check: checkSection, Variant: sectionVariant, Encode: encodeSection,
+		Published: []harness.SectionParam{{Name: "key_ttl_seconds", Get: keyTTLOf, Set: withKeyTTL}}}
+}
+
+// keyTTLOf is the key lifetime the endpoint declares (0: none).
+func keyTTLOf(v any) float64 {
+	if e, ok := v.(*Endpoint); ok && e != nil {
+		return e.KeyTTLSeconds
+	}
+	return 0
+}
+
+// withKeyTTL is a copy of the endpoint declaring the key lifetime the
+// target publishes (nil when no endpoint is described: nothing holds it).
+func withKeyTTL(v any, ttl float64) any {
+	e, ok := v.(*Endpoint)
+	if !ok || e == nil {
+		return v
+	}
+	c := *e
+	c.KeyTTLSeconds = ttl
+	return &c
 }
 
 // sectionFlags registers --variant; the function it returns merges the

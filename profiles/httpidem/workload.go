@@ -18,6 +18,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/sink"
 	"github.com/idscheck/idscheck/verdict"
 )
@@ -65,6 +66,11 @@ type WorkloadConfig struct {
 	Duration  time.Duration // how long the workload and the faults run
 	Workers   int           // concurrent submitters (default 16)
 	TimeScale float64       // the target's time scale: a key lives key_ttl_seconds/TimeScale (default 1)
+	// TimeScaleAssumed says the target's time scale is not known (neither
+	// declared nor published): TimeScale is an assumption, the declared
+	// key life at real time only the longest a key may live, and the
+	// checks judge by what the answers prove (Record.KeyLifeUnscaled).
+	TimeScaleAssumed bool
 	// Faults are the usable faults the schedule draws from. One named
 	// "storm" is replaced by the workload's own storm of identical
 	// requests; a faults.RemoteFailpoint without a Trigger gets one (a
@@ -286,7 +292,7 @@ func (w *hiWorkload) run(ctx context.Context) (*WorkloadResult, error) {
 	w.mu.Unlock()
 	countCtx, stopCount := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(len(reqs))*2*time.Millisecond)
 	res.Record = Record{Variant: w.ep.Variant, Sink: cfg.Sink != nil, Count: w.ep.Count != nil,
-		KeyLifeNs: int64(w.window), Requests: w.readCounts(countCtx, reqs), Total: total}
+		KeyLifeNs: int64(w.window), KeyLifeUnscaled: cfg.TimeScaleAssumed && w.window > 0, Requests: w.readCounts(countCtx, reqs), Total: total}
 	if total != nil {
 		if total.BeforeErr != "" {
 			total.AfterErr = "not read: the count before the run was not"
@@ -351,23 +357,27 @@ func (w *hiWorkload) progress(ctx context.Context, done chan<- struct{}) {
 // digits, at most defaultKeyMax characters (a longer run id is cut: the
 // random part alone keeps keys apart).
 func (w *hiWorkload) newKey(rnd *mrand.Rand) string {
+	// The key's bits mix the run's own nonce in (rundir.Fresh): a key in
+	// the published format carries no run id of its own, and runs of one
+	// seed must never share a key.
+	fresh := rundir.Fresh(w.cfg.RunID, rnd)
 	if ks := w.ep.KeySpec; ks != nil {
 		// Validate made one key of this format; a pattern may still refuse
 		// some random draws: a few more, then plain hex (the endpoint's
 		// refusal of it is recorded like any other, as a request refused).
 		for range 8 {
-			if k, err := ks.NewKey(rnd.Uint32); err == nil {
+			if k, err := ks.NewKey(fresh.Uint32); err == nil {
 				return k
 			}
 		}
-		k, _ := (*KeySpec)(nil).NewKey(rnd.Uint32)
+		k, _ := (*KeySpec)(nil).NewKey(fresh.Uint32)
 		return k
 	}
 	id := w.cfg.RunID
 	if n := defaultKeyMax - len("k--") - 16; len(id) > n {
 		id = id[:n]
 	}
-	return fmt.Sprintf("k-%s-%016x", id, rnd.Uint64())
+	return fmt.Sprintf("k-%s-%016x", id, fresh.Uint64())
 }
 
 // mint creates a logical request of caller under key ("": a fresh one),
@@ -378,7 +388,7 @@ func (w *hiWorkload) mint(rnd *mrand.Rand, caller int, key string, invalid bool)
 	if key == "" {
 		key = w.newKey(rnd)
 	}
-	u := NewUnique(w.cfg.RunID, int64(n), rnd.Uint32)
+	u := NewUnique(w.cfg.RunID, int64(n), rundir.Fresh(w.cfg.RunID, rnd).Uint32)
 	c := &hiLogical{n: n, caller: caller, key: key, u: u, unique: u.Text, inv: invalid, first: time.Now()}
 	c.recKey = HistoryKey(w.callers[caller], key)
 	body := Fill(w.ep.Body, u).(map[string]any)

@@ -259,3 +259,41 @@ func enableFailpoint(t *testing.T, path, term string) {
 	}
 	t.Cleanup(func() { failpoint.Disable(path) })
 }
+
+// TestWorkloadKeysAreTheRunsOwn: two runs of one seed against one live
+// endpoint draw their keys in the published format (key_spec) and their
+// unique values with the run's own nonce mixed in: they share no key, and
+// the second is judged clean (it meets none of the first's state). They
+// used to share hundreds (the key_spec keys carried no run randomness).
+func TestWorkloadKeysAreTheRunsOwn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two chaos runs")
+	}
+	e := startHI(t, VariantIETF, "", hiTimeScale)
+	keys := func(runID string) (map[string]bool, checker.Report, *WorkloadResult) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := RunWorkload(ctx, WorkloadConfig{BaseURL: e.url, Endpoint: *e.ep, Sink: e.sink, Seed: 31, RunID: runID, Duration: 1500 * time.Millisecond,
+			Workers: 8, TimeScale: hiTimeScale, StormMin: 200, StormMax: 210, RequestTimeout: 500 * time.Millisecond, DrainTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("RunWorkload: %v", err)
+		}
+		out := map[string]bool{}
+		for _, r := range res.Record.Requests {
+			out[r.IdempotencyKey] = true
+		}
+		return out, Check(res.History, res.Ledger, res.Record, CheckOptions{Undrained: !res.Drained}), res
+	}
+	a, _, _ := keys("runone")
+	b, rep, res := keys("runtwo")
+	shared := 0
+	for k := range b {
+		if a[k] {
+			shared++
+		}
+	}
+	if len(a) == 0 || len(b) == 0 || shared > 0 {
+		t.Fatalf("two runs of one seed: %d and %d keys, %d shared", len(a), len(b), shared)
+	}
+	hiMustPass(t, res, rep)
+}

@@ -40,8 +40,8 @@ func IDSChaos() *harness.ChaosWorkload {
 }
 
 func runIDSChaos(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
-	res, err := RunIDS(ctx, IDSConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed,
-		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, Faults: c.Faults, StormMin: 200,
+	res, err := RunIDS(ctx, IDSConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Sink: c.Sink, Seed: c.Seed, RunID: c.RunID,
+		Duration: c.Duration, Workers: c.Workers, TimeScale: c.TimeScale, TimeScaleAssumed: c.TimeScaleAssumed, Faults: c.Faults, StormMin: 200,
 		StormMax: max(200, c.StormMax), RequestTimeout: c.Timeout, Recorder: c.Recorder, Logger: c.Logger, Progress: c.Progress})
 	if res == nil {
 		return nil, err

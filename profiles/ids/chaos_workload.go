@@ -56,6 +56,11 @@ type IDSConfig struct {
 	Duration  time.Duration // how long the workload and the faults run
 	Workers   int           // concurrent submitters (default 16)
 	TimeScale float64       // the target's time scale: a declared window of W s lasts W/TimeScale (default 1)
+	// TimeScaleAssumed says the target's time scale is not known (neither
+	// declared nor published): before the load, the workload learns each
+	// command's dedupe window from what the target answers (learnWindows),
+	// never from TimeScale.
+	TimeScaleAssumed bool
 	// Faults are the usable faults the schedule draws from. One named
 	// "storm" is replaced by the workload's own storm of identical
 	// envelopes; a faults.RemoteFailpoint without a Trigger gets one (a
@@ -407,6 +412,12 @@ func (w *idsWorkload) run(ctx context.Context) (*IDSResult, error) {
 		w.rec = chaos.NewRecorder(w.start, cfg.MaxOps)
 	}
 	w.start = w.rec.Start()
+	if cfg.TimeScaleAssumed {
+		w.phase.Store("windows")
+		if err := w.learnWindows(ctx, mrand.New(mrand.NewPCG(cfg.Seed, 0x71d0))); err != nil {
+			return nil, err
+		}
+	}
 	res := &IDSResult{Start: w.start, Schedule: schedule}
 	for _, t := range w.types {
 		res.Commands = append(res.Commands, t.Name)

@@ -31,7 +31,7 @@ func Suite() features.Suite {
 // idsSteps registers the step definitions of ids.feature. A fresh
 // idsWorld serves every scenario.
 func idsSteps(sc *godog.ScenarioContext, env *features.Env) {
-	w := &idsWorld{env: env, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	w := &idsWorld{env: env, run: env.RunID}
 	sc.Before(func(ctx context.Context, _ *godog.Scenario) (context.Context, error) {
 		w.reset()
 		return ctx, nil
@@ -489,7 +489,7 @@ func (w *idsWorld) fresh(e RegistryEntry, ex int) Envelope {
 
 func (w *idsWorld) name(kind string) string {
 	w.n++
-	return fmt.Sprintf("%s-%s-%x-%d", kind, w.run, w.env.Rand.Uint32(), w.n)
+	return fmt.Sprintf("%s-%s-%x-%d", kind, w.run, w.env.Fresh().Uint32(), w.n)
 }
 
 func (w *idsWorld) cmd(alias string) (*idsCommand, error) {

@@ -75,15 +75,17 @@ func ChaosCheckOptions() Options {
 	return Options{Timeout: 60 * time.Second, MaxEffects: -1, ExpiredIsLost: true, MustFinish: true}
 }
 
-// runChaosWorkload is RunChaos behind harness.ChaosWorkload: the lease is
-// the bus's claim_timeout (60 s) at the target's time scale.
+// runChaosWorkload is RunChaos behind harness.ChaosWorkload: a lease is
+// the claim_timeout a claim answers at the target's time scale; at a time
+// scale only assumed, at the rate the target's own answers show
+// (ChaosConfig.ProbeLease).
 func runChaosWorkload(ctx context.Context, c harness.ChaosConfig) (*harness.ChaosResult, error) {
 	lease := 60 * time.Second
 	if c.TimeScale > 0 {
 		lease = time.Duration(float64(lease) / c.TimeScale)
 	}
-	res, err := RunChaos(ctx, ChaosConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Seed: c.Seed, Duration: c.Duration,
-		Workers: c.Workers, Lease: lease, Faults: c.Faults, StormMax: c.StormMax, RequestTimeout: c.Timeout,
+	res, err := RunChaos(ctx, ChaosConfig{BaseURL: c.BaseURL, Replicas: c.Replicas, APIKey: c.APIKey, Seed: c.Seed, RunID: c.RunID, Duration: c.Duration,
+		Workers: c.Workers, Lease: lease, ProbeLease: c.TimeScaleAssumed, Faults: c.Faults, StormMax: c.StormMax, RequestTimeout: c.Timeout,
 		Logger: c.Logger, Progress: c.Progress})
 	if res == nil {
 		return nil, err
@@ -95,6 +97,7 @@ func runChaosWorkload(ctx context.Context, c harness.ChaosConfig) (*harness.Chao
 	}
 	opts := ChaosCheckOptions()
 	opts.Undrained = !res.Drained
+	opts.ClockSlack = res.ClockSlack
 	b, merr := json.MarshalIndent(opts, "", "  ")
 	if merr != nil {
 		return nil, fmt.Errorf("chaos: %s: %w", ChaosOptionsFile, merr)

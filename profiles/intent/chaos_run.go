@@ -25,6 +25,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -34,13 +35,25 @@ type ChaosConfig struct {
 	Replicas  []string                           // the target's other replicas: publishes and claims are spread over them and BaseURL
 	APIKey    string                             // the key every publisher and worker uses
 	Sign      func(r *http.Request, body []byte) // signs every request (client.Options.Sign); nil: none
-	Namespace string                             // default "chaos-<seed>"
+	Namespace string                             // default "chaos-<seed>-<run ID>"
 	Seed      uint64
-	Duration  time.Duration // how long the workload and the faults run
-	Workers   int           // concurrent claimers; publishers are a quarter of it (at least 1)
-	// Lease is the target's claim_timeout as the harness experiences it
-	// (60 s divided by the target's time scale).
+	// RunID is the run's own nonce (rundir.Fresh): in the namespace and
+	// mixed into every idempotency key, so that runs of one seed never
+	// share one (default: drawn).
+	RunID    string
+	Duration time.Duration // how long the workload and the faults run
+	Workers  int           // concurrent claimers; publishers are a quarter of it (at least 1)
+	// Lease is a claim_timeout of 60 s as the harness experiences it (60
+	// s divided by the target's time scale): a claim's lease is the
+	// claim_timeout it answers (60 when it answers none) at that rate.
 	Lease time.Duration
+	// ProbeLease says the target's time scale is not known (neither
+	// declared nor published): Lease is ignored, and the workload learns
+	// how long a protocol second lasts from what the target answers (a
+	// lease's end, claim_expires_at, against its own clock, the ts of GET
+	// /health) before the load; when it answers neither, every lease and
+	// extension is of unknown length (the checks allow any).
+	ProbeLease bool
 	// Faults are the usable faults the schedule draws from. A fault named
 	// "storm" is replaced by the workload's own publish storm.
 	Faults          []faults.Fault
@@ -68,14 +81,26 @@ type ChaosResult struct {
 	// timeout; otherwise intents still open or claimed at the end may be
 	// unfinished rather than lost (Options.Undrained).
 	Drained bool `json:"drained"`
+	// Second is one protocol second on the harness's clock, as the run
+	// took it (0: unknown); ClockSlack how far the durations it implies may
+	// be off (the probe's uncertainty and the default slack; 0: the
+	// default), for the checks (Options.ClockSlack).
+	Second     time.Duration `json:"second_ns,omitempty"`
+	ClockSlack time.Duration `json:"clock_slack_ns,omitempty"`
+	// LeaseFrom says where the length of a lease came from: "time scale"
+	// (declared or published), "answers" (the probe), or "unknown".
+	LeaseFrom string `json:"lease_from,omitempty"`
 }
 
 func (c *ChaosConfig) defaults() error {
 	if c.BaseURL == "" {
 		return errors.New("chaos: no target URL")
 	}
+	if c.RunID == "" {
+		c.RunID = rundir.NewRunID()
+	}
 	if c.Namespace == "" {
-		c.Namespace = fmt.Sprintf("chaos-%d", c.Seed)
+		c.Namespace = fmt.Sprintf("chaos-%d-%s", c.Seed, c.RunID)
 	}
 	if c.Duration <= 0 {
 		c.Duration = 60 * time.Second
@@ -93,7 +118,7 @@ func (c *ChaosConfig) defaults() error {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second
 	}
-	if c.DrainTimeout <= 0 {
+	if c.DrainTimeout <= 0 && !c.ProbeLease {
 		c.DrainTimeout = max(10*time.Second, 4*c.Lease)
 	}
 	if c.MaxOps <= 0 {
@@ -124,6 +149,10 @@ type workload struct {
 	start time.Time
 	http  *client.Client
 	keyID string // the API key's identity in the history (a digest, never the key)
+	// second is one protocol second on the harness's clock (0: unknown),
+	// slack the uncertainty of what the probe learnt of it.
+	second, slack time.Duration
+	leaseFrom     string
 
 	mu       sync.Mutex
 	ops      []checker.Operation
@@ -154,7 +183,7 @@ func newWorkload(cfg ChaosConfig) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	w := &workload{cfg: cfg, http: c, acked: map[string]string{}, keyID: keyID(cfg.APIKey)}
+	w := &workload{cfg: cfg, http: c, acked: map[string]string{}, keyID: keyID(cfg.APIKey), second: cfg.Lease / 60, leaseFrom: "time scale"}
 	w.nextID.Store(100000)
 	w.phase.Store("faults")
 	w.fault.Store("")
@@ -191,6 +220,12 @@ func (w *workload) effect(e checker.Effect) {
 }
 
 func (w *workload) run(ctx context.Context) (*ChaosResult, error) {
+	if w.cfg.ProbeLease {
+		w.probeLease(ctx)
+		if w.cfg.DrainTimeout <= 0 {
+			w.cfg.DrainTimeout = max(10*time.Second, 4*w.defaultLease())
+		}
+	}
 	cfg := w.cfg
 	master := rand.New(rand.NewPCG(cfg.Seed, 0x1d5c4ec4))
 	schedRnd := rand.New(rand.NewPCG(master.Uint64(), master.Uint64()))
@@ -205,7 +240,10 @@ func (w *workload) run(ctx context.Context) (*ChaosResult, error) {
 	var tl faults.Timeline
 
 	w.start = time.Now()
-	res := &ChaosResult{Start: w.start, Namespace: cfg.Namespace, Schedule: schedule}
+	res := &ChaosResult{Start: w.start, Namespace: cfg.Namespace, Schedule: schedule, Second: w.second, LeaseFrom: w.leaseFrom}
+	if w.slack > 0 {
+		res.ClockSlack = defaultClockSlack + w.slack
+	}
 	cfg.Logger.Info("chaos: start", "seed", cfg.Seed, "duration", cfg.Duration, "workers", cfg.Workers,
 		"faults", len(list), "schedule", len(schedule), "namespace", cfg.Namespace)
 

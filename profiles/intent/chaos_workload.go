@@ -15,6 +15,7 @@ import (
 	"github.com/idscheck/idscheck/checker"
 	"github.com/idscheck/idscheck/client"
 	"github.com/idscheck/idscheck/faults"
+	"github.com/idscheck/idscheck/rundir"
 	"github.com/idscheck/idscheck/verdict"
 )
 
@@ -95,7 +96,7 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 		for ctx.Err() == nil && w.backlog() > int64(backlogPerWorker*w.cfg.Workers) {
 			chaos.Sleep(ctx, 5*time.Millisecond)
 		}
-		key := fmt.Sprintf("p%d-%d-%d", id, n, rnd.Uint32())
+		key := fmt.Sprintf("p%d-%d-%016x", id, n, rundir.Fresh(w.cfg.RunID, rnd).Uint64())
 		body := w.publishBody(key, 0)
 		status := 0
 		for try := 0; try < maxPublishTries && ctx.Err() == nil; try++ {
@@ -120,8 +121,19 @@ func (w *workload) publisher(ctx context.Context, id int, rnd *rand.Rand) {
 // can cause (backoff_base 1 s × 2^max_attempts + 2 s of jitter, at the
 // target's time scale, which Lease carries: 60 s of protocol time).
 func (w *workload) idleWait() time.Duration {
-	backoff := time.Duration(float64(w.cfg.Lease) * float64(1<<maxAttempts+2) / 60)
-	return w.cfg.Lease + backoff + 200*time.Millisecond
+	backoff := time.Duration(float64(w.defaultLease()) * float64(1<<maxAttempts+2) / 60)
+	return w.defaultLease() + backoff + 200*time.Millisecond
+}
+
+// defaultLease is a lease of the text's default claim_timeout (60 s) on the
+// harness's clock: 60 protocol seconds, or, when the run does not know how
+// long one lasts, 60 real seconds, the longest the text allows a target at
+// any time scale of 1 or more.
+func (w *workload) defaultLease() time.Duration {
+	if w.second <= 0 {
+		return 60 * time.Second
+	}
+	return 60 * w.second
 }
 
 // claimed is what a worker learns from a 200 on /claim.
@@ -129,7 +141,10 @@ type claimed struct {
 	ID       string `json:"id"`
 	Token    string `json:"claim_token"`
 	Attempts int    `json:"claim_attempts"`
-	Payload  struct {
+	// Timeout is the claim_timeout the claim answered, in protocol
+	// seconds (nil: none, the text's default 60).
+	Timeout *float64 `json:"claim_timeout"`
+	Payload struct {
 		Key string `json:"key"`
 	} `json:"payload"`
 }
@@ -176,18 +191,22 @@ func (w *workload) worker(loadCtx, drainCtx context.Context, id int, rnd *rand.R
 		case p < 82:
 			w.lease(ctx, id, name, OpFail, c, nil)
 		case p < 92:
-			ext := w.cfg.Lease / 6 // "seconds": 10 of a 60 s lease
+			ext := 10 * w.second // "seconds": 10 (0: of unknown length)
 			w.lease(ctx, id, name, OpExtend, c, &ext)
+			w.lease(ctx, id, name, OpFulfill, c, nil)
+		case w.second <= 0:
+			// How long a lease lasts is not known: no stall can be sure
+			// to outlive it.
 			w.lease(ctx, id, name, OpFulfill, c, nil)
 		case p < 96:
 			// A worker that stalls past its lease: its token must be dead by now.
-			chaos.Sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
+			chaos.Sleep(ctx, w.leaseOf(c)+w.leaseOf(c)/4+50*time.Millisecond)
 			w.lease(ctx, id, name, OpFulfill, c, nil)
 		default:
 			// A worker that stalls past its lease and then tries to extend it:
 			// an expired lease must not be extended.
-			chaos.Sleep(ctx, w.cfg.Lease+w.cfg.Lease/4+50*time.Millisecond)
-			ext := w.cfg.Lease / 6
+			chaos.Sleep(ctx, w.leaseOf(c)+w.leaseOf(c)/4+50*time.Millisecond)
+			ext := 10 * w.second
 			w.lease(ctx, id, name, OpExtend, c, &ext)
 			w.lease(ctx, id, name, OpFulfill, c, nil)
 		}
@@ -211,7 +230,7 @@ func (w *workload) claim(ctx context.Context, clientID int, worker string) (*cla
 		op.Output.ID = c.ID
 		op.Output.Token = c.Token
 		op.Output.Attempts = c.Attempts
-		op.Output.LeaseNs = int64(w.cfg.Lease)
+		op.Output.LeaseNs = int64(w.leaseOf(&c))
 		w.record(op)
 		return &c, resp.Status
 	}
@@ -220,6 +239,17 @@ func (w *workload) claim(ctx context.Context, clientID int, worker string) (*cla
 	}
 	w.record(op)
 	return nil, resp.Status
+}
+
+// leaseOf is the lease c was granted on the harness's clock: the
+// claim_timeout it answered (the text's 60 when none) in protocol seconds;
+// 0 when how long one lasts is not known (the checks then allow any).
+func (w *workload) leaseOf(c *claimed) time.Duration {
+	secs := 60.0
+	if c.Timeout != nil && *c.Timeout > 0 {
+		secs = *c.Timeout
+	}
+	return time.Duration(secs * float64(w.second))
 }
 
 // lease sends fulfill, fail or extend of c with its token and records it.
@@ -343,7 +373,7 @@ func (s *publishStorm) Available() error  { return nil }
 
 func (s *publishStorm) Inject(ctx context.Context, rnd *rand.Rand, d time.Duration) (faults.Injection, error) {
 	n := 2 + rnd.IntN(max(1, s.max-1))
-	key := fmt.Sprintf("storm-%d-%d", s.n.Add(1), rnd.Uint32())
+	key := fmt.Sprintf("storm-%d-%016x", s.n.Add(1), rundir.Fresh(s.w.cfg.RunID, rnd).Uint64())
 	body := s.w.publishBody(key, 0)
 	base := int(s.w.nextID.Add(int64(n))) - n
 	in, err := faults.Storm(ctx, n, func(ctx context.Context, i int) {

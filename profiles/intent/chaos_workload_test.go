@@ -248,19 +248,21 @@ func TestLoadIsBoundedInCount(t *testing.T) {
 	t.Logf("%d operations recorded; %v", len(res.History.Ops), err)
 }
 
-// TestSameSeedSameWorkload goes through RunChaos twice with one seed, and
-// once with another, against fresh servers: each publisher's first
-// publishes (key and body) and the fault schedule are the seed's alone.
-// Which worker claims what depends on timing; what the harness chooses does
-// not.
+// TestSameSeedSameWorkload goes through RunChaos twice with one seed and
+// run ID, once with the seed and another run ID, and once with another
+// seed, against fresh servers: each publisher's first publishes (key and
+// body) and the fault schedule are the seed's and the run ID's alone; the
+// seed alone fixes the schedule and which publishes come (their number and
+// order), the run ID makes the keys the run's own. Which worker claims
+// what depends on timing; what the harness chooses does not.
 func TestSameSeedSameWorkload(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three chaos runs")
+		t.Skip("four chaos runs")
 	}
 	const firstN = 5
-	stream := func(seed uint64) (map[int][]string, []faults.Planned) {
+	stream := func(seed uint64, runID string) (map[int][]string, []faults.Planned) {
 		url, key := bundled(t, "")
-		res, _ := run(t, ChaosConfig{BaseURL: url, APIKey: key, Seed: seed, Duration: 1500 * time.Millisecond, Workers: 4,
+		res, _ := run(t, ChaosConfig{BaseURL: url, APIKey: key, Seed: seed, RunID: runID, Duration: 1500 * time.Millisecond, Workers: 4,
 			Lease: time.Second, Faults: []faults.Fault{&faults.Latency{}}, Namespace: "same-seed"})
 		per := map[int][]string{}
 		for _, op := range res.History.Ops {
@@ -270,11 +272,22 @@ func TestSameSeedSameWorkload(t *testing.T) {
 		}
 		return per, res.Schedule
 	}
-	a, sa := stream(21)
-	b, sb := stream(21)
-	c, sc := stream(22)
+	a, sa := stream(21, "r1")
+	b, sb := stream(21, "r1")
+	d, sd := stream(21, "r2")
+	c, sc := stream(22, "r1")
 	if len(a) == 0 || !reflect.DeepEqual(a, b) || !reflect.DeepEqual(sa, sb) {
-		t.Errorf("same seed, different workload:\n%v\n%v\nschedules %v\n%v", a, b, sa, sb)
+		t.Errorf("same seed and run ID, different workload:\n%v\n%v\nschedules %v\n%v", a, b, sa, sb)
+	}
+	if !reflect.DeepEqual(sa, sd) {
+		t.Errorf("same seed, another run ID: the schedule changed:\n%v\n%v", sa, sd)
+	}
+	for client, pubs := range d {
+		for i, p := range pubs {
+			if i < len(a[client]) && p == a[client][i] {
+				t.Errorf("run IDs r1 and r2 of one seed published the same key: %s", p)
+			}
+		}
 	}
 	if reflect.DeepEqual(a, c) {
 		t.Errorf("seeds 21 and 22 drew the same publishes: %v", a)

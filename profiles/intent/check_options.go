@@ -117,6 +117,9 @@ const (
 // ModelLease names the intent-lease model in a Report.
 const ModelLease = "lease" // partitioned by intent id, claim/extend/fulfill/fail/status ops
 
+// defaultClockSlack is Options.ClockSlack when none is given.
+const defaultClockSlack = 50 * time.Millisecond
+
 // Options say what the workload promised and how long the checker may work.
 type Options struct {
 	// Timeout bounds each porcupine run over the history; 0 means no bound.
@@ -218,7 +221,7 @@ func partitionModel(opts Options, d *CheckDetail, parts []checker.Partition) por
 
 func (o Options) withDefaults() Options {
 	if o.ClockSlack == 0 {
-		o.ClockSlack = 50 * time.Millisecond
+		o.ClockSlack = defaultClockSlack
 	}
 	if o.ConflictStatus == 0 {
 		o.ConflictStatus = 422

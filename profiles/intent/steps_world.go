@@ -72,12 +72,12 @@ func newIntentWorld(env *features.Env) *intentWorld {
 	return w
 }
 
-// reset gives the world fresh names, drawn from env.Rand alone so that a run
-// with the same seed sends the same requests. Runs drawn with different seeds
-// never share a namespace; a rerun with the same seed should meet a fresh
-// target (or one purged), since leftovers of the first run share its names.
+// reset gives the world fresh names, drawn through env.Fresh: a run with the
+// same seed and run ID sends the same requests, and a rerun of the seed
+// (another run ID) names its own namespaces, so it never meets the first
+// run's leftovers.
 func (w *intentWorld) reset() {
-	r := w.env.Rand
+	r := w.env.Fresh()
 	tag := fmt.Sprintf("%016x", r.Uint64())
 	w.ns, w.ns2, w.goal = "s-"+tag, "t-"+tag, "g-"+tag
 	w.unknown = fmt.Sprintf("%016x%016x", r.Uint64(), r.Uint64())

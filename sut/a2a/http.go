@@ -16,7 +16,9 @@ const maxBody = 64 << 10
 // Handler returns the queue's HTTP handler (docs/a2a-binding.md).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]any{"ok": true}) })
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"ok": true, "time_scale": s.timeScale()})
+	})
 	mux.HandleFunc("POST /a2a/tasks", s.handleEnqueue)
 	mux.HandleFunc("POST /a2a/lease", s.handleLease)
 	mux.HandleFunc("POST /a2a/tasks/{id}/result", s.handleResult)
@@ -425,4 +427,13 @@ func (s *Server) handleScheduler(w http.ResponseWriter, r *http.Request) {
 		p = DefaultPolicy()
 	}
 	writeJSON(w, 200, map[string]any{"enabled": sc.Enabled, "interval_ms": sc.Interval.Milliseconds(), "policy": p})
+}
+
+// timeScale is the time scale the queue publishes: Config.TimeScale, 1
+// when none was given.
+func (s *Server) timeScale() float64 {
+	if s.cfg.TimeScale > 0 {
+		return s.cfg.TimeScale
+	}
+	return 1
 }

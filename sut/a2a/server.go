@@ -143,6 +143,11 @@ type Config struct {
 	// APIKey is the key every route but /health needs; Open refuses "".
 	APIKey    string
 	Scheduler Scheduler
+	// TimeScale is the factor the queue's durations (the scheduler's
+	// interval and lease age) were divided by (0 means 1: real time); the
+	// queue publishes it on GET /health as "time_scale", so that a harness
+	// told nothing of it still knows how fast the queue runs.
+	TimeScale float64
 	// Mutant names a deliberate bug (see Mutants); "" for the correct queue.
 	Mutant string
 	// Clock is the server's time; nil is time.Now. Tests move it by hand.

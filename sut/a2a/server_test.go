@@ -334,3 +334,18 @@ func TestSchedulerFromEnv(t *testing.T) {
 		t.Error("a non-boolean opt-in accepted")
 	}
 }
+
+// TestHealthPublishesTimeScale: GET /health says how fast the queue runs
+// (the scale its durations were divided by; 1 when none was given), so a
+// harness told nothing of it still knows.
+func TestHealthPublishesTimeScale(t *testing.T) {
+	for _, tc := range []struct {
+		scale, want float64
+	}{{0, 1}, {100, 100}} {
+		e := newEnv(t, "", func(c *Config) { c.TimeScale = tc.scale })
+		r := e.do(http.MethodGet, "/health", nil)
+		if got, ok := r.json()["time_scale"].(float64); r.status != 200 || !ok || got != tc.want {
+			t.Errorf("time scale %v: GET /health answered %s, want 200 with time_scale %v", tc.scale, r, tc.want)
+		}
+	}
+}
