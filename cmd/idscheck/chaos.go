@@ -1310,7 +1310,7 @@ func chaosStopped(c chaosConfig, red *redact.Redactor, code int, preflight bool,
 		Redact: red.Secrets(),
 	}
 	if err := reports.WriteAll(c.out, doc); err != nil {
-		fmt.Fprintf(stdout, "idscheck chaos: %s, no chaos run: %s\n  %s\nexit %d: %s\n", what, oneLine(cause, 600), fix, code, what)
+		fmt.Fprintf(stdout, "idscheck chaos: %s, no chaos run: %s\n  %s\nexit %d: %s\n", what, stoppedCause(cause), fix, code, what)
 		fmt.Fprintf(stderr, "idscheck chaos: writing the report: %v\n", err)
 		return code
 	}
@@ -1319,6 +1319,6 @@ func chaosStopped(c chaosConfig, red *redact.Redactor, code int, preflight bool,
 		needs = "        first: " + n + "\n"
 	}
 	fmt.Fprintf(stdout, "idscheck chaos: %s, no chaos run: %s\n  %s\nreport: %s\nreplay: %s\n%sexit %d: %s\n",
-		what, oneLine(cause, 600), fix, filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, code, what)
+		what, stoppedCause(cause), fix, filepath.Join(c.out, reports.HTMLFile), doc.Command, needs, code, what)
 	return code
 }

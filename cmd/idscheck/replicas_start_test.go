@@ -73,8 +73,8 @@ func TestRunReplicaAddressTaken(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "--profile", "http-idempotency", "--target-file", replicasFile(t, []map[string]string{servedReplica(t, 0), taken}),
 		"--seed", "1", "--out", out)
 	host := strings.TrimPrefix(other.URL, "http://")
-	if code != exitUnreachable || !strings.Contains(stderr, "replica 1 ("+other.URL+")") || !strings.Contains(stderr, "another process holds "+host) ||
-		strings.Contains(stderr, "replicas answer GET /health") {
+	if out := stdout + stderr; code != exitUnreachable || !strings.Contains(out, "replica 1 ("+other.URL+")") || !strings.Contains(out, "another process holds "+host) ||
+		strings.Contains(out, "replicas answer GET /health") {
 		t.Fatalf("exit %d, want 3 naming replica 1 and the address another process holds\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -99,8 +99,8 @@ func TestRunReplicaExitsBeforeHealthy(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "report")
 	code, stdout, stderr := runCLI(t, "--profile", "http-idempotency", "--target-file", replicasFile(t, []map[string]string{servedReplica(t, 0), dies}),
 		"--seed", "1", "--out", out)
-	if code != exitUnreachable || !strings.Contains(stderr, "replica 1 (http://"+addr+") exited before it answered GET /health") ||
-		!strings.Contains(stderr, "its output:\n    replica 1: cannot open the store with") || !strings.Contains(stderr, "connection refused") {
+	if out := stdout + stderr; code != exitUnreachable || !strings.Contains(out, "replica 1 (http://"+addr+") exited before it answered GET /health") ||
+		!strings.Contains(out, "its output:\n    replica 1: cannot open the store with") || !strings.Contains(out, "connection refused") {
 		t.Fatalf("exit %d, want 3 quoting the replica's output\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if c := unreachableCause(t, out); !strings.Contains(c, "cannot open the store") {
@@ -128,8 +128,8 @@ func TestBundledReplicaDiesIsUnreachable(t *testing.T) {
 	store := "postgres://app:" + pw + "@" + closed + "/payments"
 	check := func(t *testing.T, code int, stdout, stderr string) {
 		t.Helper()
-		if code != exitUnreachable || !strings.Contains(stderr, "replica 0 of the bundled server") ||
-			!strings.Contains(stderr, "exited before it answered GET /health; its output:") || !strings.Contains(stderr, "connect: connection refused") {
+		if out := stdout + stderr; code != exitUnreachable || !strings.Contains(out, "replica 0 of the bundled server") ||
+			!strings.Contains(out, "exited before it answered GET /health; its output:") || !strings.Contains(out, "connect: connection refused") {
 			t.Errorf("exit %d, want 3 with replica 0's output quoted\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
 		if strings.Contains(stdout+stderr, pw) {

@@ -598,7 +598,7 @@ func writeStopped(c runConfig, target features.Target, secrets []string, started
 		doc.Notes = append(doc.Notes, reproduceNote+n)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nidscheck run: %s, no rule checked: %s\n  %s\n", what, oneLine(cause, 600), fix)
+	fmt.Fprintf(&b, "\nidscheck run: %s, no rule checked: %s\n  %s\n", what, stoppedCause(cause), fix)
 	if err := reports.WriteAll(c.out, doc); err != nil {
 		io.WriteString(stdout, b.String())
 		fmt.Fprintf(stderr, "idscheck run: writing the report: %v\n", err)
@@ -1107,6 +1107,26 @@ func redactString(s string, secrets []string) string {
 // oneLine returns s on one line, at most n runes, cut at the end of a word
 // (features.OneLine).
 func oneLine(s string, n int) string { return features.OneLine(s, n) }
+
+// stoppedCause is why a run stopped before any rule, as the console shows
+// it: the first line on one line, and what follows it (a process's output
+// quoted after "its output:") kept as lines, indented, the last 20 of them.
+func stoppedCause(cause string) string {
+	first, rest, _ := strings.Cut(strings.TrimSpace(cause), "\n")
+	out := oneLine(first, 600)
+	lines := strings.Split(strings.TrimSpace(rest), "\n")
+	if rest == "" {
+		return out
+	}
+	if len(lines) > 20 {
+		out += fmt.Sprintf("\n    (%d earlier lines left out)", len(lines)-20)
+		lines = lines[len(lines)-20:]
+	}
+	for _, l := range lines {
+		out += "\n    " + oneLine(l, 300)
+	}
+	return out
+}
 
 // isTerminal reports whether w is a character device (a live terminal).
 func isTerminal(w io.Writer) bool {

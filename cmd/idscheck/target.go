@@ -259,9 +259,9 @@ func (t *targetFlags) targetFileKeys() []string {
 }
 
 // otherProfileSection says which profile a section of the file belongs to
-// when it is not the run's profile's: "http_idempotency" with --profile
-// intent (the default) is a file meant for --profile http-idempotency, not
-// an unknown field.
+// when it is not the run's profile's: a section of another profile with
+// the default profile is a file meant for that profile's --profile, not an
+// unknown field.
 func (t *targetFlags) otherProfileSection(top map[string]json.RawMessage) error {
 	for _, name := range profiles.Names() {
 		p, _ := profiles.Lookup(name)
