@@ -302,7 +302,11 @@ func TestReadsAnsweredWithAnother2xx(t *testing.T) {
 	for _, r := range readRules {
 		// INTENT-7.7-result-access is also judged under the readings of
 		// admin-result-access: READING is its pass.
-		if v := got[r]; v != verdict.Pass && !(r == "INTENT-7.7-result-access" && v == verdict.Reading) {
+		// INTENT-8-admin-exempt-limits needs its burst inside one rate-limit
+		// window (1 s at time scale 60): on a loaded machine it is N/A,
+		// never a verdict, and it says so.
+		if v := got[r]; v != verdict.Pass && !(r == "INTENT-7.7-result-access" && v == verdict.Reading) &&
+			!(r == "INTENT-8-admin-exempt-limits" && v == verdict.NA) {
 			t.Errorf("rule %s: %s, want PASS", r, v)
 		}
 	}
