@@ -86,7 +86,12 @@ func TestChaosIDSReplicas(t *testing.T) {
 	for _, m := range sutids.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
 			code, stdout, stderr := chaos(t, "3", m.Name, "storm", "3s")
-			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks) {
+			// A second execution shows as a second effect (m.Breaks) or,
+			// for a command whose sink deduplicates its key (S1), as a
+			// fresh outcome where the first was due: which command the
+			// race hits is the scheduler's, not the test's, to choose.
+			caught := strings.Contains(stdout, "- "+m.Breaks) || strings.Contains(stdout, "- IDS-IX.A-same-outcome ")
+			if code != exitFailed || !caught {
 				t.Errorf("three replicas: exit %d, want 1 with %s named\nstdout:\n%.3000s\nstderr:\n%s", code, m.Breaks, stdout, stderr)
 			}
 			code, stdout, stderr = chaos(t, "1", m.Name, "storm,crash", "2s")

@@ -100,11 +100,14 @@ func TestHTTPIdemInFlightWithoutSink(t *testing.T) {
 		{"double", VariantT0, map[string]verdict.Verdict{"T0-R2-wait-in-flight": verdict.Fail}},
 		{"wait", VariantStripe, map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Pass}},
 	}
+	// The slow request takes 2 s: the duplicate is in flight by a margin
+	// (half of it) that no scheduling delay of a loaded machine reaches;
+	// with 400 ms the judgment went BLOCKED (honestly) under load.
 	for _, tc := range cases {
 		t.Run(tc.inFlight+"/"+tc.variant, func(t *testing.T) {
 			srv := slowEndpoint(t, tc.inFlight)
 			ep, err := ParseEndpoint(json.RawMessage(`{"variant": "`+tc.variant+`", "path": "/pay", "key_format": "token",
-				"body": {"reference": "{{unique}}", "delay_ms": 0}, "slow": {"delay_ms": 400}, "id": "id",
+				"body": {"reference": "{{unique}}", "delay_ms": 0}, "slow": {"delay_ms": 2000}, "id": "id",
 				"count": {"path": "/count", "pointer": "/count", "difference": true}}`), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -113,7 +116,7 @@ func TestHTTPIdemInFlightWithoutSink(t *testing.T) {
 			for id := range tc.want {
 				sel = append(sel, id)
 			}
-			res, err := Profile().Run(t.Context(), features.RunConfig{Seed: 1, Select: sel, Budget: 8 * time.Second,
+			res, err := Profile().Run(t.Context(), features.RunConfig{Seed: 1, Select: sel, Budget: 30 * time.Second,
 				Target: features.Target{BaseURL: srv.URL, Described: ep}})
 			if err != nil {
 				t.Fatal(err)
