@@ -261,7 +261,11 @@ func printReproduce(b io.Writer, doc *reports.Result) {
 	fmt.Fprintf(b, "reproduce: %s\n", doc.Command)
 	for _, n := range doc.Notes {
 		if rest, ok := strings.CutPrefix(n, reproduceNote); ok {
-			fmt.Fprintf(b, "           first: %s\n", rest)
+			if strings.HasPrefix(rest, "same seed:") {
+				fmt.Fprintf(b, "           (%s)\n", rest) // what the line repeats, not a step to take first
+			} else {
+				fmt.Fprintf(b, "           first: %s\n", rest)
+			}
 		}
 	}
 }
