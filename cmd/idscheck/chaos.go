@@ -145,9 +145,8 @@ func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	c.tgt.register(fs, regProf) // --target-file, --target, --target-cmd, credentials, --time-scale
-	if usage := fs.Usage; true {
-		fs.Usage = func() { usage(); fmt.Fprint(fs.Output(), chaosFaultsHelp(regProf)) }
-	}
+	targetUsage := fs.Usage
+	fs.Usage = func() { targetUsage(); fmt.Fprint(fs.Output(), chaosFaultsHelp(regProf)) } // every fault, one line each
 	if w := regProf.Chaos; w != nil && w.Summary != "" {
 		usage := fs.Usage
 		fs.Usage = func() {

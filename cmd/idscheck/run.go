@@ -626,7 +626,7 @@ func unreachable(c runConfig, target features.Target, secrets []string, started 
 	if len(c.tgt.ReplicaList) > 0 {
 		hint = "check that each replica's cmd starts it on its own url (an address no other process holds), over the store, within --health-wait (" +
 			c.healthWait.String() + "), and that GET <replica>/health answers 200 without credentials"
-	} else if c.tgt.URL == "" {
+	} else if c.tgt.URL == "" && !strings.HasPrefix(cause, "preflight") { // a bundled replica that died
 		hint = "the bundled server's output above says why it stopped; check that --store names a PostgreSQL the replicas can reach"
 	} else if c.tgt.TargetCmd != "" {
 		hint = "check that --target-cmd starts the target on the target URL, within --health-wait (" + c.healthWait.String() +
