@@ -584,22 +584,35 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 		})
 	}
 	// A target that does not follow the reading it declares fails its check:
-	// the bundled server, started apart with its default readings.
+	// the bundled server, started apart with its default readings, its
+	// GET /health silent on them. One that publishes them contradicts the
+	// declaration: exit 2, naming both, before any scenario.
 	t.Run("declared, not followed", func(t *testing.T) {
 		prof, _ := profiles.Lookup("intent")
-		bt, stop, err := startBundled(t.Context(), prof, bundledOptions{Dir: t.TempDir(), TimeScale: 60, Seed: 3})
+		b, err := prof.Bundled(t.Context(), harness.BundledConfig{Dir: t.TempDir(), TimeScale: 60, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer stop()
-		args := []string{"--target", bt.BaseURL, "--api-key", bt.APIKey, "--time-scale", "60", "--rules", rules, "--seed", "3", "--out", t.TempDir(),
-			"--reading", "lease-expiry=immediate"}
-		for name, v := range bt.Credentials {
-			args = append(args, "--"+name, v)
-		}
-		code, stdout, stderr := runCLI(t, args...)
-		if code != exitFailed || !strings.Contains(stdout, "FAIL       INTENT-3.3-expiry-backoff") {
-			t.Fatalf("exit %d, want %d and INTENT-3.3-expiry-backoff FAIL\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
+		defer b.Close()
+		for _, silent := range []bool{true, false} {
+			h := b.Handler
+			if silent {
+				h = silentHealth(h)
+			}
+			hs := httptest.NewServer(h)
+			args := []string{"--target", hs.URL, "--api-key", b.Target.APIKey, "--time-scale", "60", "--rules", rules, "--seed", "3", "--out", t.TempDir(),
+				"--reading", "lease-expiry=immediate"}
+			for name, v := range b.Target.Credentials {
+				args = append(args, "--"+name, v)
+			}
+			code, stdout, stderr := runCLI(t, args...)
+			hs.Close()
+			switch {
+			case silent && (code != exitFailed || !strings.Contains(stdout, "FAIL       INTENT-3.3-expiry-backoff")):
+				t.Fatalf("exit %d, want %d and INTENT-3.3-expiry-backoff FAIL\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
+			case !silent && (code != exitUsage || !strings.Contains(stderr, "the reading of lease-expiry is immediate by --reading, but the target publishes the reading of lease-expiry backoff")):
+				t.Fatalf("a target publishing another reading: exit %d, want 2 naming both\nstderr:\n%s", code, stderr)
+			}
 		}
 	})
 	code, _, stderr := runCLI(t, "--target", "http://127.0.0.1:1", "--api-key", "k", "--readings", "alternate")
