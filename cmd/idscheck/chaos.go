@@ -113,8 +113,17 @@ idscheck started), and with --store-proxy store-partition and store-lost-reply
 (a proxy between each replica and the store) act on them.
 
 The time scale is the declared one (--time-scale, or time_scale in the target
-file), else 1 (real time) for a --target; the bundled server runs at its
-profile's scale.
+file), else the one the target publishes on GET /health ("time_scale"; a
+line says it is used, and a declared one it contradicts is exit 2, as is a
+key lifetime or a reading it publishes otherwise); the bundled server runs at
+its profile's scale. A target that neither declares nor publishes one is
+judged by what it answers (a lease's end, the replays of a key, a command's
+ttl_expires_at), never by an assumed scale.
+
+Every key, id and unique value carries the run's own nonce (--run-id, drawn
+and recorded in chaos.json): the replay line repeats the seed's choices and
+their order with fresh keys, so it never meets the first run's state at a live
+target; --run-id gives a recorded nonce back to repeat the keys too.
 
 Every requested fault is injected at least once when the run is long enough (the
 schedule starts with each of them, in an order drawn from the seed; when earlier steps

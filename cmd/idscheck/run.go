@@ -101,6 +101,13 @@ readings. Against the bundled server (no --target) the declared readings are
 the server's too: it is started following them (as idscheck serve --reading
 would) where its profile lets it choose.
 
+What the target publishes on GET /health about itself (its "time_scale", a
+key lifetime, its readings) is used where nothing was declared (a line says
+so), and a declaration it contradicts is exit 2 naming both. Every key, id
+and name a run sends carries its own nonce (--run-id, drawn and recorded in
+result.json): the same seed makes the same choices in the same order with
+fresh keys; --run-id repeats the keys too, against a fresh target.
+
 --expected-failures FILE lists rule IDs, one a line, '#' starts a comment.
 A listed rule that fails is shown as expected and does not fail the run. A
 listed rule that now passes fails the run (exit 1) with "now passes: remove

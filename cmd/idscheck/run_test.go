@@ -584,7 +584,9 @@ func TestRunBothReadingsOfTheBundledServer(t *testing.T) {
 		})
 	}
 	// A target that does not follow the reading it declares fails its check:
-	// the bundled server, started apart with its default readings.
+	// the bundled server, started apart with its default readings, its
+	// GET /health silent on them. One that publishes them contradicts the
+	// declaration: exit 2, naming both, before any scenario.
 	t.Run("declared, not followed", func(t *testing.T) {
 		prof, _ := profiles.Lookup("intent")
 		b, err := prof.Bundled(t.Context(), harness.BundledConfig{Dir: t.TempDir(), TimeScale: 60, Seed: 3})
