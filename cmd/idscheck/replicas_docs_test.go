@@ -14,7 +14,6 @@ import (
 	"github.com/idscheck/idscheck/faults"
 	"github.com/idscheck/idscheck/pgtest"
 	"github.com/idscheck/idscheck/profiles"
-	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 	"github.com/idscheck/idscheck/spec"
 )
 
@@ -136,22 +135,7 @@ func TestDocsReplicasExampleRuns(t *testing.T) {
 	if err := json.Unmarshal(example, &doc); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sinkAddr, err := faults.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := []string{"tok_docs_one_5e1a", "tok_docs_two_90c3"}
-	t.Setenv(profhttpidem.CallersEnv, strings.Join(tokens, ","))
-	ep := profhttpidem.BundledEndpoint("ietf", nil)
-	for i, tok := range tokens {
-		name := fmt.Sprintf("HI_DOCS_CALLER_%d", i+1)
-		t.Setenv(name, "Bearer "+tok)
-		ep.Callers = append(ep.Callers, profhttpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
-	}
+	exe, sinkAddr, ep := replicaEndpoint(t, "HI_DOCS_CALLER", "tok_docs_one_5e1a", "tok_docs_two_90c3")
 	dir := t.TempDir()
 	reps := doc["replicas"].([]any)
 	if len(reps) < 2 || doc["url"] != reps[0].(map[string]any)["url"] {

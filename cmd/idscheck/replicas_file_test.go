@@ -13,28 +13,36 @@ import (
 	profhttpidem "github.com/idscheck/idscheck/profiles/httpidem"
 )
 
+// replicaEndpoint readies the bundled endpoint's replicas as a test
+// starts them: this test binary (it serves as idscheck), a free address
+// for the effect sink, and the endpoint described with one caller per
+// token, each caller's header read from the variable envPrefix_N.
+func replicaEndpoint(t *testing.T, envPrefix string, tokens ...string) (exe, sinkAddr string, ep *profhttpidem.Endpoint) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sinkAddr, err = faults.FreeAddr(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(profhttpidem.CallersEnv, strings.Join(tokens, ","))
+	ep = profhttpidem.BundledEndpoint("ietf", nil)
+	for i, tok := range tokens {
+		name := fmt.Sprintf("%s_%d", envPrefix, i+1)
+		t.Setenv(name, "Bearer "+tok)
+		ep.Callers = append(ep.Callers, profhttpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
+	}
+	return exe, sinkAddr, ep
+}
+
 // replicasTargetFile writes a target file of three replicas of the
 // bundled endpoint, each started by its "cmd" (idscheck serve over
 // $IDSCHECK_STORE_URL) over one store whose URL carries password pw;
 // extra fields are added to the file.
 func replicasTargetFile(t *testing.T, pw string, extra map[string]any) string {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sinkAddr, err := faults.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := []string{"tok_replica_one_71ac", "tok_replica_two_c2d9"}
-	t.Setenv(profhttpidem.CallersEnv, strings.Join(tokens, ","))
-	ep := profhttpidem.BundledEndpoint("ietf", nil)
-	for i, tok := range tokens {
-		name := fmt.Sprintf("HI_REPLICA_CALLER_%d", i+1)
-		t.Setenv(name, "Bearer "+tok)
-		ep.Callers = append(ep.Callers, profhttpidem.Caller{HeadersEnv: map[string]string{"Authorization": name}})
-	}
+	exe, sinkAddr, ep := replicaEndpoint(t, "HI_REPLICA_CALLER", "tok_replica_one_71ac", "tok_replica_two_c2d9")
 	dir := t.TempDir()
 	var reps []map[string]string
 	for i := range 3 {
