@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,6 +34,9 @@ func TestRunATPReplicas(t *testing.T) {
 // Each replica mutant on three replicas: caught (exit 1), the double
 // charge named by its rule; the same mutant on one replica over the same
 // kind of store: no anomaly (replicas, not luck, find it).
+//
+// How many times the racing replicas charge one intent depends on how
+// many of the storm's deliveries won the race: two or more is the catch.
 func TestChaosATPReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts replicas and crashes them: skipped in -short")
@@ -76,7 +80,7 @@ func TestChaosATPReplicas(t *testing.T) {
 	for _, m := range sutatp.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
 			code, stdout, stderr := chaos(t, "3", m.Name, "storm")
-			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks+" ") || !strings.Contains(stdout, "charged 2 times at the rail") {
+			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks+" ") || !doubleCharge.MatchString(stdout) {
 				t.Errorf("three replicas: exit %d, want 1 with the double charge named\nstdout:\n%.3000s\nstderr:\n%s", code, stdout, stderr)
 			}
 			code, stdout, stderr = chaos(t, "1", m.Name, "storm,crash")
@@ -86,3 +90,7 @@ func TestChaosATPReplicas(t *testing.T) {
 		})
 	}
 }
+
+// doubleCharge: an intent charged two or more times, as the ATP check
+// words it ("charged 3 times at the rail").
+var doubleCharge = regexp.MustCompile(`charged ([2-9]|[1-9][0-9]+) times at the rail`)
