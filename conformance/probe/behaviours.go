@@ -85,6 +85,20 @@ func nonEmpty(lines []string) []string {
 	return out
 }
 
+// asDocumented says, for a table cell, whether a's status is the one the
+// endpoint documents for the situation (documented.<name>); "" when it
+// documents none. The variant's rule is judged by its text all the same.
+func (p *prober) asDocumented(name string, a answer) string {
+	d := p.sp.documented(name)
+	switch {
+	case d == "" || a.status == 0:
+		return ""
+	case d == fmt.Sprint(a.status):
+		return fmt.Sprintf(" (as documented: %s %s)", name, d)
+	}
+	return fmt.Sprintf(" (documented %s %s, not what it answered)", name, d)
+}
+
 func (p *prober) firstRequest() []Behaviour {
 	const id, sit = "first-request", "a first request under a fresh key in the published format"
 	u, k := p.fresh(), p.key()
@@ -261,6 +275,7 @@ func (p *prober) inFlight() []Behaviour {
 	dd := p.differ(orig, dup)
 	rd := p.differ(orig, retry)
 	b.Observed = fmt.Sprintf("duplicate %s (%s), original %s, later retry %s, %s", p.short(dup), map[bool]string{true: "the original's result", false: dd}[dd == ""], p.short(orig), p.short(retry), payments(n, counted))
+	b.Observed += p.asDocumented("in_flight_status", dup)
 	once := !counted || n == 1
 	if dup.is5xx() {
 		b.Expect = []Expectation{
@@ -293,7 +308,7 @@ func (p *prober) inFlight() []Behaviour {
 	if retry.is5xx() {
 		b.Expect = append(b.Expect, erred("stripe", "STRIPE-IDEM-not-saved", "“the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result … You can retry these requests”"))
 	} else {
-		b.Expect = append(b.Expect, judge(rd == "" && once, "stripe", "STRIPE-IDEM-not-saved", "“the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result … You can retry these requests”: the later retry gets the original's result"))
+		b.Expect = append(b.Expect, judge(rd == "", "stripe", "STRIPE-IDEM-not-saved", "“the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result … You can retry these requests”: the later retry gets the original's result"))
 	}
 	return []Behaviour{b}
 }
@@ -326,6 +341,7 @@ func (p *prober) vary() []Behaviour {
 	if a2.status == 422 && !withLink(a2) {
 		b.Observed += ", no link to documentation"
 	}
+	b.Observed += p.asDocumented("mismatch_status", a2)
 	if a2.is5xx() {
 		b.Expect = []Expectation{erred("ietf", "IETF-2.7-mismatch-422", "“SHOULD reply with a HTTP 422”"),
 			erred("stripe", "STRIPE-IDEM-params-compared", "“compares incoming parameters … and errors if they’re not the same”")}
@@ -465,6 +481,7 @@ func (p *prober) noKey() []Behaviour {
 		b.Evidence = nonEmpty(ev)
 		return []Behaviour{b}
 	}
+	b.Observed += p.asDocumented("missing_key_status", a)
 	b.Expect = []Expectation{judge(a.status == 400 && withLink(a) && !executed, "ietf", "IETF-2.7-missing-400",
 		"“the resource server SHOULD reply with an HTTP 400 status code with body containing a link pointing to relevant documentation”")}
 	if a.is4xx() && !executed {
