@@ -66,6 +66,9 @@ func Measure(ctx context.Context, baseURL string, targetFile []byte) (*Table, er
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := sp.goodKey(); !ok {
+		return nil, fmt.Errorf("http_idempotency.key_spec: the probe finds no key in the published format (it tries hex digits, digits, letters and a UUID)")
+	}
 	ctx, cancel := context.WithTimeout(ctx, MeasureTimeout)
 	defer cancel()
 	p := newProber(ctx, baseURL, sp, &http.Client{Timeout: RequestTimeout})

@@ -28,7 +28,20 @@ func run() int {
 	result := fs.String("result", "", "an idscheck run's result.json to compare the table with")
 	variant := fs.String("variant", "", "with --result: the variant the run judged (default: the run's own)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: probe --target URL --target-file F [--json] [--result result.json [--variant V]]\n\nflags:\n")
+		fmt.Fprint(fs.Output(), `usage: probe --target URL --target-file F [--json] [--result result.json [--variant V]]
+
+Sends plain HTTP probes to the endpoint the target file's http_idempotency
+section describes and prints its behaviour table: per behaviour, what the
+endpoint did and the verdict that implies, per variant (ietf, t0, stripe),
+for the rule whose quote says it ("a documented choice" where no rule of
+that text says it). With --result, compares the table with an idscheck
+run's result.json and lists every verdict of the run the table contradicts.
+
+exit: 0 done (and the run agrees), 1 the run disagrees, 2 usage, 3 the
+endpoint could not be measured.
+
+flags:
+`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
