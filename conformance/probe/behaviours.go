@@ -278,7 +278,13 @@ func (p *prober) inFlight() []Behaviour {
 	b := Behaviour{ID: id, Situation: sit, Evidence: nonEmpty(ev)}
 	dd := p.differ(orig, dup)
 	rd := p.differ(orig, retry)
-	b.Observed = fmt.Sprintf("duplicate %s (%s), original %s, later retry %s, %s", p.short(dup), map[bool]string{true: "the original's result", false: dd}[dd == ""], p.short(orig), p.short(retry), payments(n, counted))
+	same := func(d string) string {
+		if d == "" {
+			return " (the original's result)"
+		}
+		return ""
+	}
+	b.Observed = fmt.Sprintf("duplicate %s%s, original %s, later retry %s%s, %s", p.short(dup), same(dd), p.short(orig), p.short(retry), same(rd), payments(n, counted))
 	b.Observed += p.asDocumented("in_flight_status", dup)
 	once := !counted || n == 1
 	if dup.is5xx() {
@@ -286,7 +292,7 @@ func (p *prober) inFlight() []Behaviour {
 			erred("ietf", "IETF-2.6-concurrent-conflict", "“MUST respond with a resource conflict error”"),
 			erred("t0", "T0-R2-wait-in-flight", "“wait for it to complete and return the same response to both”"),
 			erred("t0", "T0-R3-no-duplicate-error", "“Returning an error for it breaks the contract”"),
-			erred("stripe", "STRIPE-IDEM-same-result", "“Subsequent requests with the same key return the same result”"),
+			erred("stripe", "STRIPE-IDEM-not-saved", "“the request conflicts with another request that’s executing concurrently, we don’t save the idempotent result”: the duplicate's answer"),
 		}
 	} else {
 		conflict := dup.status == 409 && once
@@ -303,9 +309,11 @@ func (p *prober) inFlight() []Behaviour {
 		b.Expect = append(b.Expect,
 			judge(dd == "" && once, "t0", "T0-R2-wait-in-flight", "“wait for it to complete and return the same response to both. Do not reject the duplicate, and do not return an error”"),
 			judge(dup.status < 400, "t0", "T0-R3-no-duplicate-error", "“A duplicate is a normal retry, not a fault. Returning an error for it breaks the contract”"),
-			judge(once && (!dup.is2xx() || dd == ""), "stripe", "STRIPE-IDEM-same-result", "“Subsequent requests with the same key return the same result”: the duplicate makes nothing of its own"),
 		)
 	}
+	// Stripe: a concurrent duplicate gets an error, or (a middleware that
+	// waits) the original's result; never a result or an effect of its own.
+	b.Expect = append(b.Expect, judge(once && (!dup.is2xx() || dd == ""), "stripe", "STRIPE-IDEM-same-result", "“Subsequent requests with the same key return the same result”: the duplicate makes nothing of its own"))
 	if !once {
 		b.Expect = append(b.Expect, fail("t0", "T0-0-no-further-effect", "“causes no further side effect”"))
 	}
@@ -441,7 +449,7 @@ func (p *prober) rejectedUncorrected() []Behaviour {
 	n, counted, cl := c.created()
 	b := Behaviour{ID: id, Situation: sit, Evidence: nonEmpty([]string{r1.line, r2.line, cl})}
 	mk := marks(r1, r2)
-	if rh := p.sp.documented("replay_header"); rh != "" && carries(r2, rh) && !carries(r1, rh) {
+	if rh := p.sp.documented("replay_header"); rh != "" && carries(r2, rh) && !carries(r1, rh) && len(mk) == 0 {
 		mk = append(mk, rh)
 	}
 	marked := len(mk) > 0 && r2.is4xx()

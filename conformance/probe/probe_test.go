@@ -187,7 +187,7 @@ func TestMeasureFiber(t *testing.T) {
 // fakeMode is how the fake middleware behaves.
 type fakeMode struct {
 	keyBy      string // "key" (the default), "body" (dedupes on the payload, ignoring the key), "none" (no idempotency)
-	inFlight   string // "conflict" (409 with a problem document), "wait" (the original's answer), "execute" (a second payment)
+	inFlight   string // "conflict" (409 with a problem document), "wait" (the original's answer), "execute" (a second payment), "500"
 	mismatch   string // "422" (with a link to documentation), "execute", "replay" (the first answer)
 	storeRej   bool   // a rejection is stored under its key and replayed
 	marker     bool   // a replay carries Idempotent-Replayed: true
@@ -360,6 +360,9 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "conflict":
 			writeJSON(w, 409, map[string]string{"type": "https://example.test/docs/in-flight", "title": "the original request is still in flight"})
 			return
+		case "500":
+			http.Error(w, "IdempotencyAlreadyInProgressError", 500)
+			return
 		case "execute":
 			st, b := f.create(body, nil)
 			answer(st, b, false)
@@ -429,6 +432,20 @@ func TestMeasureFakesFlip(t *testing.T) {
 			"ietf IETF-2.7-concurrent-409":      "NON-STRICT/BLOCKED",
 			"stripe STRIPE-IDEM-same-result":    "PASS",
 			"stripe STRIPE-IDEM-not-saved":      "PASS",
+		})
+	})
+	t.Run("in-flight-500", func(t *testing.T) {
+		m := conforming
+		m.inFlight = "500"
+		tab := measure(t, startFake(t, m), fakeTarget(true, true))
+		checkVerdicts(t, tab, map[string]string{
+			"ietf IETF-2.6-concurrent-conflict": "FAIL/BLOCKED",
+			"t0 T0-R2-wait-in-flight":           "FAIL/BLOCKED",
+			"stripe STRIPE-IDEM-not-saved":      "FAIL/BLOCKED",
+			"stripe STRIPE-IDEM-same-result":    "PASS", // the duplicate made nothing of its own
+			"ietf RFC9110-15.6-server-error":    "NON-STRICT",
+			"t0 RFC9110-15.6-server-error":      "NON-STRICT",
+			"stripe RFC9110-15.6-server-error":  "NON-STRICT",
 		})
 	})
 	t.Run("deviant", func(t *testing.T) {
