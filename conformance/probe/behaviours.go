@@ -193,6 +193,7 @@ func (p *prober) retryAfterComplete() []Behaviour {
 	var obs []string
 	if mk := marks(a1, a2); len(mk) > 0 && d == "" {
 		obs = append(obs, "replay marked by "+strings.Join(mk, "; "))
+		m.Evidence = append(m.Evidence, "the replay carries, the first answer does not: "+strings.Join(mk, "; "))
 	} else if d == "" {
 		obs = append(obs, "no replay marker")
 	} else {
@@ -202,6 +203,7 @@ func (p *prober) retryAfterComplete() []Behaviour {
 		switch e1, e2 := a1.header.Get(h) != "", a2.header.Get(h) != ""; {
 		case e1 && e2:
 			obs = append(obs, h+" echoed on every answer")
+			m.Evidence = append(m.Evidence, fmt.Sprintf("%s on the first answer: %q; on the replay: %q", h, a1.header.Get(h), a2.header.Get(h)))
 		case e2:
 			obs = append(obs, h+" echoed on the replay only")
 		default:
@@ -456,6 +458,7 @@ func (p *prober) rejectedUncorrected() []Behaviour {
 	b.Observed = fmt.Sprintf("%d, then %s", r1.status, p.short(r2))
 	if marked {
 		b.Observed += " marked as a replay (" + strings.Join(mk, "; ") + ")"
+		b.Evidence = append(b.Evidence, "the second answer carries, the first does not: "+strings.Join(mk, "; "))
 	}
 	b.Observed += ", " + payments(n, counted)
 	made := counted && n > 0
