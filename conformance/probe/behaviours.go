@@ -202,7 +202,7 @@ func (p *prober) retryAfterComplete() []Behaviour {
 	if h := p.sp.Key.Header; h != "" && !p.sp.keyBody {
 		switch e1, e2 := a1.header.Get(h) != "", a2.header.Get(h) != ""; {
 		case e1 && e2:
-			obs = append(obs, h+" echoed on every answer")
+			obs = append(obs, h+" echoed on the first answer and the replay")
 			m.Evidence = append(m.Evidence, fmt.Sprintf("%s on the first answer: %q; on the replay: %q", h, a1.header.Get(h), a2.header.Get(h)))
 		case e2:
 			obs = append(obs, h+" echoed on the replay only")
