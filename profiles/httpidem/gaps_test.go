@@ -256,9 +256,11 @@ func TestHTTPIdemStripeInFlightAnswerJudged(t *testing.T) {
 		{"conflict", `"slow": true`, verdict.Pass},
 		{"wait", `"slow": {}`, verdict.Pass},
 		{"processing", `"slow": true`, verdict.Fail},
+		// members that change nothing: the form the contract had before
+		{"processing/members", `"slow": {"amount": 100}`, verdict.Fail},
 	}
 	for _, tc := range cases {
-		t.Run(tc.inFlight, func(t *testing.T) {
+		t.Run(tc.inFlight+"/"+tc.slow, func(t *testing.T) {
 			srv := gapEndpoint(t, gapMW{inFlight: tc.inFlight, slowMS: 1500})
 			runGap(t, srv, gapDescription(VariantStripe, tc.slow), map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": tc.want})
 		})
