@@ -359,3 +359,25 @@ func TestHTTPIdemKeyEchoIsNoReplayMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectsWithoutSinkSaysWhatIsJudged (issue 29, item 9): a run without
+// an effect sink whose endpoint declares a count read says the count
+// judges the effect rules, and that what only the sink shows is not
+// judged; with a slow request, that the in-flight duplicate is sent
+// during it.
+func TestEffectsWithoutSinkSaysWhatIsJudged(t *testing.T) {
+	ep := &Endpoint{Path: "/pay", Count: &CountRead{Path: "/count"}}
+	got := effectsWithoutSink(ep)
+	for _, want := range []string{"GET /count", "only the sink shows", "not judged", `declare "slow"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q: want %q in it", got, want)
+		}
+	}
+	ep.Slow = &SlowRequest{}
+	if got := effectsWithoutSink(ep); !strings.Contains(got, "declared slow request") {
+		t.Errorf("with slow: %q, want the slow request named", got)
+	}
+	if got := effectsWithoutSink(&Endpoint{Path: "/pay"}); got != "" {
+		t.Errorf("without a count read: %q, want none (the effect rules are N/A)", got)
+	}
+}
