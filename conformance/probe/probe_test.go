@@ -142,7 +142,18 @@ func TestMeasureFiber(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close()
+			// Fiber cannot be held by a barrier: the duplicate is in flight
+			// only if it is sent while the handler still sleeps. On a loaded
+			// machine the probe may say "not measured"; measure again with a
+			// longer sleep before anything is asserted.
 			tab := measure(t, srv.URL, fiberTarget)
+			if inFlightNotMeasured(tab) {
+				t.Logf("in flight not measured with delay_ms 800 (a loaded machine): again with 3000")
+				tab = measure(t, srv.URL, strings.Replace(fiberTarget, `"delay_ms": 800`, `"delay_ms": 3000`, 1))
+			}
+			if inFlightNotMeasured(tab) {
+				t.Skip("the duplicate could not be sent while Fiber's handler slept, twice: the machine is too loaded to measure Fiber's in-flight answer")
+			}
 			checkObserved(t, tab, map[string][]string{
 				"key-too-long":             {"500", "0 payments"},
 				"key-256":                  {"500", "0 payments"},
@@ -499,4 +510,14 @@ func TestMeasureFakesFlip(t *testing.T) {
 			"ietf IETF-2.6-retry-result": "PASS",
 		})
 	})
+}
+
+// inFlightNotMeasured: the probe could not put its duplicate in flight.
+func inFlightNotMeasured(tab *probe.Table) bool {
+	for _, b := range tab.Behaviours {
+		if b.ID == "in-flight-duplicate" {
+			return strings.Contains(b.Observed, "not measured")
+		}
+	}
+	return false
 }
