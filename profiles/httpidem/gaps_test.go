@@ -1,8 +1,10 @@
 package httpidem
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,10 +27,12 @@ type gapMW struct {
 	inFlight  string // a duplicate in flight: "conflict" (409), "wait", "processing" (200 without the result)
 	slowMS    int    // every request takes this long
 	echoKey   bool   // every answer carries the request's Idempotency-Key
+	compare   bool   // a key reused with another body (byte for byte) is answered 422, in flight or done
+	dup500    bool   // a duplicate in flight is answered 500 (Powertools' in-progress error)
 }
 
-// gapEndpoint serves POST /pay {"reference", "amount"} (amount <= 0: 400)
-// behind m, GET /count?reference=R ({"count": N}), no authentication, keys
+// gapEndpoint serves POST /pay {"reference", "amount", "delay_ms"}
+// (amount <= 0: 400; delay_ms: the handler takes that long) behind m, GET /count?reference=R ({"count": N}), no authentication, keys
 // shared by every request.
 func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 	var mu sync.Mutex
@@ -37,6 +41,7 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		body   []byte
 	}
 	done := map[string]stored{}
+	bodies := map[string][]byte{} // the body each key's stored or running request came with
 	running := map[string]chan struct{}{}
 	made := map[string]int{}
 	n := 0
@@ -64,13 +69,21 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		var body struct {
 			Reference string `json:"reference"`
 			Amount    int    `json:"amount"`
+			DelayMS   int    `json:"delay_ms"`
 		}
-		if json.NewDecoder(r.Body).Decode(&body) != nil {
+		raw, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(raw, &body) != nil {
 			http.Error(w, `{"error":"bad body"}`, 400)
 			return
 		}
 		mu.Lock()
 		for {
+			if had, ok := bodies[key]; ok && m.compare && !bytes.Equal(had, raw) {
+				mu.Unlock()
+				w.WriteHeader(422)
+				w.Write([]byte(`{"error":"this key was used with another payload"}`))
+				return
+			}
 			if s, ok := done[key]; ok {
 				mu.Unlock()
 				w.WriteHeader(s.status)
@@ -80,6 +93,12 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 			ch, busy := running[key]
 			if !busy {
 				break
+			}
+			if m.dup500 {
+				mu.Unlock()
+				w.WriteHeader(500)
+				w.Write([]byte(`{"error":"IdempotencyAlreadyInProgressError"}`))
+				return
 			}
 			switch m.inFlight {
 			case "conflict":
@@ -99,8 +118,9 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		}
 		ch := make(chan struct{})
 		running[key] = ch
+		bodies[key] = raw
 		mu.Unlock()
-		time.Sleep(time.Duration(m.slowMS) * time.Millisecond)
+		time.Sleep(time.Duration(m.slowMS+body.DelayMS) * time.Millisecond)
 		st := stored{status: 201}
 		mu.Lock()
 		if body.Amount <= 0 {
@@ -112,6 +132,8 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		}
 		if st.status < 300 || m.storeRej {
 			done[key] = st
+		} else {
+			delete(bodies, key)
 		}
 		delete(running, key)
 		close(ch)
@@ -379,5 +401,37 @@ func TestEffectsWithoutSinkSaysWhatIsJudged(t *testing.T) {
 	}
 	if got := effectsWithoutSink(&Endpoint{Path: "/pay"}); got != "" {
 		t.Errorf("without a count read: %q, want none (the effect rules are N/A)", got)
+	}
+}
+
+// TestHTTPIdemRetryIsTheIdenticalRequest (issue 29, profile round 2, item
+// 1): a request sent as the endpoint's slow request keeps its slow members
+// on every later delivery, so a middleware that compares payloads (422 to
+// another one, as express-idempotency's 417 and node-idempotency's 422)
+// sees the retry as the same request and replays the original: under
+// stripe it passes "a request that met a concurrent one is not saved" and
+// the same-result rule. The deviations stay caught: a 200 that is neither
+// an error nor the result still fails, payload comparison or not.
+func TestHTTPIdemRetryIsTheIdenticalRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow requests")
+	}
+	const slow = `"slow": {"delay_ms": 1500}`
+	cases := []struct {
+		name string
+		mw   gapMW
+		want map[string]verdict.Verdict
+	}{
+		{"compares payloads, conflicts", gapMW{compare: true, inFlight: "conflict"},
+			map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Pass, "STRIPE-IDEM-same-result": verdict.Pass}},
+		{"compares payloads, waits", gapMW{compare: true, inFlight: "wait"},
+			map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Pass, "STRIPE-IDEM-same-result": verdict.Pass}},
+		{"compares payloads, answers processing", gapMW{compare: true, inFlight: "processing"},
+			map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Fail}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runGap(t, gapEndpoint(t, tc.mw), gapDescription(VariantStripe, slow), tc.want)
+		})
 	}
 }

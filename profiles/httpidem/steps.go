@@ -63,6 +63,11 @@ type httpRequest struct {
 	outside string
 	// rejection is the endpoint's answer to it made invalid (nil: none).
 	rejection *client.Response
+	// slow: it was sent as the endpoint's declared slow request, so every
+	// later delivery of it carries the slow members too: a retry or a
+	// duplicate is the identical request, not another payload (a
+	// middleware that compares payloads refuses one that drops them).
+	slow bool
 }
 
 // httpHeld is a request sent to be in flight (or a duplicate of one).
@@ -402,9 +407,16 @@ func (w *httpWorld) req(alias string) (*httpRequest, error) {
 // --- sending --------------------------------------------------------------
 
 // request builds one HTTP request of r: how is "" (as declared), "nokey",
-// "vary" (another payload) or "invalid" (a body the endpoint rejects).
+// "vary" (another payload) or "invalid" (a body the endpoint rejects). A
+// request sent slow (r.slow) carries the slow members every time, under
+// the members that make it another payload or an invalid one.
 func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) {
 	body := Fill(w.ep.Body, r.unique).(map[string]any)
+	if r.slow && w.ep.Slow != nil {
+		for k, v := range Fill(w.ep.Slow.Members, r.unique).(map[string]any) {
+			body[k] = v
+		}
+	}
 	switch how {
 	case "vary":
 		if len(w.ep.Vary) == 0 {
@@ -415,13 +427,6 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 		}
 	case "invalid":
 		for k, v := range Fill(w.ep.Invalid, r.unique).(map[string]any) {
-			body[k] = v
-		}
-	case "slow":
-		if w.ep.Slow == nil {
-			break
-		}
-		for k, v := range Fill(w.ep.Slow.Members, r.unique).(map[string]any) {
 			body[k] = v
 		}
 	}
@@ -596,12 +601,12 @@ func (w *httpWorld) sendSlow(ctx context.Context, r *httpRequest) error {
 	if w.ep.Slow == nil {
 		return features.NotApplicable("a duplicate in flight needs the effect sink (effect_sink in the target file), where the endpoint's effect call is held, or a slow request the endpoint declares (slow)")
 	}
-	probe := &httpRequest{unique: w.fresh(), caller: r.caller, before: -1}
+	probe := &httpRequest{unique: w.fresh(), caller: r.caller, before: -1, slow: true}
 	var err error
 	if probe.key, err = w.newKey(); err != nil {
 		return err
 	}
-	preq, err := w.request(probe, "slow")
+	preq, err := w.request(probe, "")
 	if err != nil {
 		return err
 	}
@@ -621,7 +626,8 @@ func (w *httpWorld) sendSlow(ctx context.Context, r *httpRequest) error {
 	if w.slowTook < minSlow {
 		return features.NotApplicable(fmt.Sprintf("the declared slow request (slow) took %v, under %v: too quick for a duplicate to be sent while it runs", w.slowTook.Round(time.Millisecond), minSlow))
 	}
-	req, err := w.request(r, "slow")
+	r.slow = true
+	req, err := w.request(r, "")
 	if err != nil {
 		return err
 	}
@@ -663,11 +669,7 @@ func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	how := ""
-	if w.env.Sink == nil {
-		how = "slow"
-	}
-	req, err := w.request(r, how)
+	req, err := w.request(r, "") // the identical request: slow members too, if it was sent slow
 	if err != nil {
 		return err
 	}
