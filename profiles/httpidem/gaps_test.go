@@ -29,6 +29,8 @@ type gapMW struct {
 	echoKey   bool   // every answer carries the request's Idempotency-Key
 	compare   bool   // a key reused with another body (byte for byte) is answered 422, in flight or done
 	dup500    bool   // a duplicate in flight is answered 500 (Powertools' in-progress error)
+	other500  bool   // with compare: another payload is answered 500, not 422
+	nokey500  bool   // a request without a key is answered 500
 }
 
 // gapEndpoint serves POST /pay {"reference", "amount", "delay_ms"}
@@ -56,6 +58,11 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		if m.echoKey && key != "" {
 			w.Header().Set("Idempotency-Key", key)
 		}
+		if key == "" && m.nokey500 {
+			w.WriteHeader(500)
+			w.Write([]byte(`{"error":"Cannot read properties of undefined"}`))
+			return
+		}
 		bad := (m.maxKey > 0 && len(key) > m.maxKey) || (m.pattern && strings.Trim(key, "0123456789abcdef") != "")
 		if bad {
 			code := 400
@@ -80,7 +87,7 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		for {
 			if had, ok := bodies[key]; ok && m.compare && !bytes.Equal(had, raw) {
 				mu.Unlock()
-				w.WriteHeader(422)
+				w.WriteHeader(map[bool]int{false: 422, true: 500}[m.other500])
 				w.Write([]byte(`{"error":"this key was used with another payload"}`))
 				return
 			}
@@ -432,6 +439,60 @@ func TestHTTPIdemRetryIsTheIdenticalRequest(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			runGap(t, gapEndpoint(t, tc.mw), gapDescription(VariantStripe, slow), tc.want)
+		})
+	}
+}
+
+// TestHTTPIdemServerErrorWhereTheTextNamesTheAnswer (issue 29, profile
+// round 2, item 2): where a rule names the class or status of the answer
+// (§2.6's resource conflict error, §2.7's 409, 422 and 400, t-0's "do not
+// return an error" to a duplicate), a 5xx is that rule's evidence, FAIL
+// or NON-STRICT by its level, with the server-error finding beside it;
+// not BLOCKED. A 409 passes. Under stripe a 500 to the duplicate in
+// flight is an error the page allows (BLOCKED by the finding, never a
+// pass), and the retry after it is judged: it gets the original's result,
+// so the rule is BLOCKED at the duplicate's answer alone, not FAIL.
+func TestHTTPIdemServerErrorWhereTheTextNamesTheAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile per case")
+	}
+	const slow = `"slow": {"delay_ms": 1500}`
+	cases := []struct {
+		name, variant, extra string
+		mw                   gapMW
+		want                 map[string]verdict.Verdict
+	}{
+		{"ietf: a duplicate in flight answered 500", VariantIETF, slow, gapMW{dup500: true},
+			map[string]verdict.Verdict{"IETF-2.6-concurrent-conflict": verdict.Fail, RuleServerError: verdict.NonStrict}},
+		{"ietf: a duplicate in flight answered 409", VariantIETF, slow, gapMW{inFlight: "conflict"},
+			map[string]verdict.Verdict{"IETF-2.6-concurrent-conflict": verdict.Pass, "IETF-2.7-concurrent-409": verdict.Pass}},
+		{"t0: a duplicate in flight answered 500", VariantT0, slow, gapMW{dup500: true},
+			map[string]verdict.Verdict{"T0-R2-wait-in-flight": verdict.Fail, "T0-R3-no-duplicate-error": verdict.Fail, RuleServerError: verdict.NonStrict}},
+		{"t0: a duplicate in flight waits", VariantT0, slow, gapMW{inFlight: "wait"},
+			map[string]verdict.Verdict{"T0-R2-wait-in-flight": verdict.Pass, "T0-R3-no-duplicate-error": verdict.Pass}},
+		{"ietf: another payload answered 500", VariantIETF, `"vary": {"amount": 200}`, gapMW{compare: true, other500: true},
+			map[string]verdict.Verdict{"IETF-2.7-mismatch-422": verdict.NonStrict, RuleServerError: verdict.NonStrict}},
+		{"ietf: another payload answered 422", VariantIETF, `"vary": {"amount": 200}`, gapMW{compare: true},
+			map[string]verdict.Verdict{"IETF-2.7-mismatch-422": verdict.NonStrict}}, // no link to documentation
+		{"ietf: no key answered 500", VariantIETF, `"requires_key": true`, gapMW{nokey500: true},
+			map[string]verdict.Verdict{"IETF-2.7-missing-400": verdict.NonStrict}},
+		{"stripe: a duplicate in flight answered 500", VariantStripe, slow, gapMW{dup500: true},
+			map[string]verdict.Verdict{"STRIPE-IDEM-same-result": verdict.Pass, "STRIPE-IDEM-not-saved": verdict.Blocked, RuleServerError: verdict.NonStrict}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runGap(t, gapEndpoint(t, tc.mw), gapDescription(tc.variant, tc.extra), tc.want)
+			for _, r := range res.Rules {
+				// the one BLOCKED: the duplicate's 500 is an error the page
+				// allows, and no 5xx passes; the retry after it was judged
+				// (a failed retry would make the rule FAIL)
+				if r.RuleID == "STRIPE-IDEM-not-saved" && (r.BlockedBy != RuleServerError || !strings.Contains(r.BlockedStep, "the duplicate's answer")) {
+					t.Errorf("%s: blocked by %q at %q, want blocked by %s at the duplicate's answer only", r.RuleID, r.BlockedBy, r.BlockedStep, RuleServerError)
+				}
+				if r.RuleID == "IETF-2.6-concurrent-conflict" && r.Verdict == verdict.Fail && !strings.Contains(r.Reason, "a server error, not a resource conflict error") {
+					t.Errorf("%s: %q, want the 500 named as no resource conflict error", r.RuleID, r.Reason)
+				}
+			}
 		})
 	}
 }
