@@ -177,6 +177,11 @@ func Observed(expected, observed string) error {
 type MismatchError struct {
 	Expected string
 	Observed string
+	// Finding, when set, is what the same answer shows against another
+	// rule (a 5xx where the rule names the error class it wants): the
+	// runner judges that rule FAIL beside this one, once per scenario, as
+	// it does a BlockedError's finding.
+	Finding *BlockedError
 }
 
 func (e *MismatchError) Error() string {

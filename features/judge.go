@@ -502,6 +502,9 @@ func (j *judge) stepReturned(err error) error {
 			reason += fmt.Sprintf(" [judged although %s failed before it: a %s never gates a MUST]", j.soft.rule, j.level(j.soft.rule))
 		}
 		j.add(Judgment{Rule: j.cur.Rule, Verdict: verdict.Fail, Reason: reason, Step: step, Evidence: ev})
+		if mm := (*MismatchError)(nil); errors.As(err, &mm) && mm.Finding != nil {
+			j.finding(mm.Finding, ev)
+		}
 		_, rest := ParseStepRule(step)
 		j.tainted(j.cur.Rule, step, rest, j.def.Kind, end, ev)
 	}

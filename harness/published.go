@@ -126,6 +126,9 @@ func (e *ContradictionError) Error() string {
 	d, p := e.DeclaredText, e.Text
 	if d == "" {
 		d = FormatNumber(e.Declared)
+		if math.IsInf(e.Declared, 1) {
+			d = "never" // a lifetime declared "never" (key_ttl_seconds): said as the target file says it
+		}
 	}
 	if p == "" {
 		p = FormatNumber(e.Published)
@@ -153,8 +156,15 @@ func (p Param) Resolve(pub Published) (Resolution, error) {
 }
 
 // SameNumber says two published or declared numbers are one value (equal
-// within a relative 1e-9: 60 and 60.0 and a float's rounding).
+// within a relative 1e-9: 60 and 60.0 and a float's rounding). An infinite
+// value ("never") is the same only as itself.
 func SameNumber(a, b float64) bool {
+	if a == b {
+		return true
+	}
+	if math.IsInf(a, 0) || math.IsInf(b, 0) {
+		return false
+	}
 	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
 }
 

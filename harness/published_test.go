@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -28,6 +29,10 @@ func TestParamResolve(t *testing.T) {
 		{"not positive", Param{Name: "zero"}, 0, "", "", ""},
 		{"contradiction", Param{Name: "time_scale", Declared: 1, From: "--time-scale"}, 0, "", "",
 			"time_scale is 1 by --time-scale, but the target publishes time_scale 60 (GET /health of the target)"},
+		// issue 29: keys that never expire are declared as +Inf; the
+		// message says it the way the target file does
+		{"contradiction with never", Param{Name: "time_scale", Declared: math.Inf(1), From: `"key_ttl_seconds" in t.json`}, 0, "", "",
+			`time_scale is never by "key_ttl_seconds" in t.json, but the target publishes time_scale 60`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

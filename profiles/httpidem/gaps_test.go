@@ -1,8 +1,10 @@
 package httpidem
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,10 +27,14 @@ type gapMW struct {
 	inFlight  string // a duplicate in flight: "conflict" (409), "wait", "processing" (200 without the result)
 	slowMS    int    // every request takes this long
 	echoKey   bool   // every answer carries the request's Idempotency-Key
+	compare   bool   // a key reused with another body (byte for byte) is answered 422, in flight or done
+	dup500    bool   // a duplicate in flight is answered 500 (Powertools' in-progress error)
+	other500  bool   // with compare: another payload is answered 500, not 422
+	nokey500  bool   // a request without a key is answered 500
 }
 
-// gapEndpoint serves POST /pay {"reference", "amount"} (amount <= 0: 400)
-// behind m, GET /count?reference=R ({"count": N}), no authentication, keys
+// gapEndpoint serves POST /pay {"reference", "amount", "delay_ms"}
+// (amount <= 0: 400; delay_ms: the handler takes that long) behind m, GET /count?reference=R ({"count": N}), no authentication, keys
 // shared by every request.
 func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 	var mu sync.Mutex
@@ -37,6 +43,7 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		body   []byte
 	}
 	done := map[string]stored{}
+	bodies := map[string][]byte{} // the body each key's stored or running request came with
 	running := map[string]chan struct{}{}
 	made := map[string]int{}
 	n := 0
@@ -51,6 +58,11 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		if m.echoKey && key != "" {
 			w.Header().Set("Idempotency-Key", key)
 		}
+		if key == "" && m.nokey500 {
+			w.WriteHeader(500)
+			w.Write([]byte(`{"error":"Cannot read properties of undefined"}`))
+			return
+		}
 		bad := (m.maxKey > 0 && len(key) > m.maxKey) || (m.pattern && strings.Trim(key, "0123456789abcdef") != "")
 		if bad {
 			code := 400
@@ -64,13 +76,21 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		var body struct {
 			Reference string `json:"reference"`
 			Amount    int    `json:"amount"`
+			DelayMS   int    `json:"delay_ms"`
 		}
-		if json.NewDecoder(r.Body).Decode(&body) != nil {
+		raw, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(raw, &body) != nil {
 			http.Error(w, `{"error":"bad body"}`, 400)
 			return
 		}
 		mu.Lock()
 		for {
+			if had, ok := bodies[key]; ok && m.compare && !bytes.Equal(had, raw) {
+				mu.Unlock()
+				w.WriteHeader(map[bool]int{false: 422, true: 500}[m.other500])
+				w.Write([]byte(`{"error":"this key was used with another payload"}`))
+				return
+			}
 			if s, ok := done[key]; ok {
 				mu.Unlock()
 				w.WriteHeader(s.status)
@@ -80,6 +100,12 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 			ch, busy := running[key]
 			if !busy {
 				break
+			}
+			if m.dup500 {
+				mu.Unlock()
+				w.WriteHeader(500)
+				w.Write([]byte(`{"error":"IdempotencyAlreadyInProgressError"}`))
+				return
 			}
 			switch m.inFlight {
 			case "conflict":
@@ -99,8 +125,9 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		}
 		ch := make(chan struct{})
 		running[key] = ch
+		bodies[key] = raw
 		mu.Unlock()
-		time.Sleep(time.Duration(m.slowMS) * time.Millisecond)
+		time.Sleep(time.Duration(m.slowMS+body.DelayMS) * time.Millisecond)
 		st := stored{status: 201}
 		mu.Lock()
 		if body.Amount <= 0 {
@@ -112,6 +139,8 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		}
 		if st.status < 300 || m.storeRej {
 			done[key] = st
+		} else {
+			delete(bodies, key)
 		}
 		delete(running, key)
 		close(ch)
@@ -379,5 +408,91 @@ func TestEffectsWithoutSinkSaysWhatIsJudged(t *testing.T) {
 	}
 	if got := effectsWithoutSink(&Endpoint{Path: "/pay"}); got != "" {
 		t.Errorf("without a count read: %q, want none (the effect rules are N/A)", got)
+	}
+}
+
+// TestHTTPIdemRetryIsTheIdenticalRequest (issue 29, profile round 2, item
+// 1): a request sent as the endpoint's slow request keeps its slow members
+// on every later delivery, so a middleware that compares payloads (422 to
+// another one, as express-idempotency's 417 and node-idempotency's 422)
+// sees the retry as the same request and replays the original: under
+// stripe it passes "a request that met a concurrent one is not saved" and
+// the same-result rule. The deviations stay caught: a 200 that is neither
+// an error nor the result still fails, payload comparison or not.
+func TestHTTPIdemRetryIsTheIdenticalRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow requests")
+	}
+	const slow = `"slow": {"delay_ms": 1500}`
+	cases := []struct {
+		name string
+		mw   gapMW
+		want map[string]verdict.Verdict
+	}{
+		{"compares payloads, conflicts", gapMW{compare: true, inFlight: "conflict"},
+			map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Pass, "STRIPE-IDEM-same-result": verdict.Pass}},
+		{"compares payloads, waits", gapMW{compare: true, inFlight: "wait"},
+			map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Pass, "STRIPE-IDEM-same-result": verdict.Pass}},
+		{"compares payloads, answers processing", gapMW{compare: true, inFlight: "processing"},
+			map[string]verdict.Verdict{"STRIPE-IDEM-not-saved": verdict.Fail}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runGap(t, gapEndpoint(t, tc.mw), gapDescription(VariantStripe, slow), tc.want)
+		})
+	}
+}
+
+// TestHTTPIdemServerErrorWhereTheTextNamesTheAnswer (issue 29, profile
+// round 2, item 2): where a rule names the class or status of the answer
+// (§2.6's resource conflict error, §2.7's 409, 422 and 400, t-0's "do not
+// return an error" to a duplicate), a 5xx is that rule's evidence, FAIL
+// or NON-STRICT by its level, with the server-error finding beside it;
+// not BLOCKED. A 409 passes. Under stripe a 500 to the duplicate in
+// flight is an error the page allows (BLOCKED by the finding, never a
+// pass), and the retry after it is judged: it gets the original's result,
+// so the rule is BLOCKED at the duplicate's answer alone, not FAIL.
+func TestHTTPIdemServerErrorWhereTheTextNamesTheAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile per case")
+	}
+	const slow = `"slow": {"delay_ms": 1500}`
+	cases := []struct {
+		name, variant, extra string
+		mw                   gapMW
+		want                 map[string]verdict.Verdict
+	}{
+		{"ietf: a duplicate in flight answered 500", VariantIETF, slow, gapMW{dup500: true},
+			map[string]verdict.Verdict{"IETF-2.6-concurrent-conflict": verdict.Fail, RuleServerError: verdict.NonStrict}},
+		{"ietf: a duplicate in flight answered 409", VariantIETF, slow, gapMW{inFlight: "conflict"},
+			map[string]verdict.Verdict{"IETF-2.6-concurrent-conflict": verdict.Pass, "IETF-2.7-concurrent-409": verdict.Pass}},
+		{"t0: a duplicate in flight answered 500", VariantT0, slow, gapMW{dup500: true},
+			map[string]verdict.Verdict{"T0-R2-wait-in-flight": verdict.Fail, "T0-R3-no-duplicate-error": verdict.Fail, RuleServerError: verdict.NonStrict}},
+		{"t0: a duplicate in flight waits", VariantT0, slow, gapMW{inFlight: "wait"},
+			map[string]verdict.Verdict{"T0-R2-wait-in-flight": verdict.Pass, "T0-R3-no-duplicate-error": verdict.Pass}},
+		{"ietf: another payload answered 500", VariantIETF, `"vary": {"amount": 200}`, gapMW{compare: true, other500: true},
+			map[string]verdict.Verdict{"IETF-2.7-mismatch-422": verdict.NonStrict, RuleServerError: verdict.NonStrict}},
+		{"ietf: another payload answered 422", VariantIETF, `"vary": {"amount": 200}`, gapMW{compare: true},
+			map[string]verdict.Verdict{"IETF-2.7-mismatch-422": verdict.NonStrict}}, // no link to documentation
+		{"ietf: no key answered 500", VariantIETF, `"requires_key": true`, gapMW{nokey500: true},
+			map[string]verdict.Verdict{"IETF-2.7-missing-400": verdict.NonStrict}},
+		{"stripe: a duplicate in flight answered 500", VariantStripe, slow, gapMW{dup500: true},
+			map[string]verdict.Verdict{"STRIPE-IDEM-same-result": verdict.Pass, "STRIPE-IDEM-not-saved": verdict.Blocked, RuleServerError: verdict.NonStrict}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runGap(t, gapEndpoint(t, tc.mw), gapDescription(tc.variant, tc.extra), tc.want)
+			for _, r := range res.Rules {
+				// the one BLOCKED: the duplicate's 500 is an error the page
+				// allows, and no 5xx passes; the retry after it was judged
+				// (a failed retry would make the rule FAIL)
+				if r.RuleID == "STRIPE-IDEM-not-saved" && (r.BlockedBy != RuleServerError || !strings.Contains(r.BlockedStep, "the duplicate's answer")) {
+					t.Errorf("%s: blocked by %q at %q, want blocked by %s at the duplicate's answer only", r.RuleID, r.BlockedBy, r.BlockedStep, RuleServerError)
+				}
+				if r.RuleID == "IETF-2.6-concurrent-conflict" && r.Verdict == verdict.Fail && !strings.Contains(r.Reason, "a server error, not a resource conflict error") {
+					t.Errorf("%s: %q, want the 500 named as no resource conflict error", r.RuleID, r.Reason)
+				}
+			}
+		})
 	}
 }

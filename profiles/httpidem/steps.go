@@ -63,6 +63,11 @@ type httpRequest struct {
 	outside string
 	// rejection is the endpoint's answer to it made invalid (nil: none).
 	rejection *client.Response
+	// slow: it was sent as the endpoint's declared slow request, so every
+	// later delivery of it carries the slow members too: a retry or a
+	// duplicate is the identical request, not another payload (a
+	// middleware that compares payloads refuses one that drops them).
+	slow bool
 }
 
 // httpHeld is a request sent to be in flight (or a duplicate of one).
@@ -91,6 +96,7 @@ type httpWorld struct {
 	reqs    map[string]*httpRequest
 	last    *client.Response
 	lastReq *httpRequest // the logical request the last answer answered
+	lastHow string       // how it was sent (request's how: "", "nokey", "vary", "invalid")
 	n       int
 	// provoked: the scenario makes the endpoint fail (the effect sink
 	// fails a call), so a 5xx is the answer it asked for, not a finding.
@@ -167,7 +173,7 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the endpoint refused it$`, Fn: w.refusedIt, Kind: features.Action},
 		{Pattern: `^the last answer is a 4xx that fails the request$`, Fn: w.failsRequest, Kind: features.Gate},
 		{Pattern: `^the last answer is 409 Conflict$`, Fn: func() error {
-			return w.documented(w.lastIn(409, 409, "409 Conflict, the resource conflict error"), "in-flight")
+			return w.documented(w.lastNamed(409, 409, "409 Conflict, the resource conflict error", "a resource conflict error"), "in-flight")
 		}, Kind: features.Gate},
 		{Pattern: `^the last answer is 409 with a problem description$`, Fn: w.problem409, Kind: features.Check},
 		{Pattern: `^the last answer is (400|422) with a link to documentation$`, Fn: w.withLink, Kind: features.Check},
@@ -402,9 +408,16 @@ func (w *httpWorld) req(alias string) (*httpRequest, error) {
 // --- sending --------------------------------------------------------------
 
 // request builds one HTTP request of r: how is "" (as declared), "nokey",
-// "vary" (another payload) or "invalid" (a body the endpoint rejects).
+// "vary" (another payload) or "invalid" (a body the endpoint rejects). A
+// request sent slow (r.slow) carries the slow members every time, under
+// the members that make it another payload or an invalid one.
 func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) {
 	body := Fill(w.ep.Body, r.unique).(map[string]any)
+	if r.slow && w.ep.Slow != nil {
+		for k, v := range Fill(w.ep.Slow.Members, r.unique).(map[string]any) {
+			body[k] = v
+		}
+	}
 	switch how {
 	case "vary":
 		if len(w.ep.Vary) == 0 {
@@ -415,13 +428,6 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 		}
 	case "invalid":
 		for k, v := range Fill(w.ep.Invalid, r.unique).(map[string]any) {
-			body[k] = v
-		}
-	case "slow":
-		if w.ep.Slow == nil {
-			break
-		}
-		for k, v := range Fill(w.ep.Slow.Members, r.unique).(map[string]any) {
 			body[k] = v
 		}
 	}
@@ -486,7 +492,7 @@ func (w *httpWorld) send(ctx context.Context, alias, how string) error {
 	if err != nil {
 		return err
 	}
-	w.last, w.lastReq = resp, r
+	w.last, w.lastReq, w.lastHow = resp, r, how
 	w.env.Answered(resp)
 	w.answered(r, resp)
 	if r.first == nil && how == "" {
@@ -596,12 +602,12 @@ func (w *httpWorld) sendSlow(ctx context.Context, r *httpRequest) error {
 	if w.ep.Slow == nil {
 		return features.NotApplicable("a duplicate in flight needs the effect sink (effect_sink in the target file), where the endpoint's effect call is held, or a slow request the endpoint declares (slow)")
 	}
-	probe := &httpRequest{unique: w.fresh(), caller: r.caller, before: -1}
+	probe := &httpRequest{unique: w.fresh(), caller: r.caller, before: -1, slow: true}
 	var err error
 	if probe.key, err = w.newKey(); err != nil {
 		return err
 	}
-	preq, err := w.request(probe, "slow")
+	preq, err := w.request(probe, "")
 	if err != nil {
 		return err
 	}
@@ -621,7 +627,8 @@ func (w *httpWorld) sendSlow(ctx context.Context, r *httpRequest) error {
 	if w.slowTook < minSlow {
 		return features.NotApplicable(fmt.Sprintf("the declared slow request (slow) took %v, under %v: too quick for a duplicate to be sent while it runs", w.slowTook.Round(time.Millisecond), minSlow))
 	}
-	req, err := w.request(r, "slow")
+	r.slow = true
+	req, err := w.request(r, "")
 	if err != nil {
 		return err
 	}
@@ -663,16 +670,12 @@ func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
 	if err != nil {
 		return err
 	}
-	how := ""
-	if w.env.Sink == nil {
-		how = "slow"
-	}
-	req, err := w.request(r, how)
+	req, err := w.request(r, "") // the identical request: slow members too, if it was sent slow
 	if err != nil {
 		return err
 	}
 	w.dup = w.async(ctx, req)
-	w.last, w.lastReq = nil, r
+	w.last, w.lastReq, w.lastHow = nil, r, ""
 	if w.env.Sink != nil {
 		w.dup.collect(min(time.Second, w.env.Budget/4))
 		w.last = w.dup.answer
@@ -879,6 +882,49 @@ func (w *httpWorld) describeLast() string {
 	return fmt.Sprintf("%d %s", w.last.Status, features.Clip(w.last.Body))
 }
 
+// lastNamed is lastIn for a check whose rule names the class or status
+// of the answer it wants (§2.6's "resource conflict error", §2.7's 409,
+// 422 and 400): a 5xx is none of them under any reading, so it decides the
+// rule (serverErrorNot) instead of blocking it. not says what the 5xx is
+// not, for the evidence.
+func (w *httpWorld) lastNamed(lo, hi int, want, not string) error {
+	if err := w.serverErrorNot(w.last, want, not, w.lastWellFormed()); err != nil {
+		return err
+	}
+	return w.lastIn(lo, hi, want)
+}
+
+// serverErrorNot judges an unprovoked 5xx a where the rule's text names
+// the class or status of the answer it wants: the 5xx is the evidence (a
+// FAIL of a MUST, NON-STRICT of a SHOULD), as a 5xx to a key outside the
+// published format is for IETF-5-validate-key, and the server-error
+// finding is recorded beside it when the request was well formed (one
+// without its required key is not, as one with a key outside the format
+// is not). nil when a is no unprovoked 5xx. Where the 5xx leaves the rule
+// undecidable (a replay of a first answer that was itself a 5xx), the
+// checks keep erred: BLOCKED by the finding.
+func (w *httpWorld) serverErrorNot(a *client.Response, want, not string, wellFormed bool) error {
+	if a == nil || a.Status < 500 || w.provoked {
+		return nil
+	}
+	mm := &features.MismatchError{Expected: want, Observed: fmt.Sprintf("%d %s (a server error, not %s)", a.Status, features.Clip(a.Body), not)}
+	if wellFormed {
+		var be *features.BlockedError
+		if errors.As(w.erred(a), &be) {
+			mm.Finding = be
+		}
+	}
+	return mm
+}
+
+// lastWellFormed: the last request had its body as declared (or another
+// payload, or the endpoint's invalid one) and a key in the published
+// format; one sent without its key, or with a key outside the format, is
+// not well formed.
+func (w *httpWorld) lastWellFormed() bool {
+	return w.lastHow != "nokey" && (w.lastReq == nil || w.lastReq.outside == "")
+}
+
 func (w *httpWorld) lastIn(lo, hi int, want string) error {
 	if err := w.erred(w.last); err != nil {
 		return err
@@ -906,7 +952,7 @@ func (w *httpWorld) documented(err error, kind string) error {
 	if w.last.Status != want {
 		how = fmt.Sprintf("not the %d it documents either", want)
 	}
-	return features.Mismatch(mm.Expected, fmt.Sprintf("%s (the endpoint documents %d for this case: it answered %s)", mm.Observed, want, how))
+	return &features.MismatchError{Expected: mm.Expected, Observed: fmt.Sprintf("%s (the endpoint documents %d for this case: it answered %s)", mm.Observed, want, how), Finding: mm.Finding}
 }
 
 // refusedIt is the precondition of §2.7's MUST ("Error scenarios above
@@ -937,7 +983,7 @@ func (w *httpWorld) failsRequest() error {
 }
 
 func (w *httpWorld) problem409() error {
-	if err := w.documented(w.lastIn(409, 409, "409"), "in-flight"); err != nil {
+	if err := w.documented(w.lastNamed(409, 409, "409", "a 409 with a problem description"), "in-flight"); err != nil {
 		return err
 	}
 	if !describesProblem(w.last.Body) {
@@ -990,7 +1036,7 @@ func (w *httpWorld) withLink(code int) error {
 	if code == 400 {
 		kind = "missing"
 	}
-	if err := w.documented(w.lastIn(code, code, fmt.Sprint(code)), kind); err != nil {
+	if err := w.documented(w.lastNamed(code, code, fmt.Sprint(code), fmt.Sprintf("a %d with a link to documentation", code)), kind); err != nil {
 		return err
 	}
 	link := strings.Join(w.last.Header.Values("Link"), ", ")
@@ -1176,7 +1222,7 @@ func (w *httpWorld) dupWaited(alias string) error {
 	if w.dup == nil || w.dup.answer == nil {
 		return features.Mismatch("an answer to the duplicate", "none")
 	}
-	if err := w.erred(w.dup.answer); err != nil {
+	if err := w.dupServerError("the duplicate answered after the original completed, with the same response (\"Do not reject the duplicate, and do not return an error\")", "the original's response"); err != nil {
 		return err
 	}
 	// Without the sink, the original completes just before its answer
@@ -1196,14 +1242,38 @@ func (w *httpWorld) dupWaited(alias string) error {
 	return nil
 }
 
+// dupServerError judges an unprovoked 5xx to the duplicate under t-0's
+// "Do not reject the duplicate, and do not return an error" (rules 2, 3):
+// a 5xx is an error under any reading, so it is the evidence, the
+// server-error finding beside it. When the original's answer was an
+// unprovoked 5xx too, the same 5xx to both is what "return the same
+// response to both" asks and what "do not return an error" forbids: the
+// rule is not decided on it (BLOCKED by the finding). nil when the
+// duplicate's answer is no 5xx.
+func (w *httpWorld) dupServerError(want, not string) error {
+	a := w.dup.answer
+	if a == nil || a.Status < 500 || w.provoked {
+		return nil
+	}
+	if w.first != nil && w.first.answer != nil && w.first.answer.Status >= 500 {
+		return w.erred(a)
+	}
+	return w.serverErrorNot(a, want, not+": an error to a duplicate", true)
+}
+
 // dupErrorOrResult: Stripe's "If … the request conflicts with another
 // request that's executing concurrently, we don't save the idempotent
 // result because no API endpoint initiates the execution. You can retry
 // these requests." The duplicate either met the original as a conflict
 // (an error: any 4xx, the page names no status) or, where the layer
 // waits instead, got the result the key saved ("Subsequent requests with
-// the same key return the same result"). Anything else (another 2xx
-// result, a 5xx, no answer) is neither.
+// the same key return the same result"). Another 2xx result, or no
+// answer, is neither. A 5xx is an error (the page names no status, and a
+// duplicate that met the original executing gets one: "You can retry
+// these requests"), so the text allows it, and a 5xx never passes a
+// rule: the check is BLOCKED by the server-error finding (a conflict is
+// the client's, a 4xx, under RFC 9110), and since such a request is not
+// saved, the later retry is judged on its own.
 func (w *httpWorld) dupErrorOrResult(alias string) error {
 	if w.dup == nil || w.dup.answer == nil {
 		return features.Mismatch("an answer to the duplicate: an error (it conflicts with the request executing) or the original's result", "none")
@@ -1254,7 +1324,7 @@ func (w *httpWorld) notRejectionReplayed(alias string) error {
 
 func (w *httpWorld) dupIs2xx() error {
 	if w.dup != nil {
-		if err := w.erred(w.dup.answer); err != nil {
+		if err := w.dupServerError("a 2xx to the duplicate (a duplicate is not an error)", "a 2xx"); err != nil {
 			return err
 		}
 	}
