@@ -259,15 +259,34 @@ func (p *prober) inFlight() []Behaviour {
 	p.sleep(slow / 4)
 	sentDup := time.Now()
 	dup := p.send(0, k, p.slowBody(u), all()...)
+	// A second duplicate, sent as soon as the first was answered if the
+	// original is still in flight: a middleware whose refusal of the first
+	// duplicate releases the original's claim executes this one.
 	var orig answer
+	var dup2 *answer
+	gotOrig := false
 	select {
 	case orig = <-done:
-	case <-time.After(2 * RequestTimeout):
-		return []Behaviour{notMeasured(id, sit, "the original did not answer", dup.line)}
+		gotOrig = true
+	default:
+	}
+	if !gotOrig && time.Since(sentDup) < slow/2 {
+		a := p.send(0, k, p.slowBody(u), all()...)
+		dup2 = &a
+	}
+	if !gotOrig {
+		select {
+		case orig = <-done:
+		case <-time.After(2 * RequestTimeout):
+			return []Behaviour{notMeasured(id, sit, "the original did not answer", dup.line)}
+		}
 	}
 	after := orig.at.Sub(sentDup)
 	ev := []string{timing, "original: " + orig.line, fmt.Sprintf("duplicate, sent %v later: %s", (slow / 4).Round(time.Millisecond), dup.line),
 		fmt.Sprintf("the original answered %v after the duplicate was sent", after.Round(time.Millisecond))}
+	if dup2 != nil {
+		ev = append(ev, "a second duplicate, sent when the first was answered: "+dup2.line)
+	}
 	if after < slow/2 {
 		return []Behaviour{notMeasured(id, sit, fmt.Sprintf("the original answered %v after the duplicate was sent, under half the slow time: not in flight", after.Round(time.Millisecond)), ev...)}
 	}
@@ -286,7 +305,11 @@ func (p *prober) inFlight() []Behaviour {
 		}
 		return ""
 	}
-	b.Observed = fmt.Sprintf("duplicate %s%s, original %s, later retry %s%s, %s", p.short(dup), same(dd), p.short(orig), p.short(retry), same(rd), payments(n, counted))
+	second := ""
+	if dup2 != nil {
+		second = ", second duplicate " + p.short(*dup2)
+	}
+	b.Observed = fmt.Sprintf("duplicate %s%s%s, original %s, later retry %s%s, %s", p.short(dup), same(dd), second, p.short(orig), p.short(retry), same(rd), payments(n, counted))
 	b.Observed += p.asDocumented("in_flight_status", dup)
 	once := !counted || n == 1
 	if dup.is5xx() {

@@ -198,7 +198,7 @@ func TestMeasureFiber(t *testing.T) {
 // fakeMode is how the fake middleware behaves.
 type fakeMode struct {
 	keyBy      string // "key" (the default), "body" (dedupes on the payload, ignoring the key), "none" (no idempotency)
-	inFlight   string // "conflict" (409 with a problem document), "wait" (the original's answer), "execute" (a second payment), "500"
+	inFlight   string // "conflict" (409 with a problem document), "wait" (the original's answer), "execute" (a second payment), "500", "500-release" (a 500 that releases the original's claim)
 	mismatch   string // "422" (with a link to documentation), "execute", "replay" (the first answer)
 	storeRej   bool   // a rejection is stored under its key and replayed
 	marker     bool   // a replay carries Idempotent-Replayed: true
@@ -353,11 +353,13 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.entries[sk] = e
 		f.mu.Unlock()
 		e.status, e.body = f.create(body, e)
+		f.mu.Lock()
 		if e.status >= 400 && !m.storeRej {
-			f.mu.Lock()
 			delete(f.entries, sk)
-			f.mu.Unlock()
+		} else {
+			f.entries[sk] = e // the result is saved, even where a refusal deleted the claim meanwhile
 		}
+		f.mu.Unlock()
 		close(e.done)
 		answer(e.status, e.body, false)
 		return
@@ -372,6 +374,16 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 409, map[string]string{"type": "https://example.test/docs/in-flight", "title": "the original request is still in flight"})
 			return
 		case "500":
+			http.Error(w, "IdempotencyAlreadyInProgressError", 500)
+			return
+		case "500-release":
+			// Powertools' Middy integration: the refusal's error
+			// handler deletes the original's in-progress record.
+			f.mu.Lock()
+			if f.entries[sk] == e {
+				delete(f.entries, sk)
+			}
+			f.mu.Unlock()
 			http.Error(w, "IdempotencyAlreadyInProgressError", 500)
 			return
 		case "execute":
@@ -457,6 +469,17 @@ func TestMeasureFakesFlip(t *testing.T) {
 			"ietf RFC9110-15.6-server-error":    "NON-STRICT",
 			"t0 RFC9110-15.6-server-error":      "NON-STRICT",
 			"stripe RFC9110-15.6-server-error":  "NON-STRICT",
+		})
+	})
+	t.Run("in-flight-500-releases-the-claim", func(t *testing.T) {
+		m := conforming
+		m.inFlight = "500-release"
+		tab := measure(t, startFake(t, m), fakeTarget(true, true))
+		checkObserved(t, tab, map[string][]string{"in-flight-duplicate": {"second duplicate 201", "2 payments"}})
+		checkVerdicts(t, tab, map[string]string{
+			"ietf IETF-2.6-concurrent-conflict": "FAIL/BLOCKED",
+			"t0 T0-0-no-further-effect":         "FAIL",
+			"stripe STRIPE-IDEM-same-result":    "FAIL",
 		})
 	})
 	t.Run("deviant", func(t *testing.T) {
