@@ -222,7 +222,7 @@ func TestPagesFromCannedResults(t *testing.T) {
 		problems = append(problems, rv.Problems()...)
 	}
 	got := strings.Join(problems, "\n")
-	for _, want := range []string{"express-idempotency/redis: install failed", "express-idempotency/memory under ietf: not measured: connection refused"} {
+	for _, want := range []string{"express-idempotency/redis: install failed", "express-idempotency/memory: agreement not measured: connection refused"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q: %s", want, got)
 		}

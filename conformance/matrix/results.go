@@ -345,6 +345,10 @@ func (rv *RowView) Problems() []string {
 	if rv.Status.Status != "certified" {
 		out = append(out, fmt.Sprintf("%s: %s: %s", rv.Row.ID, rv.Status.Status, rv.Status.Error))
 	}
+	if rv.Probe == nil && len(rv.Runs) > 0 {
+		txt, _ := rv.AgreementText(Variants[0])
+		return append(out, fmt.Sprintf("%s: agreement %s", rv.Row.ID, txt))
+	}
 	for _, v := range Variants {
 		if _, ok := rv.Runs[v]; !ok {
 			continue
