@@ -76,6 +76,7 @@ type driver struct {
 	start    time.Time
 	bin      string // idscheck
 	fiberpay string
+	commit   string
 	mu       sync.Mutex              // progress lines; services
 	redis    map[string]*redisServer // per row: a flush never meets another row's keys
 	pg       *pgcluster.Cluster
@@ -204,6 +205,12 @@ func (d *driver) build(ctx context.Context, impls []*Impl) error {
 			return err
 		}
 	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", d.root, "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		d.commit = strings.TrimSpace(string(out))
+		if st, err := exec.CommandContext(ctx, "git", "-C", d.root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			d.commit += "+modified"
+		}
+	}
 	for _, im := range impls {
 		for _, r := range im.Rows {
 			if strings.Contains(r.Start, "{{fiberpay}}") && d.fiberpay == "" {
@@ -222,7 +229,7 @@ func (d *driver) certify(ctx context.Context, im *Impl, r Row) {
 	t0 := time.Now()
 	slug := Slug(r.ID)
 	dir := filepath.Join(d.out, slug)
-	st := RowStatus{ID: r.ID, Status: "certified"}
+	st := RowStatus{ID: r.ID, Status: "certified", Commit: d.commit}
 	defer func() {
 		d.mu.Lock()
 		if rs := d.redis[slug]; rs != nil {

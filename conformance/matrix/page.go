@@ -191,7 +191,7 @@ func renderMarkdown(w *bytes.Buffer, m *Matrix, o PageOptions) {
 			agree = []string{t}
 		}
 		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(name), mdEscape(rv.Impl.Package), mdEscape(rv.Impl.Version),
-			rv.Impl.Ecosystem, mdEscape(rv.Row.Store), gates[0], gates[1], gates[2], mdEscape(rv.Chaos.Text()), mdEscape(strings.Join(agree, "; ")))
+			rv.Impl.Ecosystem, mdEscape(rv.Row.Store), gates[0], gates[1], gates[2], mdEscape(chaosMD(rv.Chaos)), mdEscape(strings.Join(agree, "; ")))
 	}
 	fmt.Fprintf(w, "\n## Regenerate\n\n")
 	fmt.Fprintf(w, "```\nmake matrix                  # every row: installs, starts, certifies, probes, chaos; writes both pages\n")
@@ -199,6 +199,21 @@ func renderMarkdown(w *bytes.Buffer, m *Matrix, o PageOptions) {
 	fmt.Fprintf(w, "The runs are kept in `conformance/.work/runs/` (gitignored): a row the pages show as \"not run\" has no\n")
 	fmt.Fprintf(w, "results there (a clean clone before its first `make matrix`). `make matrix` exits non-zero when a row\n")
 	fmt.Fprintf(w, "could not be certified or when the probe and the verdicts disagree (printed). See conformance/README.md.\n")
+}
+
+// chaosMD is the chaos cell of conformance.md: what was found, an example
+// with the faults injected meanwhile, and the line that replays the run.
+func chaosMD(c *ChaosView) string {
+	t := c.Text()
+	if c != nil && c.ExitCode == 1 {
+		if c.Example != "" {
+			t += "; e.g. " + c.Example
+		}
+		if c.Replay != "" {
+			t += "; replay: `" + c.Replay + "`"
+		}
+	}
+	return t
 }
 
 func orDash(s string) string {
@@ -413,7 +428,7 @@ against each variant's verdicts. Each verdict links to its run's report{{if not 
 <td class="rowhead"><b>{{.Row.ID}}</b><small>{{.Impl.Package}} {{.Impl.Version}} · {{.Impl.Ecosystem}} · store {{.Row.Store}}{{if .Impl.Framework}} · {{.Impl.Framework}}{{end}}</small>{{if .StatusText}}<small class="fail">{{.StatusText}}</small>{{end}}</td>
 <td class="{{.GateClass}}">{{.Gate}}</td>
 {{range .Cells}}<td class="v {{vclass .Verdict}}" data-verdict="{{.Verdict}}" title="{{.Title}}">{{if .Link}}<a href="{{.Link}}">{{.Verdict}}</a>{{else}}{{.Verdict}}{{end}}</td>{{end}}
-<td class="{{.ChaosClass}}">{{if .Chaos}}{{if .Chaos.Link}}<a href="{{.Chaos.Link}}">{{.ChaosText}}</a>{{else}}{{.ChaosText}}{{end}}{{if .Chaos.Replay}}<br><small><code>{{.Chaos.Replay}}</code></small>{{end}}{{else}}not run{{end}}</td>
+<td class="{{.ChaosClass}}">{{if .Chaos}}{{if .Chaos.Link}}<a href="{{.Chaos.Link}}">{{.ChaosText}}</a>{{else}}{{.ChaosText}}{{end}}{{if .Chaos.Example}}<br><small>e.g. {{.Chaos.Example}}</small>{{end}}{{if .Chaos.Replay}}<br><small>replay: <code>{{.Chaos.Replay}}</code></small>{{end}}{{else}}not run{{end}}</td>
 <td class="{{if .Agrees}}pass{{else}}undecided{{end}}">{{.Agreement}}</td>
 </tr>
 {{end}}</tbody></table>

@@ -107,8 +107,13 @@ func cannedMatrix(t *testing.T, pad int) ([]*Impl, string) {
 	write(t, filepath.Join(runs, "fiber-v2", "row.json"), []byte(`{"id": "fiber-v2", "status": "certified"}`))
 	write(t, filepath.Join(runs, "fiber-v2", "chaos", "result.json"), []byte(`{"exit_code": 1}`))
 	write(t, filepath.Join(runs, "fiber-v2", "chaos", "chaos.json"), []byte(`{"command": "idscheck chaos --seed 7 --faults net,storm", "faults": "net,storm",
+		"start": "2026-11-28T12:00:00Z", "timeline": [{"fault": "latency", "start": "2026-11-28T12:00:01Z", "end": "2026-11-28T12:00:02Z"},
+		{"fault": "storm", "start": "2026-11-28T12:00:05Z", "end": "2026-11-28T12:00:06Z"}],
 		"coverage": [{"fault": "latency", "status": "injected", "injected": 2}]}`))
-	write(t, filepath.Join(runs, "fiber-v2", "chaos", "check.json"), []byte(`{"queue": {"duplicated": 3, "lost": 0}, "counts": {}, "models": [{"model": "http-idem-effects", "result": "Illegal"}]}`))
+	write(t, filepath.Join(runs, "fiber-v2", "chaos", "check.json"), []byte(`{"queue": {"duplicated": 3, "lost": 0}, "counts": {"IETF-2.6-retry-result": 3},
+		"models": [{"model": "http-idem-effects", "result": "Illegal"}],
+		"anomalies": [{"kind": "IETF-2.6-retry-result", "explanation": "the request of caller1 under key \"k\" created 2 things",
+			"ops": [{"call": 1500000000, "ret": 1600000000}, {"call": 1700000000, "ret": 2500000000}]}]}`))
 	write(t, filepath.Join(runs, "fiber-v2", "chaos", "index.html"), reportHTML(nil, pad))
 	tbl := Table{Behaviours: []Behaviour{{ID: "retry-after-complete", Situation: "a retry after the first answered", Observed: "201, same id, 1 payment",
 		Expect: []Expectation{{Variant: "ietf", Rule: "IETF-2.6-first-request", Verdicts: []string{"PASS"}, Why: "returns the result"}}}}}
@@ -189,7 +194,8 @@ func TestPagesFromCannedResults(t *testing.T) {
 		`data-verdict="NON-STRICT"`, `data-verdict="not run"`,
 		`data-ecosystem="node" data-store="redis"`, `data-ecosystem="go" data-store="memory"`,
 		`<section data-variant="t0">`, `id="f-variant"`, `id="f-eco"`, `id="f-store"`, `id="f-verdict"`,
-		`anomalies: duplicated 3, model http-idem-effects: Illegal`, `idscheck chaos --seed 7 --faults net,storm`,
+		`anomalies: duplicated 3, IETF-2.6-retry-result 3, model http-idem-effects: Illegal`, `replay: <code>idscheck chaos --seed 7 --faults net,storm</code>`,
+		`created 2 things (its deliveries ran 1.5–2.5 s into the run, under latency 1.0–2.0 s)`,
 		`install failed: npm ci: E404`, `not measured: connection refused`, `>agrees<`,
 		`github.com/gofiber/fiber/v2 v2.52.15`, `idscheck v9.9.9`, `2026-11-28`,
 	} {
@@ -211,6 +217,7 @@ func TestPagesFromCannedResults(t *testing.T) {
 	for _, want := range []string{
 		"| fiber-v2 | github.com/gofiber/fiber/v2 v2.52.15 | go | memory | FAIL (1 FAIL, 1 BLOCKED, 3 judged) | PASS only without --strict (1 NON-STRICT, 3 judged) | PASS (2 judged) |",
 		"express-idempotency/redis — install failed: npm ci: E404", "make matrix ONLY=fiber-v2", "2026-11-28",
+		"under latency 1.0–2.0 s); replay: `idscheck chaos --seed 7 --faults net,storm` |",
 		"ietf: 0 of 2 pass (0 with --strict); t0: 1 of 1 pass (0 with --strict); stripe: 1 of 1 pass (1 with --strict)",
 	} {
 		if !strings.Contains(string(md), want) {

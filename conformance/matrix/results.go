@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Variants the matrix certifies each row under, in page order.
@@ -27,6 +28,7 @@ type RowStatus struct {
 	Error    string  `json:"error,omitempty"`
 	Finished string  `json:"finished"` // RFC 3339, UTC
 	Seconds  float64 `json:"seconds"`
+	Commit   string  `json:"commit,omitempty"` // the repository's commit the row was certified at (git rev-parse HEAD, "+modified" when tracked files differ)
 }
 
 // runResult is what the pages read of a result.json.
@@ -60,6 +62,14 @@ type runResult struct {
 
 // chaosCheck is what the pages read of a chaos run's check.json.
 type chaosCheck struct {
+	Anomalies []struct {
+		Kind        string `json:"kind"`
+		Explanation string `json:"explanation"`
+		Ops         []struct {
+			Call int64 `json:"call"`
+			Ret  int64 `json:"ret"`
+		} `json:"ops"`
+	} `json:"anomalies"`
 	Queue  map[string]int `json:"queue"`
 	Counts map[string]int `json:"counts"`
 	Models []struct {
@@ -69,6 +79,12 @@ type chaosCheck struct {
 }
 
 type chaosRun struct {
+	Start    time.Time `json:"start"`
+	Timeline []struct {
+		Fault string    `json:"fault"`
+		Start time.Time `json:"start"`
+		End   time.Time `json:"end"`
+	} `json:"timeline"`
 	Command  string `json:"command"`
 	Faults   string `json:"faults"`
 	Summary  string `json:"summary"`
@@ -102,6 +118,7 @@ type ChaosView struct {
 	Faults    string
 	Summary   string
 	NotDone   []string // requested faults never injected
+	Example   string   // the first anomaly the checker kept, and the faults injected while its deliveries ran
 	Report    string
 	Link      string
 }
@@ -163,7 +180,7 @@ type RuleInfo struct{ Level, Quote string }
 // Matrix is everything the pages show.
 type Matrix struct {
 	Rows    []*RowView
-	Version string // idscheck's version, from the newest result.json read
+	Version string // idscheck's version, from the result.json read last, with the commit the rows were run at
 	Rules   map[string]RuleInfo
 }
 
@@ -240,7 +257,16 @@ func LoadMatrix(impls []*Impl, runs string) (*Matrix, error) {
 			rows = append(rows, rv)
 		}
 	}
-	m.Rows, m.Version = rows, version
+	commits := map[string]bool{}
+	for _, rv := range rows {
+		if rv.Status != nil && rv.Status.Commit != "" {
+			commits[rv.Status.Commit] = true
+		}
+	}
+	if len(commits) > 0 {
+		version += " (commit " + strings.Join(sortedKeys(commits), ", ") + ")"
+	}
+	m.Rows, m.Version = rows, strings.TrimSpace(version)
 	return m, nil
 }
 
@@ -281,6 +307,29 @@ func loadChaos(dir string) (*ChaosView, error) {
 		for _, m := range ck.Models {
 			if m.Result != "Ok" {
 				c.Anomalies = append(c.Anomalies, fmt.Sprintf("model %s: %s", m.Model, m.Result))
+			}
+		}
+		if len(ck.Anomalies) > 0 {
+			a := ck.Anomalies[0]
+			c.Example = a.Explanation
+			if len(a.Ops) > 0 && !cr.Start.IsZero() {
+				from, to := a.Ops[0].Call, a.Ops[0].Ret
+				for _, op := range a.Ops {
+					from, to = min(from, op.Call), max(to, op.Ret)
+				}
+				var during []string
+				for _, f := range cr.Timeline {
+					s, e := f.Start.Sub(cr.Start).Nanoseconds(), f.End.Sub(cr.Start).Nanoseconds()
+					if s <= to && e >= from {
+						during = append(during, fmt.Sprintf("%s %.1f–%.1f s", f.Fault, float64(s)/1e9, float64(e)/1e9))
+					}
+				}
+				span := fmt.Sprintf("its deliveries ran %.1f–%.1f s into the run", float64(from)/1e9, float64(to)/1e9)
+				if len(during) > 0 {
+					c.Example += " (" + span + ", under " + strings.Join(during, ", ") + ")"
+				} else {
+					c.Example += " (" + span + ", no fault injected meanwhile: the workload's own duplicate deliveries)"
+				}
 			}
 		}
 	}
