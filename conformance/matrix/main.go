@@ -176,17 +176,20 @@ func run(c config) int {
 // build makes bin/idscheck (unless --idscheck) and bin/fiberpay when a
 // selected row's start uses {{fiberpay}}.
 func (d *driver) build(ctx context.Context, impls []*Impl) error {
-	binDir, err := filepath.Abs(filepath.Join(d.root, "bin"))
-	if err != nil {
-		return err
-	}
+	// bin/idscheck stays relative to the working folder, so the reports'
+	// reproduce lines name no machine's paths.
+	binDir := filepath.Join(d.root, "bin")
 	goBuild := func(out, pkg string) error {
 		t := time.Now()
-		cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=true", "-o", out, pkg)
+		abs, err := filepath.Abs(out)
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=true", "-o", abs, pkg)
 		cmd.Dir = d.root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			// A worktree without VCS metadata still builds, without the commit.
-			cmd = exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+			cmd = exec.CommandContext(ctx, "go", "build", "-o", abs, pkg)
 			cmd.Dir = d.root
 			if b2, err2 := cmd.CombinedOutput(); err2 != nil {
 				return fmt.Errorf("go build %s: %v\n%s%s", pkg, err2, b, b2)
@@ -196,9 +199,7 @@ func (d *driver) build(ctx context.Context, impls []*Impl) error {
 		return nil
 	}
 	if d.idscheck != "" {
-		if d.bin, err = filepath.Abs(d.idscheck); err != nil {
-			return err
-		}
+		d.bin = d.idscheck
 	} else {
 		d.bin = filepath.Join(binDir, "idscheck")
 		if err := goBuild(d.bin, "./cmd/idscheck"); err != nil {
@@ -214,10 +215,14 @@ func (d *driver) build(ctx context.Context, impls []*Impl) error {
 	for _, im := range impls {
 		for _, r := range im.Rows {
 			if strings.Contains(r.Start, "{{fiberpay}}") && d.fiberpay == "" {
-				d.fiberpay = filepath.Join(binDir, "fiberpay")
-				if err := goBuild(d.fiberpay, "./profiles/httpidem/realmw/cmd/fiberpay"); err != nil {
+				fp, err := filepath.Abs(filepath.Join(binDir, "fiberpay"))
+				if err != nil {
 					return err
 				}
+				if err := goBuild(fp, "./profiles/httpidem/realmw/cmd/fiberpay"); err != nil {
+					return err
+				}
+				d.fiberpay = fp
 			}
 		}
 	}
@@ -347,9 +352,12 @@ func (d *driver) idscheckRun(ctx context.Context, logPath string, args ...string
 		return 0, err
 	}
 	defer f.Close()
-	cmd := exec.CommandContext(ctx, d.bin, args...)
+	bin := d.bin
+	if !strings.ContainsRune(bin, filepath.Separator) {
+		bin = "." + string(filepath.Separator) + bin
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Dir = d.root
 	cmd.WaitDelay = 10 * time.Second
 	err = cmd.Run()
 	var ee *exec.ExitError
