@@ -39,6 +39,28 @@ type Row struct {
 	Env    map[string]string `json:"env"`
 	Needs  []string          `json:"needs"`
 	Target string            `json:"target"`
+
+	// A folder may hold several integrations of one library (an Express and
+	// a NestJS one): a row's own package, version, source or framework
+	// replaces the implementation's.
+	Package   string `json:"package"`
+	Version   string `json:"version"`
+	Source    string `json:"source"`
+	Framework string `json:"framework"`
+}
+
+// Of is row r with the implementation's package, version, source and
+// framework filled in where the row gives none.
+func (im *Impl) Of(r Row) Row {
+	for _, f := range []struct {
+		row *string
+		im  string
+	}{{&r.Package, im.Package}, {&r.Version, im.Version}, {&r.Source, im.Source}, {&r.Framework, im.Framework}} {
+		if *f.row == "" {
+			*f.row = f.im
+		}
+	}
+	return r
 }
 
 // Needs a row may declare: the driver provides each (REDIS_URL,
@@ -107,6 +129,9 @@ func ParseImpl(data []byte, folder string) (*Impl, error) {
 			bad("%s: the id is used twice", where)
 		}
 		seen[r.ID] = true
+		if strings.ContainsAny(r.Version, "^~*<>= ") || strings.HasSuffix(r.Version, ".x") {
+			bad("%s: \"version\" is %q: pin one exact version", where, r.Version)
+		}
 		if strings.TrimSpace(r.Store) == "" {
 			bad("%s: \"store\" is required (memory, redis, postgres, sqlite …)", where)
 		}

@@ -49,6 +49,7 @@ func TestParseImplRefusesWithClearErrors(t *testing.T) {
 		{"env PORT", `"env": {"STORE": "memory"}`, `"env": {"PORT": "8080"}`, `"env" sets PORT, which the driver chooses`},
 		{"env provided", `"env": {"STORE": "redis"}`, `"env": {"REDIS_URL": "redis://x"}`, `"env" sets REDIS_URL, which the driver provides for "redis"`},
 		{"no target", `"target": "target.json",`, ``, `no target file`},
+		{"row version", `"needs": ["redis"]`, `"needs": ["redis"], "version": "^2.0.0"`, `row "express-idempotency/redis": "version" is "^2.0.0": pin one exact version`},
 		{"target outside", `"target": "target.json"`, `"target": "../x.json"`, `must be a path inside the folder`},
 	}
 	for _, c := range cases {
@@ -74,6 +75,23 @@ func TestParseImplRefusesWithClearErrors(t *testing.T) {
 
 // The repository's own folders parse, each row's target file is there, and
 // --only picks a folder or a row.
+// A row's own package, version, source and framework replace the
+// implementation's (one folder, two integrations of a library).
+func TestRowOverridesThePackage(t *testing.T) {
+	src := strings.Replace(goodImpl, `"needs": ["redis"]`, `"needs": ["redis"], "package": "@x/nestjs", "version": "1.0.4", "framework": "nestjs 10"`, 1)
+	im, err := ParseImpl([]byte(src), "express-idempotency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, red := im.Of(im.Rows[0]), im.Of(im.Rows[1])
+	if mem.Package != "express-idempotency" || mem.Version != "1.0.6" || mem.Framework != "express 5.1.0" {
+		t.Errorf("the memory row: %+v", mem)
+	}
+	if red.Package != "@x/nestjs" || red.Version != "1.0.4" || red.Framework != "nestjs 10" || red.Source != im.Source {
+		t.Errorf("the redis row: %+v", red)
+	}
+}
+
 func TestLoadImplsOfTheRepository(t *testing.T) {
 	impls, err := LoadImpls(filepath.Join("..", "..", "conformance"), "")
 	if err != nil {

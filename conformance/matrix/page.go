@@ -190,7 +190,7 @@ func renderMarkdown(w *bytes.Buffer, m *Matrix, o PageOptions) {
 			t, _ := rv.AgreementText(Variants[0])
 			agree = []string{t}
 		}
-		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(name), mdEscape(rv.Impl.Package), mdEscape(rv.Impl.Version),
+		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(name), mdEscape(rv.Row.Package), mdEscape(rv.Row.Version),
 			rv.Impl.Ecosystem, mdEscape(rv.Row.Store), gates[0], gates[1], gates[2], mdEscape(chaosMD(rv.Chaos)), mdEscape(strings.Join(agree, "; ")))
 	}
 	fmt.Fprintf(w, "\n## Regenerate\n\n")
@@ -425,7 +425,7 @@ against each variant's verdicts. Each verdict links to its run's report{{if not 
 <thead><tr><th>implementation</th><th>gate</th>{{range .Rules}}<th class="rule" title="{{rule $rules .}}">{{.}}</th>{{end}}<th>chaos</th><th>agreement (probe vs verdicts)</th></tr></thead>
 <tbody>
 {{range .Rows}}<tr data-row="{{.Row.ID}}" data-ecosystem="{{.Impl.Ecosystem}}" data-store="{{.Row.Store}}">
-<td class="rowhead"><b>{{.Row.ID}}</b><small>{{.Impl.Package}} {{.Impl.Version}} · {{.Impl.Ecosystem}} · store {{.Row.Store}}{{if .Impl.Framework}} · {{.Impl.Framework}}{{end}}</small>{{if .StatusText}}<small class="fail">{{.StatusText}}</small>{{end}}</td>
+<td class="rowhead"><b>{{.Row.ID}}</b><small>{{.Row.Package}} {{.Row.Version}} · {{.Impl.Ecosystem}} · store {{.Row.Store}}{{if .Row.Framework}} · {{.Row.Framework}}{{end}}</small><small>{{.Row.Source}}</small>{{if .StatusText}}<small class="fail">{{.StatusText}}</small>{{end}}</td>
 <td class="{{.GateClass}}">{{.Gate}}</td>
 {{range .Cells}}<td class="v {{vclass .Verdict}}" data-verdict="{{.Verdict}}" title="{{.Title}}">{{if .Link}}<a href="{{.Link}}">{{.Verdict}}</a>{{else}}{{.Verdict}}{{end}}</td>{{end}}
 <td class="{{.ChaosClass}}">{{if .Chaos}}{{if .Chaos.Link}}<a href="{{.Chaos.Link}}">{{.ChaosText}}</a>{{else}}{{.ChaosText}}{{end}}{{if .Chaos.Example}}<br><small>e.g. {{.Chaos.Example}}</small>{{end}}{{if .Chaos.Replay}}<br><small>replay: <code>{{.Chaos.Replay}}</code></small>{{end}}{{else}}not run{{end}}</td>

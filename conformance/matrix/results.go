@@ -193,7 +193,7 @@ func LoadMatrix(impls []*Impl, runs string) (*Matrix, error) {
 	version := ""
 	for _, im := range impls {
 		for _, r := range im.Rows {
-			rv := &RowView{Impl: im, Row: r, Slug: Slug(r.ID), Runs: map[string]*RunView{}, Agreement: map[string][]Disagreement{}}
+			rv := &RowView{Impl: im, Row: im.Of(r), Slug: Slug(r.ID), Runs: map[string]*RunView{}, Agreement: map[string][]Disagreement{}}
 			dir := filepath.Join(runs, rv.Slug)
 			var st RowStatus
 			if err := readJSON(filepath.Join(dir, "row.json"), &st); err == nil {
