@@ -27,6 +27,10 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server is not installed (apt-get install -y redis-server): %v", err)
 	}
+	// redis-server changes into --dir before it opens --logfile: both absolute.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -37,6 +41,13 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	errPath := filepath.Join(dir, fmt.Sprintf("redis-%d.stderr", port))
+	ef, err := os.Create(errPath)
+	if err != nil {
+		return nil, err
+	}
+	defer ef.Close()
+	cmd.Stdout, cmd.Stderr = ef, ef
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -49,7 +60,9 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 		}
 		select {
 		case <-rs.done:
-			return nil, fmt.Errorf("redis-server exited at start (see %s)", dir)
+			b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)))
+			e, _ := os.ReadFile(errPath)
+			return nil, fmt.Errorf("redis-server exited at start: %s", lastLines(append(e, b...), 3))
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
