@@ -273,6 +273,7 @@ func TestGate(t *testing.T) {
 		{map[string]int{"PASS": 3, "NON-STRICT": 1}, 4, "PASS only without --strict"},
 		{map[string]int{"FAIL": 1, "NON-STRICT": 1, "BLOCKED": 1}, 2, "FAIL"},
 		{map[string]int{"PASS": 1, "BLOCKED": 1}, 1, "UNDECIDED"},
+		{map[string]int{"NON-STRICT": 2, "BLOCKED": 2}, 2, "UNDECIDED; FAIL with --strict"},
 		{map[string]int{"N/A": 4}, 0, "NOTHING JUDGED"},
 	} {
 		if got := Gate(c.counts, c.judged); got != c.want {

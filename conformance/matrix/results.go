@@ -144,6 +144,8 @@ func Gate(counts map[string]int, judged int) string {
 	switch {
 	case counts["FAIL"] > 0:
 		return "FAIL"
+	case counts["BLOCKED"]+counts["UNKNOWN"] > 0 && counts["NON-STRICT"] > 0:
+		return "UNDECIDED; FAIL with --strict"
 	case counts["BLOCKED"]+counts["UNKNOWN"] > 0:
 		return "UNDECIDED"
 	case judged == 0:
