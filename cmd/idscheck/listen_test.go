@@ -115,7 +115,7 @@ func serveHTTPIdemWith(t *testing.T, scale float64, sinkAddr string, wrap func(h
 func httpIdemTargetFile(t *testing.T, url, sinkAddr string, ttl float64) string {
 	t.Helper()
 	ep := profhttpidem.BundledEndpoint("ietf", nil)
-	ep.KeyTTLSeconds = ttl
+	ep.KeyTTLSeconds = profhttpidem.Lifetime(ttl)
 	for i, tok := range []string{"tok_listen_one_7c1d", "tok_listen_two_2e9b"} {
 		name := fmt.Sprintf("HI_LISTEN_CALLER_%d", i+1)
 		t.Setenv(name, "Bearer "+tok)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -45,8 +46,9 @@ type Endpoint struct {
 	// RequiresKey says a request without a key is refused (the ietf
 	// missing-key rules need it).
 	RequiresKey bool `json:"requires_key,omitempty"`
-	// KeyTTLSeconds is the published expiry of a key (0: not published).
-	KeyTTLSeconds float64 `json:"key_ttl_seconds,omitempty"`
+	// KeyTTLSeconds is the published expiry of a key (0: not published;
+	// "never" in the file, +Inf here: keys never expire).
+	KeyTTLSeconds Lifetime `json:"key_ttl_seconds,omitempty"`
 	// ID names the member of a 2xx answer that identifies what was created
 	// ("" : none declared; a replay is then compared on the whole body).
 	ID string `json:"id,omitempty"`
@@ -62,10 +64,10 @@ type Endpoint struct {
 	// ("paymentIntentId | 5, 6, 7, 14, 15 | t-0 | global"). The rules on
 	// caller scope are N/A for a global key.
 	KeyScope string `json:"key_scope,omitempty"`
-	// Slow are members that, put over Body, make a request the endpoint
-	// takes long to process (at least a few hundred milliseconds): a
-	// duplicate sent while it runs is in flight without the effect sink.
-	Slow map[string]any `json:"slow,omitempty"`
+	// Slow declares a request the endpoint takes long to process (at
+	// least a few hundred milliseconds): a duplicate sent while it runs is
+	// in flight without the effect sink. nil: none declared.
+	Slow *SlowRequest `json:"slow,omitempty"`
 	// Documented are the endpoint's own published choices where its
 	// variant's text names another (a mismatch status, a replay header):
 	// reported beside the variant's rule, and held to what they say.
@@ -93,8 +95,80 @@ type Documented struct {
 	MissingKeyStatus int `json:"missing_key_status,omitempty"`
 	// ReplayHeader is a header a replayed answer carries and a first
 	// answer does not ("Idempotent-Replayed", or "X-Cache: HIT" to name
-	// its value too).
+	// its value too); "none": the endpoint documents no replay header.
 	ReplayHeader string `json:"replay_header,omitempty"`
+	// KeyEcho says every answer echoes the key's header (first answers
+	// and replays alike): an echo is no replay marker.
+	KeyEcho bool `json:"key_echo,omitempty"`
+}
+
+// NoReplayHeader is documented.replay_header for an endpoint that
+// documents none.
+const NoReplayHeader = "none"
+
+// KeyScopeNone is key_scope for an endpoint that authenticates no caller:
+// its keys are scoped to nothing (one key space for every request).
+const KeyScopeNone = "none"
+
+// SlowRequest is the target's slow request: Members put over the body
+// (none: the body as declared is slow). In the file, an object of members
+// ({"delay_ms": 1500}), or true or {} for the body as declared.
+type SlowRequest struct {
+	Members map[string]any
+}
+
+// UnmarshalJSON reads true, {} or an object of members.
+func (s *SlowRequest) UnmarshalJSON(b []byte) error {
+	switch t := strings.TrimSpace(string(b)); t {
+	case "true":
+		s.Members = map[string]any{}
+		return nil
+	case "false":
+		return errors.New(`slow: false declares nothing; leave slow out, or give true (the body as declared is slow) or the members that make a request slow`)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		return errors.New(`slow: want true or {} (the body as declared is slow), or an object of members that make a request slow such as {"delay_ms": 1500}`)
+	}
+	s.Members = m
+	return nil
+}
+
+// MarshalJSON writes true for the body as declared, else the members.
+func (s SlowRequest) MarshalJSON() ([]byte, error) {
+	if len(s.Members) == 0 {
+		return []byte("true"), nil
+	}
+	return json.Marshal(s.Members)
+}
+
+// Lifetime is a key's published lifetime in seconds; +Inf ("never" in
+// the file) says keys never expire.
+type Lifetime float64
+
+// Never reports whether keys never expire.
+func (l Lifetime) Never() bool { return math.IsInf(float64(l), 1) }
+
+// UnmarshalJSON reads a number of seconds or "never".
+func (l *Lifetime) UnmarshalJSON(b []byte) error {
+	if strings.TrimSpace(string(b)) == `"never"` {
+		*l = Lifetime(math.Inf(1))
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return errors.New(`key_ttl_seconds: want a number of seconds > 0, or "never" (keys never expire)`)
+	}
+	*l = Lifetime(f)
+	return nil
+}
+
+// MarshalJSON writes the seconds, or "never".
+func (l Lifetime) MarshalJSON() ([]byte, error) {
+	if l.Never() {
+		return []byte(`"never"`), nil
+	}
+	return json.Marshal(float64(l))
 }
 
 // KeyPlace is where the idempotency key travels.
@@ -200,8 +274,19 @@ func (e *Endpoint) Validate() error {
 			}
 		}
 	}
-	if e.KeyScope != "" && e.KeyScope != "caller" && e.KeyScope != "global" {
-		bad = append(bad, fmt.Sprintf("key_scope %q: want caller or global", e.KeyScope))
+	if e.KeyScope != "" && e.KeyScope != "caller" && e.KeyScope != "global" && e.KeyScope != KeyScopeNone {
+		bad = append(bad, fmt.Sprintf("key_scope %q: want caller, global or none", e.KeyScope))
+	}
+	if e.KeyScope == KeyScopeNone && len(e.Callers) > 0 {
+		bad = append(bad, "key_scope none says the endpoint authenticates no caller, and callers lists some: declare one or the other")
+	}
+	if d := e.Documented; d != nil && d.KeyEcho && d.ReplayHeader != "" && d.ReplayHeader != NoReplayHeader {
+		if name, _, _ := strings.Cut(d.ReplayHeader, ":"); e.Key.Header != "" && strings.EqualFold(strings.TrimSpace(name), e.Key.Header) {
+			bad = append(bad, fmt.Sprintf("documented.replay_header %q: with key_echo every answer carries %s, so it marks no replay", d.ReplayHeader, e.Key.Header))
+		}
+	}
+	if d := e.Documented; d != nil && d.KeyEcho && e.Key.Header == "" {
+		bad = append(bad, "documented.key_echo: the key travels in the body, not in a header to echo")
 	}
 	if e.KeyTTLSeconds < 0 {
 		bad = append(bad, "key_ttl_seconds: want a number of seconds > 0")
@@ -397,14 +482,16 @@ func (ks *KeySpec) Outside(rnd func() uint32) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	// A key too long is judged on its own (one over max_length): this one
+	// is outside the format another way where the format has one.
 	cands := []string{}
-	if ks.MaxLength > 0 {
-		cands = append(cands, strings.Repeat(base, ks.MaxLength/len(base)+2)[:ks.MaxLength+1])
-	}
 	if ks.MinLength > 1 {
 		cands = append(cands, base[:ks.MinLength-1])
 	}
 	cands = append(cands, base[:len(base)/2], base+base, "key_"+base+"!")
+	if ks.MaxLength > 0 {
+		cands = append(cands, strings.Repeat(base, ks.MaxLength/len(base)+2)[:ks.MaxLength+1])
+	}
 	for _, k := range cands {
 		if k != "" && ks.Allows(k) != "" {
 			return k, true

@@ -54,6 +54,13 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Then [IETF-5-validate-key] the last answer is a 4xx refusal
     And [IETF-5-validate-key] "A" created nothing
 
+  Scenario: ietf — a key one character longer than the published maximum is refused
+    Given the endpoint follows the ietf variant
+    And a request "A" whose key is one character longer than the published maximum
+    When I send "A"
+    Then [IETF-5-validate-key] the last answer is a 4xx refusal
+    And [IETF-5-validate-key] "A" created nothing
+
   Scenario: ietf — a retry while the original is in flight gets a resource conflict error
     Given the endpoint follows the ietf variant
     And a request "A"
@@ -151,7 +158,8 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     And the endpoint rejected it
     Then [T0-REPLAY-accepted-only] "A" created nothing
     When I send "A"
-    Then [T0-REPLAY-rejection-keeps-key] the last answer is a 2xx
+    Then [T0-REPLAY-accepted-only] the last answer is not the rejection of "A" replayed
+    And [T0-REPLAY-rejection-keeps-key] the last answer is a 2xx
     And [T0-REPLAY-rejection-keeps-key] "A" created exactly one thing
 
   Scenario: t0 — keys are scoped to the authenticated caller
@@ -196,6 +204,13 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Then [STRIPE-IDEM-key-255] the last answer has the status and body of the first answer to "A"
     And [STRIPE-IDEM-key-255] "A" created exactly one thing
 
+  Scenario: stripe — a key over 255 characters is refused
+    Given the endpoint follows the stripe variant
+    And a request "A" whose key is 256 characters long
+    When I send "A"
+    Then [STRIPE-IDEM-key-255] the last answer is a 4xx refusal
+    And [STRIPE-IDEM-key-255] "A" created nothing
+
   Scenario: stripe — a key reused with other parameters is an error
     Given the endpoint follows the stripe variant
     And a request "A"
@@ -211,7 +226,8 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     When I send "A" made invalid
     And the endpoint rejected it
     And I send "A"
-    Then [STRIPE-IDEM-not-saved] the last answer is a 2xx
+    Then [STRIPE-IDEM-not-saved] the last answer is not the rejection of "A" replayed
+    And [STRIPE-IDEM-not-saved] the last answer is a 2xx
     And [STRIPE-IDEM-not-saved] "A" created exactly one thing
 
   Scenario: stripe — a request that met a concurrent one is not saved: its retry gets the original's result
@@ -220,7 +236,8 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     When I send "A" and its effect is held
     And I send "A" again while the first is held
     And the effect is released
-    And I send "A" again
+    Then [STRIPE-IDEM-not-saved] the duplicate's answer is an error or the result of the first answer to "A"
+    When I send "A" again
     Then [STRIPE-IDEM-not-saved] the last answer has the status and body of the first answer to "A"
     And [STRIPE-IDEM-same-result] "A" created exactly one thing
 

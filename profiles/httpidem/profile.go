@@ -33,20 +33,15 @@ func Profile() harness.Profile {
 		mutants = append(mutants, harness.Mutant{Name: m.Name, Description: m.Description, Breaks: m.Breaks, Variant: m.Variant, Replicas: true})
 	}
 	return harness.Profile{
-		Name:       Name,
-		Title:      "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
-		Rules:      Rules,
-		Suite:      &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
-		Bundled:    bundled,
-		EffectSink: true,
-		EffectsWithoutSink: func(described any) string {
-			if e, ok := described.(*Endpoint); ok && e != nil && e.Count != nil {
-				return "the declared count read (GET " + e.Count.Path + ")"
-			}
-			return ""
-		},
-		Preflight: preflight,
-		Mutants:   mutants,
+		Name:               Name,
+		Title:              "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
+		Rules:              Rules,
+		Suite:              &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
+		Bundled:            bundled,
+		EffectSink:         true,
+		EffectsWithoutSink: effectsWithoutSink,
+		Preflight:          preflight,
+		Mutants:            mutants,
 		// A key lives 24 hours: at 20,000× a day lasts 4.3 s, and the
 		// stripe rule on keys kept a day fits a scenario.
 		BundledTimeScale: 20000,
@@ -102,4 +97,21 @@ func BundledEndpoint(variant string, callers []string) *Endpoint {
 	}
 	e.Defaults()
 	return e
+}
+
+// effectsWithoutSink says what judges the rules that count effects when
+// no effect sink is declared: the declared count read ("" without one).
+// What only the sink shows (a failed effect call, no effect after the
+// first answer) is left unjudged, and a duplicate in flight needs the
+// declared slow request.
+func effectsWithoutSink(described any) string {
+	e, ok := described.(*Endpoint)
+	if !ok || e == nil || e.Count == nil {
+		return ""
+	}
+	by := "the declared count read (GET " + e.Count.Path + "); what only the sink shows (the replay of a failed effect call, no effect after the first answer) is not judged"
+	if e.Slow != nil {
+		return by + ", and a duplicate in flight is sent during the declared slow request"
+	}
+	return by + ", nor is a duplicate in flight (declare \"slow\")"
 }

@@ -56,6 +56,13 @@ type httpRequest struct {
 	// sent (-1 before that): what the retries added is judged against it.
 	effectsBefore int
 	counted       int // what the count read saw at "I count what … created" (-1: not counted)
+	// outside says how its key is outside the format the endpoint
+	// publishes, or the variant's text allows ("": a key in it): such a
+	// request is not well formed, so a 5xx to it is no server-error
+	// finding but an answer that did not refuse the key.
+	outside string
+	// rejection is the endpoint's answer to it made invalid (nil: none).
+	rejection *client.Response
 }
 
 // httpHeld is a request sent to be in flight (or a duplicate of one).
@@ -81,9 +88,10 @@ type httpWorld struct {
 	salt *mrand.Rand
 	ep   *Endpoint
 
-	reqs map[string]*httpRequest
-	last *client.Response
-	n    int
+	reqs    map[string]*httpRequest
+	last    *client.Response
+	lastReq *httpRequest // the logical request the last answer answered
+	n       int
 	// provoked: the scenario makes the endpoint fail (the effect sink
 	// fails a call), so a 5xx is the answer it asked for, not a finding.
 	provoked bool
@@ -126,8 +134,12 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^a request ` + q + ` of the second caller under the key of ` + q + `$`, Fn: w.secondCaller, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` with the body of ` + q + ` under a new key$`, Fn: w.sameBody, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key is outside the published format$`, Fn: w.outsideKey, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` whose key is one character longer than the published maximum$`, Fn: w.overLongKey, Kind: features.Action},
+		{Pattern: `^a request ` + q + ` whose key is 256 characters long$`, Fn: w.key256, Kind: features.Action},
+		{Pattern: `^the last answer is not the rejection of ` + q + ` replayed$`, Fn: w.notRejectionReplayed, Kind: features.Check},
+		{Pattern: `^the duplicate's answer is an error or the result of the first answer to ` + q + `$`, Fn: w.dupErrorOrResult, Kind: features.Check},
 		{Pattern: `^no request of this scenario was answered with a 5xx$`, Fn: w.noServerError, Kind: features.Check},
-		{Pattern: `^the last answer is a 4xx refusal$`, Fn: func() error { return w.lastIn(400, 499, "a 4xx: the key refused before the request is processed") }, Kind: features.Gate},
+		{Pattern: `^the last answer is a 4xx refusal$`, Fn: w.keyRefused, Kind: features.Gate},
 		{Pattern: `^the endpoint declares a key lifetime under 24 hours$`, Fn: w.shortLifetime, Kind: features.Action},
 		{Pattern: `^I wait past the declared key lifetime$`, Fn: w.waitPastLifetime, Kind: features.Action},
 		{Pattern: `^` + q + ` and ` + q + ` together created exactly two things$`, Fn: func(ctx context.Context, a, _ string) error { return w.created(ctx, a, 2) }, Kind: features.Probe},
@@ -211,6 +223,9 @@ func (w *httpWorld) declaresInvalid() error {
 }
 
 func (w *httpWorld) twoCallers() error {
+	if w.ep.KeyScope == KeyScopeNone {
+		return features.NotApplicable("the target declares the endpoint authenticates no caller (key_scope none): there is no caller or client identity to scope a key to")
+	}
 	if len(w.ep.Callers) < 2 {
 		return features.NotApplicable("the target declares fewer than two callers (callers)")
 	}
@@ -278,7 +293,69 @@ func (w *httpWorld) outsideKey(alias string) error {
 	if !ok {
 		return features.NotApplicable("every printable key fits the published key format (key_spec)")
 	}
-	return w.newRequest(alias, 0, k)
+	return w.newOutside(alias, k, "outside the published key format (key_spec): "+w.ep.KeySpec.Allows(k))
+}
+
+// newOutside: alias's key is outside what the endpoint publishes or the
+// variant's text allows (why says how).
+func (w *httpWorld) newOutside(alias, key, why string) error {
+	if err := w.newRequest(alias, 0, key); err != nil {
+		return err
+	}
+	w.reqs[alias].outside = why
+	return nil
+}
+
+// overLongKey: alias's key is one character longer than the published
+// max_length and follows the published format otherwise (its pattern,
+// its min_length): only its length is wrong.
+func (w *httpWorld) overLongKey(alias string) error {
+	ks := w.ep.KeySpec
+	if ks == nil || ks.MaxLength == 0 {
+		return features.NotApplicable("the endpoint publishes no maximum key length (key_spec.max_length)")
+	}
+	if ks.UUID {
+		return features.NotApplicable("the published key format is a UUID (key_spec.uuid): no longer key is a UUID otherwise, and the key outside the format is judged on its own")
+	}
+	base, err := w.newKey()
+	if err != nil {
+		return err
+	}
+	k := strings.Repeat(base, ks.MaxLength/len(base)+2)[:ks.MaxLength+1]
+	if (&KeySpec{MinLength: ks.MinLength, Pattern: ks.Pattern}).Allows(k) != "" {
+		return features.NotApplicable("idscheck makes no key one character over max_length that fits the published pattern otherwise (key_spec)")
+	}
+	return w.newOutside(alias, k, fmt.Sprintf("%d characters, one over the published max_length %d (key_spec)", len(k), ks.MaxLength))
+}
+
+// key256: a key of 256 characters, one over Stripe's "Idempotency keys
+// are up to 255 characters long".
+func (w *httpWorld) key256(alias string) error {
+	var b strings.Builder
+	for b.Len() < 256 {
+		b.WriteString(fmt.Sprintf("%08x", w.rnd()))
+	}
+	return w.newOutside(alias, b.String()[:256], "256 characters, over the stripe text's \"Idempotency keys are up to 255 characters long\"")
+}
+
+// keyRefused: the last request, whose key is outside the published
+// format, was refused with a 4xx. A 5xx is no refusal: the key is outside
+// the format, so the request is not well formed and the 5xx is evidence
+// against the rule that judges the key (not a server-error finding that
+// blocks it).
+func (w *httpWorld) keyRefused() error {
+	const want = "a 4xx: the key refused before the request is processed"
+	if r := w.lastReq; r != nil && r.outside != "" {
+		if w.last == nil || w.last.Status < 400 || w.last.Status > 499 {
+			obs := w.describeLast()
+			if w.last != nil && w.last.Status >= 500 {
+				obs += " (a server error, not a refusal of the key)"
+			}
+			return features.Mismatch(want+" (its key is "+r.outside+")", obs)
+		}
+		return nil
+	}
+	return w.lastIn(400, 499, want)
 }
 
 func (w *httpWorld) escapedKey(alias string) error {
@@ -341,7 +418,10 @@ func (w *httpWorld) request(r *httpRequest, how string) (client.Request, error) 
 			body[k] = v
 		}
 	case "slow":
-		for k, v := range Fill(w.ep.Slow, r.unique).(map[string]any) {
+		if w.ep.Slow == nil {
+			break
+		}
+		for k, v := range Fill(w.ep.Slow.Members, r.unique).(map[string]any) {
 			body[k] = v
 		}
 	}
@@ -406,18 +486,21 @@ func (w *httpWorld) send(ctx context.Context, alias, how string) error {
 	if err != nil {
 		return err
 	}
-	w.last = resp
+	w.last, w.lastReq = resp, r
 	w.env.Answered(resp)
 	w.answered(r, resp)
 	if r.first == nil && how == "" {
 		r.first = resp
+	}
+	if how == "invalid" && r.rejection == nil {
+		r.rejection = resp
 	}
 	return nil
 }
 
 // answered notes an answer to r: an unprovoked 5xx is a finding.
 func (w *httpWorld) answered(r *httpRequest, resp *client.Response) {
-	if resp != nil && resp.Status >= 500 && !w.provoked && r.erred == nil {
+	if resp != nil && resp.Status >= 500 && !w.provoked && r.erred == nil && r.outside == "" {
 		r.erred = resp
 	}
 }
@@ -510,7 +593,7 @@ const minSlow = 300 * time.Millisecond
 // a quarter of that time after r, and counts as in flight only if r's
 // answer then comes at least half of it later (releaseHeld).
 func (w *httpWorld) sendSlow(ctx context.Context, r *httpRequest) error {
-	if len(w.ep.Slow) == 0 {
+	if w.ep.Slow == nil {
 		return features.NotApplicable("a duplicate in flight needs the effect sink (effect_sink in the target file), where the endpoint's effect call is held, or a slow request the endpoint declares (slow)")
 	}
 	probe := &httpRequest{unique: w.fresh(), caller: r.caller, before: -1}
@@ -589,7 +672,7 @@ func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
 		return err
 	}
 	w.dup = w.async(ctx, req)
-	w.last = nil
+	w.last, w.lastReq = nil, r
 	if w.env.Sink != nil {
 		w.dup.collect(min(time.Second, w.env.Budget/4))
 		w.last = w.dup.answer
@@ -656,6 +739,9 @@ func (w *httpWorld) waitHalfDay(ctx context.Context) error {
 // shortLifetime: the endpoint publishes a key lifetime under Stripe's
 // 24 hours (key_ttl_seconds).
 func (w *httpWorld) shortLifetime() error {
+	if w.ep.KeyTTLSeconds.Never() {
+		return features.NotApplicable("the endpoint declares its keys never expire (key_ttl_seconds \"never\"): no lifetime under 24 hours")
+	}
 	if w.ep.KeyTTLSeconds <= 0 || w.ep.KeyTTLSeconds >= 24*3600 {
 		return features.NotApplicable("the endpoint publishes no key lifetime under 24 hours (key_ttl_seconds)")
 	}
@@ -664,9 +750,9 @@ func (w *httpWorld) shortLifetime() error {
 
 // waitPastLifetime waits a tenth beyond the published key lifetime.
 func (w *httpWorld) waitPastLifetime(ctx context.Context) error {
-	d := w.env.Scaled(time.Duration(w.ep.KeyTTLSeconds*1.1*float64(time.Second))) + 100*time.Millisecond
+	d := w.env.Scaled(time.Duration(float64(w.ep.KeyTTLSeconds)*1.1*float64(time.Second))) + 100*time.Millisecond
 	if d > w.env.Budget {
-		return features.NotApplicable(fmt.Sprintf("the published key lifetime (key_ttl_seconds %g) lasts %v at this time scale, beyond the budget of %v (give --time-scale, or a longer --budget)", w.ep.KeyTTLSeconds, d, w.env.Budget))
+		return features.NotApplicable(fmt.Sprintf("the published key lifetime (key_ttl_seconds %g) lasts %v at this time scale, beyond the budget of %v (give --time-scale, or a longer --budget)", float64(w.ep.KeyTTLSeconds), d, w.env.Budget))
 	}
 	features.Sleep(ctx, d)
 	return ctx.Err()
@@ -1007,30 +1093,50 @@ func (w *httpWorld) sameAsFirst(alias string) error {
 
 // replayNote says, beside a passed replay, whether the replay carried the
 // header the endpoint documents for replays (documented.replay_header:
-// "Name" or "Name: value") and the first answer did not; no variant's text
-// asks for one, so it is a remark, not a verdict.
+// "Name" or "Name: value") and the first answer did not, and whether both
+// echoed the key where the endpoint documents it echoes it on every answer
+// (documented.key_echo: an echo marks no replay). No variant's text asks
+// for either, so it is a remark, not a verdict.
 func (w *httpWorld) replayNote(first, replay *client.Response) string {
-	if w.ep.Documented == nil || w.ep.Documented.ReplayHeader == "" || first == nil || replay == nil {
+	d := w.ep.Documented
+	if d == nil || first == nil || replay == nil {
 		return ""
 	}
-	spec := w.ep.Documented.ReplayHeader
-	name, value, hasValue := strings.Cut(spec, ":")
-	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-	has := func(resp *client.Response) bool {
-		for _, v := range resp.Header.Values(name) {
-			if !hasValue || strings.EqualFold(strings.TrimSpace(v), value) {
-				return true
-			}
+	var notes []string
+	if d.KeyEcho && w.ep.Key.Header != "" {
+		h := w.ep.Key.Header
+		switch a, b := first.Header.Get(h) != "", replay.Header.Get(h) != ""; {
+		case a && b:
+			notes = append(notes, fmt.Sprintf("the endpoint documents that every answer echoes %s: the first answer and the replay both did (an echo marks no replay)", h))
+		default:
+			notes = append(notes, fmt.Sprintf("the endpoint documents that every answer echoes %s, but the first answer echoed it: %v, the replay: %v (no variant's text asks for an echo: a remark, not a verdict)", h, a, b))
 		}
-		return false
 	}
-	switch {
-	case has(replay) && !has(first):
-		return fmt.Sprintf("the endpoint documents %q on a replay: the replay carried it, the first answer did not", spec)
-	case !has(replay):
-		return fmt.Sprintf("the endpoint documents %q on a replay, but the replay did not carry it (no variant's text asks for it: a remark, not a verdict)", spec)
+	switch spec := d.ReplayHeader; spec {
+	case "":
+	case NoReplayHeader:
+		notes = append(notes, "the endpoint documents no replay header; no variant's text asks for one")
+	default:
+		name, value, hasValue := strings.Cut(spec, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		has := func(resp *client.Response) bool {
+			for _, v := range resp.Header.Values(name) {
+				if !hasValue || strings.EqualFold(strings.TrimSpace(v), value) {
+					return true
+				}
+			}
+			return false
+		}
+		switch {
+		case has(replay) && !has(first):
+			notes = append(notes, fmt.Sprintf("the endpoint documents %q on a replay: the replay carried it, the first answer did not", spec))
+		case !has(replay):
+			notes = append(notes, fmt.Sprintf("the endpoint documents %q on a replay, but the replay did not carry it (no variant's text asks for it: a remark, not a verdict)", spec))
+		default:
+			notes = append(notes, fmt.Sprintf("the endpoint documents %q on a replay, but the first answer carried it too (no variant's text asks for it: a remark, not a verdict)", spec))
+		}
 	}
-	return fmt.Sprintf("the endpoint documents %q on a replay, but the first answer carried it too (no variant's text asks for it: a remark, not a verdict)", spec)
+	return strings.Join(notes, "; ")
 }
 
 func (w *httpWorld) notFirst(alias string) error {
@@ -1086,6 +1192,62 @@ func (w *httpWorld) dupWaited(alias string) error {
 	}
 	if d := w.same(w.first.answer, w.dup.answer); d != "" {
 		return features.Mismatch("the same response to both", d)
+	}
+	return nil
+}
+
+// dupErrorOrResult: Stripe's "If … the request conflicts with another
+// request that's executing concurrently, we don't save the idempotent
+// result because no API endpoint initiates the execution. You can retry
+// these requests." The duplicate either met the original as a conflict
+// (an error: any 4xx, the page names no status) or, where the layer
+// waits instead, got the result the key saved ("Subsequent requests with
+// the same key return the same result"). Anything else (another 2xx
+// result, a 5xx, no answer) is neither.
+func (w *httpWorld) dupErrorOrResult(alias string) error {
+	if w.dup == nil || w.dup.answer == nil {
+		return features.Mismatch("an answer to the duplicate: an error (it conflicts with the request executing) or the original's result", "none")
+	}
+	if err := w.erred(w.dup.answer); err != nil {
+		return err
+	}
+	if a := w.dup.answer; a.Status >= 400 && a.Status < 500 {
+		return nil
+	}
+	if w.first == nil || w.first.answer == nil {
+		return features.Mismatch("an answer to the original", "none")
+	}
+	if err := w.erred(w.first.answer); err != nil {
+		return err
+	}
+	if d := w.same(w.first.answer, w.dup.answer); d != "" {
+		return features.Mismatch(fmt.Sprintf("an error (the duplicate conflicts with the request executing) or the result of the first answer to %q (%d %s)", alias, w.first.answer.Status, features.Clip(w.first.answer.Body)),
+			fmt.Sprintf("%d %s (%s)", w.dup.answer.Status, features.Clip(w.dup.answer.Body), d))
+	}
+	return nil
+}
+
+// notRejectionReplayed: the answer to the corrected request under the
+// key of a rejected one is not that rejection again (t-0: "a rejected or
+// declined call commits nothing to replay"; Stripe: a validation failure
+// is not saved). A replayed rejection is the same status and body.
+func (w *httpWorld) notRejectionReplayed(alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if r.rejection == nil {
+		return fmt.Errorf("%w: %q was never sent made invalid", features.ErrRunnerBug, alias)
+	}
+	if err := w.erred(w.last); err != nil {
+		return err
+	}
+	if w.last == nil {
+		return features.Mismatch("an answer to the corrected request", "none")
+	}
+	if w.last.Status == r.rejection.Status && features.SameDocument(w.last.Body, r.rejection.Body) {
+		return features.Mismatch(fmt.Sprintf("the corrected request under the rejected key evaluated afresh, not the rejection replayed (%d %s)", r.rejection.Status, features.Clip(r.rejection.Body)),
+			fmt.Sprintf("the rejection replayed: %s", w.describeLast()))
 	}
 	return nil
 }

@@ -33,7 +33,8 @@ N/A, with the reason. --variant overrides its variant.
   vary               members that, put over body, make another payload under the same key
   invalid            members that, put over body, make a request the endpoint rejects
   slow               members that, put over body, make a request the endpoint takes
-                     long to process (>= 300 ms): in-flight duplicates without the sink
+                     long to process (>= 300 ms), or true (or {}) when the body as
+                     declared is: in-flight duplicates without the sink
   key                where the key travels: {"header": "Idempotency-Key"} (default) or
                      {"body": "paymentRef"}
   key_format         sf-string (an RFC 8941 String: the ietf default) or token
@@ -41,9 +42,10 @@ N/A, with the reason. --variant overrides its variant.
                      "max_length": 255}, {"pattern": "[A-Za-z0-9-]+"}; idscheck's keys
                      follow it, and a key outside it must be refused
   requires_key       true: a request without a key is refused
-  key_ttl_seconds    the published expiry of a key
-  key_scope          caller (default: a key is scoped to the authenticated caller) or
-                     global (keys shared by all callers)
+  key_ttl_seconds    the published expiry of a key in seconds, or "never"
+  key_scope          caller (default: a key is scoped to the authenticated caller),
+                     global (keys shared by all callers) or none (the endpoint
+                     authenticates no caller: no callers with it)
   id                 the member of a 2xx answer that names what was created
   count              a GET that counts what requests created: {"path":
                      "/v1/payments?reference={{unique}}", "pointer": "/data"}; the value at
@@ -52,7 +54,8 @@ N/A, with the reason. --variant overrides its variant.
                      (before and after each request)
   documented         the endpoint's published choices where its variant names others:
                      {"mismatch_status": 409, "in_flight_status": 409,
-                     "missing_key_status": 400, "replay_header": "Idempotent-Replayed"}
+                     "missing_key_status": 400, "replay_header": "Idempotent-Replayed"
+                     (or "none"), "key_echo": true (every answer echoes the key)}
   callers            [{"headers": {...}} or {"headers_env": {"Authorization": "VAR"}}, ...]:
                      the headers of each authenticated caller, or the NAMEs of the
                      variables holding them (the first caller is the main one; the
@@ -74,7 +77,7 @@ func Section() *harness.TargetSection {
 // keyTTLOf is the key lifetime the endpoint declares (0: none).
 func keyTTLOf(v any) float64 {
 	if e, ok := v.(*Endpoint); ok && e != nil {
-		return e.KeyTTLSeconds
+		return float64(e.KeyTTLSeconds)
 	}
 	return 0
 }
@@ -87,7 +90,7 @@ func withKeyTTL(v any, ttl float64) any {
 		return v
 	}
 	c := *e
-	c.KeyTTLSeconds = ttl
+	c.KeyTTLSeconds = Lifetime(ttl)
 	return &c
 }
 

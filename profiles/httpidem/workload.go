@@ -194,7 +194,9 @@ func RunWorkload(ctx context.Context, cfg WorkloadConfig) (*WorkloadResult, erro
 	for i := range max(1, len(cfg.Endpoint.Callers)) {
 		w.callers = append(w.callers, fmt.Sprintf("caller%d", i+1))
 	}
-	if ttl := cfg.Endpoint.KeyTTLSeconds; ttl > 0 {
+	if ttl := float64(cfg.Endpoint.KeyTTLSeconds); ttl > 0 && !cfg.Endpoint.KeyTTLSeconds.Never() {
+		// Keys that never expire have no window: every second creation
+		// is a duplicate.
 		w.window = time.Duration(ttl * float64(time.Second) / cfg.TimeScale)
 	}
 	w.phase.Store("faults")

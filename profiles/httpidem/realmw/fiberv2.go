@@ -12,7 +12,11 @@ import (
 // the rest default: a key must be 36 characters long).
 func FiberV2(opt Options) *fiberv2.App {
 	app := fiberv2.New(fiberv2.Config{DisableStartupMessage: true})
-	app.Use(idemv2.New(idemv2.Config{KeyHeader: Header, Lifetime: opt.Lifetime}))
+	cfg := idemv2.Config{KeyHeader: Header, Lifetime: opt.Lifetime}
+	if opt.store != nil {
+		cfg.Storage = opt.store
+	}
+	app.Use(idemv2.New(cfg))
 	p := newPayments()
 	app.Post("/v1/payments", func(c *fiberv2.Ctx) error {
 		st, doc := p.create(c.Body())

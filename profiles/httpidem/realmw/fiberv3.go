@@ -12,7 +12,11 @@ import (
 // the rest default: a key must be 36 characters long).
 func FiberV3(opt Options) *fiberv3.App {
 	app := fiberv3.New()
-	app.Use(idemv3.New(idemv3.Config{KeyHeader: Header, Lifetime: opt.Lifetime}))
+	cfg := idemv3.Config{KeyHeader: Header, Lifetime: opt.Lifetime}
+	if opt.store != nil {
+		cfg.Storage = opt.store
+	}
+	app.Use(idemv3.New(cfg))
 	p := newPayments()
 	app.Post("/v1/payments", func(c fiberv3.Ctx) error {
 		st, doc := p.create(c.Body())

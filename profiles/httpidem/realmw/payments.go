@@ -26,8 +26,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
+
+	redisstore "github.com/gofiber/storage/redis/v3"
 )
 
 // Header is the idempotency key's header the endpoints are configured with.
@@ -43,6 +47,37 @@ func Versions() []string { return []string{"v2", "v3"} }
 type Options struct {
 	// Lifetime is the middleware's key lifetime (0: its default, 30 minutes).
 	Lifetime time.Duration
+	// RedisURL, when set, keeps the middleware's stored responses in Redis
+	// through github.com/gofiber/storage/redis/v3 (the Storage setting of
+	// middleware/idempotency, as Fiber's docs show it); "": the
+	// middleware's default in-memory storage. The key locks stay in the
+	// process, as the middleware's default Lock keeps them.
+	RedisURL string
+
+	// store is the Redis storage Start made of RedisURL (nil: default).
+	store *redisstore.Storage
+}
+
+// storage is the Storage setting opt asks for: nil (the middleware's
+// default) or a Redis storage, whose connection is checked now so that a
+// wrong URL is an error at start, not a 500 at the first request.
+func (opt Options) storage() (*redisstore.Storage, error) {
+	if opt.RedisURL == "" {
+		return nil, nil
+	}
+	if _, err := url.Parse(opt.RedisURL); err != nil || !strings.HasPrefix(opt.RedisURL, "redis://") {
+		return nil, fmt.Errorf("the Redis URL %q is not redis://host:port", opt.RedisURL)
+	}
+	var st *redisstore.Storage
+	var perr any
+	func() {
+		defer func() { perr = recover() }() // New panics when it cannot reach Redis
+		st = redisstore.New(redisstore.Config{URL: opt.RedisURL})
+	}()
+	if perr != nil {
+		return nil, fmt.Errorf("cannot reach Redis at %s: %v", opt.RedisURL, perr)
+	}
+	return st, nil
 }
 
 // Server is one endpoint serving on a listener.
@@ -73,6 +108,16 @@ func (s *Server) Close() error {
 // Start serves the payments endpoint behind the idempotency middleware of
 // Fiber version ("v2" or "v3") on ln, until Close.
 func Start(version string, ln net.Listener, opt Options) (*Server, error) {
+	switch version {
+	case "v2", "v3":
+	default:
+		return nil, fmt.Errorf("fiber version %q: want v2 or v3", version)
+	}
+	st, err := opt.storage()
+	if err != nil {
+		return nil, err
+	}
+	opt.store = st
 	switch version {
 	case "v2":
 		return StartFiberV2(ln, opt), nil

@@ -20,8 +20,9 @@ func main() {
 	fs := flag.NewFlagSet("fiberpay", flag.ContinueOnError)
 	version := fs.String("fiber", "v2", "the Fiber version whose middleware/idempotency guards the endpoint: "+strings.Join(realmw.Versions(), " or "))
 	listen := fs.String("listen", "127.0.0.1:8090", "the address to serve on")
+	redis := fs.String("redis", "", "keep the middleware's stored responses in Redis at this URL (redis://127.0.0.1:6379) through github.com/gofiber/storage/redis/v3; default: the middleware's in-memory storage")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: fiberpay [--fiber v2|v3] [--listen 127.0.0.1:8090]
+		fmt.Fprint(fs.Output(), `usage: fiberpay [--fiber v2|v3] [--listen 127.0.0.1:8090] [--redis redis://127.0.0.1:6379]
 
 Serves a tiny payments endpoint behind Fiber's idempotency middleware
 (KeyHeader "Idempotency-Key", every other setting at its default: a key
@@ -54,7 +55,7 @@ flags:
 		fmt.Fprintf(os.Stderr, "fiberpay: %v\n", err)
 		os.Exit(1)
 	}
-	srv, err := realmw.Start(*version, ln, realmw.Options{})
+	srv, err := realmw.Start(*version, ln, realmw.Options{RedisURL: *redis})
 	if err != nil {
 		ln.Close()
 		fmt.Fprintf(os.Stderr, "fiberpay: %v\n", err)
