@@ -128,9 +128,8 @@ chaos-replicas: build
 # verdicts disagree. conformance/README.md says more.
 ONLY ?=
 MATRIX_FLAGS ?=
-# The probe is built in when conformance/probe is there (-tags probe).
 matrix:
-	$(GO) run $(if $(wildcard conformance/probe/*.go),-tags probe) ./conformance/matrix $(if $(ONLY),--only $(ONLY)) $(MATRIX_FLAGS)
+	$(GO) run ./conformance/matrix $(if $(ONLY),--only $(ONLY)) $(MATRIX_FLAGS)
 
 fuzz:
 	$(GO) test ./sut/intent -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s

@@ -107,7 +107,7 @@ func TestLoadImplsOfTheRepository(t *testing.T) {
 		}
 	}
 	one, err := LoadImpls(filepath.Join("..", "..", "conformance"), "fiber-v3")
-	if err != nil || len(one) != 1 || one[0].Rows[0].ID != "fiber-v3" {
+	if err != nil || len(one) != 1 || one[0].Rows[0].ID != "fiber-v3/memory" || one[0].Rows[1].ID != "fiber-v3/redis" {
 		t.Fatalf("--only fiber-v3: %v %v", one, err)
 	}
 	if _, err := LoadImpls(filepath.Join("..", "..", "conformance"), "no-such-row"); err == nil || !strings.Contains(err.Error(), "no folder nor row") {

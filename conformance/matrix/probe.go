@@ -1,5 +1,3 @@
-//go:build probe
-
 package main
 
 import (
