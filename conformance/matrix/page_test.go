@@ -179,13 +179,20 @@ func TestPagesFromCannedResults(t *testing.T) {
 	if strings.Contains(page, " src=") || strings.Contains(page, "<link ") || strings.Contains(page, "@import") || strings.Contains(page, "url(") {
 		t.Error("the page loads something from elsewhere; it must be self-contained")
 	}
-	cells := cellRe.FindAllStringSubmatch(page, -1)
+	cells := cellRe.FindAllStringSubmatchIndex(page, -1)
 	if len(cells) == 0 {
 		t.Fatal("no verdict cells")
 	}
 	for _, c := range cells {
-		if !strings.Contains(c[1], `data-verdict="`) {
-			t.Errorf("a cell without a filter attribute: %s", c[0])
+		attrs := page[c[2]:c[3]]
+		if !strings.Contains(attrs, `data-verdict="`) {
+			t.Errorf("a cell without a filter attribute: %s", page[c[0]:c[1]])
+		}
+		// A cell of a run holds a link to its report (checkLinks: to a file that is there).
+		body := page[c[1]:]
+		body = body[:strings.Index(body, "</td>")]
+		if !strings.Contains(attrs, `data-verdict="not run"`) && !strings.HasPrefix(body, `<a href="reports/`) {
+			t.Errorf("a verdict cell without its report's link: %s%s", page[c[0]:c[1]], body)
 		}
 	}
 	// Every verdict cell of a row with a run links to that run's report.
