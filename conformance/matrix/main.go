@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -107,7 +108,11 @@ func run(c config) int {
 			return 2
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	// An interrupt ends the running steps (their rows say so), starts no
+	// other row, stops redis and PostgreSQL, and still writes the pages.
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sig, c.timeout)
 	defer cancel()
 	ran := map[string]bool{}
 	if !c.pagesOnly {
@@ -125,15 +130,20 @@ func run(c config) int {
 			d.folders[im.Folder] = &sync.Once{}
 			for _, r := range im.Rows {
 				jobs = append(jobs, job{im, r})
-				ran[r.ID] = true
 			}
 		}
 		d.logf("%d row(s) of %d implementation(s), %d at a time", len(jobs), len(selected), c.parallel)
 		sem := make(chan struct{}, c.parallel)
 		var wg sync.WaitGroup
 		for _, j := range jobs {
-			wg.Add(1)
 			sem <- struct{}{}
+			if ctx.Err() != nil {
+				d.logf("%s: not started: %v", j.r.ID, context.Cause(ctx))
+				<-sem
+				continue
+			}
+			ran[j.r.ID] = true
+			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
@@ -158,6 +168,9 @@ func run(c config) int {
 		if c.pagesOnly || ran[rv.Row.ID] {
 			problems = append(problems, rv.Problems()...)
 		}
+	}
+	if err := context.Cause(ctx); err != nil && !c.pagesOnly {
+		problems = append(problems, fmt.Sprintf("the matrix did not finish: %v", err))
 	}
 	for _, line := range headline(m) {
 		fmt.Println("headline: " + line)
@@ -242,6 +255,9 @@ func (d *driver) certify(ctx context.Context, im *Impl, r Row) {
 			delete(d.redis, slug)
 		}
 		d.mu.Unlock()
+		if err := context.Cause(ctx); err != nil && st.Status == "certified" {
+			st.Status, st.Error = "run failed", fmt.Sprintf("interrupted: %v", err)
+		}
 		st.Finished = time.Now().UTC().Format(time.RFC3339)
 		st.Seconds = time.Since(t0).Seconds()
 		if err := writeJSON(filepath.Join(dir, "row.json"), st); err != nil {
