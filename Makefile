@@ -5,7 +5,7 @@ BIN     := bin/idscheck
 OUT     ?= idscheck-report
 SEED    ?= 1
 
-.PHONY: all build run test bench mutants chaos chaos-mutants chaos-replicas fuzz clean
+.PHONY: all build run test bench mutants chaos chaos-mutants chaos-replicas fuzz clean matrix
 
 all: build
 
@@ -119,6 +119,17 @@ chaos-replicas: build
 	    fi; \
 	  done; done; \
 	done; exit $${fail:-0}
+
+# The conformance matrix (not part of test): installs, starts and certifies
+# every implementation under conformance/ under each variant, probes each by
+# plain HTTP, runs chaos against each, and writes docs/conformance/index.html
+# and docs/conformance.md. One folder or row alone: make matrix ONLY=fiber-v2.
+# Exits non-zero when a row could not be certified or the probe and the
+# verdicts disagree. conformance/README.md says more.
+ONLY ?=
+MATRIX_FLAGS ?=
+matrix:
+	$(GO) run ./conformance/matrix $(if $(ONLY),--only $(ONLY)) $(MATRIX_FLAGS)
 
 fuzz:
 	$(GO) test ./sut/intent -run '^$$' -fuzz FuzzDecodeIntent -fuzztime 30s
