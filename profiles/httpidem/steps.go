@@ -141,7 +141,6 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^a request ` + q + ` with the body of ` + q + ` under a new key$`, Fn: w.sameBody, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key is outside the published format$`, Fn: w.outsideKey, Kind: features.Action},
 		{Pattern: `^a request ` + q + ` whose key is one character longer than the published maximum$`, Fn: w.overLongKey, Kind: features.Action},
-		{Pattern: `^a request ` + q + ` whose key is 256 characters long$`, Fn: w.key256, Kind: features.Action},
 		{Pattern: `^the last answer is not the rejection of ` + q + ` replayed$`, Fn: w.notRejectionReplayed, Kind: features.Check},
 		{Pattern: `^the duplicate's answer is an error or the result of the first answer to ` + q + `$`, Fn: w.dupErrorOrResult, Kind: features.Check},
 		{Pattern: `^no request of this scenario was answered with a 5xx$`, Fn: w.noServerError, Kind: features.Check},
@@ -332,16 +331,6 @@ func (w *httpWorld) overLongKey(alias string) error {
 		return features.NotApplicable("idscheck makes no key one character over max_length that fits the published pattern otherwise (key_spec)")
 	}
 	return w.newOutside(alias, k, fmt.Sprintf("%d characters, one over the published max_length %d (key_spec)", len(k), ks.MaxLength))
-}
-
-// key256: a key of 256 characters, one over Stripe's "Idempotency keys
-// are up to 255 characters long".
-func (w *httpWorld) key256(alias string) error {
-	var b strings.Builder
-	for b.Len() < 256 {
-		b.WriteString(fmt.Sprintf("%08x", w.rnd()))
-	}
-	return w.newOutside(alias, b.String()[:256], "256 characters, over the stripe text's \"Idempotency keys are up to 255 characters long\"")
 }
 
 // keyRefused: the last request, whose key is outside the published
