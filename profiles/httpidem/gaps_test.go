@@ -31,6 +31,7 @@ type gapMW struct {
 	dup500    bool   // a duplicate in flight is answered 500 (Powertools' in-progress error)
 	other500  bool   // with compare: another payload is answered 500, not 422
 	nokey500  bool   // a request without a key is answered 500
+	marker    bool   // a replayed answer carries Idempotent-Replayed: true
 }
 
 // gapEndpoint serves POST /pay {"reference", "amount", "delay_ms"}
@@ -93,6 +94,9 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 			}
 			if s, ok := done[key]; ok {
 				mu.Unlock()
+				if m.marker {
+					w.Header().Set("Idempotent-Replayed", "true")
+				}
 				w.WriteHeader(s.status)
 				w.Write(s.body)
 				return
@@ -266,6 +270,40 @@ func TestHTTPIdemRejectionReplayed(t *testing.T) {
 			for _, r := range res.Rules {
 				if r.RuleID == "T0-REPLAY-accepted-only" && r.Verdict == verdict.Fail && !strings.Contains(r.Reason, "rejection replayed") {
 					t.Errorf("T0-REPLAY-accepted-only: %q, want the evidence to say the rejection was replayed", r.Reason)
+				}
+			}
+		})
+	}
+}
+
+// TestHTTPIdemRejectionMarkedReplay: @node-idempotency stores the
+// handler's 400 and marks its replay with the header it documents; the
+// corrected request then gets 422 (another payload under a used key), not
+// the rejection, so only the rejection retried unchanged, marked a
+// replay by the endpoint's own header, shows that the rejection was
+// committed to replay (T0-REPLAY-accepted-only FAIL). Without a declared
+// replay header that scenario is N/A; a middleware that stores nothing
+// passes it.
+func TestHTTPIdemRejectionMarkedReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile per case")
+	}
+	documented := `"documented": {"replay_header": "Idempotent-Replayed: true"}`
+	cases := []struct {
+		name  string
+		mw    gapMW
+		extra string
+		want  verdict.Verdict
+	}{
+		{"stores and marks its rejection", gapMW{storeRej: true, compare: true, marker: true}, documented, verdict.Fail},
+		{"stores nothing", gapMW{compare: true, marker: true}, documented, verdict.Pass},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runGap(t, gapEndpoint(t, tc.mw), gapDescription(VariantT0, tc.extra), map[string]verdict.Verdict{"T0-REPLAY-accepted-only": tc.want})
+			for _, r := range res.Rules {
+				if r.RuleID == "T0-REPLAY-accepted-only" && tc.want == verdict.Fail && !strings.Contains(r.Reason, "marked Idempotent-Replayed") {
+					t.Errorf("T0-REPLAY-accepted-only: %q, want the evidence to name the replay header", r.Reason)
 				}
 			}
 		})

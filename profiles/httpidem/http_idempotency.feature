@@ -150,6 +150,17 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     And [T0-R3-no-duplicate-error] the duplicate's answer is a 2xx
     And [T0-R2-wait-in-flight] "A" created exactly one thing
 
+  Scenario: t0 — a rejection retried unchanged is evaluated again, never replayed
+    Given the endpoint follows the t0 variant
+    And the endpoint declares a request it rejects
+    And the endpoint documents a replay header
+    And a request "A"
+    When I send "A" made invalid
+    And the endpoint rejected it
+    And I send "A" made invalid
+    Then [T0-REPLAY-accepted-only] the last answer does not carry the documented replay header
+    And [T0-REPLAY-accepted-only] "A" created nothing
+
   Scenario: t0 — a rejection does not consume the key: the corrected call is evaluated afresh
     Given the endpoint follows the t0 variant
     And the endpoint declares a request it rejects

@@ -132,6 +132,8 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the endpoint follows the (ietf|t0|stripe) variant$`, Fn: w.variant, Kind: features.Action},
 		{Pattern: `^the endpoint requires a key$`, Fn: w.requiresKey, Kind: features.Action},
 		{Pattern: `^the endpoint declares a request it rejects$`, Fn: w.declaresInvalid, Kind: features.Action},
+		{Pattern: `^the endpoint documents a replay header$`, Fn: w.documentsReplayHeader, Kind: features.Action},
+		{Pattern: `^the last answer does not carry the documented replay header$`, Fn: w.notMarkedReplay, Kind: features.Check},
 		{Pattern: `^two callers$`, Fn: w.twoCallers, Kind: features.Action},
 		{Pattern: `^the endpoint's key is scoped to the caller$`, Fn: w.callerScoped, Kind: features.Action},
 		{Pattern: `^a request ` + q + `$`, Fn: func(a string) error { return w.newRequest(a, 0, "") }, Kind: features.Action},
@@ -223,6 +225,39 @@ func (w *httpWorld) requiresKey() error {
 func (w *httpWorld) declaresInvalid() error {
 	if len(w.ep.Invalid) == 0 {
 		return features.NotApplicable("the endpoint declares no request it rejects (invalid)")
+	}
+	return nil
+}
+
+// documentsReplayHeader: the target declares the header its replays carry
+// (documented.replay_header): the server's own word that an answer is a
+// replay, which the rejection rules can read.
+func (w *httpWorld) documentsReplayHeader() error {
+	if d := w.ep.Documented; d == nil || d.ReplayHeader == "" || d.ReplayHeader == NoReplayHeader {
+		return features.NotApplicable("the target declares no replay header (documented.replay_header): a replayed rejection cannot be told from one evaluated again")
+	}
+	return nil
+}
+
+// notMarkedReplay: the last answer does not carry the replay header the
+// endpoint documents: by its own word, the endpoint did not replay it. A
+// rejection it marks as a replay was committed to replay ("a rejected or
+// declined call commits nothing to replay").
+func (w *httpWorld) notMarkedReplay() error {
+	if err := w.erred(w.last); err != nil {
+		return err
+	}
+	if w.last == nil {
+		return features.Mismatch("an answer to the rejected request sent again", "none")
+	}
+	spec := w.ep.Documented.ReplayHeader
+	name, value, hasValue := strings.Cut(spec, ":")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	for _, v := range w.last.Header.Values(name) {
+		if !hasValue || strings.EqualFold(strings.TrimSpace(v), value) {
+			return features.Mismatch(fmt.Sprintf("the rejection evaluated again, not replayed (without the documented replay header %q)", spec),
+				fmt.Sprintf("the rejection replayed, marked %s: %s: %s", name, v, w.describeLast()))
+		}
 	}
 	return nil
 }
