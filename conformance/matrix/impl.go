@@ -28,6 +28,12 @@ type Impl struct {
 
 	// Folder is the folder's name under conformance/ (set by LoadImpls).
 	Folder string `json:"-"`
+	// Dir is the folder itself (set by LoadImpls): under conformance/, or
+	// under --extra for a folder kept outside the repository.
+	Dir string `json:"-"`
+	// Outside marks a folder of --extra: its rows are on the pages, but a
+	// clean clone cannot regenerate them (the pages say so).
+	Outside bool `json:"-"`
 }
 
 // Row is one certified configuration of an implementation: its store, the
@@ -198,6 +204,7 @@ func LoadImpls(dir, only string) ([]*Impl, error) {
 			errs = append(errs, err.Error())
 			continue
 		}
+		im.Dir = filepath.Join(dir, folder)
 		for _, r := range im.Rows {
 			if _, err := os.Stat(filepath.Join(dir, folder, im.TargetOf(r))); err != nil {
 				errs = append(errs, fmt.Sprintf("%s/impl.json: row %q: its target file %s is missing", folder, r.ID, im.TargetOf(r)))

@@ -34,10 +34,10 @@ import (
 )
 
 type config struct {
-	root, only, out, docs, idscheck string
-	chaosDuration, timeout          time.Duration
-	parallel                        int
-	pagesOnly, noChaos              bool
+	root, only, out, docs, idscheck, extra string
+	chaosDuration, timeout                 time.Duration
+	parallel                               int
+	pagesOnly, noChaos                     bool
 }
 
 func main() {
@@ -53,6 +53,7 @@ func main() {
 	fs.IntVar(&c.parallel, "parallel", 1, "rows certified at the same time")
 	fs.BoolVar(&c.pagesOnly, "pages-only", false, "write the pages from the runs already there; run nothing")
 	fs.BoolVar(&c.noChaos, "no-chaos", false, "skip the chaos runs (the pages say so)")
+	fs.StringVar(&c.extra, "extra", "", "a folder of implementation folders kept outside the repository (each with its impl.json), certified beside conformance/'s: for rows whose build may not be committed (built from a fetched repository's source); the pages mark them as not regenerated from a clean clone")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -101,10 +102,45 @@ func run(c config) int {
 		fmt.Fprintf(os.Stderr, "matrix: %v\n", err)
 		return 2
 	}
+	var extra []*Impl
+	if c.extra != "" {
+		if extra, err = LoadImpls(c.extra, ""); err != nil {
+			fmt.Fprintf(os.Stderr, "matrix: --extra: %v\n", err)
+			return 2
+		}
+		if len(extra) == 0 {
+			fmt.Fprintf(os.Stderr, "matrix: --extra %s holds no NAME/impl.json\n", c.extra)
+			return 2
+		}
+		for _, im := range extra {
+			im.Outside = true
+			for _, in := range all {
+				if in.Folder == im.Folder {
+					fmt.Fprintf(os.Stderr, "matrix: --extra: folder %s is also under %s\n", im.Folder, confDir)
+					return 2
+				}
+			}
+		}
+		all = append(all, extra...)
+	}
 	selected := all
 	if c.only != "" {
-		if selected, err = LoadImpls(confDir, c.only); err != nil {
-			fmt.Fprintf(os.Stderr, "matrix: %v\n", err)
+		selected = nil
+		for _, dir := range []string{confDir, c.extra} {
+			if dir == "" {
+				continue
+			}
+			got, err := LoadImpls(dir, c.only)
+			if err != nil {
+				continue
+			}
+			for _, im := range got {
+				im.Outside = dir == c.extra
+			}
+			selected = append(selected, got...)
+		}
+		if len(selected) == 0 {
+			fmt.Fprintf(os.Stderr, "matrix: --only %s: no folder nor row of that name under %s%s\n", c.only, confDir, map[bool]string{true: " or " + c.extra}[c.extra != ""])
 			return 2
 		}
 	}
@@ -395,7 +431,7 @@ func (d *driver) prepare(ctx context.Context, im *Impl) (string, error) {
 	once := d.folders[im.Folder]
 	d.mu.Unlock()
 	once.Do(func() {
-		src := filepath.Join(d.root, "conformance", im.Folder)
+		src := im.Dir
 		sum, err := copyTree(src, work)
 		if err != nil {
 			d.prepared[im.Folder] = err

@@ -175,6 +175,9 @@ func renderMarkdown(w *bytes.Buffer, m *Matrix, o PageOptions) {
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, rv := range m.Rows {
 		name := rv.Row.ID
+		if rv.Impl.Outside {
+			name += " †"
+		}
 		if st := statusText(rv); st != "" {
 			name += " — " + st
 		}
@@ -192,6 +195,14 @@ func renderMarkdown(w *bytes.Buffer, m *Matrix, o PageOptions) {
 		}
 		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(name), mdEscape(rv.Row.Package), mdEscape(rv.Row.Version),
 			rv.Impl.Ecosystem, mdEscape(rv.Row.Store), gates[0], gates[1], gates[2], mdEscape(chaosMD(rv.Chaos)), mdEscape(strings.Join(agree, "; ")))
+	}
+	for _, rv := range m.Rows {
+		if rv.Impl.Outside {
+			fmt.Fprintf(w, "\n† built from a fetched repository's source (its `source` names the commit), from a folder kept outside\n")
+			fmt.Fprintf(w, "this repository (`make matrix MATRIX_FLAGS=--extra=DIR`): the repository may not commit a recipe that builds\n")
+			fmt.Fprintf(w, "another project's code, so a clean clone's `make matrix` does not regenerate these rows.\n")
+			break
+		}
 	}
 	fmt.Fprintf(w, "\n## Regenerate\n\n")
 	fmt.Fprintf(w, "```\nmake matrix                  # every row: installs, starts, certifies, probes, chaos; writes both pages\n")
@@ -425,7 +436,7 @@ against each variant's verdicts. Each verdict links to its run's report{{if not 
 <thead><tr><th>implementation</th><th>gate</th>{{range .Rules}}<th class="rule" title="{{rule $rules .}}">{{.}}</th>{{end}}<th>chaos</th><th>agreement (probe vs verdicts)</th></tr></thead>
 <tbody>
 {{range .Rows}}<tr data-row="{{.Row.ID}}" data-ecosystem="{{.Impl.Ecosystem}}" data-store="{{.Row.Store}}">
-<td class="rowhead"><b>{{.Row.ID}}</b><small>{{.Row.Package}} {{.Row.Version}} · {{.Impl.Ecosystem}} · store {{.Row.Store}}{{if .Row.Framework}} · {{.Row.Framework}}{{end}}</small><small>{{.Row.Source}}</small>{{if .StatusText}}<small class="fail">{{.StatusText}}</small>{{end}}</td>
+<td class="rowhead"><b>{{.Row.ID}}</b><small>{{.Row.Package}} {{.Row.Version}} · {{.Impl.Ecosystem}} · store {{.Row.Store}}{{if .Row.Framework}} · {{.Row.Framework}}{{end}}</small><small>{{.Row.Source}}</small>{{if .Impl.Outside}}<small>† built from a fetched repository's source, from a folder outside this repository (--extra): a clean clone's make matrix does not regenerate this row</small>{{end}}{{if .StatusText}}<small class="fail">{{.StatusText}}</small>{{end}}</td>
 <td class="{{.GateClass}}">{{.Gate}}</td>
 {{range .Cells}}<td class="v {{vclass .Verdict}}" data-verdict="{{.Verdict}}" title="{{.Title}}">{{if .Link}}<a href="{{.Link}}">{{.Verdict}}</a>{{else}}{{.Verdict}}{{end}}</td>{{end}}
 <td class="{{.ChaosClass}}">{{if .Chaos}}{{if .Chaos.Link}}<a href="{{.Chaos.Link}}">{{.ChaosText}}</a>{{else}}{{.ChaosText}}{{end}}{{if .Chaos.Example}}<br><small>e.g. {{.Chaos.Example}}</small>{{end}}{{if .Chaos.Replay}}<br><small>replay: <code>{{.Chaos.Replay}}</code></small>{{end}}{{else}}not run{{end}}</td>

@@ -288,3 +288,31 @@ func TestGate(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesMarkRowsFromOutside: a folder of --extra (built from a fetched
+// repository's source, kept outside the repository) is on both pages,
+// marked as not regenerated from a clean clone; the others are not marked.
+func TestPagesMarkRowsFromOutside(t *testing.T) {
+	impls, runs := cannedMatrix(t, 0)
+	impls[len(impls)-1].Outside = true
+	m, err := LoadMatrix(impls, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := t.TempDir()
+	if err := WritePages(m, PageOptions{Docs: docs, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(docs, "conformance.md"))
+	html, _ := os.ReadFile(filepath.Join(docs, "conformance", "index.html"))
+	last := impls[len(impls)-1].Rows[0].ID
+	if !strings.Contains(string(md), "| "+last+" †") || !strings.Contains(string(md), "does not regenerate these rows") {
+		t.Errorf("conformance.md does not mark %s as built from outside:\n%s", last, md)
+	}
+	if first := impls[0].Rows[0].ID; len(impls) > 1 && strings.Contains(string(md), "| "+first+" †") {
+		t.Errorf("conformance.md marks %s, a folder of the repository", first)
+	}
+	if !strings.Contains(string(html), "a clean clone's make matrix does not regenerate this row") {
+		t.Error("index.html does not mark the row built from outside")
+	}
+}
