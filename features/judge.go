@@ -485,7 +485,11 @@ func (j *judge) stepReturned(err error) error {
 		if len(g.order) == 1 && g.proof.Step == "" {
 			g.proof = j.proof(held, sinkRead)
 		}
-		g.outcomes[j.cur.Reading] = err
+		// A reading holds when every assertion of it holds: its first
+		// mismatch stays.
+		if g.outcomes[j.cur.Reading] == nil {
+			g.outcomes[j.cur.Reading] = err
+		}
 		g.end = end
 		if err != nil && g.ev.Observed == "" {
 			g.ev = j.evidence(err)

@@ -136,13 +136,30 @@ func (p *prober) newKeySameBody() []Behaviour {
 	b := Behaviour{ID: id, Situation: sit, Evidence: nonEmpty([]string{a1.line, a2.line, cl})}
 	replay := p.differ(a1, a2) == "" && p.sp.ID != ""
 	isNew := a2.is2xx() && !replay && (!counted || n == 2)
+	// The draft leaves open whether a new key with a seen payload is a
+	// first-time request (decision new-key-seen-payload of the
+	// http-idempotency profile): processed under "pair", refusable under
+	// "fingerprint". Either is correct, and idscheck names the one
+	// followed (READING; PASS where the target declares it); answering it
+	// with the earlier result breaks both.
+	refused := a2.is4xx() && (!counted || n == 1)
 	b.Observed = fmt.Sprintf("%s then %s, %s", p.short(a1), p.short(a2), payments(n, counted))
+	const identify = "“Identify idempotency key from the HTTP Idempotency-Key request header field”"
+	ietf := fail("ietf", "IETF-2.5-identify-key", identify+": answered as the earlier request (deduplicated on the payload), which no reading of the draft allows")
+	switch {
+	case isNew:
+		ietf = Expectation{Variant: "ietf", Rule: "IETF-2.5-identify-key", Verdicts: []string{"PASS", "READING"},
+			Why: identify + ": a new request, as the reading new-key-seen-payload=pair has it (“Duplicate request (idempotency key and fingerprint has been seen)”)"}
+	case refused:
+		ietf = Expectation{Variant: "ietf", Rule: "IETF-2.5-identify-key", Verdicts: []string{"PASS", "READING"},
+			Why: identify + ": refused, nothing created, as the reading new-key-seen-payload=fingerprint has it (“First time request (idempotency key and fingerprint has not been seen)”)"}
+	}
 	if a2.is5xx() {
-		b.Expect = []Expectation{erred("ietf", "IETF-2.5-identify-key", "“Identify idempotency key from the HTTP Idempotency-Key request header field”"),
+		b.Expect = []Expectation{erred("ietf", "IETF-2.5-identify-key", identify),
 			erred("t0", "T0-R3-key-tells-new", "“Use the request’s key … to tell a repeat apart from a genuinely new request”")}
 	} else {
 		b.Expect = []Expectation{
-			judge(isNew, "ietf", "IETF-2.5-identify-key", "“Identify idempotency key from the HTTP Idempotency-Key request header field”"),
+			ietf,
 			judge(isNew, "t0", "T0-R3-key-tells-new", "“Use the request’s key … to tell a repeat apart from a genuinely new request”"),
 		}
 	}

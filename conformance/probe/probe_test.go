@@ -197,7 +197,7 @@ func TestMeasureFiber(t *testing.T) {
 
 // fakeMode is how the fake middleware behaves.
 type fakeMode struct {
-	keyBy      string // "key" (the default), "body" (dedupes on the payload, ignoring the key), "none" (no idempotency)
+	keyBy      string // "key" (the default), "body" (dedupes on the payload, ignoring the key), "none" (no idempotency), "fingerprint" (by the key, and a payload seen under another key is refused with 409, as idempot.dev's middlewares do)
 	inFlight   string // "conflict" (409 with a problem document), "wait" (the original's answer), "execute" (a second payment), "500", "500-release" (a 500 that releases the original's claim)
 	mismatch   string // "422" (with a link to documentation), "execute", "replay" (the first answer)
 	storeRej   bool   // a rejection is stored under its key and replayed
@@ -247,12 +247,13 @@ type fake struct {
 	n       int
 	byRef   map[string]int
 	entries map[string]*fakeEntry
+	seen    map[string]string // keyBy fingerprint: a payload -> the key it first came with
 }
 
 var keyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{8,255}$`)
 
 func startFake(t *testing.T, m fakeMode) string {
-	f := &fake{mode: m, byRef: map[string]int{}, entries: map[string]*fakeEntry{}}
+	f := &fake{mode: m, byRef: map[string]int{}, entries: map[string]*fakeEntry{}, seen: map[string]string{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -347,6 +348,14 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sk = fp
 	}
 	f.mu.Lock()
+	if m.keyBy == "fingerprint" {
+		if k, ok := f.seen[fp]; ok && k != sk {
+			f.mu.Unlock()
+			writeJSON(w, 409, map[string]string{"title": "fingerprint conflict"})
+			return
+		}
+		f.seen[fp] = sk
+	}
 	e := f.entries[sk]
 	if e == nil {
 		e = &fakeEntry{done: make(chan struct{}), fp: fp, dup: make(chan struct{})}
@@ -532,6 +541,26 @@ func TestMeasureFakesFlip(t *testing.T) {
 			"t0 T0-R3-key-tells-new":     "FAIL",
 			"ietf IETF-2.6-retry-result": "PASS",
 		})
+		checkIdentify(t, tab, []string{"NON-STRICT"}, "no reading of the draft allows")
+	})
+	// idempot.dev's middlewares: a payload seen under another key is
+	// refused (409 "fingerprint conflict"), the reading
+	// new-key-seen-payload=fingerprint of the draft; t-0's text has no
+	// fingerprint and tells a new request by its key.
+	t.Run("refuses-a-seen-payload-under-a-new-key", func(t *testing.T) {
+		m := conforming
+		m.keyBy = "fingerprint"
+		tab := measure(t, startFake(t, m), fakeTarget(true, false))
+		checkVerdicts(t, tab, map[string]string{
+			"ietf IETF-2.5-identify-key": "PASS",
+			"t0 T0-R3-key-tells-new":     "FAIL",
+			"ietf IETF-2.6-retry-result": "PASS",
+		})
+		checkIdentify(t, tab, []string{"PASS", "READING"}, "new-key-seen-payload=fingerprint")
+	})
+	t.Run("a-seen-payload-under-a-new-key-is-new", func(t *testing.T) {
+		tab := measure(t, startFake(t, conforming), fakeTarget(true, false))
+		checkIdentify(t, tab, []string{"PASS", "READING"}, "new-key-seen-payload=pair")
 	})
 }
 
@@ -543,4 +572,21 @@ func inFlightNotMeasured(tab *probe.Table) bool {
 		}
 	}
 	return false
+}
+
+// checkIdentify: the new-key-same-body behaviour's ietf expectation allows
+// exactly verdicts, and its Why says why.
+func checkIdentify(t *testing.T, tab *probe.Table, verdicts []string, why string) {
+	t.Helper()
+	b := behaviour(t, tab, "new-key-same-body")
+	for _, e := range b.Expect {
+		if e.Variant != "ietf" || e.Rule != "IETF-2.5-identify-key" {
+			continue
+		}
+		if !slices.Equal(e.Verdicts, verdicts) || !strings.Contains(e.Why, why) {
+			t.Errorf("new-key-same-body (observed %s): %v %q, want %v and %q in the why", b.Observed, e.Verdicts, e.Why, verdicts, why)
+		}
+		return
+	}
+	t.Errorf("new-key-same-body (observed %s): no ietf expectation", b.Observed)
 }

@@ -1,6 +1,7 @@
 package httpidem_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/idscheck/idscheck/profiles/httpidem"
@@ -55,6 +56,33 @@ func TestCatalogInvariants(t *testing.T) {
 	for _, v := range httpidem.Variants() {
 		if per[v] < 6 {
 			t.Errorf("variant %s has %d rules", v, per[v])
+		}
+	}
+}
+
+// TestHTTPIdemDecisionQuotesAreInTheText: every reading quotes its text
+// verbatim, and a rule names only decisions of the profile.
+func TestHTTPIdemDecisionQuotesAreInTheText(t *testing.T) {
+	text, ok := spec.SeedText(httpidem.SourceIETF)
+	if !ok {
+		t.Fatal("the draft's text is not found")
+	}
+	norm := spec.NormalizeSpace(text)
+	for _, d := range httpidem.Decisions() {
+		if len(d.Readings) < 2 {
+			t.Errorf("%s: %d readings", d.ID, len(d.Readings))
+		}
+		for _, r := range d.Readings {
+			if !strings.Contains(norm, spec.NormalizeSpace(r.Quote)) {
+				t.Errorf("%s/%s: quote not in the draft: %s", d.ID, r.Name, r.Quote)
+			}
+		}
+	}
+	for _, r := range httpidem.Rules() {
+		for _, id := range r.Readings {
+			if _, ok := httpidem.DecisionByID(id); !ok {
+				t.Errorf("%s names an unknown decision %s", r.ID, id)
+			}
 		}
 	}
 }

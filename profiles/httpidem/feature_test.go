@@ -9,8 +9,8 @@ import (
 	"github.com/idscheck/idscheck/spec"
 )
 
-// httpDecision: the profile has no decision; its variants are declared.
-func httpDecision(string) (spec.Decision, bool) { return spec.Decision{}, false }
+// httpDecision: the profile's decisions (its variants are declared).
+func httpDecision(id string) (spec.Decision, bool) { return DecisionByID(id) }
 
 // scenarios are the scenarios of the profile's feature file, outlines
 // expanded.

@@ -32,6 +32,10 @@ type gapMW struct {
 	other500  bool   // with compare: another payload is answered 500, not 422
 	nokey500  bool   // a request without a key is answered 500
 	marker    bool   // a replayed answer carries Idempotent-Replayed: true
+	// a body already seen under another key: "refuse" (409 fingerprint
+	// conflict, nothing created: idempot.dev), "replay" (the earlier
+	// key's stored answer, nothing created: deduplicating on the payload)
+	seenBody string
 }
 
 // gapEndpoint serves POST /pay {"reference", "amount", "delay_ms"}
@@ -46,6 +50,7 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 	done := map[string]stored{}
 	bodies := map[string][]byte{} // the body each key's stored or running request came with
 	running := map[string]chan struct{}{}
+	keyOf := map[string]string{} // a body -> the first key it came with
 	made := map[string]int{}
 	n := 0
 	mux := http.NewServeMux()
@@ -85,6 +90,21 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 			return
 		}
 		mu.Lock()
+		if k, ok := keyOf[string(raw)]; ok && k != key && m.seenBody != "" {
+			s, stored := done[k]
+			mu.Unlock()
+			if m.seenBody == "replay" && stored {
+				w.WriteHeader(s.status)
+				w.Write(s.body)
+				return
+			}
+			w.WriteHeader(409)
+			w.Write([]byte(`{"error":"fingerprint conflict"}`))
+			return
+		}
+		if _, ok := keyOf[string(raw)]; !ok {
+			keyOf[string(raw)] = key
+		}
 		for {
 			if had, ok := bodies[key]; ok && m.compare && !bytes.Equal(had, raw) {
 				mu.Unlock()
@@ -533,6 +553,68 @@ func TestHTTPIdemServerErrorWhereTheTextNamesTheAnswer(t *testing.T) {
 				if r.RuleID == "IETF-2.6-concurrent-conflict" && r.Verdict == verdict.Fail && !strings.Contains(r.Reason, "a server error, not a resource conflict error") {
 					t.Errorf("%s: %q, want the 500 named as no resource conflict error", r.RuleID, r.Reason)
 				}
+			}
+		})
+	}
+}
+
+// TestHTTPIdemNewKeySeenPayload (issue 29, the draft's fingerprint): a
+// request under a new key with the payload of an earlier one is, under
+// one reading of §2.4 and §2.6, a first-time request (the key and the
+// fingerprint together identify it), under the other a request whose
+// fingerprint was seen and may be refused. A middleware that refuses it
+// (idempot.dev's 409 "fingerprint conflict") gets the READING verdict
+// naming "fingerprint", one that processes it the one naming "pair"; one
+// that answers it with the earlier result (deduplicating on the payload
+// alone) breaks both and is NON-STRICT. Declared, a reading is PASS or
+// NON-STRICT by its own checks.
+func TestHTTPIdemNewKeySeenPayload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs part of the profile per case")
+	}
+	const rule = "IETF-2.5-identify-key"
+	cases := []struct {
+		name     string
+		mw       gapMW
+		declared string
+		want     verdict.Verdict
+		follows  string
+	}{
+		{"refuses a seen payload under a new key", gapMW{seenBody: "refuse"}, "", verdict.Reading, "fingerprint"},
+		{"processes a seen payload under a new key", gapMW{}, "", verdict.Reading, "pair"},
+		{"replays the earlier result to a new key", gapMW{seenBody: "replay"}, "", verdict.NonStrict, ""},
+		{"refuses, and declares the fingerprint reading", gapMW{seenBody: "refuse"}, "fingerprint", verdict.Pass, "fingerprint"},
+		{"refuses, but declares the pair reading", gapMW{seenBody: "refuse"}, "pair", verdict.NonStrict, ""},
+		{"replays, and declares the fingerprint reading", gapMW{seenBody: "replay"}, "fingerprint", verdict.NonStrict, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ep, err := ParseEndpoint(json.RawMessage(gapDescription(VariantIETF, "")), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tgt := features.Target{BaseURL: gapEndpoint(t, tc.mw).URL, Described: ep}
+			if tc.declared != "" {
+				tgt.Readings = map[string]string{DecisionNewKeySeenPayload: tc.declared}
+			}
+			res, err := Profile().Run(t.Context(), features.RunConfig{Seed: 1, Select: []string{rule}, Budget: 30 * time.Second, Target: tgt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *verdict.RuleResult
+			for i := range res.Rules {
+				if res.Rules[i].RuleID == rule {
+					got = &res.Rules[i]
+				}
+			}
+			if got == nil {
+				t.Fatalf("%s got no verdict", rule)
+			}
+			if got.Verdict != tc.want {
+				t.Fatalf("%s: %s (%s), want %s", rule, got.Verdict, got.Reason, tc.want)
+			}
+			if tc.follows != "" && (got.Reading == nil || got.Reading.Decision != DecisionNewKeySeenPayload || got.Reading.Follows != tc.follows) {
+				t.Errorf("%s: reading %+v, want %s=%s", rule, got.Reading, DecisionNewKeySeenPayload, tc.follows)
 			}
 		})
 	}

@@ -38,14 +38,16 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Then [IETF-2.1-string-key] the last answer has the status and body of the first answer to "A"
     And [IETF-2.1-string-key] "A" created exactly one thing
 
-  Scenario: ietf — a new key is a new request, whatever its body
+  Scenario: ietf — a new key with a seen body is a new request, or refused where the fingerprint identifies it
     Given the endpoint follows the ietf variant
     And a request "A"
     And a request "B" with the body of "A" under a new key
     When I send "A"
     And I send "B"
-    Then [IETF-2.5-identify-key] the last answer is a 2xx
-    And [IETF-2.5-identify-key] "A" and "B" together created exactly two things
+    Then [IETF-2.5-identify-key, reading new-key-seen-payload=pair] the last answer is a 2xx
+    And [IETF-2.5-identify-key, reading new-key-seen-payload=pair] "A" and "B" together created exactly two things
+    And [IETF-2.5-identify-key, reading new-key-seen-payload=fingerprint] the last answer is a 4xx refusal
+    And [IETF-2.5-identify-key, reading new-key-seen-payload=fingerprint] "A" and "B" together created exactly one thing
 
   Scenario: ietf — a key outside the published format is refused before it is processed
     Given the endpoint follows the ietf variant

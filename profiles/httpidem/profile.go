@@ -36,6 +36,7 @@ func Profile() harness.Profile {
 		Name:               Name,
 		Title:              "HTTP Idempotency-Key (the IETF draft, t-0's receiver rules, Stripe's conventions)",
 		Rules:              Rules,
+		Decisions:          Decisions,
 		Suite:              &features.Suite{FS: feature, Paths: []string{"http_idempotency.feature"}, Steps: registerSteps},
 		Bundled:            bundled,
 		EffectSink:         true,

@@ -75,6 +75,7 @@ func Rules() []spec.Rule {
 			Quote: quote, Explanation: explanation}
 	}
 	untestable := func(rule spec.Rule, why string) spec.Rule { rule.Untestable = why; return rule }
+	readings := func(rule spec.Rule, decisions ...string) spec.Rule { rule.Readings = decisions; return rule }
 	// guarantee makes a rule of a text without RFC 2119 keywords a MUST:
 	// words, verbatim in its quote, are the guarantee the text states.
 	guarantee := func(words string, rule spec.Rule) spec.Rule {
@@ -124,9 +125,10 @@ func Rules() []spec.Rule {
 		untestable(r("IETF-2.5-publish", I, "2.5", spec.Must,
 			"Resource server MUST publish idempotency related specification. This specification MUST include expiration related policy if applicable.",
 			"clients cannot know which operations deduplicate, or for how long"), untestableDocs),
-		r("IETF-2.5-identify-key", I, "2.5", spec.Should,
+		readings(r("IETF-2.5-identify-key", I, "2.5", spec.Should,
 			"Identify idempotency key from the HTTP `Idempotency-Key` request header field.",
 			"the server deduplicates on something else than the key (the payload alone): a genuinely new request under a new key is taken for a retry").WithBinding("For each request, server SHOULD"),
+			DecisionNewKeySeenPayload),
 		untestable(r("IETF-2.5-fingerprint-if-required", I, "2.5", spec.Should,
 			"Generate idempotency fingerprint if required.",
 			"a server that needs a fingerprint to tell payloads apart and makes none").WithBinding("For each request, server SHOULD"),

@@ -150,6 +150,7 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^the endpoint declares a key lifetime under 24 hours$`, Fn: w.shortLifetime, Kind: features.Action},
 		{Pattern: `^I wait past the declared key lifetime$`, Fn: w.waitPastLifetime, Kind: features.Action},
 		{Pattern: `^` + q + ` and ` + q + ` together created exactly two things$`, Fn: func(ctx context.Context, a, _ string) error { return w.created(ctx, a, 2) }, Kind: features.Probe},
+		{Pattern: `^` + q + ` and ` + q + ` together created exactly one thing$`, Fn: func(ctx context.Context, a, _ string) error { return w.created(ctx, a, 1) }, Kind: features.Probe},
 
 		{Pattern: `^I send ` + q + `$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: features.Action, Covers: coversHTTPEndpoint},
 		{Pattern: `^I send ` + q + ` again$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "") }, Kind: features.Action},
