@@ -157,3 +157,26 @@ func TestHTTPIdemSecondDuplicateInFlightSlow(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPIdemSecondDuplicateNotInFlightJudgesNothing: without the sink,
+// a second duplicate sent less than half a slow request's time before the
+// original's answer may have met the completed original, so nothing of
+// the scenario is judged (its steps stop: BLOCKED, never PASS), though
+// the first duplicate was in flight. Times are set, not measured.
+func TestHTTPIdemSecondDuplicateNotInFlightJudgesNothing(t *testing.T) {
+	const took = 1500 * time.Millisecond
+	t0 := time.Now()
+	held := func(sent, answered time.Duration) *httpHeld {
+		return &httpHeld{sent: t0.Add(sent), got: true, answered: t0.Add(answered)}
+	}
+	w := &httpWorld{env: &features.Env{Budget: time.Second}, reqs: map[string]*httpRequest{}, slowTook: took,
+		first: held(0, 1200*time.Millisecond), dup: held(took/4, 1200*time.Millisecond)}
+	if err := w.releaseHeld(t.Context()); err != nil {
+		t.Fatalf("the first duplicate alone, 825 ms before the original's answer: %v", err)
+	}
+	w.dup2 = held(took*3/8, 1200*time.Millisecond)
+	err := w.releaseHeld(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "second duplicate") || !strings.Contains(err.Error(), "nothing is judged") {
+		t.Fatalf("got %v, want the second duplicate named as maybe not in flight", err)
+	}
+}
