@@ -36,6 +36,11 @@ type gapMW struct {
 	// conflict, nothing created: idempot.dev), "replay" (the earlier
 	// key's stored answer, nothing created: deduplicating on the payload)
 	seenBody string
+	// release: rejecting a duplicate in flight (409 or 500) deletes the
+	// original's claim, so the next request under the key runs
+	// (Powertools' Middy integration)
+	release bool
+	sink    string // the sink's URL: each execution posts its effect there, before it completes
 }
 
 // gapEndpoint serves POST /pay {"reference", "amount", "delay_ms"}
@@ -125,6 +130,10 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 			if !busy {
 				break
 			}
+			if m.release && (m.dup500 || m.inFlight == "conflict") {
+				delete(running, key)
+				delete(bodies, key)
+			}
 			if m.dup500 {
 				mu.Unlock()
 				w.WriteHeader(500)
@@ -152,6 +161,9 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		bodies[key] = raw
 		mu.Unlock()
 		time.Sleep(time.Duration(m.slowMS+body.DelayMS) * time.Millisecond)
+		if m.sink != "" && body.Amount > 0 {
+			postEffect(m.sink, key, body.Reference)
+		}
 		st := stored{status: 201}
 		mu.Lock()
 		if body.Amount <= 0 {
@@ -166,7 +178,9 @@ func gapEndpoint(t *testing.T, m gapMW) *httptest.Server {
 		} else {
 			delete(bodies, key)
 		}
-		delete(running, key)
+		if running[key] == ch {
+			delete(running, key)
+		}
 		close(ch)
 		mu.Unlock()
 		w.WriteHeader(st.status)

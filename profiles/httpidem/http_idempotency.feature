@@ -74,6 +74,19 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     And [IETF-2.6-concurrent-conflict] the last answer is 409 Conflict
     And [IETF-2.7-concurrent-409] the last answer is 409 with a problem description
 
+  # A second duplicate, sent once the first was answered and while the original is still in
+  # flight: a layer whose rejection of the first released the original's claim executes it
+  # (two creations under one key). The count comes first: it is what the schedule shows.
+  Scenario: ietf — a second retry while the original is still in flight gets a resource conflict error too
+    Given the endpoint follows the ietf variant
+    And a request "A"
+    When I send "A" and its effect is held
+    And I send "A" again while the first is held
+    And I send "A" a third time while the first is held
+    And the effect is released
+    Then [IETF-2.6-concurrent-conflict] "A" created at most one thing
+    And [IETF-2.6-concurrent-conflict] the second duplicate's answer is 409 Conflict
+
   Scenario: ietf — a request without its required key is refused
     Given the endpoint follows the ietf variant
     And the endpoint requires a key
@@ -163,6 +176,17 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     Then [T0-REPLAY-accepted-only] the last answer does not carry the documented replay header
     And [T0-REPLAY-accepted-only] "A" created nothing
 
+  Scenario: t0 — a second duplicate while the original is still in flight causes no further effect
+    Given the endpoint follows the t0 variant
+    And a request "A"
+    When I send "A" and its effect is held
+    And I send "A" again while the first is held
+    And I send "A" a third time while the first is held
+    And the effect is released
+    Then [T0-0-no-further-effect] "A" created exactly one thing
+    And [T0-R2-wait-in-flight] the second duplicate was answered after the release, with the status and body of the first answer to "A"
+    And [T0-R3-no-duplicate-error] the second duplicate's answer is a 2xx
+
   Scenario: t0 — a rejection does not consume the key: the corrected call is evaluated afresh
     Given the endpoint follows the t0 variant
     And the endpoint declares a request it rejects
@@ -250,6 +274,16 @@ Feature: http-idempotency — any HTTP endpoint with an idempotency key
     When I send "A" again
     Then [STRIPE-IDEM-not-saved] the last answer has the status and body of the first answer to "A"
     And [STRIPE-IDEM-same-result] "A" created exactly one thing
+
+  Scenario: stripe — a second request that meets the one executing is not saved either: one result for the key
+    Given the endpoint follows the stripe variant
+    And a request "A"
+    When I send "A" and its effect is held
+    And I send "A" again while the first is held
+    And I send "A" a third time while the first is held
+    And the effect is released
+    Then [STRIPE-IDEM-same-result] "A" created exactly one thing
+    And [STRIPE-IDEM-not-saved] the second duplicate's answer is an error or the result of the first answer to "A"
 
   Scenario: stripe — a key the endpoint expires in under 24 hours is still kept for 24 hours
     Given the endpoint follows the stripe variant

@@ -105,6 +105,11 @@ type httpWorld struct {
 	released time.Time
 	first    *httpHeld // the original, held at the sink
 	dup      *httpHeld // its duplicate
+	// dup2 is a second duplicate, sent once the first was answered (or
+	// after the window a waiting target keeps it), the original still in
+	// flight: a layer whose rejection of the first duplicate released the
+	// original's claim executes it.
+	dup2     *httpHeld
 	heldReq  *httpRequest
 	slowTook time.Duration // how long the declared slow request took
 	effects0 int           // the sink's effects when the scenario began
@@ -120,7 +125,7 @@ func (w *httpWorld) releaseAll() {
 		w.release()
 		w.release = nil
 	}
-	for _, h := range []*httpHeld{w.first, w.dup} {
+	for _, h := range []*httpHeld{w.first, w.dup, w.dup2} {
 		h.collect(10 * time.Second)
 	}
 }
@@ -160,6 +165,15 @@ func (w *httpWorld) steps() []features.StepDef {
 		{Pattern: `^I send ` + q + ` made invalid$`, Fn: func(ctx context.Context, a string) error { return w.send(ctx, a, "invalid") }, Kind: features.Action},
 		{Pattern: `^I send ` + q + ` and its effect is held$`, Fn: w.sendHeld, Kind: features.Action},
 		{Pattern: `^I send ` + q + ` again while the first is held$`, Fn: w.sendDuplicate, Kind: features.Action},
+		{Pattern: `^I send ` + q + ` a third time while the first is held$`, Fn: w.sendSecondDuplicate, Kind: features.Action},
+		{Pattern: `^the second duplicate's answer is 409 Conflict$`, Fn: func() error {
+			return w.onSecond(func() error {
+				return w.documented(w.lastNamed(409, 409, "409 Conflict, the resource conflict error", "a resource conflict error"), "in-flight")
+			})
+		}, Kind: features.Check},
+		{Pattern: `^the second duplicate was answered after the release, with the status and body of the first answer to ` + q + `$`, Fn: func(a string) error { return w.onSecond(func() error { return w.dupWaited(a) }) }, Kind: features.Check},
+		{Pattern: `^the second duplicate's answer is a 2xx$`, Fn: func() error { return w.onSecond(w.dupIs2xx) }, Kind: features.Check},
+		{Pattern: `^the second duplicate's answer is an error or the result of the first answer to ` + q + `$`, Fn: func(a string) error { return w.onSecond(func() error { return w.dupErrorOrResult(a) }) }, Kind: features.Check},
 		{Pattern: `^the effect is released$`, Fn: w.releaseHeld, Kind: features.Action},
 		{Pattern: `^I wait half of 24 hours$`, Fn: w.waitHalfDay, Kind: features.Action},
 		{Pattern: `^the effect sink fails the next call$`, Fn: w.sinkFails, Kind: features.Action},
@@ -708,6 +722,86 @@ func (w *httpWorld) sendDuplicate(ctx context.Context, alias string) error {
 	return nil
 }
 
+// sendSecondDuplicate sends alias a third time while the original is
+// still in flight: once the first duplicate was answered or, when the
+// target keeps that one waiting, once the window it was given has passed.
+// A layer whose rejection of the first duplicate released the original's
+// claim executes this one (Powertools' Middy integration: two payments
+// under one key). With the sink, the original is held there, so it is in
+// flight whatever the timing; the step then waits until the second
+// duplicate was answered or its effect call reached the sink (the layer
+// executed it), up to the same window (a layer that waits does neither;
+// when the first duplicate is still waiting, a quarter of it).
+// Without the sink, the first duplicate's answer is awaited until 3/8 of
+// a slow request's time after the original was sent, and releaseHeld
+// judges nothing unless the original's answer came at least half of that
+// time after the second duplicate was sent (the first duplicate's rule).
+func (w *httpWorld) sendSecondDuplicate(ctx context.Context, alias string) error {
+	r, err := w.req(alias)
+	if err != nil {
+		return err
+	}
+	if w.first == nil || w.dup == nil {
+		return fmt.Errorf("%w: %q sent a third time before it and a duplicate were in flight", features.ErrRunnerBug, alias)
+	}
+	req, err := w.request(r, "") // the identical request, as the first duplicate
+	if err != nil {
+		return err
+	}
+	if w.env.Sink == nil {
+		if wait := time.Until(w.first.sent.Add(w.slowTook * 3 / 8)); wait > 0 {
+			w.dup.collect(wait)
+		}
+		w.dup2 = w.async(ctx, req)
+		return nil
+	}
+	// A layer that keeps the first duplicate waiting released no claim
+	// by answering it: the second needs only to reach it before the
+	// release, and the hold stays short of the 2 s a sink call commonly
+	// waits (the bundled endpoint's SinkTimeout).
+	window := min(time.Second, w.env.Budget/4)
+	if !w.dup.got {
+		window /= 4
+	}
+	before := w.env.Sink.TotalArrivals()
+	w.dup2 = w.async(ctx, req)
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	arrived := make(chan struct{})
+	go func() {
+		if w.env.Sink.WaitArrivals(wctx, before+1) == nil {
+			close(arrived)
+		}
+	}()
+	select {
+	case a := <-w.dup2.done:
+		w.dup2.answer, w.dup2.answered, w.dup2.got = a.resp, a.at, true
+	case <-arrived:
+	case <-wctx.Done():
+	}
+	return nil
+}
+
+// answeredWhen says when h was answered, counted from t0.
+func (h *httpHeld) answeredWhen(t0 time.Time) string {
+	if h == nil || !h.got {
+		return "not in time: the second was sent while it waited"
+	}
+	return fmt.Sprintf("%v after the original was sent", h.answered.Sub(t0).Round(time.Millisecond))
+}
+
+// onSecond runs check on the second duplicate's answer as on the first
+// duplicate's: the same rule judges both.
+func (w *httpWorld) onSecond(check func() error) error {
+	if w.dup2 == nil {
+		return fmt.Errorf("%w: no second duplicate was sent", features.ErrRunnerBug)
+	}
+	dup, last := w.dup, w.last
+	w.dup, w.last = w.dup2, w.dup2.answer
+	defer func() { w.dup, w.last = dup, last }()
+	return check()
+}
+
 // releaseHeld lets the original complete (the sink's hold ends) and
 // collects both answers. Without the sink, the original's answer is the
 // release, and the duplicate counts as in flight only if it was sent at
@@ -718,7 +812,7 @@ func (w *httpWorld) releaseHeld(ctx context.Context) error {
 		w.release()
 		w.release = nil
 	}
-	for _, h := range []*httpHeld{w.first, w.dup} {
+	for _, h := range []*httpHeld{w.first, w.dup, w.dup2} {
 		h.collect(w.env.Budget)
 	}
 	if w.env.Sink == nil && w.first != nil && w.first.got {
@@ -727,9 +821,15 @@ func (w *httpWorld) releaseHeld(ctx context.Context) error {
 			return fmt.Errorf("the duplicate was sent only %v before the original's answer (a slow request takes %v): it may not have been in flight, so nothing is judged",
 				w.released.Sub(w.dup.sent).Round(time.Millisecond), w.slowTook.Round(time.Millisecond))
 		}
+		// the same rule for the second duplicate: what it created or was
+		// answered is judged only if the original was still in flight
+		if w.dup2 != nil && w.dup2.sent.After(w.released.Add(-w.slowTook/2)) {
+			return fmt.Errorf("the second duplicate was sent only %v before the original's answer (a slow request takes %v; the first duplicate was answered %s): it may not have been in flight, so nothing is judged",
+				w.released.Sub(w.dup2.sent).Round(time.Millisecond), w.slowTook.Round(time.Millisecond), w.dup.answeredWhen(w.first.sent))
+		}
 	}
 	if r := w.heldReq; r != nil {
-		for _, h := range []*httpHeld{w.first, w.dup} {
+		for _, h := range []*httpHeld{w.first, w.dup, w.dup2} {
 			if h != nil {
 				w.answered(r, h.answer)
 			}
@@ -737,7 +837,7 @@ func (w *httpWorld) releaseHeld(ctx context.Context) error {
 	}
 	// The duplicate's answer, whenever it came, is the last answer: a
 	// server that waits before it answers the conflict still answers it.
-	for _, h := range []*httpHeld{w.first, w.dup} {
+	for _, h := range []*httpHeld{w.first, w.dup, w.dup2} {
 		if h != nil {
 			w.env.Answered(h.answer)
 		}
