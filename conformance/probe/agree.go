@@ -23,7 +23,8 @@ type Disagreement struct {
 // not ask for a PASS; where none does, every behaviour naming the rule
 // asks for a PASS. A BLOCKED verdict agrees only when the expectation
 // allows it and, where it names the blocking rule, the run names the
-// same one.
+// same one. An intermittent deviation (a race the probe met in some of
+// its tries) agrees with PASS, its deviation and BLOCKED alike.
 func Agree(t *Table, variant string, verdicts map[string]string, blockedBy map[string]string) []Disagreement {
 	type exp struct {
 		behaviour string

@@ -46,7 +46,11 @@ type Expectation struct {
 	// BlockedBy names the rule whose failure may block Rule, when
 	// Verdicts holds BLOCKED.
 	BlockedBy string `json:"blocked_by,omitempty"`
-	Why       string `json:"why"`
+	// Intermittent: the behaviour deviates in some tries and not in
+	// others (a race in the target): every verdict in Verdicts agrees,
+	// BLOCKED by any rule (the deviation may fail another rule first).
+	Intermittent bool   `json:"intermittent,omitempty"`
+	Why          string `json:"why"`
 }
 
 // Variants are the texts the probe maps behaviours to.

@@ -119,7 +119,7 @@ func measure(t *testing.T, url, target string) *probe.Table {
 	}
 	for _, b := range tab.Behaviours {
 		for _, e := range b.Expect {
-			if slices.Contains(e.Verdicts, "BLOCKED") && (e.BlockedBy == "" || verdictOf(tab, e.Variant, e.BlockedBy) == "PASS" || verdictOf(tab, e.Variant, e.BlockedBy) == "") {
+			if slices.Contains(e.Verdicts, "BLOCKED") && !e.Intermittent && (e.BlockedBy == "" || verdictOf(tab, e.Variant, e.BlockedBy) == "PASS" || verdictOf(tab, e.Variant, e.BlockedBy) == "") {
 				t.Errorf("%s: %s %s may be BLOCKED by %q, which no expectation of the table fails", b.ID, e.Variant, e.Rule, e.BlockedBy)
 			}
 		}
@@ -206,6 +206,7 @@ type fakeMode struct {
 	failLonger int    // keys longer than this get a 500 (0: none)
 	shared     bool   // keys are not scoped to the caller
 	requireKey bool   // a request without a key gets 400 with a link
+	flakyRetry bool   // every other replay is answered 409 (the answer stored only after it was sent)
 }
 
 // fakeTarget describes the fake as an honest operator would; requires_key
@@ -248,6 +249,7 @@ type fake struct {
 	byRef   map[string]int
 	entries map[string]*fakeEntry
 	seen    map[string]string // keyBy fingerprint: a payload -> the key it first came with
+	replays int               // replays answered (flakyRetry)
 }
 
 var keyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{8,255}$`)
@@ -411,6 +413,16 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answer(st, b, false)
 		return
 	}
+	if m.flakyRetry {
+		f.mu.Lock()
+		f.replays++
+		odd := f.replays%2 == 1
+		f.mu.Unlock()
+		if odd {
+			writeJSON(w, 409, map[string]string{"title": "a request with this key is in progress"})
+			return
+		}
+	}
 	answer(e.status, e.body, true)
 }
 
@@ -490,6 +502,27 @@ func TestMeasureFakesFlip(t *testing.T) {
 			"t0 T0-0-no-further-effect":         "FAIL",
 			"stripe STRIPE-IDEM-same-result":    "FAIL",
 		})
+	})
+	t.Run("intermittent-retry", func(t *testing.T) {
+		m := conforming
+		m.flakyRetry = true
+		tab := measure(t, startFake(t, m), fakeTarget(true, true))
+		checkObserved(t, tab, map[string][]string{"retry-after-complete": {"of 10 immediate retries got another answer"}})
+		b := behaviour(t, tab, "retry-after-complete")
+		for _, rule := range []string{"IETF-2.6-retry-result", "STRIPE-IDEM-same-result"} {
+			variant := map[bool]string{true: "ietf", false: "stripe"}[strings.HasPrefix(rule, "IETF")]
+			for _, got := range []string{"PASS", deviationOf(rule)} {
+				var ds []probe.Disagreement
+				for _, d := range probe.Agree(&probe.Table{Behaviours: []probe.Behaviour{b}}, variant, map[string]string{rule: got}, nil) {
+					if d.Rule == rule {
+						ds = append(ds, d)
+					}
+				}
+				if len(ds) > 0 {
+					t.Errorf("%s %s: an intermittent deviation disagrees with %s: %+v", variant, rule, got, ds)
+				}
+			}
+		}
 	})
 	t.Run("deviant", func(t *testing.T) {
 		m := fakeMode{inFlight: "execute", mismatch: "replay", storeRej: true, marker: true, failLonger: 64, shared: true}
@@ -589,4 +622,13 @@ func checkIdentify(t *testing.T, tab *probe.Table, verdicts []string, why string
 		return
 	}
 	t.Errorf("new-key-same-body (observed %s): no ietf expectation", b.Observed)
+}
+
+// deviationOf is the verdict a deviation from rule gives: NON-STRICT for
+// the draft's SHOULDs these tests use, FAIL for the guarantees.
+func deviationOf(rule string) string {
+	if strings.HasPrefix(rule, "IETF-2.6-retry") {
+		return "NON-STRICT"
+	}
+	return "FAIL"
 }
