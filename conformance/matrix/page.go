@@ -439,7 +439,7 @@ against each variant's verdicts. Each verdict links to its run's report{{if not 
 <td class="rowhead"><b>{{.Row.ID}}</b><small>{{.Row.Package}} {{.Row.Version}} · {{.Impl.Ecosystem}} · store {{.Row.Store}}{{if .Row.Framework}} · {{.Row.Framework}}{{end}}</small><small>{{.Row.Source}}</small>{{if .Impl.Outside}}<small>† built from a fetched repository's source, from a folder outside this repository (--extra): a clean clone's make matrix does not regenerate this row</small>{{end}}{{if .StatusText}}<small class="fail">{{.StatusText}}</small>{{end}}</td>
 <td class="{{.GateClass}}">{{.Gate}}</td>
 {{range .Cells}}<td class="v {{vclass .Verdict}}" data-verdict="{{.Verdict}}" title="{{.Title}}">{{if .Link}}<a href="{{.Link}}">{{.Verdict}}</a>{{else}}{{.Verdict}}{{end}}</td>{{end}}
-<td class="{{.ChaosClass}}">{{if .Chaos}}{{if .Chaos.Link}}<a href="{{.Chaos.Link}}">{{.ChaosText}}</a>{{else}}{{.ChaosText}}{{end}}{{if .Chaos.Example}}<br><small>e.g. {{.Chaos.Example}}</small>{{end}}{{if .Chaos.Replay}}<br><small>replay: <code>{{.Chaos.Replay}}</code></small>{{end}}{{else}}not run{{end}}</td>
+<td class="{{.ChaosClass}}">{{if .Chaos}}{{if .Chaos.Link}}<a href="{{.Chaos.Link}}">{{.ChaosText}}</a>{{else}}{{.ChaosText}}{{end}}{{if .Chaos.Example}}<br><small>e.g. {{.Chaos.Example}}</small>{{end}}{{if .Chaos.Replay}}<details><summary><small>replay</small></summary><small><code>{{.Chaos.Replay}}</code></small></details>{{end}}{{else}}not run{{end}}</td>
 <td class="{{if .Agrees}}pass{{else}}undecided{{end}}">{{.Agreement}}</td>
 </tr>
 {{end}}</tbody></table>

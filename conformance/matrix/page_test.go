@@ -201,7 +201,7 @@ func TestPagesFromCannedResults(t *testing.T) {
 		`data-verdict="NON-STRICT"`, `data-verdict="not run"`,
 		`data-ecosystem="node" data-store="redis"`, `data-ecosystem="go" data-store="memory"`,
 		`<section data-variant="t0">`, `id="f-variant"`, `id="f-eco"`, `id="f-store"`, `id="f-verdict"`,
-		`anomalies: duplicated 3, IETF-2.6-retry-result 3, model http-idem-effects: Illegal`, `replay: <code>idscheck chaos --seed 7 --faults net,storm</code>`,
+		`anomalies: duplicated 3, IETF-2.6-retry-result 3, model http-idem-effects: Illegal`, `<summary><small>replay</small></summary><small><code>idscheck chaos --seed 7 --faults net,storm</code>`,
 		`created 2 things (its deliveries ran 1.5–2.5 s into the run, under latency 1.0–2.0 s)`,
 		`install failed: npm ci: E404`, `not measured: connection refused`, `>agrees<`,
 		`github.com/gofiber/fiber/v2 v2.52.15`, `idscheck v9.9.9`, `2026-11-28`,
