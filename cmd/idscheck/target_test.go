@@ -303,6 +303,21 @@ func TestTargetHelpDocumentsTheFile(t *testing.T) {
 }
 
 // deadAddr is a loopback port nobody listens on.
+// closedAddr is a loopback address no one listens on now, which the test
+// may listen on later (an ephemeral port, picked and closed).
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// deadAddr is a loopback address that refuses connections for the whole
+// test.
 func deadAddr(t *testing.T) string {
 	t.Helper()
 	// A port below the ephemeral range, where nothing listens: a port
@@ -475,7 +490,7 @@ func TestRunSlowStartingTarget(t *testing.T) {
 	}
 	t.Cleanup(stop)
 	u, _ := url.Parse(bt.BaseURL)
-	addr := deadAddr(t)
+	addr := closedAddr(t)
 	proxy := &http.Server{Handler: httputil.NewSingleHostReverseProxy(u)}
 	opened := make(chan struct{})
 	go func() {
