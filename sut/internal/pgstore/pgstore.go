@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -134,7 +135,24 @@ func Open(ctx context.Context, store, replica, schema string) (*sql.DB, error) {
 	}
 	if len(names) > 0 {
 		var all bool
-		err := db.QueryRowContext(cctx, `SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n`, names).Scan(&all)
+		// A replica restarted while it is cut from the store (a partition
+		// the chaos run injected: its packets dropped) waits for the store,
+		// up to cctx: a connection that timed out is tried again; a refused
+		// connection or an answer of the server (a refused password, a
+		// missing database) is final at once.
+		for {
+			err = db.QueryRowContext(cctx, `SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n`, names).Scan(&all)
+			var pe *pgconn.PgError
+			var ne net.Error
+			timedOut := errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+			if err == nil || errors.As(err, &pe) || !timedOut || cctx.Err() != nil {
+				break
+			}
+			select {
+			case <-cctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
 		if err != nil {
 			db.Close()
 			return nil, fmt.Errorf("postgres: %w", err)
