@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -158,9 +159,20 @@ func (s *Server) claim(k string) bool {
 	if s.running[k] {
 		return false
 	}
+	if at, ok := s.unsure[k]; ok {
+		if time.Since(at) < s.unsureWait() {
+			return false
+		}
+		delete(s.unsure, k)
+	}
 	s.running[k] = true
 	return true
 }
+
+// unsureWait is how long after a sink call timed out the resumer leaves
+// its record alone: twice the call's bound, for a POST the sink had not
+// yet read when the call gave up.
+func (s *Server) unsureWait() time.Duration { return 2 * s.cfg.SinkTimeout }
 
 func (s *Server) release(k string) {
 	s.runMu.Lock()
@@ -634,6 +646,12 @@ func (s *Server) execute(ctx context.Context, j job) ([]byte, bool) {
 		id, err := s.sink.post(ctx, effectRequestOf(rec), cmd.s1())
 		if err != nil {
 			s.log.Debug("effect", "key", rec.key, "err", err)
+			var ne net.Error
+			if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+				s.runMu.Lock()
+				s.unsure[rec.resID] = time.Now()
+				s.runMu.Unlock()
+			}
 			return nil, false
 		}
 		effectID = id

@@ -113,6 +113,11 @@ type Server struct {
 	// sink call failed); the resumer takes only records not in it.
 	runMu   sync.Mutex
 	running map[string]bool
+	// unsure holds, under runMu, the reservations whose sink call timed
+	// out, and when: the POST may still reach the sink and count, so the
+	// resumer reconciles such a record only a while later (unsureWait), or
+	// its GET could find nothing yet and it would POST a second effect.
+	unsure map[string]time.Time
 
 	rs replicaState // the replica mutants'
 
@@ -199,7 +204,7 @@ func Open(ctx context.Context, c Config) (*Server, error) {
 		clock = time.Now
 	}
 	s := &Server{cfg: c, log: log, scale: c.TimeScale, mutant: c.Mutant, clock: clock,
-		sink: newSink(c.SinkURL, c.SinkTimeout), running: map[string]bool{}, kick: make(chan struct{}, 1)}
+		sink: newSink(c.SinkURL, c.SinkTimeout), running: map[string]bool{}, unsure: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 	// The resumer and the dispatcher retry every 200 ms of protocol time,
 	// at least every 200 ms and at most every 20 ms of real time.
 	s.interval = min(200*time.Millisecond, max(20*time.Millisecond, time.Duration(float64(200*time.Millisecond)/s.scale)))

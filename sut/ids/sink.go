@@ -99,12 +99,12 @@ func (k *sink) do(req *http.Request) (int, effectReply, error) {
 	var r effectReply
 	res, err := k.hc.Do(req)
 	if err != nil {
-		return 0, r, fmt.Errorf("%w: %v", errNoAnswer, err)
+		return 0, r, fmt.Errorf("%w: %w", errNoAnswer, err) // a timeout stays one (errors.Is)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	if err != nil {
-		return 0, r, fmt.Errorf("%w: %v", errNoAnswer, err)
+		return 0, r, fmt.Errorf("%w: %w", errNoAnswer, err)
 	}
 	if res.StatusCode == 200 || res.StatusCode == 201 {
 		if err := json.Unmarshal(b, &r); err != nil {
