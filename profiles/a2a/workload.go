@@ -432,8 +432,15 @@ func (w *workload) drawClass(rnd *mrand.Rand) string {
 func (w *workload) sender(ctx context.Context, rnd *mrand.Rand, i int) {
 	for n := 0; ctx.Err() == nil && !w.rec.Full(); n++ {
 		class, abandon := w.drawClass(rnd), rnd.IntN(100) < 15
-		if n == 0 {
+		switch n {
+		case 0:
 			class, abandon = firstClasses[i%len(firstClasses)], true
+		case 1:
+			// Every sender's second task reuses an earlier task's cache
+			// key: a short run on a loaded machine makes a handful of
+			// tasks, and a cache hit must be among them (a cache kept per
+			// replica shows only there).
+			class = ClassCacheHit
 		}
 		t := w.mint(rnd, class, abandon)
 		switch p := rnd.IntN(100); {
