@@ -38,7 +38,7 @@ func TestChaosHTTPIdemReplicas(t *testing.T) {
 	})
 	for _, m := range suthttpidem.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			code, stdout, stderr := chaos(t, "3", m.Name, "storm")
+			code, stdout, stderr := catchRace(t, func() (int, string, string) { return chaos(t, "3", m.Name, "storm") })
 			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks) && !strings.Contains(stdout, "IETF-2.6-retry-result") ||
 				!strings.Contains(stdout, "created 2 things") {
 				t.Errorf("three replicas: exit %d, want 1 with duplicated payments named\nstdout:\n%.3000s\nstderr:\n%s", code, stdout, stderr)

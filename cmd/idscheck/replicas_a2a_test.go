@@ -89,7 +89,9 @@ func TestChaosA2AReplicas(t *testing.T) {
 	})
 	for _, m := range suta2a.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			code, stdout, stderr := chaos(t, filepath.Join(t.TempDir(), "three"), "3", m.Name, "storm", "3s")
+			code, stdout, stderr := catchRace(t, func() (int, string, string) {
+				return chaos(t, filepath.Join(t.TempDir(), "three"), "3", m.Name, "storm", "3s")
+			})
 			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks+" t-") {
 				t.Errorf("three replicas: exit %d, want 1 with %s named\nstdout:\n%.3000s\nstderr:\n%s", code, m.Breaks, stdout, stderr)
 			}

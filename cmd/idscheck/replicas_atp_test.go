@@ -79,7 +79,7 @@ func TestChaosATPReplicas(t *testing.T) {
 	})
 	for _, m := range sutatp.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			code, stdout, stderr := chaos(t, "3", m.Name, "storm")
+			code, stdout, stderr := catchRace(t, func() (int, string, string) { return chaos(t, "3", m.Name, "storm") })
 			if code != exitFailed || !strings.Contains(stdout, "- "+m.Breaks+" ") || !doubleCharge.MatchString(stdout) {
 				t.Errorf("three replicas: exit %d, want 1 with the double charge named\nstdout:\n%.3000s\nstderr:\n%s", code, stdout, stderr)
 			}

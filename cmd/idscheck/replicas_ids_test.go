@@ -85,7 +85,7 @@ func TestChaosIDSReplicas(t *testing.T) {
 	})
 	for _, m := range sutids.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			code, stdout, stderr := chaos(t, "3", m.Name, "storm", "3s")
+			code, stdout, stderr := catchRace(t, func() (int, string, string) { return chaos(t, "3", m.Name, "storm", "3s") })
 			// A second execution shows as a second effect (m.Breaks) or,
 			// for a command whose sink deduplicates its key (S1), as a
 			// fresh outcome where the first was due: which command the

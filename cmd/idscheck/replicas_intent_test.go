@@ -87,7 +87,10 @@ func TestChaosIntentReplicas(t *testing.T) {
 	})
 	for _, m := range sutintent.ReplicaMutants() {
 		t.Run(m.Name, func(t *testing.T) {
-			code, stdout, stderr, _ := chaos(t, "3", m.Name, "2s", "--faults", "storm")
+			code, stdout, stderr := catchRace(t, func() (int, string, string) {
+				c, o, e, _ := chaos(t, "3", m.Name, "2s", "--faults", "storm")
+				return c, o, e
+			})
 			if code != exitFailed || !strings.Contains(stdout, "ANOMALIES") || !strings.Contains(stdout, "("+m.Breaks+")") {
 				t.Errorf("three replicas: exit %d, want 1 with %s named\nstdout:\n%.3000s\nstderr:\n%s", code, m.Breaks, stdout, stderr)
 			}
